@@ -1,0 +1,150 @@
+// Package job is the domain at the centre of ghclaim: the job record that
+// DynamoDB holds, its states, and the claim message that SQS carries.
+//
+// The record is the truth; a message only says "look at job N, version V".
+// Every transition that hands the job to a new message bumps Version, so a
+// message whose version is older than the record's is a duplicate and is
+// dropped. This package owns those rules as plain values and functions; it
+// must never import an AWS or GitHub package, and it does no I/O.
+//
+// Times on the record are epoch milliseconds (the *At fields), except
+// ExpiresAt, which is epoch seconds because DynamoDB's TTL requires it.
+package job
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// State is where a job record stands. See DESIGN.md: pending → queued ⇄
+// claiming → claimed | failed | abandoned; any non-terminal state → done.
+type State string
+
+// The states of a job record.
+const (
+	// Pending: the record is durable but its first claim message may not
+	// have been sent (outbox). The reclaimer sends it after a grace.
+	Pending State = "pending"
+	// Queued: a claim message for the record's current version is in SQS
+	// (or due at DueAt).
+	Queued State = "queued"
+	// Claiming: a claimer holds the lease until LeaseExpiresAt.
+	Claiming State = "claiming"
+	// Claimed: a runner was registered and provisioned for the job.
+	Claimed State = "claimed"
+	// Failed: a non-retryable error ended the claim; LastError says why.
+	Failed State = "failed"
+	// Abandoned: retryable errors went on past the maximum age.
+	Abandoned State = "abandoned"
+	// Done: GitHub reported the job in progress or completed.
+	Done State = "done"
+)
+
+// Terminal reports whether no further transition may leave s.
+func (s State) Terminal() bool {
+	switch s {
+	case Claimed, Failed, Abandoned, Done:
+		return true
+	}
+	return false
+}
+
+// Valid reports whether s is one of the known states.
+func (s State) Valid() bool {
+	switch s {
+	case Pending, Queued, Claiming, Claimed, Failed, Abandoned, Done:
+		return true
+	}
+	return false
+}
+
+// Record is one job as stored under pk "job#<id>". Zero values mean
+// "not set" for the optional fields.
+type Record struct {
+	JobID          int64
+	State          State
+	Version        int64
+	Attempt        int
+	FirstFailureAt int64 // ms; 0 until the first retryable failure
+	DueAt          int64 // ms; when the current message becomes visible
+	LeaseOwner     string
+	LeaseExpiresAt int64 // ms
+	LastErrorClass string
+	LastError      string
+	Repo           string // owner/name
+	InstallationID int64
+	Labels         []string
+	Pool           string
+	RunnerName     string // the runner that took the job (done) or ours (claimed)
+	RunID          int64
+	CreatedAt      int64 // ms
+	UpdatedAt      int64 // ms
+	ExpiresAt      int64 // s; set once terminal (TTL)
+	SweepShard     string
+	SweepAt        int64 // ms; only on non-terminal records
+}
+
+// Owner is the repository owner (organisation or user) of the record's repo.
+func (r Record) Owner() string {
+	for i := 0; i < len(r.Repo); i++ {
+		if r.Repo[i] == '/' {
+			return r.Repo[:i]
+		}
+	}
+	return r.Repo
+}
+
+// RepoName is the repository name without its owner.
+func (r Record) RepoName() string {
+	for i := 0; i < len(r.Repo); i++ {
+		if r.Repo[i] == '/' {
+			return r.Repo[i+1:]
+		}
+	}
+	return ""
+}
+
+// Key is the DynamoDB partition key of job id.
+func Key(id int64) string { return "job#" + strconv.FormatInt(id, 10) }
+
+// DeliveryKey is the DynamoDB partition key of a webhook delivery's dedup item.
+func DeliveryKey(guid string) string { return "delivery#" + guid }
+
+// RateKey is the DynamoDB partition key of an installation's rate state.
+func RateKey(installationID int64) string {
+	return "rate#" + strconv.FormatInt(installationID, 10)
+}
+
+// Shard is the sweep shard of job id: the decimal string of id mod shards.
+func Shard(id int64, shards int) string {
+	if shards <= 0 {
+		shards = 1
+	}
+	m := id % int64(shards)
+	if m < 0 {
+		m = -m
+	}
+	return strconv.FormatInt(m, 10)
+}
+
+// RunnerName is the runner name derived from a pool and a job, so at most
+// one runner is ever registered per job: "<pool>-<job_id>".
+func RunnerName(pool string, id int64) string {
+	return fmt.Sprintf("%s-%d", pool, id)
+}
+
+// Message is the SQS claim message body. The JSON field names are part of
+// the contract in DESIGN.md.
+type Message struct {
+	JobID     int64 `json:"job_id"`
+	Version   int64 `json:"version"`
+	Attempt   int   `json:"attempt"`
+	NotBefore int64 `json:"not_before,omitempty"` // ms; chained delays past SQS's 900 s cap
+}
+
+// Millis converts t to epoch milliseconds.
+func Millis(t time.Time) int64 { return t.UnixMilli() }
+
+// FromMillis converts epoch milliseconds to a time.
+func FromMillis(ms int64) time.Time { return time.UnixMilli(ms) }

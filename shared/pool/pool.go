@@ -1,0 +1,178 @@
+// Package pool owns runner pools: what RUNNER_POOLS says, how it is
+// validated, and which pool a job's labels select.
+//
+// A job matches a pool when every one of the job's labels is among the
+// pool's labels, compared case-insensitively (GitHub treats runner labels
+// case-insensitively); the first matching pool in configuration order wins.
+// A job with no labels matches nothing: GitHub never routes such a job to a
+// self-hosted runner, and claiming it would start a machine nobody uses.
+//
+// This package is pure: it parses and matches values and never does I/O.
+package pool
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// Scopes at which a JIT runner is registered.
+const (
+	ScopeRepo = "repo"
+	ScopeOrg  = "org"
+)
+
+// Provisioner types.
+const (
+	ProvisionerEC2      = "ec2"
+	ProvisionerDispatch = "dispatch"
+)
+
+// Provisioner says how a pool's machines are started.
+type Provisioner struct {
+	// Type is "ec2" or "dispatch".
+	Type string `json:"type"`
+	// LaunchTemplate is the EC2 launch template id (lt-…) or name (ec2).
+	LaunchTemplate string `json:"launch_template,omitempty"`
+	// LaunchTemplateVersion defaults to "$Default" (ec2).
+	LaunchTemplateVersion string `json:"launch_template_version,omitempty"`
+	// Subnets optionally overrides the launch template's subnet; one is
+	// chosen per job, deterministically (ec2).
+	Subnets []string `json:"subnets,omitempty"`
+	// InstanceTypes optionally overrides the launch template's instance
+	// type; the first is used (ec2).
+	InstanceTypes []string `json:"instance_types,omitempty"`
+	// QueueURL is the SQS queue that pull-based hosts read (dispatch).
+	QueueURL string `json:"queue_url,omitempty"`
+}
+
+// Pool is one entry of RUNNER_POOLS.
+type Pool struct {
+	Name          string   `json:"name"`
+	Labels        []string `json:"labels"`
+	Scope         string   `json:"scope"`
+	RunnerGroupID int64    `json:"runner_group_id"`
+	// AllowPublic lets jobs from public repositories use the pool. Off by
+	// default: a fork's pull request would otherwise run code on our machines.
+	AllowPublic bool `json:"allow_public"`
+	// CheckQueued asks GitHub whether the job is still queued before
+	// claiming it (one more API call per claim).
+	CheckQueued bool        `json:"check_queued"`
+	Provisioner Provisioner `json:"provisioner"`
+}
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$`)
+
+// Parse reads RUNNER_POOLS (a JSON list), fills defaults (scope "repo",
+// runner group 1) and validates every pool. Errors name the pool and field.
+func Parse(text string) ([]Pool, error) {
+	if strings.TrimSpace(text) == "" {
+		return nil, errors.New("no pools: want a JSON list with at least one pool")
+	}
+	dec := json.NewDecoder(strings.NewReader(text))
+	dec.DisallowUnknownFields()
+	var pools []Pool
+	if err := dec.Decode(&pools); err != nil {
+		return nil, fmt.Errorf("not a JSON list of pools: %w", err)
+	}
+	if len(pools) == 0 {
+		return nil, errors.New("no pools: want a JSON list with at least one pool")
+	}
+	seen := map[string]bool{}
+	for i := range pools {
+		p := &pools[i]
+		if p.Scope == "" {
+			p.Scope = ScopeRepo
+		}
+		if p.RunnerGroupID == 0 {
+			p.RunnerGroupID = 1
+		}
+		if p.Provisioner.Type == ProvisionerEC2 && p.Provisioner.LaunchTemplateVersion == "" {
+			p.Provisioner.LaunchTemplateVersion = "$Default"
+		}
+		if err := p.Validate(); err != nil {
+			return nil, fmt.Errorf("pool %d (%q): %w", i, p.Name, err)
+		}
+		if seen[p.Name] {
+			return nil, fmt.Errorf("pool %d (%q): name used twice", i, p.Name)
+		}
+		seen[p.Name] = true
+	}
+	return pools, nil
+}
+
+// Validate checks one pool after defaults are filled.
+func (p Pool) Validate() error {
+	if !nameRE.MatchString(p.Name) {
+		return fmt.Errorf("name %q: want 1-40 letters, digits, '-', '_' or '.'", p.Name)
+	}
+	if len(p.Labels) == 0 {
+		return errors.New("labels: want at least one label")
+	}
+	for _, l := range p.Labels {
+		if strings.TrimSpace(l) == "" {
+			return errors.New("labels: empty label")
+		}
+	}
+	if p.Scope != ScopeRepo && p.Scope != ScopeOrg {
+		return fmt.Errorf("scope %q: want %q or %q", p.Scope, ScopeRepo, ScopeOrg)
+	}
+	if p.RunnerGroupID < 0 {
+		return fmt.Errorf("runner_group_id %d: want a positive id", p.RunnerGroupID)
+	}
+	switch p.Provisioner.Type {
+	case ProvisionerEC2:
+		if p.Provisioner.LaunchTemplate == "" {
+			return errors.New("provisioner.launch_template: required for type ec2")
+		}
+	case ProvisionerDispatch:
+		if p.Provisioner.QueueURL == "" {
+			return errors.New("provisioner.queue_url: required for type dispatch")
+		}
+	default:
+		return fmt.Errorf("provisioner.type %q: want %q or %q", p.Provisioner.Type, ProvisionerEC2, ProvisionerDispatch)
+	}
+	return nil
+}
+
+// Match returns the first pool whose labels contain every one of the job's
+// labels (case-insensitively).
+func Match(pools []Pool, jobLabels []string) (Pool, bool) {
+	if len(jobLabels) == 0 {
+		return Pool{}, false
+	}
+	for _, p := range pools {
+		if covers(p.Labels, jobLabels) {
+			return p, true
+		}
+	}
+	return Pool{}, false
+}
+
+// Find returns the pool named name.
+func Find(pools []Pool, name string) (Pool, bool) {
+	for _, p := range pools {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return Pool{}, false
+}
+
+func covers(have, want []string) bool {
+	for _, w := range want {
+		found := false
+		for _, h := range have {
+			if strings.EqualFold(h, w) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
