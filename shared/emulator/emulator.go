@@ -1,0 +1,240 @@
+// Package emulator owns the AWS emulator that integration tests and local runs talk to: it
+// starts a moto_server child process (or adopts the external endpoint named by
+// AWS_ENDPOINT_URL, e.g. LocalStack), hands out SDK configurations pointed at it, and creates
+// the non-function resources of template.yaml there through the emulator's own CloudFormation
+// API, so tests and deployment share one definition of the table, queues and secrets.
+//
+// It must never talk to real AWS: every configuration it returns carries static test
+// credentials and an explicit endpoint, and it ignores the host's shared AWS config files.
+// It must never stop a process it did not start: Close only kills the process group of a
+// moto_server this package launched, never an external endpoint.
+//
+// Decisions:
+//   - moto_server runs in its own process group so Close can kill the shell shims (pyenv) and
+//     the Python interpreter together. On Linux it also gets a parent-death signal, so a test
+//     binary that crashes or is killed does not leave an orphan listening on a port.
+//   - ForTest shares one moto_server between the tests of a test binary (reference-counted: the
+//     last Cleanup stops it). Tests stay isolated by unique resource names (DeployForTest gives
+//     every call its own stack), never by resetting the emulator, which would break parallel tests.
+//   - Tests that cannot get an emulator fail (t.Fatal) with instructions; they never skip, because
+//     a skipped integration test reads as a passing one.
+package emulator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+)
+
+// EndpointEnv is the SDK's own variable for a custom endpoint; when set, Start adopts that
+// emulator instead of launching moto_server.
+const EndpointEnv = "AWS_ENDPOINT_URL"
+
+// Region is the region every emulator configuration uses.
+const Region = "us-east-1"
+
+// startTimeout bounds how long Start waits for moto_server to answer.
+const startTimeout = 20 * time.Second
+
+// ErrNoEmulator is returned (wrapped) when no endpoint is configured and moto_server cannot be
+// found or started. Its text tells the reader how to get one.
+var ErrNoEmulator = errors.New("no AWS emulator: install moto: pip install 'moto[server]' (provides moto_server), or run LocalStack and set AWS_ENDPOINT_URL")
+
+// Server is a running AWS emulator.
+type Server struct {
+	// Endpoint is the base URL of the emulator, e.g. http://127.0.0.1:41234.
+	Endpoint string
+
+	cmd       *exec.Cmd     // nil for an external endpoint
+	exited    chan struct{} // closed when cmd has exited
+	closeOnce sync.Once
+}
+
+// Start returns the emulator named by AWS_ENDPOINT_URL, or else launches moto_server on a free
+// 127.0.0.1 port and waits (at most 20 s) until it answers. Call Close when done.
+func Start(ctx context.Context) (*Server, error) {
+	if ep := os.Getenv(EndpointEnv); ep != "" {
+		return &Server{Endpoint: ep}, nil
+	}
+	bin, err := exec.LookPath("moto_server")
+	if err != nil {
+		return nil, fmt.Errorf("%w (%v)", ErrNoEmulator, err)
+	}
+	// A free port can be taken between our probe and moto's bind; retry a few times.
+	var lastErr error
+	for range 3 {
+		s, err := launch(ctx, bin)
+		if err == nil {
+			return s, nil
+		}
+		lastErr = err
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, fmt.Errorf("%w: %v", ErrNoEmulator, lastErr)
+}
+
+func launch(ctx context.Context, bin string) (*Server, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, "-H", "127.0.0.1", "-p", strconv.Itoa(port))
+	cmd.SysProcAttr = sysProcAttr()
+	cmd.Stdout, cmd.Stderr = nil, nil // moto logs every request; nobody reads it
+	s := &Server{
+		Endpoint: "http://127.0.0.1:" + strconv.Itoa(port),
+		cmd:      cmd,
+		exited:   make(chan struct{}),
+	}
+	started := make(chan error, 1)
+	go s.run(started)
+	if err := <-started; err != nil {
+		return nil, fmt.Errorf("start %s: %w", bin, err)
+	}
+	if err := s.waitReady(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// run starts and waits for the child on one locked OS thread: Linux delivers the parent-death
+// signal when the thread that forked the child exits, so that thread must live as long as the child.
+func (s *Server) run(started chan<- error) {
+	lockThread()
+	err := s.cmd.Start()
+	started <- err
+	if err != nil {
+		close(s.exited)
+		return
+	}
+	_ = s.cmd.Wait()
+	close(s.exited)
+}
+
+func (s *Server) waitReady(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	client := &http.Client{Timeout: time.Second}
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.Endpoint+"/moto-api/", nil)
+		if err != nil {
+			return err
+		}
+		if resp, err := client.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-s.exited:
+			return fmt.Errorf("moto_server at %s exited before answering", s.Endpoint)
+		case <-ctx.Done():
+			return fmt.Errorf("moto_server at %s did not answer within %s: %w", s.Endpoint, startTimeout, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Config returns an SDK configuration pointed at the emulator: static test credentials, region
+// us-east-1, the endpoint as BaseEndpoint, and no shared config files from the host.
+func (s *Server) Config(ctx context.Context) (aws.Config, error) {
+	cfg, err := config.LoadDefaultConfig(ctx,
+		config.WithRegion(Region),
+		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("test", "test", "")),
+		config.WithBaseEndpoint(s.Endpoint),
+		config.WithSharedConfigFiles([]string{}),
+		config.WithSharedCredentialsFiles([]string{}),
+	)
+	if err != nil {
+		return aws.Config{}, fmt.Errorf("emulator config for %s: %w", s.Endpoint, err)
+	}
+	return cfg, nil
+}
+
+// Close stops the moto_server process group that Start launched and waits for it to exit. It
+// does nothing for an external endpoint and is safe to call more than once.
+func (s *Server) Close() {
+	if s.cmd == nil {
+		return
+	}
+	s.closeOnce.Do(func() {
+		if p := s.cmd.Process; p != nil {
+			killGroup(p.Pid)
+		}
+		select {
+		case <-s.exited:
+		case <-time.After(5 * time.Second):
+		}
+	})
+}
+
+var shared struct {
+	mu   sync.Mutex
+	srv  *Server
+	refs int
+}
+
+// ForTest returns an emulator for t: AWS_ENDPOINT_URL's, or a moto_server shared by the tests
+// of this binary that stops after the last test using it finishes. It fails t (never skips)
+// when no emulator is available.
+func ForTest(t testing.TB) *Server {
+	t.Helper()
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if shared.srv == nil {
+		srv, err := Start(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		shared.srv = srv
+	}
+	shared.refs++
+	srv := shared.srv
+	t.Cleanup(func() {
+		shared.mu.Lock()
+		defer shared.mu.Unlock()
+		shared.refs--
+		if shared.refs == 0 && shared.srv == srv {
+			srv.Close()
+			shared.srv = nil
+		}
+	})
+	return srv
+}
+
+// ConfigForTest is ForTest(t).Config with the error turned into t.Fatal.
+func (s *Server) ConfigForTest(t testing.TB) aws.Config {
+	t.Helper()
+	cfg, err := s.Config(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
