@@ -3,7 +3,10 @@
 // when a claimer must not call GitHub at all.
 package ratelimit
 
-import "time"
+import (
+	"errors"
+	"time"
+)
 
 // Reading is the last observed primary rate limit of one installation.
 type Reading struct {
@@ -12,3 +15,6 @@ type Reading struct {
 	ResetAt    time.Time
 	ObservedAt time.Time
 }
+
+// ErrNoReading means no reading has been observed or shared yet.
+var ErrNoReading = errors.New("ratelimit: no reading")

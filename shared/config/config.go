@@ -1,0 +1,237 @@
+// Package config reads each function's environment into a typed struct,
+// fills defaults in one place and validates everything at start-up, so a
+// bad deployment fails on its first cold start with a message that names
+// the variable, instead of losing jobs later.
+//
+// Each function requires only the variables it uses: the reclaimer needs no
+// GitHub App, the webhook no private key. Secrets are referenced here, never
+// resolved: WEBHOOK_SECRET_ARN / GITHUB_APP_PRIVATE_KEY_ARN name Secrets
+// Manager secrets that main resolves once per cold start; the plain
+// WEBHOOK_SECRET / GITHUB_APP_PRIVATE_KEY are for local runs only. This
+// package must never log or print a secret value.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ghclaim/ghclaim/shared/pool"
+)
+
+// Getenv looks a variable up (os.Getenv in main, a map in tests).
+type Getenv func(string) string
+
+// Error is a configuration error naming the variable.
+type Error struct {
+	Var string
+	Err error
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("config %s: %v", e.Var, e.Err) }
+func (e *Error) Unwrap() error { return e.Err }
+
+// Defaults.
+const (
+	DefaultLadder       = "30s,1m,2m,5m,10m"
+	DefaultMaxAge       = 90 * time.Minute
+	DefaultDedupTTL     = 7 * 24 * time.Hour
+	DefaultMaxBody      = 1 << 20
+	DefaultLease        = 3 * time.Minute
+	DefaultSweepShards  = 8
+	DefaultPendingGrace = 2 * time.Minute
+	DefaultQueuedGrace  = 15 * time.Minute
+	DefaultGitHubAPIURL = "https://api.github.com"
+)
+
+// Common is what every function reads.
+type Common struct {
+	TableName      string
+	ClaimsQueueURL string
+	SweepShards    int
+	PendingGrace   time.Duration
+	QueuedGrace    time.Duration
+	RecordTTL      time.Duration
+	LogLevel       string
+}
+
+// Webhook is the webhook function's configuration.
+type Webhook struct {
+	Common
+	SecretARN     string
+	Secret        string // local only; comma-separated for rotation
+	Pools         []pool.Pool
+	AllowedOwners []string // empty: any owner
+	DedupTTL      time.Duration
+	MaxBodyBytes  int
+}
+
+// Claimer is the claimer function's configuration.
+type Claimer struct {
+	Common
+	AppID         int64
+	PrivateKeyARN string
+	PrivateKey    string // PEM, local only
+	GitHubAPIURL  string
+	Pools         []pool.Pool
+	Ladder        []time.Duration
+	MaxAge        time.Duration
+	Lease         time.Duration
+}
+
+// Reclaimer is the reclaimer function's configuration.
+type Reclaimer struct {
+	Common
+	MaxAge time.Duration
+	// Budget bounds one sweep so it finishes well inside the invocation.
+	Budget time.Duration
+}
+
+type reader struct {
+	get  Getenv
+	errs []error
+}
+
+func (r *reader) fail(v string, err error) { r.errs = append(r.errs, &Error{Var: v, Err: err}) }
+
+func (r *reader) required(v string) string {
+	s := strings.TrimSpace(r.get(v))
+	if s == "" {
+		r.fail(v, errors.New("required, not set"))
+	}
+	return s
+}
+
+func (r *reader) duration(v string, def time.Duration) time.Duration {
+	s := strings.TrimSpace(r.get(v))
+	if s == "" {
+		return def
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		r.fail(v, fmt.Errorf("%q is not a positive duration like 90m or 30s", s))
+		return def
+	}
+	return d
+}
+
+func (r *reader) integer(v string, def int64, min int64) int64 {
+	s := strings.TrimSpace(r.get(v))
+	if s == "" {
+		return def
+	}
+	x, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || x < min {
+		r.fail(v, fmt.Errorf("%q is not an integer ≥ %d", s, min))
+		return def
+	}
+	return x
+}
+
+func (r *reader) pools() []pool.Pool {
+	ps, err := pool.Parse(r.get("RUNNER_POOLS"))
+	if err != nil {
+		r.fail("RUNNER_POOLS", err)
+	}
+	return ps
+}
+
+func (r *reader) common() Common {
+	c := Common{
+		TableName:      r.required("TABLE_NAME"),
+		ClaimsQueueURL: r.required("CLAIMS_QUEUE_URL"),
+		SweepShards:    int(r.integer("SWEEP_SHARDS", DefaultSweepShards, 1)),
+		PendingGrace:   r.duration("PENDING_GRACE", DefaultPendingGrace),
+		QueuedGrace:    r.duration("QUEUED_GRACE", DefaultQueuedGrace),
+		RecordTTL:      r.duration("RECORD_TTL", DefaultDedupTTL),
+		LogLevel:       strings.ToLower(strings.TrimSpace(r.get("LOG_LEVEL"))),
+	}
+	switch c.LogLevel {
+	case "":
+		c.LogLevel = "info"
+	case "debug", "info", "warn", "error":
+	default:
+		r.fail("LOG_LEVEL", fmt.Errorf("%q: want debug, info, warn or error", c.LogLevel))
+	}
+	return c
+}
+
+func (r *reader) err() error { return errors.Join(r.errs...) }
+
+// LoadWebhook reads the webhook's configuration.
+func LoadWebhook(get Getenv) (Webhook, error) {
+	r := &reader{get: get}
+	c := Webhook{
+		Common:       r.common(),
+		SecretARN:    strings.TrimSpace(get("WEBHOOK_SECRET_ARN")),
+		Secret:       get("WEBHOOK_SECRET"),
+		Pools:        r.pools(),
+		DedupTTL:     r.duration("DEDUP_TTL", DefaultDedupTTL),
+		MaxBodyBytes: int(r.integer("MAX_BODY_BYTES", DefaultMaxBody, 1024)),
+	}
+	for _, o := range strings.Split(get("ALLOWED_OWNERS"), ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			c.AllowedOwners = append(c.AllowedOwners, o)
+		}
+	}
+	if c.SecretARN == "" && strings.TrimSpace(c.Secret) == "" {
+		r.fail("WEBHOOK_SECRET_ARN", errors.New("required (or WEBHOOK_SECRET for local runs), neither is set"))
+	}
+	// A dedup key must outlive GitHub's 3-day manual-redelivery window.
+	if c.DedupTTL < 72*time.Hour {
+		r.fail("DEDUP_TTL", fmt.Errorf("%s is shorter than GitHub's 3-day redelivery window", c.DedupTTL))
+	}
+	return c, r.err()
+}
+
+// LoadClaimer reads the claimer's configuration.
+func LoadClaimer(get Getenv) (Claimer, error) {
+	r := &reader{get: get}
+	c := Claimer{
+		Common:        r.common(),
+		AppID:         r.integer("GITHUB_APP_ID", 0, 1),
+		PrivateKeyARN: strings.TrimSpace(get("GITHUB_APP_PRIVATE_KEY_ARN")),
+		PrivateKey:    get("GITHUB_APP_PRIVATE_KEY"),
+		GitHubAPIURL:  strings.TrimRight(strings.TrimSpace(get("GITHUB_API_URL")), "/"),
+		Pools:         r.pools(),
+		MaxAge:        r.duration("MAX_AGE", DefaultMaxAge),
+		Lease:         r.duration("LEASE_DURATION", DefaultLease),
+	}
+	if c.AppID == 0 {
+		r.required("GITHUB_APP_ID")
+	}
+	if c.PrivateKeyARN == "" && strings.TrimSpace(c.PrivateKey) == "" {
+		r.fail("GITHUB_APP_PRIVATE_KEY_ARN", errors.New("required (or GITHUB_APP_PRIVATE_KEY for local runs), neither is set"))
+	}
+	if c.GitHubAPIURL == "" {
+		c.GitHubAPIURL = DefaultGitHubAPIURL
+	} else if !strings.HasPrefix(c.GitHubAPIURL, "https://") && !strings.HasPrefix(c.GitHubAPIURL, "http://") {
+		r.fail("GITHUB_API_URL", fmt.Errorf("%q is not an http(s) URL", c.GitHubAPIURL))
+	}
+	ladder := strings.TrimSpace(get("RETRY_LADDER"))
+	if ladder == "" {
+		ladder = DefaultLadder
+	}
+	for i, part := range strings.Split(ladder, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(part))
+		if err != nil || d <= 0 {
+			r.fail("RETRY_LADDER", fmt.Errorf("element %d %q is not a positive duration", i+1, strings.TrimSpace(part)))
+			continue
+		}
+		c.Ladder = append(c.Ladder, d)
+	}
+	return c, r.err()
+}
+
+// LoadReclaimer reads the reclaimer's configuration.
+func LoadReclaimer(get Getenv) (Reclaimer, error) {
+	r := &reader{get: get}
+	c := Reclaimer{
+		Common: r.common(),
+		MaxAge: r.duration("MAX_AGE", DefaultMaxAge),
+		Budget: r.duration("SWEEP_BUDGET", 40*time.Second),
+	}
+	return c, r.err()
+}

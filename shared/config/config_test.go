@@ -1,0 +1,112 @@
+package config
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+const pools = `[{"name":"linux","labels":["self-hosted","linux"],"provisioner":{"type":"ec2","launch_template":"lt-1"}}]`
+
+func env(m map[string]string) Getenv { return func(k string) string { return m[k] } }
+
+func base() map[string]string {
+	return map[string]string{
+		"TABLE_NAME":             "t",
+		"CLAIMS_QUEUE_URL":       "http://q",
+		"RUNNER_POOLS":           pools,
+		"WEBHOOK_SECRET":         "s",
+		"GITHUB_APP_ID":          "7",
+		"GITHUB_APP_PRIVATE_KEY": "-----BEGIN RSA PRIVATE KEY-----\n...",
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	t.Parallel()
+	w, err := LoadWebhook(env(base()))
+	if err != nil {
+		t.Fatalf("LoadWebhook: %v", err)
+	}
+	if w.DedupTTL != 7*24*time.Hour || w.MaxBodyBytes != DefaultMaxBody || w.SweepShards != 8 || w.LogLevel != "info" {
+		t.Errorf("webhook defaults: %+v", w)
+	}
+	c, err := LoadClaimer(env(base()))
+	if err != nil {
+		t.Fatalf("LoadClaimer: %v", err)
+	}
+	want := []time.Duration{30 * time.Second, time.Minute, 2 * time.Minute, 5 * time.Minute, 10 * time.Minute}
+	if len(c.Ladder) != len(want) {
+		t.Fatalf("got ladder %v, want %v", c.Ladder, want)
+	}
+	for i := range want {
+		if c.Ladder[i] != want[i] {
+			t.Errorf("rung %d: got %v, want %v", i, c.Ladder[i], want[i])
+		}
+	}
+	if c.MaxAge != 90*time.Minute || c.GitHubAPIURL != DefaultGitHubAPIURL || c.AppID != 7 {
+		t.Errorf("claimer defaults: max age %v, url %q, app %d", c.MaxAge, c.GitHubAPIURL, c.AppID)
+	}
+}
+
+func TestEachFunctionRequiresOnlyWhatItUses(t *testing.T) {
+	t.Parallel()
+	m := map[string]string{"TABLE_NAME": "t", "CLAIMS_QUEUE_URL": "q"}
+	if _, err := LoadReclaimer(env(m)); err != nil {
+		t.Fatalf("reclaimer needs no GitHub App or pools: %v", err)
+	}
+	m["RUNNER_POOLS"] = pools
+	m["WEBHOOK_SECRET"] = "s"
+	if _, err := LoadWebhook(env(m)); err != nil {
+		t.Fatalf("webhook needs no private key: %v", err)
+	}
+}
+
+func TestErrorsNameTheVariable(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		load    func(Getenv) error
+		set     map[string]string
+		unset   []string
+		wantVar string
+	}{
+		{"table", webhook, nil, []string{"TABLE_NAME"}, "TABLE_NAME"},
+		{"queue", claimer, nil, []string{"CLAIMS_QUEUE_URL"}, "CLAIMS_QUEUE_URL"},
+		{"no secret", webhook, nil, []string{"WEBHOOK_SECRET"}, "WEBHOOK_SECRET_ARN"},
+		{"short dedup ttl", webhook, map[string]string{"DEDUP_TTL": "24h"}, nil, "DEDUP_TTL"},
+		{"bad pools", webhook, map[string]string{"RUNNER_POOLS": "[{}]"}, nil, "RUNNER_POOLS"},
+		{"bad ladder", claimer, map[string]string{"RETRY_LADDER": "30s,soon"}, nil, "RETRY_LADDER"},
+		{"bad max age", claimer, map[string]string{"MAX_AGE": "-1m"}, nil, "MAX_AGE"},
+		{"no app id", claimer, nil, []string{"GITHUB_APP_ID"}, "GITHUB_APP_ID"},
+		{"bad app id", claimer, map[string]string{"GITHUB_APP_ID": "x"}, nil, "GITHUB_APP_ID"},
+		{"no key", claimer, nil, []string{"GITHUB_APP_PRIVATE_KEY"}, "GITHUB_APP_PRIVATE_KEY_ARN"},
+		{"bad api url", claimer, map[string]string{"GITHUB_API_URL": "api.github.com"}, nil, "GITHUB_API_URL"},
+		{"bad shards", reclaimer, map[string]string{"SWEEP_SHARDS": "0"}, nil, "SWEEP_SHARDS"},
+		{"bad level", reclaimer, map[string]string{"LOG_LEVEL": "loud"}, nil, "LOG_LEVEL"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			m := base()
+			for k, v := range tt.set {
+				m[k] = v
+			}
+			for _, k := range tt.unset {
+				delete(m, k)
+			}
+			err := tt.load(env(m))
+			var ce *Error
+			if !errors.As(err, &ce) {
+				t.Fatalf("got %v, want a *config.Error", err)
+			}
+			if !strings.Contains(err.Error(), tt.wantVar) {
+				t.Fatalf("got %q, want it to name %s", err, tt.wantVar)
+			}
+		})
+	}
+}
+
+func webhook(g Getenv) error   { _, err := LoadWebhook(g); return err }
+func claimer(g Getenv) error   { _, err := LoadClaimer(g); return err }
+func reclaimer(g Getenv) error { _, err := LoadReclaimer(g); return err }

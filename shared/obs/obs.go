@@ -1,0 +1,124 @@
+// Package obs is ghclaim's observability: JSON logs through log/slog (one
+// line per decision) and CloudWatch metrics as Embedded Metric Format lines
+// on the same stream, which Lambda ships to CloudWatch with no API calls.
+//
+// Log attributes use fixed keys (KeyJobID, KeyDeliveryID, KeyAttempt,
+// KeyClass, …) so operators can query across functions. This package must
+// never receive a secret: callers log ids, states and classes, not tokens
+// or JIT configs, and values with a LogValue that redacts stay redacted.
+package obs
+
+import (
+	"encoding/json"
+	"io"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Attribute keys shared by every function.
+const (
+	KeyJobID      = "job_id"
+	KeyDeliveryID = "delivery_id"
+	KeyAttempt    = "attempt"
+	KeyClass      = "class"
+	KeyVersion    = "version"
+	KeyState      = "state"
+	KeyReason     = "reason"
+	KeyDelay      = "delay_ms"
+)
+
+// Level parses debug, info, warn or error (default info).
+func Level(s string) slog.Level {
+	switch strings.ToLower(s) {
+	case "debug":
+		return slog.LevelDebug
+	case "warn":
+		return slog.LevelWarn
+	case "error":
+		return slog.LevelError
+	}
+	return slog.LevelInfo
+}
+
+// NewLogger returns a JSON logger writing to w at level.
+func NewLogger(w io.Writer, level string) *slog.Logger {
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: Level(level)}))
+}
+
+// Namespace is the CloudWatch namespace of ghclaim's metrics.
+const Namespace = "ghclaim"
+
+// Metrics writes counts as one EMF line per flush.
+type Metrics struct {
+	mu     sync.Mutex
+	w      io.Writer
+	dims   map[string]string
+	counts map[string]float64
+	now    func() time.Time
+}
+
+// NewMetrics returns a metric sink writing EMF to w with fixed dimensions
+// (e.g. {"function": "claimer"}).
+func NewMetrics(w io.Writer, dims map[string]string, now func() time.Time) *Metrics {
+	if now == nil {
+		now = time.Now
+	}
+	return &Metrics{w: w, dims: dims, counts: map[string]float64{}, now: now}
+}
+
+// Add adds v to the named count.
+func (m *Metrics) Add(name string, v float64) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	m.counts[name] += v
+	m.mu.Unlock()
+}
+
+// Flush writes the counts gathered so far as one EMF line and resets them.
+func (m *Metrics) Flush() {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.counts) == 0 {
+		return
+	}
+	names := make([]string, 0, len(m.counts))
+	for k := range m.counts {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	dimKeys := make([]string, 0, len(m.dims))
+	for k := range m.dims {
+		dimKeys = append(dimKeys, k)
+	}
+	sort.Strings(dimKeys)
+	defs := make([]map[string]string, 0, len(names))
+	doc := map[string]any{}
+	for _, n := range names {
+		defs = append(defs, map[string]string{"Name": n, "Unit": "Count"})
+		doc[n] = m.counts[n]
+	}
+	for k, v := range m.dims {
+		doc[k] = v
+	}
+	doc["_aws"] = map[string]any{
+		"Timestamp": m.now().UnixMilli(),
+		"CloudWatchMetrics": []map[string]any{{
+			"Namespace":  Namespace,
+			"Dimensions": [][]string{dimKeys},
+			"Metrics":    defs,
+		}},
+	}
+	b, err := json.Marshal(doc)
+	if err == nil {
+		_, _ = m.w.Write(append(b, '\n'))
+	}
+	m.counts = map[string]float64{}
+}

@@ -1,0 +1,86 @@
+package pool
+
+import (
+	"strings"
+	"testing"
+)
+
+const twoPools = `[
+ {"name":"linux-x64","labels":["self-hosted","linux","x64"],"provisioner":{"type":"ec2","launch_template":"lt-0123"}},
+ {"name":"gpu","labels":["self-hosted","linux","x64","gpu"],"scope":"org","runner_group_id":3,"allow_public":true,"provisioner":{"type":"dispatch","queue_url":"https://sqs.example/q"}}
+]`
+
+func TestParseFillsDefaults(t *testing.T) {
+	t.Parallel()
+	ps, err := Parse(twoPools)
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	if got, want := len(ps), 2; got != want {
+		t.Fatalf("got %d pools, want %d", got, want)
+	}
+	if ps[0].Scope != ScopeRepo || ps[0].RunnerGroupID != 1 || ps[0].Provisioner.LaunchTemplateVersion != "$Default" {
+		t.Errorf("defaults not filled: %+v", ps[0])
+	}
+	if ps[1].Scope != ScopeOrg || ps[1].RunnerGroupID != 3 || !ps[1].AllowPublic {
+		t.Errorf("explicit values lost: %+v", ps[1])
+	}
+}
+
+func TestParseErrorsNameTheProblem(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, in, want string
+	}{
+		{"empty", ``, "no pools"},
+		{"empty list", `[]`, "no pools"},
+		{"not json", `{`, "not a JSON list"},
+		{"unknown field", `[{"name":"a","labels":["x"],"provisioner":{"type":"ec2","launch_template":"lt"},"lables":[]}]`, "lables"},
+		{"bad name", `[{"name":"a b","labels":["x"],"provisioner":{"type":"ec2","launch_template":"lt"}}]`, `name "a b"`},
+		{"no labels", `[{"name":"a","provisioner":{"type":"ec2","launch_template":"lt"}}]`, "labels"},
+		{"bad scope", `[{"name":"a","labels":["x"],"scope":"enterprise","provisioner":{"type":"ec2","launch_template":"lt"}}]`, "scope"},
+		{"ec2 without template", `[{"name":"a","labels":["x"],"provisioner":{"type":"ec2"}}]`, "launch_template"},
+		{"dispatch without queue", `[{"name":"a","labels":["x"],"provisioner":{"type":"dispatch"}}]`, "queue_url"},
+		{"unknown provisioner", `[{"name":"a","labels":["x"],"provisioner":{"type":"k8s"}}]`, "provisioner.type"},
+		{"duplicate name", `[{"name":"a","labels":["x"],"provisioner":{"type":"ec2","launch_template":"lt"}},{"name":"a","labels":["y"],"provisioner":{"type":"ec2","launch_template":"lt"}}]`, "used twice"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := Parse(tt.in)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("got %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestMatch(t *testing.T) {
+	t.Parallel()
+	ps, err := Parse(twoPools)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		labels []string
+		want   string // "" = no match
+	}{
+		{"exact", []string{"self-hosted", "linux", "x64"}, "linux-x64"},
+		{"subset", []string{"self-hosted", "linux"}, "linux-x64"},
+		{"case-insensitive", []string{"Self-Hosted", "LINUX"}, "linux-x64"},
+		{"first match wins over later superset", []string{"linux"}, "linux-x64"},
+		{"only the second pool has gpu", []string{"self-hosted", "gpu"}, "gpu"},
+		{"label no pool has", []string{"self-hosted", "windows"}, ""},
+		{"no labels", nil, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p, ok := Match(ps, tt.labels)
+			if got := p.Name; ok != (tt.want != "") || got != tt.want {
+				t.Fatalf("got %q (matched %v), want %q", got, ok, tt.want)
+			}
+		})
+	}
+}

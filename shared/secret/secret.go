@@ -1,0 +1,60 @@
+// Package secret resolves the secrets a function needs once per cold start:
+// from Secrets Manager by ARN in AWS, or from a plain environment variable
+// in local runs. Webhook secrets may hold several values separated by
+// commas, so a secret can be rotated without downtime (GitHub signs with the
+// new one while we still accept the old).
+//
+// This package must never log, print or wrap a secret value into an error.
+package secret
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+)
+
+// SecretsManager is the part of the Secrets Manager API used here.
+type SecretsManager interface {
+	GetSecretValue(ctx context.Context, in *secretsmanager.GetSecretValueInput, optFns ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error)
+}
+
+var _ SecretsManager = (*secretsmanager.Client)(nil)
+
+// ErrEmpty means the secret exists but holds nothing usable.
+var ErrEmpty = errors.New("secret: empty value")
+
+// Resolve returns the secret named by arn, or plain when arn is empty.
+// sm may be nil when arn is empty.
+func Resolve(ctx context.Context, sm SecretsManager, arn, plain string) (string, error) {
+	if arn == "" {
+		if strings.TrimSpace(plain) == "" {
+			return "", ErrEmpty
+		}
+		return plain, nil
+	}
+	if sm == nil {
+		return "", fmt.Errorf("secret %s: no Secrets Manager client", arn)
+	}
+	out, err := sm.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: &arn})
+	if err != nil {
+		return "", fmt.Errorf("secret %s: %w", arn, err)
+	}
+	if out.SecretString == nil || strings.TrimSpace(*out.SecretString) == "" {
+		return "", fmt.Errorf("secret %s: %w", arn, ErrEmpty)
+	}
+	return *out.SecretString, nil
+}
+
+// Split splits a rotation list ("new,old") into its non-empty values.
+func Split(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
