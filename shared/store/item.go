@@ -1,0 +1,91 @@
+package store
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ghclaim/ghclaim/shared/job"
+)
+
+// recordItem is the DynamoDB shape of a job record (DESIGN.md, data model).
+type recordItem struct {
+	PK             string   `dynamodbav:"pk"`
+	State          string   `dynamodbav:"state"`
+	Version        int64    `dynamodbav:"version"`
+	Attempt        int      `dynamodbav:"attempt"`
+	FirstFailureAt int64    `dynamodbav:"first_failure_at,omitempty"`
+	DueAt          int64    `dynamodbav:"due_at,omitempty"`
+	LeaseOwner     string   `dynamodbav:"lease_owner,omitempty"`
+	LeaseExpiresAt int64    `dynamodbav:"lease_expires_at,omitempty"`
+	LastErrorClass string   `dynamodbav:"last_error_class,omitempty"`
+	LastError      string   `dynamodbav:"last_error,omitempty"`
+	Repo           string   `dynamodbav:"repo,omitempty"`
+	InstallationID int64    `dynamodbav:"installation_id,omitempty"`
+	Labels         []string `dynamodbav:"labels,omitempty"`
+	Pool           string   `dynamodbav:"pool,omitempty"`
+	RunnerName     string   `dynamodbav:"runner_name,omitempty"`
+	RunID          int64    `dynamodbav:"run_id,omitempty"`
+	CreatedAt      int64    `dynamodbav:"created_at,omitempty"`
+	UpdatedAt      int64    `dynamodbav:"updated_at,omitempty"`
+	ExpiresAt      int64    `dynamodbav:"expires_at,omitempty"`
+	SweepShard     string   `dynamodbav:"sweep_shard,omitempty"`
+	SweepAt        int64    `dynamodbav:"sweep_at,omitempty"`
+}
+
+func marshal(r job.Record) (map[string]types.AttributeValue, error) {
+	it := recordItem{
+		PK: job.Key(r.JobID), State: string(r.State), Version: r.Version, Attempt: r.Attempt,
+		FirstFailureAt: r.FirstFailureAt, DueAt: r.DueAt, LeaseOwner: r.LeaseOwner,
+		LeaseExpiresAt: r.LeaseExpiresAt, LastErrorClass: r.LastErrorClass, LastError: r.LastError,
+		Repo: r.Repo, InstallationID: r.InstallationID, Labels: r.Labels, Pool: r.Pool,
+		RunnerName: r.RunnerName, RunID: r.RunID, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+		ExpiresAt: r.ExpiresAt, SweepShard: r.SweepShard, SweepAt: r.SweepAt,
+	}
+	m, err := attributevalue.MarshalMap(it)
+	if err != nil {
+		return nil, fmt.Errorf("encode job %d: %w", r.JobID, err)
+	}
+	return m, nil
+}
+
+func unmarshal(m map[string]types.AttributeValue) (job.Record, error) {
+	var it recordItem
+	if err := attributevalue.UnmarshalMap(m, &it); err != nil {
+		return job.Record{}, fmt.Errorf("decode job record: %w", err)
+	}
+	id, err := strconv.ParseInt(strings.TrimPrefix(it.PK, "job#"), 10, 64)
+	if err != nil || !strings.HasPrefix(it.PK, "job#") {
+		return job.Record{}, fmt.Errorf("decode job record: bad pk %q", it.PK)
+	}
+	return job.Record{
+		JobID: id, State: job.State(it.State), Version: it.Version, Attempt: it.Attempt,
+		FirstFailureAt: it.FirstFailureAt, DueAt: it.DueAt, LeaseOwner: it.LeaseOwner,
+		LeaseExpiresAt: it.LeaseExpiresAt, LastErrorClass: it.LastErrorClass, LastError: it.LastError,
+		Repo: it.Repo, InstallationID: it.InstallationID, Labels: it.Labels, Pool: it.Pool,
+		RunnerName: it.RunnerName, RunID: it.RunID, CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt,
+		ExpiresAt: it.ExpiresAt, SweepShard: it.SweepShard, SweepAt: it.SweepAt,
+	}, nil
+}
+
+func key(pk string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{"pk": str(pk)}
+}
+
+func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
+
+func n(v int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
+}
+
+func num(av types.AttributeValue) (int64, bool) {
+	v, ok := av.(*types.AttributeValueMemberN)
+	if !ok {
+		return 0, false
+	}
+	x, err := strconv.ParseInt(v.Value, 10, 64)
+	return x, err == nil
+}

@@ -1,0 +1,662 @@
+// Package store is the DynamoDB adapter for ghclaim's single table: webhook
+// dedup keys, job records and shared rate-limit readings.
+//
+// Every state transition of a job record is one conditional write, so two
+// actors racing on the same record (duplicate deliveries, two claimers, a
+// reclaimer and a late claimer) can never both win. The conditions are the
+// contract of DESIGN.md:
+//
+//   - A claimer's writes are fenced by its Lease: the update only succeeds
+//     while the record still carries that lease_owner and version. A claimer
+//     that lost its lease changes nothing (ErrLeaseLost).
+//   - The reclaimer's take-back is conditional on the state and version it
+//     read, so two reclaimers (or a reclaimer and a late claimer) never both
+//     re-enqueue (ErrConflict).
+//   - "Now" is passed in by the caller, read once per invocation, and used in
+//     the conditions (":now"), so expiry checks are consistent and testable.
+//
+// The sparse sweep index is maintained here, in one place: every
+// non-terminal write sets sweep_shard and sweep_at (the moment the record
+// becomes stale if nobody touches it: created+pending grace, due_at+queued
+// grace, or the lease's expiry); every terminal write removes them and sets
+// expires_at so DynamoDB's TTL cleans the record up later.
+//
+// This package must never decide policy (delays, classes, who may claim):
+// callers pass the values; it only makes the writes atomic and fenced.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ghclaim/ghclaim/shared/job"
+	"github.com/ghclaim/ghclaim/shared/ratelimit"
+)
+
+// Named outcomes. Callers test them with errors.Is.
+var (
+	// ErrNotFound: no item under that key.
+	ErrNotFound = errors.New("store: not found")
+	// ErrDuplicate: a live dedup key for that delivery exists.
+	ErrDuplicate = errors.New("store: duplicate delivery")
+	// ErrExists: a job record for that job already exists.
+	ErrExists = errors.New("store: job already recorded")
+	// ErrConflict: the record was not in the state/version the caller read.
+	ErrConflict = errors.New("store: record changed concurrently")
+	// ErrLeaseLost: the caller's lease (owner + version) is no longer the record's.
+	ErrLeaseLost = errors.New("store: lease lost")
+	// ErrTerminal: the record is already terminal; nothing was changed.
+	ErrTerminal = errors.New("store: record is terminal")
+)
+
+// DynamoDB is the part of the DynamoDB API the store uses.
+type DynamoDB interface {
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+}
+
+var _ DynamoDB = (*dynamodb.Client)(nil)
+
+// SweepIndex is the name of the sparse GSI the reclaimer reads.
+const SweepIndex = "sweep"
+
+// Options are the store's tunables. Zero values take the defaults.
+type Options struct {
+	// Shards is SWEEP_SHARDS: job_id mod Shards spreads the sweep index.
+	Shards int
+	// DedupTTL keeps delivery keys past GitHub's 3-day redelivery window.
+	DedupTTL time.Duration
+	// RecordTTL keeps terminal records (so a late redelivery still finds them).
+	RecordTTL time.Duration
+	// PendingGrace: a pending record is stale this long after creation.
+	PendingGrace time.Duration
+	// QueuedGrace: a queued record is stale this long after its due_at.
+	QueuedGrace time.Duration
+}
+
+// Defaults for Options.
+const (
+	DefaultShards       = 8
+	DefaultDedupTTL     = 7 * 24 * time.Hour
+	DefaultRecordTTL    = 7 * 24 * time.Hour
+	DefaultPendingGrace = 2 * time.Minute
+	DefaultQueuedGrace  = 15 * time.Minute
+)
+
+func (o Options) withDefaults() Options {
+	if o.Shards <= 0 {
+		o.Shards = DefaultShards
+	}
+	if o.DedupTTL <= 0 {
+		o.DedupTTL = DefaultDedupTTL
+	}
+	if o.RecordTTL <= 0 {
+		o.RecordTTL = DefaultRecordTTL
+	}
+	if o.PendingGrace <= 0 {
+		o.PendingGrace = DefaultPendingGrace
+	}
+	if o.QueuedGrace <= 0 {
+		o.QueuedGrace = DefaultQueuedGrace
+	}
+	return o
+}
+
+// Store reads and writes the ghclaim table.
+type Store struct {
+	db    DynamoDB
+	table string
+	opt   Options
+}
+
+// New returns a store over table.
+func New(db DynamoDB, table string, opt Options) *Store {
+	return &Store{db: db, table: table, opt: opt.withDefaults()}
+}
+
+// Options returns the options in force (defaults filled).
+func (s *Store) Options() Options { return s.opt }
+
+// Delivery is a webhook delivery's dedup key.
+type Delivery struct {
+	GUID   string
+	Event  string
+	Action string
+}
+
+// DeliverySeen reports whether a live dedup key exists for guid. A key whose
+// expires_at has passed counts as absent, even while DynamoDB has not yet
+// deleted it (TTL deletion is lazy).
+func (s *Store) DeliverySeen(ctx context.Context, guid string, now time.Time) (bool, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:            &s.table,
+		Key:                  key(job.DeliveryKey(guid)),
+		ConsistentRead:       aws.Bool(true),
+		ProjectionExpression: aws.String("expires_at"),
+	})
+	if err != nil {
+		return false, fmt.Errorf("get delivery %s: %w", guid, err)
+	}
+	if out.Item == nil {
+		return false, nil
+	}
+	exp, _ := num(out.Item["expires_at"])
+	return exp >= now.Unix(), nil
+}
+
+// PutDelivery writes the dedup key for d with a TTL of DedupTTL. It returns
+// ErrDuplicate when a live key already exists.
+func (s *Store) PutDelivery(ctx context.Context, d Delivery, now time.Time) error {
+	item := map[string]types.AttributeValue{
+		"pk":         str(job.DeliveryKey(d.GUID)),
+		"event":      str(d.Event),
+		"expires_at": n(now.Add(s.opt.DedupTTL).Unix()),
+	}
+	if d.Action != "" {
+		item["action"] = str(d.Action)
+	}
+	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:                 &s.table,
+		Item:                      item,
+		ConditionExpression:       aws.String("attribute_not_exists(pk) OR expires_at < :nows"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":nows": n(now.Unix())},
+	})
+	if isConditionFailed(err) {
+		return ErrDuplicate
+	}
+	if err != nil {
+		return fmt.Errorf("put delivery %s: %w", d.GUID, err)
+	}
+	return nil
+}
+
+// CreateJob writes a new record in state pending, version 1, only if no
+// record exists for the job. It returns ErrExists otherwise. The caller
+// fills the job's identity (JobID, Repo, InstallationID, Labels, Pool,
+// RunID); state, version and bookkeeping fields are set here.
+func (s *Store) CreateJob(ctx context.Context, r job.Record, now time.Time) (job.Record, error) {
+	ms := job.Millis(now)
+	r.State = job.Pending
+	r.Version = 1
+	r.Attempt = 0
+	r.CreatedAt = ms
+	r.UpdatedAt = ms
+	r.DueAt = ms
+	r.SweepShard = job.Shard(r.JobID, s.opt.Shards)
+	r.SweepAt = ms + s.opt.PendingGrace.Milliseconds()
+	item, err := marshal(r)
+	if err != nil {
+		return job.Record{}, err
+	}
+	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:           &s.table,
+		Item:                item,
+		ConditionExpression: aws.String("attribute_not_exists(pk)"),
+	})
+	if isConditionFailed(err) {
+		return job.Record{}, ErrExists
+	}
+	if err != nil {
+		return job.Record{}, fmt.Errorf("create job %d: %w", r.JobID, err)
+	}
+	return r, nil
+}
+
+// MarkQueued moves a pending record to queued once its message is sent.
+// ErrConflict means somebody moved the record first (a fast claimer, the
+// reclaimer, or a done event): the message is out, which is all that counts.
+func (s *Store) MarkQueued(ctx context.Context, id, version int64, due, now time.Time) error {
+	dueMs := job.Millis(due)
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:           &s.table,
+		Key:                 key(job.Key(id)),
+		UpdateExpression:    aws.String("SET #s = :queued, due_at = :due, sweep_at = :sweep, updated_at = :now"),
+		ConditionExpression: aws.String("#s = :pending AND version = :v"),
+		ExpressionAttributeNames: map[string]string{
+			"#s": "state",
+		},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":queued":  str(string(job.Queued)),
+			":pending": str(string(job.Pending)),
+			":v":       n(version),
+			":due":     n(dueMs),
+			":sweep":   n(dueMs + s.opt.QueuedGrace.Milliseconds()),
+			":now":     n(job.Millis(now)),
+		},
+	})
+	if isConditionFailed(err) {
+		return ErrConflict
+	}
+	if err != nil {
+		return fmt.Errorf("mark job %d queued: %w", id, err)
+	}
+	return nil
+}
+
+// Done describes a job GitHub reported in progress or completed.
+type Done struct {
+	JobID          int64
+	RunID          int64
+	Repo           string
+	InstallationID int64
+	Labels         []string
+	RunnerName     string // the runner that took the job, if GitHub named one
+}
+
+// MarkDone moves the job's record to done, bumping its version so any retry
+// in flight stops at its next step. With no record yet (deliveries arrive out
+// of order) it creates one as done, so a late queued is never claimed. It
+// returns the state the record had before (empty when it was created) or
+// ErrTerminal when the record was already terminal (nothing changed).
+func (s *Store) MarkDone(ctx context.Context, d Done, now time.Time) (job.State, error) {
+	ms := job.Millis(now)
+	names := map[string]string{"#s": "state"}
+	vals := map[string]types.AttributeValue{
+		":done":     str(string(job.Done)),
+		":one":      n(1),
+		":zero":     n(0),
+		":now":      n(ms),
+		":exp":      n(now.Add(s.opt.RecordTTL).Unix()),
+		":pending":  str(string(job.Pending)),
+		":queued":   str(string(job.Queued)),
+		":claiming": str(string(job.Claiming)),
+		":repo":     str(d.Repo),
+		":inst":     n(d.InstallationID),
+		":run":      n(d.RunID),
+	}
+	set := "SET #s = :done, version = if_not_exists(version, :zero) + :one, updated_at = :now, expires_at = :exp, " +
+		"created_at = if_not_exists(created_at, :now), repo = if_not_exists(repo, :repo), " +
+		"installation_id = if_not_exists(installation_id, :inst), run_id = if_not_exists(run_id, :run), attempt = if_not_exists(attempt, :zero)"
+	if len(d.Labels) > 0 {
+		labels, err := attributevalue.Marshal(d.Labels)
+		if err != nil {
+			return "", fmt.Errorf("mark job %d done: %w", d.JobID, err)
+		}
+		vals[":labels"] = labels
+		set += ", labels = if_not_exists(labels, :labels)"
+	}
+	if d.RunnerName != "" {
+		vals[":runner"] = str(d.RunnerName)
+		set += ", runner_name = :runner"
+	}
+	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 &s.table,
+		Key:                       key(job.Key(d.JobID)),
+		UpdateExpression:          aws.String(set + " REMOVE sweep_shard, sweep_at, lease_owner, lease_expires_at"),
+		ConditionExpression:       aws.String("attribute_not_exists(pk) OR #s IN (:pending, :queued, :claiming)"),
+		ExpressionAttributeNames:  names,
+		ExpressionAttributeValues: vals,
+		ReturnValues:              types.ReturnValueUpdatedOld,
+	})
+	if isConditionFailed(err) {
+		return "", ErrTerminal
+	}
+	if err != nil {
+		return "", fmt.Errorf("mark job %d done: %w", d.JobID, err)
+	}
+	var prev job.State
+	if v, ok := out.Attributes["state"].(*types.AttributeValueMemberS); ok {
+		prev = job.State(v.Value)
+	}
+	return prev, nil
+}
+
+// Get reads a job record with a strongly consistent read.
+func (s *Store) Get(ctx context.Context, id int64) (job.Record, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      &s.table,
+		Key:            key(job.Key(id)),
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return job.Record{}, fmt.Errorf("get job %d: %w", id, err)
+	}
+	if out.Item == nil {
+		return job.Record{}, fmt.Errorf("get job %d: %w", id, ErrNotFound)
+	}
+	return unmarshal(out.Item)
+}
+
+// Lease is a claimer's fencing token: the record is ours while it still
+// carries this owner and version.
+type Lease struct {
+	JobID   int64
+	Owner   string
+	Version int64
+	Expires time.Time
+}
+
+// Acquire takes the lease on a record that is queued (or still pending: a
+// fast claimer may see the message before the webhook marks it queued) at
+// exactly version. The record moves to claiming with version+1. ErrConflict
+// means the record is elsewhere: another claimer, a newer message, or done.
+func (s *Store) Acquire(ctx context.Context, id, version int64, owner string, until, now time.Time) (Lease, job.Record, error) {
+	exp := job.Millis(until)
+	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: &s.table,
+		Key:       key(job.Key(id)),
+		UpdateExpression: aws.String("SET #s = :claiming, version = :nv, lease_owner = :owner, " +
+			"lease_expires_at = :exp, sweep_at = :exp, updated_at = :now"),
+		ConditionExpression:      aws.String("#s IN (:queued, :pending) AND version = :v"),
+		ExpressionAttributeNames: map[string]string{"#s": "state"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":claiming": str(string(job.Claiming)),
+			":queued":   str(string(job.Queued)),
+			":pending":  str(string(job.Pending)),
+			":v":        n(version),
+			":nv":       n(version + 1),
+			":owner":    str(owner),
+			":exp":      n(exp),
+			":now":      n(job.Millis(now)),
+		},
+		ReturnValues: types.ReturnValueAllNew,
+	})
+	if isConditionFailed(err) {
+		return Lease{}, job.Record{}, ErrConflict
+	}
+	if err != nil {
+		return Lease{}, job.Record{}, fmt.Errorf("lease job %d: %w", id, err)
+	}
+	rec, err := unmarshal(out.Attributes)
+	if err != nil {
+		return Lease{}, job.Record{}, err
+	}
+	return Lease{JobID: id, Owner: owner, Version: version + 1, Expires: until}, rec, nil
+}
+
+// Retry is what a claimer records when it hands the job to a new message.
+type Retry struct {
+	// Version is the version of the message already sent (lease version + 1).
+	Version        int64
+	Attempt        int
+	FirstFailureAt time.Time // zero leaves it unset
+	Due            time.Time
+	ErrorClass     string
+	Error          string
+}
+
+// Release hands a leased record back to queued for the message that was
+// just sent, preserving the ladder position (attempt, first_failure_at).
+// It is fenced by l; ErrLeaseLost means somebody else owns the record now.
+func (s *Store) Release(ctx context.Context, l Lease, r Retry, now time.Time) error {
+	dueMs := job.Millis(r.Due)
+	vals := map[string]types.AttributeValue{
+		":queued":   str(string(job.Queued)),
+		":claiming": str(string(job.Claiming)),
+		":nv":       n(r.Version),
+		":v":        n(l.Version),
+		":owner":    str(l.Owner),
+		":attempt":  n(int64(r.Attempt)),
+		":due":      n(dueMs),
+		":sweep":    n(dueMs + s.opt.QueuedGrace.Milliseconds()),
+		":now":      n(job.Millis(now)),
+	}
+	set := "SET #s = :queued, version = :nv, attempt = :attempt, due_at = :due, sweep_at = :sweep, updated_at = :now"
+	if !r.FirstFailureAt.IsZero() {
+		vals[":ff"] = n(job.Millis(r.FirstFailureAt))
+		set += ", first_failure_at = :ff"
+	}
+	if r.ErrorClass != "" {
+		vals[":ec"] = str(r.ErrorClass)
+		vals[":em"] = str(truncate(r.Error))
+		set += ", last_error_class = :ec, last_error = :em"
+	}
+	return s.fenced(ctx, l, set+" REMOVE lease_owner, lease_expires_at", vals)
+}
+
+// Outcome is the end of a claim.
+type Outcome struct {
+	State      job.State // Claimed, Failed or Abandoned
+	Attempt    int
+	RunnerName string
+	ErrorClass string
+	Error      string
+}
+
+// Finish moves a leased record to a terminal state. It is fenced by l.
+func (s *Store) Finish(ctx context.Context, l Lease, o Outcome, now time.Time) error {
+	if o.State != job.Claimed && o.State != job.Failed && o.State != job.Abandoned {
+		return fmt.Errorf("finish job %d: %q is not a claim outcome", l.JobID, o.State)
+	}
+	vals := map[string]types.AttributeValue{
+		":st":       str(string(o.State)),
+		":claiming": str(string(job.Claiming)),
+		":v":        n(l.Version),
+		":owner":    str(l.Owner),
+		":attempt":  n(int64(o.Attempt)),
+		":now":      n(job.Millis(now)),
+		":exp":      n(now.Add(s.opt.RecordTTL).Unix()),
+	}
+	set := "SET #s = :st, attempt = :attempt, updated_at = :now, expires_at = :exp"
+	if o.RunnerName != "" {
+		vals[":rn"] = str(o.RunnerName)
+		set += ", runner_name = :rn"
+	}
+	if o.ErrorClass != "" {
+		vals[":ec"] = str(o.ErrorClass)
+		vals[":em"] = str(truncate(o.Error))
+		set += ", last_error_class = :ec, last_error = :em"
+	}
+	return s.fenced(ctx, l, set+" REMOVE lease_owner, lease_expires_at, sweep_shard, sweep_at", vals)
+}
+
+// Extend records progress under a held lease: the attempt counter (an
+// attempt counts once it reaches GitHub or the provisioner) and, optionally,
+// the runner name. It is fenced by l.
+func (s *Store) Extend(ctx context.Context, l Lease, attempt int, runnerName string, now time.Time) error {
+	vals := map[string]types.AttributeValue{
+		":claiming": str(string(job.Claiming)),
+		":v":        n(l.Version),
+		":owner":    str(l.Owner),
+		":attempt":  n(int64(attempt)),
+		":now":      n(job.Millis(now)),
+	}
+	set := "SET attempt = :attempt, updated_at = :now"
+	if runnerName != "" {
+		vals[":rn"] = str(runnerName)
+		set += ", runner_name = :rn"
+	}
+	return s.fenced(ctx, l, set, vals)
+}
+
+func (s *Store) fenced(ctx context.Context, l Lease, update string, vals map[string]types.AttributeValue) error {
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 &s.table,
+		Key:                       key(job.Key(l.JobID)),
+		UpdateExpression:          aws.String(update),
+		ConditionExpression:       aws.String("#s = :claiming AND version = :v AND lease_owner = :owner"),
+		ExpressionAttributeNames:  map[string]string{"#s": "state"},
+		ExpressionAttributeValues: vals,
+	})
+	if isConditionFailed(err) {
+		return ErrLeaseLost
+	}
+	if err != nil {
+		return fmt.Errorf("update job %d under lease: %w", l.JobID, err)
+	}
+	return nil
+}
+
+// TakeBack is the reclaimer's conditional take-back of a stale record it
+// read: it succeeds only if the record still has the state and version that
+// were read (and, for claiming, its lease has expired by now). To is Queued
+// (re-enqueue: version+1, due_at set; the caller sends the message after) or
+// Abandoned (max age passed). It returns the new version.
+func (s *Store) TakeBack(ctx context.Context, read job.Record, to job.State, due time.Time, reason string, now time.Time) (int64, error) {
+	nowMs := job.Millis(now)
+	vals := map[string]types.AttributeValue{
+		":read": str(string(read.State)),
+		":v":    n(read.Version),
+		":nv":   n(read.Version + 1),
+		":to":   str(string(to)),
+		":now":  n(nowMs),
+	}
+	cond := "#s = :read AND version = :v"
+	if read.State == job.Claiming {
+		cond += " AND lease_expires_at < :now"
+	}
+	var update string
+	switch to {
+	case job.Queued:
+		dueMs := job.Millis(due)
+		vals[":due"] = n(dueMs)
+		vals[":sweep"] = n(dueMs + s.opt.QueuedGrace.Milliseconds())
+		update = "SET #s = :to, version = :nv, due_at = :due, sweep_at = :sweep, updated_at = :now REMOVE lease_owner, lease_expires_at"
+	case job.Abandoned:
+		vals[":exp"] = n(now.Add(s.opt.RecordTTL).Unix())
+		vals[":em"] = str(truncate(reason))
+		update = "SET #s = :to, version = :nv, updated_at = :now, expires_at = :exp, last_error = :em " +
+			"REMOVE lease_owner, lease_expires_at, sweep_shard, sweep_at"
+	default:
+		return 0, fmt.Errorf("take back job %d: cannot move to %q", read.JobID, to)
+	}
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 &s.table,
+		Key:                       key(job.Key(read.JobID)),
+		UpdateExpression:          aws.String(update),
+		ConditionExpression:       aws.String(cond),
+		ExpressionAttributeNames:  map[string]string{"#s": "state"},
+		ExpressionAttributeValues: vals,
+	})
+	if isConditionFailed(err) {
+		return 0, ErrConflict
+	}
+	if err != nil {
+		return 0, fmt.Errorf("take back job %d: %w", read.JobID, err)
+	}
+	return read.Version + 1, nil
+}
+
+// Page is one page of stale records from the sweep index.
+type Page struct {
+	Records []job.Record
+	// Next is the key to continue from; nil when the shard is exhausted.
+	Next map[string]types.AttributeValue
+}
+
+// Stale reads one page of records in shard whose sweep_at is before now,
+// oldest first. It is a Query on the sparse sweep index, never a Scan.
+func (s *Store) Stale(ctx context.Context, shard string, now time.Time, limit int32, start map[string]types.AttributeValue) (Page, error) {
+	in := &dynamodb.QueryInput{
+		TableName:              &s.table,
+		IndexName:              aws.String(SweepIndex),
+		KeyConditionExpression: aws.String("sweep_shard = :sh AND sweep_at < :now"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":sh":  str(shard),
+			":now": n(job.Millis(now)),
+		},
+		ExclusiveStartKey: start,
+	}
+	if limit > 0 {
+		in.Limit = aws.Int32(limit)
+	}
+	out, err := s.db.Query(ctx, in)
+	if err != nil {
+		return Page{}, fmt.Errorf("query sweep shard %s: %w", shard, err)
+	}
+	p := Page{Next: out.LastEvaluatedKey}
+	for _, it := range out.Items {
+		r, err := unmarshal(it)
+		if err != nil {
+			return Page{}, err
+		}
+		p.Records = append(p.Records, r)
+	}
+	return p, nil
+}
+
+// Shards lists the sweep shard keys ("0" … Shards-1).
+func (s *Store) Shards() []string {
+	out := make([]string, s.opt.Shards)
+	for i := range out {
+		out[i] = strconv.Itoa(i)
+	}
+	return out
+}
+
+// LoadRate reads the shared rate reading of an installation. It returns an
+// error wrapping ratelimit.ErrNoReading when there is none.
+func (s *Store) LoadRate(ctx context.Context, installationID int64) (ratelimit.Reading, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: &s.table,
+		Key:       key(job.RateKey(installationID)),
+	})
+	if err != nil {
+		return ratelimit.Reading{}, fmt.Errorf("get rate of installation %d: %w", installationID, err)
+	}
+	if out.Item == nil {
+		return ratelimit.Reading{}, fmt.Errorf("rate of installation %d: %w", installationID, ratelimit.ErrNoReading)
+	}
+	var it rateItem
+	if err := attributevalue.UnmarshalMap(out.Item, &it); err != nil {
+		return ratelimit.Reading{}, fmt.Errorf("decode rate of installation %d: %w", installationID, err)
+	}
+	return ratelimit.Reading{
+		Limit:      it.Limit,
+		Remaining:  it.Remaining,
+		ResetAt:    job.FromMillis(it.ResetAt),
+		ObservedAt: job.FromMillis(it.UpdatedAt),
+	}, nil
+}
+
+// SaveRate writes the shared rate reading of an installation, unless the
+// stored one is newer (another instance observed later).
+func (s *Store) SaveRate(ctx context.Context, installationID int64, r ratelimit.Reading) error {
+	item, err := attributevalue.MarshalMap(rateItem{
+		PK:        job.RateKey(installationID),
+		Limit:     r.Limit,
+		Remaining: r.Remaining,
+		ResetAt:   job.Millis(r.ResetAt),
+		UpdatedAt: job.Millis(r.ObservedAt),
+		// Rate items outlive their usefulness quickly; let TTL drop them.
+		ExpiresAt: r.ResetAt.Add(24 * time.Hour).Unix(),
+	})
+	if err != nil {
+		return fmt.Errorf("encode rate of installation %d: %w", installationID, err)
+	}
+	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:                 &s.table,
+		Item:                      item,
+		ConditionExpression:       aws.String("attribute_not_exists(pk) OR updated_at <= :u"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":u": n(job.Millis(r.ObservedAt))},
+	})
+	if isConditionFailed(err) {
+		return nil // a newer reading is already shared
+	}
+	if err != nil {
+		return fmt.Errorf("put rate of installation %d: %w", installationID, err)
+	}
+	return nil
+}
+
+type rateItem struct {
+	PK        string `dynamodbav:"pk"`
+	Limit     int    `dynamodbav:"limit"`
+	Remaining int    `dynamodbav:"remaining"`
+	ResetAt   int64  `dynamodbav:"reset_at"`
+	UpdatedAt int64  `dynamodbav:"updated_at"`
+	ExpiresAt int64  `dynamodbav:"expires_at"`
+}
+
+func truncate(s string) string {
+	const max = 1024
+	if len(s) > max {
+		return s[:max]
+	}
+	return s
+}
+
+func isConditionFailed(err error) bool {
+	var ccf *types.ConditionalCheckFailedException
+	return errors.As(err, &ccf)
+}

@@ -1,0 +1,365 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ghclaim/ghclaim/shared/emulator"
+	"github.com/ghclaim/ghclaim/shared/job"
+	"github.com/ghclaim/ghclaim/shared/ratelimit"
+	"github.com/ghclaim/ghclaim/shared/store"
+)
+
+var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+type fixture struct {
+	s     *store.Store
+	db    *dynamodb.Client
+	table string
+}
+
+// One emulator and one stack serve every test here: each test uses job ids
+// of its own, so they run in parallel without sharing records.
+var env struct {
+	db    *dynamodb.Client
+	table string
+}
+
+func TestMain(m *testing.M) {
+	os.Exit(func() int {
+		ctx := context.Background()
+		srv, err := emulator.Start(ctx)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer srv.Close()
+		cfg, err := srv.Config(ctx)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		path, err := emulator.TemplatePath()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		stack, err := emulator.Deploy(ctx, cfg, path, emulator.StackName("store"), nil)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer stack.Delete(ctx)
+		env.db, env.table = dynamodb.NewFromConfig(cfg), stack.TableName
+		return m.Run()
+	}())
+}
+
+func setup(t *testing.T) fixture {
+	t.Helper()
+	t.Parallel()
+	return fixture{s: store.New(env.db, env.table, store.Options{}), db: env.db, table: env.table}
+}
+
+func rec(id int64) job.Record {
+	return job.Record{JobID: id, Repo: "octo/app", InstallationID: 42, Labels: []string{"self-hosted", "linux"}, Pool: "linux", RunID: 9}
+}
+
+func (f fixture) raw(t *testing.T, pk string) map[string]types.AttributeValue {
+	t.Helper()
+	out, err := f.db.GetItem(context.Background(), &dynamodb.GetItemInput{
+		TableName: &f.table, Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: pk}}, ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		t.Fatalf("GetItem %s: %v", pk, err)
+	}
+	return out.Item
+}
+
+func (f fixture) get(t *testing.T, id int64) job.Record {
+	t.Helper()
+	r, err := f.s.Get(context.Background(), id)
+	if err != nil {
+		t.Fatalf("Get %d: %v", id, err)
+	}
+	return r
+}
+
+func TestDeliveryDedup(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	d := store.Delivery{GUID: "g-1", Event: "workflow_job", Action: "queued"}
+
+	if seen, err := f.s.DeliverySeen(ctx, d.GUID, t0); err != nil || seen {
+		t.Fatalf("before put: seen %v, err %v; want false, nil", seen, err)
+	}
+	if err := f.s.PutDelivery(ctx, d, t0); err != nil {
+		t.Fatalf("first put: %v", err)
+	}
+	if err := f.s.PutDelivery(ctx, d, t0.Add(time.Hour)); !errors.Is(err, store.ErrDuplicate) {
+		t.Fatalf("second put: got %v, want ErrDuplicate", err)
+	}
+	if seen, _ := f.s.DeliverySeen(ctx, d.GUID, t0.Add(71*time.Hour)); !seen {
+		t.Fatal("inside the redelivery window: got unseen, want seen")
+	}
+	item := f.raw(t, "delivery#g-1")
+	if got, want := item["expires_at"].(*types.AttributeValueMemberN).Value, fmt.Sprint(t0.Add(7*24*time.Hour).Unix()); got != want {
+		t.Errorf("expires_at: got %s, want %s (now + 7 days, epoch seconds)", got, want)
+	}
+
+	// TTL deletion is lazy: a key past expires_at still in the table counts as absent.
+	late := t0.Add(8 * 24 * time.Hour)
+	if seen, _ := f.s.DeliverySeen(ctx, d.GUID, late); seen {
+		t.Fatal("expired-but-present key: got seen, want absent")
+	}
+	if err := f.s.PutDelivery(ctx, d, late); err != nil {
+		t.Fatalf("put over an expired key: %v", err)
+	}
+}
+
+func TestCreateJobOnlyOnce(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	r, err := f.s.CreateJob(ctx, rec(101), t0)
+	if err != nil {
+		t.Fatalf("CreateJob: %v", err)
+	}
+	if r.State != job.Pending || r.Version != 1 {
+		t.Errorf("got state %s version %d, want pending 1", r.State, r.Version)
+	}
+	if _, err := f.s.CreateJob(ctx, rec(101), t0); !errors.Is(err, store.ErrExists) {
+		t.Fatalf("second CreateJob: got %v, want ErrExists", err)
+	}
+	got := f.get(t, 101)
+	if got.SweepShard != "5" || got.SweepAt != t0.Add(store.DefaultPendingGrace).UnixMilli() {
+		t.Errorf("sweep attributes: got shard %q at %d", got.SweepShard, got.SweepAt)
+	}
+	if got.Repo != "octo/app" || got.InstallationID != 42 || len(got.Labels) != 2 || got.Pool != "linux" || got.RunID != 9 {
+		t.Errorf("identity not round-tripped: %+v", got)
+	}
+	if _, ok := f.raw(t, job.Key(101))["labels"].(*types.AttributeValueMemberL); !ok {
+		t.Error("labels must be stored as a list (L)")
+	}
+}
+
+func TestLeaseFencing(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	r, _ := f.s.CreateJob(ctx, rec(7), t0)
+	if err := f.s.MarkQueued(ctx, 7, r.Version, t0, t0); err != nil {
+		t.Fatalf("MarkQueued: %v", err)
+	}
+	if err := f.s.MarkQueued(ctx, 7, r.Version, t0, t0); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("MarkQueued twice: got %v, want ErrConflict", err)
+	}
+
+	lease, got, err := f.s.Acquire(ctx, 7, 1, "a", t0.Add(3*time.Minute), t0)
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	if got.State != job.Claiming || got.Version != 2 || lease.Version != 2 || got.LeaseOwner != "a" {
+		t.Fatalf("after Acquire: %+v lease %+v", got, lease)
+	}
+	if _, _, err := f.s.Acquire(ctx, 7, 1, "b", t0.Add(3*time.Minute), t0); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("second Acquire of the same version: got %v, want ErrConflict", err)
+	}
+
+	thief := store.Lease{JobID: 7, Owner: "b", Version: 2}
+	if err := f.s.Release(ctx, thief, store.Retry{Version: 3, Due: t0}, t0); !errors.Is(err, store.ErrLeaseLost) {
+		t.Fatalf("Release by another owner: got %v, want ErrLeaseLost", err)
+	}
+
+	ff := t0.Add(time.Second)
+	retry := store.Retry{Version: 3, Attempt: 1, FirstFailureAt: ff, Due: t0.Add(30 * time.Second), ErrorClass: "server_side", Error: "502"}
+	if err := f.s.Release(ctx, lease, retry, t0); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	got = f.get(t, 7)
+	if got.State != job.Queued || got.Version != 3 || got.Attempt != 1 || got.FirstFailureAt != ff.UnixMilli() || got.LeaseOwner != "" {
+		t.Fatalf("after Release: %+v", got)
+	}
+	if got.SweepAt != t0.Add(30*time.Second+store.DefaultQueuedGrace).UnixMilli() {
+		t.Errorf("sweep_at after Release: got %d", got.SweepAt)
+	}
+
+	// The ladder position survives a second lease and release.
+	lease2, _, err := f.s.Acquire(ctx, 7, 3, "c", t0.Add(4*time.Minute), t0)
+	if err != nil {
+		t.Fatalf("re-Acquire: %v", err)
+	}
+	if err := f.s.Release(ctx, lease, store.Retry{Version: 5, Due: t0}, t0); !errors.Is(err, store.ErrLeaseLost) {
+		t.Fatalf("stale lease after re-acquire: got %v, want ErrLeaseLost", err)
+	}
+	if err := f.s.Finish(ctx, lease2, store.Outcome{State: job.Claimed, Attempt: 2, RunnerName: "linux-7"}, t0); err != nil {
+		t.Fatalf("Finish: %v", err)
+	}
+	got = f.get(t, 7)
+	if got.State != job.Claimed || got.RunnerName != "linux-7" || got.FirstFailureAt != ff.UnixMilli() || got.Attempt != 2 {
+		t.Fatalf("after Finish: %+v", got)
+	}
+	if got.SweepShard != "" || got.SweepAt != 0 || got.ExpiresAt == 0 {
+		t.Errorf("terminal record must leave the sweep index and get a TTL: %+v", got)
+	}
+}
+
+func TestMarkDone(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+
+	t.Run("out of order creates done", func(t *testing.T) {
+		prev, err := f.s.MarkDone(ctx, store.Done{JobID: 20, Repo: "octo/app", InstallationID: 42, RunnerName: "r1"}, t0)
+		if err != nil || prev != "" {
+			t.Fatalf("got %q, %v; want created", prev, err)
+		}
+		if _, err := f.s.CreateJob(ctx, rec(20), t0); !errors.Is(err, store.ErrExists) {
+			t.Fatalf("a late queued must not create a claimable record: got %v", err)
+		}
+		if got := f.get(t, 20); got.State != job.Done || got.RunnerName != "r1" || got.SweepShard != "" {
+			t.Fatalf("got %+v", got)
+		}
+	})
+	t.Run("stops a claimer", func(t *testing.T) {
+		f.s.CreateJob(ctx, rec(21), t0)
+		lease, _, err := f.s.Acquire(ctx, 21, 1, "a", t0.Add(time.Minute), t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prev, err := f.s.MarkDone(ctx, store.Done{JobID: 21}, t0)
+		if err != nil || prev != job.Claiming {
+			t.Fatalf("got %q, %v; want claiming, nil", prev, err)
+		}
+		if err := f.s.Finish(ctx, lease, store.Outcome{State: job.Claimed}, t0); !errors.Is(err, store.ErrLeaseLost) {
+			t.Fatalf("Finish after done: got %v, want ErrLeaseLost", err)
+		}
+		if got := f.get(t, 21); got.State != job.Done || got.Version != 3 {
+			t.Fatalf("got %+v", got)
+		}
+	})
+	t.Run("terminal stays", func(t *testing.T) {
+		if _, err := f.s.MarkDone(ctx, store.Done{JobID: 21}, t0); !errors.Is(err, store.ErrTerminal) {
+			t.Fatalf("got %v, want ErrTerminal", err)
+		}
+	})
+}
+
+func TestTakeBack(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	f.s.CreateJob(ctx, rec(30), t0)
+	f.s.Acquire(ctx, 30, 1, "dead", t0.Add(time.Minute), t0)
+	read := f.get(t, 30)
+
+	if _, err := f.s.TakeBack(ctx, read, job.Queued, t0, "", t0.Add(30*time.Second)); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("live lease: got %v, want ErrConflict", err)
+	}
+
+	later := t0.Add(2 * time.Minute)
+	var wins, conflicts atomic.Int32
+	var wg sync.WaitGroup
+	for range 5 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := f.s.TakeBack(ctx, read, job.Queued, later.Add(time.Second), "lease expired", later)
+			switch {
+			case err == nil:
+				wins.Add(1)
+			case errors.Is(err, store.ErrConflict):
+				conflicts.Add(1)
+			default:
+				t.Errorf("TakeBack: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if wins.Load() != 1 || conflicts.Load() != 4 {
+		t.Fatalf("5 concurrent take-backs: %d won, %d conflicted; want 1 and 4", wins.Load(), conflicts.Load())
+	}
+	got := f.get(t, 30)
+	if got.State != job.Queued || got.Version != read.Version+1 || got.DueAt != later.Add(time.Second).UnixMilli() || got.LeaseOwner != "" {
+		t.Fatalf("after take-back: %+v", got)
+	}
+	dead := store.Lease{JobID: 30, Owner: "dead", Version: read.Version}
+	if err := f.s.Finish(ctx, dead, store.Outcome{State: job.Claimed}, later); !errors.Is(err, store.ErrLeaseLost) {
+		t.Fatalf("late claimer: got %v, want ErrLeaseLost", err)
+	}
+
+	again := f.get(t, 30)
+	if _, err := f.s.TakeBack(ctx, again, job.Abandoned, time.Time{}, "max age", later); err != nil {
+		t.Fatalf("abandon: %v", err)
+	}
+	if got := f.get(t, 30); got.State != job.Abandoned || got.SweepAt != 0 || got.LastError != "max age" {
+		t.Fatalf("after abandon: %+v", got)
+	}
+}
+
+func TestStaleUsesTheSparseIndex(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	// Shard 0 of 8: ids 8, 16, 24, 32.
+	f.s.CreateJob(ctx, rec(8), t0)                                   // pending, stale after grace
+	f.s.CreateJob(ctx, rec(16), t0.Add(10*time.Minute))              // pending, fresh
+	f.s.CreateJob(ctx, rec(24), t0)                                  // claimed: never stale
+	l, _, _ := f.s.Acquire(ctx, 24, 1, "a", t0.Add(time.Minute), t0) //
+	f.s.Finish(ctx, l, store.Outcome{State: job.Claimed}, t0)        //
+	f.s.CreateJob(ctx, rec(32), t0)                                  // claiming, lease expired
+	f.s.Acquire(ctx, 32, 1, "b", t0.Add(30*time.Second), t0)         //
+	f.s.CreateJob(ctx, rec(9), t0)                                   // other shard
+
+	now := t0.Add(5 * time.Minute)
+	var ids []int64
+	var start map[string]types.AttributeValue
+	for {
+		p, err := f.s.Stale(ctx, "0", now, 1, start)
+		if err != nil {
+			t.Fatalf("Stale: %v", err)
+		}
+		for _, r := range p.Records {
+			ids = append(ids, r.JobID)
+		}
+		if p.Next == nil {
+			break
+		}
+		start = p.Next
+	}
+	// Oldest first: the lease (t0+30s) before the pending grace (t0+2m).
+	if len(ids) != 2 || ids[0] != 32 || ids[1] != 8 {
+		t.Fatalf("stale in shard 0: got %v, want [32 8]", ids)
+	}
+	if got := f.s.Shards(); len(got) != 8 || got[0] != "0" || got[7] != "7" {
+		t.Errorf("Shards: got %v", got)
+	}
+}
+
+func TestRateState(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	if _, err := f.s.LoadRate(ctx, 42); !errors.Is(err, ratelimit.ErrNoReading) {
+		t.Fatalf("no reading yet: got %v, want ErrNoReading", err)
+	}
+	newer := ratelimit.Reading{Limit: 5000, Remaining: 0, ResetAt: t0.Add(40 * time.Minute), ObservedAt: t0.Add(time.Second)}
+	older := ratelimit.Reading{Limit: 5000, Remaining: 4000, ResetAt: t0.Add(40 * time.Minute), ObservedAt: t0}
+	if err := f.s.SaveRate(ctx, 42, newer); err != nil {
+		t.Fatalf("SaveRate: %v", err)
+	}
+	if err := f.s.SaveRate(ctx, 42, older); err != nil {
+		t.Fatalf("SaveRate older: %v", err)
+	}
+	got, err := f.s.LoadRate(ctx, 42)
+	if err != nil {
+		t.Fatalf("LoadRate: %v", err)
+	}
+	if got.Remaining != 0 || !got.ResetAt.Equal(newer.ResetAt) || !got.ObservedAt.Equal(newer.ObservedAt) {
+		t.Fatalf("an older reading clobbered a newer one: got %+v", got)
+	}
+}
