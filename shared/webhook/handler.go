@@ -1,0 +1,355 @@
+package webhook
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/ghclaim/ghclaim/shared/job"
+	"github.com/ghclaim/ghclaim/shared/obs"
+	"github.com/ghclaim/ghclaim/shared/pool"
+	"github.com/ghclaim/ghclaim/shared/store"
+)
+
+// Store is the part of the job store the webhook writes through
+// (*store.Store in production).
+type Store interface {
+	DeliverySeen(ctx context.Context, guid string, now time.Time) (bool, error)
+	PutDelivery(ctx context.Context, d store.Delivery, now time.Time) error
+	CreateJob(ctx context.Context, r job.Record, now time.Time) (job.Record, error)
+	MarkQueued(ctx context.Context, id, version int64, due, now time.Time) error
+	MarkDone(ctx context.Context, d store.Done, now time.Time) (job.State, error)
+}
+
+// Queue sends claim messages (*queue.Queue in production).
+type Queue interface {
+	Send(ctx context.Context, m job.Message, delay time.Duration) error
+}
+
+var _ Store = (*store.Store)(nil)
+
+// Defaults of Config.
+const (
+	// DefaultMaxBody caps a delivery's body. GitHub caps payloads at 25 MB,
+	// but a workflow_job payload is a few KB.
+	DefaultMaxBody = 1 << 20
+	// DefaultBudget leaves GitHub's 10 s delivery timeout a 2 s margin.
+	DefaultBudget = 8 * time.Second
+)
+
+// Config is what the handler decides with.
+type Config struct {
+	// Secrets are the webhook secrets accepted at once (rotation); at least
+	// one non-empty secret is required.
+	Secrets [][]byte
+	// Pools are the runner pools, in match order.
+	Pools []pool.Pool
+	// AllowedOwners restricts claims to these repository owners
+	// (case-insensitive); empty allows any owner.
+	AllowedOwners []string
+	// MaxBodyBytes caps the decoded body; 0 means DefaultMaxBody.
+	MaxBodyBytes int
+	// Budget bounds the whole delivery; 0 means DefaultBudget.
+	Budget time.Duration
+}
+
+// Handler answers GitHub webhook deliveries. It is safe for concurrent use.
+type Handler struct {
+	cfg   Config
+	store Store
+	queue Queue
+	now   func() time.Time
+	log   *slog.Logger
+}
+
+// New returns a handler. now is read once per delivery.
+func New(cfg Config, st Store, q Queue, now func() time.Time, log *slog.Logger) (*Handler, error) {
+	usable := 0
+	for _, s := range cfg.Secrets {
+		if len(s) > 0 {
+			usable++
+		}
+	}
+	if usable == 0 {
+		return nil, errors.New("webhook: no usable secret: every delivery would be refused")
+	}
+	if len(cfg.Pools) == 0 {
+		return nil, errors.New("webhook: no runner pools")
+	}
+	if st == nil || q == nil || now == nil || log == nil {
+		return nil, errors.New("webhook: store, queue, clock and logger are required")
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxBody
+	}
+	if cfg.Budget <= 0 {
+		cfg.Budget = DefaultBudget
+	}
+	return &Handler{cfg: cfg, store: st, queue: q, now: now, log: log}, nil
+}
+
+// Reply is the JSON body of every answer.
+type Reply struct {
+	// Status is "ok" (ping), "accepted", "ignored", "duplicate" or "error".
+	Status string `json:"status"`
+	// Message says why, for the "Recent Deliveries" page of the GitHub App.
+	// 5xx messages never carry internal error text.
+	Message string `json:"message,omitempty"`
+}
+
+// Statuses of a Reply.
+const (
+	StatusOK        = "ok"
+	StatusAccepted  = "accepted"
+	StatusIgnored   = "ignored"
+	StatusDuplicate = "duplicate"
+	StatusError     = "error"
+)
+
+// delivery is one request in flight: what the log line of its decision says.
+type delivery struct {
+	id     string
+	event  string
+	action Action
+	jobID  int64
+}
+
+// Handle answers one delivery. It never returns an error: every outcome is
+// an HTTP answer, since a Lambda error would reach GitHub as an opaque 502.
+// API Gateway HTTP API (payload format 2.0) events have the same JSON shape
+// and decode into the same struct, so both front doors work.
+func (h *Handler) Handle(ctx context.Context, req events.LambdaFunctionURLRequest) (events.LambdaFunctionURLResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.Budget)
+	defer cancel()
+	now := h.now()
+	hdr := lowerKeys(req.Headers)
+	d := &delivery{id: hdr["x-github-delivery"], event: hdr["x-github-event"]}
+
+	if m := req.RequestContext.HTTP.Method; !strings.EqualFold(m, http.MethodPost) {
+		resp := h.reject(ctx, d, http.StatusMethodNotAllowed, "method_not_allowed", fmt.Sprintf("method %s not allowed: GitHub delivers with POST", m))
+		resp.Headers["allow"] = http.MethodPost
+		return resp, nil
+	}
+	body, status, msg := h.body(req)
+	if status != 0 {
+		return h.reject(ctx, d, status, "bad_body", msg), nil
+	}
+	sig := hdr["x-hub-signature-256"]
+	var err error
+	if sig == "" && hdr["x-hub-signature"] != "" {
+		err = ErrSignatureSHA1
+	} else {
+		err = Verify(body, sig, h.cfg.Secrets)
+	}
+	if err != nil {
+		return h.reject(ctx, d, http.StatusUnauthorized, "bad_signature", err.Error()), nil
+	}
+	if d.event == "" {
+		return h.reject(ctx, d, http.StatusBadRequest, "bad_request", "X-GitHub-Event header is required"), nil
+	}
+	if d.id == "" {
+		return h.reject(ctx, d, http.StatusBadRequest, "bad_request", "X-GitHub-Delivery header is required"), nil
+	}
+
+	switch d.event {
+	case "ping":
+		return h.answer(ctx, d, http.StatusOK, StatusOK, "pong", "ping"), nil
+	case "workflow_job":
+	default:
+		return h.answer(ctx, d, http.StatusAccepted, StatusIgnored, fmt.Sprintf("event %q is not handled", d.event), "ignored_event"), nil
+	}
+
+	j, err := Parse(body)
+	if err != nil {
+		return h.reject(ctx, d, http.StatusBadRequest, "bad_payload", err.Error()), nil
+	}
+	d.action, d.jobID = j.Action, j.JobID
+
+	seen, err := h.store.DeliverySeen(ctx, d.id, now)
+	if err != nil {
+		return h.fail(ctx, d, "dedup_read_failed", err), nil
+	}
+	if seen {
+		return h.answer(ctx, d, http.StatusOK, StatusDuplicate, "delivery already handled", "duplicate_delivery"), nil
+	}
+
+	switch j.Action {
+	case ActionQueued:
+		return h.queued(ctx, d, j, now), nil
+	case ActionInProgress, ActionCompleted:
+		return h.done(ctx, d, j, now), nil
+	default: // ActionWaiting: GitHub sends queued once the environment allows it.
+		h.markSeen(ctx, d, now)
+		return h.answer(ctx, d, http.StatusOK, StatusIgnored, "waiting: the job is claimed when it is queued", "skip_waiting"), nil
+	}
+}
+
+func (h *Handler) queued(ctx context.Context, d *delivery, j Job, now time.Time) events.LambdaFunctionURLResponse {
+	p, why := h.decide(j)
+	if why != "" {
+		h.markSeen(ctx, d, now)
+		return h.answer(ctx, d, http.StatusOK, StatusIgnored, why, "skip", slog.String(obs.KeyReason, why))
+	}
+	rec, err := h.store.CreateJob(ctx, job.Record{
+		JobID: j.JobID, RunID: j.RunID, Repo: j.Repo, InstallationID: j.InstallationID,
+		Labels: j.Labels, Pool: p.Name,
+	}, now)
+	if errors.Is(err, store.ErrExists) {
+		// A new delivery GUID for a job we already recorded (a manual
+		// redelivery, or in_progress got here first): the record dedups it.
+		h.markSeen(ctx, d, now)
+		return h.answer(ctx, d, http.StatusOK, StatusDuplicate, fmt.Sprintf("job %d already recorded", j.JobID), "duplicate_job")
+	}
+	if err != nil {
+		return h.fail(ctx, d, "create_failed", err)
+	}
+	// From here the record is durable: whatever fails next, the reclaimer
+	// finishes the job's hand-off, so the answer is 2xx.
+	outcome := "enqueued"
+	if err := h.queue.Send(ctx, job.Message{JobID: rec.JobID, Version: rec.Version, Attempt: 0}, 0); err != nil {
+		outcome = "pending_send_failed"
+		h.log.LogAttrs(ctx, slog.LevelWarn, "send failed; the record stays pending for the reclaimer",
+			h.attrs(d, slog.String("outcome", outcome), slog.String("error", err.Error()))...)
+	} else if err := h.store.MarkQueued(ctx, rec.JobID, rec.Version, now, now); err != nil && !errors.Is(err, store.ErrConflict) {
+		// The message is out; a pending record is merely re-checked later.
+		h.log.LogAttrs(ctx, slog.LevelWarn, "mark queued failed; the message is out",
+			h.attrs(d, slog.String("outcome", "mark_queued_failed"), slog.String("error", err.Error()))...)
+	}
+	h.markSeen(ctx, d, now)
+	return h.answer(ctx, d, http.StatusAccepted, StatusAccepted, fmt.Sprintf("job %d accepted for pool %s", j.JobID, p.Name), outcome, slog.String("pool", p.Name))
+}
+
+func (h *Handler) done(ctx context.Context, d *delivery, j Job, now time.Time) events.LambdaFunctionURLResponse {
+	prev, err := h.store.MarkDone(ctx, store.Done{
+		JobID: j.JobID, RunID: j.RunID, Repo: j.Repo, InstallationID: j.InstallationID,
+		Labels: j.Labels, RunnerName: j.RunnerName,
+	}, now)
+	outcome := "done"
+	switch {
+	case errors.Is(err, store.ErrTerminal):
+		outcome = "already_terminal"
+	case err != nil:
+		return h.fail(ctx, d, "mark_done_failed", err)
+	case prev == "":
+		outcome = "done_created"
+	}
+	h.markSeen(ctx, d, now)
+	return h.answer(ctx, d, http.StatusAccepted, StatusAccepted, fmt.Sprintf("job %d is %s", j.JobID, j.Action), outcome,
+		slog.String("previous_state", string(prev)), slog.String("runner_name", j.RunnerName))
+}
+
+// decide picks the pool for a queued job, or says why the job is not ours.
+func (h *Handler) decide(j Job) (pool.Pool, string) {
+	if len(h.cfg.AllowedOwners) > 0 {
+		allowed := false
+		for _, o := range h.cfg.AllowedOwners {
+			if strings.EqualFold(o, j.Owner()) {
+				allowed = true
+				break
+			}
+		}
+		if !allowed {
+			return pool.Pool{}, fmt.Sprintf("owner %s is not allowed", j.Owner())
+		}
+	}
+	p, ok := pool.Match(h.cfg.Pools, j.Labels)
+	if !ok {
+		return pool.Pool{}, fmt.Sprintf("no pool matches labels [%s]", strings.Join(j.Labels, ", "))
+	}
+	if j.Public && !p.AllowPublic {
+		return pool.Pool{}, fmt.Sprintf("repository %s is public and pool %s does not allow public repositories", j.Repo, p.Name)
+	}
+	return p, ""
+}
+
+// markSeen writes the dedup key last: a failure here is logged and
+// tolerated, because every earlier write is itself idempotent.
+func (h *Handler) markSeen(ctx context.Context, d *delivery, now time.Time) {
+	err := h.store.PutDelivery(ctx, store.Delivery{GUID: d.id, Event: d.event, Action: string(d.action)}, now)
+	if err != nil && !errors.Is(err, store.ErrDuplicate) {
+		h.log.LogAttrs(ctx, slog.LevelWarn, "dedup key not written",
+			h.attrs(d, slog.String("outcome", "dedup_write_failed"), slog.String("error", err.Error()))...)
+	}
+}
+
+// body returns the decoded, size-checked body, or a 4xx status and why.
+func (h *Handler) body(req events.LambdaFunctionURLRequest) ([]byte, int, string) {
+	max := h.cfg.MaxBodyBytes
+	if !req.IsBase64Encoded {
+		if len(req.Body) > max {
+			return nil, http.StatusRequestEntityTooLarge, fmt.Sprintf("body is over the %d-byte cap", max)
+		}
+		return []byte(req.Body), 0, ""
+	}
+	if base64.StdEncoding.DecodedLen(len(req.Body)) > max+3 {
+		return nil, http.StatusRequestEntityTooLarge, fmt.Sprintf("body is over the %d-byte cap", max)
+	}
+	b, err := base64.StdEncoding.DecodeString(req.Body)
+	if err != nil {
+		return nil, http.StatusBadRequest, "body is marked isBase64Encoded but is not valid base64"
+	}
+	if len(b) > max {
+		return nil, http.StatusRequestEntityTooLarge, fmt.Sprintf("body is over the %d-byte cap", max)
+	}
+	return b, 0, ""
+}
+
+func (h *Handler) attrs(d *delivery, extra ...slog.Attr) []slog.Attr {
+	a := []slog.Attr{slog.String(obs.KeyDeliveryID, d.id), slog.String("event", d.event)}
+	if d.action != "" {
+		a = append(a, slog.String("action", string(d.action)))
+	}
+	if d.jobID != 0 {
+		a = append(a, slog.Int64(obs.KeyJobID, d.jobID))
+	}
+	return append(a, extra...)
+}
+
+// answer logs the decision and builds a 2xx reply.
+func (h *Handler) answer(ctx context.Context, d *delivery, code int, status, msg, outcome string, extra ...slog.Attr) events.LambdaFunctionURLResponse {
+	h.log.LogAttrs(ctx, slog.LevelInfo, "delivery", h.attrs(d, append([]slog.Attr{slog.String("outcome", outcome), slog.Int("status", code)}, extra...)...)...)
+	return reply(code, Reply{Status: status, Message: msg})
+}
+
+// reject logs and answers a 4xx: the message names what is wrong.
+func (h *Handler) reject(ctx context.Context, d *delivery, code int, outcome, msg string) events.LambdaFunctionURLResponse {
+	h.log.LogAttrs(ctx, slog.LevelWarn, "delivery rejected",
+		h.attrs(d, slog.String("outcome", outcome), slog.Int("status", code), slog.String(obs.KeyReason, msg))...)
+	return reply(code, Reply{Status: StatusError, Message: msg})
+}
+
+// fail answers 500 when nothing durable was written, so GitHub's redelivery
+// (manual or by the App's redelivery job) starts cleanly. The error is
+// logged, never returned to the caller.
+func (h *Handler) fail(ctx context.Context, d *delivery, outcome string, err error) events.LambdaFunctionURLResponse {
+	h.log.LogAttrs(ctx, slog.LevelError, "delivery failed",
+		h.attrs(d, slog.String("outcome", outcome), slog.Int("status", http.StatusInternalServerError), slog.String("error", err.Error()))...)
+	return reply(http.StatusInternalServerError, Reply{Status: StatusError, Message: "internal error: redeliver this delivery"})
+}
+
+func reply(code int, r Reply) events.LambdaFunctionURLResponse {
+	b, _ := json.Marshal(r) // a struct of two strings always marshals
+	return events.LambdaFunctionURLResponse{
+		StatusCode: code,
+		Headers:    map[string]string{"content-type": "application/json"},
+		Body:       string(b),
+	}
+}
+
+// lowerKeys indexes headers case-insensitively (Function URLs lower-case
+// them; API Gateway and hand-written events may not).
+func lowerKeys(in map[string]string) map[string]string {
+	out := make(map[string]string, len(in))
+	for k, v := range in {
+		out[strings.ToLower(k)] = v
+	}
+	return out
+}
