@@ -16,6 +16,7 @@ import (
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/obs"
 	"github.com/ghclaim/ghclaim/shared/pool"
+	"github.com/ghclaim/ghclaim/shared/queue"
 	"github.com/ghclaim/ghclaim/shared/store"
 )
 
@@ -34,7 +35,10 @@ type Queue interface {
 	Send(ctx context.Context, m job.Message, delay time.Duration) error
 }
 
-var _ Store = (*store.Store)(nil)
+var (
+	_ Store = (*store.Store)(nil)
+	_ Queue = (*queue.Queue)(nil)
+)
 
 // Defaults of Config.
 const (

@@ -1,0 +1,75 @@
+// Command webhook is the webhook Lambda function: it wires configuration,
+// AWS clients and shared/webhook's handler together once per cold start.
+// Everything it does is in shared/webhook (STYLE.md rule 1).
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/aws/aws-lambda-go/lambda"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/ghclaim/ghclaim/shared/config"
+	"github.com/ghclaim/ghclaim/shared/obs"
+	"github.com/ghclaim/ghclaim/shared/queue"
+	"github.com/ghclaim/ghclaim/shared/secret"
+	"github.com/ghclaim/ghclaim/shared/store"
+	"github.com/ghclaim/ghclaim/shared/webhook"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "webhook:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	cfg, err := config.LoadWebhook(os.Getenv)
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	// The SDK reads AWS_ENDPOINT_URL itself (moto, LocalStack).
+	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
+	if err != nil {
+		return fmt.Errorf("aws config: %w", err)
+	}
+	var sm secret.SecretsManager
+	if cfg.SecretARN != "" {
+		sm = secretsmanager.NewFromConfig(awsCfg)
+	}
+	value, err := secret.Resolve(ctx, sm, cfg.SecretARN, cfg.Secret)
+	if err != nil {
+		return fmt.Errorf("webhook secret: %w", err)
+	}
+	var secrets [][]byte
+	for _, s := range secret.Split(value) {
+		secrets = append(secrets, []byte(s))
+	}
+	st := store.New(dynamodb.NewFromConfig(awsCfg), cfg.TableName, store.Options{
+		Shards:       cfg.SweepShards,
+		DedupTTL:     cfg.DedupTTL,
+		RecordTTL:    cfg.RecordTTL,
+		PendingGrace: cfg.PendingGrace,
+		QueuedGrace:  cfg.QueuedGrace,
+	})
+	q := queue.New(sqs.NewFromConfig(awsCfg), cfg.ClaimsQueueURL)
+	h, err := webhook.New(webhook.Config{
+		Secrets:       secrets,
+		Pools:         cfg.Pools,
+		AllowedOwners: cfg.AllowedOwners,
+		MaxBodyBytes:  cfg.MaxBodyBytes,
+	}, st, q, time.Now, obs.NewLogger(os.Stdout, cfg.LogLevel))
+	if err != nil {
+		return err
+	}
+	lambda.Start(h.Handle)
+	return nil
+}
