@@ -178,6 +178,17 @@ func (s *Server) Config(ctx context.Context) (aws.Config, error) {
 	return cfg, nil
 }
 
+// Env returns the environment a process (a function's bootstrap under the Runtime Interface
+// Emulator, say) needs so that the SDK's default configuration talks to this emulator.
+func (s *Server) Env() map[string]string {
+	return map[string]string{
+		EndpointEnv:             s.Endpoint,
+		"AWS_REGION":            Region,
+		"AWS_ACCESS_KEY_ID":     "test",
+		"AWS_SECRET_ACCESS_KEY": "test",
+	}
+}
+
 // Close stops the moto_server process group that Start launched and waits for it to exit. It
 // does nothing for an external endpoint and is safe to call more than once.
 func (s *Server) Close() {

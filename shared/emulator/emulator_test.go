@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 )
 
@@ -72,5 +73,26 @@ func TestStartWithoutMotoExplainsHowToGetOne(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %q", err, want)
 		}
+	}
+}
+
+// A child process configured only through Env (as the functions' bootstraps are) must reach the
+// emulator through the SDK's default configuration chain.
+func TestEnvPointsTheDefaultSDKConfigAtTheEmulator(t *testing.T) {
+	srv := ForTest(t)
+	ctx := context.Background()
+	name := StackName(t.Name())
+	if _, err := sqs.NewFromConfig(srv.ConfigForTest(t)).CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name)}); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range srv.Env() {
+		t.Setenv(k, v)
+	}
+	cfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sqs.NewFromConfig(cfg).GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(name)}); err != nil {
+		t.Fatalf("GetQueueUrl through the default config: %v", err)
 	}
 }
