@@ -1,0 +1,467 @@
+// Package reclaim owns the reclaimer: the scheduled sweep that finds job
+// records nobody is moving any more and hands them back to the claims queue,
+// and Spread, the jitter primitive every path that releases many claims at
+// once uses (the reclaimer here, the claimer's deadline path).
+//
+// A record is stale when its sweep_at (kept by shared/store on every
+// non-terminal write: lease expiry, created + pending grace, due_at + queued
+// grace) has passed. The sweep reads only the sparse sweep index, one Query
+// per shard page, never a Scan, and decides from the record's state:
+//
+//   - claiming: the lease expired, the claimer died (LeaseExpired). A
+//     claiming record whose lease is still live is skipped: the lease is the
+//     truth, sweep_at only a hint.
+//   - pending: the webhook's outbox send was lost (OutboxLost).
+//   - queued: the message was lost or dead-lettered (MessageLost).
+//   - anything else is skipped (terminal records leave the index; this is
+//     only defence).
+//
+// Each take-back is conditional on the state and version read, so two
+// overlapping sweeps, or a claimer that comes back late, never enqueue the
+// same job twice: the loser gets store.ErrConflict and sends nothing. The
+// record is written first (queued, version+1, due_at), the message second:
+// a send that fails leaves a queued record with a due_at, which the next
+// sweep finds again after the queued grace. Slower, never lost.
+//
+// Max age still holds here: a record whose first failure is older than
+// MaxAge is abandoned instead of re-enqueued, so a job cannot loop forever
+// through the reclaimer when the claimer's own give-up path keeps dying.
+//
+// Decisions:
+//   - One sweep collects first and acts second, so Spread sees every job of
+//     the pass and the whole pass honours the "≤ 3 per second" bound, not
+//     each page separately. Collection gets half the budget and at most
+//     MaxRecords; the rest of a backlog waits for the next run (Incomplete).
+//   - Shards are read round-robin, one page at a time, starting from a
+//     random shard order on every pass, so neither a backlog in one shard
+//     nor the shards' numbering starves some shards when passes keep
+//     running out of budget.
+//   - Re-enqueues go before abandonments: a job that can still run matters
+//     more than bookkeeping for one that cannot.
+//   - Every delay is measured from the pass's "now" to a fixed due time and
+//     recomputed when the message is sent, so the slot layout holds in real
+//     time even when sends are slow.
+//
+// This package must never decide retry policy for a job (ladder, classes):
+// it only puts jobs back where a claimer decides. It must never Scan the
+// table, and never import an AWS service package.
+package reclaim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/ghclaim/ghclaim/shared/job"
+	"github.com/ghclaim/ghclaim/shared/obs"
+	"github.com/ghclaim/ghclaim/shared/queue"
+	"github.com/ghclaim/ghclaim/shared/store"
+)
+
+// Store is the part of shared/store the reclaimer uses.
+type Store interface {
+	Shards() []string
+	Stale(ctx context.Context, shard string, now time.Time, limit int32, start store.Cursor) (store.Page, error)
+	TakeBack(ctx context.Context, read job.Record, to job.State, due time.Time, reason string, now time.Time) (int64, error)
+}
+
+// Queue is the part of shared/queue the reclaimer uses.
+type Queue interface {
+	Send(ctx context.Context, m job.Message, delay time.Duration) error
+}
+
+var (
+	_ Store = (*store.Store)(nil)
+	_ Queue = (*queue.Queue)(nil)
+)
+
+// Reason says why a record was taken back.
+type Reason string
+
+// Reasons for a take-back.
+const (
+	// LeaseExpired: claiming with an expired lease; the claimer died.
+	LeaseExpired Reason = "lease_expired"
+	// OutboxLost: pending past its grace; the webhook's send was lost.
+	OutboxLost Reason = "outbox_lost"
+	// MessageLost: queued long past due_at; the message was lost or dead-lettered.
+	MessageLost Reason = "message_lost"
+)
+
+// Reasons lists every Reason, in a fixed order (metrics, reports).
+var Reasons = []Reason{LeaseExpired, OutboxLost, MessageLost}
+
+// Classify decides why a record the sweep index called stale should be
+// taken back, or reports false when it must be left alone: a claiming record
+// whose lease is still live at now (trust the lease, not sweep_at), and any
+// state the reclaimer does not move.
+func Classify(r job.Record, now time.Time) (Reason, bool) {
+	switch r.State {
+	case job.Claiming:
+		// store.TakeBack requires lease_expires_at < now; match it exactly.
+		if r.LeaseExpiresAt >= job.Millis(now) {
+			return "", false
+		}
+		return LeaseExpired, true
+	case job.Pending:
+		return OutboxLost, true
+	case job.Queued:
+		return MessageLost, true
+	}
+	return "", false
+}
+
+// PastMaxAge reports whether r has been failing for longer than maxAge.
+// A record that never failed has no age to exceed.
+func PastMaxAge(r job.Record, now time.Time, maxAge time.Duration) bool {
+	return r.FirstFailureAt != 0 && now.Sub(job.FromMillis(r.FirstFailureAt)) > maxAge
+}
+
+// Defaults for Config.
+const (
+	DefaultMaxAge     = 90 * time.Minute
+	DefaultBudget     = 40 * time.Second
+	DefaultPageSize   = 100
+	DefaultMaxRecords = 1000
+	DefaultReserve    = 5 * time.Second
+)
+
+// Config tunes a Reclaimer. Zero values take the defaults.
+type Config struct {
+	// MaxAge: a record failing for longer is abandoned, not re-enqueued.
+	MaxAge time.Duration
+	// Budget bounds one pass (collection gets the first half).
+	Budget time.Duration
+	// PageSize is the Limit of each sweep-index Query.
+	PageSize int32
+	// MaxRecords bounds how many stale records one pass collects, so a huge
+	// backlog after an outage is worked off over several passes within
+	// memory and time instead of timing out in the middle of one.
+	MaxRecords int
+	// Reserve is kept free before the invocation's deadline.
+	Reserve time.Duration
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+	// Rand feeds Spread (a process-wide source when nil).
+	Rand Rand
+	// Logger gets one line per decision and one per pass (slog.Default when nil).
+	Logger *slog.Logger
+	// Metrics gets the pass's counts as one EMF line (none when nil).
+	Metrics *obs.Metrics
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxAge <= 0 {
+		c.MaxAge = DefaultMaxAge
+	}
+	if c.Budget <= 0 {
+		c.Budget = DefaultBudget
+	}
+	if c.PageSize <= 0 {
+		c.PageSize = DefaultPageSize
+	}
+	if c.MaxRecords <= 0 {
+		c.MaxRecords = DefaultMaxRecords
+	}
+	if c.Reserve <= 0 {
+		c.Reserve = DefaultReserve
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Rand == nil {
+		c.Rand = globalRand{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// globalRand is math/rand/v2's process-wide source: randomly seeded and
+// safe for concurrent use.
+type globalRand struct{}
+
+func (globalRand) Perm(n int) []int { return rand.Perm(n) }
+func (globalRand) Float64() float64 { return rand.Float64() }
+
+// Reclaimer sweeps stale job records back into the claims queue. Lambda
+// runs one pass at a time per instance; concurrent Runs on one Reclaimer
+// need a Config.Rand that is safe for concurrent use (the default is).
+type Reclaimer struct {
+	store Store
+	queue Queue
+	cfg   Config
+}
+
+// New returns a reclaimer over st and q.
+func New(st Store, q Queue, cfg Config) *Reclaimer {
+	return &Reclaimer{store: st, queue: q, cfg: cfg.withDefaults()}
+}
+
+// Report is what one pass did.
+type Report struct {
+	// Scanned counts the records the sweep index returned.
+	Scanned int
+	// Requeued counts the records taken back and sent, by reason.
+	Requeued map[Reason]int
+	// Abandoned counts the records past max age, moved to abandoned.
+	Abandoned int
+	// Raced counts take-backs that lost to another writer (nothing sent).
+	Raced int
+	// SendFailed counts records taken back whose message failed to send;
+	// they come back after the queued grace.
+	SendFailed int
+	// Skipped counts records left alone (live lease, unexpected state).
+	Skipped int
+	// Failed counts take-backs that failed for infrastructure reasons.
+	Failed int
+	// Incomplete is set when the pass stopped before the index was
+	// exhausted (budget, deadline or MaxRecords); the next pass goes on.
+	Incomplete bool
+}
+
+// RequeuedTotal is the sum of Requeued over all reasons.
+func (r Report) RequeuedTotal() int {
+	n := 0
+	for _, v := range r.Requeued {
+		n += v
+	}
+	return n
+}
+
+type candidate struct {
+	rec    job.Record
+	reason Reason
+}
+
+// Handle is the Lambda handler for the EventBridge schedule. It returns an
+// error only for infrastructure failures (the table could not be read or
+// written); an incomplete pass or a lost race is normal.
+func (r *Reclaimer) Handle(ctx context.Context, _ events.CloudWatchEvent) error {
+	_, err := r.Run(ctx)
+	return err
+}
+
+// Run performs one pass: collect stale records from every shard, abandon
+// those past max age, take the others back and re-enqueue them with delays
+// from Spread. Errors are returned only for infrastructure failures; the
+// pass still acts on everything it could read.
+func (r *Reclaimer) Run(ctx context.Context) (Report, error) {
+	now := r.cfg.Now() // read once: the Query, conditions and due times share it
+	stop := now.Add(r.cfg.Budget)
+	if dl, ok := ctx.Deadline(); ok {
+		// The invocation's deadline is wall-clock; translate what is left
+		// of it into the injected clock's frame once.
+		if left := time.Until(dl) - r.cfg.Reserve; now.Add(left).Before(stop) {
+			stop = now.Add(left)
+		}
+	}
+	collectBy := now.Add(stop.Sub(now) / 2)
+
+	rep := Report{Requeued: map[Reason]int{}}
+	found, collectErr := r.collect(ctx, now, collectBy, &rep)
+
+	var requeue, abandon []candidate
+	for _, c := range found {
+		if PastMaxAge(c.rec, now, r.cfg.MaxAge) {
+			abandon = append(abandon, c)
+		} else {
+			requeue = append(requeue, c)
+		}
+	}
+	errs := []error{collectErr}
+	delays := Spread(len(requeue), r.cfg.Rand)
+	for i, c := range requeue {
+		if r.past(ctx, stop) {
+			rep.Incomplete = true
+			break
+		}
+		errs = append(errs, r.requeue(ctx, c, now, now.Add(delays[i]), &rep))
+	}
+	for _, c := range abandon {
+		if r.past(ctx, stop) {
+			rep.Incomplete = true
+			break
+		}
+		errs = append(errs, r.abandon(ctx, c, now, &rep))
+	}
+	err := errors.Join(errs...)
+	r.summarize(rep, err)
+	return rep, err
+}
+
+func (r *Reclaimer) past(ctx context.Context, t time.Time) bool {
+	return ctx.Err() != nil || !r.cfg.Now().Before(t)
+}
+
+// collect pages through every shard, round-robin, until the index is
+// exhausted, the collection deadline passes or MaxRecords are found.
+func (r *Reclaimer) collect(ctx context.Context, now, by time.Time, rep *Report) ([]candidate, error) {
+	type cursor struct {
+		shard string
+		next  store.Cursor
+	}
+	// A new shard order on every pass: a pass that runs out of budget
+	// must not always leave the same shards for later.
+	shards := r.store.Shards()
+	var active []cursor
+	for _, i := range r.cfg.Rand.Perm(len(shards)) {
+		active = append(active, cursor{shard: shards[i]})
+	}
+	var found []candidate
+	for len(active) > 0 {
+		var still []cursor
+		for _, c := range active {
+			if len(found) >= r.cfg.MaxRecords || r.past(ctx, by) {
+				rep.Incomplete = true
+				return found, nil
+			}
+			limit := min(int(r.cfg.PageSize), r.cfg.MaxRecords-len(found))
+			page, err := r.store.Stale(ctx, c.shard, now, int32(limit), c.next)
+			if err != nil {
+				rep.Incomplete = true
+				return found, fmt.Errorf("reclaim: sweep shard %s: %w", c.shard, err)
+			}
+			for _, rec := range page.Records {
+				rep.Scanned++
+				reason, ok := Classify(rec, now)
+				if !ok {
+					rep.Skipped++
+					r.cfg.Logger.Debug("reclaim skipped",
+						slog.Int64(obs.KeyJobID, rec.JobID),
+						slog.String(obs.KeyState, string(rec.State)),
+						slog.Int64(obs.KeyVersion, rec.Version),
+						slog.Int64("lease_expires_at", rec.LeaseExpiresAt))
+					continue
+				}
+				found = append(found, candidate{rec: rec, reason: reason})
+			}
+			if page.Next != nil {
+				c.next = page.Next
+				still = append(still, c)
+			}
+		}
+		active = still
+	}
+	return found, nil
+}
+
+// requeue takes c back to queued with due and sends its message.
+func (r *Reclaimer) requeue(ctx context.Context, c candidate, now, due time.Time, rep *Report) error {
+	log := r.cfg.Logger.With(
+		slog.Int64(obs.KeyJobID, c.rec.JobID),
+		slog.String(obs.KeyReason, string(c.reason)),
+		slog.String(obs.KeyState, string(c.rec.State)),
+		slog.Int(obs.KeyAttempt, c.rec.Attempt))
+	version, err := r.store.TakeBack(ctx, c.rec, job.Queued, due, string(c.reason), now)
+	if errors.Is(err, store.ErrConflict) {
+		rep.Raced++
+		log.Info("reclaim raced", slog.String("outcome", "raced"), slog.Int64(obs.KeyVersion, c.rec.Version))
+		return nil
+	}
+	if err != nil {
+		rep.Failed++
+		log.Error("reclaim failed", slog.String("outcome", "failed"), slog.Int64(obs.KeyVersion, c.rec.Version), slog.Any("err", err))
+		return fmt.Errorf("reclaim job %d: %w", c.rec.JobID, err)
+	}
+	// Measured again at send time, so a slow pass does not shift the slot.
+	delay := max(due.Sub(r.cfg.Now()), 0)
+	msg := job.Message{JobID: c.rec.JobID, Version: version, Attempt: c.rec.Attempt}
+	if err := r.queue.Send(ctx, msg, delay); err != nil {
+		// Not a loss: the record is queued with due_at and becomes stale
+		// again after the queued grace.
+		rep.SendFailed++
+		log.Error("reclaim send failed", slog.String("outcome", "send_failed"),
+			slog.Int64(obs.KeyVersion, version), slog.Int64(obs.KeyDelay, delay.Milliseconds()), slog.Any("err", err))
+		return nil
+	}
+	rep.Requeued[c.reason]++
+	log.Info("reclaim requeued", slog.String("outcome", "requeued"),
+		slog.Int64(obs.KeyVersion, version), slog.Int64(obs.KeyDelay, delay.Milliseconds()))
+	return nil
+}
+
+// abandon moves c to abandoned: it has been failing for longer than MaxAge.
+func (r *Reclaimer) abandon(ctx context.Context, c candidate, now time.Time, rep *Report) error {
+	log := r.cfg.Logger.With(
+		slog.Int64(obs.KeyJobID, c.rec.JobID),
+		slog.String(obs.KeyReason, string(c.reason)),
+		slog.String(obs.KeyState, string(c.rec.State)),
+		slog.Int(obs.KeyAttempt, c.rec.Attempt),
+		slog.String(obs.KeyClass, c.rec.LastErrorClass))
+	why := fmt.Sprintf("reclaimer: max age %s passed since the first failure at %s (%s)",
+		r.cfg.MaxAge, job.FromMillis(c.rec.FirstFailureAt).UTC().Format(time.RFC3339), c.reason)
+	version, err := r.store.TakeBack(ctx, c.rec, job.Abandoned, time.Time{}, why, now)
+	if errors.Is(err, store.ErrConflict) {
+		rep.Raced++
+		log.Info("reclaim raced", slog.String("outcome", "raced"), slog.Int64(obs.KeyVersion, c.rec.Version))
+		return nil
+	}
+	if err != nil {
+		rep.Failed++
+		log.Error("reclaim failed", slog.String("outcome", "failed"), slog.Int64(obs.KeyVersion, c.rec.Version), slog.Any("err", err))
+		return fmt.Errorf("abandon job %d: %w", c.rec.JobID, err)
+	}
+	rep.Abandoned++
+	log.Warn("reclaim abandoned", slog.String("outcome", "abandoned"), slog.Int64(obs.KeyVersion, version),
+		slog.Int64("first_failure_at", c.rec.FirstFailureAt))
+	return nil
+}
+
+// Metric names (CloudWatch, namespace obs.Namespace).
+const (
+	MetricReclaimed  = "Reclaimed" // + reason, e.g. Reclaimed.lease_expired
+	MetricAbandoned  = "ReclaimAbandoned"
+	MetricRaced      = "ReclaimRaced"
+	MetricSendFailed = "ReclaimSendFailed"
+	MetricScanned    = "ReclaimScanned"
+	MetricIncomplete = "ReclaimIncomplete"
+)
+
+// MetricFor is the metric name of the re-enqueue count for reason.
+func MetricFor(reason Reason) string { return MetricReclaimed + "." + string(reason) }
+
+func (r *Reclaimer) summarize(rep Report, err error) {
+	m := r.cfg.Metrics
+	attrs := []any{
+		slog.Int("scanned", rep.Scanned),
+		slog.Int("requeued", rep.RequeuedTotal()),
+	}
+	for _, reason := range Reasons {
+		m.Add(MetricFor(reason), float64(rep.Requeued[reason]))
+		attrs = append(attrs, slog.Int("requeued_"+string(reason), rep.Requeued[reason]))
+	}
+	incomplete := 0.0
+	if rep.Incomplete {
+		incomplete = 1
+	}
+	m.Add(MetricReclaimed, float64(rep.RequeuedTotal()))
+	m.Add(MetricAbandoned, float64(rep.Abandoned))
+	m.Add(MetricRaced, float64(rep.Raced))
+	m.Add(MetricSendFailed, float64(rep.SendFailed))
+	m.Add(MetricScanned, float64(rep.Scanned))
+	m.Add(MetricIncomplete, incomplete)
+	m.Flush()
+
+	attrs = append(attrs,
+		slog.Int("abandoned", rep.Abandoned),
+		slog.Int("raced", rep.Raced),
+		slog.Int("send_failed", rep.SendFailed),
+		slog.Int("skipped", rep.Skipped),
+		slog.Int("failed", rep.Failed),
+		slog.Bool("incomplete", rep.Incomplete))
+	level := slog.LevelInfo
+	if err != nil {
+		level = slog.LevelError
+		attrs = append(attrs, slog.Any("err", err))
+	} else if rep.Incomplete || rep.SendFailed > 0 {
+		level = slog.LevelWarn
+	}
+	r.cfg.Logger.Log(context.Background(), level, "reclaim pass", attrs...)
+}

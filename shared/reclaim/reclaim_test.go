@@ -1,0 +1,799 @@
+package reclaim_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	dbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/ghclaim/ghclaim/shared/emulator"
+	"github.com/ghclaim/ghclaim/shared/job"
+	"github.com/ghclaim/ghclaim/shared/obs"
+	"github.com/ghclaim/ghclaim/shared/queue"
+	"github.com/ghclaim/ghclaim/shared/reclaim"
+	"github.com/ghclaim/ghclaim/shared/store"
+)
+
+var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+const lease = 3 * time.Minute
+
+// clock is the injected clock; tests move it explicitly.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Set(t time.Time) { c.mu.Lock(); c.t = t; c.mu.Unlock() }
+
+// spySQS passes every call to the real (moto) SQS client and records the
+// SendMessage inputs that succeeded; fail makes SendMessage fail instead.
+type spySQS struct {
+	queue.SQS
+	mu   sync.Mutex
+	sent []*sqs.SendMessageInput
+	fail error
+}
+
+func (s *spySQS) SendMessage(ctx context.Context, in *sqs.SendMessageInput, opts ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
+	s.mu.Lock()
+	fail := s.fail
+	s.mu.Unlock()
+	if fail != nil {
+		return nil, fail
+	}
+	out, err := s.SQS.SendMessage(ctx, in, opts...)
+	if err == nil {
+		s.mu.Lock()
+		s.sent = append(s.sent, in)
+		s.mu.Unlock()
+	}
+	return out, err
+}
+
+func (s *spySQS) setFail(err error) { s.mu.Lock(); s.fail = err; s.mu.Unlock() }
+
+type sent struct {
+	msg   job.Message
+	delay time.Duration // DelaySeconds
+}
+
+func (s *spySQS) messages(t *testing.T) []sent {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []sent
+	for _, in := range s.sent {
+		m, err := queue.Decode(aws.ToString(in.MessageBody))
+		if err != nil {
+			t.Fatalf("decode sent body %q: %v", aws.ToString(in.MessageBody), err)
+		}
+		out = append(out, sent{msg: m, delay: time.Duration(in.DelaySeconds) * time.Second})
+	}
+	return out
+}
+
+type fixture struct {
+	store *store.Store
+	db    *dynamodb.Client
+	sqs   *sqs.Client
+	spy   *spySQS
+	queue *queue.Queue
+	stack *emulator.Stack
+	clock *clock
+	logs  *syncBuffer
+	emf   *syncBuffer
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+func (b *syncBuffer) String() string { b.mu.Lock(); defer b.mu.Unlock(); return b.b.String() }
+
+func setup(t *testing.T) *fixture {
+	t.Helper()
+	srv := emulator.ForTest(t)
+	stack := emulator.DeployForTest(t, srv)
+	cfg := srv.ConfigForTest(t)
+	db := dynamodb.NewFromConfig(cfg)
+	sq := sqs.NewFromConfig(cfg)
+	spy := &spySQS{SQS: sq}
+	return &fixture{
+		store: store.New(db, stack.TableName, store.Options{}),
+		db:    db, sqs: sq, spy: spy,
+		queue: queue.New(spy, stack.QueueURL),
+		stack: stack,
+		clock: &clock{t: t0},
+		logs:  &syncBuffer{},
+		emf:   &syncBuffer{},
+	}
+}
+
+// reclaimer returns a reclaimer on f's store, queue and clock, seeded.
+func (f *fixture) reclaimer(seed uint64, mod func(*reclaim.Config)) *reclaim.Reclaimer {
+	cfg := reclaim.Config{
+		Now:     f.clock.Now,
+		Rand:    rand.New(rand.NewPCG(seed, seed+1)),
+		Logger:  slog.New(slog.NewJSONHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Metrics: obs.NewMetrics(f.emf, map[string]string{"function": "reclaimer"}, f.clock.Now),
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	return reclaim.New(f.store, f.queue, cfg)
+}
+
+func identity(id int64) job.Record {
+	return job.Record{JobID: id, Repo: "octo/app", InstallationID: 42, Labels: []string{"self-hosted", "linux"}, Pool: "linux", RunID: 7}
+}
+
+// pending creates job id as pending at at.
+func (f *fixture) pending(t *testing.T, id int64, at time.Time) job.Record {
+	t.Helper()
+	r, err := f.store.CreateJob(context.Background(), identity(id), at)
+	if err != nil {
+		t.Fatalf("CreateJob %d: %v", id, err)
+	}
+	return r
+}
+
+// queued creates job id, its message sent at at and due at due.
+func (f *fixture) queued(t *testing.T, id int64, at, due time.Time) {
+	t.Helper()
+	f.pending(t, id, at)
+	if err := f.store.MarkQueued(context.Background(), id, 1, due, at); err != nil {
+		t.Fatalf("MarkQueued %d: %v", id, err)
+	}
+}
+
+// claiming creates job id and has a claimer take its lease at at until
+// until, through the store, as a real claimer would.
+func (f *fixture) claiming(t *testing.T, id int64, at, until time.Time) store.Lease {
+	t.Helper()
+	f.queued(t, id, at, at)
+	l, _, err := f.store.Acquire(context.Background(), id, 1, "claimer-"+strconv.FormatInt(id, 10), until, at)
+	if err != nil {
+		t.Fatalf("Acquire %d: %v", id, err)
+	}
+	return l
+}
+
+func (f *fixture) get(t *testing.T, id int64) job.Record {
+	t.Helper()
+	r, err := f.store.Get(context.Background(), id)
+	if err != nil {
+		t.Fatalf("Get %d: %v", id, err)
+	}
+	return r
+}
+
+// inQueue counts the messages moto holds on the claims queue, delayed or not.
+func (f *fixture) inQueue(t *testing.T) int {
+	t.Helper()
+	out, err := f.sqs.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{
+		QueueUrl: &f.stack.QueueURL,
+		AttributeNames: []sqstypes.QueueAttributeName{
+			sqstypes.QueueAttributeNameApproximateNumberOfMessages,
+			sqstypes.QueueAttributeNameApproximateNumberOfMessagesDelayed,
+			sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
+		},
+	})
+	if err != nil {
+		t.Fatalf("GetQueueAttributes: %v", err)
+	}
+	n := 0
+	for _, v := range out.Attributes {
+		x, err := strconv.Atoi(v)
+		if err != nil {
+			t.Fatalf("queue attribute %q: %v", v, err)
+		}
+		n += x
+	}
+	return n
+}
+
+func (f *fixture) run(t *testing.T, r *reclaim.Reclaimer) reclaim.Report {
+	t.Helper()
+	rep, err := r.Run(context.Background())
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	return rep
+}
+
+// maxPerSecond is the most delays in any window [t, t+1s).
+func maxPerSecond(ds []time.Duration) int {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	most := 0
+	for i := range s {
+		n := 0
+		for j := i; j < len(s) && s[j] < s[i]+time.Second; j++ {
+			n++
+		}
+		most = max(most, n)
+	}
+	return most
+}
+
+// TestExpiredLeasesAreRequeuedSpread: M claimers died; one pass puts all M
+// back, each record queued at version+1 with due_at spread as Spread says,
+// each message delayed to exactly its record's due_at.
+func TestExpiredLeasesAreRequeuedSpread(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	const m = 20 // W = 30 s, 1.5 s slots
+	start := t0.Add(-10 * time.Minute)
+	for id := int64(1); id <= m; id++ {
+		f.claiming(t, id, start, t0.Add(-time.Second)) // lease ended before now
+	}
+	rep := f.run(t, f.reclaimer(1, nil))
+
+	if got := rep.Requeued[reclaim.LeaseExpired]; got != m || rep.RequeuedTotal() != m {
+		t.Fatalf("requeued %v, want %d lease_expired", rep.Requeued, m)
+	}
+	if rep.Scanned != m || rep.Raced != 0 || rep.SendFailed != 0 || rep.Incomplete {
+		t.Errorf("report %+v, want %d scanned and nothing else", rep, m)
+	}
+	if got := f.inQueue(t); got != m {
+		t.Errorf("claims queue holds %d messages, want %d", got, m)
+	}
+	msgs := f.spy.messages(t)
+	if len(msgs) != m {
+		t.Fatalf("sent %d messages, want %d", len(msgs), m)
+	}
+	var delays []time.Duration
+	seen := map[int64]bool{}
+	for _, s := range msgs {
+		if seen[s.msg.JobID] {
+			t.Errorf("job %d sent twice", s.msg.JobID)
+		}
+		seen[s.msg.JobID] = true
+		r := f.get(t, s.msg.JobID)
+		if r.State != job.Queued || r.Version != 3 {
+			t.Errorf("job %d: state %s version %d, want queued version 3 (acquired at 2, +1)", r.JobID, r.State, r.Version)
+		}
+		if s.msg.Version != r.Version {
+			t.Errorf("job %d: message version %d, want the record's %d", r.JobID, s.msg.Version, r.Version)
+		}
+		if r.LeaseOwner != "" || r.LeaseExpiresAt != 0 {
+			t.Errorf("job %d: lease %q until %d left on a queued record", r.JobID, r.LeaseOwner, r.LeaseExpiresAt)
+		}
+		due := job.FromMillis(r.DueAt).Sub(t0)
+		if due > s.delay || due < s.delay-time.Second {
+			t.Errorf("job %d: due_at − now = %s, DelaySeconds = %s; want them within the 1 s round-up", r.JobID, due, s.delay)
+		}
+		if want := r.DueAt + store.DefaultQueuedGrace.Milliseconds(); r.SweepAt != want {
+			t.Errorf("job %d: sweep_at %d, want due_at + queued grace %d", r.JobID, r.SweepAt, want)
+		}
+		delays = append(delays, due)
+	}
+	w := reclaim.Window(m)
+	slotOf := map[int]int64{}
+	for i, d := range delays {
+		if d < 0 || d >= w {
+			t.Errorf("job %d: delay %s outside [0, %s)", msgs[i].msg.JobID, d, w)
+		}
+		slot := int(int64(d) * m / int64(w))
+		if other, ok := slotOf[slot]; ok {
+			t.Errorf("jobs %d and %d share slot %d", other, msgs[i].msg.JobID, slot)
+		}
+		slotOf[slot] = msgs[i].msg.JobID
+	}
+	if got := maxPerSecond(delays); got > 3 {
+		t.Errorf("%d jobs due within one second, want ≤ 3 (delays %v)", got, delays)
+	}
+
+	// One log line per decision, with the fields an operator queries.
+	lines := 0
+	for _, l := range strings.Split(strings.TrimSpace(f.logs.String()), "\n") {
+		var e map[string]any
+		if err := json.Unmarshal([]byte(l), &e); err != nil {
+			t.Fatalf("log line %q: %v", l, err)
+		}
+		if e["msg"] != "reclaim requeued" {
+			continue
+		}
+		lines++
+		for _, k := range []string{obs.KeyJobID, obs.KeyReason, obs.KeyVersion, obs.KeyDelay, obs.KeyAttempt} {
+			if _, ok := e[k]; !ok {
+				t.Errorf("decision line %s lacks %q", l, k)
+			}
+		}
+	}
+	if lines != m {
+		t.Errorf("%d requeue log lines, want %d", lines, m)
+	}
+	var emf map[string]any
+	if err := json.Unmarshal([]byte(strings.TrimSpace(f.emf.String())), &emf); err != nil {
+		t.Fatalf("EMF line %q: %v", f.emf.String(), err)
+	}
+	if got := emf[reclaim.MetricFor(reclaim.LeaseExpired)]; got != float64(m) {
+		t.Errorf("EMF %s = %v, want %d", reclaim.MetricFor(reclaim.LeaseExpired), got, m)
+	}
+}
+
+// gate makes every reclaimer wait at its first take-back until all of them
+// have read the index, so the passes really overlap: both hold the same
+// versions and both try every record.
+//
+// writes serialises the take-backs on their way to moto: moto evaluates a
+// ConditionExpression and applies the update in separate steps with no
+// lock, on one thread per request, so two concurrent conditional updates
+// can both pass (DynamoDB's are atomic per item). Serialising them keeps
+// the race this test is about (read, then conditional write on a stale
+// read) and removes the emulator's own.
+type gate struct {
+	reclaim.Store
+	arrive *sync.WaitGroup
+	once   sync.Once
+	writes *sync.Mutex
+}
+
+func (g *gate) TakeBack(ctx context.Context, read job.Record, to job.State, due time.Time, reason string, now time.Time) (int64, error) {
+	g.once.Do(func() { g.arrive.Done(); g.arrive.Wait() })
+	g.writes.Lock()
+	defer g.writes.Unlock()
+	return g.Store.TakeBack(ctx, read, to, due, reason, now)
+}
+
+// TestOverlappingPassesSendOnce: two reclaimers sweep the same records at
+// the same time; exactly M messages go out, never 2M.
+func TestOverlappingPassesSendOnce(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	const m = 12
+	for id := int64(1); id <= m; id++ {
+		f.claiming(t, id, t0.Add(-10*time.Minute), t0.Add(-time.Minute))
+	}
+	var arrive sync.WaitGroup
+	var writes sync.Mutex
+	arrive.Add(2)
+	reps := make([]reclaim.Report, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i := range 2 {
+		r := reclaim.New(&gate{Store: f.store, arrive: &arrive, writes: &writes}, f.queue, reclaim.Config{
+			Now: f.clock.Now, Rand: rand.New(rand.NewPCG(uint64(i), 9)), Logger: slog.New(slog.DiscardHandler),
+		})
+		wg.Go(func() { reps[i], errs[i] = r.Run(context.Background()) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("reclaimer %d: %v", i, err)
+		}
+	}
+	requeued := reps[0].RequeuedTotal() + reps[1].RequeuedTotal()
+	raced := reps[0].Raced + reps[1].Raced
+	if requeued != m || raced != m {
+		t.Errorf("requeued %d, raced %d in total (reports %+v, %+v); want %d and %d", requeued, raced, reps[0], reps[1], m, m)
+	}
+	if got := len(f.spy.messages(t)); got != m {
+		t.Errorf("sent %d messages, want %d", got, m)
+	}
+	if got := f.inQueue(t); got != m {
+		t.Errorf("claims queue holds %d messages, want %d", got, m)
+	}
+	for id := int64(1); id <= m; id++ {
+		if r := f.get(t, id); r.State != job.Queued || r.Version != 3 {
+			t.Errorf("job %d: %s v%d, want queued v3 (taken back once)", id, r.State, r.Version)
+		}
+	}
+}
+
+// TestLateClaimerChangesNothing: a claimer that comes back after its job
+// was reclaimed is fenced out; the reclaimed record stays as it is.
+func TestLateClaimerChangesNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tests := []struct {
+		name  string
+		write func(*store.Store, store.Lease) error
+	}{
+		{name: "finish claimed", write: func(s *store.Store, l store.Lease) error {
+			return s.Finish(ctx, l, store.Outcome{State: job.Claimed, Attempt: 1, RunnerName: "linux-1"}, t0.Add(time.Second))
+		}},
+		{name: "finish failed", write: func(s *store.Store, l store.Lease) error {
+			return s.Finish(ctx, l, store.Outcome{State: job.Failed, Attempt: 1, ErrorClass: "non_retryable", Error: "404"}, t0.Add(time.Second))
+		}},
+		{name: "release for a retry", write: func(s *store.Store, l store.Lease) error {
+			return s.Release(ctx, l, store.Retry{Version: l.Version + 1, Attempt: 2, FirstFailureAt: t0, Due: t0.Add(time.Minute)}, t0.Add(time.Second))
+		}},
+		{name: "extend progress", write: func(s *store.Store, l store.Lease) error {
+			return s.Extend(ctx, l, 1, "linux-1", t0.Add(time.Second))
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := setup(t)
+			l := f.claiming(t, 1, t0.Add(-lease-time.Minute), t0.Add(-time.Minute))
+			if rep := f.run(t, f.reclaimer(1, nil)); rep.Requeued[reclaim.LeaseExpired] != 1 {
+				t.Fatalf("reclaim: %+v, want 1 lease_expired", rep)
+			}
+			before := f.get(t, 1)
+			if err := tt.write(f.store, l); !errors.Is(err, store.ErrLeaseLost) {
+				t.Fatalf("late claimer write: got %v, want ErrLeaseLost", err)
+			}
+			if after := f.get(t, 1); fmt.Sprint(after) != fmt.Sprint(before) {
+				t.Errorf("record changed by the late claimer:\n got %+v\nwant %+v", after, before)
+			}
+		})
+	}
+}
+
+// TestWhatIsStale: stale pending, queued and claiming records come back
+// with their reason; healthy and terminal records are not touched.
+func TestWhatIsStale(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+
+	// Stale.
+	f.pending(t, 1, t0.Add(-store.DefaultPendingGrace-time.Second))                   // outbox send lost
+	f.queued(t, 2, t0.Add(-time.Hour), t0.Add(-store.DefaultQueuedGrace-time.Second)) // message lost
+	f.claiming(t, 3, t0.Add(-lease-time.Minute), t0.Add(-time.Millisecond))           // claimer died
+	// Healthy.
+	f.pending(t, 11, t0.Add(-store.DefaultPendingGrace+time.Second))                   // within grace
+	f.queued(t, 12, t0.Add(-time.Hour), t0.Add(-store.DefaultQueuedGrace+time.Second)) // before due + grace
+	f.queued(t, 13, t0, t0.Add(5*time.Minute))                                         // before due
+	f.claiming(t, 14, t0.Add(-time.Minute), t0.Add(lease))                             // live lease
+	f.claiming(t, 15, t0.Add(-lease), t0)                                              // lease ends exactly now: still live
+	// Terminal.
+	l := f.claiming(t, 21, t0.Add(-time.Hour), t0.Add(-50*time.Minute))
+	if err := f.store.Finish(ctx, l, store.Outcome{State: job.Claimed, Attempt: 1, RunnerName: "linux-21"}, t0.Add(-55*time.Minute)); err != nil {
+		t.Fatalf("Finish 21: %v", err)
+	}
+	f.pending(t, 22, t0.Add(-time.Hour))
+	if _, err := f.store.MarkDone(ctx, store.Done{JobID: 22, Repo: "octo/app"}, t0.Add(-59*time.Minute)); err != nil {
+		t.Fatalf("MarkDone 22: %v", err)
+	}
+	if _, err := f.store.MarkDone(ctx, store.Done{JobID: 23, Repo: "octo/app"}, t0.Add(-time.Hour)); err != nil {
+		t.Fatalf("MarkDone 23: %v", err)
+	}
+	untouched := map[int64]job.Record{}
+	for _, id := range []int64{11, 12, 13, 14, 15, 21, 22, 23} {
+		untouched[id] = f.get(t, id)
+	}
+
+	rep := f.run(t, f.reclaimer(1, nil))
+
+	want := map[reclaim.Reason]int{reclaim.OutboxLost: 1, reclaim.MessageLost: 1, reclaim.LeaseExpired: 1}
+	if fmt.Sprint(rep.Requeued) != fmt.Sprint(want) || rep.Scanned != 3 {
+		t.Errorf("report %+v, want requeued %v out of 3 scanned", rep, want)
+	}
+	got := map[int64]job.Message{}
+	for _, s := range f.spy.messages(t) {
+		got[s.msg.JobID] = s.msg
+	}
+	wantMsgs := map[int64]job.Message{
+		1: {JobID: 1, Version: 2},
+		2: {JobID: 2, Version: 2},
+		3: {JobID: 3, Version: 3},
+	}
+	if fmt.Sprint(got) != fmt.Sprint(wantMsgs) {
+		t.Errorf("sent %v, want %v", got, wantMsgs)
+	}
+	for id, before := range untouched {
+		if after := f.get(t, id); fmt.Sprint(after) != fmt.Sprint(before) {
+			t.Errorf("job %d touched:\n got %+v\nwant %+v", id, after, before)
+		}
+	}
+}
+
+// TestLiveLeaseIsTrusted: sweep_at says stale but the lease runs on (a
+// lease extended without moving sweep_at): the lease wins.
+func TestLiveLeaseIsTrusted(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.claiming(t, 1, t0.Add(-time.Minute), t0.Add(lease))
+	_, err := f.db.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
+		TableName:                 &f.stack.TableName,
+		Key:                       map[string]dbtypes.AttributeValue{"pk": &dbtypes.AttributeValueMemberS{Value: job.Key(1)}},
+		UpdateExpression:          aws.String("SET sweep_at = :past"),
+		ExpressionAttributeValues: map[string]dbtypes.AttributeValue{":past": &dbtypes.AttributeValueMemberN{Value: strconv.FormatInt(job.Millis(t0.Add(-time.Hour)), 10)}},
+	})
+	if err != nil {
+		t.Fatalf("backdate sweep_at: %v", err)
+	}
+	before := f.get(t, 1)
+	rep := f.run(t, f.reclaimer(1, nil))
+	if rep.Scanned != 1 || rep.Skipped != 1 || rep.RequeuedTotal() != 0 {
+		t.Errorf("report %+v, want 1 scanned and skipped", rep)
+	}
+	if after := f.get(t, 1); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("record changed:\n got %+v\nwant %+v", after, before)
+	}
+	if n := len(f.spy.messages(t)); n != 0 {
+		t.Errorf("sent %d messages, want none", n)
+	}
+}
+
+// TestMaxAge: a record failing for longer than MaxAge is abandoned, with no
+// message; one still within MaxAge is re-sent keeping its ladder position.
+func TestMaxAge(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	maxAge := 90 * time.Minute
+	retry := func(id int64, firstFailure time.Time, attempt int) {
+		t.Helper()
+		at := t0.Add(-3 * time.Hour)
+		l := f.claiming(t, id, at, at.Add(lease))
+		// The claimer re-sent the message and released; then it was lost.
+		err := f.store.Release(ctx, l, store.Retry{
+			Version: l.Version + 1, Attempt: attempt, FirstFailureAt: firstFailure,
+			Due: t0.Add(-store.DefaultQueuedGrace - time.Minute), ErrorClass: "server_side", Error: "502",
+		}, at.Add(time.Minute))
+		if err != nil {
+			t.Fatalf("Release %d: %v", id, err)
+		}
+	}
+	retry(1, t0.Add(-maxAge-time.Second), 9) // too old
+	retry(2, t0.Add(-maxAge+time.Minute), 7) // still within
+	// A claimer that died on a job already past max age.
+	old := t0.Add(-2 * time.Hour)
+	l := f.claiming(t, 3, old, old.Add(lease))
+	if err := f.store.Release(ctx, l, store.Retry{Version: l.Version + 1, Attempt: 4, FirstFailureAt: old, Due: old.Add(time.Minute)}, old.Add(time.Second)); err != nil {
+		t.Fatalf("Release 3: %v", err)
+	}
+	if _, _, err := f.store.Acquire(ctx, 3, l.Version+1, "claimer-3b", old.Add(2*time.Minute), old.Add(time.Minute)); err != nil {
+		t.Fatalf("Acquire 3 again: %v", err)
+	}
+
+	rep := f.run(t, f.reclaimer(1, func(c *reclaim.Config) { c.MaxAge = maxAge }))
+
+	if rep.Abandoned != 2 || rep.RequeuedTotal() != 1 {
+		t.Errorf("report %+v, want 2 abandoned, 1 requeued", rep)
+	}
+	for _, id := range []int64{1, 3} {
+		r := f.get(t, id)
+		if r.State != job.Abandoned || r.SweepAt != 0 || r.SweepShard != "" || r.ExpiresAt == 0 || !strings.Contains(r.LastError, "max age") {
+			t.Errorf("job %d: %+v, want abandoned, out of the sweep index, with a TTL and a max-age reason", id, r)
+		}
+	}
+	msgs := f.spy.messages(t)
+	if len(msgs) != 1 || msgs[0].msg.JobID != 2 {
+		t.Fatalf("sent %v, want only job 2's message", msgs)
+	}
+	r := f.get(t, 2)
+	if msgs[0].msg.Attempt != 7 || r.Attempt != 7 || r.FirstFailureAt != job.Millis(t0.Add(-maxAge+time.Minute)) {
+		t.Errorf("job 2: message attempt %d, record attempt %d first_failure_at %d; want the ladder kept (7, %d)",
+			msgs[0].msg.Attempt, r.Attempt, r.FirstFailureAt, job.Millis(t0.Add(-maxAge+time.Minute)))
+	}
+	if got := f.inQueue(t); got != 1 {
+		t.Errorf("claims queue holds %d messages, want 1", got)
+	}
+}
+
+// TestSendFailureIsNotALoss: the take-back is durable before the send; when
+// the send fails the record waits as queued and the sweep after the queued
+// grace sends it.
+func TestSendFailureIsNotALoss(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	const m = 3
+	for id := int64(1); id <= m; id++ {
+		f.claiming(t, id, t0.Add(-10*time.Minute), t0.Add(-time.Minute))
+	}
+	f.spy.setFail(errors.New("sqs: service unavailable"))
+	rep, err := f.reclaimer(1, nil).Run(context.Background())
+	if err != nil {
+		t.Fatalf("Run with SQS down: got %v, want nil (the records are safe)", err)
+	}
+	if rep.SendFailed != m || rep.RequeuedTotal() != 0 {
+		t.Errorf("report %+v, want %d send failures", rep, m)
+	}
+	for id := int64(1); id <= m; id++ {
+		if r := f.get(t, id); r.State != job.Queued || r.Version != 3 || r.DueAt == 0 {
+			t.Errorf("job %d: %s v%d due %d, want queued v3 with a due_at", id, r.State, r.Version, r.DueAt)
+		}
+	}
+	f.spy.setFail(nil)
+	f.clock.Set(t0.Add(time.Minute))
+	if rep := f.run(t, f.reclaimer(2, nil)); rep.Scanned != 0 {
+		t.Errorf("a minute later: %+v, want nothing stale yet (queued grace)", rep)
+	}
+	f.clock.Set(t0.Add(reclaim.Window(m) + store.DefaultQueuedGrace + time.Second))
+	if rep := f.run(t, f.reclaimer(3, nil)); rep.Requeued[reclaim.MessageLost] != m {
+		t.Errorf("after the queued grace: %+v, want %d message_lost", rep, m)
+	}
+	if got := f.inQueue(t); got != m {
+		t.Errorf("claims queue holds %d messages, want %d", got, m)
+	}
+	for _, s := range f.spy.messages(t) {
+		if s.msg.Version != 4 {
+			t.Errorf("job %d: message version %d, want 4", s.msg.JobID, s.msg.Version)
+		}
+	}
+}
+
+// TestDeadClaimerBackInTime: a claim whose claimer died is back in the
+// queue (its message due) at most lease + schedule period + 30 s after the
+// death, whatever the phase of the schedule.
+func TestDeadClaimerBackInTime(t *testing.T) {
+	t.Parallel()
+	const period = time.Minute // ReclaimSchedule: rate(1 minute)
+	death := t0
+	expiry := death.Add(lease)
+	tests := []struct {
+		name string
+		m    int64
+		kick time.Time // first reclaimer run
+	}{
+		{name: "one job, a run exactly at lease expiry", m: 1, kick: expiry},
+		{name: "one job, a run just before expiry", m: 1, kick: expiry.Add(-time.Millisecond)},
+		{name: "one job, a run just after expiry", m: 1, kick: expiry.Add(time.Millisecond)},
+		{name: "one job, runs out of phase", m: 1, kick: death.Add(17 * time.Second)},
+		{name: "forty jobs, a run exactly at lease expiry", m: 40, kick: expiry},
+		{name: "forty jobs, runs out of phase", m: 40, kick: death.Add(43 * time.Second)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := setup(t)
+			for id := int64(1); id <= tt.m; id++ {
+				f.claiming(t, id, death, expiry) // the claimer dies right after taking the lease
+			}
+			deadline := death.Add(lease + period + reclaim.MaxWindow)
+			requeued := 0
+			for now := tt.kick; requeued < int(tt.m); now = now.Add(period) {
+				if now.After(deadline) {
+					t.Fatalf("only %d of %d back by %s", requeued, tt.m, now.Sub(death))
+				}
+				f.clock.Set(now)
+				requeued += f.run(t, f.reclaimer(uint64(now.Unix()), nil)).RequeuedTotal()
+			}
+			msgs := f.spy.messages(t)
+			if len(msgs) != int(tt.m) {
+				t.Fatalf("sent %d messages, want %d", len(msgs), tt.m)
+			}
+			for _, s := range msgs {
+				r := f.get(t, s.msg.JobID)
+				if due := job.FromMillis(r.DueAt); due.After(deadline) {
+					t.Errorf("job %d due %s after death, want ≤ %s", r.JobID, due.Sub(death), deadline.Sub(death))
+				}
+			}
+		})
+	}
+}
+
+// statCounter counts Stale calls per shard.
+type statCounter struct {
+	reclaim.Store
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+func (s *statCounter) Stale(ctx context.Context, shard string, now time.Time, limit int32, start store.Cursor) (store.Page, error) {
+	s.mu.Lock()
+	s.calls[shard]++
+	s.mu.Unlock()
+	return s.Store.Stale(ctx, shard, now, limit, start)
+}
+
+// TestShardsAndPaging: records in every shard are found, through several
+// pages per shard with a small page size.
+func TestShardsAndPaging(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	const m = 29 // ids 1…29 cover the 8 default shards 3–4 times each
+	for id := int64(1); id <= m; id++ {
+		f.pending(t, id, t0.Add(-time.Hour))
+	}
+	counter := &statCounter{Store: f.store, calls: map[string]int{}}
+	r := reclaim.New(counter, f.queue, reclaim.Config{
+		Now: f.clock.Now, Rand: rand.New(rand.NewPCG(1, 2)), Logger: slog.New(slog.DiscardHandler), PageSize: 2,
+	})
+	rep := f.run(t, r)
+	if rep.Scanned != m || rep.Requeued[reclaim.OutboxLost] != m || rep.Incomplete {
+		t.Errorf("report %+v, want all %d outbox_lost", rep, m)
+	}
+	if len(counter.calls) != store.DefaultShards {
+		t.Errorf("queried shards %v, want all %d", counter.calls, store.DefaultShards)
+	}
+	for sh, n := range counter.calls {
+		if n < 2 {
+			t.Errorf("shard %s: %d page(s), want ≥ 2 with page size 2", sh, n)
+		}
+	}
+	if got := f.inQueue(t); got != m {
+		t.Errorf("claims queue holds %d messages, want %d", got, m)
+	}
+}
+
+// TestBoundedPasses: a pass stops at MaxRecords, or at its budget, and says
+// so; the next passes finish the backlog with every job sent exactly once.
+func TestBoundedPasses(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		mod    func(*reclaim.Config)
+		ticker time.Duration // how far the clock moves at each reading
+	}{
+		{name: "max records", mod: func(c *reclaim.Config) { c.MaxRecords = 5 }},
+		{name: "budget", mod: func(c *reclaim.Config) { c.Budget = 20 * time.Second; c.PageSize = 1 }, ticker: time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := setup(t)
+			const m = 12
+			for id := int64(1); id <= m; id++ {
+				f.pending(t, id, t0.Add(-time.Hour))
+			}
+			now := t0
+			var mu sync.Mutex
+			tick := func() time.Time { // each reading moves the clock on
+				mu.Lock()
+				defer mu.Unlock()
+				now = now.Add(tt.ticker)
+				return now
+			}
+			passes, total := 0, 0
+			for total < m {
+				if passes++; passes > 12 {
+					t.Fatalf("%d passes and %d of %d sent", passes, total, m)
+				}
+				r := f.reclaimer(uint64(passes), func(c *reclaim.Config) { tt.mod(c); c.Now = tick })
+				rep := f.run(t, r)
+				total += rep.RequeuedTotal()
+				if passes == 1 && (!rep.Incomplete || rep.RequeuedTotal() == 0 || rep.RequeuedTotal() == m) {
+					t.Fatalf("first pass %+v, want an incomplete pass that still sent some", rep)
+				}
+			}
+			if passes < 2 {
+				t.Errorf("%d pass(es), want the backlog split over several", passes)
+			}
+			if got := len(f.spy.messages(t)); got != m {
+				t.Errorf("sent %d messages, want %d", got, m)
+			}
+			for id := int64(1); id <= m; id++ {
+				if r := f.get(t, id); r.Version != 2 {
+					t.Errorf("job %d: version %d, want 2 (taken back once)", id, r.Version)
+				}
+			}
+		})
+	}
+}
+
+// TestNearDeadline: with less time left in the invocation than the reserve,
+// a pass does nothing and says it is incomplete.
+func TestNearDeadline(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.pending(t, 1, t0.Add(-time.Hour))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rep, err := f.reclaimer(1, func(c *reclaim.Config) { c.Reserve = 2 * time.Minute }).Run(ctx)
+	if err != nil || !rep.Incomplete || rep.Scanned != 0 {
+		t.Errorf("Run: %+v, %v; want an incomplete pass that read nothing", rep, err)
+	}
+	if r := f.get(t, 1); r.State != job.Pending || r.Version != 1 {
+		t.Errorf("job 1: %s v%d, want untouched", r.State, r.Version)
+	}
+}
