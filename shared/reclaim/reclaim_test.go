@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	dbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -795,5 +797,49 @@ func TestNearDeadline(t *testing.T) {
 	}
 	if r := f.get(t, 1); r.State != job.Pending || r.Version != 1 {
 		t.Errorf("job 1: %s v%d, want untouched", r.State, r.Version)
+	}
+}
+
+// brokenStale fails every index read, as a throttled or missing table would.
+type brokenStale struct{ reclaim.Store }
+
+func (brokenStale) Stale(context.Context, string, time.Time, int32, store.Cursor) (store.Page, error) {
+	return store.Page{}, errors.New("ResourceNotFoundException: table gone")
+}
+
+// TestHandle: the scheduled event of events/schedule.json runs one pass;
+// the handler fails only when the table cannot be read.
+func TestHandle(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile("../../events/schedule.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev events.CloudWatchEvent
+	if err := json.Unmarshal(raw, &ev); err != nil {
+		t.Fatalf("decode events/schedule.json: %v", err)
+	}
+	f := setup(t)
+	f.pending(t, 1, t0.Add(-time.Hour))
+	tests := []struct {
+		name    string
+		store   reclaim.Store
+		wantErr bool
+		wantMsg int
+	}{
+		{name: "broken table", store: brokenStale{f.store}, wantErr: true, wantMsg: 0},
+		{name: "healthy", store: f.store, wantErr: false, wantMsg: 1},
+	}
+	for _, tt := range tests { // sequential, in order: the first leaves job 1 stale
+		t.Run(tt.name, func(t *testing.T) {
+			r := reclaim.New(tt.store, f.queue, reclaim.Config{Now: f.clock.Now, Logger: slog.New(slog.DiscardHandler)})
+			err := r.Handle(context.Background(), ev)
+			if (err != nil) != tt.wantErr {
+				t.Errorf("Handle = %v, want error %v", err, tt.wantErr)
+			}
+			if got := len(f.spy.messages(t)); got != tt.wantMsg {
+				t.Errorf("%d messages sent, want %d", got, tt.wantMsg)
+			}
+		})
 	}
 }
