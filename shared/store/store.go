@@ -416,7 +416,7 @@ func (s *Store) Release(ctx context.Context, l Lease, r Retry, now time.Time) er
 
 // Outcome is the end of a claim.
 type Outcome struct {
-	State      job.State // Claimed, Failed or Abandoned
+	State      job.State // Claimed, Failed, Abandoned or Done
 	Attempt    int
 	RunnerName string
 	ErrorClass string
@@ -424,8 +424,10 @@ type Outcome struct {
 }
 
 // Finish moves a leased record to a terminal state. It is fenced by l.
+// Done is accepted too: a claimer that asked GitHub (pool check_queued) and
+// learnt the job is already in progress or completed ends the claim there.
 func (s *Store) Finish(ctx context.Context, l Lease, o Outcome, now time.Time) error {
-	if o.State != job.Claimed && o.State != job.Failed && o.State != job.Abandoned {
+	if o.State != job.Claimed && o.State != job.Failed && o.State != job.Abandoned && o.State != job.Done {
 		return fmt.Errorf("finish job %d: %q is not a claim outcome", l.JobID, o.State)
 	}
 	vals := map[string]types.AttributeValue{

@@ -1,0 +1,278 @@
+// Package claim owns the claim flow, the heart of ghclaim: for each SQS
+// claim message it takes the job's lease, gets a just-in-time runner
+// configuration from GitHub, provisions the machine that runs it, and
+// records the outcome, or hands the job to a new delayed message when the
+// attempt failed in a way that may succeed later. It never loses a job:
+// every path ends with the job either terminal, or queued with a message
+// (or a record the reclaimer will find) that looks at it again.
+//
+// It must never log or store a JIT config, a token or a key (the JIT
+// config stays a redacting ghapp.Secret until it is handed, explicitly, to
+// the provisioner), and it never decides retry delays or error classes
+// itself: shared/backoff and shared/failure do.
+//
+// Decisions:
+//
+// Version rules. The record is the truth; a message only says "look at job
+// N, version V". A message whose version is older than the record's, or
+// whose record is terminal, is a duplicate and is deleted. A message whose
+// version is newer than the record's was sent by a claimer whose Release
+// has not landed yet: it is made visible again in a few seconds and
+// reported as a batch item failure (not lost, not spinning). A message
+// naming no job (malformed) or an unknown job is deleted with an error log.
+//
+// Chained delays. SQS caps DelaySeconds at 900 s. A longer delay is sent as
+// 900 s with not_before; a message that arrives before its not_before is
+// re-sent unchanged (same version, attempt and not_before) with the
+// remaining delay and the original deleted. That is not an attempt and
+// writes nothing. The record is read first, so a chain whose job is done
+// stops at its next hop instead of hopping on until its not_before.
+//
+// Fencing. The lease is taken with a conditional update (queued|pending
+// at the message's version → claiming, version+1) and lasts Lease (default
+// 3 min), longer than the function's timeout, so a live claimer never
+// outlives it. Every later write of the attempt (Release, Finish) is
+// conditional on the lease's owner and version. A claimer that finds its
+// lease lost stops at once: it changes nothing else, deletes no runner and
+// no machine, and deletes its message (whoever owns the job now, a
+// reclaimer or a done event, moves it on). Side effects that undo work
+// (deleting a runner, cleaning up a provisioned parameter) happen only
+// after the fenced write that ends the claim succeeded. The owner is a
+// per-process random id plus the Lambda request id.
+//
+// Order on retry: send the new message (version = lease version + 1,
+// attempt + 1, delay ≤ 900 s with not_before for the rest), then Release
+// the record to queued at that version with due_at, attempt and
+// first_failure_at, then delete the original message. A crash between
+// steps duplicates (the versions drop the extra message) instead of losing
+// the job. The ladder position (the record's attempt) and first_failure_at
+// survive every re-send: the policy reads them from the record, never from
+// the message, and a re-send never resets them.
+//
+// Attempts. An attempt counts once it reaches GitHub or the provisioner;
+// it is recorded by the Release or Finish that ends it. A claim deferred
+// because the installation's budget is exhausted is not an attempt.
+//
+// Rate state. Before calling GitHub at all (not even for an installation
+// token), the claimer looks at the installation's reading: the newest of
+// this process's own (the rate transport's, updated by every response) and
+// the shared rate#<installation_id> item, which is read at most once per
+// RateRefresh (default 5 s) per installation per process: a warm claimer
+// working through a batch does not read it for every message, yet learns
+// of an exhaustion another instance saw within seconds. When the budget is
+// exhausted (remaining 0, observed less than 5 min ago, reset still ahead)
+// the claim is deferred to the reset plus jitter, chained through
+// not_before. Readings are shared (written) only when they say the budget
+// is exhausted, or that it is back after this process shared an exhausted
+// one.
+//
+// Batches. Messages of one batch are handled by up to Concurrency (1–4,
+// default 4) workers. A worker starts a message only while the invocation
+// has more than SafetyMargin (default 10 s, longer than any single step)
+// left; the messages nobody started are made visible again at once with
+// reclaim.Spread delays (so M released claims do not stampede) and
+// reported as batch item failures. Infrastructure errors (DynamoDB or SQS
+// failing) make the message a batch item failure too: SQS redelivers it,
+// and the versions decide whether it is still current.
+package claim
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	mrand "math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/ghclaim/ghclaim/shared/job"
+	"github.com/ghclaim/ghclaim/shared/obs"
+	"github.com/ghclaim/ghclaim/shared/pool"
+	"github.com/ghclaim/ghclaim/shared/provision"
+	"github.com/ghclaim/ghclaim/shared/ratelimit"
+	"github.com/ghclaim/ghclaim/shared/store"
+)
+
+// Store is the part of shared/store the claimer uses; *store.Store
+// implements it.
+type Store interface {
+	Get(ctx context.Context, id int64) (job.Record, error)
+	Acquire(ctx context.Context, id, version int64, owner string, until, now time.Time) (store.Lease, job.Record, error)
+	Release(ctx context.Context, l store.Lease, r store.Retry, now time.Time) error
+	Finish(ctx context.Context, l store.Lease, o store.Outcome, now time.Time) error
+	LoadRate(ctx context.Context, installationID int64) (ratelimit.Reading, error)
+	SaveRate(ctx context.Context, installationID int64, r ratelimit.Reading) error
+}
+
+var _ Store = (*store.Store)(nil)
+
+// Queue is the part of shared/queue the claimer uses; *queue.Queue
+// implements it.
+type Queue interface {
+	Send(ctx context.Context, m job.Message, delay time.Duration) error
+	Delete(ctx context.Context, receiptHandle string) error
+	RetryAfter(ctx context.Context, receiptHandle string, d time.Duration) error
+}
+
+// Provisioner starts the machine of a job's runner; provision.Registry
+// implements it.
+type Provisioner interface {
+	Provision(ctx context.Context, req provision.Request) (provision.Result, error)
+	Cleanup(ctx context.Context, req provision.Request) error
+}
+
+var _ Provisioner = provision.Registry(nil)
+
+// RateSource is this process's latest reading per installation (the rate
+// transport's tracker).
+type RateSource interface {
+	Latest(installationID int64) (ratelimit.Reading, bool)
+}
+
+// Rand is the randomness the claimer needs (jitter, spread); a seeded
+// *math/rand/v2.Rand satisfies it. It is used under a lock.
+type Rand interface {
+	Float64() float64
+	Perm(n int) []int
+}
+
+// Defaults of Options.
+const (
+	DefaultLease        = 3 * time.Minute
+	DefaultConcurrency  = 4
+	DefaultSafetyMargin = 10 * time.Second
+	DefaultEarlyDelay   = 5 * time.Second
+	DefaultRetrySoon    = 10 * time.Second
+	DefaultRateRefresh  = 5 * time.Second
+	// MaxConcurrency bounds workers per batch: more would only add GitHub
+	// pressure from one instance.
+	MaxConcurrency = 4
+	// FreshReading is how long a reading of an exhausted budget is trusted.
+	FreshReading = 5 * time.Minute
+)
+
+// Options tune a Claimer. Zero values take the defaults.
+type Options struct {
+	// Pools is RUNNER_POOLS; a record names its pool.
+	Pools []pool.Pool
+	// Lease must exceed the function's timeout.
+	Lease time.Duration
+	// Concurrency is the number of messages of a batch handled at once (1–4).
+	Concurrency int
+	// SafetyMargin: no message is started with less than this left.
+	SafetyMargin time.Duration
+	// EarlyDelay: how soon a message newer than its record comes back.
+	EarlyDelay time.Duration
+	// RetrySoon: how soon a message comes back after an infrastructure error.
+	RetrySoon time.Duration
+	// RateRefresh: how often the shared rate reading is re-read per installation.
+	RateRefresh time.Duration
+	// InstanceID identifies this process in lease owners (default: random).
+	InstanceID string
+}
+
+func (o Options) withDefaults() Options {
+	if o.Lease <= 0 {
+		o.Lease = DefaultLease
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = DefaultConcurrency
+	}
+	o.Concurrency = min(o.Concurrency, MaxConcurrency)
+	if o.SafetyMargin <= 0 {
+		o.SafetyMargin = DefaultSafetyMargin
+	}
+	if o.EarlyDelay <= 0 {
+		o.EarlyDelay = DefaultEarlyDelay
+	}
+	if o.RetrySoon <= 0 {
+		o.RetrySoon = DefaultRetrySoon
+	}
+	if o.RateRefresh <= 0 {
+		o.RateRefresh = DefaultRateRefresh
+	}
+	if o.InstanceID == "" {
+		var b [6]byte
+		_, _ = rand.Read(b[:])
+		o.InstanceID = hex.EncodeToString(b[:])
+	}
+	return o
+}
+
+// Deps are the claimer's collaborators. All but Rates, Log and Metrics
+// are required.
+type Deps struct {
+	Store       Store
+	Queue       Queue
+	GitHub      GitHub
+	Provisioner Provisioner
+	Policy      Policy
+	// Rates is this process's own rate reading (nil: only the shared one).
+	Rates RateSource
+	// Now is the clock; Rand the random source (jitter, spread).
+	Now  func() time.Time
+	Rand Rand
+	Log  *slog.Logger
+	// Metrics receives counts; Handle flushes them once per invocation.
+	Metrics *obs.Metrics
+}
+
+// Claimer handles claim messages. It is safe for concurrent use.
+type Claimer struct {
+	d     Deps
+	o     Options
+	rates *rates
+
+	randMu sync.Mutex
+}
+
+// New returns a claimer.
+func New(d Deps, o Options) (*Claimer, error) {
+	switch {
+	case d.Store == nil, d.Queue == nil, d.GitHub == nil, d.Provisioner == nil, d.Policy == nil:
+		return nil, errors.New("claim: Store, Queue, GitHub, Provisioner and Policy are required")
+	case len(o.Pools) == 0:
+		return nil, errors.New("claim: no pools")
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	if d.Rand == nil {
+		d.Rand = mrand.New(mrand.NewPCG(mrand.Uint64(), mrand.Uint64()))
+	}
+	if d.Log == nil {
+		d.Log = slog.New(slog.DiscardHandler)
+	}
+	o = o.withDefaults()
+	return &Claimer{d: d, o: o, rates: newRates(d.Store, d.Rates, o.RateRefresh)}, nil
+}
+
+// lockedRand serialises the random source between workers.
+type lockedRand struct{ c *Claimer }
+
+func (l lockedRand) Float64() float64 {
+	l.c.randMu.Lock()
+	defer l.c.randMu.Unlock()
+	return l.c.d.Rand.Float64()
+}
+
+func (l lockedRand) Perm(n int) []int {
+	l.c.randMu.Lock()
+	defer l.c.randMu.Unlock()
+	return l.c.d.Rand.Perm(n)
+}
+
+func (c *Claimer) rnd() lockedRand { return lockedRand{c} }
+
+// exhausted applies DESIGN.md's rule: remaining 0, observed less than
+// FreshReading ago, reset still ahead.
+func exhausted(r ratelimit.Reading, now time.Time) bool {
+	return r.Remaining <= 0 && !r.ResetAt.IsZero() && r.ResetAt.After(now) &&
+		now.Sub(r.ObservedAt) < FreshReading
+}
+
+func (c *Claimer) count(name string) { c.d.Metrics.Add(name, 1) }
+
+func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }

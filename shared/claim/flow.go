@@ -1,0 +1,418 @@
+package claim
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/ghclaim/ghclaim/shared/failure"
+	"github.com/ghclaim/ghclaim/shared/job"
+	"github.com/ghclaim/ghclaim/shared/obs"
+	"github.com/ghclaim/ghclaim/shared/pool"
+	"github.com/ghclaim/ghclaim/shared/provision"
+	"github.com/ghclaim/ghclaim/shared/queue"
+	"github.com/ghclaim/ghclaim/shared/ratelimit"
+	"github.com/ghclaim/ghclaim/shared/store"
+)
+
+// Decisions, as logged under "decision" (one line per message).
+const (
+	DecisionMalformed   = "malformed"
+	DecisionUnknownJob  = "unknown_job"
+	DecisionDuplicate   = "duplicate"
+	DecisionEarly       = "early"
+	DecisionChained     = "chained"
+	DecisionDeferred    = "deferred_rate_limit"
+	DecisionDone        = "done"
+	DecisionClaimed     = "claimed"
+	DecisionReused      = "claimed_reused"
+	DecisionRetry       = "retry"
+	DecisionFailed      = "failed"
+	DecisionAbandoned   = "abandoned"
+	DecisionLeaseLost   = "lease_lost"
+	DecisionInfraError  = "infra_error"
+	DecisionHandOffLost = "handoff_failed"
+)
+
+// flow is one message's way through the claim.
+type flow struct {
+	c     *Claimer
+	sm    events.SQSMessage
+	msg   job.Message
+	now   time.Time
+	rec   job.Record
+	lease store.Lease
+	pool  pool.Pool
+	// attempt is the record's attempt count, plus one once this attempt
+	// reached GitHub or the provisioner.
+	attempt int
+	target  Target
+	name    string
+}
+
+// handleMessage runs one message through the claim. nil means the message
+// was dealt with (and deleted); an error makes it a batch item failure.
+func (c *Claimer) handleMessage(ctx context.Context, sm events.SQSMessage, owner string) error {
+	f := &flow{c: c, sm: sm, now: c.d.Now()}
+	msg, err := queue.Decode(sm.Body)
+	if err != nil {
+		f.decide(ctx, slog.LevelError, DecisionMalformed, slog.String("error", err.Error()))
+		c.count("malformed")
+		return f.deleteMessage(ctx)
+	}
+	f.msg = msg
+
+	rec, err := c.d.Store.Get(ctx, msg.JobID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		f.decide(ctx, slog.LevelError, DecisionUnknownJob)
+		return f.deleteMessage(ctx)
+	case err != nil:
+		return f.infra(ctx, "read record", err)
+	}
+	f.rec, f.attempt = rec, rec.Attempt
+	switch {
+	case rec.State.Terminal() || msg.Version < rec.Version:
+		f.decide(ctx, slog.LevelInfo, DecisionDuplicate, slog.String(obs.KeyState, string(rec.State)), slog.Int64("record_version", rec.Version))
+		c.count("duplicates")
+		return f.deleteMessage(ctx)
+	case msg.Version > rec.Version:
+		// The sender's Release has not landed yet: look again shortly.
+		if err := c.d.Queue.RetryAfter(ctx, sm.ReceiptHandle, c.o.EarlyDelay); err != nil {
+			return f.infra(ctx, "retry early message", err)
+		}
+		f.decide(ctx, slog.LevelInfo, DecisionEarly, slog.Int64("record_version", rec.Version), slog.Int64(obs.KeyDelay, c.o.EarlyDelay.Milliseconds()))
+		return errNotHandled
+	}
+	if rest := job.FromMillis(msg.NotBefore).Sub(f.now); msg.NotBefore > 0 && rest > 0 {
+		return f.chain(ctx, rest)
+	}
+
+	lease, rec, err := c.d.Store.Acquire(ctx, msg.JobID, msg.Version, owner, f.now.Add(c.o.Lease), f.now)
+	switch {
+	case errors.Is(err, store.ErrConflict):
+		f.decide(ctx, slog.LevelInfo, DecisionDuplicate, slog.String(obs.KeyReason, "lease taken or record moved"))
+		c.count("duplicates")
+		return f.deleteMessage(ctx)
+	case err != nil:
+		return f.infra(ctx, "acquire lease", err)
+	}
+	f.lease, f.rec, f.attempt = lease, rec, rec.Attempt
+	return f.claim(ctx)
+}
+
+// chain re-sends a message that arrived before its not_before, unchanged,
+// with the remaining delay (≤ SQS's cap). Not an attempt; nothing written.
+func (f *flow) chain(ctx context.Context, rest time.Duration) error {
+	d := min(rest, queue.MaxDelay)
+	if err := f.c.d.Queue.Send(ctx, f.msg, d); err != nil {
+		return f.infra(ctx, "re-send chained message", err)
+	}
+	f.decide(ctx, slog.LevelInfo, DecisionChained, slog.Int64(obs.KeyDelay, d.Milliseconds()))
+	f.c.count("chained")
+	return f.deleteMessage(ctx)
+}
+
+// claim runs one attempt under the lease.
+func (f *flow) claim(ctx context.Context) error {
+	c := f.c
+	p, ok := pool.Find(c.o.Pools, f.rec.Pool)
+	if !ok {
+		// A deployment changed RUNNER_POOLS under a queued job: retry (the
+		// rollout may finish) until max age, rather than fail at once.
+		f.attempt++
+		return f.retry(ctx, failure.Failure{Class: failure.UnknownRetryable, Reason: "pool " + f.rec.Pool + " is not configured"}, nil)
+	}
+	f.pool = p
+	f.name = job.RunnerName(p.Name, f.rec.JobID)
+	f.target = Target{InstallationID: f.rec.InstallationID, Scope: p.Scope, Owner: f.rec.Owner()}
+	if p.Scope != pool.ScopeOrg {
+		f.target.Scope, f.target.Repo = pool.ScopeRepo, f.rec.RepoName()
+	}
+
+	rd, ok, err := c.rates.current(ctx, f.rec.InstallationID, f.now)
+	if err != nil {
+		c.d.Log.LogAttrs(ctx, slog.LevelWarn, "claim rate state unreadable",
+			slog.Int64(obs.KeyJobID, f.rec.JobID), slog.String("error", err.Error()))
+	}
+	if ok && exhausted(rd, f.now) {
+		return f.deferRate(ctx, rd)
+	}
+
+	// From here on the attempt reaches GitHub: it counts.
+	f.attempt++
+	defer f.shareRate(ctx)
+
+	if p.CheckQueued {
+		st, err := c.d.GitHub.JobStatus(ctx, f.rec.InstallationID, f.rec.Owner(), f.rec.RepoName(), f.rec.JobID)
+		switch {
+		case err != nil:
+			// The check is an optimisation: when it fails, claim anyway.
+			c.d.Log.LogAttrs(ctx, slog.LevelWarn, "claim job status check failed",
+				slog.Int64(obs.KeyJobID, f.rec.JobID), slog.String(obs.KeyClass, failure.Classify(err).Class.String()),
+				slog.String(obs.KeyReason, failure.Classify(err).Reason))
+		case st == "in_progress" || st == "completed":
+			return f.finish(ctx, store.Outcome{State: job.Done, Attempt: f.attempt}, DecisionDone, nil, slog.String("job_status", st))
+		}
+	}
+
+	jit, reused, err := f.register(ctx)
+	if err != nil {
+		return f.retryOrFail(ctx, err, nil)
+	}
+	if reused != nil {
+		return f.finish(ctx, store.Outcome{State: job.Claimed, Attempt: f.attempt, RunnerName: f.name}, DecisionReused, nil,
+			slog.Int64("runner_id", reused.ID), slog.String("runner_status", reused.Status), slog.Bool("runner_busy", reused.Busy))
+	}
+	res, err := c.d.Provisioner.Provision(ctx, f.request(jit))
+	if err != nil {
+		return f.retryOrFail(ctx, err, &jit.Runner)
+	}
+	return f.finish(ctx, store.Outcome{State: job.Claimed, Attempt: f.attempt, RunnerName: f.name}, DecisionClaimed, nil,
+		slog.Int64("runner_id", jit.Runner.ID), slog.String("instance_id", res.InstanceID),
+		slog.String("dispatch_message_id", res.MessageID), slog.Bool("reused_machine", res.Reused))
+}
+
+// request is the provisioner's request. The JIT config leaves its
+// redacting wrapper here, and only here.
+func (f *flow) request(jit JIT) provision.Request {
+	req := provision.Request{
+		JobID: f.rec.JobID, RunID: f.rec.RunID, Repo: f.rec.Repo, Pool: f.pool, RunnerName: f.name,
+	}
+	if jit.Config != nil {
+		req.JITConfig = jit.Config.Reveal()
+	}
+	return req
+}
+
+// register gets a JIT config for the job's runner name. GitHub answers
+// 409 when the name is taken: by our own runner from an earlier attempt
+// (the name is derived from the job). Online or busy, that runner is alive
+// and is reused (returned as reused); offline, it never connected, so it is
+// deleted and a new config generated.
+func (f *flow) register(ctx context.Context) (JIT, *Runner, error) {
+	gh := f.c.d.GitHub
+	jit, err := gh.GenerateJIT(ctx, f.target, f.name, f.pool.Labels, f.pool.RunnerGroupID)
+	if err == nil || !gh.IsAlreadyExists(err) {
+		return jit, nil, err
+	}
+	r, err := gh.FindRunner(ctx, f.target, f.name)
+	switch {
+	case err == nil && (r.Busy || r.Status == "online"):
+		return JIT{}, &r, nil
+	case err == nil:
+		if err := gh.DeleteRunner(ctx, f.target, r.ID); err != nil && !gh.IsNotFound(err) {
+			return JIT{}, nil, err
+		}
+	case gh.IsNotFound(err):
+		// Deleted since the 409: register afresh.
+	default:
+		return JIT{}, nil, err
+	}
+	jit, err = gh.GenerateJIT(ctx, f.target, f.name, f.pool.Labels, f.pool.RunnerGroupID)
+	return jit, nil, err
+}
+
+// retryOrFail classifies a failed attempt. registered is the runner this
+// attempt registered, if any.
+func (f *flow) retryOrFail(ctx context.Context, err error, registered *Runner) error {
+	fl := failure.Classify(err)
+	if fl.Class == failure.RateLimit && !fl.ResetAt.IsZero() {
+		f.observe(ctx, ratelimit.Reading{Remaining: 0, ResetAt: fl.ResetAt, ObservedAt: f.now})
+	}
+	if !fl.Retryable() {
+		return f.finish(ctx, store.Outcome{State: job.Failed, Attempt: f.attempt, ErrorClass: fl.Class.String(), Error: fl.Reason},
+			DecisionFailed, &cleanup{runner: registered, provisioned: registered != nil}, slog.String(obs.KeyClass, fl.Class.String()))
+	}
+	return f.retry(ctx, fl, registered)
+}
+
+// retry hands the job to a new message per the policy, or abandons it.
+func (f *flow) retry(ctx context.Context, fl failure.Failure, registered *Runner) error {
+	first := f.now
+	if f.rec.FirstFailureAt > 0 {
+		first = job.FromMillis(f.rec.FirstFailureAt)
+	}
+	d := f.c.d.Policy.Next(fl, f.attempt, first, f.now)
+	if d.GiveUp {
+		return f.finish(ctx, store.Outcome{State: job.Abandoned, Attempt: f.attempt, ErrorClass: fl.Class.String(), Error: fl.Reason},
+			DecisionAbandoned, &cleanup{runner: registered, byName: fl.Class != failure.RateLimit && f.name != "", provisioned: f.name != ""},
+			slog.String(obs.KeyClass, fl.Class.String()), slog.Int64("first_failure_at", job.Millis(first)))
+	}
+	err := f.handOff(ctx, d.Delay, f.attempt, store.Retry{
+		Attempt: f.attempt, FirstFailureAt: first, ErrorClass: fl.Class.String(), Error: fl.Reason,
+	}, DecisionRetry, slog.String(obs.KeyClass, fl.Class.String()))
+	if err == nil {
+		f.c.count("retried")
+		f.c.count("retried_" + fl.Class.String())
+	}
+	return err
+}
+
+// deferRate defers a claim whose installation has no budget left, without
+// calling GitHub: to the reset plus jitter. Not an attempt.
+func (f *flow) deferRate(ctx context.Context, rd ratelimit.Reading) error {
+	var first time.Time
+	if f.rec.FirstFailureAt > 0 {
+		first = job.FromMillis(f.rec.FirstFailureAt)
+	}
+	d := f.c.d.Policy.Defer(rd.ResetAt, f.now)
+	err := f.handOff(ctx, d, f.rec.Attempt, store.Retry{
+		Attempt: f.rec.Attempt, FirstFailureAt: first, ErrorClass: failure.RateLimit.String(),
+		Error: "deferred: installation rate limit exhausted until " + rd.ResetAt.UTC().Format(time.RFC3339),
+	}, DecisionDeferred, slog.String(obs.KeyClass, failure.RateLimit.String()), slog.Int64("reset_at", job.Millis(rd.ResetAt)))
+	if err == nil {
+		f.c.count("deferred_rate_limit")
+	}
+	return err
+}
+
+// handOff sends the job's next message, then releases the record to it,
+// then deletes the original: in this order, so a crash in between leaves
+// a duplicate (dropped by its version) rather than no message at all.
+func (f *flow) handOff(ctx context.Context, delay time.Duration, attempt int, r store.Retry, decision string, attrs ...slog.Attr) error {
+	next := job.Message{JobID: f.rec.JobID, Version: f.lease.Version + 1, Attempt: attempt}
+	send := delay
+	if delay > queue.MaxDelay {
+		send = queue.MaxDelay
+		next.NotBefore = job.Millis(f.now.Add(delay))
+	}
+	if err := f.c.d.Queue.Send(ctx, next, send); err != nil {
+		// The lease stays: it expires and the reclaimer re-enqueues the job.
+		f.decide(ctx, slog.LevelError, DecisionHandOffLost, slog.String("error", err.Error()))
+		return err
+	}
+	r.Version = next.Version
+	r.Due = f.now.Add(delay)
+	if err := f.c.d.Store.Release(ctx, f.lease, r, f.now); err != nil {
+		if errors.Is(err, store.ErrLeaseLost) {
+			f.leaseLost(ctx)
+			return f.deleteMessage(ctx)
+		}
+		f.decide(ctx, slog.LevelError, DecisionHandOffLost, slog.String("error", err.Error()))
+		return err
+	}
+	f.decide(ctx, slog.LevelInfo, decision, append(attrs, slog.Int64(obs.KeyDelay, delay.Milliseconds()),
+		slog.Int64("next_version", next.Version), slog.Int64("not_before", next.NotBefore))...)
+	return f.deleteMessage(ctx)
+}
+
+// cleanup is what a claim that ends without a runner takes back, after
+// its fenced Finish succeeded.
+type cleanup struct {
+	runner      *Runner // registered by this attempt
+	byName      bool    // look for an earlier attempt's registration by name
+	provisioned bool    // let the provisioner remove what it left
+}
+
+// finish ends the claim with a fenced write, then (only then) cleans up.
+func (f *flow) finish(ctx context.Context, o store.Outcome, decision string, cu *cleanup, attrs ...slog.Attr) error {
+	if err := f.c.d.Store.Finish(ctx, f.lease, o, f.now); err != nil {
+		if errors.Is(err, store.ErrLeaseLost) {
+			f.leaseLost(ctx)
+			return f.deleteMessage(ctx)
+		}
+		return f.infra(ctx, "finish claim", err)
+	}
+	level := slog.LevelInfo
+	if o.State == job.Failed || o.State == job.Abandoned {
+		level = slog.LevelWarn
+		attrs = append(attrs, slog.String(obs.KeyReason, o.Error))
+	}
+	f.decide(ctx, level, decision, attrs...)
+	f.c.count(map[job.State]string{job.Claimed: "claimed", job.Failed: "failed", job.Abandoned: "abandoned", job.Done: "done"}[o.State])
+	if cu != nil {
+		f.cleanUp(ctx, *cu)
+	}
+	return f.deleteMessage(ctx)
+}
+
+// cleanUp removes the runner registration and provisioned leftovers of a
+// claim that ended without a runner. Best effort: a failure is logged (an
+// offline registration that never connects does no harm but clutter).
+func (f *flow) cleanUp(ctx context.Context, cu cleanup) {
+	gh := f.c.d.GitHub
+	fail := func(what string, err error) {
+		fl := failure.Classify(err)
+		f.c.d.Log.LogAttrs(ctx, slog.LevelWarn, "claim cleanup failed", slog.Int64(obs.KeyJobID, f.rec.JobID),
+			slog.String("step", what), slog.String(obs.KeyClass, fl.Class.String()), slog.String(obs.KeyReason, fl.Reason))
+	}
+	r := cu.runner
+	if r == nil && cu.byName {
+		found, err := gh.FindRunner(ctx, f.target, f.name)
+		switch {
+		case err == nil:
+			r = &found
+		case !gh.IsNotFound(err):
+			fail("find runner", err)
+		}
+	}
+	if r != nil && !r.Busy {
+		if err := gh.DeleteRunner(ctx, f.target, r.ID); err != nil && !gh.IsNotFound(err) {
+			fail("delete runner", err)
+		}
+	}
+	if cu.provisioned {
+		req := f.request(JIT{})
+		if err := f.c.d.Provisioner.Cleanup(ctx, req); err != nil {
+			fail("provisioner cleanup", err)
+		}
+	}
+}
+
+// observe shares a rate reading learnt from a failure.
+func (f *flow) observe(ctx context.Context, rd ratelimit.Reading) {
+	if err := f.c.rates.observe(ctx, f.rec.InstallationID, rd); err != nil {
+		f.c.d.Log.LogAttrs(ctx, slog.LevelWarn, "claim rate state not shared",
+			slog.Int64(obs.KeyJobID, f.rec.JobID), slog.String("error", err.Error()))
+	}
+}
+
+// shareRate shares this process's reading after an attempt, when it says
+// the budget is exhausted (or back).
+func (f *flow) shareRate(ctx context.Context) {
+	if f.c.d.Rates == nil {
+		return
+	}
+	if rd, ok := f.c.d.Rates.Latest(f.rec.InstallationID); ok {
+		f.observe(ctx, rd)
+	}
+}
+
+func (f *flow) leaseLost(ctx context.Context) {
+	f.decide(ctx, slog.LevelWarn, DecisionLeaseLost)
+	f.c.count("lease_lost")
+}
+
+// infra handles an infrastructure error: the message comes back soon
+// (a batch item failure), and its version decides then.
+func (f *flow) infra(ctx context.Context, step string, err error) error {
+	f.decide(ctx, slog.LevelError, DecisionInfraError, slog.String("step", step), slog.String("error", err.Error()))
+	f.c.count("infra_errors")
+	if rerr := f.c.d.Queue.RetryAfter(ctx, f.sm.ReceiptHandle, f.c.o.RetrySoon); rerr != nil {
+		f.c.d.Log.LogAttrs(ctx, slog.LevelWarn, "claim retry-after failed", slog.String("message_id", f.sm.MessageId), slog.String("error", rerr.Error()))
+	}
+	return errorf("%s: %w", step, err)
+}
+
+func (f *flow) deleteMessage(ctx context.Context) error {
+	if err := f.c.d.Queue.Delete(ctx, f.sm.ReceiptHandle); err != nil {
+		// It comes back; its version then makes it a duplicate.
+		f.c.d.Log.LogAttrs(ctx, slog.LevelWarn, "claim delete message failed",
+			slog.String("message_id", f.sm.MessageId), slog.Int64(obs.KeyJobID, f.msg.JobID), slog.String("error", err.Error()))
+		return errorf("delete message: %w", err)
+	}
+	return nil
+}
+
+// decide logs one decision with the message's identity.
+func (f *flow) decide(ctx context.Context, level slog.Level, decision string, attrs ...slog.Attr) {
+	base := []slog.Attr{slog.String("decision", decision), slog.String("message_id", f.sm.MessageId)}
+	if f.msg.JobID != 0 {
+		base = append(base, slog.Int64(obs.KeyJobID, f.msg.JobID), slog.Int64(obs.KeyVersion, f.msg.Version), slog.Int(obs.KeyAttempt, f.attempt))
+	}
+	f.c.d.Log.LogAttrs(ctx, level, "claim "+decision, append(base, attrs...)...)
+}

@@ -1,0 +1,110 @@
+package claim
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambdacontext"
+
+	"github.com/ghclaim/ghclaim/shared/obs"
+	"github.com/ghclaim/ghclaim/shared/reclaim"
+)
+
+// errNotHandled marks a message that must come back (a batch item failure)
+// although nothing went wrong: it is newer than its record, or it was not
+// started before the deadline.
+var errNotHandled = errors.New("claim: message not handled yet")
+
+// Handle is the SQS event handler (ReportBatchItemFailures). It returns
+// an error only for a handler-level fault; per-message problems are batch
+// item failures.
+func (c *Claimer) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	defer c.d.Metrics.Flush()
+	owner := c.o.InstanceID
+	if lc, ok := lambdacontext.FromContext(ctx); ok && lc.AwsRequestID != "" {
+		owner += "/" + lc.AwsRequestID
+	}
+	n := len(ev.Records)
+	errs := make([]error, n)
+	started := make([]bool, n)
+	// Workers take messages in order; each checks the deadline when it
+	// takes one, so a message waiting for a free worker is not started late.
+	next := make(chan int, n)
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	var wg sync.WaitGroup
+	for range min(c.o.Concurrency, max(n, 1)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if c.closeToDeadline(ctx) {
+					continue
+				}
+				started[i] = true
+				errs[i] = c.handleMessage(ctx, ev.Records[i], owner)
+			}
+		}()
+	}
+	wg.Wait()
+
+	var unstarted []int
+	for i := range n {
+		if !started[i] {
+			unstarted = append(unstarted, i)
+		}
+	}
+	if len(unstarted) > 0 {
+		c.releaseUnstarted(ctx, ev, unstarted)
+		for _, i := range unstarted {
+			errs[i] = errNotHandled
+		}
+	}
+	var resp events.SQSEventResponse
+	for i, err := range errs {
+		if err != nil {
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: ev.Records[i].MessageId})
+		}
+	}
+	return resp, nil
+}
+
+// closeToDeadline reports whether less than SafetyMargin is left.
+func (c *Claimer) closeToDeadline(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	dl, ok := ctx.Deadline()
+	return ok && dl.Sub(c.d.Now()) < c.o.SafetyMargin
+}
+
+// releaseUnstarted makes the messages nobody started visible again at
+// once, spread so that they do not all start claimers in the same second.
+// A message whose visibility cannot be changed comes back after the
+// queue's visibility timeout instead: later, never lost.
+func (c *Claimer) releaseUnstarted(ctx context.Context, ev events.SQSEvent, idx []int) {
+	delays := reclaim.Spread(len(idx), c.rnd())
+	// The invocation is ending: do not let its deadline cancel the release.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	for k, i := range idx {
+		m := ev.Records[i]
+		err := c.d.Queue.RetryAfter(rctx, m.ReceiptHandle, delays[k])
+		attrs := []slog.Attr{
+			slog.String("decision", "deadline_release"),
+			slog.String("message_id", m.MessageId),
+			slog.Int64(obs.KeyDelay, delays[k].Milliseconds()),
+		}
+		if err != nil {
+			attrs = append(attrs, slog.String("error", err.Error()))
+		}
+		c.d.Log.LogAttrs(ctx, slog.LevelWarn, "claim deadline_release", attrs...)
+	}
+	c.d.Metrics.Add("deadline_released", float64(len(idx)))
+}
