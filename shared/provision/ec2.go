@@ -1,0 +1,249 @@
+package provision
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
+
+	"github.com/ghclaim/ghclaim/shared/pool"
+)
+
+// Tag keys put on every instance and volume the EC2 adapter launches. The
+// boot script reads TagRunnerName through IMDS; operators and the
+// existing-instance lookup use TagJobID.
+const (
+	TagJobID      = "ghclaim:job-id"
+	TagRunID      = "ghclaim:run-id"
+	TagRepo       = "ghclaim:repo"
+	TagRunnerName = "ghclaim:runner-name"
+	TagPool       = "ghclaim:pool"
+)
+
+// Instances is the part of the EC2 API the EC2 adapter uses.
+type Instances interface {
+	RunInstances(ctx context.Context, params *ec2.RunInstancesInput, optFns ...func(*ec2.Options)) (*ec2.RunInstancesOutput, error)
+	DescribeInstances(ctx context.Context, params *ec2.DescribeInstancesInput, optFns ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error)
+}
+
+// Parameters is the part of the SSM API the EC2 adapter uses.
+type Parameters interface {
+	PutParameter(ctx context.Context, params *ssm.PutParameterInput, optFns ...func(*ssm.Options)) (*ssm.PutParameterOutput, error)
+	DeleteParameter(ctx context.Context, params *ssm.DeleteParameterInput, optFns ...func(*ssm.Options)) (*ssm.DeleteParameterOutput, error)
+}
+
+// EC2 launches one instance per job from the pool's launch template. The
+// launch template carries the AMI, the instance profile, security groups and
+// infra/runner/boot.sh as user data; this adapter adds only what is per job.
+//
+// Steps, each safe to repeat:
+//  1. Put the JIT config in the SSM SecureString ParameterName(runner name),
+//     overwriting, so a repeated attempt (which holds a freshly generated
+//     config) replaces the stale one an unbooted instance would otherwise read.
+//  2. Look for a pending or running instance tagged with the job id; if one
+//     exists, return it (Reused). This outlives the ClientToken's lifetime and
+//     also covers emulators that ignore ClientToken. Stopping, stopped and
+//     shutting-down machines are not reused: an ephemeral runner's machine
+//     only powers off after its runner has exited, so it cannot take the job.
+//  3. RunInstances with ClientToken IdempotencyKey(pool, job): EC2 answers a
+//     repeated token with the first call's instance instead of a second one.
+//     Every other argument is derived from the job and the pool only, because
+//     EC2 rejects a reused token with different arguments
+//     (IdempotentParameterMismatch).
+//
+// The instance shuts itself down when the runner exits, and
+// InstanceInitiatedShutdownBehavior is set to terminate, so nothing is left
+// running. IMDSv2 is required and instance metadata tags are enabled on every
+// launch (these three metadata options override the launch template's),
+// because the boot script finds its runner name in its tags.
+type EC2 struct {
+	instances  Instances
+	parameters Parameters
+	log        *slog.Logger
+}
+
+var (
+	_ Provisioner = (*EC2)(nil)
+	_ Instances   = (*ec2.Client)(nil)
+	_ Parameters  = (*ssm.Client)(nil)
+)
+
+// NewEC2 returns the EC2 adapter. log may be nil.
+func NewEC2(instances Instances, parameters Parameters, log *slog.Logger) *EC2 {
+	return &EC2{instances: instances, parameters: parameters, log: orDiscard(log)}
+}
+
+// Provision puts the JIT config in SSM and starts (or finds) the job's instance.
+func (e *EC2) Provision(ctx context.Context, req Request) (Result, error) {
+	if err := req.Validate(); err != nil {
+		return Result{}, err
+	}
+	if req.Pool.Provisioner.Type != pool.ProvisionerEC2 {
+		return Result{}, fmt.Errorf("%w: pool %q has provisioner type %q, want %q",
+			ErrInvalidRequest, req.Pool.Name, req.Pool.Provisioner.Type, pool.ProvisionerEC2)
+	}
+	name := ParameterName(req.RunnerName)
+	_, err := e.parameters.PutParameter(ctx, &ssm.PutParameterInput{
+		Name:        aws.String(name),
+		Value:       aws.String(req.JITConfig),
+		Type:        ssmtypes.ParameterTypeSecureString,
+		Overwrite:   aws.Bool(true),
+		Tier:        ssmtypes.ParameterTierStandard,
+		Description: aws.String(fmt.Sprintf("ghclaim JIT runner config for job %d (%s); read and deleted by the instance at boot", req.JobID, req.Repo)),
+	})
+	if err != nil {
+		return Result{}, fmt.Errorf("provision job %d: put parameter %s: %w", req.JobID, name, err)
+	}
+
+	if id, err := e.existing(ctx, req.JobID); err != nil {
+		return Result{}, fmt.Errorf("provision job %d: look for an existing instance: %w", req.JobID, err)
+	} else if id != "" {
+		e.logged(ctx, req, id, true)
+		return Result{InstanceID: id, Reused: true}, nil
+	}
+
+	out, err := e.instances.RunInstances(ctx, runInstancesInput(req))
+	if err != nil {
+		return Result{}, fmt.Errorf("provision job %d: run instances from %s: %w", req.JobID, req.Pool.Provisioner.LaunchTemplate, err)
+	}
+	if len(out.Instances) == 0 || aws.ToString(out.Instances[0].InstanceId) == "" {
+		return Result{}, fmt.Errorf("provision job %d: run instances returned no instance", req.JobID)
+	}
+	id := aws.ToString(out.Instances[0].InstanceId)
+	e.logged(ctx, req, id, false)
+	return Result{InstanceID: id}, nil
+}
+
+// Cleanup deletes the job's SSM parameter. An instance already launched
+// then finds no parameter at boot and powers off; one that already read it
+// fails to start its runner once the claimer has deleted the runner, and
+// powers off too. So no ec2:TerminateInstances permission is needed.
+func (e *EC2) Cleanup(ctx context.Context, req Request) error {
+	name := ParameterName(req.RunnerName)
+	if !runnerNameRE.MatchString(req.RunnerName) {
+		return fmt.Errorf("%w: runner name %q", ErrInvalidRequest, req.RunnerName)
+	}
+	_, err := e.parameters.DeleteParameter(ctx, &ssm.DeleteParameterInput{Name: aws.String(name)})
+	var notFound *ssmtypes.ParameterNotFound
+	if errors.As(err, &notFound) {
+		err = nil // already read by the instance, or never written
+	}
+	if err != nil {
+		return fmt.Errorf("clean up job %d: delete parameter %s: %w", req.JobID, name, err)
+	}
+	e.log.LogAttrs(ctx, slog.LevelInfo, "provision cleaned up",
+		slog.Int64("job_id", req.JobID), slog.String("pool", req.Pool.Name),
+		slog.String("runner_name", req.RunnerName), slog.String("parameter", name))
+	return nil
+}
+
+// existing returns the id of a pending or running instance tagged with
+// jobID, or "" when there is none. With several (which only a launch outside
+// ClientToken protection can cause) it picks the smallest id, so every
+// attempt agrees.
+func (e *EC2) existing(ctx context.Context, jobID int64) (string, error) {
+	in := &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
+		{Name: aws.String("tag:" + TagJobID), Values: []string{strconv.FormatInt(jobID, 10)}},
+		{Name: aws.String("instance-state-name"), Values: []string{"pending", "running"}},
+	}}
+	var ids []string
+	for {
+		out, err := e.instances.DescribeInstances(ctx, in)
+		if err != nil {
+			return "", err
+		}
+		for _, r := range out.Reservations {
+			for _, i := range r.Instances {
+				if id := aws.ToString(i.InstanceId); id != "" {
+					ids = append(ids, id)
+				}
+			}
+		}
+		if aws.ToString(out.NextToken) == "" {
+			break
+		}
+		in.NextToken = out.NextToken
+	}
+	if len(ids) == 0 {
+		return "", nil
+	}
+	return slices.MinFunc(ids, strings.Compare), nil
+}
+
+func (e *EC2) logged(ctx context.Context, req Request, instanceID string, reused bool) {
+	e.log.LogAttrs(ctx, slog.LevelInfo, "provisioned",
+		slog.Int64("job_id", req.JobID), slog.Int64("run_id", req.RunID),
+		slog.String("pool", req.Pool.Name), slog.String("provisioner", pool.ProvisionerEC2),
+		slog.String("runner_name", req.RunnerName), slog.String("instance_id", instanceID),
+		slog.Bool("reused", reused))
+}
+
+// runInstancesInput builds the launch request. It is a pure function of the
+// request so that a repeated attempt sends byte-identical arguments with the
+// same ClientToken. It sets no UserData: the launch template's boot script
+// stays in force, and the JIT config travels through SSM only.
+func runInstancesInput(req Request) *ec2.RunInstancesInput {
+	p := req.Pool.Provisioner
+	lt := &ec2types.LaunchTemplateSpecification{Version: aws.String(cmp.Or(p.LaunchTemplateVersion, "$Default"))}
+	if strings.HasPrefix(p.LaunchTemplate, "lt-") {
+		lt.LaunchTemplateId = aws.String(p.LaunchTemplate)
+	} else {
+		lt.LaunchTemplateName = aws.String(p.LaunchTemplate)
+	}
+	tags := []ec2types.Tag{
+		{Key: aws.String("Name"), Value: aws.String(req.RunnerName)},
+		{Key: aws.String(TagJobID), Value: aws.String(strconv.FormatInt(req.JobID, 10))},
+		{Key: aws.String(TagRunID), Value: aws.String(strconv.FormatInt(req.RunID, 10))},
+		{Key: aws.String(TagRepo), Value: aws.String(req.Repo)},
+		{Key: aws.String(TagRunnerName), Value: aws.String(req.RunnerName)},
+		{Key: aws.String(TagPool), Value: aws.String(req.Pool.Name)},
+	}
+	in := &ec2.RunInstancesInput{
+		MinCount:                          aws.Int32(1),
+		MaxCount:                          aws.Int32(1),
+		LaunchTemplate:                    lt,
+		ClientToken:                       aws.String(IdempotencyKey(req.Pool.Name, req.JobID)),
+		InstanceInitiatedShutdownBehavior: ec2types.ShutdownBehaviorTerminate,
+		MetadataOptions: &ec2types.InstanceMetadataOptionsRequest{
+			HttpEndpoint:         ec2types.InstanceMetadataEndpointStateEnabled,
+			HttpTokens:           ec2types.HttpTokensStateRequired,
+			InstanceMetadataTags: ec2types.InstanceMetadataTagsStateEnabled,
+		},
+		TagSpecifications: []ec2types.TagSpecification{
+			{ResourceType: ec2types.ResourceTypeInstance, Tags: tags},
+			{ResourceType: ec2types.ResourceTypeVolume, Tags: slices.Clone(tags)},
+		},
+	}
+	if len(p.InstanceTypes) > 0 {
+		in.InstanceType = ec2types.InstanceType(p.InstanceTypes[0])
+	}
+	if s := Subnet(p.Subnets, req.JobID); s != "" {
+		in.SubnetId = aws.String(s)
+	}
+	return in
+}
+
+// Subnet picks one of subnets by job id (job id mod len), so consecutive jobs
+// spread over the pool's subnets (and their availability zones) while every
+// attempt for one job lands in the same subnet, as ClientToken requires.
+// It returns "" when subnets is empty (the launch template decides).
+func Subnet(subnets []string, jobID int64) string {
+	if len(subnets) == 0 {
+		return ""
+	}
+	i := jobID % int64(len(subnets))
+	if i < 0 {
+		i = -i
+	}
+	return subnets[i]
+}

@@ -1,0 +1,388 @@
+package provision
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/ghclaim/ghclaim/shared/pool"
+)
+
+// fakeInstances records EC2 calls. existing is what DescribeInstances
+// returns for any filter (tests check the filters separately).
+type fakeInstances struct {
+	mu        sync.Mutex
+	runs      []*ec2.RunInstancesInput
+	describes []*ec2.DescribeInstancesInput
+	existing  []string
+	runErr    error
+}
+
+func (f *fakeInstances) RunInstances(_ context.Context, in *ec2.RunInstancesInput, _ ...func(*ec2.Options)) (*ec2.RunInstancesOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.runs = append(f.runs, in)
+	if f.runErr != nil {
+		return nil, f.runErr
+	}
+	return &ec2.RunInstancesOutput{Instances: []ec2types.Instance{{InstanceId: aws.String("i-0fresh")}}}, nil
+}
+
+func (f *fakeInstances) DescribeInstances(_ context.Context, in *ec2.DescribeInstancesInput, _ ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.describes = append(f.describes, in)
+	var r ec2types.Reservation
+	for _, id := range f.existing {
+		r.Instances = append(r.Instances, ec2types.Instance{InstanceId: aws.String(id)})
+	}
+	return &ec2.DescribeInstancesOutput{Reservations: []ec2types.Reservation{r}}, nil
+}
+
+// fakeParameters records SSM calls; deleteErr is returned by DeleteParameter.
+type fakeParameters struct {
+	mu        sync.Mutex
+	puts      []*ssm.PutParameterInput
+	deletes   []string
+	putErr    error
+	deleteErr error
+}
+
+func (f *fakeParameters) PutParameter(_ context.Context, in *ssm.PutParameterInput, _ ...func(*ssm.Options)) (*ssm.PutParameterOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.puts = append(f.puts, in)
+	if f.putErr != nil {
+		return nil, f.putErr
+	}
+	return &ssm.PutParameterOutput{Version: int64(len(f.puts)), Tier: ssmtypes.ParameterTierStandard}, nil
+}
+
+func (f *fakeParameters) DeleteParameter(_ context.Context, in *ssm.DeleteParameterInput, _ ...func(*ssm.Options)) (*ssm.DeleteParameterOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.deletes = append(f.deletes, aws.ToString(in.Name))
+	if f.deleteErr != nil {
+		return nil, f.deleteErr
+	}
+	return &ssm.DeleteParameterOutput{}, nil
+}
+
+type ec2Fixture struct {
+	adapter *EC2
+	inst    *fakeInstances
+	params  *fakeParameters
+	logs    interface{ String() string }
+}
+
+func setupEC2(t *testing.T) ec2Fixture {
+	t.Helper()
+	log, buf := logBuffer()
+	inst, params := &fakeInstances{}, &fakeParameters{}
+	return ec2Fixture{adapter: NewEC2(inst, params, log), inst: inst, params: params, logs: buf}
+}
+
+func tagMap(tags []ec2types.Tag) map[string]string {
+	m := map[string]string{}
+	for _, tg := range tags {
+		m[aws.ToString(tg.Key)] = aws.ToString(tg.Value)
+	}
+	return m
+}
+
+func TestEC2ProvisionLaunchArguments(t *testing.T) {
+	t.Parallel()
+	byName := ec2Pool()
+	byName.Provisioner.LaunchTemplate = "runner-linux"
+	byName.Provisioner.LaunchTemplateVersion = ""
+	bare := ec2Pool()
+	bare.Provisioner.Subnets, bare.Provisioner.InstanceTypes = nil, nil
+
+	tests := []struct {
+		name         string
+		pool         pool.Pool
+		job          int64
+		wantLTID     string
+		wantLTName   string
+		wantVersion  string
+		wantSubnet   string
+		wantInstType ec2types.InstanceType
+	}{
+		{name: "template id, job 42 takes subnet 42 mod 3 = 0", pool: ec2Pool(), job: 42,
+			wantLTID: "lt-0123456789abcdef0", wantVersion: "7", wantSubnet: "subnet-a", wantInstType: "c7g.large"},
+		{name: "template id, job 43 takes the next subnet", pool: ec2Pool(), job: 43,
+			wantLTID: "lt-0123456789abcdef0", wantVersion: "7", wantSubnet: "subnet-b", wantInstType: "c7g.large"},
+		{name: "template name, default version", pool: byName, job: 44,
+			wantLTName: "runner-linux", wantVersion: "$Default", wantSubnet: "subnet-c", wantInstType: "c7g.large"},
+		{name: "no overrides: the template decides", pool: bare, job: 45,
+			wantLTID: "lt-0123456789abcdef0", wantVersion: "7"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := setupEC2(t)
+			req := request(tt.pool, tt.job)
+			res, err := f.adapter.Provision(context.Background(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res != (Result{InstanceID: "i-0fresh"}) {
+				t.Errorf("result: got %+v, want the launched instance, not reused", res)
+			}
+			if len(f.inst.runs) != 1 {
+				t.Fatalf("RunInstances calls: got %d, want 1", len(f.inst.runs))
+			}
+			in := f.inst.runs[0]
+			lt := in.LaunchTemplate
+			if aws.ToString(lt.LaunchTemplateId) != tt.wantLTID || aws.ToString(lt.LaunchTemplateName) != tt.wantLTName || aws.ToString(lt.Version) != tt.wantVersion {
+				t.Errorf("launch template: got id %q name %q version %q, want %q %q %q",
+					aws.ToString(lt.LaunchTemplateId), aws.ToString(lt.LaunchTemplateName), aws.ToString(lt.Version),
+					tt.wantLTID, tt.wantLTName, tt.wantVersion)
+			}
+			if aws.ToInt32(in.MinCount) != 1 || aws.ToInt32(in.MaxCount) != 1 {
+				t.Errorf("count: got min %d max %d, want 1 and 1", aws.ToInt32(in.MinCount), aws.ToInt32(in.MaxCount))
+			}
+			if got := aws.ToString(in.SubnetId); got != tt.wantSubnet {
+				t.Errorf("subnet: got %q, want %q", got, tt.wantSubnet)
+			}
+			if in.InstanceType != tt.wantInstType {
+				t.Errorf("instance type: got %q, want %q", in.InstanceType, tt.wantInstType)
+			}
+			if got, want := aws.ToString(in.ClientToken), IdempotencyKey(tt.pool.Name, tt.job); got != want {
+				t.Errorf("client token: got %q, want %q", got, want)
+			}
+			if in.InstanceInitiatedShutdownBehavior != ec2types.ShutdownBehaviorTerminate {
+				t.Errorf("shutdown behaviour: got %q, want terminate (ephemeral)", in.InstanceInitiatedShutdownBehavior)
+			}
+			if m := in.MetadataOptions; m == nil || m.HttpTokens != ec2types.HttpTokensStateRequired || m.InstanceMetadataTags != ec2types.InstanceMetadataTagsStateEnabled {
+				t.Errorf("metadata options: got %+v, want IMDSv2 required and instance tags enabled (boot.sh reads its runner name there)", m)
+			}
+			if in.UserData != nil {
+				t.Errorf("user data: got %q, want none (the launch template's boot script stays)", aws.ToString(in.UserData))
+			}
+			wantTags := map[string]string{
+				"Name": req.RunnerName, TagJobID: itoa(tt.job), TagRunID: itoa(req.RunID),
+				TagRepo: "octo/hello", TagRunnerName: req.RunnerName, TagPool: tt.pool.Name,
+			}
+			seen := map[ec2types.ResourceType]bool{}
+			for _, spec := range in.TagSpecifications {
+				seen[spec.ResourceType] = true
+				if got := tagMap(spec.Tags); !reflect.DeepEqual(got, wantTags) {
+					t.Errorf("%s tags: got %v, want %v", spec.ResourceType, got, wantTags)
+				}
+			}
+			if !seen[ec2types.ResourceTypeInstance] || !seen[ec2types.ResourceTypeVolume] || len(in.TagSpecifications) != 2 {
+				t.Errorf("tag specifications: got %v, want instance and volume", seen)
+			}
+		})
+	}
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+func TestEC2ProvisionPutsJITConfigOnlyInSecureString(t *testing.T) {
+	t.Parallel()
+	f := setupEC2(t)
+	req := request(ec2Pool(), 42)
+	if _, err := f.adapter.Provision(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.params.puts) != 1 {
+		t.Fatalf("PutParameter calls: got %d, want 1", len(f.params.puts))
+	}
+	put := f.params.puts[0]
+	if got := aws.ToString(put.Name); got != "/ghclaim/runners/linux-42" {
+		t.Errorf("parameter name: got %q, want /ghclaim/runners/linux-42", got)
+	}
+	if aws.ToString(put.Value) != jit {
+		t.Errorf("parameter value: got something else, want the JIT config")
+	}
+	if put.Type != ssmtypes.ParameterTypeSecureString {
+		t.Errorf("parameter type: got %q, want SecureString", put.Type)
+	}
+	if !aws.ToBool(put.Overwrite) || put.Tier != ssmtypes.ParameterTierStandard {
+		t.Errorf("overwrite %v tier %q: want true and Standard", aws.ToBool(put.Overwrite), put.Tier)
+	}
+	if d := aws.ToString(put.Description); !strings.Contains(d, "42") || strings.Contains(d, jit) {
+		t.Errorf("description %q: want the job id and never the config", d)
+	}
+
+	launch, err := json.Marshal(f.inst.runs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(launch), jit) {
+		t.Errorf("JIT config found in the RunInstances input: %s", launch)
+	}
+	if logs := f.logs.String(); strings.Contains(logs, jit) || !strings.Contains(logs, `"job_id":42`) || !strings.Contains(logs, `"instance_id":"i-0fresh"`) {
+		t.Errorf("logs: got %s, want one decision line with job_id and instance_id and no JIT config", logs)
+	}
+}
+
+func TestEC2ProvisionRepeatedIsIdentical(t *testing.T) {
+	t.Parallel()
+	f := setupEC2(t)
+	req := request(ec2Pool(), 77)
+	for range 2 {
+		if _, err := f.adapter.Provision(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(f.inst.runs) != 2 {
+		t.Fatalf("RunInstances calls: got %d, want 2 (the fake has no existing instance)", len(f.inst.runs))
+	}
+	// EC2 answers a repeated ClientToken with the first instance only when
+	// every argument matches (else IdempotentParameterMismatch).
+	if !reflect.DeepEqual(f.inst.runs[0], f.inst.runs[1]) {
+		a, _ := json.Marshal(f.inst.runs[0])
+		b, _ := json.Marshal(f.inst.runs[1])
+		t.Errorf("repeated attempt sent different launch arguments:\n%s\n%s", a, b)
+	}
+	if aws.ToString(f.inst.runs[0].ClientToken) != "ghclaim-linux-77" {
+		t.Errorf("client token: got %q, want ghclaim-linux-77", aws.ToString(f.inst.runs[0].ClientToken))
+	}
+}
+
+func TestEC2ProvisionReusesTaggedInstance(t *testing.T) {
+	t.Parallel()
+	f := setupEC2(t)
+	f.inst.existing = []string{"i-0bbb", "i-0aaa"}
+	res, err := f.adapter.Provision(context.Background(), request(ec2Pool(), 42))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res != (Result{InstanceID: "i-0aaa", Reused: true}) {
+		t.Errorf("result: got %+v, want the smallest existing id, reused", res)
+	}
+	if len(f.inst.runs) != 0 {
+		t.Errorf("RunInstances calls: got %d, want none when the job's instance exists", len(f.inst.runs))
+	}
+	if len(f.params.puts) != 1 {
+		t.Errorf("PutParameter calls: got %d, want 1 (an unbooted instance must read the fresh config)", len(f.params.puts))
+	}
+	filters := map[string][]string{}
+	for _, fl := range f.inst.describes[0].Filters {
+		filters[aws.ToString(fl.Name)] = fl.Values
+	}
+	want := map[string][]string{"tag:ghclaim:job-id": {"42"}, "instance-state-name": {"pending", "running"}}
+	if !reflect.DeepEqual(filters, want) {
+		t.Errorf("describe filters: got %v, want %v", filters, want)
+	}
+}
+
+func TestEC2ProvisionErrors(t *testing.T) {
+	t.Parallel()
+	capacity := &smithy.GenericAPIError{Code: "InsufficientInstanceCapacity", Message: "no c7g.large in us-east-1a"}
+	tests := []struct {
+		name     string
+		arrange  func(*ec2Fixture)
+		req      func() Request
+		wantCode string
+		wantIs   error
+		wantRuns int
+	}{
+		{name: "run instances error keeps its AWS code", arrange: func(f *ec2Fixture) { f.inst.runErr = capacity },
+			req: func() Request { return request(ec2Pool(), 42) }, wantCode: "InsufficientInstanceCapacity", wantRuns: 1},
+		{name: "put parameter error launches nothing", arrange: func(f *ec2Fixture) {
+			f.params.putErr = &smithy.GenericAPIError{Code: "AccessDeniedException"}
+		}, req: func() Request { return request(ec2Pool(), 42) }, wantCode: "AccessDeniedException"},
+		{name: "dispatch pool is refused", arrange: func(*ec2Fixture) {},
+			req: func() Request { return request(dispatchPool("https://q"), 42) }, wantIs: ErrInvalidRequest},
+		{name: "invalid request calls nothing", arrange: func(*ec2Fixture) {},
+			req: func() Request { r := request(ec2Pool(), 42); r.JITConfig = ""; return r }, wantIs: ErrInvalidRequest},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := setupEC2(t)
+			tt.arrange(&f)
+			_, err := f.adapter.Provision(context.Background(), tt.req())
+			if err == nil {
+				t.Fatal("got nil error")
+			}
+			if tt.wantCode != "" {
+				var api smithy.APIError
+				if !errors.As(err, &api) || api.ErrorCode() != tt.wantCode {
+					t.Errorf("got %v, want a wrapped smithy.APIError with code %s", err, tt.wantCode)
+				}
+			}
+			if tt.wantIs != nil && !errors.Is(err, tt.wantIs) {
+				t.Errorf("got %v, want errors.Is %v", err, tt.wantIs)
+			}
+			if strings.Contains(err.Error(), jit) {
+				t.Errorf("JIT config in error: %v", err)
+			}
+			if len(f.inst.runs) != tt.wantRuns {
+				t.Errorf("RunInstances calls: got %d, want %d", len(f.inst.runs), tt.wantRuns)
+			}
+		})
+	}
+}
+
+func TestEC2Cleanup(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		delErr  error
+		wantErr bool
+	}{
+		{name: "deletes the parameter"},
+		{name: "already gone is success", delErr: &ssmtypes.ParameterNotFound{Message: aws.String("not found")}},
+		{name: "other errors are returned", delErr: &smithy.GenericAPIError{Code: "ThrottlingException"}, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := setupEC2(t)
+			f.params.deleteErr = tt.delErr
+			err := f.adapter.Cleanup(context.Background(), request(ec2Pool(), 42))
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("Cleanup: got %v, want error %v", err, tt.wantErr)
+			}
+			var api smithy.APIError
+			if tt.wantErr && (!errors.As(err, &api) || api.ErrorCode() != "ThrottlingException") {
+				t.Errorf("got %v, want the wrapped AWS error", err)
+			}
+			if !reflect.DeepEqual(f.params.deletes, []string{"/ghclaim/runners/linux-42"}) {
+				t.Errorf("deleted: got %v, want [/ghclaim/runners/linux-42]", f.params.deletes)
+			}
+		})
+	}
+}
+
+func TestSubnet(t *testing.T) {
+	t.Parallel()
+	three := []string{"a", "b", "c"}
+	tests := []struct {
+		name    string
+		subnets []string
+		job     int64
+		want    string
+	}{
+		{name: "none", subnets: nil, job: 5, want: ""},
+		{name: "one", subnets: []string{"only"}, job: 5, want: "only"},
+		{name: "mod 0", subnets: three, job: 3, want: "a"},
+		{name: "mod 1", subnets: three, job: 7, want: "b"},
+		{name: "mod 2", subnets: three, job: 11, want: "c"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := Subnet(tt.subnets, tt.job); got != tt.want {
+				t.Errorf("Subnet(%v, %d): got %q, want %q", tt.subnets, tt.job, got, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,268 @@
+package provision
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
+
+	"github.com/ghclaim/ghclaim/shared/emulator"
+)
+
+// These tests talk HTTP to moto_server through the real SDK clients. moto
+// 5.2 does NOT honour RunInstances ClientToken (a repeated token starts a
+// second instance; see TestMotoIgnoresClientToken), so here the single
+// instance per job is the work of the adapter's tag lookup, which real EC2
+// needs too once the token has expired.
+
+type awsFixture struct {
+	ec2 *ec2.Client
+	ssm *ssm.Client
+	sqs *sqs.Client
+}
+
+func setupAWS(t *testing.T) awsFixture {
+	t.Helper()
+	cfg := emulator.ForTest(t).ConfigForTest(t)
+	return awsFixture{ec2: ec2.NewFromConfig(cfg), ssm: ssm.NewFromConfig(cfg), sqs: sqs.NewFromConfig(cfg)}
+}
+
+// launchTemplate creates a launch template named name and returns its id.
+// The AMI need not exist: moto does not validate it by default.
+func (f awsFixture) launchTemplate(t *testing.T, name string) string {
+	t.Helper()
+	out, err := f.ec2.CreateLaunchTemplate(context.Background(), &ec2.CreateLaunchTemplateInput{
+		LaunchTemplateName: aws.String(name),
+		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{
+			ImageId: aws.String("ami-03cf127a"), InstanceType: ec2types.InstanceTypeT3Micro,
+			UserData: aws.String("IyEvYmluL2Jhc2gK"), // the boot script would be here
+		},
+	})
+	if err != nil {
+		t.Fatalf("CreateLaunchTemplate: %v", err)
+	}
+	return aws.ToString(out.LaunchTemplate.LaunchTemplateId)
+}
+
+// jobInstances lists the instances tagged with jobID, in any state.
+func (f awsFixture) jobInstances(t *testing.T, jobID int64) []ec2types.Instance {
+	t.Helper()
+	out, err := f.ec2.DescribeInstances(context.Background(), &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
+		{Name: aws.String("tag:" + TagJobID), Values: []string{strconv.FormatInt(jobID, 10)}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []ec2types.Instance
+	for _, r := range out.Reservations {
+		all = append(all, r.Instances...)
+	}
+	return all
+}
+
+func TestEC2AgainstMoto(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		job  int64
+		byID bool
+	}{
+		{name: "template by name", job: 5001},
+		{name: "template by id", job: 5002, byID: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			f := setupAWS(t)
+			ltName := fmt.Sprintf("runner-%d", tt.job)
+			ltID := f.launchTemplate(t, ltName)
+			p := ec2Pool()
+			p.Provisioner.LaunchTemplate, p.Provisioner.LaunchTemplateVersion = ltName, "$Latest"
+			if tt.byID {
+				p.Provisioner.LaunchTemplate = ltID
+			}
+			subnets, err := f.ec2.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{})
+			if err != nil || len(subnets.Subnets) == 0 {
+				t.Fatalf("DescribeSubnets: %v (%d subnets)", err, len(subnets.Subnets))
+			}
+			p.Provisioner.Subnets = []string{aws.ToString(subnets.Subnets[0].SubnetId)}
+			adapter := NewEC2(f.ec2, f.ssm, nil)
+			req := request(p, tt.job)
+
+			first, err := adapter.Provision(ctx, req)
+			if err != nil {
+				t.Fatalf("first Provision: %v", err)
+			}
+			second, err := adapter.Provision(ctx, req)
+			if err != nil {
+				t.Fatalf("second Provision: %v", err)
+			}
+			if first.Reused || first.InstanceID == "" {
+				t.Errorf("first: got %+v, want a new instance", first)
+			}
+			if second != (Result{InstanceID: first.InstanceID, Reused: true}) {
+				t.Errorf("second: got %+v, want %s reused", second, first.InstanceID)
+			}
+
+			insts := f.jobInstances(t, tt.job)
+			if len(insts) != 1 {
+				t.Fatalf("instances tagged with job %d: got %d, want exactly 1", tt.job, len(insts))
+			}
+			inst := insts[0]
+			if aws.ToString(inst.InstanceId) != first.InstanceID {
+				t.Errorf("instance: got %s, want %s", aws.ToString(inst.InstanceId), first.InstanceID)
+			}
+			if got := tagMap(inst.Tags); got[TagRunnerName] != req.RunnerName || got[TagRepo] != req.Repo || got["Name"] != req.RunnerName {
+				t.Errorf("instance tags: got %v", got)
+			}
+			if got := aws.ToString(inst.SubnetId); got != p.Provisioner.Subnets[0] {
+				t.Errorf("subnet: got %q, want %q", got, p.Provisioner.Subnets[0])
+			}
+			if inst.InstanceType != "c7g.large" {
+				t.Errorf("instance type: got %q, want the pool's c7g.large over the template's t3.micro", inst.InstanceType)
+			}
+
+			name := ParameterName(req.RunnerName)
+			got, err := f.ssm.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(name), WithDecryption: aws.Bool(true)})
+			if err != nil {
+				t.Fatalf("GetParameter %s: %v", name, err)
+			}
+			if got.Parameter.Type != ssmtypes.ParameterTypeSecureString || aws.ToString(got.Parameter.Value) != jit {
+				t.Errorf("parameter: got type %q and a value that is%s the JIT config, want SecureString holding it",
+					got.Parameter.Type, map[bool]string{true: "", false: " not"}[aws.ToString(got.Parameter.Value) == jit])
+			}
+
+			for i := range 2 { // the second Cleanup finds nothing and still succeeds
+				if err := adapter.Cleanup(ctx, req); err != nil {
+					t.Fatalf("Cleanup %d: %v", i+1, err)
+				}
+			}
+			if _, err := f.ssm.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(name)}); err == nil {
+				t.Errorf("parameter %s still exists after Cleanup", name)
+			}
+		})
+	}
+}
+
+// TestMotoIgnoresClientToken pins the emulator behaviour the comment at the
+// top of this file relies on. If moto starts honouring ClientToken, this
+// fails: then the tag lookup is no longer what the test above exercises.
+func TestMotoIgnoresClientToken(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := setupAWS(t)
+	f.launchTemplate(t, "runner-token")
+	p := ec2Pool()
+	p.Provisioner.LaunchTemplate, p.Provisioner.LaunchTemplateVersion, p.Provisioner.Subnets = "runner-token", "$Latest", nil
+	in := runInstancesInput(request(p, 5003))
+	var ids []string
+	for range 2 {
+		out, err := f.ec2.RunInstances(ctx, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, aws.ToString(out.Instances[0].InstanceId))
+	}
+	if ids[0] == ids[1] {
+		t.Fatalf("moto now honours ClientToken (both calls returned %s): update the comment on this file", ids[0])
+	}
+}
+
+// queue creates an SQS queue and returns its URL.
+func (f awsFixture) queue(t *testing.T, name string) string {
+	t.Helper()
+	in := &sqs.CreateQueueInput{QueueName: aws.String(name)}
+	if len(name) > 5 && name[len(name)-5:] == ".fifo" {
+		in.Attributes = map[string]string{string(sqstypes.QueueAttributeNameFifoQueue): "true"}
+	}
+	out, err := f.sqs.CreateQueue(context.Background(), in)
+	if err != nil {
+		t.Fatalf("CreateQueue %s: %v", name, err)
+	}
+	return aws.ToString(out.QueueUrl)
+}
+
+// drain receives every visible message of url, hiding each for longer than
+// the test runs so none comes back.
+func (f awsFixture) drain(t *testing.T, url string) []DispatchMessage {
+	t.Helper()
+	var msgs []DispatchMessage
+	for {
+		out, err := f.sqs.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{
+			QueueUrl: aws.String(url), MaxNumberOfMessages: 10, VisibilityTimeout: 600,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out.Messages) == 0 {
+			return msgs
+		}
+		for _, m := range out.Messages {
+			var body DispatchMessage
+			if err := json.Unmarshal([]byte(aws.ToString(m.Body)), &body); err != nil {
+				t.Fatalf("message body: %v", err)
+			}
+			msgs = append(msgs, body)
+		}
+	}
+}
+
+func TestDispatchAgainstMoto(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		queue string
+		sends []string // the JIT config of each Provision call
+		want  []string // the JIT configs the host receives
+	}{
+		{name: "standard queue gets the one dispatch", queue: "dispatch-std", sends: []string{jit}, want: []string{jit}},
+		{name: "fifo queue drops a repeated dispatch", queue: "dispatch-dedup.fifo", sends: []string{jit, jit}, want: []string{jit}},
+		{name: "fifo queue keeps a regenerated config", queue: "dispatch-fresh.fifo", sends: []string{jit, "fresh-" + jit}, want: []string{jit, "fresh-" + jit}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			f := setupAWS(t)
+			url := f.queue(t, tt.queue)
+			d := NewDispatch(f.sqs, nil)
+			for i, cfg := range tt.sends {
+				req := request(dispatchPool(url), 6001)
+				req.JITConfig = cfg
+				res, err := d.Provision(ctx, req)
+				if err != nil {
+					t.Fatalf("Provision %d: %v", i+1, err)
+				}
+				if res.MessageID == "" {
+					t.Errorf("Provision %d: no message id", i+1)
+				}
+			}
+			msgs := f.drain(t, url)
+			var got []string
+			for _, m := range msgs {
+				got = append(got, m.JITConfig)
+				if m.JobID != 6001 || m.RunnerName != "mac-6001" || m.Repo != "octo/hello" {
+					t.Errorf("message: got %v, want job 6001 runner mac-6001", m)
+				}
+			}
+			if len(got) != len(tt.want) {
+				t.Fatalf("received %d messages, want %d", len(got), len(tt.want))
+			}
+			for i := range got {
+				if got[i] != tt.want[i] {
+					t.Errorf("message %d carries another config than sent", i)
+				}
+			}
+		})
+	}
+}

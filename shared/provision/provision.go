@@ -1,0 +1,214 @@
+// Package provision owns the last step of a claim: starting the machine (or
+// handing the job to a pull-based host) that runs a job's just-in-time
+// runner, so that a repeated attempt for the same job never starts a second
+// one.
+//
+// Two adapters implement Provisioner, picked per pool by Registry:
+//
+//   - EC2 (pool provisioner type "ec2") writes the JIT config to an SSM
+//     SecureString parameter /ghclaim/runners/<runner_name>, then launches
+//     one instance from the pool's launch template with a ClientToken derived
+//     from the job. The instance finds its runner name in its own tags
+//     through IMDSv2 (instance metadata tags are switched on per launch), reads
+//     and deletes the parameter at boot (infra/runner/boot.sh) and powers off
+//     when the runner exits. The JIT config is never in user data: user data
+//     is readable by anyone with ec2:DescribeInstanceAttribute for the life of
+//     the instance, and RunInstances user data would replace the launch
+//     template's boot script anyway.
+//   - Dispatch (type "dispatch") sends one SQS message carrying the JIT
+//     config to the pool's queue for a host that pulls work (see Dispatch for
+//     its deduplication rules).
+//
+// Idempotency, the reason this package exists. EC2 returns the instance of
+// the first call for a repeated ClientToken, but only while the token lives
+// (AWS documents at least 24 h, not forever), so before launching the EC2
+// adapter also looks for a pending or running instance tagged with the job's
+// id and reuses it (Result.Reused). Both guards use only values derived from
+// the job and the pool, never time or randomness, so any claimer, on any
+// attempt, computes the same key.
+//
+// This package must never log, wrap into an error, or put into user data or
+// tags a JIT config: a JIT config is a credential that registers a runner in
+// the customer's repository. Request redacts it in String, GoString and
+// LogValue. It must never decide whether an AWS error is retryable either:
+// errors are returned wrapped with %w so shared/failure can read the smithy
+// error codes. It owns no job state; the claimer records the Result.
+package provision
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/ghclaim/ghclaim/shared/pool"
+)
+
+// Provisioner starts the machine for one job's JIT runner.
+type Provisioner interface {
+	// Provision starts (or finds the already started) machine for req.
+	// Calling it again with the same job never starts a second machine.
+	Provision(ctx context.Context, req Request) (Result, error)
+	// Cleanup removes what Provision left behind (the SSM parameter holding
+	// the JIT config) when the claim is given up. It succeeds when there is
+	// nothing to remove.
+	Cleanup(ctx context.Context, req Request) error
+}
+
+// Request is what a provisioner needs to know about one claimed job.
+type Request struct {
+	JobID int64
+	RunID int64
+	// Repo is "owner/name".
+	Repo string
+	Pool pool.Pool
+	// RunnerName is job.RunnerName(pool, job id); it names the SSM
+	// parameter and the instance, so it must be a plain token.
+	RunnerName string
+	// JITConfig is the encoded JIT runner configuration from GitHub. It is a
+	// credential: never log it, never put it in an error. String, GoString
+	// and LogValue redact it.
+	JITConfig string
+}
+
+const redacted = "[REDACTED]"
+
+// String redacts JITConfig, so %v and %+v of a Request are safe to log.
+func (r Request) String() string {
+	return fmt.Sprintf("{JobID:%d RunID:%d Repo:%s Pool:%s RunnerName:%s JITConfig:%s}",
+		r.JobID, r.RunID, r.Repo, r.Pool.Name, r.RunnerName, redactedOrEmpty(r.JITConfig))
+}
+
+// GoString redacts JITConfig for %#v.
+func (r Request) GoString() string { return "provision.Request" + r.String() }
+
+// LogValue redacts JITConfig when a Request is passed to slog.
+func (r Request) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.Int64("job_id", r.JobID),
+		slog.Int64("run_id", r.RunID),
+		slog.String("repo", r.Repo),
+		slog.String("pool", r.Pool.Name),
+		slog.String("runner_name", r.RunnerName),
+		slog.String("jit_config", redactedOrEmpty(r.JITConfig)),
+	)
+}
+
+func redactedOrEmpty(s string) string {
+	if s == "" {
+		return ""
+	}
+	return redacted
+}
+
+// runnerNameRE keeps runner names usable as one SSM parameter path element,
+// an EC2 tag value, an IMDS path and a FIFO deduplication id.
+var runnerNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$`)
+
+// ErrInvalidRequest is wrapped by every error about a malformed Request.
+// Such a request would fail the same way on every attempt.
+var ErrInvalidRequest = errors.New("invalid provision request")
+
+// Validate checks the fields every adapter relies on.
+func (r Request) Validate() error {
+	switch {
+	case r.JobID <= 0:
+		return fmt.Errorf("%w: job id %d: want a positive id", ErrInvalidRequest, r.JobID)
+	case !strings.Contains(r.Repo, "/"):
+		return fmt.Errorf("%w: repo %q: want owner/name", ErrInvalidRequest, r.Repo)
+	case r.Pool.Name == "":
+		return fmt.Errorf("%w: pool: want a named pool", ErrInvalidRequest)
+	case !runnerNameRE.MatchString(r.RunnerName):
+		return fmt.Errorf("%w: runner name %q: want 1-100 letters, digits, '-', '_' or '.'", ErrInvalidRequest, r.RunnerName)
+	case r.JITConfig == "":
+		return fmt.Errorf("%w: jit config: empty", ErrInvalidRequest)
+	}
+	return nil
+}
+
+// Result says where the job's runner runs.
+type Result struct {
+	// InstanceID is the EC2 instance (ec2 pools).
+	InstanceID string
+	// MessageID is the SQS message id (dispatch pools).
+	MessageID string
+	// Reused is true when an earlier attempt's machine was found and no new
+	// one was started.
+	Reused bool
+}
+
+// IdempotencyKey is the key derived from the job that makes a repeated
+// attempt start nothing new: "ghclaim-<pool>-<job_id>". EC2 limits a
+// ClientToken to 64 ASCII characters; when a long pool name would exceed
+// that, the pool name is replaced by a stable hash of it.
+func IdempotencyKey(poolName string, jobID int64) string {
+	id := strconv.FormatInt(jobID, 10)
+	key := "ghclaim-" + poolName + "-" + id
+	if len(key) <= 64 {
+		return key
+	}
+	return "ghclaim-" + shortHash(poolName) + "-" + id
+}
+
+// ParameterPrefix is the SSM path under which JIT configs wait for their
+// instance. The instance profile may read and delete only below it.
+const ParameterPrefix = "/ghclaim/runners/"
+
+// ParameterName is the SSM parameter that holds runnerName's JIT config.
+func ParameterName(runnerName string) string { return ParameterPrefix + runnerName }
+
+// ErrNoProvisioner is wrapped when no adapter is registered for a pool's
+// provisioner type.
+var ErrNoProvisioner = errors.New("no provisioner for pool")
+
+// Registry picks the adapter by the pool's provisioner type (pool.ProvisionerEC2,
+// pool.ProvisionerDispatch). A Registry is itself a Provisioner that routes
+// each request by req.Pool, so the claimer needs only one value.
+type Registry map[string]Provisioner
+
+var _ Provisioner = Registry(nil)
+
+// Select returns the adapter for p.
+func (r Registry) Select(p pool.Pool) (Provisioner, error) {
+	if pr, ok := r[p.Provisioner.Type]; ok && pr != nil {
+		return pr, nil
+	}
+	return nil, fmt.Errorf("%w %q: provisioner type %q", ErrNoProvisioner, p.Name, p.Provisioner.Type)
+}
+
+// Provision routes req to the adapter of req.Pool.
+func (r Registry) Provision(ctx context.Context, req Request) (Result, error) {
+	pr, err := r.Select(req.Pool)
+	if err != nil {
+		return Result{}, err
+	}
+	return pr.Provision(ctx, req)
+}
+
+// Cleanup routes req to the adapter of req.Pool.
+func (r Registry) Cleanup(ctx context.Context, req Request) error {
+	pr, err := r.Select(req.Pool)
+	if err != nil {
+		return err
+	}
+	return pr.Cleanup(ctx, req)
+}
+
+func orDiscard(log *slog.Logger) *slog.Logger {
+	if log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return log
+}
+
+// shortHash is a stable 16-hex-digit digest; collisions are irrelevant at
+// the scale of pool names and JIT configs of one job.
+func shortHash(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:8])
+}
