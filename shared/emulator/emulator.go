@@ -72,10 +72,14 @@ func Start(ctx context.Context) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w (%v)", ErrNoEmulator, err)
 	}
+	args, err := atomicLauncher(bin)
+	if err != nil {
+		return nil, fmt.Errorf("%w (%v)", ErrNoEmulator, err)
+	}
 	// A free port can be taken between our probe and moto's bind; retry a few times.
 	var lastErr error
 	for range 3 {
-		s, err := launch(ctx, bin)
+		s, err := launch(ctx, args)
 		if err == nil {
 			return s, nil
 		}
@@ -87,12 +91,13 @@ func Start(ctx context.Context) (*Server, error) {
 	return nil, fmt.Errorf("%w: %v", ErrNoEmulator, lastErr)
 }
 
-func launch(ctx context.Context, bin string) (*Server, error) {
+func launch(ctx context.Context, argv []string) (*Server, error) {
+	bin := argv[0]
 	port, err := freePort()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, "-H", "127.0.0.1", "-p", strconv.Itoa(port))
+	cmd := exec.Command(bin, append(argv[1:], "-H", "127.0.0.1", "-p", strconv.Itoa(port))...)
 	cmd.SysProcAttr = sysProcAttr()
 	cmd.Stdout, cmd.Stderr = nil, nil // moto logs every request; nobody reads it
 	s := &Server{
