@@ -1,0 +1,366 @@
+package ghfake
+
+import (
+	"crypto"
+	"crypto/rsa"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+const (
+	docsJITRepo    = "https://docs.github.com/rest/actions/self-hosted-runners#create-configuration-for-a-just-in-time-runner-for-a-repository"
+	docsJITOrg     = "https://docs.github.com/rest/actions/self-hosted-runners#create-configuration-for-a-just-in-time-runner-for-an-organization"
+	docsRunnerRepo = "https://docs.github.com/rest/actions/self-hosted-runners#delete-a-self-hosted-runner-from-a-repository"
+	docsRunnerOrg  = "https://docs.github.com/rest/actions/self-hosted-runners#delete-a-self-hosted-runner-from-an-organization"
+	docsJob        = "https://docs.github.com/rest/actions/workflow-jobs#get-a-job-for-a-workflow-run"
+	docsToken      = "https://docs.github.com/rest/apps/apps#create-an-installation-access-token-for-an-app"
+	maxJWTLifetime = 10 * time.Minute
+)
+
+// scopeOf reads the scope of a runner route from its path values.
+func scopeOf(r *http.Request) (scope, owner, repo string) {
+	if org := r.PathValue("org"); org != "" {
+		return ScopeOrg, org, ""
+	}
+	return ScopeRepo, r.PathValue("owner"), r.PathValue("repo")
+}
+
+func sameScope(rn *Runner, scope, owner, repo string) bool {
+	return rn.Scope == scope && strings.EqualFold(rn.Owner, owner) && strings.EqualFold(rn.Repo, repo)
+}
+
+func jobKey(owner, repo string, id int64) string {
+	return strings.ToLower(owner) + "/" + strings.ToLower(repo) + "#" + strconv.FormatInt(id, 10)
+}
+
+// accessToken mints an installation token for a valid App JWT.
+func (s *Server) accessToken(w http.ResponseWriter, r *http.Request) {
+	id, err := strconv.ParseInt(r.PathValue("installation_id"), 10, 64)
+	s.mu.Lock()
+	s.stats.TokenRequests[id]++
+	s.mu.Unlock()
+	if err != nil || id <= 0 {
+		writeError(w, http.StatusNotFound, "Not Found", docsToken)
+		return
+	}
+	if msg := s.checkJWT(bearer(r)); msg != "" {
+		writeError(w, http.StatusUnauthorized, msg, docsREST)
+		return
+	}
+	s.mu.Lock()
+	s.tokenSeq++
+	tok := fmt.Sprintf("ghs_%036d", s.tokenSeq)
+	s.tokens[tok] = id
+	exp := s.now().Add(defaultTokenTTL).UTC().Truncate(time.Second)
+	s.mu.Unlock()
+	writeJSON(w, http.StatusCreated, map[string]any{
+		"token":                tok,
+		"expires_at":           exp.Format(time.RFC3339),
+		"permissions":          map[string]string{"administration": "write", "actions": "read", "metadata": "read"},
+		"repository_selection": "all",
+	})
+}
+
+// checkJWT returns GitHub's message for a JWT it would refuse, or "".
+func (s *Server) checkJWT(tok string) string {
+	const undecodable = "A JSON web token could not be decoded"
+	parts := strings.Split(tok, ".")
+	if tok == "" || len(parts) != 3 {
+		return undecodable
+	}
+	var head struct {
+		Alg string `json:"alg"`
+	}
+	var claims struct {
+		Iss json.RawMessage `json:"iss"`
+		Iat *int64          `json:"iat"`
+		Exp *int64          `json:"exp"`
+	}
+	if decodeSegment(parts[0], &head) != nil || decodeSegment(parts[1], &claims) != nil || head.Alg != "RS256" {
+		return undecodable
+	}
+	if s.pub != nil {
+		sig, err := base64.RawURLEncoding.DecodeString(parts[2])
+		if err != nil {
+			return undecodable
+		}
+		sum := sha256.Sum256([]byte(parts[0] + "." + parts[1]))
+		if rsa.VerifyPKCS1v15(s.pub, crypto.SHA256, sum[:], sig) != nil {
+			return undecodable
+		}
+	}
+	if claims.Iat == nil {
+		return "'Issued at' claim ('iat') must be an Integer representing the time that the assertion was issued."
+	}
+	if claims.Exp == nil || time.Duration(*claims.Exp-*claims.Iat)*time.Second > maxJWTLifetime {
+		return "'Expiration time' claim ('exp') is too far in the future"
+	}
+	if s.appID != 0 {
+		// GitHub accepts the app id as a JSON number or string.
+		iss := strings.Trim(string(claims.Iss), `"`)
+		if iss != strconv.FormatInt(s.appID, 10) {
+			return "'Issuer' claim ('iss') must be an Integer"
+		}
+	}
+	return ""
+}
+
+func decodeSegment(seg string, v any) error {
+	b, err := base64.RawURLEncoding.DecodeString(seg)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
+}
+
+// jitRequest is the body of generate-jitconfig.
+type jitRequest struct {
+	Name          string   `json:"name"`
+	RunnerGroupID *int64   `json:"runner_group_id"`
+	Labels        []string `json:"labels"`
+	WorkFolder    string   `json:"work_folder"`
+}
+
+func (s *Server) generateJIT(w http.ResponseWriter, r *http.Request) {
+	scope, owner, repo := scopeOf(r)
+	doc := docsJITRepo
+	if scope == ScopeOrg {
+		doc = docsJITOrg
+	}
+	var req jitRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, "Problems parsing JSON", doc)
+		return
+	}
+	switch {
+	case strings.TrimSpace(req.Name) == "":
+		writeError(w, http.StatusUnprocessableEntity, "Validation Failed", doc,
+			fieldError{Resource: "Runner", Field: "name", Code: "missing_field"})
+		return
+	case len(req.Labels) == 0:
+		writeError(w, http.StatusUnprocessableEntity, "Validation Failed", doc,
+			fieldError{Resource: "Runner", Field: "labels", Code: "missing_field"})
+		return
+	case req.RunnerGroupID == nil || !s.groups[*req.RunnerGroupID]:
+		writeError(w, http.StatusUnprocessableEntity, "Validation Failed", doc,
+			fieldError{Resource: "Runner", Field: "runner_group_id", Code: "invalid"})
+		return
+	}
+	inst, _ := r.Context().Value(ctxKey{}).(int64)
+	s.mu.Lock()
+	for _, rn := range s.runners {
+		if sameScope(rn, scope, owner, repo) && strings.EqualFold(rn.Name, req.Name) {
+			s.mu.Unlock()
+			writeError(w, http.StatusConflict,
+				fmt.Sprintf("Already exists - A runner with the name %s already exists.", req.Name), doc)
+			return
+		}
+	}
+	s.runnerSeq++
+	rn := &Runner{
+		ID: s.runnerSeq, Name: req.Name, Scope: scope, Owner: owner, Repo: repo,
+		OS: "unknown", Status: "offline", Labels: slices.Clone(req.Labels),
+		RunnerGroupID: *req.RunnerGroupID, WorkFolder: req.WorkFolder, Installation: inst,
+	}
+	s.runners[rn.ID] = rn
+	out := apiRunner(rn)
+	s.mu.Unlock()
+	writeJSON(w, http.StatusCreated, map[string]any{
+		"runner":             out,
+		"encoded_jit_config": encodeJIT(rn),
+	})
+}
+
+// encodeJIT builds a config shaped like GitHub's: base64 of a JSON object
+// of base64 files (.runner, .credentials, .credentials_rsaparams).
+func encodeJIT(rn *Runner) string {
+	enc := func(v any) string {
+		b, _ := json.Marshal(v)
+		return base64.StdEncoding.EncodeToString(b)
+	}
+	return enc(map[string]string{
+		".runner": enc(map[string]any{
+			"AgentId": strconv.FormatInt(rn.ID, 10), "AgentName": rn.Name,
+			"PoolId": strconv.FormatInt(rn.RunnerGroupID, 10), "WorkFolder": rn.WorkFolder,
+			"ServerUrl": "https://pipelines.actions.githubusercontent.com/fake",
+		}),
+		".credentials": enc(map[string]any{
+			"Scheme": "OAuthAccessToken",
+			"Data":   map[string]string{"ClientId": fmt.Sprintf("fake-client-%d", rn.ID)},
+		}),
+		".credentials_rsaparams": enc(map[string]string{"Modulus": "ZmFrZQ==", "Exponent": "AQAB"}),
+	})
+}
+
+type apiLabel struct {
+	ID   int64  `json:"id"`
+	Name string `json:"name"`
+	Type string `json:"type"`
+}
+
+type apiRunnerBody struct {
+	ID     int64      `json:"id"`
+	Name   string     `json:"name"`
+	OS     string     `json:"os"`
+	Status string     `json:"status"`
+	Busy   bool       `json:"busy"`
+	Labels []apiLabel `json:"labels"`
+}
+
+// apiRunner renders a runner as GitHub does. Callers hold s.mu.
+func apiRunner(rn *Runner) apiRunnerBody {
+	out := apiRunnerBody{ID: rn.ID, Name: rn.Name, OS: rn.OS, Status: rn.Status, Busy: rn.Busy, Labels: []apiLabel{}}
+	for i, l := range rn.Labels {
+		typ := "custom"
+		if strings.EqualFold(l, "self-hosted") {
+			typ = "read-only"
+		}
+		out.Labels = append(out.Labels, apiLabel{ID: int64(i + 1), Name: l, Type: typ})
+	}
+	return out
+}
+
+// sortedRunners returns copies of the runners keep accepts, by id.
+// Callers hold s.mu.
+func (s *Server) sortedRunners(keep func(*Runner) bool) []Runner {
+	out := []Runner{}
+	for _, rn := range s.runners {
+		if keep(rn) {
+			c := *rn
+			c.Labels = slices.Clone(rn.Labels)
+			out = append(out, c)
+		}
+	}
+	slices.SortFunc(out, func(a, b Runner) int { return int(a.ID - b.ID) })
+	return out
+}
+
+func (s *Server) listRunners(w http.ResponseWriter, r *http.Request) {
+	scope, owner, repo := scopeOf(r)
+	q := r.URL.Query()
+	name := q.Get("name")
+	perPage, page := atoiDefault(q.Get("per_page"), 30), atoiDefault(q.Get("page"), 1)
+	perPage = min(max(perPage, 1), 100)
+	page = max(page, 1)
+	s.mu.Lock()
+	var all []apiRunnerBody
+	for _, rn := range s.sortedRunners(func(rn *Runner) bool {
+		return sameScope(rn, scope, owner, repo) && (name == "" || strings.EqualFold(rn.Name, name))
+	}) {
+		all = append(all, apiRunner(&rn))
+	}
+	s.mu.Unlock()
+	start := min((page-1)*perPage, len(all))
+	end := min(start+perPage, len(all))
+	writeJSON(w, http.StatusOK, map[string]any{
+		"total_count": len(all),
+		"runners":     append([]apiRunnerBody{}, all[start:end]...),
+	})
+}
+
+func atoiDefault(s string, def int) int {
+	if n, err := strconv.Atoi(s); err == nil {
+		return n
+	}
+	return def
+}
+
+// lookupRunner finds the route's runner in its scope. Callers hold s.mu.
+func (s *Server) lookupRunner(r *http.Request) *Runner {
+	scope, owner, repo := scopeOf(r)
+	id, err := strconv.ParseInt(r.PathValue("runner_id"), 10, 64)
+	if err != nil {
+		return nil
+	}
+	rn := s.runners[id]
+	if rn == nil || !sameScope(rn, scope, owner, repo) {
+		return nil
+	}
+	return rn
+}
+
+func runnerDocs(r *http.Request) string {
+	if r.PathValue("org") != "" {
+		return docsRunnerOrg
+	}
+	return docsRunnerRepo
+}
+
+func (s *Server) getRunner(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	rn := s.lookupRunner(r)
+	var out apiRunnerBody
+	if rn != nil {
+		out = apiRunner(rn)
+	}
+	s.mu.Unlock()
+	if rn == nil {
+		writeError(w, http.StatusNotFound, "Not Found", runnerDocs(r))
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) deleteRunner(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	rn := s.lookupRunner(r)
+	switch {
+	case rn == nil:
+		s.mu.Unlock()
+		writeError(w, http.StatusNotFound, "Not Found", runnerDocs(r))
+	case rn.Busy:
+		name := rn.Name
+		s.mu.Unlock()
+		writeError(w, http.StatusUnprocessableEntity,
+			fmt.Sprintf("Bad request - Runner %q is still running a job", name), runnerDocs(r))
+	default:
+		delete(s.runners, rn.ID)
+		s.mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}
+}
+
+func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
+	owner, repo := r.PathValue("owner"), r.PathValue("repo")
+	id, err := strconv.ParseInt(r.PathValue("job_id"), 10, 64)
+	s.mu.Lock()
+	j, ok := s.jobs[jobKey(owner, repo, id)]
+	s.mu.Unlock()
+	if err != nil || !ok {
+		writeError(w, http.StatusNotFound, "Not Found", docsJob)
+		return
+	}
+	base := fmt.Sprintf("https://api.github.com/repos/%s/%s", owner, repo)
+	body := map[string]any{
+		"id":          j.ID,
+		"run_id":      j.RunID,
+		"run_url":     fmt.Sprintf("%s/actions/runs/%d", base, j.RunID),
+		"node_id":     fmt.Sprintf("CR_fake%d", j.ID),
+		"head_branch": "main",
+		"head_sha":    strings.Repeat("0", 40),
+		"url":         fmt.Sprintf("%s/actions/jobs/%d", base, j.ID),
+		"html_url":    fmt.Sprintf("https://github.com/%s/%s/actions/runs/%d/job/%d", owner, repo, j.RunID, j.ID),
+		"status":      j.Status,
+		"conclusion":  nil,
+		"name":        j.Name,
+		"steps":       []any{},
+		"labels":      append([]string{}, j.Labels...),
+		"run_attempt": 1,
+	}
+	if j.Conclusion != "" {
+		body["conclusion"] = j.Conclusion
+	}
+	if j.RunnerName != "" {
+		body["runner_id"], body["runner_name"] = j.RunnerID, j.RunnerName
+	} else {
+		body["runner_id"], body["runner_name"] = nil, nil
+	}
+	writeJSON(w, http.StatusOK, body)
+}

@@ -1,0 +1,389 @@
+// Package ghfake owns a stand-in for the slice of GitHub's REST API that
+// ghclaim calls: installation access tokens, just-in-time (JIT) runner
+// configuration, self-hosted runners (list by name, get, delete) and
+// workflow jobs. It is an http.Handler, served by httptest in tests and by a
+// real listener under `make run`.
+//
+// It speaks GitHub's real shapes, because the code under test branches on
+// them: status codes, JSON error bodies ({"message", "documentation_url",
+// "status"}), and X-RateLimit-{Limit,Remaining,Used,Reset,Resource} headers
+// on every response, with a per-installation budget that runs out into
+// GitHub's 403 "API rate limit exceeded for installation ID N." A real
+// go-github client turns these into its own typed errors
+// (*github.ErrorResponse, *github.RateLimitError, *github.AbuseRateLimitError)
+// exactly as it would against api.github.com.
+//
+// Faults are injected per route and per count (Fail), either before the
+// action (the request changes nothing) or after it (AfterEffect: the runner
+// is registered, then the answer is lost), which is the case that makes JIT
+// claiming hard. A JSON control API under /_fake/ lets another process drive
+// the same knobs.
+//
+// Design decisions:
+//   - Time and sleeping are injected (WithClock, WithSleep) so a test can
+//     assert exact reset times and "slow" answers without waiting. Note that
+//     ghinstallation decides token refresh on the wall clock, so token
+//     expiry is computed from the injected clock: keep it near real time
+//     or every call refreshes the token.
+//   - Tokens are opaque "ghs_…" strings mapped to installation ids; any
+//     installation id is accepted (GitHub would 404 an unknown one; nothing
+//     in ghclaim depends on that).
+//   - The token endpoint is authenticated by the App JWT and charged to the
+//     App's own budget, never to an installation's, as on GitHub.
+//   - Runner names are unique per scope (a repository, or an organisation),
+//     compared case-insensitively.
+//
+// ghfake must never be wired into a production binary's GitHub client: it
+// exists for tests and local runs only. It never calls the network.
+package ghfake
+
+import (
+	"context"
+	"crypto/rsa"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Routes, as net/http patterns. They name a route in Fail and in Stats.Calls.
+const (
+	RouteAccessToken       = "POST /app/installations/{installation_id}/access_tokens"
+	RouteRepoJIT           = "POST /repos/{owner}/{repo}/actions/runners/generate-jitconfig"
+	RouteOrgJIT            = "POST /orgs/{org}/actions/runners/generate-jitconfig"
+	RouteRepoRunners       = "GET /repos/{owner}/{repo}/actions/runners"
+	RouteOrgRunners        = "GET /orgs/{org}/actions/runners"
+	RouteRepoRunner        = "GET /repos/{owner}/{repo}/actions/runners/{runner_id}"
+	RouteOrgRunner         = "GET /orgs/{org}/actions/runners/{runner_id}"
+	RouteRepoDeleteRunner  = "DELETE /repos/{owner}/{repo}/actions/runners/{runner_id}"
+	RouteOrgDeleteRunner   = "DELETE /orgs/{org}/actions/runners/{runner_id}"
+	RouteJob               = "GET /repos/{owner}/{repo}/actions/jobs/{job_id}"
+	RouteAny               = "*" // matches every API route in Fail
+	controlPrefix          = "/_fake/"
+	defaultRateLimit       = 5000
+	defaultMaxDelay        = time.Minute
+	defaultTokenTTL        = time.Hour
+	rateWindow             = time.Hour
+	defaultRunnerGroupID   = 1
+	docsRateLimit          = "https://docs.github.com/rest/overview/resources-in-the-rest-api#rate-limiting"
+	docsSecondaryRateLimit = "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits"
+	docsREST               = "https://docs.github.com/rest"
+)
+
+// Scopes a runner is registered at (the same values as pool.Scope*).
+const (
+	ScopeRepo = "repo"
+	ScopeOrg  = "org"
+)
+
+// Runner is a registered self-hosted runner as the fake holds it.
+type Runner struct {
+	ID            int64    `json:"id"`
+	Name          string   `json:"name"`
+	Scope         string   `json:"scope"`
+	Owner         string   `json:"owner"`
+	Repo          string   `json:"repo,omitempty"`
+	OS            string   `json:"os"`
+	Status        string   `json:"status"` // "online" or "offline"
+	Busy          bool     `json:"busy"`
+	Labels        []string `json:"labels"`
+	RunnerGroupID int64    `json:"runner_group_id"`
+	WorkFolder    string   `json:"work_folder,omitempty"`
+	// Installation registered the runner.
+	Installation int64 `json:"installation_id"`
+}
+
+// Job is a workflow job as GET /repos/{owner}/{repo}/actions/jobs/{id}
+// returns it. Status is "queued", "in_progress", "completed" (or "waiting").
+type Job struct {
+	ID         int64    `json:"id"`
+	RunID      int64    `json:"run_id,omitempty"`
+	Name       string   `json:"name,omitempty"`
+	Status     string   `json:"status"`
+	Conclusion string   `json:"conclusion,omitempty"`
+	Labels     []string `json:"labels,omitempty"`
+	RunnerID   int64    `json:"runner_id,omitempty"`
+	RunnerName string   `json:"runner_name,omitempty"`
+}
+
+// Stats counts what the fake was asked. Maps are copies.
+type Stats struct {
+	// TokenRequests counts access-token requests per installation id,
+	// answered or not.
+	TokenRequests map[int64]int `json:"token_requests"`
+	// Calls counts requests per route pattern (Route* constants), faulted
+	// ones included; unknown paths count under "".
+	Calls map[string]int `json:"calls"`
+	// InstallationCalls counts requests authenticated by an installation token.
+	InstallationCalls map[int64]int `json:"installation_calls"`
+	// JITCalls counts requests to either generate-jitconfig route.
+	JITCalls int `json:"jit_calls"`
+}
+
+// Rate is one budget's state, as the X-RateLimit-* headers show it.
+type Rate struct {
+	Limit     int   `json:"limit"`
+	Remaining int   `json:"remaining"`
+	Reset     int64 `json:"reset"` // epoch seconds
+}
+
+type bucket struct {
+	limit, remaining int
+	reset            time.Time
+}
+
+// Option configures a Server.
+type Option func(*Server)
+
+// WithAppID makes the token endpoint require a JWT whose `iss` is this id.
+func WithAppID(id int64) Option { return func(s *Server) { s.appID = id } }
+
+// WithPublicKey makes the token endpoint verify the JWT's RS256 signature.
+func WithPublicKey(k *rsa.PublicKey) Option { return func(s *Server) { s.pub = k } }
+
+// WithClock sets the clock used for token expiry and rate-limit resets.
+func WithClock(now func() time.Time) Option { return func(s *Server) { s.now = now } }
+
+// WithSleep sets how a Slow fault waits; it must return early with an
+// error when ctx ends.
+func WithSleep(sleep func(ctx context.Context, d time.Duration) error) Option {
+	return func(s *Server) { s.sleep = sleep }
+}
+
+// WithMaxDelay bounds a Slow fault's delay (default one minute).
+func WithMaxDelay(d time.Duration) Option { return func(s *Server) { s.maxDelay = d } }
+
+// WithPathPrefix serves the API under a prefix, as GitHub Enterprise Server
+// does under "/api/v3"; requests outside it get 404. /_fake/ stays at the root.
+func WithPathPrefix(p string) Option {
+	return func(s *Server) { s.prefix = strings.TrimRight(p, "/") }
+}
+
+// WithRateLimit sets every new installation's hourly budget (default 5000).
+func WithRateLimit(limit int) Option { return func(s *Server) { s.limit = limit } }
+
+// WithRunnerGroups sets the runner group ids that generate-jitconfig
+// accepts (default: 1, GitHub's "Default" group).
+func WithRunnerGroups(ids ...int64) Option {
+	return func(s *Server) {
+		s.groups = map[int64]bool{}
+		for _, id := range ids {
+			s.groups[id] = true
+		}
+	}
+}
+
+// Server is the fake. The zero value is not usable: call New.
+type Server struct {
+	appID    int64
+	pub      *rsa.PublicKey
+	now      func() time.Time
+	sleep    func(context.Context, time.Duration) error
+	maxDelay time.Duration
+	prefix   string
+	limit    int
+	groups   map[int64]bool
+	api      *http.ServeMux
+	control  *http.ServeMux
+
+	mu         sync.Mutex
+	tokens     map[string]int64 // token → installation id
+	tokenSeq   int
+	rates      map[int64]*bucket
+	appRate    *bucket
+	runners    map[int64]*Runner
+	runnerSeq  int64
+	jobs       map[string]Job // jobKey → job
+	faults     []*rule
+	requestSeq int
+	stats      Stats
+}
+
+// New returns a fake with no runners, no jobs and no faults.
+func New(opts ...Option) *Server {
+	s := &Server{
+		now:      time.Now,
+		sleep:    sleepCtx,
+		maxDelay: defaultMaxDelay,
+		limit:    defaultRateLimit,
+		groups:   map[int64]bool{defaultRunnerGroupID: true},
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	s.resetState()
+	s.api = http.NewServeMux()
+	s.api.HandleFunc(RouteAccessToken, s.accessToken)
+	s.api.HandleFunc(RouteRepoJIT, s.generateJIT)
+	s.api.HandleFunc(RouteOrgJIT, s.generateJIT)
+	s.api.HandleFunc(RouteRepoRunners, s.listRunners)
+	s.api.HandleFunc(RouteOrgRunners, s.listRunners)
+	s.api.HandleFunc(RouteRepoRunner, s.getRunner)
+	s.api.HandleFunc(RouteOrgRunner, s.getRunner)
+	s.api.HandleFunc(RouteRepoDeleteRunner, s.deleteRunner)
+	s.api.HandleFunc(RouteOrgDeleteRunner, s.deleteRunner)
+	s.api.HandleFunc(RouteJob, s.getJob)
+	s.control = s.controlMux()
+	return s
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *Server) resetState() {
+	s.tokens = map[string]int64{}
+	s.tokenSeq = 0
+	s.rates = map[int64]*bucket{}
+	s.appRate = nil
+	s.runners = map[int64]*Runner{}
+	s.runnerSeq = 0
+	s.jobs = map[string]Job{}
+	s.faults = nil
+	s.requestSeq = 0
+	s.stats = Stats{
+		TokenRequests:     map[int64]int{},
+		Calls:             map[string]int{},
+		InstallationCalls: map[int64]int{},
+	}
+}
+
+// Reset forgets every token, runner, job, fault, rate budget and counter.
+func (s *Server) Reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.resetState()
+}
+
+// Stats returns a copy of the counters.
+func (s *Server) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := Stats{
+		TokenRequests:     map[int64]int{},
+		Calls:             map[string]int{},
+		InstallationCalls: map[int64]int{},
+		JITCalls:          s.stats.JITCalls,
+	}
+	for k, v := range s.stats.TokenRequests {
+		out.TokenRequests[k] = v
+	}
+	for k, v := range s.stats.Calls {
+		out.Calls[k] = v
+	}
+	for k, v := range s.stats.InstallationCalls {
+		out.InstallationCalls[k] = v
+	}
+	return out
+}
+
+// Runners returns copies of every registered runner, ordered by id.
+func (s *Server) Runners() []Runner {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sortedRunners(func(*Runner) bool { return true })
+}
+
+// RunnerByName returns the first registered runner (lowest id) with this
+// name, in any scope.
+func (s *Server) RunnerByName(name string) (Runner, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rs := s.sortedRunners(func(r *Runner) bool { return strings.EqualFold(r.Name, name) })
+	if len(rs) == 0 {
+		return Runner{}, false
+	}
+	return rs[0], true
+}
+
+// ErrNoRunner is returned by SetRunner when no runner has the name.
+var ErrNoRunner = errorString("ghfake: no runner with that name")
+
+type errorString string
+
+func (e errorString) Error() string { return string(e) }
+
+// SetRunner sets the status ("online"/"offline") and busy flag of every
+// runner with this name, as a runner process picking up a job would.
+func (s *Server) SetRunner(name, status string, busy bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	found := false
+	for _, r := range s.runners {
+		if strings.EqualFold(r.Name, name) {
+			r.Status, r.Busy, found = status, busy, true
+		}
+	}
+	if !found {
+		return ErrNoRunner
+	}
+	return nil
+}
+
+// SetJob creates or replaces a workflow job of owner/repo.
+func (s *Server) SetJob(owner, repo string, j Job) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.jobs[jobKey(owner, repo, j.ID)] = j
+}
+
+// SetRateLimit sets an installation's budget; the window then runs until reset.
+func (s *Server) SetRateLimit(installationID int64, limit, remaining int, reset time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rates[installationID] = &bucket{limit: limit, remaining: remaining, reset: reset}
+}
+
+// RateLimit returns an installation's current budget.
+func (s *Server) RateLimit(installationID int64) Rate {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := s.bucketFor(installationID)
+	return Rate{Limit: b.limit, Remaining: b.remaining, Reset: b.reset.Unix()}
+}
+
+// bucketFor returns the installation's budget, refilled when its window
+// has passed. Callers hold s.mu.
+func (s *Server) bucketFor(installationID int64) *bucket {
+	b := s.rates[installationID]
+	if b == nil {
+		b = &bucket{limit: s.limit, remaining: s.limit, reset: s.now().Add(rateWindow)}
+		s.rates[installationID] = b
+	}
+	s.refill(b)
+	return b
+}
+
+func (s *Server) appBucket() *bucket {
+	if s.appRate == nil {
+		s.appRate = &bucket{limit: s.limit, remaining: s.limit, reset: s.now().Add(rateWindow)}
+	}
+	s.refill(s.appRate)
+	return s.appRate
+}
+
+func (s *Server) refill(b *bucket) {
+	if now := s.now(); !now.Before(b.reset) {
+		b.remaining = b.limit
+		b.reset = now.Add(rateWindow)
+	}
+}
+
+// IssueToken mints an installation token without an App JWT, for tests and
+// local runs that drive the API with a plain token client.
+func (s *Server) IssueToken(installationID int64) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tokenSeq++
+	tok := fmt.Sprintf("ghs_%036d", s.tokenSeq)
+	s.tokens[tok] = installationID
+	return tok
+}

@@ -1,0 +1,223 @@
+package ghfake
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+type ctxKey struct{}
+
+// maxBody caps a request body; ghclaim's requests are tiny.
+const maxBody = 1 << 20
+
+// ServeHTTP answers one request: control endpoints under /_fake/, the API
+// elsewhere. For the API, in order: count the call, take a programmed fault,
+// authenticate, charge the rate budget, run the route, then apply an
+// after-effect fault or send the route's answer.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, controlPrefix) {
+		s.control.ServeHTTP(w, r)
+		return
+	}
+	if s.prefix != "" {
+		rest, ok := strings.CutPrefix(r.URL.Path, s.prefix)
+		if !ok || !strings.HasPrefix(rest, "/") {
+			s.mu.Lock()
+			s.stats.Calls[""]++
+			s.mu.Unlock()
+			writeError(w, http.StatusNotFound, "Not Found", docsREST)
+			return
+		}
+		r2 := r.Clone(r.Context())
+		r2.URL.Path, r2.URL.RawPath = rest, ""
+		r = r2
+	}
+	// Read the body now: until it is read, net/http cannot notice that the
+	// client went away, and a slow fault would outlive its client.
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
+	if err != nil {
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	_, route := s.api.Handler(r)
+
+	s.mu.Lock()
+	s.stats.Calls[route]++
+	s.requestSeq++
+	reqID := fmt.Sprintf("F00D:%04X:%06X", s.requestSeq>>16, s.requestSeq)
+	if route == RouteRepoJIT || route == RouteOrgJIT {
+		s.stats.JITCalls++
+	}
+	fault := s.takeFault(route)
+	// Authenticate by installation token (every route but the token one).
+	inst, authed := int64(0), false
+	if route != RouteAccessToken && route != "" {
+		inst, authed = s.tokens[bearer(r)]
+		if authed {
+			s.stats.InstallationCalls[inst]++
+		}
+	}
+	s.mu.Unlock()
+
+	h := http.Header{}
+	h.Set("X-GitHub-Request-Id", reqID)
+	h.Set("X-GitHub-Media-Type", "github.v3; format=json")
+	h.Set("X-GitHub-Api-Version-Selected", "2022-11-28")
+
+	if fault != nil && fault.Kind == KindSlow && !fault.After {
+		if !s.wait(r.Context(), *fault) {
+			return
+		}
+		fault = nil
+	}
+	if fault != nil && !fault.After {
+		s.mu.Lock()
+		if authed {
+			setRate(h, s.bucketFor(inst))
+		}
+		s.mu.Unlock()
+		writeFault(w, *fault, h)
+		return
+	}
+
+	if route == "" {
+		writeError(w, http.StatusNotFound, "Not Found", docsREST)
+		return
+	}
+	if route != RouteAccessToken {
+		if !authed {
+			copyHeader(w, h)
+			writeError(w, http.StatusUnauthorized, "Bad credentials", docsREST)
+			return
+		}
+		s.mu.Lock()
+		b := s.bucketFor(inst)
+		if b.remaining <= 0 {
+			setRate(h, b)
+			s.mu.Unlock()
+			copyHeader(w, h)
+			writeError(w, http.StatusForbidden,
+				fmt.Sprintf("API rate limit exceeded for installation ID %d.", inst), docsRateLimit)
+			return
+		}
+		b.remaining--
+		setRate(h, b)
+		s.mu.Unlock()
+	}
+
+	rec := &recorder{header: http.Header{}, status: http.StatusOK}
+	s.api.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), ctxKey{}, inst)))
+	if route == RouteAccessToken {
+		// The token route charges the App's own budget; it tells us in
+		// the header it set whether the JWT was good.
+		s.mu.Lock()
+		b := s.appBucket()
+		if b.remaining > 0 {
+			b.remaining--
+		}
+		setRate(h, b)
+		s.mu.Unlock()
+	}
+
+	if fault != nil { // after effect
+		if fault.Kind == KindSlow {
+			if !s.wait(r.Context(), *fault) {
+				return
+			}
+		} else {
+			writeFault(w, *fault, h)
+			return
+		}
+	}
+	copyHeader(w, h)
+	copyHeader(w, rec.header)
+	w.WriteHeader(rec.status)
+	_, _ = w.Write(rec.body.Bytes())
+}
+
+// wait sleeps a slow fault's delay, bounded; false when the client left.
+func (s *Server) wait(ctx context.Context, f Fault) bool {
+	d := time.Duration(f.DelayMS) * time.Millisecond
+	if d > s.maxDelay {
+		d = s.maxDelay
+	}
+	return s.sleep(ctx, d) == nil
+}
+
+func setRate(h http.Header, b *bucket) {
+	h.Set("X-RateLimit-Limit", strconv.Itoa(b.limit))
+	h.Set("X-RateLimit-Remaining", strconv.Itoa(b.remaining))
+	h.Set("X-RateLimit-Used", strconv.Itoa(b.limit-b.remaining))
+	h.Set("X-RateLimit-Reset", strconv.FormatInt(b.reset.Unix(), 10))
+	h.Set("X-RateLimit-Resource", "core")
+}
+
+func copyHeader(w http.ResponseWriter, h http.Header) {
+	for k, v := range h {
+		w.Header()[k] = v
+	}
+}
+
+// bearer returns the credential of "Authorization: token X" or "Bearer X".
+func bearer(r *http.Request) string {
+	a := r.Header.Get("Authorization")
+	for _, p := range []string{"token ", "Bearer ", "bearer "} {
+		if v, ok := strings.CutPrefix(a, p); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// errorBody is GitHub's JSON error shape.
+type errorBody struct {
+	Message          string       `json:"message"`
+	Errors           []fieldError `json:"errors,omitempty"`
+	DocumentationURL string       `json:"documentation_url"`
+	Status           string       `json:"status"`
+}
+
+type fieldError struct {
+	Resource string `json:"resource"`
+	Field    string `json:"field"`
+	Code     string `json:"code"`
+}
+
+func writeError(w http.ResponseWriter, status int, msg, doc string, errs ...fieldError) {
+	writeJSON(w, status, errorBody{Message: msg, Errors: errs, DocumentationURL: doc, Status: strconv.Itoa(status)})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// recorder buffers a route's answer so that an after-effect fault can
+// replace it once the route's state change is done.
+type recorder struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+	wrote  bool
+}
+
+func (r *recorder) Header() http.Header { return r.header }
+
+func (r *recorder) WriteHeader(code int) {
+	if !r.wrote {
+		r.status, r.wrote = code, true
+	}
+}
+
+func (r *recorder) Write(p []byte) (int, error) {
+	r.wrote = true
+	return r.body.Write(p)
+}
