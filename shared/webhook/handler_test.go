@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"reflect"
@@ -544,5 +545,29 @@ func TestNewRefusesUnusableConfig(t *testing.T) {
 				t.Fatalf("New = %v, want an error saying %q", err, tt.text)
 			}
 		})
+	}
+}
+
+// TestHandleHTTPAPIEvent: API Gateway HTTP API (payload format 2.0) events
+// have the Function URL's JSON shape, so the same handler serves them.
+func TestHandleHTTPAPIEvent(t *testing.T) {
+	t.Parallel()
+	body := compact(t, payload(t, "queued"))
+	api := events.APIGatewayV2HTTPRequest{
+		Version: "2.0", RouteKey: "POST /webhook", RawPath: "/webhook",
+		Headers: signedRequest("workflow_job", guid, body).Headers,
+		RequestContext: events.APIGatewayV2HTTPRequestContext{
+			RouteKey: "POST /webhook", Stage: "$default",
+			HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: "POST", Path: "/webhook"},
+		},
+		Body: string(body),
+	}
+	var req events.LambdaFunctionURLRequest
+	if err := json.Unmarshal(compact(t, api), &req); err != nil {
+		t.Fatal(err)
+	}
+	f := setup(t, nil)
+	if resp, _ := f.do(t, req); resp.StatusCode != http.StatusAccepted || len(f.q.sent) != 1 {
+		t.Fatalf("HTTP API event: %d %s, %d sends; want 202 and 1 send", resp.StatusCode, resp.Body, len(f.q.sent))
 	}
 }
