@@ -1,0 +1,435 @@
+// Package failure owns the error classifier: one pure function, Classify,
+// that turns whatever a claim attempt returned (go-github, ghinstallation,
+// the AWS SDK, net/http) into one of DESIGN.md's five error classes, plus
+// the facts the backoff policy needs (Retry-After, the rate-limit reset).
+//
+// It must never do I/O, read the clock, log, or keep state: the same error
+// always gives the same Failure, so a test can pin every row of the table.
+// It must never put a token, header value or request URL into Reason, which
+// is stored on the job record and logged.
+//
+// Decisions written down here:
+//   - Order matters. GitHub's typed errors are checked first, then any
+//     error carrying an HTTP response (go-github's ErrorResponse,
+//     ghinstallation's token-refresh HTTPError, the AWS SDK's response
+//     errors), then AWS error codes, then network errors, then messages.
+//     *url.Error implements net.Error, so a url.Error wrapping a GitHub
+//     token-refresh response must be recognised before the net.Error test.
+//   - Rate limits follow GitHub's documented order: Retry-After when present;
+//     otherwise, when X-RateLimit-Remaining is 0, X-RateLimit-Reset;
+//     otherwise nothing (a secondary limit: the backoff policy then waits at
+//     least a minute). go-github's AbuseRateLimitError.RetryAfter is only
+//     used when the response carries no headers at all (go-github's own
+//     pre-request check), because go-github derives it from the reset with
+//     the wall clock, and because GitHub says to ignore the reset of a
+//     secondary limit while remaining is above 0.
+//   - A 403 is a permission error only when it has no rate-limit signal:
+//     no Retry-After, X-RateLimit-Remaining not 0, no secondary-limit
+//     documentation URL and no "rate limit" in GitHub's message.
+//   - 429 is rate_limit although go-github v62 reports it as a plain
+//     *ErrorResponse.
+//   - When in doubt, retry: losing a job is worse than an extra attempt, and
+//     the maximum age bounds every retry. Only errors that cannot succeed
+//     on a later attempt (bad credentials, missing resources, invalid input)
+//     are non_retryable. A 409 stays retryable: the claimer resolves
+//     "already exists" itself, and a later attempt may succeed.
+//   - context.DeadlineExceeded is a network timeout; context.Canceled is
+//     unknown_retryable (the invocation was cut short, not the network).
+//   - Classify(nil) is a programming error: callers classify only failed
+//     attempts. It returns UnknownRetryable with Reason "nil error" rather
+//     than panicking, so a claim is retried instead of lost.
+package failure
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/aws/smithy-go"
+	"github.com/bradleyfalzon/ghinstallation/v2"
+	"github.com/google/go-github/v62/github"
+)
+
+// Class is one of DESIGN.md's error classes. Its String form is what the
+// job record stores in last_error_class and what logs carry as "class".
+type Class int
+
+// The error classes, in DESIGN.md's order.
+const (
+	// UnknownRetryable is anything not recognised: retried on the ladder.
+	// It is the zero value, so a forgotten Class still retries.
+	UnknownRetryable Class = iota
+	// NonRetryable errors cannot succeed on a later attempt: the job fails.
+	NonRetryable
+	// RateLimit errors wait for Retry-After or the reset, then retry.
+	RateLimit
+	// ServerSide errors (5xx, AWS capacity/internal) retry on the ladder.
+	ServerSide
+	// Network errors (timeouts, resets, refused connections) retry on the ladder.
+	Network
+)
+
+// String returns the stored name of c, e.g. "rate_limit".
+func (c Class) String() string {
+	switch c {
+	case NonRetryable:
+		return "non_retryable"
+	case RateLimit:
+		return "rate_limit"
+	case ServerSide:
+		return "server_side"
+	case Network:
+		return "network"
+	case UnknownRetryable:
+		return "unknown_retryable"
+	}
+	return "class(" + strconv.Itoa(int(c)) + ")"
+}
+
+// Retryable reports whether a failure of class c may be retried.
+func (c Class) Retryable() bool { return c != NonRetryable }
+
+// Failure is a classified error.
+type Failure struct {
+	Class Class
+	// RetryAfter is the server's Retry-After, 0 when it sent none.
+	RetryAfter time.Duration
+	// ResetAt is when the exhausted primary rate limit resets, zero when
+	// unknown (or when the limit was not exhausted).
+	ResetAt time.Time
+	// Status is the HTTP status code behind the error, 0 when there was none.
+	Status int
+	// Reason is short and safe to store and log: no tokens, no URLs, no
+	// header values.
+	Reason string
+}
+
+// Retryable reports whether the failure may be retried.
+func (f Failure) Retryable() bool { return f.Class.Retryable() }
+
+// maxReason bounds Reason so a verbose upstream message cannot bloat the
+// job record.
+const maxReason = 200
+
+// Classify classifies err. Wrapped errors (fmt.Errorf with %w, url.Error,
+// smithy.OperationError, ...) classify like the error they wrap.
+func Classify(err error) Failure {
+	if err == nil {
+		return Failure{Class: UnknownRetryable, Reason: "nil error"}
+	}
+	f := classify(err)
+	f.Reason = clip(f.Reason)
+	return f
+}
+
+func classify(err error) Failure {
+	// GitHub's typed errors.
+	var rle *github.RateLimitError
+	if errors.As(err, &rle) {
+		f := Failure{Class: RateLimit, Reason: "github rate limit: " + rle.Message}
+		if rle.Response != nil {
+			f.Status = rle.Response.StatusCode
+			f.RetryAfter, f.ResetAt = retryAfter(rle.Response.Header)
+		}
+		if f.RetryAfter == 0 && f.ResetAt.IsZero() {
+			f.ResetAt = rle.Rate.Reset.Time
+		}
+		return f
+	}
+	var are *github.AbuseRateLimitError
+	if errors.As(err, &are) {
+		f := Failure{Class: RateLimit, Reason: "github secondary rate limit: " + are.Message}
+		if are.Response != nil {
+			f.Status = are.Response.StatusCode
+			f.RetryAfter, f.ResetAt = rateHeaders(are.Response.Header)
+			if len(are.Response.Header) == 0 && are.RetryAfter != nil && *are.RetryAfter > 0 {
+				// go-github's pre-request check: no real response, only its memory.
+				f.RetryAfter = *are.RetryAfter
+			}
+		} else if are.RetryAfter != nil && *are.RetryAfter > 0 {
+			f.RetryAfter = *are.RetryAfter
+		}
+		return f
+	}
+	var acc *github.AcceptedError
+	if errors.As(err, &acc) {
+		// 202: GitHub scheduled the work and asks us to come back later.
+		return Failure{Class: ServerSide, Status: http.StatusAccepted, Reason: "github 202: accepted, try again later"}
+	}
+	var tfa *github.TwoFactorAuthError
+	if errors.As(err, &tfa) {
+		return Failure{Class: NonRetryable, Status: http.StatusUnauthorized, Reason: "github 401: two-factor authentication required"}
+	}
+	var ger *github.ErrorResponse
+	if errors.As(err, &ger) && ger.Response != nil {
+		return fromResponse("github", ger.Response.StatusCode, ger.Response.Header, ger.Message, ger.DocumentationURL)
+	}
+	var ghe *ghinstallation.HTTPError
+	if errors.As(err, &ghe) && ghe.Response != nil {
+		// The installation token refresh itself failed with an HTTP status.
+		return fromResponse("github token", ghe.Response.StatusCode, ghe.Response.Header, http.StatusText(ghe.Response.StatusCode), "")
+	}
+
+	// AWS.
+	var api smithy.APIError
+	if errors.As(err, &api) && api.ErrorCode() != "" {
+		return fromAWS(api, statusOf(err))
+	}
+	if status := statusOf(err); status != 0 {
+		return fromAWSStatus(status)
+	}
+
+	// Context and network.
+	if errors.Is(err, context.DeadlineExceeded) {
+		return Failure{Class: Network, Reason: "timeout: context deadline exceeded"}
+	}
+	if errors.Is(err, context.Canceled) {
+		return Failure{Class: UnknownRetryable, Reason: "context canceled"}
+	}
+	for _, n := range netErrnos {
+		if errors.Is(err, n.errno) {
+			return Failure{Class: Network, Reason: "network: " + n.reason}
+		}
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return Failure{Class: Network, Reason: "network: unexpected EOF"}
+	}
+	if errors.Is(err, io.EOF) {
+		// net/http reports a connection closed before any response as EOF.
+		return Failure{Class: Network, Reason: "network: connection closed (EOF)"}
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		if ne.Timeout() {
+			return Failure{Class: Network, Reason: "network: timeout"}
+		}
+		return Failure{Class: Network, Reason: "network: " + netReason(err)}
+	}
+
+	// Last resort: the message. GitHub's proxies answer some failures with
+	// bodies that only say so in words.
+	msg := strings.ToLower(err.Error())
+	for _, s := range []string{"bad gateway", "gateway timeout", "service unavailable"} {
+		if strings.Contains(msg, s) {
+			return Failure{Class: ServerSide, Reason: s}
+		}
+	}
+	return Failure{Class: UnknownRetryable, Reason: "unknown: " + fmt.Sprintf("%T", unwrapAll(err))}
+}
+
+// fromResponse classifies an HTTP status from GitHub with its headers and
+// GitHub's message.
+func fromResponse(src string, status int, h http.Header, message, docURL string) Failure {
+	f := Failure{Status: status, Reason: src + " " + strconv.Itoa(status)}
+	if message != "" {
+		f.Reason += ": " + message
+	}
+	switch {
+	case status == http.StatusTooManyRequests:
+		f.Class = RateLimit
+		f.RetryAfter, f.ResetAt = rateHeaders(h)
+	case status == http.StatusForbidden:
+		f.RetryAfter, f.ResetAt = rateHeaders(h)
+		lower := strings.ToLower(message)
+		if f.RetryAfter > 0 || !f.ResetAt.IsZero() || h.Get("X-RateLimit-Remaining") == "0" ||
+			strings.HasSuffix(docURL, "#abuse-rate-limits") || strings.HasSuffix(docURL, "secondary-rate-limits") ||
+			strings.Contains(lower, "rate limit") {
+			f.Class = RateLimit
+		} else {
+			f.Class = NonRetryable
+			if message == "" {
+				f.Reason += ": permission denied"
+			}
+		}
+	case status == http.StatusRequestTimeout:
+		f.Class = Network
+	case status >= 500:
+		f.Class = ServerSide
+	case status == http.StatusBadRequest, status == http.StatusUnauthorized, status == http.StatusNotFound,
+		status == http.StatusGone, status == http.StatusUnprocessableEntity, status == http.StatusUnavailableForLegalReasons:
+		f.Class = NonRetryable
+	default:
+		f.Class = UnknownRetryable
+	}
+	return f
+}
+
+// rateHeaders reads GitHub's rate-limit headers in the documented order:
+// Retry-After first; the reset only while X-RateLimit-Remaining is 0.
+func rateHeaders(h http.Header) (time.Duration, time.Time) {
+	if d, t := retryAfter(h); d > 0 || !t.IsZero() {
+		return d, t
+	}
+	if h.Get("X-RateLimit-Remaining") == "0" {
+		if v, err := strconv.ParseInt(h.Get("X-RateLimit-Reset"), 10, 64); err == nil && v > 0 {
+			return 0, time.Unix(v, 0)
+		}
+	}
+	return 0, time.Time{}
+}
+
+// retryAfter parses Retry-After: delay-seconds (what GitHub sends) or an
+// HTTP date, which becomes an absolute time because Classify has no clock.
+func retryAfter(h http.Header) (time.Duration, time.Time) {
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0, time.Time{}
+	}
+	if s, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if s > 0 {
+			return time.Duration(s) * time.Second, time.Time{}
+		}
+		return 0, time.Time{}
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return 0, t
+	}
+	return 0, time.Time{}
+}
+
+// awsThrottle, awsServer and awsNonRetryable are AWS error codes by class.
+// Codes ending in '*' match as prefixes.
+var (
+	awsThrottle = []string{
+		"RequestLimitExceeded", "Throttling", "ThrottlingException", "ThrottledException",
+		"TooManyRequestsException", "ProvisionedThroughputExceededException", "RequestThrottled",
+		"RequestThrottledException", "SlowDown", "PriorRequestNotComplete", "TransactionInProgressException",
+	}
+	awsServer = []string{
+		"InsufficientInstanceCapacity", "InsufficientCapacity", "InsufficientHostCapacity",
+		"InsufficientReservedInstanceCapacity", "InternalError", "InternalFailure",
+		"InternalServerError", "InternalServiceError", "InternalServerException",
+		"ServiceUnavailable", "ServiceUnavailableException", "Unavailable",
+	}
+	awsNonRetryable = []string{
+		"InvalidParameter*", "UnauthorizedOperation", "AccessDenied*", "InvalidLaunchTemplate*",
+		"ValidationError", "ValidationException", "MissingParameter", "InvalidAMIID*",
+		"InvalidSubnetID*", "InvalidSecurityGroupID*", "InvalidGroup*", "InvalidKeyPair*",
+		"InvalidInstanceType", "Unsupported", "UnsupportedOperation", "OptInRequired",
+		"AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist", "ResourceNotFoundException",
+		"AuthFailure", "InvalidClientTokenId", "UnrecognizedClientException", "SignatureDoesNotMatch",
+	}
+)
+
+func matchCode(code string, list []string) bool {
+	for _, c := range list {
+		if p, ok := strings.CutSuffix(c, "*"); ok {
+			if strings.HasPrefix(code, p) {
+				return true
+			}
+		} else if code == c {
+			return true
+		}
+	}
+	return false
+}
+
+// fromAWS classifies an AWS API error by its code, then by its fault.
+// AWS messages are kept: they name parameters, never credentials.
+func fromAWS(api smithy.APIError, status int) Failure {
+	code := api.ErrorCode()
+	f := Failure{Status: status, Reason: "aws " + code}
+	if m := api.ErrorMessage(); m != "" {
+		f.Reason += ": " + m
+	}
+	switch {
+	case matchCode(code, awsThrottle):
+		// AWS sends no reset: the backoff ladder (with the rate-limit minimum) applies.
+		f.Class = RateLimit
+	case matchCode(code, awsServer):
+		f.Class = ServerSide
+	case matchCode(code, awsNonRetryable):
+		f.Class = NonRetryable
+	case status == http.StatusTooManyRequests:
+		f.Class = RateLimit
+	case api.ErrorFault() == smithy.FaultServer || status >= 500:
+		f.Class = ServerSide
+	default:
+		// An unknown client-side code may still be a throttle we have not
+		// listed (several AWS throttles are plain 400s): retry.
+		f.Class = UnknownRetryable
+	}
+	return f
+}
+
+// fromAWSStatus classifies an AWS response that carried no error code.
+func fromAWSStatus(status int) Failure {
+	f := Failure{Status: status, Reason: "aws http " + strconv.Itoa(status)}
+	switch {
+	case status == http.StatusTooManyRequests:
+		f.Class = RateLimit
+	case status >= 500:
+		f.Class = ServerSide
+	case status == http.StatusUnauthorized, status == http.StatusForbidden, status == http.StatusNotFound:
+		f.Class = NonRetryable
+	default:
+		f.Class = UnknownRetryable
+	}
+	return f
+}
+
+// statusOf finds an HTTP status in err's chain through the interface that
+// smithy-go's ResponseError (and the AWS SDK's, which embeds it) exposes.
+func statusOf(err error) int {
+	var hs interface{ HTTPStatusCode() int }
+	if errors.As(err, &hs) {
+		return hs.HTTPStatusCode()
+	}
+	return 0
+}
+
+var netErrnos = []struct {
+	errno  syscall.Errno
+	reason string
+}{
+	{syscall.ECONNRESET, "connection reset"},
+	{syscall.ECONNREFUSED, "connection refused"},
+	{syscall.ECONNABORTED, "connection aborted"},
+	{syscall.EPIPE, "broken pipe"},
+	{syscall.ETIMEDOUT, "timeout"},
+	{syscall.EHOSTUNREACH, "host unreachable"},
+	{syscall.ENETUNREACH, "network unreachable"},
+}
+
+// netReason names a net.Error without its text, which may hold a URL.
+func netReason(err error) string {
+	var dns *net.DNSError
+	if errors.As(err, &dns) {
+		return "dns lookup failed"
+	}
+	var op *net.OpError
+	if errors.As(err, &op) {
+		return op.Op + " failed"
+	}
+	return "error"
+}
+
+func unwrapAll(err error) error {
+	for {
+		u := errors.Unwrap(err)
+		if u == nil {
+			return err
+		}
+		err = u
+	}
+}
+
+func clip(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) <= maxReason {
+		return s
+	}
+	// Cut on a rune boundary.
+	cut := maxReason
+	for cut > 0 && (s[cut]&0xC0) == 0x80 {
+		cut--
+	}
+	return s[:cut] + "…"
+}

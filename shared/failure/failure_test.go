@@ -1,0 +1,546 @@
+package failure_test
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+	"github.com/bradleyfalzon/ghinstallation/v2"
+	"github.com/google/go-github/v62/github"
+
+	"github.com/ghclaim/ghclaim/shared/failure"
+)
+
+// resetEpoch is a reset far in the future, so go-github's own wall-clock
+// checks never treat it as passed.
+const resetEpoch = 4102444800 // 2100-01-01T00:00:00Z
+
+var resetAt = time.Unix(resetEpoch, 0)
+
+// GitHub's real error bodies.
+const (
+	bodyPrimary   = `{"message":"API rate limit exceeded for installation ID 1.","documentation_url":"https://docs.github.com/rest/overview/resources-in-the-rest-api#rate-limiting"}`
+	bodySecondary = `{"message":"You have exceeded a secondary rate limit and have been temporarily blocked from content creation. Please retry your request again later. If you reach out to GitHub Support for help, please include the request ID 0000:1111:2222:3333:4444.","documentation_url":"https://docs.github.com/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits"}`
+	bodyForbidden = `{"message":"Resource not accessible by integration","documentation_url":"https://docs.github.com/rest/actions/self-hosted-runners#create-configuration-for-a-just-in-time-runner-for-a-repository","status":"403"}`
+	bodyNotFound  = `{"message":"Not Found","documentation_url":"https://docs.github.com/rest/actions/self-hosted-runners#create-configuration-for-a-just-in-time-runner-for-a-repository","status":"404"}`
+	bodyInvalid   = `{"message":"Validation Failed","errors":[{"resource":"Runner","code":"invalid","field":"labels"}],"documentation_url":"https://docs.github.com/rest/actions/self-hosted-runners#create-configuration-for-a-just-in-time-runner-for-a-repository","status":"422"}`
+	bodyBadCreds  = `{"message":"Bad credentials","documentation_url":"https://docs.github.com/rest","status":"401"}`
+	bodyConflict  = `{"message":"Already exists - A runner with the name ci-7 already exists.","documentation_url":"https://docs.github.com/rest/actions/self-hosted-runners#create-configuration-for-a-just-in-time-runner-for-a-repository","status":"409"}`
+	body503       = `{"message":"Service Unavailable","documentation_url":"https://docs.github.com/rest","status":"503"}`
+	body502HTML   = "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502 Bad Gateway</h1></center>\r\n</body>\r\n</html>\r\n"
+)
+
+// reply is one canned GitHub answer.
+type reply struct {
+	status  int
+	headers map[string]string
+	body    string
+}
+
+func rateHeaders(remaining string) map[string]string {
+	return map[string]string{
+		"X-RateLimit-Limit":     "5000",
+		"X-RateLimit-Remaining": remaining,
+		"X-RateLimit-Reset":     fmt.Sprint(resetEpoch),
+		"X-RateLimit-Used":      "5000",
+		"X-RateLimit-Resource":  "core",
+	}
+}
+
+func with(h map[string]string, k, v string) map[string]string {
+	out := map[string]string{k: v}
+	for hk, hv := range h {
+		out[hk] = hv
+	}
+	return out
+}
+
+// setup starts a GitHub stand-in that answers every request with rep and
+// returns a real go-github client pointed at it.
+func setup(t *testing.T, rep reply) *github.Client {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if rep.headers["Content-Type"] == "" {
+			w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		}
+		for k, v := range rep.headers {
+			w.Header().Set(k, v)
+		}
+		w.WriteHeader(rep.status)
+		_, _ = w.Write([]byte(rep.body))
+	}))
+	t.Cleanup(srv.Close)
+	return newClient(t, srv.URL, srv.Client())
+}
+
+func newClient(t *testing.T, base string, hc *http.Client) *github.Client {
+	t.Helper()
+	c, err := github.NewClient(hc).WithEnterpriseURLs(base+"/", base+"/")
+	if err != nil {
+		t.Fatalf("client: %v", err)
+	}
+	c.BaseURL.Path = "/" // the stand-in serves the API at its root, like api.github.com
+	return c
+}
+
+// jit makes the call the claimer makes.
+func jit(ctx context.Context, c *github.Client) error {
+	_, _, err := c.Actions.GenerateRepoJITConfig(ctx, "octo", "repo", &github.GenerateJITConfigRequest{
+		Name: "ci-7", RunnerGroupID: 1, Labels: []string{"self-hosted", "linux"},
+	})
+	if err == nil {
+		return errors.New("want an error, got none")
+	}
+	return fmt.Errorf("claim job 7: %w", err) // callers wrap; the class must survive it
+}
+
+type want struct {
+	class      failure.Class
+	retryAfter time.Duration
+	resetAt    time.Time
+	status     int
+	reason     string // substring
+}
+
+func check(t *testing.T, got failure.Failure, w want) {
+	t.Helper()
+	if got.Class != w.class {
+		t.Errorf("class: got %v, want %v (reason %q)", got.Class, w.class, got.Reason)
+	}
+	if got.RetryAfter != w.retryAfter {
+		t.Errorf("RetryAfter: got %v, want %v", got.RetryAfter, w.retryAfter)
+	}
+	if !got.ResetAt.Equal(w.resetAt) {
+		t.Errorf("ResetAt: got %v, want %v", got.ResetAt, w.resetAt)
+	}
+	if got.Status != w.status {
+		t.Errorf("Status: got %d, want %d", got.Status, w.status)
+	}
+	if !strings.Contains(got.Reason, w.reason) {
+		t.Errorf("Reason: got %q, want it to contain %q", got.Reason, w.reason)
+	}
+	if got.Class.Retryable() != (w.class != failure.NonRetryable) {
+		t.Errorf("Retryable: got %v for %v", got.Class.Retryable(), w.class)
+	}
+}
+
+func TestClassifyGitHub(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		reply reply
+		want  want
+	}{
+		{
+			name:  "primary rate limit 403 remaining 0",
+			reply: reply{403, rateHeaders("0"), bodyPrimary},
+			want:  want{class: failure.RateLimit, resetAt: resetAt, status: 403, reason: "API rate limit exceeded"},
+		},
+		{
+			name:  "primary rate limit 429 remaining 0",
+			reply: reply{429, rateHeaders("0"), bodyPrimary},
+			want:  want{class: failure.RateLimit, resetAt: resetAt, status: 429, reason: "github 429"},
+		},
+		{
+			name:  "secondary limit 403 with Retry-After",
+			reply: reply{403, with(rateHeaders("4990"), "Retry-After", "60"), bodySecondary},
+			want:  want{class: failure.RateLimit, retryAfter: 60 * time.Second, status: 403, reason: "secondary rate limit"},
+		},
+		{
+			// GitHub: without Retry-After and with budget left, ignore the
+			// reset and wait at least a minute (the policy's job).
+			name:  "secondary limit 403 without Retry-After",
+			reply: reply{403, rateHeaders("4990"), bodySecondary},
+			want:  want{class: failure.RateLimit, status: 403, reason: "secondary rate limit"},
+		},
+		{
+			name:  "secondary limit 429 with Retry-After",
+			reply: reply{429, with(rateHeaders("4990"), "Retry-After", "30"), bodySecondary},
+			want:  want{class: failure.RateLimit, retryAfter: 30 * time.Second, status: 429, reason: "github 429"},
+		},
+		{
+			name:  "429 without any header",
+			reply: reply{429, nil, `{"message":"Too Many Requests"}`},
+			want:  want{class: failure.RateLimit, status: 429, reason: "Too Many Requests"},
+		},
+		{
+			name:  "403 permission denied",
+			reply: reply{403, rateHeaders("4999"), bodyForbidden},
+			want:  want{class: failure.NonRetryable, status: 403, reason: "Resource not accessible by integration"},
+		},
+		{
+			name:  "404 not found",
+			reply: reply{404, rateHeaders("4999"), bodyNotFound},
+			want:  want{class: failure.NonRetryable, status: 404, reason: "github 404: Not Found"},
+		},
+		{
+			name:  "422 validation failed",
+			reply: reply{422, rateHeaders("4999"), bodyInvalid},
+			want:  want{class: failure.NonRetryable, status: 422, reason: "Validation Failed"},
+		},
+		{
+			name:  "401 bad credentials",
+			reply: reply{401, nil, bodyBadCreds},
+			want:  want{class: failure.NonRetryable, status: 401, reason: "Bad credentials"},
+		},
+		{
+			name:  "409 already exists stays retryable",
+			reply: reply{409, rateHeaders("4999"), bodyConflict},
+			want:  want{class: failure.UnknownRetryable, status: 409, reason: "Already exists"},
+		},
+		{
+			name:  "502 html bad gateway",
+			reply: reply{502, map[string]string{"Content-Type": "text/html"}, body502HTML},
+			want:  want{class: failure.ServerSide, status: 502, reason: "github 502"},
+		},
+		{
+			name:  "503 service unavailable",
+			reply: reply{503, nil, body503},
+			want:  want{class: failure.ServerSide, status: 503, reason: "Service Unavailable"},
+		},
+		{
+			name:  "500 empty body",
+			reply: reply{500, nil, ""},
+			want:  want{class: failure.ServerSide, status: 500, reason: "github 500"},
+		},
+		{
+			name:  "202 accepted",
+			reply: reply{202, nil, `{}`},
+			want:  want{class: failure.ServerSide, status: 202, reason: "202"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := setup(t, tt.reply)
+			check(t, failure.Classify(jit(context.Background(), c)), tt.want)
+		})
+	}
+}
+
+// go-github remembers an exhausted budget and answers the next call itself,
+// with a fake header-less response: the reset must still come through.
+func TestClassifyGoGitHubMemory(t *testing.T) {
+	t.Parallel()
+	t.Run("primary", func(t *testing.T) {
+		t.Parallel()
+		c := setup(t, reply{403, rateHeaders("0"), bodyPrimary})
+		_ = jit(context.Background(), c)
+		err := jit(context.Background(), c)
+		if !strings.Contains(err.Error(), "not making remote request") {
+			t.Fatalf("second call reached the server: %v", err)
+		}
+		check(t, failure.Classify(err), want{class: failure.RateLimit, resetAt: resetAt, status: 403, reason: "still exceeded"})
+	})
+	t.Run("secondary", func(t *testing.T) {
+		t.Parallel()
+		c := setup(t, reply{403, with(rateHeaders("4990"), "Retry-After", "3600"), bodySecondary})
+		_ = jit(context.Background(), c)
+		err := jit(context.Background(), c)
+		if !strings.Contains(err.Error(), "not making remote request") {
+			t.Fatalf("second call reached the server: %v", err)
+		}
+		got := failure.Classify(err)
+		// go-github computes the remainder with the wall clock: bound it.
+		if got.Class != failure.RateLimit || got.RetryAfter <= 59*time.Minute || got.RetryAfter > time.Hour {
+			t.Errorf("got %+v, want rate_limit with RetryAfter in (59m, 60m]", got)
+		}
+	})
+}
+
+func TestClassifyNetwork(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		err  func(t *testing.T) error
+		want want
+	}{
+		{
+			name: "connection reset",
+			err: func(t *testing.T) error {
+				srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					conn, _, err := w.(http.Hijacker).Hijack()
+					if err != nil {
+						t.Errorf("hijack: %v", err)
+						return
+					}
+					_ = conn.(*net.TCPConn).SetLinger(0) // close with RST
+					_ = conn.Close()
+				}))
+				t.Cleanup(srv.Close)
+				return jit(context.Background(), newClient(t, srv.URL, srv.Client()))
+			},
+			want: want{class: failure.Network, reason: "network: connection reset"},
+		},
+		{
+			name: "connection closed without response",
+			err: func(t *testing.T) error {
+				srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					conn, _, err := w.(http.Hijacker).Hijack()
+					if err != nil {
+						t.Errorf("hijack: %v", err)
+						return
+					}
+					_ = conn.Close()
+				}))
+				t.Cleanup(srv.Close)
+				return jit(context.Background(), newClient(t, srv.URL, srv.Client()))
+			},
+			want: want{class: failure.Network, reason: "network:"},
+		},
+		{
+			name: "connection refused",
+			err: func(t *testing.T) error {
+				ln, err := net.Listen("tcp", "127.0.0.1:0")
+				if err != nil {
+					t.Fatal(err)
+				}
+				addr := ln.Addr().String()
+				_ = ln.Close()
+				return jit(context.Background(), newClient(t, "http://"+addr, &http.Client{}))
+			},
+			want: want{class: failure.Network, reason: "network: connection refused"},
+		},
+		{
+			name: "client timeout",
+			err: func(t *testing.T) error {
+				srv := hanging(t, nil)
+				hc := srv.Client()
+				hc.Timeout = 50 * time.Millisecond
+				return jit(context.Background(), newClient(t, srv.URL, hc))
+			},
+			want: want{class: failure.Network, reason: "timeout"},
+		},
+		{
+			name: "context deadline",
+			err: func(t *testing.T) error {
+				srv := hanging(t, nil)
+				ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+				t.Cleanup(cancel)
+				return jit(ctx, newClient(t, srv.URL, srv.Client()))
+			},
+			want: want{class: failure.Network, reason: "timeout: context deadline exceeded"},
+		},
+		{
+			name: "context canceled",
+			err: func(t *testing.T) error {
+				ctx, cancel := context.WithCancel(context.Background())
+				srv := hanging(t, cancel)
+				return jit(ctx, newClient(t, srv.URL, srv.Client()))
+			},
+			want: want{class: failure.UnknownRetryable, reason: "context canceled"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			check(t, failure.Classify(tt.err(t)), tt.want)
+		})
+	}
+}
+
+// hanging starts a server that never answers: it calls onRequest (when not
+// nil) and then waits until the client goes away or the test ends.
+func hanging(t *testing.T, onRequest func()) *httptest.Server {
+	t.Helper()
+	done := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Read the body so the server watches the connection and cancels
+		// r.Context() when the client hangs up.
+		_, _ = io.Copy(io.Discard, r.Body)
+		if onRequest != nil {
+			onRequest()
+		}
+		select {
+		case <-r.Context().Done():
+		case <-done:
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(done) }) // runs before srv.Close
+	return srv
+}
+
+// The installation-token refresh (ghinstallation) fails before go-github
+// sees a response: its HTTPError travels inside a *url.Error, which is also
+// a net.Error, and must classify by its status, not as a network error.
+func TestClassifyInstallationToken(t *testing.T) {
+	t.Parallel()
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pemKey := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
+	tests := []struct {
+		name  string
+		reply reply
+		want  want
+	}{
+		{"401 bad app key", reply{401, nil, `{"message":"A JSON web token could not be decoded","documentation_url":"https://docs.github.com/rest"}`},
+			want{class: failure.NonRetryable, status: 401, reason: "github token 401"}},
+		{"404 installation gone", reply{404, nil, bodyNotFound}, want{class: failure.NonRetryable, status: 404, reason: "github token 404"}},
+		{"500", reply{500, nil, ""}, want{class: failure.ServerSide, status: 500, reason: "github token 500"}},
+		{"403 rate limited", reply{403, rateHeaders("0"), bodyPrimary}, want{class: failure.RateLimit, status: 403, resetAt: resetAt}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if !strings.HasSuffix(r.URL.Path, "/access_tokens") {
+					t.Errorf("unexpected request %s %s: the token refresh should have failed first", r.Method, r.URL.Path)
+				}
+				for k, v := range tt.reply.headers {
+					w.Header().Set(k, v)
+				}
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(tt.reply.status)
+				_, _ = w.Write([]byte(tt.reply.body))
+			}))
+			t.Cleanup(srv.Close)
+			itr, err := ghinstallation.New(http.DefaultTransport, 1, 42, pemKey)
+			if err != nil {
+				t.Fatal(err)
+			}
+			itr.BaseURL = srv.URL
+			got := failure.Classify(jit(context.Background(), newClient(t, srv.URL, &http.Client{Transport: itr})))
+			check(t, got, tt.want)
+		})
+	}
+}
+
+// awsErr builds the error chain the AWS SDK returns: OperationError →
+// awshttp.ResponseError (embedding smithyhttp.ResponseError) → API error.
+func awsErr(status int, inner error) error {
+	return fmt.Errorf("launch runner: %w", &smithy.OperationError{
+		ServiceID: "EC2", OperationName: "RunInstances",
+		Err: &awshttp.ResponseError{
+			ResponseError: &smithyhttp.ResponseError{
+				Response: &smithyhttp.Response{Response: &http.Response{StatusCode: status, Header: http.Header{}}},
+				Err:      inner,
+			},
+			RequestID: "req-1",
+		},
+	})
+}
+
+func api(code string, fault smithy.ErrorFault) error {
+	return &smithy.GenericAPIError{Code: code, Message: "message for " + code, Fault: fault}
+}
+
+func TestClassifyAWS(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		err  error
+		want want
+	}{
+		{"RequestLimitExceeded", awsErr(503, api("RequestLimitExceeded", smithy.FaultClient)), want{class: failure.RateLimit, status: 503, reason: "aws RequestLimitExceeded"}},
+		{"Throttling", awsErr(400, api("Throttling", smithy.FaultClient)), want{class: failure.RateLimit, status: 400, reason: "aws Throttling"}},
+		{"ThrottlingException", awsErr(400, api("ThrottlingException", smithy.FaultClient)), want{class: failure.RateLimit, status: 400, reason: "ThrottlingException"}},
+		{"ThrottledException", awsErr(400, api("ThrottledException", smithy.FaultClient)), want{class: failure.RateLimit, status: 400, reason: "ThrottledException"}},
+		{"TooManyRequestsException", awsErr(429, api("TooManyRequestsException", smithy.FaultClient)), want{class: failure.RateLimit, status: 429, reason: "TooManyRequestsException"}},
+		{"ProvisionedThroughputExceededException", awsErr(400, api("ProvisionedThroughputExceededException", smithy.FaultClient)), want{class: failure.RateLimit, status: 400, reason: "ProvisionedThroughput"}},
+		{"RequestThrottled", awsErr(400, api("RequestThrottled", smithy.FaultClient)), want{class: failure.RateLimit, status: 400, reason: "RequestThrottled"}},
+		{"InsufficientInstanceCapacity", awsErr(500, api("InsufficientInstanceCapacity", smithy.FaultServer)), want{class: failure.ServerSide, status: 500, reason: "InsufficientInstanceCapacity"}},
+		{"InternalError", awsErr(500, api("InternalError", smithy.FaultServer)), want{class: failure.ServerSide, status: 500, reason: "InternalError"}},
+		{"InternalFailure", awsErr(500, api("InternalFailure", smithy.FaultServer)), want{class: failure.ServerSide, status: 500, reason: "InternalFailure"}},
+		{"ServiceUnavailable", awsErr(503, api("ServiceUnavailable", smithy.FaultServer)), want{class: failure.ServerSide, status: 503, reason: "ServiceUnavailable"}},
+		{"Unavailable", awsErr(503, api("Unavailable", smithy.FaultServer)), want{class: failure.ServerSide, status: 503, reason: "Unavailable"}},
+		{"InvalidParameterValue", awsErr(400, api("InvalidParameterValue", smithy.FaultClient)), want{class: failure.NonRetryable, status: 400, reason: "InvalidParameterValue"}},
+		{"InvalidParameterCombination", awsErr(400, api("InvalidParameterCombination", smithy.FaultClient)), want{class: failure.NonRetryable, status: 400, reason: "InvalidParameterCombination"}},
+		{"InvalidParameter", awsErr(400, api("InvalidParameter", smithy.FaultClient)), want{class: failure.NonRetryable, status: 400, reason: "InvalidParameter"}},
+		{"UnauthorizedOperation", awsErr(403, api("UnauthorizedOperation", smithy.FaultClient)), want{class: failure.NonRetryable, status: 403, reason: "UnauthorizedOperation"}},
+		{"AccessDeniedException", awsErr(400, api("AccessDeniedException", smithy.FaultClient)), want{class: failure.NonRetryable, status: 400, reason: "AccessDeniedException"}},
+		{"InvalidLaunchTemplateId.NotFound", awsErr(400, api("InvalidLaunchTemplateId.NotFound", smithy.FaultClient)), want{class: failure.NonRetryable, status: 400, reason: "InvalidLaunchTemplateId.NotFound"}},
+		{"ValidationError", awsErr(400, api("ValidationError", smithy.FaultClient)), want{class: failure.NonRetryable, status: 400, reason: "ValidationError"}},
+		{"ValidationException", awsErr(400, api("ValidationException", smithy.FaultClient)), want{class: failure.NonRetryable, status: 400, reason: "ValidationException"}},
+		{"unknown client code retries", awsErr(400, api("SomethingNew", smithy.FaultClient)), want{class: failure.UnknownRetryable, status: 400, reason: "aws SomethingNew"}},
+		{"unknown server fault", awsErr(500, api("SomethingBroke", smithy.FaultServer)), want{class: failure.ServerSide, status: 500, reason: "aws SomethingBroke"}},
+		{"bare API error", api("RequestLimitExceeded", smithy.FaultUnknown), want{class: failure.RateLimit, reason: "aws RequestLimitExceeded"}},
+		{"status only 503", awsErr(503, errors.New("deserialization failed")), want{class: failure.ServerSide, status: 503, reason: "aws http 503"}},
+		{"status only 429", awsErr(429, errors.New("deserialization failed")), want{class: failure.RateLimit, status: 429, reason: "aws http 429"}},
+		{"status only 403", awsErr(403, errors.New("deserialization failed")), want{class: failure.NonRetryable, status: 403, reason: "aws http 403"}},
+		{"status only 400", awsErr(400, errors.New("deserialization failed")), want{class: failure.UnknownRetryable, status: 400, reason: "aws http 400"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			check(t, failure.Classify(tt.err), tt.want)
+		})
+	}
+}
+
+func TestClassifyOther(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		err  error
+		want want
+	}{
+		{"nil", nil, want{class: failure.UnknownRetryable, reason: "nil error"}},
+		{"bad gateway message", errors.New("upstream: 502 Bad Gateway"), want{class: failure.ServerSide, reason: "bad gateway"}},
+		{"gateway timeout message", fmt.Errorf("x: %w", errors.New("Gateway Timeout")), want{class: failure.ServerSide, reason: "gateway timeout"}},
+		{"anything else", errors.New("boom"), want{class: failure.UnknownRetryable, reason: "unknown"}},
+		{"secondary limit pre-check without response", &github.AbuseRateLimitError{RetryAfter: ptr(90 * time.Second)}, want{class: failure.RateLimit, retryAfter: 90 * time.Second, reason: "secondary"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			check(t, failure.Classify(tt.err), tt.want)
+		})
+	}
+}
+
+func TestReasonIsBounded(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("é", 500)
+	got := failure.Classify(awsErr(400, &smithy.GenericAPIError{Code: "InvalidParameterValue", Message: long}))
+	if n := len(got.Reason); n > 210 {
+		t.Errorf("len(Reason) = %d, want at most about 200 bytes", n)
+	}
+	if !utf8.ValidString(got.Reason) {
+		t.Errorf("Reason %q is not valid UTF-8 after clipping", got.Reason)
+	}
+	if got.Class != failure.NonRetryable {
+		t.Errorf("class: got %v, want non_retryable", got.Class)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestClassString(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		class failure.Class
+		want  string
+	}{
+		{failure.NonRetryable, "non_retryable"},
+		{failure.RateLimit, "rate_limit"},
+		{failure.ServerSide, "server_side"},
+		{failure.Network, "network"},
+		{failure.UnknownRetryable, "unknown_retryable"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.want, func(t *testing.T) {
+			t.Parallel()
+			if got := tt.class.String(); got != tt.want {
+				t.Errorf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
