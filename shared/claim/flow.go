@@ -8,6 +8,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/ghclaim/ghclaim/shared/backoff"
 	"github.com/ghclaim/ghclaim/shared/failure"
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/obs"
@@ -231,20 +232,24 @@ func (f *flow) retryOrFail(ctx context.Context, err error, registered *Runner) e
 }
 
 // retry hands the job to a new message per the policy, or abandons it.
+// The ladder position is the record's attempt count before this attempt
+// (every recorded attempt that did not end the job was a retryable
+// failure), and first_failure_at comes from the record: both survive
+// every re-send.
 func (f *flow) retry(ctx context.Context, fl failure.Failure, registered *Runner) error {
-	first := f.now
+	in := backoff.Input{Now: f.now, Rung: max(f.attempt-1, 0), Failure: fl, Rand: f.c.rnd()}
 	if f.rec.FirstFailureAt > 0 {
-		first = job.FromMillis(f.rec.FirstFailureAt)
+		in.FirstFailureAt = job.FromMillis(f.rec.FirstFailureAt)
 	}
-	d := f.c.d.Policy.Next(fl, f.attempt, first, f.now)
+	d := f.c.d.Policy.Next(in)
 	if d.GiveUp {
 		return f.finish(ctx, store.Outcome{State: job.Abandoned, Attempt: f.attempt, ErrorClass: fl.Class.String(), Error: fl.Reason},
 			DecisionAbandoned, &cleanup{runner: registered, byName: fl.Class != failure.RateLimit && f.name != "", provisioned: f.name != ""},
-			slog.String(obs.KeyClass, fl.Class.String()), slog.Int64("first_failure_at", job.Millis(first)))
+			slog.String(obs.KeyClass, fl.Class.String()), slog.Int64("first_failure_at", job.Millis(d.FirstFailureAt)))
 	}
 	err := f.handOff(ctx, d.Delay, f.attempt, store.Retry{
-		Attempt: f.attempt, FirstFailureAt: first, ErrorClass: fl.Class.String(), Error: fl.Reason,
-	}, DecisionRetry, slog.String(obs.KeyClass, fl.Class.String()))
+		Attempt: f.attempt, FirstFailureAt: d.FirstFailureAt, ErrorClass: fl.Class.String(), Error: fl.Reason,
+	}, DecisionRetry, slog.String(obs.KeyClass, fl.Class.String()), slog.String("basis", string(d.Basis)))
 	if err == nil {
 		f.c.count("retried")
 		f.c.count("retried_" + fl.Class.String())
@@ -253,14 +258,20 @@ func (f *flow) retry(ctx context.Context, fl failure.Failure, registered *Runner
 }
 
 // deferRate defers a claim whose installation has no budget left, without
-// calling GitHub: to the reset plus jitter. Not an attempt.
+// calling GitHub: to the reset plus the policy's snap jitter. Not an
+// attempt: attempt and first_failure_at stay as they are.
 func (f *flow) deferRate(ctx context.Context, rd ratelimit.Reading) error {
 	var first time.Time
 	if f.rec.FirstFailureAt > 0 {
 		first = job.FromMillis(f.rec.FirstFailureAt)
 	}
-	d := f.c.d.Policy.Defer(rd.ResetAt, f.now)
-	err := f.handOff(ctx, d, f.rec.Attempt, store.Retry{
+	// The policy's reset rule gives reset + jitter; its give-up and rung
+	// are ignored, because nothing was attempted.
+	d := f.c.d.Policy.Next(backoff.Input{
+		Now: f.now, Rung: f.rec.Attempt, Rand: f.c.rnd(),
+		Failure: failure.Failure{Class: failure.RateLimit, ResetAt: rd.ResetAt},
+	})
+	err := f.handOff(ctx, d.Delay, f.rec.Attempt, store.Retry{
 		Attempt: f.rec.Attempt, FirstFailureAt: first, ErrorClass: failure.RateLimit.String(),
 		Error: "deferred: installation rate limit exhausted until " + rd.ResetAt.UTC().Format(time.RFC3339),
 	}, DecisionDeferred, slog.String(obs.KeyClass, failure.RateLimit.String()), slog.Int64("reset_at", job.Millis(rd.ResetAt)))
@@ -275,18 +286,20 @@ func (f *flow) deferRate(ctx context.Context, rd ratelimit.Reading) error {
 // a duplicate (dropped by its version) rather than no message at all.
 func (f *flow) handOff(ctx context.Context, delay time.Duration, attempt int, r store.Retry, decision string, attrs ...slog.Attr) error {
 	next := job.Message{JobID: f.rec.JobID, Version: f.lease.Version + 1, Attempt: attempt}
-	send := delay
-	if delay > queue.MaxDelay {
-		send = queue.MaxDelay
-		next.NotBefore = job.Millis(f.now.Add(delay))
+	secs, nb := backoff.Split(f.now, f.now.Add(delay))
+	if !nb.IsZero() {
+		next.NotBefore = job.Millis(nb)
 	}
-	if err := f.c.d.Queue.Send(ctx, next, send); err != nil {
+	if err := f.c.d.Queue.Send(ctx, next, time.Duration(secs)*time.Second); err != nil {
 		// The lease stays: it expires and the reclaimer re-enqueues the job.
 		f.decide(ctx, slog.LevelError, DecisionHandOffLost, slog.String("error", err.Error()))
 		return err
 	}
 	r.Version = next.Version
 	r.Due = f.now.Add(delay)
+	if !nb.IsZero() {
+		r.Due = nb
+	}
 	if err := f.c.d.Store.Release(ctx, f.lease, r, f.now); err != nil {
 		if errors.Is(err, store.ErrLeaseLost) {
 			f.leaseLost(ctx)

@@ -2,9 +2,8 @@ package claim
 
 import (
 	"context"
-	"time"
 
-	"github.com/ghclaim/ghclaim/shared/failure"
+	"github.com/ghclaim/ghclaim/shared/backoff"
 )
 
 // Target is where a job's runner is registered: a repository, or the
@@ -45,18 +44,9 @@ type GitHub interface {
 	IsNotFound(err error) bool
 }
 
-// Decision is the backoff policy's answer for a failed attempt.
-type Decision struct {
-	Delay  time.Duration
-	GiveUp bool
+// Policy is the retry policy; backoff.Policy implements it.
+type Policy interface {
+	Next(in backoff.Input) backoff.Decision
 }
 
-// Policy is the retry policy (shared/backoff).
-type Policy interface {
-	// Next decides after the attempt-th attempt failed with f, the job's
-	// first failure being at first.
-	Next(f failure.Failure, attempt int, first, now time.Time) Decision
-	// Defer is the delay until a rate limit that resets at reset may be
-	// tried again (the reset plus jitter).
-	Defer(reset, now time.Time) time.Duration
-}
+var _ Policy = backoff.Policy{}

@@ -10,19 +10,16 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
-	"math"
-	mrand "math/rand/v2"
 	"net/http"
 	"net/url"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/bradleyfalzon/ghinstallation/v2"
 	"github.com/google/go-github/v62/github"
 
+	"github.com/ghclaim/ghclaim/shared/backoff"
 	"github.com/ghclaim/ghclaim/shared/claim"
-	"github.com/ghclaim/ghclaim/shared/failure"
 	"github.com/ghclaim/ghclaim/shared/pool"
 )
 
@@ -142,47 +139,6 @@ func (g *tmpGitHub) IsNotFound(err error) bool {
 	return errors.Is(err, errNoRunner) || status(err) == http.StatusNotFound
 }
 
-type tmpPolicy struct {
-	mu  sync.Mutex
-	rnd *mrand.Rand
-}
-
 func newPolicy(t *testing.T, h *harness, seed uint64) claim.Policy {
-	return &tmpPolicy{rnd: mrand.New(mrand.NewPCG(seed, 3))}
-}
-
-var ladder = []time.Duration{30 * time.Second, time.Minute, 2 * time.Minute, 5 * time.Minute, 10 * time.Minute}
-
-func (p *tmpPolicy) f() float64 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.rnd.Float64()
-}
-
-func (p *tmpPolicy) Next(f failure.Failure, attempt int, first, now time.Time) claim.Decision {
-	if now.Sub(first) > 90*time.Minute {
-		return claim.Decision{GiveUp: true}
-	}
-	if f.Class == failure.RateLimit {
-		if f.RetryAfter > 0 {
-			return claim.Decision{Delay: f.RetryAfter + p.snapJitter()}
-		}
-		if !f.ResetAt.IsZero() {
-			return claim.Decision{Delay: p.Defer(f.ResetAt, now)}
-		}
-	}
-	rung := ladder[min(max(attempt-1, 0), len(ladder)-1)]
-	d := time.Duration(float64(rung) * (0.8 + 0.4*p.f()))
-	if f.Class == failure.RateLimit {
-		d = max(d, time.Minute)
-	}
-	return claim.Decision{Delay: d}
-}
-
-func (p *tmpPolicy) snapJitter() time.Duration {
-	return 5*time.Second + time.Duration(math.Floor(p.f()*20e9))
-}
-
-func (p *tmpPolicy) Defer(reset, now time.Time) time.Duration {
-	return max(reset.Sub(now), 0) + p.snapJitter()
+	return backoff.Default()
 }
