@@ -1,0 +1,386 @@
+// Package ghapp owns ghclaim's GitHub App client: App authentication
+// (App JWT → installation token, cached) and the four REST operations the
+// claimer needs — generate a JIT runner configuration, find a runner by
+// name, delete a runner, read a job's status — each exactly one GitHub call.
+//
+// It must never retry, sleep, classify errors or log: the claimer owns the
+// retry policy (DESIGN.md), and a retry hidden here would spend rate budget
+// behind its back. Errors come back as go-github produced them, wrapped with
+// context (%w), so errors.As still finds *github.ErrorResponse,
+// *github.RateLimitError, *github.AbuseRateLimitError or a *url.Error.
+// It must never log or put into an error a token, the private key or a JIT
+// configuration (see Secret).
+//
+// Design decisions:
+//   - Clients are built once per process and reused by warm invocations:
+//     one go-github client per installation, cached in a map under a mutex,
+//     each over its own ghinstallation transport, which caches the
+//     installation token until a minute before it expires. The private key
+//     is parsed once.
+//   - Each installation gets its own ghinstallation.AppsTransport (sharing
+//     the parsed key). ghinstallation v2.19.0's token refresh writes the
+//     AppsTransport's BaseURL and Client fields under the installation
+//     transport's own mutex, so one AppsTransport shared by two
+//     installations is a data race when both refresh at once.
+//   - Config.Wrap wraps each installation's transport from the outside
+//     (go-github → Wrap → token exchange → network), so a rate-reading
+//     transport sees the API's responses with the installation's budget and
+//     never the token endpoint's, whose X-RateLimit-* describe the App's own
+//     JWT budget and would clobber the installation's reading.
+//   - A failed token exchange surfaces from ghinstallation as a
+//     *ghinstallation.HTTPError inside a *url.Error — which is a net.Error
+//     and would be classified as a network blip, retried for 90 minutes
+//     even when the private key is wrong. The installation transport here
+//     hands the token endpoint's response to go-github instead, so the
+//     caller sees the ordinary typed error (401 → *github.ErrorResponse,
+//     403 with Remaining 0 → *github.RateLimitError, …); its
+//     Response.Request is the access_tokens request.
+//   - GITHUB_API_URL is used verbatim as the API root, for ghinstallation
+//     and go-github alike: "https://api.github.com", or
+//     "https://HOST/api/v3" for GitHub Enterprise Server. go-github's
+//     WithEnterpriseURLs is not used because it appends "/api/v3/" to any
+//     URL without it, which breaks a stand-in served at the root.
+//   - A runner group id of 0 means GitHub's "Default" group, id 1, as in
+//     RUNNER_POOLS.
+package ghapp
+
+import (
+	"context"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bradleyfalzon/ghinstallation/v2"
+	"github.com/google/go-github/v62/github"
+)
+
+// DefaultBaseURL is GitHub.com's REST API root.
+const DefaultBaseURL = "https://api.github.com"
+
+// DefaultTimeout bounds one HTTP exchange with GitHub.
+const DefaultTimeout = 10 * time.Second
+
+// Scopes a JIT runner is registered at (the values of pool.Scope*).
+const (
+	ScopeRepo = "repo"
+	ScopeOrg  = "org"
+)
+
+// defaultRunnerGroupID is GitHub's "Default" runner group.
+const defaultRunnerGroupID = 1
+
+var (
+	// ErrRunnerNotFound: no runner with that name is registered in the scope.
+	ErrRunnerNotFound = errors.New("runner not found")
+	// ErrInvalidRequest: the call was refused before reaching GitHub
+	// because its arguments cannot be right (unknown scope, missing name…).
+	// Retrying does not help.
+	ErrInvalidRequest = errors.New("invalid request")
+)
+
+// Config is what New needs. Only AppID and PrivateKey are required.
+type Config struct {
+	// AppID is the GitHub App's id (GITHUB_APP_ID).
+	AppID int64
+	// PrivateKey is the App's private key, PEM (PKCS#1 as GitHub issues
+	// it, or PKCS#8). Resolved by the caller from Secrets Manager.
+	PrivateKey []byte
+	// BaseURL is the REST API root (GITHUB_API_URL); default DefaultBaseURL.
+	BaseURL string
+	// Transport is the network transport; default http.DefaultTransport.
+	Transport http.RoundTripper
+	// Wrap, when set, wraps each installation's authenticated transport,
+	// e.g. with the transport that records X-RateLimit-* readings.
+	Wrap func(installationID int64, base http.RoundTripper) http.RoundTripper
+	// Timeout bounds one HTTP exchange; default DefaultTimeout.
+	Timeout time.Duration
+}
+
+// Client is the GitHub App client. It is safe for concurrent use; build one
+// per process.
+type Client struct {
+	appID   int64
+	key     *rsa.PrivateKey
+	apiRoot string   // no trailing slash, for ghinstallation
+	baseURL *url.URL // with a trailing slash, for go-github
+	tr      http.RoundTripper
+	wrap    func(int64, http.RoundTripper) http.RoundTripper
+	timeout time.Duration
+
+	mu      sync.Mutex
+	clients map[int64]*github.Client
+}
+
+// New validates cfg, fills its defaults and parses the private key. It
+// makes no network call.
+func New(cfg Config) (*Client, error) {
+	if cfg.AppID <= 0 {
+		return nil, fmt.Errorf("ghapp: app id %d: want a positive GitHub App id", cfg.AppID)
+	}
+	key, err := parseKey(cfg.PrivateKey)
+	if err != nil {
+		return nil, fmt.Errorf("ghapp: private key: %w", err)
+	}
+	if cfg.BaseURL == "" {
+		cfg.BaseURL = DefaultBaseURL
+	}
+	root := strings.TrimRight(cfg.BaseURL, "/")
+	u, err := url.Parse(root + "/")
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return nil, fmt.Errorf("ghapp: base url %q: want an absolute http(s) URL", cfg.BaseURL)
+	}
+	if cfg.Transport == nil {
+		cfg.Transport = http.DefaultTransport
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	return &Client{
+		appID: cfg.AppID, key: key, apiRoot: root, baseURL: u,
+		tr: cfg.Transport, wrap: cfg.Wrap, timeout: cfg.Timeout,
+		clients: map[int64]*github.Client{},
+	}, nil
+}
+
+// parseKey reads an RSA private key without ever echoing the input.
+func parseKey(b []byte) (*rsa.PrivateKey, error) {
+	block, _ := pem.Decode(b)
+	if block == nil {
+		return nil, errors.New("not PEM")
+	}
+	if k, err := x509.ParsePKCS1PrivateKey(block.Bytes); err == nil {
+		return k, nil
+	}
+	k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	if err != nil {
+		return nil, errors.New("neither a PKCS#1 nor a PKCS#8 RSA private key")
+	}
+	rk, ok := k.(*rsa.PrivateKey)
+	if !ok {
+		return nil, fmt.Errorf("%T is not an RSA key", k)
+	}
+	return rk, nil
+}
+
+// client returns the installation's go-github client, built on first use.
+func (c *Client) client(installationID int64) (*github.Client, error) {
+	if installationID <= 0 {
+		return nil, fmt.Errorf("installation id %d: %w", installationID, ErrInvalidRequest)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if gh, ok := c.clients[installationID]; ok {
+		return gh, nil
+	}
+	atr := ghinstallation.NewAppsTransportFromPrivateKey(c.tr, c.appID, c.key)
+	atr.BaseURL = c.apiRoot
+	itr := ghinstallation.NewFromAppsTransport(atr, installationID)
+	itr.BaseURL = c.apiRoot
+	var rt http.RoundTripper = itr
+	if c.wrap != nil {
+		rt = c.wrap(installationID, rt)
+	}
+	gh := github.NewClient(&http.Client{Transport: tokenErrors{rt}, Timeout: c.timeout})
+	gh.BaseURL = c.baseURL
+	c.clients[installationID] = gh
+	return gh, nil
+}
+
+// tokenErrors turns a failed token exchange into the token endpoint's HTTP
+// response, so that go-github types it like any other GitHub error.
+type tokenErrors struct{ next http.RoundTripper }
+
+func (t tokenErrors) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(req)
+	var he *ghinstallation.HTTPError
+	if err != nil && errors.As(err, &he) && he.Response != nil && he.Response.Body != nil {
+		return he.Response, nil
+	}
+	return resp, err
+}
+
+// JITRequest asks for a just-in-time runner configuration.
+type JITRequest struct {
+	// Scope is ScopeRepo or ScopeOrg.
+	Scope string
+	// Owner is the repository's owner, or the organisation.
+	Owner string
+	// Repo is the repository name (ScopeRepo only).
+	Repo string
+	// Name is the runner's name, unique in its scope (job.RunnerName).
+	Name string
+	// Labels are the runner's labels; GitHub requires at least one.
+	Labels []string
+	// RunnerGroupID is the runner group; 0 means the Default group (1).
+	RunnerGroupID int64
+	// WorkFolder is the runner's work directory; empty means GitHub's default.
+	WorkFolder string
+}
+
+// JIT is a registered just-in-time runner and its configuration.
+type JIT struct {
+	RunnerID int64
+	Name     string
+	// EncodedConfig is the base64 blob for `run.sh --jitconfig`. It lets
+	// anyone who holds it run jobs as this runner: it is a Secret.
+	EncodedConfig Secret
+}
+
+// Runner is a registered self-hosted runner.
+type Runner struct {
+	ID     int64
+	Name   string
+	Status string // "online" or "offline"
+	Busy   bool
+}
+
+// where names a scope for error messages.
+func where(scope, owner, repo string) string {
+	if scope == ScopeOrg {
+		return "org " + owner
+	}
+	return "repo " + owner + "/" + repo
+}
+
+func checkScope(scope, owner, repo string) error {
+	switch {
+	case scope != ScopeRepo && scope != ScopeOrg:
+		return fmt.Errorf("scope %q: want %q or %q: %w", scope, ScopeRepo, ScopeOrg, ErrInvalidRequest)
+	case owner == "":
+		return fmt.Errorf("owner: required: %w", ErrInvalidRequest)
+	case scope == ScopeRepo && repo == "":
+		return fmt.Errorf("repo: required at scope repo: %w", ErrInvalidRequest)
+	}
+	return nil
+}
+
+// GenerateJIT registers a runner and returns its JIT configuration
+// (POST …/actions/runners/generate-jitconfig). A name already taken in the
+// scope fails with a 409 that IsAlreadyExists recognises.
+func (c *Client) GenerateJIT(ctx context.Context, installationID int64, req JITRequest) (JIT, error) {
+	if err := checkScope(req.Scope, req.Owner, req.Repo); err != nil {
+		return JIT{}, fmt.Errorf("generate jit config: %w", err)
+	}
+	if req.Name == "" {
+		return JIT{}, fmt.Errorf("generate jit config: name: required: %w", ErrInvalidRequest)
+	}
+	gh, err := c.client(installationID)
+	if err != nil {
+		return JIT{}, fmt.Errorf("generate jit config: %w", err)
+	}
+	body := &github.GenerateJITConfigRequest{Name: req.Name, RunnerGroupID: req.RunnerGroupID, Labels: req.Labels}
+	if body.RunnerGroupID == 0 {
+		body.RunnerGroupID = defaultRunnerGroupID
+	}
+	if req.WorkFolder != "" {
+		body.WorkFolder = github.String(req.WorkFolder)
+	}
+	var cfg *github.JITRunnerConfig
+	if req.Scope == ScopeOrg {
+		cfg, _, err = gh.Actions.GenerateOrgJITConfig(ctx, req.Owner, body)
+	} else {
+		cfg, _, err = gh.Actions.GenerateRepoJITConfig(ctx, req.Owner, req.Repo, body)
+	}
+	if err != nil {
+		return JIT{}, fmt.Errorf("generate jit config for runner %s in %s: %w", req.Name, where(req.Scope, req.Owner, req.Repo), err)
+	}
+	if cfg.GetRunner().GetID() == 0 || cfg.GetEncodedJITConfig() == "" {
+		return JIT{}, fmt.Errorf("generate jit config for runner %s in %s: answer without runner id or config", req.Name, where(req.Scope, req.Owner, req.Repo))
+	}
+	name := cfg.GetRunner().GetName()
+	if name == "" {
+		name = req.Name
+	}
+	return JIT{RunnerID: cfg.GetRunner().GetID(), Name: name, EncodedConfig: NewSecret(cfg.GetEncodedJITConfig())}, nil
+}
+
+// FindRunner returns the runner registered under name in the scope
+// (GET …/actions/runners?name=). None: an error wrapping ErrRunnerNotFound.
+func (c *Client) FindRunner(ctx context.Context, installationID int64, scope, owner, repo, name string) (Runner, error) {
+	if err := checkScope(scope, owner, repo); err != nil {
+		return Runner{}, fmt.Errorf("find runner %s: %w", name, err)
+	}
+	gh, err := c.client(installationID)
+	if err != nil {
+		return Runner{}, fmt.Errorf("find runner %s: %w", name, err)
+	}
+	opts := &github.ListRunnersOptions{Name: github.String(name), ListOptions: github.ListOptions{PerPage: 100}}
+	var rs *github.Runners
+	if scope == ScopeOrg {
+		rs, _, err = gh.Actions.ListOrganizationRunners(ctx, owner, opts)
+	} else {
+		rs, _, err = gh.Actions.ListRunners(ctx, owner, repo, opts)
+	}
+	if err != nil {
+		return Runner{}, fmt.Errorf("find runner %s in %s: %w", name, where(scope, owner, repo), err)
+	}
+	// The name filter is GitHub's; checking again costs nothing and keeps
+	// a server that ignores it from handing us someone else's runner.
+	for _, r := range rs.Runners {
+		if strings.EqualFold(r.GetName(), name) {
+			return Runner{ID: r.GetID(), Name: r.GetName(), Status: r.GetStatus(), Busy: r.GetBusy()}, nil
+		}
+	}
+	return Runner{}, fmt.Errorf("find runner %s in %s: %w", name, where(scope, owner, repo), ErrRunnerNotFound)
+}
+
+// DeleteRunner removes a runner (DELETE …/actions/runners/{id}). A runner
+// that is already gone (404) is not an error. A busy runner fails with
+// GitHub's 422.
+func (c *Client) DeleteRunner(ctx context.Context, installationID int64, scope, owner, repo string, runnerID int64) error {
+	if err := checkScope(scope, owner, repo); err != nil {
+		return fmt.Errorf("delete runner %d: %w", runnerID, err)
+	}
+	gh, err := c.client(installationID)
+	if err != nil {
+		return fmt.Errorf("delete runner %d: %w", runnerID, err)
+	}
+	if scope == ScopeOrg {
+		_, err = gh.Actions.RemoveOrganizationRunner(ctx, owner, runnerID)
+	} else {
+		_, err = gh.Actions.RemoveRunner(ctx, owner, repo, runnerID)
+	}
+	if isStatus(err, http.StatusNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("delete runner %d in %s: %w", runnerID, where(scope, owner, repo), err)
+	}
+	return nil
+}
+
+// JobStatus returns a workflow job's status: "queued", "in_progress",
+// "completed", "waiting"… (GET /repos/{owner}/{repo}/actions/jobs/{id}).
+func (c *Client) JobStatus(ctx context.Context, installationID int64, owner, repo string, jobID int64) (string, error) {
+	if err := checkScope(ScopeRepo, owner, repo); err != nil {
+		return "", fmt.Errorf("job %d status: %w", jobID, err)
+	}
+	gh, err := c.client(installationID)
+	if err != nil {
+		return "", fmt.Errorf("job %d status: %w", jobID, err)
+	}
+	j, _, err := gh.Actions.GetWorkflowJobByID(ctx, owner, repo, jobID)
+	if err != nil {
+		return "", fmt.Errorf("job %d status in %s/%s: %w", jobID, owner, repo, err)
+	}
+	return j.GetStatus(), nil
+}
+
+// IsAlreadyExists reports whether err is GitHub's 409 "Already exists - A
+// runner with the name … already exists." from generate-jitconfig, the only
+// 409 that route answers.
+func IsAlreadyExists(err error) bool {
+	return isStatus(err, http.StatusConflict)
+}
+
+func isStatus(err error, status int) bool {
+	var er *github.ErrorResponse
+	return errors.As(err, &er) && er.Response != nil && er.Response.StatusCode == status
+}
