@@ -1,6 +1,37 @@
 // Package ratelimit owns what ghclaim knows about an installation's GitHub
-// API budget: the reading taken from X-RateLimit-* headers and the rule for
-// when a claimer must not call GitHub at all.
+// API budget: the reading taken from X-RateLimit-* headers, the rule for
+// when a claimer must not call GitHub at all, the HTTP transport that takes
+// a reading from every response, and the rule for when a reading is worth
+// sharing with other claimers through the rate#<installation_id> item.
+//
+// It must never log or keep a header other than X-RateLimit-{Limit,
+// Remaining,Reset,Resource} (an Authorization header passes through the
+// transport untouched and unseen), never change a request or a response,
+// and never import an AWS package: persistence goes through the Store port
+// that shared/store implements.
+//
+// Decisions written down here:
+//   - Exhausted (remaining 0, observed less than Freshness ago, reset still
+//     ahead) is DESIGN.md's "do not call GitHub" rule. A reading older than
+//     five minutes is not trusted: another process may have seen the reset.
+//   - A response counts only when it carries all three of X-RateLimit-Limit,
+//     -Remaining and -Reset, parsed; anything else (a 5xx from a proxy, a
+//     cached answer) never clobbers the last reading. Readings of a bucket
+//     other than core or actions_runner_registration (X-RateLimit-Resource
+//     search, graphql, ...) are ignored: the claimer never spends them, and
+//     mixing buckets would flap the shared state.
+//   - Wrap the installation client's transport, outermost: the
+//     installation-token refresh (ghinstallation) is paid from the app's
+//     budget, not the installation's, and must not be read as one.
+//   - Cost rule for sharing (Tracker.Persist, PersistRule): a DynamoDB write
+//     only when it changes what another claimer would decide or when the
+//     shared item is getting old. Write when remaining reaches 0 (everyone
+//     must stop), when the reset window changes (a new budget, or recovery
+//     from an exhausted one), when remaining dropped by at least 10 % of the
+//     limit since the last write, or when the last write is 30 s old. With
+//     a 5000-request budget that is at most one write per 500 calls or per
+//     30 s per process and installation, instead of one per call. Newer
+//     wins: SaveRate must refuse to overwrite a reading observed later.
 package ratelimit
 
 import (
@@ -16,5 +47,26 @@ type Reading struct {
 	ObservedAt time.Time
 }
 
-// ErrNoReading means no reading has been observed or shared yet.
-var ErrNoReading = errors.New("ratelimit: no reading")
+// Freshness is how long an exhausted reading is trusted.
+const Freshness = 5 * time.Minute
+
+// ErrNoReading is wrapped by Store.LoadRate when no reading was ever shared
+// for the installation.
+var ErrNoReading = errors.New("no rate reading")
+
+// Known reports whether r was ever observed (the zero Reading was not).
+func (r Reading) Known() bool { return !r.ObservedAt.IsZero() }
+
+// Exhausted reports whether a claimer must not call GitHub at now: the
+// budget was at 0 less than Freshness ago and its reset is still ahead.
+func (r Reading) Exhausted(now time.Time) bool {
+	return r.Known() && r.Remaining <= 0 &&
+		now.Sub(r.ObservedAt) < Freshness && r.ResetAt.After(now)
+}
+
+// Equal reports whether r and o are the same reading, comparing times as
+// instants (== on Reading also compares time zones).
+func (r Reading) Equal(o Reading) bool {
+	return r.Limit == o.Limit && r.Remaining == o.Remaining &&
+		r.ResetAt.Equal(o.ResetAt) && r.ObservedAt.Equal(o.ObservedAt)
+}

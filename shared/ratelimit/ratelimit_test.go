@@ -1,0 +1,450 @@
+package ratelimit_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ghclaim/ghclaim/shared/ratelimit"
+)
+
+var t0 = time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+
+// resetAt is half an hour after t0, on a whole second as the header is.
+var (
+	resetAt    = t0.Add(30 * time.Minute)
+	resetEpoch = int(resetAt.Unix())
+)
+
+func TestExhausted(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		r    ratelimit.Reading
+		want bool
+	}{
+		{"exhausted", ratelimit.Reading{Limit: 5000, Remaining: 0, ResetAt: t0.Add(time.Minute), ObservedAt: t0.Add(-time.Minute)}, true},
+		{"budget left", ratelimit.Reading{Limit: 5000, Remaining: 1, ResetAt: t0.Add(time.Minute), ObservedAt: t0.Add(-time.Minute)}, false},
+		{"reset passed", ratelimit.Reading{Limit: 5000, Remaining: 0, ResetAt: t0, ObservedAt: t0.Add(-time.Minute)}, false},
+		{"observed 5 min ago is stale", ratelimit.Reading{Limit: 5000, Remaining: 0, ResetAt: t0.Add(time.Hour), ObservedAt: t0.Add(-5 * time.Minute)}, false},
+		{"observed just under 5 min ago", ratelimit.Reading{Limit: 5000, Remaining: 0, ResetAt: t0.Add(time.Hour), ObservedAt: t0.Add(-5*time.Minute + time.Millisecond)}, true},
+		{"zero reading is not exhausted", ratelimit.Reading{}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := tt.r.Exhausted(t0); got != tt.want {
+				t.Errorf("got %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func headers(kv ...string) http.Header {
+	h := http.Header{}
+	for i := 0; i < len(kv); i += 2 {
+		h.Set(kv[i], kv[i+1])
+	}
+	return h
+}
+
+func TestParseHeaders(t *testing.T) {
+	t.Parallel()
+	full := []string{"X-RateLimit-Limit", "5000", "X-RateLimit-Remaining", "4321", "X-RateLimit-Reset", strconv.Itoa(resetEpoch)}
+	tests := []struct {
+		name   string
+		h      http.Header
+		want   ratelimit.Reading
+		wantOK bool
+	}{
+		{"all three", headers(full...), ratelimit.Reading{Limit: 5000, Remaining: 4321, ResetAt: resetAt, ObservedAt: t0}, true},
+		{"core bucket", headers(append(full, "X-RateLimit-Resource", "core")...), ratelimit.Reading{Limit: 5000, Remaining: 4321, ResetAt: resetAt, ObservedAt: t0}, true},
+		{"runner registration bucket", headers(append(full, "X-RateLimit-Resource", "actions_runner_registration")...), ratelimit.Reading{Limit: 5000, Remaining: 4321, ResetAt: resetAt, ObservedAt: t0}, true},
+		{"search bucket ignored", headers(append(full, "X-RateLimit-Resource", "search")...), ratelimit.Reading{}, false},
+		{"no headers", http.Header{}, ratelimit.Reading{}, false},
+		{"missing reset", headers("X-RateLimit-Limit", "5000", "X-RateLimit-Remaining", "0"), ratelimit.Reading{}, false},
+		{"missing limit", headers("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", strconv.Itoa(resetEpoch)), ratelimit.Reading{}, false},
+		{"malformed remaining", headers("X-RateLimit-Limit", "5000", "X-RateLimit-Remaining", "lots", "X-RateLimit-Reset", strconv.Itoa(resetEpoch)), ratelimit.Reading{}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, ok := ratelimit.ParseHeaders(tt.h, t0)
+			if ok != tt.wantOK || !got.Equal(tt.want) {
+				t.Errorf("got (%+v, %v), want (%+v, %v)", got, ok, tt.want, tt.wantOK)
+			}
+		})
+	}
+}
+
+// fakeStore is the rate#<id> item of a hand-written Store: newer wins, as
+// the contract says.
+type fakeStore struct {
+	mu      sync.Mutex
+	items   map[int64]ratelimit.Reading
+	saves   []ratelimit.Reading
+	loadErr error
+}
+
+func newFakeStore() *fakeStore { return &fakeStore{items: map[int64]ratelimit.Reading{}} }
+
+func (s *fakeStore) LoadRate(_ context.Context, id int64) (ratelimit.Reading, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.loadErr != nil {
+		return ratelimit.Reading{}, s.loadErr
+	}
+	r, ok := s.items[id]
+	if !ok {
+		return ratelimit.Reading{}, fmt.Errorf("rate of installation %d: %w", id, ratelimit.ErrNoReading)
+	}
+	return r, nil
+}
+
+func (s *fakeStore) SaveRate(_ context.Context, id int64, r ratelimit.Reading) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.saves = append(s.saves, r)
+	if old, ok := s.items[id]; ok && old.ObservedAt.After(r.ObservedAt) {
+		return nil
+	}
+	s.items[id] = r
+	return nil
+}
+
+// clock is a settable test clock.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Set(t time.Time) { c.mu.Lock(); defer c.mu.Unlock(); c.t = t }
+
+// stand-in answers GitHub-style: status, rate headers when given, and a
+// real error body.
+type answer struct {
+	status    int
+	remaining int // -1: send no rate headers (a proxy's 5xx)
+}
+
+type fixture struct {
+	url     string
+	client  *http.Client
+	tracker *ratelimit.Tracker
+	store   *fakeStore
+	clock   *clock
+}
+
+const installation = 42
+
+// setup starts a GitHub stand-in whose answer to each request is given by
+// the X-Test-Answer request header ("<status>,<remaining>"), and a client
+// whose transport feeds a Tracker.
+func setup(t *testing.T) *fixture {
+	t.Helper()
+	f := &fixture{store: newFakeStore(), clock: &clock{t: t0}}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var a answer
+		if _, err := fmt.Sscanf(r.Header.Get("X-Test-Answer"), "%d,%d", &a.status, &a.remaining); err != nil {
+			t.Errorf("bad test answer: %v", err)
+		}
+		if got := r.Header.Get("Authorization"); got != "token ghs_secret" {
+			t.Errorf("Authorization reaching GitHub: got %q, want it untouched", got)
+		}
+		if a.remaining >= 0 {
+			w.Header().Set("X-RateLimit-Limit", "5000")
+			w.Header().Set("X-RateLimit-Remaining", strconv.Itoa(a.remaining))
+			w.Header().Set("X-RateLimit-Reset", strconv.Itoa(resetEpoch))
+			w.Header().Set("X-RateLimit-Used", strconv.Itoa(5000-a.remaining))
+			w.Header().Set("X-RateLimit-Resource", "core")
+		}
+		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		w.WriteHeader(a.status)
+		switch {
+		case a.status == http.StatusForbidden && a.remaining == 0:
+			_, _ = io.WriteString(w, `{"message":"API rate limit exceeded for installation ID 42.","documentation_url":"https://docs.github.com/rest/overview/resources-in-the-rest-api#rate-limiting"}`)
+		case a.status >= 500:
+			_, _ = io.WriteString(w, "<html><body><h1>502 Bad Gateway</h1></body></html>")
+		default:
+			_, _ = io.WriteString(w, `{"total_count":0,"runners":[]}`)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	f.url = srv.URL
+	f.tracker = ratelimit.NewTracker(f.store, ratelimit.DefaultPersistRule(), f.clock.Now)
+	f.client = &http.Client{Transport: ratelimit.NewTransport(srv.Client().Transport, installation, f.tracker, f.clock.Now)}
+	return f
+}
+
+// do makes one request that the stand-in answers with a.
+func (f *fixture) do(t *testing.T, a answer) int {
+	t.Helper()
+	status, err := f.try(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return status
+}
+
+// try is do for goroutines other than the test's (no t.Fatal there).
+func (f *fixture) try(a answer) (int, error) {
+	req, err := http.NewRequest(http.MethodGet, f.url+"/repos/octo/repo/actions/runners", nil)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Authorization", "token ghs_secret")
+	req.Header.Set("X-Test-Answer", fmt.Sprintf("%d,%d", a.status, a.remaining))
+	resp, err := f.client.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("request: %w", err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, nil
+}
+
+func TestTransport(t *testing.T) {
+	t.Parallel()
+	type step struct {
+		at     time.Duration // clock offset from t0
+		answer answer
+		want   ratelimit.Reading // Latest after the step
+	}
+	reading := func(remaining int, at time.Duration) ratelimit.Reading {
+		return ratelimit.Reading{Limit: 5000, Remaining: remaining, ResetAt: resetAt, ObservedAt: t0.Add(at)}
+	}
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{"200 is read", []step{{0, answer{200, 4999}, reading(4999, 0)}}},
+		{"403 rate limited is read", []step{{time.Second, answer{403, 0}, reading(0, time.Second)}}},
+		{"404 is read", []step{{0, answer{404, 4998}, reading(4998, 0)}}},
+		{"5xx with headers is read", []step{{0, answer{503, 4997}, reading(4997, 0)}}},
+		{"5xx without headers does not clobber", []step{
+			{0, answer{200, 17}, reading(17, 0)},
+			{time.Second, answer{502, -1}, reading(17, 0)},
+		}},
+		{"200 without headers does not clobber an exhausted reading", []step{
+			{0, answer{403, 0}, reading(0, 0)},
+			{time.Second, answer{200, -1}, reading(0, 0)},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := setup(t)
+			for i, s := range tt.steps {
+				f.clock.Set(t0.Add(s.at))
+				if got := f.do(t, s.answer); got != s.answer.status {
+					t.Fatalf("step %d: status %d, want %d passed through", i, got, s.answer.status)
+				}
+				got, ok := f.tracker.Latest(installation)
+				if !ok || !got.Equal(s.want) {
+					t.Fatalf("step %d: Latest = (%+v, %v), want %+v", i, got, ok, s.want)
+				}
+			}
+			if _, ok := f.tracker.Latest(installation + 1); ok {
+				t.Errorf("another installation got a reading")
+			}
+		})
+	}
+}
+
+func TestTransportNoHeadersNoReading(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.do(t, answer{502, -1})
+	if r, ok := f.tracker.Latest(installation); ok {
+		t.Fatalf("got reading %+v from a response without rate headers", r)
+	}
+}
+
+// Many goroutines share one client; responses finish in any order, and the
+// tracker keeps the reading observed last.
+func TestTransportConcurrent(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	var tick atomic.Int64
+	// A ticking clock, so every observation differs and the last one is known.
+	f.client = &http.Client{Transport: ratelimit.NewTransport(http.DefaultTransport, installation, f.tracker, func() time.Time {
+		return t0.Add(time.Duration(tick.Add(1)) * time.Millisecond)
+	})}
+	const n = 64
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := f.try(answer{200, 5000 - i}); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	got, ok := f.tracker.Latest(installation)
+	if !ok || !got.ObservedAt.Equal(t0.Add(n*time.Millisecond)) {
+		t.Fatalf("Latest = (%+v, %v), want the reading observed at tick %d", got, ok, n)
+	}
+}
+
+func TestShouldPersist(t *testing.T) {
+	t.Parallel()
+	rule := ratelimit.DefaultPersistRule()
+	saved := ratelimit.Reading{Limit: 5000, Remaining: 3000, ResetAt: resetAt, ObservedAt: t0}
+	at := func(remaining int, after time.Duration) ratelimit.Reading {
+		return ratelimit.Reading{Limit: 5000, Remaining: remaining, ResetAt: resetAt, ObservedAt: t0.Add(after)}
+	}
+	tests := []struct {
+		name  string
+		saved ratelimit.Reading
+		cur   ratelimit.Reading
+		now   time.Duration // since the write (at t0)
+		want  bool
+	}{
+		{"nothing saved yet", ratelimit.Reading{}, at(4999, 0), 0, true},
+		{"nothing observed", saved, ratelimit.Reading{}, time.Hour, false},
+		{"not newer than saved", saved, at(10, 0), time.Hour, false},
+		{"small drop, recent write", saved, at(2501, time.Second), time.Second, false},
+		{"drop of 10% of the limit", saved, at(2500, time.Second), time.Second, true},
+		{"remaining reaches 0", ratelimit.Reading{Limit: 5000, Remaining: 100, ResetAt: resetAt, ObservedAt: t0}, at(0, time.Second), time.Second, true},
+		{"still 0, same window", ratelimit.Reading{Limit: 5000, Remaining: 0, ResetAt: resetAt, ObservedAt: t0}, at(0, time.Second), time.Second, false},
+		{"new window", saved, ratelimit.Reading{Limit: 5000, Remaining: 4999, ResetAt: resetAt.Add(time.Hour), ObservedAt: t0.Add(time.Second)}, time.Second, true},
+		{"write 29s old", saved, at(2990, 29*time.Second), 29 * time.Second, false},
+		{"write 30s old", saved, at(2990, 30*time.Second), 30 * time.Second, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := rule.ShouldPersist(tt.saved, t0, tt.cur, t0.Add(tt.now)); got != tt.want {
+				t.Errorf("got %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// The tracker writes through the Store only when the rule says so, across
+// a run of real responses.
+func TestTrackerPersist(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	steps := []struct {
+		at        time.Duration
+		answer    answer
+		wantWrite bool
+	}{
+		{0, answer{200, 4999}, true},                 // first reading of this process
+		{time.Second, answer{200, 4990}, false},      // small drop
+		{2 * time.Second, answer{502, -1}, false},    // nothing new
+		{3 * time.Second, answer{200, 4499}, true},   // dropped by 500 (10 %)
+		{10 * time.Second, answer{200, 4480}, false}, // small drop, write 7 s old
+		{33 * time.Second, answer{200, 4470}, true},  // write 30 s old
+		{34 * time.Second, answer{403, 0}, true},     // exhausted
+		{35 * time.Second, answer{403, 0}, false},    // still exhausted, same window
+		{36 * time.Second, answer{200, -1}, false},   // headerless: nothing new
+	}
+	for i, s := range steps {
+		f.clock.Set(t0.Add(s.at))
+		f.do(t, s.answer)
+		wrote, err := f.tracker.Persist(ctx, installation)
+		if err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		if wrote != s.wantWrite {
+			t.Fatalf("step %d (%+v): wrote %v, want %v", i, s.answer, wrote, s.wantWrite)
+		}
+	}
+	got, err := f.store.LoadRate(ctx, installation)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ratelimit.Reading{Limit: 5000, Remaining: 0, ResetAt: resetAt, ObservedAt: t0.Add(34 * time.Second)}
+	if !got.Equal(want) {
+		t.Fatalf("shared reading %+v, want %+v", got, want)
+	}
+	if !got.Exhausted(t0.Add(40 * time.Second)) {
+		t.Errorf("shared reading not exhausted")
+	}
+}
+
+func TestTrackerCurrent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	other := ratelimit.Reading{Limit: 5000, Remaining: 0, ResetAt: resetAt, ObservedAt: t0.Add(time.Minute)}
+	mine := ratelimit.Reading{Limit: 5000, Remaining: 100, ResetAt: resetAt, ObservedAt: t0}
+	tests := []struct {
+		name      string
+		stored    *ratelimit.Reading
+		loadErr   error
+		observed  *ratelimit.Reading
+		want      ratelimit.Reading
+		wantErrIs error
+		wantWrite bool // whether Persist afterwards writes
+	}{
+		{name: "shared is newer", stored: &other, observed: &mine, want: other, wantWrite: false},
+		{name: "mine is newer", stored: &mine, observed: &other, want: other, wantWrite: true},
+		{name: "only mine", observed: &mine, want: mine, wantWrite: true},
+		{name: "only shared", stored: &other, want: other, wantWrite: false},
+		{name: "nothing anywhere", wantErrIs: ratelimit.ErrNoReading},
+		{name: "store down", loadErr: errors.New("dynamodb: throttled"), observed: &mine, want: mine, wantWrite: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := newFakeStore()
+			if tt.stored != nil {
+				s.items[installation] = *tt.stored
+			}
+			tr := ratelimit.NewTracker(s, ratelimit.DefaultPersistRule(), func() time.Time { return t0.Add(2 * time.Minute) })
+			if tt.observed != nil {
+				tr.Observe(installation, *tt.observed)
+			}
+			s.loadErr = tt.loadErr
+			got, err := tr.Current(ctx, installation)
+			switch {
+			case tt.wantErrIs != nil:
+				if !errors.Is(err, tt.wantErrIs) {
+					t.Fatalf("err %v, want %v", err, tt.wantErrIs)
+				}
+				return
+			case tt.loadErr != nil:
+				if !errors.Is(err, tt.loadErr) {
+					t.Fatalf("err %v, want it to wrap the store's", err)
+				}
+			case err != nil:
+				t.Fatalf("err %v", err)
+			}
+			if !got.Equal(tt.want) {
+				t.Fatalf("got %+v, want %+v", got, tt.want)
+			}
+			s.loadErr = nil
+			wrote, err := tr.Persist(ctx, installation)
+			if err != nil || wrote != tt.wantWrite {
+				t.Fatalf("Persist = (%v, %v), want (%v, nil)", wrote, err, tt.wantWrite)
+			}
+		})
+	}
+}
+
+func TestTrackerObserveKeepsNewest(t *testing.T) {
+	t.Parallel()
+	tr := ratelimit.NewTracker(newFakeStore(), ratelimit.DefaultPersistRule(), func() time.Time { return t0 })
+	newer := ratelimit.Reading{Limit: 5000, Remaining: 10, ResetAt: resetAt, ObservedAt: t0.Add(time.Second)}
+	older := ratelimit.Reading{Limit: 5000, Remaining: 20, ResetAt: resetAt, ObservedAt: t0}
+	tr.Observe(installation, newer)
+	tr.Observe(installation, older)
+	tr.Observe(installation, ratelimit.Reading{})
+	if got, _ := tr.Latest(installation); !got.Equal(newer) {
+		t.Fatalf("got %+v, want %+v", got, newer)
+	}
+}

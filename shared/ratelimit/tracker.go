@@ -1,0 +1,179 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+)
+
+// Store is the shared rate state, one rate#<installation_id> item per
+// installation; shared/store implements it.
+type Store interface {
+	// LoadRate returns the shared reading, or an error wrapping
+	// ErrNoReading when there is none.
+	LoadRate(ctx context.Context, installationID int64) (Reading, error)
+	// SaveRate shares r unless the stored reading was observed later (that
+	// refusal is not an error).
+	SaveRate(ctx context.Context, installationID int64, r Reading) error
+}
+
+// PersistRule decides when a reading is worth a write to the Store. See
+// the package doc for the cost rule it implements.
+type PersistRule struct {
+	// DropFraction of the limit: remaining falling by at least this much
+	// since the last write triggers a write.
+	DropFraction float64
+	// MaxInterval: a newer reading is written once the last write is this old.
+	MaxInterval time.Duration
+}
+
+// DefaultPersistRule writes on a 10 % drop or after 30 s.
+func DefaultPersistRule() PersistRule {
+	return PersistRule{DropFraction: 0.1, MaxInterval: 30 * time.Second}
+}
+
+// ShouldPersist reports whether cur must be written, given the reading
+// saved last (zero if none) and when it was written.
+func (p PersistRule) ShouldPersist(saved Reading, savedAt time.Time, cur Reading, now time.Time) bool {
+	switch {
+	case !cur.Known():
+		return false
+	case !saved.Known():
+		return true
+	case !cur.ObservedAt.After(saved.ObservedAt):
+		return false // nothing newer than what is shared
+	case !cur.ResetAt.Equal(saved.ResetAt):
+		return true // a new window: a new budget, or the end of an exhausted one
+	case cur.Remaining <= 0 && saved.Remaining > 0:
+		return true // everyone must stop
+	case saved.Remaining-cur.Remaining >= p.dropThreshold(cur.Limit, saved.Limit):
+		return true
+	case now.Sub(savedAt) >= p.MaxInterval:
+		return true
+	}
+	return false
+}
+
+func (p PersistRule) dropThreshold(limits ...int) int {
+	limit := 0
+	for _, l := range limits {
+		limit = max(limit, l)
+	}
+	return max(1, int(math.Ceil(p.DropFraction*float64(limit))))
+}
+
+// Tracker keeps the latest reading of each installation in memory (it is
+// the Transport's Observer) and shares it through a Store by the
+// PersistRule. It is safe for concurrent use.
+type Tracker struct {
+	store Store
+	rule  PersistRule
+	now   func() time.Time
+
+	mu sync.Mutex
+	by map[int64]*entry
+}
+
+type entry struct {
+	latest  Reading // newest observed here or loaded from the store
+	saved   Reading // newest known to be in the store
+	savedAt time.Time
+}
+
+var _ Observer = (*Tracker)(nil)
+
+// NewTracker returns a Tracker sharing through store with rule; now is the
+// clock of the write-age rule (time.Now in main).
+func NewTracker(store Store, rule PersistRule, now func() time.Time) *Tracker {
+	if now == nil {
+		now = time.Now
+	}
+	return &Tracker{store: store, rule: rule, now: now, by: map[int64]*entry{}}
+}
+
+func (t *Tracker) entry(id int64) *entry {
+	e := t.by[id]
+	if e == nil {
+		e = &entry{}
+		t.by[id] = e
+	}
+	return e
+}
+
+// Observe records r as installationID's latest reading unless a newer one
+// is already known (responses of concurrent requests finish in any order).
+// It does no I/O.
+func (t *Tracker) Observe(installationID int64, r Reading) {
+	if !r.Known() {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.entry(installationID)
+	if r.ObservedAt.After(e.latest.ObservedAt) || !e.latest.Known() {
+		e.latest = r
+	}
+}
+
+// Latest returns the newest reading this process knows for installationID.
+func (t *Tracker) Latest(installationID int64) (Reading, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if e := t.by[installationID]; e != nil && e.latest.Known() {
+		return e.latest, true
+	}
+	return Reading{}, false
+}
+
+// Current returns the newest of this process's reading and the shared one
+// (one Store read). With a Store error it returns what this process knows
+// and the error; with no reading anywhere, an error wrapping ErrNoReading.
+func (t *Tracker) Current(ctx context.Context, installationID int64) (Reading, error) {
+	shared, err := t.store.LoadRate(ctx, installationID)
+	if err != nil && !errors.Is(err, ErrNoReading) {
+		local, _ := t.Latest(installationID)
+		return local, fmt.Errorf("load rate of installation %d: %w", installationID, err)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.entry(installationID)
+	if err == nil && shared.Known() {
+		if shared.ObservedAt.After(e.saved.ObservedAt) {
+			// Shared already: no need to write it back.
+			e.saved, e.savedAt = shared, t.now()
+		}
+		if shared.ObservedAt.After(e.latest.ObservedAt) {
+			e.latest = shared
+		}
+	}
+	if !e.latest.Known() {
+		return Reading{}, fmt.Errorf("rate of installation %d: %w", installationID, ErrNoReading)
+	}
+	return e.latest, nil
+}
+
+// Persist writes installationID's latest reading to the Store when the
+// PersistRule says so, and reports whether it wrote.
+func (t *Tracker) Persist(ctx context.Context, installationID int64) (bool, error) {
+	now := t.now()
+	t.mu.Lock()
+	e := t.entry(installationID)
+	cur := e.latest
+	write := t.rule.ShouldPersist(e.saved, e.savedAt, cur, now)
+	t.mu.Unlock()
+	if !write {
+		return false, nil
+	}
+	if err := t.store.SaveRate(ctx, installationID, cur); err != nil {
+		return false, fmt.Errorf("save rate of installation %d: %w", installationID, err)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if cur.ObservedAt.After(e.saved.ObservedAt) || !e.saved.Known() {
+		e.saved, e.savedAt = cur, now
+	}
+	return true, nil
+}

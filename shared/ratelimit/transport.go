@@ -1,0 +1,89 @@
+package ratelimit
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The headers a reading is taken from. Nothing else is ever read.
+const (
+	headerLimit     = "X-RateLimit-Limit"
+	headerRemaining = "X-RateLimit-Remaining"
+	headerReset     = "X-RateLimit-Reset"
+	headerResource  = "X-RateLimit-Resource"
+)
+
+// ParseHeaders takes a reading from a response's headers, observed at now.
+// ok is false when a header is missing or malformed, or when the reading is
+// of a bucket the claimer does not spend (see the package doc).
+func ParseHeaders(h http.Header, now time.Time) (r Reading, ok bool) {
+	switch strings.ToLower(h.Get(headerResource)) {
+	case "", "core", "actions_runner_registration":
+	default:
+		return Reading{}, false
+	}
+	limit, err1 := strconv.Atoi(strings.TrimSpace(h.Get(headerLimit)))
+	remaining, err2 := strconv.Atoi(strings.TrimSpace(h.Get(headerRemaining)))
+	reset, err3 := strconv.ParseInt(strings.TrimSpace(h.Get(headerReset)), 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil || limit < 0 || remaining < 0 || reset <= 0 {
+		return Reading{}, false
+	}
+	return Reading{Limit: limit, Remaining: remaining, ResetAt: time.Unix(reset, 0).UTC(), ObservedAt: now}, true
+}
+
+// Observer receives every reading a Transport takes. It is called from the
+// goroutine making the request, possibly from many at once, and must not
+// block: Tracker.Observe only updates memory.
+type Observer interface {
+	Observe(installationID int64, r Reading)
+}
+
+// ObserverFunc adapts a function to Observer.
+type ObserverFunc func(installationID int64, r Reading)
+
+// Observe calls f.
+func (f ObserverFunc) Observe(installationID int64, r Reading) { f(installationID, r) }
+
+// Transport is an http.RoundTripper that takes a reading from every
+// response of one installation's GitHub client, errors included, and hands
+// it to an Observer. It changes neither request nor response.
+type Transport struct {
+	base           http.RoundTripper
+	installationID int64
+	observer       Observer
+	now            func() time.Time
+}
+
+var _ http.RoundTripper = (*Transport)(nil)
+
+// NewTransport wraps base (http.DefaultTransport when nil) for the client
+// of installationID. now is the clock for ObservedAt; main passes
+// time.Now, tests a fixed clock.
+func NewTransport(base http.RoundTripper, installationID int64, observer Observer, now func() time.Time) *Transport {
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	if now == nil {
+		now = time.Now
+	}
+	return &Transport{base: base, installationID: installationID, observer: observer, now: now}
+}
+
+// RoundTrip sends req through the base transport and observes the answer.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.base.RoundTrip(req)
+	if err != nil || resp == nil || t.observer == nil {
+		return resp, err
+	}
+	// A cached answer (httpcache) repeats an old reading: skip it, as
+	// go-github does.
+	if resp.Header.Get("X-From-Cache") != "" {
+		return resp, err
+	}
+	if r, ok := ParseHeaders(resp.Header, t.now()); ok {
+		t.observer.Observe(t.installationID, r)
+	}
+	return resp, err
+}
