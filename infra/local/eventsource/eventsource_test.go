@@ -169,8 +169,10 @@ func TestPollSettlesTheBatchLikeTheEventSourceMapping(t *testing.T) {
 			wantInFlight: 3,
 		},
 		{
-			name:         "an invalid response deletes nothing",
-			answer:       func(events.SQSEvent) ([]byte, error) { return []byte(`{"batchItemFailures":[{"itemIdentifier":"nope"}]}`), nil },
+			name: "an invalid response deletes nothing",
+			answer: func(events.SQSEvent) ([]byte, error) {
+				return []byte(`{"batchItemFailures":[{"itemIdentifier":"nope"}]}`), nil
+			},
 			wantInFlight: 3,
 		},
 	}
