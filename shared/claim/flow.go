@@ -10,6 +10,7 @@ import (
 
 	"github.com/ghclaim/ghclaim/shared/backoff"
 	"github.com/ghclaim/ghclaim/shared/failure"
+	"github.com/ghclaim/ghclaim/shared/ghapp"
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/obs"
 	"github.com/ghclaim/ghclaim/shared/pool"
@@ -50,8 +51,10 @@ type flow struct {
 	// attempt is the record's attempt count, plus one once this attempt
 	// reached GitHub or the provisioner.
 	attempt int
-	target  Target
-	name    string
+	// scope, owner and repo say where the runner is registered (repo is
+	// empty at org scope).
+	scope, owner, repo string
+	name               string
 }
 
 // handleMessage runs one message through the claim. nil means the message
@@ -129,9 +132,11 @@ func (f *flow) claim(ctx context.Context) error {
 	}
 	f.pool = p
 	f.name = job.RunnerName(p.Name, f.rec.JobID)
-	f.target = Target{InstallationID: f.rec.InstallationID, Scope: p.Scope, Owner: f.rec.Owner()}
-	if p.Scope != pool.ScopeOrg {
-		f.target.Scope, f.target.Repo = pool.ScopeRepo, f.rec.RepoName()
+	f.scope, f.owner = pool.ScopeRepo, f.rec.Owner()
+	if p.Scope == pool.ScopeOrg {
+		f.scope = pool.ScopeOrg
+	} else {
+		f.repo = f.rec.RepoName()
 	}
 
 	rd, ok, err := c.rates.current(ctx, f.rec.InstallationID, f.now)
@@ -168,25 +173,27 @@ func (f *flow) claim(ctx context.Context) error {
 		return f.finish(ctx, store.Outcome{State: job.Claimed, Attempt: f.attempt, RunnerName: f.name}, DecisionReused, nil,
 			slog.Int64("runner_id", reused.ID), slog.String("runner_status", reused.Status), slog.Bool("runner_busy", reused.Busy))
 	}
-	res, err := c.d.Provisioner.Provision(ctx, f.request(jit))
+	res, err := c.d.Provisioner.Provision(ctx, f.request(jit.EncodedConfig))
 	if err != nil {
-		return f.retryOrFail(ctx, err, &jit.Runner)
+		return f.retryOrFail(ctx, err, &ghapp.Runner{ID: jit.RunnerID, Name: jit.Name, Status: "offline"})
 	}
-	return f.finish(ctx, store.Outcome{State: job.Claimed, Attempt: f.attempt, RunnerName: f.name}, DecisionClaimed, nil,
-		slog.Int64("runner_id", jit.Runner.ID), slog.String("instance_id", res.InstanceID),
-		slog.String("dispatch_message_id", res.MessageID), slog.Bool("reused_machine", res.Reused))
+	attrs := []slog.Attr{slog.Int64("runner_id", jit.RunnerID), slog.Bool("reused_machine", res.Reused)}
+	if res.InstanceID != "" {
+		attrs = append(attrs, slog.String("instance_id", res.InstanceID))
+	}
+	if res.MessageID != "" {
+		attrs = append(attrs, slog.String("dispatch_message_id", res.MessageID))
+	}
+	return f.finish(ctx, store.Outcome{State: job.Claimed, Attempt: f.attempt, RunnerName: f.name}, DecisionClaimed, nil, attrs...)
 }
 
 // request is the provisioner's request. The JIT config leaves its
-// redacting wrapper here, and only here.
-func (f *flow) request(jit JIT) provision.Request {
-	req := provision.Request{
+// redacting wrapper here, and only here, for its one destination.
+func (f *flow) request(config ghapp.Secret) provision.Request {
+	return provision.Request{
 		JobID: f.rec.JobID, RunID: f.rec.RunID, Repo: f.rec.Repo, Pool: f.pool, RunnerName: f.name,
+		JITConfig: config.Reveal(),
 	}
-	if jit.Config != nil {
-		req.JITConfig = jit.Config.Reveal()
-	}
-	return req
 }
 
 // register gets a JIT config for the job's runner name. GitHub answers
@@ -194,32 +201,36 @@ func (f *flow) request(jit JIT) provision.Request {
 // (the name is derived from the job). Online or busy, that runner is alive
 // and is reused (returned as reused); offline, it never connected, so it is
 // deleted and a new config generated.
-func (f *flow) register(ctx context.Context) (JIT, *Runner, error) {
-	gh := f.c.d.GitHub
-	jit, err := gh.GenerateJIT(ctx, f.target, f.name, f.pool.Labels, f.pool.RunnerGroupID)
-	if err == nil || !gh.IsAlreadyExists(err) {
+func (f *flow) register(ctx context.Context) (ghapp.JIT, *ghapp.Runner, error) {
+	gh, inst := f.c.d.GitHub, f.rec.InstallationID
+	req := ghapp.JITRequest{
+		Scope: f.scope, Owner: f.owner, Repo: f.repo, Name: f.name,
+		Labels: f.pool.Labels, RunnerGroupID: f.pool.RunnerGroupID,
+	}
+	jit, err := gh.GenerateJIT(ctx, inst, req)
+	if err == nil || !ghapp.IsAlreadyExists(err) {
 		return jit, nil, err
 	}
-	r, err := gh.FindRunner(ctx, f.target, f.name)
+	r, err := gh.FindRunner(ctx, inst, f.scope, f.owner, f.repo, f.name)
 	switch {
 	case err == nil && (r.Busy || r.Status == "online"):
-		return JIT{}, &r, nil
+		return ghapp.JIT{}, &r, nil
 	case err == nil:
-		if err := gh.DeleteRunner(ctx, f.target, r.ID); err != nil && !gh.IsNotFound(err) {
-			return JIT{}, nil, err
+		if err := gh.DeleteRunner(ctx, inst, f.scope, f.owner, f.repo, r.ID); err != nil {
+			return ghapp.JIT{}, nil, err
 		}
-	case gh.IsNotFound(err):
+	case isNotFound(err):
 		// Deleted since the 409: register afresh.
 	default:
-		return JIT{}, nil, err
+		return ghapp.JIT{}, nil, err
 	}
-	jit, err = gh.GenerateJIT(ctx, f.target, f.name, f.pool.Labels, f.pool.RunnerGroupID)
+	jit, err = gh.GenerateJIT(ctx, inst, req)
 	return jit, nil, err
 }
 
 // retryOrFail classifies a failed attempt. registered is the runner this
 // attempt registered, if any.
-func (f *flow) retryOrFail(ctx context.Context, err error, registered *Runner) error {
+func (f *flow) retryOrFail(ctx context.Context, err error, registered *ghapp.Runner) error {
 	fl := failure.Classify(err)
 	if fl.Class == failure.RateLimit && !fl.ResetAt.IsZero() {
 		f.observe(ctx, ratelimit.Reading{Remaining: 0, ResetAt: fl.ResetAt, ObservedAt: f.now})
@@ -236,7 +247,7 @@ func (f *flow) retryOrFail(ctx context.Context, err error, registered *Runner) e
 // (every recorded attempt that did not end the job was a retryable
 // failure), and first_failure_at comes from the record: both survive
 // every re-send.
-func (f *flow) retry(ctx context.Context, fl failure.Failure, registered *Runner) error {
+func (f *flow) retry(ctx context.Context, fl failure.Failure, registered *ghapp.Runner) error {
 	in := backoff.Input{Now: f.now, Rung: max(f.attempt-1, 0), Failure: fl, Rand: f.c.rnd()}
 	if f.rec.FirstFailureAt > 0 {
 		in.FirstFailureAt = job.FromMillis(f.rec.FirstFailureAt)
@@ -316,7 +327,7 @@ func (f *flow) handOff(ctx context.Context, delay time.Duration, attempt int, r 
 // cleanup is what a claim that ends without a runner takes back, after
 // its fenced Finish succeeded.
 type cleanup struct {
-	runner      *Runner // registered by this attempt
+	runner      *ghapp.Runner // registered by this attempt
 	byName      bool    // look for an earlier attempt's registration by name
 	provisioned bool    // let the provisioner remove what it left
 }
@@ -347,7 +358,7 @@ func (f *flow) finish(ctx context.Context, o store.Outcome, decision string, cu 
 // claim that ended without a runner. Best effort: a failure is logged (an
 // offline registration that never connects does no harm but clutter).
 func (f *flow) cleanUp(ctx context.Context, cu cleanup) {
-	gh := f.c.d.GitHub
+	gh, inst := f.c.d.GitHub, f.rec.InstallationID
 	fail := func(what string, err error) {
 		fl := failure.Classify(err)
 		f.c.d.Log.LogAttrs(ctx, slog.LevelWarn, "claim cleanup failed", slog.Int64(obs.KeyJobID, f.rec.JobID),
@@ -355,21 +366,21 @@ func (f *flow) cleanUp(ctx context.Context, cu cleanup) {
 	}
 	r := cu.runner
 	if r == nil && cu.byName {
-		found, err := gh.FindRunner(ctx, f.target, f.name)
+		found, err := gh.FindRunner(ctx, inst, f.scope, f.owner, f.repo, f.name)
 		switch {
 		case err == nil:
 			r = &found
-		case !gh.IsNotFound(err):
+		case !isNotFound(err):
 			fail("find runner", err)
 		}
 	}
 	if r != nil && !r.Busy {
-		if err := gh.DeleteRunner(ctx, f.target, r.ID); err != nil && !gh.IsNotFound(err) {
+		if err := gh.DeleteRunner(ctx, inst, f.scope, f.owner, f.repo, r.ID); err != nil {
 			fail("delete runner", err)
 		}
 	}
 	if cu.provisioned {
-		req := f.request(JIT{})
+		req := f.request(ghapp.Secret{})
 		if err := f.c.d.Provisioner.Cleanup(ctx, req); err != nil {
 			fail("provisioner cleanup", err)
 		}

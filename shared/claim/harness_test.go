@@ -356,7 +356,7 @@ func (h *harness) claimer(t *testing.T, o claimerOpt) *claim.Claimer {
 		Queue:       h.queue,
 		GitHub:      gh,
 		Provisioner: h.spy,
-		Policy:      newPolicy(t, h, o.seed),
+		Policy:      newPolicy(),
 		Rates:       rates,
 		Now:         h.clock.Now,
 		Rand:        rand.New(rand.NewPCG(o.seed, seed2)),

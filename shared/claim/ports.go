@@ -2,47 +2,27 @@ package claim
 
 import (
 	"context"
+	"errors"
 
 	"github.com/ghclaim/ghclaim/shared/backoff"
+	"github.com/ghclaim/ghclaim/shared/ghapp"
 )
 
-// Target is where a job's runner is registered: a repository, or the
-// owner's organisation, per the pool's scope.
-type Target struct {
-	InstallationID int64
-	Scope          string // pool.ScopeRepo or pool.ScopeOrg
-	Owner          string
-	Repo           string // empty for org scope
-}
-
-// Runner is a registered runner as GitHub reports it.
-type Runner struct {
-	ID     int64
-	Name   string
-	Status string // "online" or "offline"
-	Busy   bool
-}
-
-// JIT is a freshly generated just-in-time runner.
-type JIT struct {
-	Runner Runner
-	// Config is the encoded JIT config, a credential. Reveal it only to
-	// hand it to the provisioner.
-	Config interface{ Reveal() string }
-}
-
-// GitHub is the part of the GitHub App client the claimer uses.
+// GitHub is the part of the GitHub App client the claimer uses;
+// *ghapp.Client implements it. FindRunner reports "none" with an error
+// wrapping ghapp.ErrRunnerNotFound; DeleteRunner treats a runner already
+// gone as success; a name already taken makes GenerateJIT fail with an
+// error ghapp.IsAlreadyExists recognises.
 type GitHub interface {
-	GenerateJIT(ctx context.Context, t Target, name string, labels []string, groupID int64) (JIT, error)
-	// FindRunner returns the runner named name, or an error for which
-	// IsNotFound is true.
-	FindRunner(ctx context.Context, t Target, name string) (Runner, error)
-	DeleteRunner(ctx context.Context, t Target, id int64) error
-	// JobStatus is the workflow job's status ("queued", "in_progress", …).
+	GenerateJIT(ctx context.Context, installationID int64, req ghapp.JITRequest) (ghapp.JIT, error)
+	FindRunner(ctx context.Context, installationID int64, scope, owner, repo, name string) (ghapp.Runner, error)
+	DeleteRunner(ctx context.Context, installationID int64, scope, owner, repo string, runnerID int64) error
 	JobStatus(ctx context.Context, installationID int64, owner, repo string, jobID int64) (string, error)
-	IsAlreadyExists(err error) bool
-	IsNotFound(err error) bool
 }
+
+var _ GitHub = (*ghapp.Client)(nil)
+
+func isNotFound(err error) bool { return errors.Is(err, ghapp.ErrRunnerNotFound) }
 
 // Policy is the retry policy; backoff.Policy implements it.
 type Policy interface {
