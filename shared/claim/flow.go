@@ -328,8 +328,8 @@ func (f *flow) handOff(ctx context.Context, delay time.Duration, attempt int, r 
 // its fenced Finish succeeded.
 type cleanup struct {
 	runner      *ghapp.Runner // registered by this attempt
-	byName      bool    // look for an earlier attempt's registration by name
-	provisioned bool    // let the provisioner remove what it left
+	byName      bool          // look for an earlier attempt's registration by name
+	provisioned bool          // let the provisioner remove what it left
 }
 
 // finish ends the claim with a fenced write, then (only then) cleans up.
