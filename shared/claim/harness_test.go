@@ -389,6 +389,22 @@ func (h *harness) seed(t *testing.T, id int64) job.Record {
 	return r
 }
 
+// record creates job id's record, queued, with no message.
+func (h *harness) record(t *testing.T, id int64) {
+	t.Helper()
+	ctx := context.Background()
+	r, err := h.store.CreateJob(ctx, job.Record{
+		JobID: id, RunID: id * 10, Repo: repo, InstallationID: installation,
+		Labels: []string{"self-hosted", "linux"}, Pool: h.pools[0].Name,
+	}, h.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.store.MarkQueued(ctx, id, r.Version, h.clock.Now(), h.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func (h *harness) get(t *testing.T, id int64) job.Record {
 	t.Helper()
 	r, err := h.store.Get(context.Background(), id)

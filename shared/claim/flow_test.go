@@ -1,0 +1,339 @@
+package claim_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/ghclaim/ghclaim/shared/claim"
+	"github.com/ghclaim/ghclaim/shared/ghfake"
+	"github.com/ghclaim/ghclaim/shared/job"
+	"github.com/ghclaim/ghclaim/shared/reclaim"
+	"github.com/ghclaim/ghclaim/shared/store"
+)
+
+// TestSameMessageTwoClaimers: SQS delivers one message to two claimers at
+// once; the lease lets one of them claim: one runner, one instance.
+func TestSameMessageTwoClaimers(t *testing.T) {
+	t.Parallel()
+	h := setup(t, setupOpt{ec2: true})
+	a := h.claimer(t, claimerOpt{instance: "a", seed: 1})
+	b := h.claimer(t, claimerOpt{instance: "b", seed: 2})
+	const id = 4001
+	h.seed(t, id)
+	msg := h.receive(t, 1)
+
+	var wg sync.WaitGroup
+	for _, c := range []*claim.Claimer{a, b} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithDeadline(context.Background(), h.clock.Now().Add(time.Minute))
+			defer cancel()
+			if _, err := c.Handle(ctx, events.SQSEvent{Records: msg}); err != nil {
+				t.Errorf("handle: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+
+	if r := h.get(t, id); r.State != job.Claimed || r.Attempt != 1 {
+		t.Fatalf("record %s attempt %d, want claimed attempt 1", r.State, r.Attempt)
+	}
+	if rs := h.gh.Runners(); len(rs) != 1 {
+		t.Fatalf("runners %v, want exactly one", rs)
+	}
+	if n := h.instances(t, id); n != 1 {
+		t.Fatalf("%d instances launched, want 1", n)
+	}
+	if st := h.gh.Stats(); st.JITCalls != 1 {
+		t.Fatalf("JIT calls %d, want 1: the loser must not reach GitHub", st.JITCalls)
+	}
+	dups := 0
+	for _, d := range h.logs.decisions(t) {
+		if d["decision"] == "duplicate" {
+			dups++
+		}
+	}
+	if dups != 1 {
+		t.Fatalf("%d duplicate decisions logged, want 1", dups)
+	}
+	h.receiveNone(t)
+}
+
+// TestCrashAfterJIT: a claimer dies after GitHub registered the runner and
+// before the claim was recorded. The next attempt (a reclaimer's take-back,
+// or the re-sent message when only the answer was lost) ends with exactly
+// one registered runner and one instance.
+func TestCrashAfterJIT(t *testing.T) {
+	t.Parallel()
+	type row struct {
+		name string
+		// arm sets up the failure of the first attempt; reclaim says the
+		// claimer died (the reclaimer must take the job back).
+		arm     func(h *harness)
+		reclaim bool
+	}
+	rows := []row{
+		{name: "dies before provisioning", reclaim: true, arm: func(h *harness) {
+			h.spy.set(func(n int) error {
+				if n == 1 {
+					crash()
+				}
+				return nil
+			}, nil)
+		}},
+		{name: "dies after provisioning", reclaim: true, arm: func(h *harness) {
+			h.spy.set(nil, func(n int) {
+				if n == 1 {
+					crash()
+				}
+			})
+		}},
+		{name: "JIT answer lost after effect", arm: func(h *harness) {
+			h.gh.Fail(ghfake.RouteRepoJIT, 1, ghfake.ServerError(http.StatusBadGateway).AfterEffect())
+		}},
+	}
+	for i, tc := range rows {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := setup(t, setupOpt{ec2: true})
+			id := int64(4100 + i)
+			h.seed(t, id)
+			tc.arm(h)
+			h.invoke(t, h.claimer(t, claimerOpt{instance: "first"}), h.receive(t, 1)...)
+			if rs := h.gh.Runners(); len(rs) != 1 || rs[0].Status != "offline" {
+				t.Fatalf("after the first attempt: runners %v, want one offline registration", rs)
+			}
+			if tc.reclaim {
+				r := h.get(t, id)
+				if r.State != job.Claiming {
+					t.Fatalf("record %s after the crash, want claiming (the lease was never released)", r.State)
+				}
+				// What the reclaimer does once the lease has expired.
+				h.clock.Set(job.FromMillis(r.LeaseExpiresAt).Add(time.Second))
+				v, err := h.store.TakeBack(context.Background(), r, job.Queued, h.clock.Now(), "lease expired", h.clock.Now())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := h.queue.Send(context.Background(), job.Message{JobID: id, Version: v, Attempt: r.Attempt}, 0); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				h.clock.Advance(h.lastSend(t).delay)
+			}
+			h.invoke(t, h.claimer(t, claimerOpt{instance: "second"}), h.receive(t, 1)...)
+
+			r := h.get(t, id)
+			if r.State != job.Claimed {
+				t.Fatalf("record %s (%s), want claimed", r.State, r.LastError)
+			}
+			rs := h.gh.Runners()
+			if len(rs) != 1 || rs[0].Name != job.RunnerName("linux", id) {
+				t.Fatalf("runners %v, want exactly one named %s", rs, job.RunnerName("linux", id))
+			}
+			if n := h.instances(t, id); n != 1 {
+				t.Fatalf("%d instances, want 1", n)
+			}
+		})
+	}
+}
+
+// TestBatchMixed: a batch of 10 with mixed outcomes reports exactly the
+// messages that must come back as batch item failures.
+func TestBatchMixed(t *testing.T) {
+	t.Parallel()
+	h := setup(t, setupOpt{})
+	ctx := context.Background()
+	c := h.claimer(t, claimerOpt{})
+	raw := func(body string) {
+		if _, err := h.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(h.queueURL), MessageBody: aws.String(body)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 5001–5005 are claimed, but the batch's first JIT call answers 502:
+	// that job is re-sent for a retry (handled, not a batch item failure).
+	for id := int64(5001); id <= 5005; id++ {
+		h.seed(t, id)
+	}
+	h.gh.Fail(ghfake.RouteRepoJIT, 1, ghfake.ServerError(http.StatusBadGateway))
+	raw(`{"job_id":5005,"version":1}`) // a duplicate delivery of 5005's message
+	raw(`{"job_id":`)                  // malformed
+	raw(`{"job_id":5999,"version":1}`) // unknown job
+	h.record(t, 5006)
+	raw(`{"job_id":5006,"version":3}`) // newer than its record: early, comes back
+	h.record(t, 5007)
+	raw(fmt.Sprintf(`{"job_id":5007,"version":1,"not_before":%d}`, job.Millis(h.clock.Now().Add(20*time.Minute)))) // chained
+
+	batch := h.receive(t, 10)
+	var early string
+	for _, m := range batch {
+		if m.Body == `{"job_id":5006,"version":3}` {
+			early = m.MessageId
+		}
+	}
+	resp := h.invoke(t, c, batch...)
+	var failed []string
+	for _, f := range resp.BatchItemFailures {
+		failed = append(failed, f.ItemIdentifier)
+	}
+	if !slices.Equal(failed, []string{early}) {
+		t.Fatalf("batch item failures %v, want exactly the early message %s", failed, early)
+	}
+	if d, ok := h.rec.Visibility(receiptOf(batch, early)); !ok || d != 5*time.Second {
+		t.Fatalf("early message visibility %s (set %v), want 5s", d, ok)
+	}
+	if r := h.get(t, 5007); r.State != job.Queued || r.Version != 1 {
+		t.Fatalf("chained job: record %s version %d, want untouched (queued, 1)", r.State, r.Version)
+	}
+	claimed, queued := 0, 0
+	for id := int64(5001); id <= 5005; id++ {
+		switch h.get(t, id).State {
+		case job.Claimed:
+			claimed++
+		case job.Queued:
+			queued++
+		}
+	}
+	if claimed != 4 || queued != 1 {
+		t.Fatalf("%d claimed and %d queued for retry, want 4 and 1", claimed, queued)
+	}
+}
+
+func receiptOf(msgs []events.SQSMessage, id string) string {
+	for _, m := range msgs {
+		if m.MessageId == id {
+			return m.ReceiptHandle
+		}
+	}
+	return ""
+}
+
+// TestDeadlineReleasesUnstarted: with less than the safety margin left no
+// message is started; the unstarted ones come back at once, spread by
+// reclaim.Spread, as batch item failures.
+func TestDeadlineReleasesUnstarted(t *testing.T) {
+	t.Parallel()
+	h := setup(t, setupOpt{})
+	c := h.claimer(t, claimerOpt{concurrency: 1, seed: 5})
+	for id := int64(6001); id <= 6010; id++ {
+		h.seed(t, id)
+	}
+	// Each provisioning takes 20 s of the 60 s budget: three messages start
+	// (60, 40 and 20 s left), the fourth would start with 0 s left.
+	h.spy.set(nil, func(int) { h.clock.Advance(20 * time.Second) })
+	msgs := h.receive(t, 10)
+	resp := h.invoke(t, c, msgs...)
+	if h.spy.Calls() != 3 {
+		t.Fatalf("%d messages started, want 3", h.spy.Calls())
+	}
+	want := reclaim.Spread(7, rand.New(rand.NewPCG(5, seed2)))
+	if len(resp.BatchItemFailures) != 7 {
+		t.Fatalf("%d batch item failures, want 7", len(resp.BatchItemFailures))
+	}
+	for k, f := range resp.BatchItemFailures {
+		if f.ItemIdentifier != msgs[3+k].MessageId {
+			t.Fatalf("failure %d is %s, want the unstarted %s", k, f.ItemIdentifier, msgs[3+k].MessageId)
+		}
+		got, ok := h.rec.Visibility(msgs[3+k].ReceiptHandle)
+		if w := time.Duration(math.Ceil(want[k].Seconds())) * time.Second; !ok || got != w {
+			t.Fatalf("unstarted %d visibility %s (set %v), want %s (Spread's %s rounded up)", k, got, ok, w, want[k])
+		}
+	}
+}
+
+// TestDoneWhileRetryWaits: the job is reported done while its retry
+// message waits; the retry stops without calling GitHub.
+func TestDoneWhileRetryWaits(t *testing.T) {
+	t.Parallel()
+	h := setup(t, setupOpt{})
+	c := h.claimer(t, claimerOpt{})
+	const id = 7001
+	h.seed(t, id)
+	h.gh.Fail(ghfake.RouteRepoJIT, 1, ghfake.ServerError(http.StatusBadGateway))
+	h.invoke(t, c, h.receive(t, 1)...)
+	if r := h.get(t, id); r.State != job.Queued {
+		t.Fatalf("record %s, want queued for retry", r.State)
+	}
+	if _, err := h.store.MarkDone(context.Background(), store.Done{JobID: id, Repo: repo, InstallationID: installation, RunnerName: "someone-else"}, h.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	before := h.gh.Stats()
+	h.clock.Advance(h.lastSend(t).delay)
+	if resp := h.invoke(t, c, h.receive(t, 1)...); len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("batch item failures %v", resp.BatchItemFailures)
+	}
+	after := h.gh.Stats()
+	if after.JITCalls != before.JITCalls || after.Calls[ghfake.RouteRepoRunners] != before.Calls[ghfake.RouteRepoRunners] {
+		t.Fatalf("GitHub called after done: before %+v after %+v", before, after)
+	}
+	if r := h.get(t, id); r.State != job.Done || r.RunnerName != "someone-else" {
+		t.Fatalf("record %s runner %q, want done by someone-else", r.State, r.RunnerName)
+	}
+	h.receiveNone(t)
+}
+
+// TestCheckQueued: a pool that checks the job first ends a claim whose job
+// already runs without registering a runner; a failing check claims anyway.
+func TestCheckQueued(t *testing.T) {
+	t.Parallel()
+	h := setup(t, setupOpt{checkQueued: true})
+	c := h.claimer(t, claimerOpt{})
+	h.gh.SetJob("octo-org", "octo-repo", ghfake.Job{ID: 8001, Status: "in_progress"})
+	h.seed(t, 8001)
+	h.invoke(t, c, h.receive(t, 1)...)
+	if r := h.get(t, 8001); r.State != job.Done || r.Attempt != 1 {
+		t.Fatalf("record %s attempt %d, want done attempt 1", r.State, r.Attempt)
+	}
+	if n := h.gh.Stats().JITCalls; n != 0 {
+		t.Fatalf("%d JIT calls, want 0", n)
+	}
+	// Unknown to GitHub (404): the check fails, the job is claimed anyway.
+	h.seed(t, 8002)
+	h.invoke(t, c, h.receive(t, 1)...)
+	if r := h.get(t, 8002); r.State != job.Claimed {
+		t.Fatalf("record %s (%s), want claimed", r.State, r.LastError)
+	}
+}
+
+// TestLeaseLostChangesNothing: the job is reported done while a claimer
+// provisions it; the claimer's fenced Finish fails and it stops: no runner
+// deleted, nothing re-sent, the record stays done.
+func TestLeaseLostChangesNothing(t *testing.T) {
+	t.Parallel()
+	h := setup(t, setupOpt{})
+	c := h.claimer(t, claimerOpt{})
+	const id = 9001
+	h.seed(t, id)
+	h.spy.set(func(int) error {
+		_, err := h.store.MarkDone(context.Background(), store.Done{JobID: id, Repo: repo, InstallationID: installation}, h.clock.Now())
+		if err != nil {
+			t.Error(err)
+		}
+		return awsErr("RunInstances", "InvalidParameterValue", "bad")
+	}, nil)
+	sends := len(h.rec.Sends())
+	if resp := h.invoke(t, c, h.receive(t, 1)...); len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("batch item failures %v", resp.BatchItemFailures)
+	}
+	if r := h.get(t, id); r.State != job.Done {
+		t.Fatalf("record %s, want done", r.State)
+	}
+	if rs := h.gh.Runners(); len(rs) != 1 {
+		t.Fatalf("runners %v, want the registration untouched", rs)
+	}
+	if n := len(h.rec.Sends()); n != sends {
+		t.Fatalf("%d messages sent, want none", n-sends)
+	}
+	h.receiveNone(t)
+}
