@@ -55,16 +55,20 @@
 //
 // Rate state. Before calling GitHub at all (not even for an installation
 // token), the claimer looks at the installation's reading: the newest of
-// this process's own (the rate transport's, updated by every response) and
-// the shared rate#<installation_id> item, which is read at most once per
+// this process's own (the rate transport feeds a ratelimit.Tracker with
+// every response's X-RateLimit-* headers) and the shared
+// rate#<installation_id> item. The shared item is read at most once per
 // RateRefresh (default 5 s) per installation per process: a warm claimer
 // working through a batch does not read it for every message, yet learns
-// of an exhaustion another instance saw within seconds. When the budget is
-// exhausted (remaining 0, observed less than 5 min ago, reset still ahead)
-// the claim is deferred to the reset plus jitter, chained through
-// not_before. Readings are shared (written) only when they say the budget
-// is exhausted, or that it is back after this process shared an exhausted
-// one.
+// within seconds of an exhaustion another instance saw. When the budget is
+// exhausted (ratelimit.Reading.Exhausted: remaining 0, observed less than
+// 5 min ago, reset still ahead) the claim is deferred to the reset plus the
+// policy's snap jitter, chained through not_before. After every attempt
+// that reached GitHub the tracker shares its reading when the
+// ratelimit.PersistRule says another claimer's decision depends on it
+// (remaining hit 0, a new window, a large drop, or 30 s old); a rate limit
+// learnt from an error without headers (go-github's own pre-request check)
+// is recorded first.
 //
 // Batches. Messages of one batch are handled by up to Concurrency (1–4,
 // default 4) workers. A worker starts a message only while the invocation
@@ -125,12 +129,6 @@ type Provisioner interface {
 
 var _ Provisioner = provision.Registry(nil)
 
-// RateSource is this process's latest reading per installation (the rate
-// transport's tracker).
-type RateSource interface {
-	Latest(installationID int64) (ratelimit.Reading, bool)
-}
-
 // Rand is the randomness the claimer needs (jitter, spread); a seeded
 // *math/rand/v2.Rand satisfies it. It is used under a lock.
 type Rand interface {
@@ -149,8 +147,6 @@ const (
 	// MaxConcurrency bounds workers per batch: more would only add GitHub
 	// pressure from one instance.
 	MaxConcurrency = 4
-	// FreshReading is how long a reading of an exhausted budget is trusted.
-	FreshReading = 5 * time.Minute
 )
 
 // Options tune a Claimer. Zero values take the defaults.
@@ -209,8 +205,10 @@ type Deps struct {
 	GitHub      GitHub
 	Provisioner Provisioner
 	Policy      Policy
-	// Rates is this process's own rate reading (nil: only the shared one).
-	Rates RateSource
+	// Rates is this process's rate state, the tracker the GitHub client's
+	// rate transport feeds (nil: a tracker over Store that only sees
+	// readings learnt from errors and shared ones).
+	Rates RateState
 	// Now is the clock; Rand the random source (jitter, spread).
 	Now  func() time.Time
 	Rand Rand
@@ -223,7 +221,7 @@ type Deps struct {
 type Claimer struct {
 	d     Deps
 	o     Options
-	rates *rates
+	reads *rateReads
 
 	randMu sync.Mutex
 }
@@ -245,8 +243,11 @@ func New(d Deps, o Options) (*Claimer, error) {
 	if d.Log == nil {
 		d.Log = slog.New(slog.DiscardHandler)
 	}
+	if d.Rates == nil {
+		d.Rates = ratelimit.NewTracker(d.Store, ratelimit.DefaultPersistRule(), d.Now)
+	}
 	o = o.withDefaults()
-	return &Claimer{d: d, o: o, rates: newRates(d.Store, d.Rates, o.RateRefresh)}, nil
+	return &Claimer{d: d, o: o, reads: &rateReads{refresh: o.RateRefresh, last: map[int64]time.Time{}}}, nil
 }
 
 // lockedRand serialises the random source between workers.
@@ -266,13 +267,13 @@ func (l lockedRand) Perm(n int) []int {
 
 func (c *Claimer) rnd() lockedRand { return lockedRand{c} }
 
-// exhausted applies DESIGN.md's rule: remaining 0, observed less than
-// FreshReading ago, reset still ahead.
-func exhausted(r ratelimit.Reading, now time.Time) bool {
-	return r.Remaining <= 0 && !r.ResetAt.IsZero() && r.ResetAt.After(now) &&
-		now.Sub(r.ObservedAt) < FreshReading
-}
-
 func (c *Claimer) count(name string) { c.d.Metrics.Add(name, 1) }
 
 func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
+
+func ignoreNoReading(err error) error {
+	if errors.Is(err, ratelimit.ErrNoReading) {
+		return nil
+	}
+	return err
+}

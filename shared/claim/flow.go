@@ -139,12 +139,12 @@ func (f *flow) claim(ctx context.Context) error {
 		f.repo = f.rec.RepoName()
 	}
 
-	rd, ok, err := c.rates.current(ctx, f.rec.InstallationID, f.now)
+	rd, err := c.reading(ctx, f.rec.InstallationID, f.now)
 	if err != nil {
 		c.d.Log.LogAttrs(ctx, slog.LevelWarn, "claim rate state unreadable",
 			slog.Int64(obs.KeyJobID, f.rec.JobID), slog.String("error", err.Error()))
 	}
-	if ok && exhausted(rd, f.now) {
+	if rd.Exhausted(f.now) {
 		return f.deferRate(ctx, rd)
 	}
 
@@ -233,7 +233,13 @@ func (f *flow) register(ctx context.Context) (ghapp.JIT, *ghapp.Runner, error) {
 func (f *flow) retryOrFail(ctx context.Context, err error, registered *ghapp.Runner) error {
 	fl := failure.Classify(err)
 	if fl.Class == failure.RateLimit && !fl.ResetAt.IsZero() {
-		f.observe(ctx, ratelimit.Reading{Remaining: 0, ResetAt: fl.ResetAt, ObservedAt: f.now})
+		// Usually the transport saw the headers already; go-github's own
+		// pre-request check answers without a request, so record it here.
+		rd := ratelimit.Reading{Remaining: 0, ResetAt: fl.ResetAt, ObservedAt: f.now}
+		if l, ok := f.c.d.Rates.Latest(f.rec.InstallationID); ok {
+			rd.Limit = l.Limit
+		}
+		f.c.d.Rates.Observe(f.rec.InstallationID, rd)
 	}
 	if !fl.Retryable() {
 		return f.finish(ctx, store.Outcome{State: job.Failed, Attempt: f.attempt, ErrorClass: fl.Class.String(), Error: fl.Reason},
@@ -387,22 +393,12 @@ func (f *flow) cleanUp(ctx context.Context, cu cleanup) {
 	}
 }
 
-// observe shares a rate reading learnt from a failure.
-func (f *flow) observe(ctx context.Context, rd ratelimit.Reading) {
-	if err := f.c.rates.observe(ctx, f.rec.InstallationID, rd); err != nil {
+// shareRate shares this process's reading after an attempt that reached
+// GitHub, when the persist rule says another claimer's decision depends on it.
+func (f *flow) shareRate(ctx context.Context) {
+	if _, err := f.c.d.Rates.Persist(ctx, f.rec.InstallationID); err != nil {
 		f.c.d.Log.LogAttrs(ctx, slog.LevelWarn, "claim rate state not shared",
 			slog.Int64(obs.KeyJobID, f.rec.JobID), slog.String("error", err.Error()))
-	}
-}
-
-// shareRate shares this process's reading after an attempt, when it says
-// the budget is exhausted (or back).
-func (f *flow) shareRate(ctx context.Context) {
-	if f.c.d.Rates == nil {
-		return
-	}
-	if rd, ok := f.c.d.Rates.Latest(f.rec.InstallationID); ok {
-		f.observe(ctx, rd)
 	}
 }
 

@@ -5,12 +5,14 @@ import (
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
+	"net/http"
 	"sync"
 	"testing"
 
 	"github.com/ghclaim/ghclaim/shared/backoff"
 	"github.com/ghclaim/ghclaim/shared/claim"
 	"github.com/ghclaim/ghclaim/shared/ghapp"
+	"github.com/ghclaim/ghclaim/shared/ratelimit"
 )
 
 const appID = int64(99)
@@ -24,14 +26,22 @@ var appKey = sync.OnceValue(func() []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(k)})
 })
 
-// newGitHub is one process's GitHub App client, as main builds it.
-func newGitHub(t *testing.T, h *harness) (claim.GitHub, claim.RateSource) {
+// newGitHub is one process's GitHub App client and rate tracker, wired
+// as main wires them: the rate transport wraps each installation's client
+// and feeds the tracker the claimer reads.
+func newGitHub(t *testing.T, h *harness) (claim.GitHub, *ratelimit.Tracker) {
 	t.Helper()
-	gh, err := ghapp.New(ghapp.Config{AppID: appID, PrivateKey: appKey(), BaseURL: h.ghURL})
+	tr := ratelimit.NewTracker(h.store, ratelimit.DefaultPersistRule(), h.clock.Now)
+	gh, err := ghapp.New(ghapp.Config{
+		AppID: appID, PrivateKey: appKey(), BaseURL: h.ghURL,
+		Wrap: func(inst int64, base http.RoundTripper) http.RoundTripper {
+			return ratelimit.NewTransport(base, inst, tr, h.clock.Now)
+		},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return gh, nil
+	return gh, tr
 }
 
 func newPolicy() claim.Policy { return backoff.Default() }
