@@ -680,8 +680,14 @@ func TestSlowFaultGivesUpWhenClientLeaves(t *testing.T) {
 	entered := make(chan struct{})
 	fake := ghfake.New(ghfake.WithSleep(func(ctx context.Context, d time.Duration) error {
 		close(entered)
-		<-ctx.Done() // a delay longer than the client waits
-		return ctx.Err()
+		// A delay longer than the client waits. The guard bounds the test if
+		// the server never notices the client left (it then fails below).
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(30 * time.Second):
+			return errors.New("the server never saw the client leave")
+		}
 	}))
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
