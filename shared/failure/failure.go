@@ -177,6 +177,13 @@ func classify(err error) Failure {
 		return fromResponse("github token", ghe.Response.StatusCode, ghe.Response.Header, http.StatusText(ghe.Response.StatusCode), "")
 	}
 
+	// Our own adapters' refusals before any call (bad scope, missing name…):
+	// the same input fails the same way every time.
+	var perm interface{ Permanent() bool }
+	if errors.As(err, &perm) && perm.Permanent() {
+		return Failure{Class: NonRetryable, Reason: "invalid request: " + err.Error()}
+	}
+
 	// AWS.
 	var api smithy.APIError
 	if errors.As(err, &api) && api.ErrorCode() != "" {

@@ -24,6 +24,8 @@ import (
 	"github.com/google/go-github/v62/github"
 
 	"github.com/ghclaim/ghclaim/shared/failure"
+	"github.com/ghclaim/ghclaim/shared/ghapp"
+	"github.com/ghclaim/ghclaim/shared/provision"
 )
 
 // resetEpoch is a reset far in the future, so go-github's own wall-clock
@@ -497,6 +499,8 @@ func TestClassifyOther(t *testing.T) {
 		{"gateway timeout message", fmt.Errorf("x: %w", errors.New("Gateway Timeout")), want{class: failure.ServerSide, reason: "gateway timeout"}},
 		{"anything else", errors.New("boom"), want{class: failure.UnknownRetryable, reason: "unknown"}},
 		{"secondary limit pre-check without response", &github.AbuseRateLimitError{RetryAfter: ptr(90 * time.Second)}, want{class: failure.RateLimit, retryAfter: 90 * time.Second, reason: "secondary"}},
+		{"ghapp refused the request", fmt.Errorf("generate jit config: %w", ghapp.ErrInvalidRequest), want{class: failure.NonRetryable, reason: "invalid request"}},
+		{"provision refused the request", fmt.Errorf("provision: %w", provision.ErrInvalidRequest), want{class: failure.NonRetryable, reason: "invalid"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

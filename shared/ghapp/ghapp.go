@@ -82,7 +82,7 @@ var (
 	// ErrInvalidRequest: the call was refused before reaching GitHub
 	// because its arguments cannot be right (unknown scope, missing name…).
 	// Retrying does not help.
-	ErrInvalidRequest = errors.New("invalid request")
+	ErrInvalidRequest error = permanent("invalid request")
 )
 
 // Config is what New needs. Only AppID and PrivateKey are required.
@@ -384,3 +384,13 @@ func isStatus(err error, status int) bool {
 	var er *github.ErrorResponse
 	return errors.As(err, &er) && er.Response != nil && er.Response.StatusCode == status
 }
+
+// permanent is an error the retry classifier (shared/failure) treats as
+// non-retryable through its Permanent method, without this package
+// importing the classifier.
+type permanent string
+
+func (e permanent) Error() string { return string(e) }
+
+// Permanent reports that retrying cannot help.
+func (permanent) Permanent() bool { return true }

@@ -112,7 +112,17 @@ var runnerNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$`)
 
 // ErrInvalidRequest is wrapped by every error about a malformed Request.
 // Such a request would fail the same way on every attempt.
-var ErrInvalidRequest = errors.New("invalid provision request")
+var ErrInvalidRequest error = permanent("invalid provision request")
+
+// permanent is an error the retry classifier (shared/failure) treats as
+// non-retryable through its Permanent method, without this package
+// importing the classifier.
+type permanent string
+
+func (e permanent) Error() string { return string(e) }
+
+// Permanent reports that retrying cannot help.
+func (permanent) Permanent() bool { return true }
 
 // Validate checks the fields every adapter relies on.
 func (r Request) Validate() error {
