@@ -1,0 +1,107 @@
+// Command claimer is the claimer Lambda function (SQS event source with
+// ReportBatchItemFailures): it wires configuration, the GitHub App client,
+// AWS clients and shared/claim's handler together once per cold start, so
+// warm invocations reuse every client. Everything it does is in
+// shared/claim (STYLE.md rule 1).
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/aws/aws-lambda-go/lambda"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+
+	"github.com/ghclaim/ghclaim/shared/backoff"
+	"github.com/ghclaim/ghclaim/shared/claim"
+	"github.com/ghclaim/ghclaim/shared/config"
+	"github.com/ghclaim/ghclaim/shared/ghapp"
+	"github.com/ghclaim/ghclaim/shared/obs"
+	"github.com/ghclaim/ghclaim/shared/pool"
+	"github.com/ghclaim/ghclaim/shared/provision"
+	"github.com/ghclaim/ghclaim/shared/queue"
+	"github.com/ghclaim/ghclaim/shared/ratelimit"
+	"github.com/ghclaim/ghclaim/shared/secret"
+	"github.com/ghclaim/ghclaim/shared/store"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "claimer:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	cfg, err := config.LoadClaimer(os.Getenv)
+	if err != nil {
+		return err
+	}
+	policy := backoff.Policy{Ladder: cfg.Ladder, Jitter: backoff.DefaultJitter, MaxAge: cfg.MaxAge}
+	if err := policy.Validate(); err != nil {
+		return fmt.Errorf("retry policy: %w", err)
+	}
+	ctx := context.Background()
+	// The SDK reads AWS_ENDPOINT_URL itself (moto, LocalStack).
+	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
+	if err != nil {
+		return fmt.Errorf("aws config: %w", err)
+	}
+	var sm secret.SecretsManager
+	if cfg.PrivateKeyARN != "" {
+		sm = secretsmanager.NewFromConfig(awsCfg)
+	}
+	key, err := secret.Resolve(ctx, sm, cfg.PrivateKeyARN, cfg.PrivateKey)
+	if err != nil {
+		return fmt.Errorf("github app private key: %w", err)
+	}
+	log := obs.NewLogger(os.Stdout, cfg.LogLevel)
+
+	st := store.New(dynamodb.NewFromConfig(awsCfg), cfg.TableName, store.Options{
+		Shards:       cfg.SweepShards,
+		RecordTTL:    cfg.RecordTTL,
+		PendingGrace: cfg.PendingGrace,
+		QueuedGrace:  cfg.QueuedGrace,
+	})
+	rates := ratelimit.NewTracker(st, ratelimit.DefaultPersistRule(), time.Now)
+	gh, err := ghapp.New(ghapp.Config{
+		AppID:      cfg.AppID,
+		PrivateKey: []byte(key),
+		BaseURL:    cfg.GitHubAPIURL,
+		Wrap: func(installationID int64, base http.RoundTripper) http.RoundTripper {
+			return ratelimit.NewTransport(base, installationID, rates, time.Now)
+		},
+	})
+	if err != nil {
+		return err
+	}
+	sqsClient := sqs.NewFromConfig(awsCfg)
+	provisioners := provision.Registry{
+		pool.ProvisionerEC2:      provision.NewEC2(ec2.NewFromConfig(awsCfg), ssm.NewFromConfig(awsCfg), log),
+		pool.ProvisionerDispatch: provision.NewDispatch(sqsClient, log),
+	}
+	c, err := claim.New(claim.Deps{
+		Store:       st,
+		Queue:       queue.New(sqsClient, cfg.ClaimsQueueURL),
+		GitHub:      gh,
+		Provisioner: provisioners,
+		Policy:      policy,
+		Rates:       rates,
+		Now:         time.Now,
+		Log:         log,
+		Metrics:     obs.NewMetrics(os.Stdout, map[string]string{"function": "claimer"}, time.Now),
+	}, claim.Options{Pools: cfg.Pools, Lease: cfg.Lease})
+	if err != nil {
+		return err
+	}
+	lambda.Start(c.Handle)
+	return nil
+}
