@@ -46,5 +46,20 @@ lint:
 run local:
 	@echo "make $@: not yet" >&2; exit 1
 
+# The accounting run (infra/chaos, shared/chaos): 500 jobs through the real handlers on moto with
+# 20 % faults at every external call and claimer kills. Its last line is the figures; it fails
+# unless nothing was lost and nothing was claimed twice. CHAOS_FLAGS="-jobs 100 -v" to vary.
+# The races behind it, repeated: go test -run TestRace -count=20 ./shared/chaos/
+CHAOS_FLAGS ?=
+.PHONY: chaos
+chaos:
+	$(GO) run ./infra/chaos $(CHAOS_FLAGS)
+
+# A bounded load test of the webhook path on loopback (infra/load): LOAD_FLAGS="-n 2000 -c 16".
+LOAD_FLAGS ?=
+.PHONY: load
+load:
+	$(GO) run ./infra/load $(LOAD_FLAGS)
+
 clean:
 	rm -rf bin .aws-sam

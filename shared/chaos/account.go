@@ -1,0 +1,373 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/ghclaim/ghclaim/shared/ghfake"
+	"github.com/ghclaim/ghclaim/shared/job"
+	"github.com/ghclaim/ghclaim/shared/provision"
+)
+
+// Report is the figures of one run.
+type Report struct {
+	// Jobs is N; Faults the injected faults (every target); Kills the
+	// claimer invocations killed.
+	Jobs, Faults, Kills int
+	// DuplicateDeliveries counts deliveries GitHub sent twice;
+	// Redeliveries the deliveries repeated after a 5xx answer.
+	DuplicateDeliveries, Redeliveries int
+	// Lost counts jobs that did not end claimed (with a runner and a
+	// machine), done, or failed/abandoned with a stated reason.
+	Lost int
+	// DuplicateRunners counts runners registered beyond one per job.
+	DuplicateRunners int
+	// DuplicateInstances counts machines beyond one per job: EC2 instances
+	// (pending or running) tagged with the job, and dispatch messages whose
+	// JIT config still registers a runner.
+	DuplicateInstances int
+	// GitHubCallsPerClaim is every GitHub API request over claimed jobs;
+	// AWSCallsPerJob every DynamoDB, SQS and provisioner call the webhook
+	// and the claimer made over N. The reclaimer's calls depend on its
+	// schedule, not on the jobs (ReclaimerCalls).
+	GitHubCallsPerClaim, AWSCallsPerJob float64
+	ReclaimerCalls                      int
+	// Final states of the N jobs.
+	Claimed, Done, Failed, Abandoned int
+	// ClaimedAfterDone counts jobs whose done event was answered before
+	// their queued was sent, and that got a runner or machine anyway.
+	ClaimedAfterDone int
+	// Stray counts job records of deliveries that must leave none.
+	Stray int
+	// Rejected counts deliveries answered 4xx (a valid, signed delivery
+	// must never be); Undelivered those still 5xx after every redelivery.
+	Rejected, Undelivered int
+	// SecretsLogged counts secrets (tokens, JIT configs, the webhook
+	// secret, the App key) found in the functions' logs.
+	SecretsLogged int
+	// OrphanRunners counts runners left registered for failed or
+	// abandoned jobs (clutter, not a duplicate).
+	OrphanRunners int
+	// LostJobs says why each lost or duplicated job is counted.
+	LostJobs []string
+	// Statuses counts webhook answers by HTTP status.
+	Statuses map[int]int
+	// Counts is the fault breakdown.
+	Counts Counts
+	// Elapsed is the run's wall-clock time.
+	Elapsed time.Duration
+}
+
+// OK reports whether the run proves the promise: nothing lost, nothing
+// claimed twice, nothing refused or leaked.
+func (r Report) OK() bool {
+	return r.Jobs > 0 && r.Lost == 0 && r.DuplicateRunners == 0 && r.DuplicateInstances == 0 &&
+		r.ClaimedAfterDone == 0 && r.Stray == 0 && r.Rejected == 0 && r.SecretsLogged == 0
+}
+
+// Line is the figures as key=value pairs, the required ones first.
+func (r Report) Line() string {
+	return fmt.Sprintf("jobs=%d faults=%d kills=%d duplicate_deliveries=%d lost=%d duplicate_runners=%d duplicate_instances=%d "+
+		"github_calls_per_claim=%.2f aws_calls_per_job=%.2f claimed=%d done=%d failed=%d abandoned=%d redeliveries=%d "+
+		"claimed_after_done=%d stray=%d rejected=%d undelivered=%d secrets_logged=%d orphan_runners=%d reclaimer_calls=%d elapsed=%s",
+		r.Jobs, r.Faults, r.Kills, r.DuplicateDeliveries, r.Lost, r.DuplicateRunners, r.DuplicateInstances,
+		r.GitHubCallsPerClaim, r.AWSCallsPerJob, r.Claimed, r.Done, r.Failed, r.Abandoned, r.Redeliveries,
+		r.ClaimedAfterDone, r.Stray, r.Rejected, r.Undelivered, r.SecretsLogged, r.OrphanRunners, r.ReclaimerCalls, r.Elapsed.Round(time.Second))
+}
+
+// record is the part of a job record the accounting reads.
+type record struct {
+	PK             string `dynamodbav:"pk"`
+	State          string `dynamodbav:"state"`
+	Version        int64  `dynamodbav:"version"`
+	Attempt        int    `dynamodbav:"attempt"`
+	Pool           string `dynamodbav:"pool"`
+	RunnerName     string `dynamodbav:"runner_name"`
+	LastError      string `dynamodbav:"last_error"`
+	LastErrorClass string `dynamodbav:"last_error_class"`
+}
+
+// final is a record as the accounting sees it.
+type final struct {
+	State job.State
+	record
+}
+
+// scan reads every job record, fault-free (a Scan is for accounting only:
+// the functions never scan).
+func (r *run) scan(ctx context.Context) (map[int64]final, error) {
+	out := map[int64]final{}
+	var start map[string]ddbtypes.AttributeValue
+	for {
+		page, err := r.ddb.Scan(ctx, &dynamodb.ScanInput{
+			TableName: aws.String(r.world.TableName), ExclusiveStartKey: start, ConsistentRead: aws.Bool(true),
+			FilterExpression:          aws.String("begins_with(pk, :p)"),
+			ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":p": &ddbtypes.AttributeValueMemberS{Value: "job#"}},
+		})
+		if err != nil {
+			return nil, fmt.Errorf("scan job records: %w", err)
+		}
+		for _, it := range page.Items {
+			var rec record
+			if err := attributevalue.UnmarshalMap(it, &rec); err != nil {
+				return nil, fmt.Errorf("decode job record: %w", err)
+			}
+			id, err := strconv.ParseInt(strings.TrimPrefix(rec.PK, "job#"), 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("decode job record: pk %q", rec.PK)
+			}
+			out[id] = final{State: job.State(rec.State), record: rec}
+		}
+		if page.LastEvaluatedKey == nil {
+			return out, nil
+		}
+		start = page.LastEvaluatedKey
+	}
+}
+
+// instances counts pending or running EC2 instances per job id.
+func (r *run) instances(ctx context.Context) (map[int64]int, error) {
+	out := map[int64]int{}
+	p := ec2.NewDescribeInstancesPaginator(r.ec2, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
+		{Name: aws.String("tag-key"), Values: []string{provision.TagJobID}},
+		{Name: aws.String("instance-state-name"), Values: []string{"pending", "running"}},
+	}})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("describe instances: %w", err)
+		}
+		for _, res := range page.Reservations {
+			for _, in := range res.Instances {
+				for _, t := range in.Tags {
+					if aws.ToString(t.Key) == provision.TagJobID {
+						id, _ := strconv.ParseInt(aws.ToString(t.Value), 10, 64)
+						out[id]++
+					}
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// dispatched reads every dispatch message (hiding each for ten minutes, so
+// none is read twice).
+func (r *run) dispatched(ctx context.Context) ([]provision.DispatchMessage, error) {
+	var out []provision.DispatchMessage
+	url := r.pools[1].Provisioner.QueueURL
+	for empty := 0; empty < 3; {
+		res, err := r.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: 10, VisibilityTimeout: 600})
+		if err != nil {
+			return nil, fmt.Errorf("read dispatch queue: %w", err)
+		}
+		if len(res.Messages) == 0 {
+			empty++
+			continue
+		}
+		empty = 0
+		for _, m := range res.Messages {
+			var d provision.DispatchMessage
+			if err := json.Unmarshal([]byte(aws.ToString(m.Body)), &d); err != nil {
+				return nil, fmt.Errorf("decode dispatch message: %w", err)
+			}
+			out = append(out, d)
+		}
+	}
+	return out, nil
+}
+
+// agentID is the runner id a ghfake JIT config registers.
+func agentID(config string) int64 {
+	var files map[string]string
+	b, err := base64.StdEncoding.DecodeString(config)
+	if err != nil || json.Unmarshal(b, &files) != nil {
+		return 0
+	}
+	rb, err := base64.StdEncoding.DecodeString(files[".runner"])
+	if err != nil {
+		return 0
+	}
+	var runner struct{ AgentId string }
+	if json.Unmarshal(rb, &runner) != nil {
+		return 0
+	}
+	id, _ := strconv.ParseInt(runner.AgentId, 10, 64)
+	return id
+}
+
+// account reads the end state and turns it into the figures.
+func (r *run) account(ctx context.Context) (Report, error) {
+	recs, err := r.scan(ctx)
+	if err != nil {
+		return Report{}, err
+	}
+	inst, err := r.instances(ctx)
+	if err != nil {
+		return Report{}, err
+	}
+	msgs, err := r.dispatched(ctx)
+	if err != nil {
+		return Report{}, err
+	}
+	runners := r.gh.Runners()
+	byName := map[string][]ghfake.Runner{}
+	byID := map[int64]ghfake.Runner{}
+	for _, rn := range runners {
+		byName[strings.ToLower(rn.Name)] = append(byName[strings.ToLower(rn.Name)], rn)
+		byID[rn.ID] = rn
+	}
+	live := map[int64]int{} // job → dispatch messages whose config still registers a runner
+	for _, m := range msgs {
+		if _, ok := byID[agentID(m.JITConfig)]; ok {
+			live[m.JobID]++
+		}
+	}
+
+	c := r.inj.Counts()
+	r.stats.mu.Lock()
+	rep := Report{
+		Jobs: len(r.plans), Faults: c.TotalFaults(), Kills: c.Kills, Counts: c,
+		DuplicateDeliveries: r.stats.duplicates, Redeliveries: r.stats.redeliveries,
+		Rejected: r.stats.rejected, Undelivered: r.stats.undelivered, Statuses: map[int]int{},
+	}
+	for k, v := range r.stats.statuses {
+		rep.Statuses[k] = v
+	}
+	r.stats.mu.Unlock()
+
+	lose := func(id int64, format string, args ...any) {
+		rep.LostJobs = append(rep.LostJobs, fmt.Sprintf("job %d: %s", id, fmt.Sprintf(format, args...)))
+	}
+	for _, p := range r.plans {
+		id := p.Job.ID
+		name := strings.ToLower(job.RunnerName(p.Pool, id))
+		nRunners, nMachines := len(byName[name]), inst[id]+live[id]
+		if nRunners > 1 {
+			rep.DuplicateRunners += nRunners - 1
+			lose(id, "%d runners named %s", nRunners, name)
+		}
+		if nMachines > 1 {
+			rep.DuplicateInstances += nMachines - 1
+			lose(id, "%d machines (%d instances, %d live dispatch messages)", nMachines, inst[id], live[id])
+		}
+		p.mu.Lock()
+		doneFirst, sawDone := p.doneFirst, p.sawDone
+		p.mu.Unlock()
+		if doneFirst && (nRunners > 0 || nMachines > 0) {
+			rep.ClaimedAfterDone++
+			lose(id, "done before queued, yet %d runners and %d machines", nRunners, nMachines)
+		}
+		rec, ok := recs[id]
+		switch {
+		case !ok:
+			rep.Lost++
+			lose(id, "no record (%s)", p.Script)
+		case !rec.State.Terminal():
+			rep.Lost++
+			lose(id, "stuck %s at version %d attempt %d (%s)", rec.State, rec.Version, rec.Attempt, p.Script)
+		case rec.State == job.Claimed:
+			rep.Claimed++
+			if nRunners == 0 || nMachines == 0 {
+				rep.Lost++
+				lose(id, "claimed, but %d runners and %d machines (%s)", nRunners, nMachines, p.Script)
+			}
+		case rec.State == job.Done:
+			rep.Done++
+			if !sawDone {
+				rep.Lost++
+				lose(id, "done, but GitHub never said so (%s)", p.Script)
+			}
+		case rec.State == job.Failed, rec.State == job.Abandoned:
+			if rec.State == job.Failed {
+				rep.Failed++
+			} else {
+				rep.Abandoned++
+			}
+			if strings.TrimSpace(rec.LastError) == "" {
+				rep.Lost++
+				lose(id, "%s without a reason", rec.State)
+			}
+			if nRunners > 0 {
+				rep.OrphanRunners += nRunners
+			}
+		}
+	}
+	for id := range recs {
+		if noiseID(id) {
+			rep.Stray++
+			lose(id, "noise delivery left a record")
+		}
+	}
+	sort.Strings(rep.LostJobs)
+
+	gh := r.gh.Stats()
+	ghCalls := 0
+	for _, n := range gh.Calls {
+		ghCalls += n
+	}
+	if rep.Claimed > 0 {
+		rep.GitHubCallsPerClaim = float64(ghCalls) / float64(rep.Claimed)
+	}
+	perJob := 0
+	for _, fn := range []string{fnWebhook, fnClaimer} {
+		perJob += c.ByCaller[fn][TargetDynamoDB] + c.ByCaller[fn][TargetSQS] + c.ByCaller[fn][TargetProvision]
+	}
+	rep.AWSCallsPerJob = float64(perJob) / float64(rep.Jobs)
+	rep.ReclaimerCalls = c.ByCaller[fnReclaimer][TargetDynamoDB] + c.ByCaller[fnReclaimer][TargetSQS]
+
+	var secrets [][]byte
+	secrets = append(secrets, []byte("ghs_"), Secret, []byte("PRIVATE KEY"))
+	for _, m := range msgs {
+		if len(m.JITConfig) >= 24 {
+			secrets = append(secrets, []byte(m.JITConfig[:24]))
+		}
+	}
+	rep.SecretsLogged = r.logs.count(secrets)
+	return rep, nil
+}
+
+// logSink passes the functions' log lines on and keeps them to look for
+// secrets at the end.
+type logSink struct {
+	mu  sync.Mutex
+	out io.Writer
+	buf bytes.Buffer
+}
+
+func newLogSink(out io.Writer) *logSink { return &logSink{out: out} }
+
+func (l *logSink) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf.Write(p)
+	return l.out.Write(p)
+}
+
+// count is the number of occurrences of any of needles.
+func (l *logSink) count(needles [][]byte) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, s := range needles {
+		n += bytes.Count(l.buf.Bytes(), s)
+	}
+	return n
+}

@@ -1,0 +1,183 @@
+package chaos
+
+import (
+	"context"
+	"math"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/ghclaim/ghclaim/shared/claim"
+	"github.com/ghclaim/ghclaim/shared/ghapp"
+	"github.com/ghclaim/ghclaim/shared/provision"
+	"github.com/ghclaim/ghclaim/shared/queue"
+	"github.com/ghclaim/ghclaim/shared/store"
+)
+
+// DynamoDB injects faults and kill points into a store.DynamoDB.
+type DynamoDB struct {
+	// Caller names the function making the calls, for the figures.
+	Caller string
+	Next   store.DynamoDB
+	In     *Injector
+}
+
+var _ store.DynamoDB = (*DynamoDB)(nil)
+
+// GetItem is dynamodb.Client.GetItem with faults.
+func (d *DynamoDB) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opt ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	return do(ctx, d.In, TargetDynamoDB, d.Caller, "GetItem", func(ctx context.Context) (*dynamodb.GetItemOutput, error) {
+		return d.Next.GetItem(ctx, in, opt...)
+	})
+}
+
+// PutItem is dynamodb.Client.PutItem with faults.
+func (d *DynamoDB) PutItem(ctx context.Context, in *dynamodb.PutItemInput, opt ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	return do(ctx, d.In, TargetDynamoDB, d.Caller, "PutItem", func(ctx context.Context) (*dynamodb.PutItemOutput, error) {
+		return d.Next.PutItem(ctx, in, opt...)
+	})
+}
+
+// UpdateItem is dynamodb.Client.UpdateItem with faults.
+func (d *DynamoDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opt ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	return do(ctx, d.In, TargetDynamoDB, d.Caller, "UpdateItem", func(ctx context.Context) (*dynamodb.UpdateItemOutput, error) {
+		return d.Next.UpdateItem(ctx, in, opt...)
+	})
+}
+
+// Query is dynamodb.Client.Query with faults.
+func (d *DynamoDB) Query(ctx context.Context, in *dynamodb.QueryInput, opt ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	return do(ctx, d.In, TargetDynamoDB, d.Caller, "Query", func(ctx context.Context) (*dynamodb.QueryOutput, error) {
+		return d.Next.Query(ctx, in, opt...)
+	})
+}
+
+// SQS injects faults and kill points into a queue.SQS.
+type SQS struct {
+	// Caller names the function making the calls, for the figures.
+	Caller string
+	Next   queue.SQS
+	In     *Injector
+}
+
+var _ queue.SQS = (*SQS)(nil)
+
+// SendMessage is sqs.Client.SendMessage with faults.
+func (s *SQS) SendMessage(ctx context.Context, in *sqs.SendMessageInput, opt ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
+	return do(ctx, s.In, TargetSQS, s.Caller, "SendMessage", func(ctx context.Context) (*sqs.SendMessageOutput, error) {
+		return s.Next.SendMessage(ctx, in, opt...)
+	})
+}
+
+// DeleteMessage is sqs.Client.DeleteMessage with faults.
+func (s *SQS) DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput, opt ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error) {
+	return do(ctx, s.In, TargetSQS, s.Caller, "DeleteMessage", func(ctx context.Context) (*sqs.DeleteMessageOutput, error) {
+		return s.Next.DeleteMessage(ctx, in, opt...)
+	})
+}
+
+// ChangeMessageVisibility is sqs.Client.ChangeMessageVisibility with faults.
+func (s *SQS) ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, opt ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error) {
+	return do(ctx, s.In, TargetSQS, s.Caller, "ChangeMessageVisibility", func(ctx context.Context) (*sqs.ChangeMessageVisibilityOutput, error) {
+		return s.Next.ChangeMessageVisibility(ctx, in, opt...)
+	})
+}
+
+// Provisioner injects faults and kill points into the claimer's
+// provisioner port. Errors are wrapped as the adapters wrap EC2's.
+type Provisioner struct {
+	// Caller names the function making the calls, for the figures.
+	Caller string
+	Next   claim.Provisioner
+	In     *Injector
+}
+
+var _ claim.Provisioner = (*Provisioner)(nil)
+
+// Provision is provision.Provisioner.Provision with faults.
+func (p *Provisioner) Provision(ctx context.Context, req provision.Request) (provision.Result, error) {
+	return do(ctx, p.In, TargetProvision, p.Caller, "RunInstances", func(ctx context.Context) (provision.Result, error) {
+		return p.Next.Provision(ctx, req)
+	})
+}
+
+// Cleanup is provision.Provisioner.Cleanup with faults.
+func (p *Provisioner) Cleanup(ctx context.Context, req provision.Request) error {
+	_, err := do(ctx, p.In, TargetProvision, p.Caller, "DeleteParameter", func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, p.Next.Cleanup(ctx, req)
+	})
+	return err
+}
+
+// GitHub adds kill points to the claimer's GitHub port. Faults of GitHub
+// itself are injected on the wire (Middleware), where the real client turns
+// them into its own typed errors.
+type GitHub struct {
+	Next claim.GitHub
+}
+
+var _ claim.GitHub = (*GitHub)(nil)
+
+// GenerateJIT is claim.GitHub.GenerateJIT with a kill point.
+func (g *GitHub) GenerateJIT(ctx context.Context, installationID int64, req ghapp.JITRequest) (ghapp.JIT, error) {
+	return do(ctx, nil, TargetGitHub, "claimer", "GenerateJIT", func(ctx context.Context) (ghapp.JIT, error) {
+		return g.Next.GenerateJIT(ctx, installationID, req)
+	})
+}
+
+// FindRunner is claim.GitHub.FindRunner with a kill point.
+func (g *GitHub) FindRunner(ctx context.Context, installationID int64, scope, owner, repo, name string) (ghapp.Runner, error) {
+	return do(ctx, nil, TargetGitHub, "claimer", "FindRunner", func(ctx context.Context) (ghapp.Runner, error) {
+		return g.Next.FindRunner(ctx, installationID, scope, owner, repo, name)
+	})
+}
+
+// DeleteRunner is claim.GitHub.DeleteRunner with a kill point.
+func (g *GitHub) DeleteRunner(ctx context.Context, installationID int64, scope, owner, repo string, runnerID int64) error {
+	_, err := do(ctx, nil, TargetGitHub, "claimer", "DeleteRunner", func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, g.Next.DeleteRunner(ctx, installationID, scope, owner, repo, runnerID)
+	})
+	return err
+}
+
+// JobStatus is claim.GitHub.JobStatus with a kill point.
+func (g *GitHub) JobStatus(ctx context.Context, installationID int64, owner, repo string, jobID int64) (string, error) {
+	return do(ctx, nil, TargetGitHub, "claimer", "JobStatus", func(ctx context.Context) (string, error) {
+		return g.Next.JobStatus(ctx, installationID, owner, repo, jobID)
+	})
+}
+
+// Compress scales the delays of claim messages by Scale (0 < Scale ≤ 1),
+// rounding up to whole seconds: the run's time compression for waits the
+// configuration cannot shorten (the rate-limit floor and snap jitter of
+// shared/backoff, the reclaimer's spread window). Records keep their
+// uncompressed due_at, so a message only ever arrives earlier than its
+// record says, never later: the reclaimer sees no more stale records than
+// it would without compression.
+type Compress struct {
+	Next  queue.SQS
+	Scale float64
+}
+
+var _ queue.SQS = (*Compress)(nil)
+
+// SendMessage sends with DelaySeconds scaled.
+func (c *Compress) SendMessage(ctx context.Context, in *sqs.SendMessageInput, opt ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
+	if c.Scale > 0 && c.Scale < 1 && in.DelaySeconds > 0 {
+		cp := *in
+		cp.DelaySeconds = int32(math.Ceil(float64(in.DelaySeconds) * c.Scale))
+		in = &cp
+	}
+	return c.Next.SendMessage(ctx, in, opt...)
+}
+
+// DeleteMessage passes through.
+func (c *Compress) DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput, opt ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error) {
+	return c.Next.DeleteMessage(ctx, in, opt...)
+}
+
+// ChangeMessageVisibility passes through: the claimer's visibility changes
+// are already seconds.
+func (c *Compress) ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, opt ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error) {
+	return c.Next.ChangeMessageVisibility(ctx, in, opt...)
+}

@@ -1,0 +1,555 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+
+	"github.com/ghclaim/ghclaim/shared/backoff"
+	"github.com/ghclaim/ghclaim/shared/claim"
+	"github.com/ghclaim/ghclaim/shared/ghfake"
+	"github.com/ghclaim/ghclaim/shared/obs"
+	"github.com/ghclaim/ghclaim/shared/pool"
+	"github.com/ghclaim/ghclaim/shared/provision"
+	"github.com/ghclaim/ghclaim/shared/queue"
+	"github.com/ghclaim/ghclaim/shared/reclaim"
+	"github.com/ghclaim/ghclaim/shared/store"
+	"github.com/ghclaim/ghclaim/shared/webhook"
+)
+
+// Config is one accounting run. Zero values take the defaults.
+type Config struct {
+	// Jobs is the number of workflow jobs our pools serve (N).
+	Jobs int
+	// FaultRate is the probability that any external call fails (0.2).
+	FaultRate float64
+	// KillRate is the share of claimer invocations killed at a random
+	// call (0.1).
+	KillRate float64
+	// DuplicateRate is the share of deliveries GitHub sends twice (0.15).
+	DuplicateRate float64
+	// Seed makes the plan and the fault draws reproducible.
+	Seed uint64
+	// Claimers is the number of concurrent claimer pollers (8), each one
+	// Lambda instance taking batches of BatchSize (5) messages.
+	Claimers, BatchSize int
+	// Senders bounds concurrent webhook invocations (8).
+	Senders int
+	// Ramp spreads the jobs' first deliveries (N × 40 ms).
+	Ramp time.Duration
+	// Settle bounds the wait, after the last delivery, for every job to
+	// reach a final state (3 min).
+	Settle time.Duration
+	// RateLimitWindow is how long one installation's budget is exhausted,
+	// a third into the ramp (10 s; negative: never).
+	RateLimitWindow time.Duration
+	// Compressed time: the ladder (1s,2s,3s), function timeout (15 s:
+	// moto under load answers in tens of milliseconds, and an invocation
+	// cut short mid-claim only tests the reclaimer more), lease and the
+	// queue's visibility timeout (timeout + 5 s), the store's graces (2 s
+	// pending, 3 s queued), max age (10 min), reclaimer period (2 s).
+	Ladder                             []time.Duration
+	Lease, FunctionTimeout, Visibility time.Duration
+	PendingGrace, QueuedGrace, MaxAge  time.Duration
+	ReclaimEvery                       time.Duration
+	// DelayScale compresses claim message delays (see Compress); 1 or 0
+	// keeps them.
+	DelayScale float64
+	// Log receives every handler's JSON log lines (discarded when nil);
+	// they are also scanned for secrets.
+	Log io.Writer
+	// Progress gets a line every few seconds (none when nil).
+	Progress io.Writer
+	// GitHub builds each claimer process's GitHub client.
+	GitHub GitHubFactory
+}
+
+func (c Config) withDefaults() Config {
+	if c.Jobs <= 0 {
+		c.Jobs = 500
+	}
+	if c.FaultRate < 0 {
+		c.FaultRate = 0
+	}
+	if c.KillRate == 0 {
+		c.KillRate = 0.1
+	}
+	if c.DuplicateRate == 0 {
+		c.DuplicateRate = 0.15
+	}
+	if c.Claimers <= 0 {
+		c.Claimers = 8
+	}
+	if c.BatchSize <= 0 {
+		c.BatchSize = 5
+	}
+	if c.Senders <= 0 {
+		c.Senders = 8
+	}
+	if c.Ramp <= 0 {
+		c.Ramp = time.Duration(c.Jobs) * 40 * time.Millisecond
+	}
+	if c.Settle <= 0 {
+		c.Settle = 3 * time.Minute
+	}
+	if c.RateLimitWindow == 0 {
+		c.RateLimitWindow = 10 * time.Second
+	}
+	if len(c.Ladder) == 0 {
+		c.Ladder = []time.Duration{time.Second, 2 * time.Second, 3 * time.Second}
+	}
+	if c.FunctionTimeout <= 0 {
+		c.FunctionTimeout = 15 * time.Second
+	}
+	if c.Lease <= 0 {
+		c.Lease = c.FunctionTimeout + 5*time.Second
+	}
+	if c.Visibility <= 0 {
+		c.Visibility = c.FunctionTimeout + 5*time.Second
+	}
+	if c.PendingGrace <= 0 {
+		c.PendingGrace = 2 * time.Second
+	}
+	if c.QueuedGrace <= 0 {
+		c.QueuedGrace = 3 * time.Second
+	}
+	if c.MaxAge <= 0 {
+		c.MaxAge = 10 * time.Minute
+	}
+	if c.ReclaimEvery <= 0 {
+		c.ReclaimEvery = 2 * time.Second
+	}
+	if c.Log == nil {
+		c.Log = io.Discard
+	}
+	if c.GitHub == nil {
+		c.GitHub = AppGitHub
+	}
+	return c
+}
+
+// World is where a run happens: an SDK configuration for the emulator and
+// the template's stack deployed on it.
+type World struct {
+	AWS       aws.Config
+	TableName string
+	QueueURL  string
+}
+
+// The functions, as callers in the figures.
+const (
+	fnWebhook   = "webhook"
+	fnClaimer   = "claimer"
+	fnReclaimer = "reclaimer"
+)
+
+// Secret is the webhook secret of a run.
+var Secret = []byte("chaos-webhook-secret")
+
+const appID = 4711
+
+// Pools of a run: EC2 machines for linux jobs, a dispatch queue for gpu jobs.
+const (
+	PoolEC2      = "linux"
+	PoolDispatch = "gpu"
+)
+
+// run is one accounting run in progress.
+type run struct {
+	cfg    Config
+	world  World
+	inj    *Injector
+	logs   *logSink
+	log    *slog.Logger
+	ddb    *dynamodb.Client
+	sqs    *sqs.Client
+	ec2    *ec2.Client
+	stores map[string]*store.Store // per function: faults below it
+	queues map[string]*queue.Queue // per function: faults below it
+	hook   *webhook.Handler
+	gh     *ghfake.Server
+	ghURL  string
+	appKey []byte
+	pools  []pool.Pool
+	reg    provision.Registry
+	plans  []*plan
+
+	closers  []func()
+	sem      chan struct{}
+	reqSeq   atomic.Int64
+	seedSeq  atomic.Uint64
+	stats    deliveryStats
+	throttle int64 // installation whose budget runs out
+}
+
+type deliveryStats struct {
+	mu           sync.Mutex
+	sent         int
+	duplicates   int
+	redeliveries int
+	rejected     int // 4xx: a bug in the generator or the webhook
+	undelivered  int // gave up after maxRedeliveries 5xx answers
+	statuses     map[int]int
+}
+
+// Run performs one accounting run in world and returns its figures. It
+// returns an error only when the run could not be set up.
+func Run(ctx context.Context, world World, cfg Config) (Report, error) {
+	cfg = cfg.withDefaults()
+	started := time.Now()
+	r := &run{cfg: cfg, world: world, logs: newLogSink(cfg.Log), sem: make(chan struct{}, cfg.Senders)}
+	r.stats.statuses = map[int]int{}
+	r.inj = NewInjector(NewRand(cfg.Seed), cfg.FaultRate, nil)
+	r.log = obs.NewLogger(r.logs, "info")
+	if err := r.setUp(ctx); err != nil {
+		return Report{}, err
+	}
+	defer r.tearDown()
+	r.plans = Plan(NewRand(cfg.Seed+1), cfg.Jobs)
+
+	work, stopWork := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for i := range cfg.Claimers {
+		wg.Add(1)
+		go func() { defer wg.Done(); r.poll(work, i) }()
+	}
+	for i, every := range []time.Duration{cfg.ReclaimEvery, cfg.ReclaimEvery * 17 / 10} {
+		wg.Add(1)
+		go func() { defer wg.Done(); r.reclaim(work, i, every) }()
+	}
+	if cfg.RateLimitWindow > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if wait(work, cfg.Ramp/3) {
+				r.gh.SetRateLimit(r.throttle, 5000, 0, time.Now().Add(cfg.RateLimitWindow))
+				r.progress("rate limit: installation %d exhausted for %s", r.throttle, cfg.RateLimitWindow)
+			}
+		}()
+	}
+	progressDone := make(chan struct{})
+	go r.report(work, progressDone)
+
+	r.deliverAll(ctx)
+	r.progress("all deliveries answered after %s; settling (at most %s)", time.Since(started).Round(time.Second), cfg.Settle)
+	r.settle(ctx)
+	stopWork()
+	wg.Wait()
+	<-progressDone
+
+	rep, err := r.account(context.WithoutCancel(ctx))
+	rep.Elapsed = time.Since(started)
+	return rep, err
+}
+
+func (r *run) setUp(ctx context.Context) error {
+	cfg := r.world.AWS
+	r.ddb = dynamodb.NewFromConfig(cfg)
+	r.sqs = sqs.NewFromConfig(cfg)
+	r.ec2 = ec2.NewFromConfig(cfg)
+	opts := store.Options{PendingGrace: r.cfg.PendingGrace, QueuedGrace: r.cfg.QueuedGrace}
+	r.stores, r.queues = map[string]*store.Store{}, map[string]*queue.Queue{}
+	for _, fn := range []string{fnWebhook, fnClaimer, fnReclaimer} {
+		r.stores[fn] = store.New(&DynamoDB{Caller: fn, Next: r.ddb, In: r.inj}, r.world.TableName, opts)
+		r.queues[fn] = queue.New(&SQS{Caller: fn, Next: &Compress{Next: r.sqs, Scale: r.cfg.DelayScale}, In: r.inj}, r.world.QueueURL)
+	}
+
+	lt, err := r.launchTemplate(ctx)
+	if err != nil {
+		return err
+	}
+	out, err := r.sqs.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(fmt.Sprintf("chaos-dispatch-%d-%d", r.cfg.Seed, time.Now().UnixNano()))})
+	if err != nil {
+		return fmt.Errorf("create dispatch queue: %w", err)
+	}
+	r.pools = []pool.Pool{
+		{Name: PoolEC2, Labels: []string{"self-hosted", "linux", "x64"}, Scope: pool.ScopeRepo, RunnerGroupID: 1,
+			Provisioner: pool.Provisioner{Type: pool.ProvisionerEC2, LaunchTemplate: lt, LaunchTemplateVersion: "$Default"}},
+		{Name: PoolDispatch, Labels: []string{"self-hosted", "gpu"}, Scope: pool.ScopeOrg, RunnerGroupID: 1,
+			Provisioner: pool.Provisioner{Type: pool.ProvisionerDispatch, QueueURL: aws.ToString(out.QueueUrl)}},
+	}
+	r.reg = provision.Registry{
+		pool.ProvisionerEC2:      provision.NewEC2(r.ec2, ssm.NewFromConfig(cfg), r.log),
+		pool.ProvisionerDispatch: provision.NewDispatch(r.sqs, r.log),
+	}
+
+	r.appKey, err = NewAppKey()
+	if err != nil {
+		return err
+	}
+	r.gh = ghfake.New(ghfake.WithAppID(appID))
+	srv := httptest.NewServer(Middleware(r.gh, r.inj))
+	r.ghURL = srv.URL
+	r.closers = append(r.closers, srv.Close)
+	r.throttle = Installations[1]
+
+	r.hook, err = webhook.New(webhook.Config{Secrets: [][]byte{Secret}, Pools: r.pools, AllowedOwners: Owners},
+		r.stores[fnWebhook], r.queues[fnWebhook], time.Now, r.log)
+	return err
+}
+
+func (r *run) tearDown() {
+	for _, c := range r.closers {
+		c()
+	}
+}
+
+// launchTemplate creates the EC2 launch template of the linux pool.
+func (r *run) launchTemplate(ctx context.Context) (string, error) {
+	imgs, err := r.ec2.DescribeImages(ctx, &ec2.DescribeImagesInput{})
+	if err != nil || len(imgs.Images) == 0 {
+		return "", fmt.Errorf("describe images: %v (no image to launch)", err)
+	}
+	name := fmt.Sprintf("chaos-%d-%d", r.cfg.Seed, time.Now().UnixNano())
+	_, err = r.ec2.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{
+		LaunchTemplateName: aws.String(name),
+		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: imgs.Images[0].ImageId, InstanceType: ec2types.InstanceTypeT4gMicro},
+	})
+	if err != nil {
+		return "", fmt.Errorf("create launch template: %w", err)
+	}
+	return name, nil
+}
+
+// newClaimer starts a claimer "process": its own GitHub client, rate
+// memory, random source and instance id.
+func (r *run) newClaimer(worker int) (*claim.Claimer, error) {
+	gh, rates, err := r.cfg.GitHub(r.ghURL, appID, r.appKey, r.stores[fnClaimer])
+	if err != nil {
+		return nil, err
+	}
+	n := r.seedSeq.Add(1)
+	pol := backoff.Default()
+	pol.Ladder, pol.MaxAge = r.cfg.Ladder, r.cfg.MaxAge
+	return claim.New(claim.Deps{
+		Store:       r.stores[fnClaimer],
+		Queue:       r.queues[fnClaimer],
+		GitHub:      &GitHub{Next: gh},
+		Provisioner: &Provisioner{Caller: fnClaimer, Next: r.reg, In: r.inj},
+		Policy:      pol,
+		Rates:       rates,
+		Now:         time.Now,
+		Rand:        NewRand(r.cfg.Seed*1000 + n + 500),
+		Log:         r.log,
+		Metrics:     obs.NewMetrics(r.logs, map[string]string{"function": "claimer"}, time.Now),
+	}, claim.Options{
+		Pools: r.pools, Lease: r.cfg.Lease, SafetyMargin: r.cfg.FunctionTimeout / 3,
+		EarlyDelay: time.Second, RetrySoon: time.Second, RateRefresh: time.Second,
+		InstanceID: "claimer-" + strconv.Itoa(worker) + "-" + strconv.FormatUint(n, 10),
+	})
+}
+
+// maxCallsPerClaim bounds where a kill lands: a claim makes about this many
+// external calls (read, lease, token, JIT, provision, finish, delete).
+const maxCallsPerClaim = 14
+
+// poll is one claimer Lambda instance behind the event source mapping:
+// receive a batch, invoke, delete what the invocation did not report as
+// failed. A killed invocation deletes nothing and its process is replaced.
+func (r *run) poll(ctx context.Context, worker int) {
+	c, err := r.newClaimer(worker)
+	if err != nil {
+		r.log.Error("chaos: claimer", slog.Any("err", err))
+		return
+	}
+	for ctx.Err() == nil {
+		out, err := r.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+			QueueUrl: aws.String(r.world.QueueURL), MaxNumberOfMessages: int32(r.cfg.BatchSize),
+			WaitTimeSeconds: 1, VisibilityTimeout: int32(r.cfg.Visibility / time.Second),
+			MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll},
+		})
+		if err != nil || len(out.Messages) == 0 {
+			continue
+		}
+		ev := events.SQSEvent{}
+		for _, m := range out.Messages {
+			ev.Records = append(ev.Records, events.SQSMessage{
+				MessageId: aws.ToString(m.MessageId), ReceiptHandle: aws.ToString(m.ReceiptHandle),
+				Body: aws.ToString(m.Body), Attributes: m.Attributes, EventSource: "aws:sqs",
+				EventSourceARN: "arn:aws:sqs:us-east-1:123456789012:claims", AWSRegion: "us-east-1",
+			})
+		}
+		killAt, after := 0, false
+		if r.inj.Float64() < r.cfg.KillRate {
+			killAt, after = 1+r.inj.Intn(maxCallsPerClaim), r.inj.Intn(2) == 0
+		}
+		ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.FunctionTimeout)
+		inv := NewInvocation(r.inj, killAt, after, cancel)
+		ictx = lambdacontext.NewContext(ictx, &lambdacontext.LambdaContext{AwsRequestID: fmt.Sprintf("req-%d", r.reqSeq.Add(1))})
+		ictx = WithInvocation(ictx, inv)
+		var resp events.SQSEventResponse
+		var herr error
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			resp, herr = c.Handle(ictx, ev)
+		}()
+		<-done
+		cancel()
+		if inv.Killed() {
+			if c, err = r.newClaimer(worker); err != nil {
+				r.log.Error("chaos: claimer", slog.Any("err", err))
+				return
+			}
+			continue
+		}
+		if herr != nil {
+			continue // the whole batch comes back after the visibility timeout
+		}
+		r.deleteHandled(ev, resp)
+	}
+}
+
+// deleteHandled deletes the batch's messages that are not batch item
+// failures, as the event source mapping does.
+func (r *run) deleteHandled(ev events.SQSEvent, resp events.SQSEventResponse) {
+	failed := map[string]bool{}
+	for _, f := range resp.BatchItemFailures {
+		failed[f.ItemIdentifier] = true
+	}
+	var entries []sqstypes.DeleteMessageBatchRequestEntry
+	for _, m := range ev.Records {
+		if !failed[m.MessageId] {
+			entries = append(entries, sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(m.MessageId), ReceiptHandle: aws.String(m.ReceiptHandle)})
+		}
+	}
+	if len(entries) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, _ = r.sqs.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(r.world.QueueURL), Entries: entries})
+}
+
+// reclaim runs a reclaimer on a compressed schedule. Two of them run at
+// different periods, so passes overlap now and then.
+func (r *run) reclaim(ctx context.Context, id int, every time.Duration) {
+	rc := reclaim.New(r.stores[fnReclaimer], r.queues[fnReclaimer], reclaim.Config{
+		MaxAge: r.cfg.MaxAge, Budget: 4 * every, Reserve: every / 2, Now: time.Now,
+		Rand: &lockedRand{r: NewRand(r.cfg.Seed*7 + uint64(id))}, Logger: r.log,
+		Metrics: obs.NewMetrics(r.logs, map[string]string{"function": "reclaimer"}, time.Now),
+	})
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 4*every)
+		_, _ = rc.Run(pctx)
+		cancel()
+	}
+}
+
+type lockedRand struct {
+	mu sync.Mutex
+	r  Rand
+}
+
+func (l *lockedRand) Perm(n int) []int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	p := make([]int, n)
+	for i := range p {
+		j := l.r.IntN(i + 1)
+		p[i], p[j] = p[j], i
+	}
+	return p
+}
+
+func (l *lockedRand) Float64() float64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.r.Float64()
+}
+
+// settle waits (bounded by Settle) until every planned job's record is
+// final, reading the table directly, fault-free.
+func (r *run) settle(ctx context.Context) {
+	deadline := time.Now().Add(r.cfg.Settle)
+	for time.Now().Before(deadline) {
+		recs, err := r.scan(ctx)
+		if err == nil {
+			open := 0
+			for _, p := range r.plans {
+				if rec, ok := recs[p.Job.ID]; !ok || !rec.State.Terminal() {
+					open++
+				}
+			}
+			if open == 0 {
+				return
+			}
+		}
+		if !wait(ctx, time.Second) {
+			return
+		}
+	}
+}
+
+// report prints progress every five seconds until ctx ends.
+func (r *run) report(ctx context.Context, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		recs, err := r.scan(ctx)
+		if err != nil {
+			continue
+		}
+		states := map[string]int{}
+		for _, p := range r.plans {
+			if rec, ok := recs[p.Job.ID]; ok {
+				states[string(rec.State)]++
+			} else {
+				states["none"]++
+			}
+		}
+		c := r.inj.Counts()
+		r.progress("states %v faults=%d kills=%d", states, c.TotalFaults(), c.Kills)
+	}
+}
+
+func (r *run) progress(format string, args ...any) {
+	if r.cfg.Progress != nil {
+		fmt.Fprintf(r.cfg.Progress, "chaos: "+format+"\n", args...)
+	}
+}
+
+// wait sleeps d as pacing of the workload (not to order anything) and
+// reports false when ctx ended first.
+func wait(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

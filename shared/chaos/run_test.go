@@ -1,0 +1,61 @@
+package chaos_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/ghclaim/ghclaim/shared/chaos"
+	"github.com/ghclaim/ghclaim/shared/emulator"
+)
+
+// world deploys the template's table and queues on the shared emulator.
+func world(t *testing.T) chaos.World {
+	t.Helper()
+	srv := emulator.ForTest(t)
+	stack := emulator.DeployForTest(t, srv)
+	return chaos.World{AWS: srv.ConfigForTest(t), TableName: stack.TableName, QueueURL: stack.QueueURL}
+}
+
+// TestRunShort is `make chaos` in small: 40 jobs through the real
+// handlers with faults at every external call (10 %, so that it stays
+// short: at 20 % a claim attempt of ~10 calls succeeds one time in nine),
+// kills, duplicates and a rate-limit window. Nothing may be lost or
+// claimed twice.
+func TestRunShort(t *testing.T) {
+	w := world(t)
+	var logs bytes.Buffer
+	cfg := chaos.Config{Jobs: 40, FaultRate: 0.1, KillRate: 0.15, Seed: 42, DelayScale: 0.1, FunctionTimeout: 8 * time.Second,
+		Settle: 150 * time.Second, Log: &logs}
+	if testing.Verbose() {
+		cfg.Progress = os.Stderr
+	}
+	if path := os.Getenv("CHAOS_LOG"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		cfg.Log = f
+	}
+	rep, err := chaos.Run(context.Background(), w, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(rep.Line())
+	t.Log(rep.Counts.String())
+	for _, l := range rep.LostJobs {
+		t.Log(l)
+	}
+	if !rep.OK() {
+		t.Errorf("run failed: %s", rep.Line())
+	}
+	if rep.Faults == 0 || rep.Kills == 0 || rep.DuplicateDeliveries == 0 {
+		t.Errorf("faults=%d kills=%d duplicate_deliveries=%d: the run injected nothing, it proves nothing", rep.Faults, rep.Kills, rep.DuplicateDeliveries)
+	}
+	if rep.Claimed == 0 {
+		t.Errorf("no job was claimed: %s", rep.Line())
+	}
+}
