@@ -75,9 +75,13 @@
 // has more than SafetyMargin (default 10 s, longer than any single step)
 // left; the messages nobody started are made visible again at once with
 // reclaim.Spread delays (so M released claims do not stampede) and
-// reported as batch item failures. Infrastructure errors (DynamoDB or SQS
-// failing) make the message a batch item failure too: SQS redelivers it,
-// and the versions decide whether it is still current.
+// reported as batch item failures. Calls to GitHub and the provisioner run
+// under a context that ends HandOffReserve (default 4 s) before the
+// invocation, so a hung call fails as a network timeout and the job is
+// still handed off, instead of the invocation dying with the lease held.
+// Infrastructure errors (DynamoDB or SQS failing) make the message a batch
+// item failure too: SQS redelivers it, and the versions decide whether it
+// is still current.
 package claim
 
 import (
@@ -141,9 +145,12 @@ const (
 	DefaultLease        = 3 * time.Minute
 	DefaultConcurrency  = 4
 	DefaultSafetyMargin = 10 * time.Second
-	DefaultEarlyDelay   = 5 * time.Second
-	DefaultRetrySoon    = 10 * time.Second
-	DefaultRateRefresh  = 5 * time.Second
+	// DefaultHandOffReserve is kept free at the end of an invocation for
+	// the writes that record an attempt (send, release, delete).
+	DefaultHandOffReserve = 4 * time.Second
+	DefaultEarlyDelay     = 5 * time.Second
+	DefaultRetrySoon      = 10 * time.Second
+	DefaultRateRefresh    = 5 * time.Second
 	// MaxConcurrency bounds workers per batch: more would only add GitHub
 	// pressure from one instance.
 	MaxConcurrency = 4
@@ -159,6 +166,9 @@ type Options struct {
 	Concurrency int
 	// SafetyMargin: no message is started with less than this left.
 	SafetyMargin time.Duration
+	// HandOffReserve: GitHub and provisioner calls end this long before
+	// the invocation, so the outcome can still be recorded.
+	HandOffReserve time.Duration
 	// EarlyDelay: how soon a message newer than its record comes back.
 	EarlyDelay time.Duration
 	// RetrySoon: how soon a message comes back after an infrastructure error.
@@ -179,6 +189,9 @@ func (o Options) withDefaults() Options {
 	o.Concurrency = min(o.Concurrency, MaxConcurrency)
 	if o.SafetyMargin <= 0 {
 		o.SafetyMargin = DefaultSafetyMargin
+	}
+	if o.HandOffReserve <= 0 || o.HandOffReserve >= o.SafetyMargin {
+		o.HandOffReserve = min(DefaultHandOffReserve, o.SafetyMargin/2)
 	}
 	if o.EarlyDelay <= 0 {
 		o.EarlyDelay = DefaultEarlyDelay

@@ -1,7 +1,6 @@
 package claim_test
 
 import (
-	"context"
 	"net/http"
 	"testing"
 	"time"
@@ -50,6 +49,7 @@ func TestLadder(t *testing.T) {
 			if n := len(h.gh.Runners()); n != 0 {
 				t.Errorf("%d runners registered after abandoning, want 0", n)
 			}
+			checkDecisionLines(t, h)
 			return
 		}
 		if r.State != job.Queued || r.Attempt != attempt {
@@ -108,5 +108,25 @@ func TestLadderEndsOnSuccess(t *testing.T) {
 	if rs := h.gh.Runners(); len(rs) != 1 || rs[0].Name != "linux-1002" {
 		t.Fatalf("runners %v, want exactly linux-1002", rs)
 	}
-	_ = context.Background()
+}
+
+// checkDecisionLines: every retry decision is one JSON line with the
+// fields operators query by.
+func checkDecisionLines(t *testing.T, h *harness) {
+	t.Helper()
+	retries := 0
+	for _, d := range h.logs.decisions(t) {
+		if d["decision"] != "retry" {
+			continue
+		}
+		retries++
+		for _, k := range []string{"job_id", "attempt", "class", "version", "decision", "delay_ms"} {
+			if _, ok := d[k]; !ok {
+				t.Fatalf("retry line %v lacks %q", d, k)
+			}
+		}
+	}
+	if retries == 0 {
+		t.Fatal("no retry decision logged")
+	}
 }

@@ -41,7 +41,11 @@ const (
 
 // flow is one message's way through the claim.
 type flow struct {
-	c     *Claimer
+	c *Claimer
+	// work bounds the calls to GitHub and the provisioner: it ends
+	// HandOffReserve before the invocation does, so a hung call still
+	// leaves time to record the outcome or hand the job off.
+	work  context.Context
 	sm    events.SQSMessage
 	msg   job.Message
 	now   time.Time
@@ -60,7 +64,12 @@ type flow struct {
 // handleMessage runs one message through the claim. nil means the message
 // was dealt with (and deleted); an error makes it a batch item failure.
 func (c *Claimer) handleMessage(ctx context.Context, sm events.SQSMessage, owner string) error {
-	f := &flow{c: c, sm: sm, now: c.d.Now()}
+	f := &flow{c: c, sm: sm, now: c.d.Now(), work: ctx}
+	if dl, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		f.work, cancel = context.WithDeadline(ctx, dl.Add(-c.o.HandOffReserve))
+		defer cancel()
+	}
 	msg, err := queue.Decode(sm.Body)
 	if err != nil {
 		f.decide(ctx, slog.LevelError, DecisionMalformed, slog.String("error", err.Error()))
@@ -153,7 +162,7 @@ func (f *flow) claim(ctx context.Context) error {
 	defer f.shareRate(ctx)
 
 	if p.CheckQueued {
-		st, err := c.d.GitHub.JobStatus(ctx, f.rec.InstallationID, f.rec.Owner(), f.rec.RepoName(), f.rec.JobID)
+		st, err := c.d.GitHub.JobStatus(f.work, f.rec.InstallationID, f.rec.Owner(), f.rec.RepoName(), f.rec.JobID)
 		switch {
 		case err != nil:
 			// The check is an optimisation: when it fails, claim anyway.
@@ -165,7 +174,7 @@ func (f *flow) claim(ctx context.Context) error {
 		}
 	}
 
-	jit, reused, err := f.register(ctx)
+	jit, reused, err := f.register(f.work)
 	if err != nil {
 		return f.retryOrFail(ctx, err, nil)
 	}
@@ -173,7 +182,7 @@ func (f *flow) claim(ctx context.Context) error {
 		return f.finish(ctx, store.Outcome{State: job.Claimed, Attempt: f.attempt, RunnerName: f.name}, DecisionReused, nil,
 			slog.Int64("runner_id", reused.ID), slog.String("runner_status", reused.Status), slog.Bool("runner_busy", reused.Busy))
 	}
-	res, err := c.d.Provisioner.Provision(ctx, f.request(jit.EncodedConfig))
+	res, err := c.d.Provisioner.Provision(f.work, f.request(jit.EncodedConfig))
 	if err != nil {
 		return f.retryOrFail(ctx, err, &ghapp.Runner{ID: jit.RunnerID, Name: jit.Name, Status: "offline"})
 	}

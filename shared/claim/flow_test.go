@@ -337,3 +337,31 @@ func TestLeaseLostChangesNothing(t *testing.T) {
 	}
 	h.receiveNone(t)
 }
+
+// TestHungGitHubCallStillHandsOff: a JIT call that hangs is cut off
+// HandOffReserve before the invocation ends, so the attempt is recorded as
+// a network failure and handed off instead of dying with the lease held.
+func TestHungGitHubCallStillHandsOff(t *testing.T) {
+	t.Parallel()
+	h := setup(t, setupOpt{})
+	c := h.claimer(t, claimerOpt{})
+	const id = 9101
+	h.seed(t, id)
+	h.gh.Fail(ghfake.RouteRepoJIT, 1, ghfake.Slow(time.Minute))
+	msgs := h.receive(t, 1)
+	// Just over the safety margin left: the message starts, the JIT call
+	// hangs until the work context ends 4 s before the invocation.
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(11*time.Second))
+	defer cancel()
+	resp, err := c.Handle(ctx, events.SQSEvent{Records: msgs})
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("handle: %v, failures %v", err, resp.BatchItemFailures)
+	}
+	r := h.get(t, id)
+	if r.State != job.Queued || r.LastErrorClass != "network" || r.Attempt != 1 {
+		t.Fatalf("record %s class %q attempt %d (%s), want queued, network, attempt 1", r.State, r.LastErrorClass, r.Attempt, r.LastError)
+	}
+	if s := h.lastSend(t); s.msg.Version != r.Version {
+		t.Fatalf("sent version %d, record %d", s.msg.Version, r.Version)
+	}
+}
