@@ -18,6 +18,7 @@ import (
 	"github.com/ghclaim/ghclaim/shared/claim"
 	"github.com/ghclaim/ghclaim/shared/ghfake"
 	"github.com/ghclaim/ghclaim/shared/job"
+	"github.com/ghclaim/ghclaim/shared/queue"
 	"github.com/ghclaim/ghclaim/shared/reclaim"
 	"github.com/ghclaim/ghclaim/shared/store"
 )
@@ -208,6 +209,22 @@ func TestBatchMixed(t *testing.T) {
 	if claimed != 4 || queued != 1 {
 		t.Fatalf("%d claimed and %d queued for retry, want 4 and 1", claimed, queued)
 	}
+	// Left in the queue: the early message (back for another look), the
+	// retry of the 502 job and 5007's chained hop. Everything else (the
+	// duplicate, the malformed and the unknown job's message) was deleted.
+	var left []int64
+	for _, m := range h.receive(t, 3) {
+		msg, err := queue.Decode(m.Body)
+		if err != nil {
+			t.Fatalf("left in the queue: %q", m.Body)
+		}
+		left = append(left, msg.JobID)
+	}
+	slices.Sort(left)
+	if left[0] < 5001 || left[0] > 5005 || left[1] != 5006 || left[2] != 5007 {
+		t.Fatalf("jobs left in the queue %v, want one of 5001–5005 (retry), 5006 (early), 5007 (chained)", left)
+	}
+	h.receiveNone(t)
 }
 
 func receiptOf(msgs []events.SQSMessage, id string) string {
@@ -363,5 +380,50 @@ func TestHungGitHubCallStillHandsOff(t *testing.T) {
 	}
 	if s := h.lastSend(t); s.msg.Version != r.Version {
 		t.Fatalf("sent version %d, record %d", s.msg.Version, r.Version)
+	}
+}
+
+// TestLiveRunnerIsReused: the claimer died after provisioning, and the
+// machine's runner came online. The next attempt's 409 finds it alive and
+// claims the job with it: no second registration, no second machine.
+func TestLiveRunnerIsReused(t *testing.T) {
+	t.Parallel()
+	h := setup(t, setupOpt{})
+	const id = 9201
+	h.seed(t, id)
+	h.spy.set(nil, func(n int) {
+		if n == 1 {
+			crash()
+		}
+	})
+	h.invoke(t, h.claimer(t, claimerOpt{instance: "first"}), h.receive(t, 1)...)
+	first := h.gh.Runners()
+	if len(first) != 1 {
+		t.Fatalf("runners %v, want one", first)
+	}
+	if err := h.gh.SetRunner(first[0].Name, "online", false); err != nil {
+		t.Fatal(err)
+	}
+	r := h.get(t, id)
+	h.clock.Set(job.FromMillis(r.LeaseExpiresAt).Add(time.Second))
+	v, err := h.store.TakeBack(context.Background(), r, job.Queued, h.clock.Now(), "lease expired", h.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.queue.Send(context.Background(), job.Message{JobID: id, Version: v}, 0); err != nil {
+		t.Fatal(err)
+	}
+	h.invoke(t, h.claimer(t, claimerOpt{instance: "second"}), h.receive(t, 1)...)
+	if got := h.get(t, id); got.State != job.Claimed || got.RunnerName != first[0].Name {
+		t.Fatalf("record %s runner %q, want claimed by %s", got.State, got.RunnerName, first[0].Name)
+	}
+	if rs := h.gh.Runners(); len(rs) != 1 || rs[0].ID != first[0].ID {
+		t.Fatalf("runners %v, want the first registration %d only", rs, first[0].ID)
+	}
+	if n := h.spy.Calls(); n != 1 {
+		t.Fatalf("%d provisionings, want 1", n)
+	}
+	if d := h.dispatched(t); len(d) != 1 {
+		t.Fatalf("%d dispatches, want 1", len(d))
 	}
 }
