@@ -49,6 +49,24 @@
 // survive every re-send: the policy reads them from the record, never from
 // the message, and a re-send never resets them.
 //
+// If the send itself fails, nothing is released: the lease expires and the
+// reclaimer re-enqueues the job (sweep_at is the lease's expiry), which is
+// sooner than a released record without a message would be found.
+//
+// Registration. The runner name is derived from the job (<pool>-<job_id>),
+// so GitHub's 409 "already exists" can only mean an earlier attempt's
+// runner: online or busy, its machine runs and it is reused (claimed,
+// nothing provisioned); offline, it never connected, so it is deleted and
+// a fresh config generated (the provisioner's job-derived idempotency key
+// then finds the earlier machine, if any). A non-retryable provisioning
+// failure deletes this attempt's registration after the fenced Finish; a
+// retryable one leaves it for the next attempt's 409 path. A job whose pool
+// is no longer configured is retried (a rollout may be under way) until
+// the maximum age abandons it.
+//
+// Time. "Now" is read once per message and used for every write and
+// condition of that message; only the deadline check reads the clock again.
+//
 // Attempts. An attempt counts once it reaches GitHub or the provisioner;
 // it is recorded by the Release or Finish that ends it. A claim deferred
 // because the installation's budget is exhausted is not an attempt.
