@@ -1,0 +1,178 @@
+package rig
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Function is what template.yaml says about one function: its environment (Globals merged
+// with its own, every !Ref resolved) and its limits.
+type Function struct {
+	// LogicalID is the template's resource id, e.g. ClaimerFunction.
+	LogicalID string
+	Env       map[string]string
+	Timeout   time.Duration
+	MemoryMB  int
+}
+
+// logicalIDs maps the function names (functions/<name>) to their template resources.
+var logicalIDs = map[string]string{
+	"webhook":   "WebhookFunction",
+	"claimer":   "ClaimerFunction",
+	"reclaimer": "ReclaimerFunction",
+}
+
+// Functions reads the three functions of the template at path. Refs resolve to params (then the
+// parameter's default) or to refs (physical ids of the stack's resources); anything else in an
+// environment variable is an error naming it, so the local run never guesses.
+func Functions(path string, params, refs map[string]string) (map[string]Function, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read template: %w", err)
+	}
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, fmt.Errorf("parse %s: %w", path, err)
+	}
+	if len(root.Content) == 0 {
+		return nil, fmt.Errorf("parse %s: empty document", path)
+	}
+	doc := root.Content[0]
+	resolve := func(name string) (string, bool) {
+		if v, ok := params[name]; ok {
+			return v, true
+		}
+		if v, ok := refs[name]; ok {
+			return v, true
+		}
+		if d := get(doc, "Parameters", name, "Default"); d != nil && d.Kind == yaml.ScalarNode {
+			return d.Value, true
+		}
+		return "", false
+	}
+	globals := get(doc, "Globals", "Function")
+	out := map[string]Function{}
+	for name, id := range logicalIDs {
+		props := get(doc, "Resources", id, "Properties")
+		if props == nil {
+			return nil, fmt.Errorf("template %s: no resource %s", path, id)
+		}
+		fn := Function{LogicalID: id, Env: map[string]string{}, Timeout: 3 * time.Second, MemoryMB: 128}
+		for _, src := range []*yaml.Node{globals, props} {
+			if src == nil {
+				continue
+			}
+			if n := get(src, "Timeout"); n != nil {
+				s, err := scalar(n, resolve)
+				if err != nil {
+					return nil, fmt.Errorf("%s Timeout: %w", id, err)
+				}
+				secs, err := strconv.Atoi(s)
+				if err != nil {
+					return nil, fmt.Errorf("%s Timeout %q: %w", id, s, err)
+				}
+				fn.Timeout = time.Duration(secs) * time.Second
+			}
+			if n := get(src, "MemorySize"); n != nil {
+				s, err := scalar(n, resolve)
+				if err != nil {
+					return nil, fmt.Errorf("%s MemorySize: %w", id, err)
+				}
+				if fn.MemoryMB, err = strconv.Atoi(s); err != nil {
+					return nil, fmt.Errorf("%s MemorySize %q: %w", id, s, err)
+				}
+			}
+			vars := get(src, "Environment", "Variables")
+			if vars == nil {
+				continue
+			}
+			for i := 0; i+1 < len(vars.Content); i += 2 {
+				k := vars.Content[i].Value
+				v, err := scalar(vars.Content[i+1], resolve)
+				if err != nil {
+					return nil, fmt.Errorf("%s environment %s: %w", id, k, err)
+				}
+				fn.Env[k] = v
+			}
+		}
+		out[name] = fn
+	}
+	return out, nil
+}
+
+// scalar is a literal, or a !Ref / {"Ref": …} resolved by resolve.
+func scalar(n *yaml.Node, resolve func(string) (string, bool)) (string, error) {
+	ref := ""
+	switch {
+	case n.Kind == yaml.ScalarNode && n.Tag == "!Ref":
+		ref = n.Value
+	case n.Kind == yaml.ScalarNode && (n.Tag == "" || strings.HasPrefix(n.Tag, "!!")):
+		return n.Value, nil
+	case n.Kind == yaml.MappingNode && len(n.Content) == 2 && n.Content[0].Value == "Ref":
+		ref = n.Content[1].Value
+	default:
+		return "", fmt.Errorf("only literals and Ref are supported locally, got %s %q", n.Tag, n.Value)
+	}
+	v, ok := resolve(ref)
+	if !ok {
+		return "", fmt.Errorf("Ref %s: neither a parameter nor a created resource", ref)
+	}
+	return v, nil
+}
+
+// get walks mapping keys.
+func get(n *yaml.Node, path ...string) *yaml.Node {
+	for _, key := range path {
+		if n == nil || n.Kind != yaml.MappingNode {
+			return nil
+		}
+		var next *yaml.Node
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == key {
+				next = n.Content[i+1]
+				break
+			}
+		}
+		n = next
+	}
+	return n
+}
+
+// ParseRate reads an EventBridge rate expression, "rate(1 minute)". Seconds are accepted too,
+// for compressed local schedules; EventBridge itself starts at one minute.
+func ParseRate(expr string) (time.Duration, error) {
+	s, ok := strings.CutPrefix(strings.TrimSpace(expr), "rate(")
+	if !ok || !strings.HasSuffix(s, ")") {
+		return 0, fmt.Errorf("schedule %q: only rate(N unit) is supported locally", expr)
+	}
+	f := strings.Fields(strings.TrimSuffix(s, ")"))
+	if len(f) != 2 {
+		return 0, fmt.Errorf("schedule %q: want rate(N unit)", expr)
+	}
+	n, err := strconv.Atoi(f[0])
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("schedule %q: %q is not a positive number", expr, f[0])
+	}
+	units := map[string]time.Duration{"second": time.Second, "minute": time.Minute, "hour": time.Hour, "day": 24 * time.Hour}
+	u, ok := units[strings.TrimSuffix(f[1], "s")]
+	if !ok {
+		return 0, fmt.Errorf("schedule %q: unknown unit %q", expr, f[1])
+	}
+	return time.Duration(n) * u, nil
+}
+
+// sortedEnv renders env as sorted KEY=value lines.
+func sortedEnv(env map[string]string) []string {
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}
