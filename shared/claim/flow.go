@@ -163,12 +163,15 @@ func (f *flow) claim(ctx context.Context) error {
 
 	if p.CheckQueued {
 		st, err := c.d.GitHub.JobStatus(f.work, f.rec.InstallationID, f.rec.Owner(), f.rec.RepoName(), f.rec.JobID)
-		switch {
+		switch fl := failure.Classify(err); {
+		case err != nil && fl.Class == failure.RateLimit:
+			// The JIT call would be refused too: do not spend another call.
+			return f.retryOrFail(ctx, err, nil)
 		case err != nil:
 			// The check is an optimisation: when it fails, claim anyway.
 			c.d.Log.LogAttrs(ctx, slog.LevelWarn, "claim job status check failed",
-				slog.Int64(obs.KeyJobID, f.rec.JobID), slog.String(obs.KeyClass, failure.Classify(err).Class.String()),
-				slog.String(obs.KeyReason, failure.Classify(err).Reason))
+				slog.Int64(obs.KeyJobID, f.rec.JobID), slog.String(obs.KeyClass, fl.Class.String()),
+				slog.String(obs.KeyReason, fl.Reason))
 		case st == "in_progress" || st == "completed":
 			return f.finish(ctx, store.Outcome{State: job.Done, Attempt: f.attempt}, DecisionDone, nil, slog.String("job_status", st))
 		}
