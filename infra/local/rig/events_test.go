@@ -1,0 +1,331 @@
+package rig_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/ghclaim/ghclaim/infra/local/bootstrap"
+	"github.com/ghclaim/ghclaim/shared/emulator"
+	"github.com/ghclaim/ghclaim/shared/ghfake"
+	"github.com/ghclaim/ghclaim/shared/job"
+	"github.com/ghclaim/ghclaim/shared/store"
+)
+
+// Where events/env.json points: the host as seen from sam local's Docker containers.
+const (
+	envAWS    = "http://host.docker.internal:5000"
+	envGitHub = "http://host.docker.internal:8081"
+)
+
+// TestEventsUnderTheRuntimeInterfaceEmulator invokes every events/*.json file against its real
+// binary running under the AWS Lambda Runtime Interface Emulator (the one pinned in go.mod),
+// with events/env.json's environment pointed at moto and the GitHub stand-in: what
+// `sam local invoke -e events/<x>.json --env-vars events/env.json` does, without Docker. One
+// emulator at a time (each is one function), in an order that tells a story: the webhook
+// records the job, the claimer claims it, GitHub reports it in progress and completed, the
+// reclaimer sweeps.
+func TestEventsUnderTheRuntimeInterfaceEmulator(t *testing.T) {
+	root, err := bootstrap.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	bin := t.TempDir()
+	bins, err := bootstrap.Build(ctx, root, bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rie, err := bootstrap.BuildRIE(ctx, root, bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	srv := emulator.ForTest(t)
+	stack := emulator.DeployForTest(t, srv)
+	cfg := srv.ConfigForTest(t)
+	env := loadEnv(t, filepath.Join(root, "events", "env.json"))
+
+	// The resources env.json names by name, created on the emulator; the stack's own table and
+	// queue replace the names sam local would get from a deployment.
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gh := ghfake.New(ghfake.WithAppID(atoi(t, env["ClaimerFunction"]["GITHUB_APP_ID"])), ghfake.WithPublicKey(&key.PublicKey))
+	ghSrv := httptest.NewServer(gh)
+	t.Cleanup(ghSrv.Close)
+	sqsc := sqs.NewFromConfig(cfg)
+	if arn := env["ClaimerFunction"]["GITHUB_APP_PRIVATE_KEY_ARN"]; arn != "" {
+		sm := secretsmanager.NewFromConfig(cfg)
+		pemKey := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
+		if _, err := sm.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: aws.String(arn), SecretString: aws.String(string(pemKey))}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_, _ = sm.DeleteSecret(context.Background(), &secretsmanager.DeleteSecretInput{SecretId: aws.String(arn), ForceDeleteWithoutRecovery: aws.Bool(true)})
+		})
+	}
+	for fn, vars := range env {
+		for k, v := range vars {
+			v = strings.ReplaceAll(v, envAWS, srv.Endpoint)
+			v = strings.ReplaceAll(v, envGitHub, ghSrv.URL)
+			vars[k] = v
+		}
+		vars["TABLE_NAME"], vars["CLAIMS_QUEUE_URL"] = stack.TableName, stack.QueueURL
+		for k, v := range srv.Env() {
+			if _, set := vars[k]; !set || k == emulator.EndpointEnv {
+				vars[k] = v
+			}
+		}
+		env[fn] = vars
+		// Dispatch queues the pools name.
+		for _, name := range dispatchQueues(vars["RUNNER_POOLS"]) {
+			out, err := sqsc.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _, _ = sqsc.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl}) })
+		}
+	}
+
+	files, err := filepath.Glob(filepath.Join(root, "events", "*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The story's order; a file not listed runs after these, with generic expectations.
+	order := []string{
+		"webhook-ping", "webhook-bad-signature", "webhook-waiting", "webhook-queued",
+		"sqs-claim", "webhook-in-progress", "webhook-completed", "schedule",
+	}
+	rank := func(f string) int {
+		for i, n := range order {
+			if n == f {
+				return i
+			}
+		}
+		return len(order)
+	}
+	var names []string
+	for _, f := range files {
+		if n := strings.TrimSuffix(filepath.Base(f), ".json"); n != "env" {
+			names = append(names, n)
+		}
+	}
+	sort.SliceStable(names, func(i, j int) bool {
+		if rank(names[i]) != rank(names[j]) {
+			return rank(names[i]) < rank(names[j])
+		}
+		return names[i] < names[j]
+	})
+
+	st := store.New(dynamodb.NewFromConfig(cfg), stack.TableName, store.Options{})
+	for _, name := range names {
+		fn, logical := functionOf(name)
+		if fn == "" {
+			t.Errorf("events/%s.json: no function takes it (want a webhook-, sqs- or schedule prefix)", name)
+			continue
+		}
+		payload, err := os.ReadFile(filepath.Join(root, "events", name+".json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, logs := invokeUnderRIE(t, rie, bins[fn], logical, env[logical], payload)
+		t.Run(name, func(t *testing.T) {
+			check(t, name, out, logs, st, gh)
+		})
+	}
+}
+
+// check asserts what each event must have done.
+func check(t *testing.T, name string, out []byte, logs string, st *store.Store, gh *ghfake.Server) {
+	var resp struct {
+		StatusCode        *int              `json:"statusCode"`
+		ErrorType         string            `json:"errorType"`
+		ErrorMessage      string            `json:"errorMessage"`
+		BatchItemFailures []json.RawMessage `json:"batchItemFailures"`
+	}
+	_ = json.Unmarshal(out, &resp)
+	if resp.ErrorType != "" {
+		t.Fatalf("function error %s: %s\n%s", resp.ErrorType, resp.ErrorMessage, logs)
+	}
+	status := func(want int) {
+		t.Helper()
+		if resp.StatusCode == nil || *resp.StatusCode != want {
+			t.Fatalf("answer %s, want status %d\n%s", out, want, logs)
+		}
+	}
+	const jobID = 29679449 // the job every events/ file is about
+	switch name {
+	case "webhook-ping", "webhook-waiting":
+		status(http.StatusOK)
+	case "webhook-bad-signature":
+		status(http.StatusUnauthorized)
+	case "webhook-queued":
+		status(http.StatusAccepted)
+		rec, err := st.Get(context.Background(), jobID)
+		if err != nil || rec.State != job.Queued {
+			t.Fatalf("record after queued: %+v, %v; want queued", rec, err)
+		}
+	case "sqs-claim":
+		// The file's receipt handle is an example, so the claimer's own delete of the message
+		// fails and it reports the message back; that is the only failure allowed here.
+		if len(resp.BatchItemFailures) != 0 && !strings.Contains(logs, "ReceiptHandleIsInvalid") {
+			t.Fatalf("answer %s, want an SQS batch response without failures\n%s", out, logs)
+		}
+		rec, err := st.Get(context.Background(), jobID)
+		if err != nil || rec.State != job.Claimed {
+			t.Fatalf("record after the claim: %+v, %v; want claimed\n%s", rec, err, logs)
+		}
+		if _, ok := gh.RunnerByName(rec.RunnerName); !ok {
+			t.Fatalf("runner %q is not registered at GitHub", rec.RunnerName)
+		}
+	case "webhook-in-progress", "webhook-completed":
+		status(http.StatusAccepted)
+	case "schedule":
+		if s := strings.TrimSpace(string(out)); s != "null" && s != "" {
+			t.Fatalf("answer %s, want none", out)
+		}
+	default:
+		if resp.StatusCode != nil && *resp.StatusCode >= 500 {
+			t.Fatalf("answer %s", out)
+		}
+	}
+}
+
+func functionOf(event string) (fn, logical string) {
+	switch {
+	case strings.HasPrefix(event, "webhook"):
+		return "webhook", "WebhookFunction"
+	case strings.HasPrefix(event, "sqs"):
+		return "claimer", "ClaimerFunction"
+	case strings.HasPrefix(event, "schedule"):
+		return "reclaimer", "ReclaimerFunction"
+	}
+	return "", ""
+}
+
+// invokeUnderRIE starts the RIE with the bootstrap, posts payload to its invoke endpoint,
+// stops it, and returns the answer and the RIE's output (runtime logs included).
+func invokeUnderRIE(t *testing.T, rie, bootstrapPath, name string, env map[string]string, payload []byte) ([]byte, string) {
+	t.Helper()
+	apiAddr, invokeAddr := freeAddr(t), freeAddr(t)
+	cmd := exec.Command(rie,
+		"--runtime-api-address", apiAddr,
+		"--runtime-interface-emulator-address", invokeAddr,
+		bootstrapPath)
+	cmd.Dir = filepath.Dir(bootstrapPath)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "AWS_LAMBDA_FUNCTION_NAME=" + name, "LOG_LEVEL_RIE=info"}
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start the runtime interface emulator: %v", err)
+	}
+	defer func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}()
+	url := "http://" + invokeAddr + "/2015-03-31/functions/function/invocations"
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", invokeAddr, time.Second)
+		if err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the runtime interface emulator did not listen on %s: %v\n%s", invokeAddr, err, logs.String())
+		}
+		time.Sleep(20 * time.Millisecond) // polling for a child process's port; nothing to wait on
+	}
+	client := &http.Client{Timeout: 90 * time.Second}
+	resp, err := client.Post(url, "application/json", bytes.NewReader(payload))
+	if err != nil {
+		t.Fatalf("invoke %s: %v\n%s", name, err, logs.String())
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("invoke %s: RIE answered %d %s\n%s", name, resp.StatusCode, out, logs.String())
+	}
+	return out, logs.String()
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func loadEnv(t *testing.T, path string) map[string]map[string]string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var env map[string]map[string]string
+	if err := json.Unmarshal(data, &env); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	for _, fn := range []string{"WebhookFunction", "ClaimerFunction", "ReclaimerFunction"} {
+		if env[fn] == nil {
+			t.Fatalf("%s: no variables for %s", path, fn)
+		}
+	}
+	return env
+}
+
+// dispatchQueues are the queue names of the dispatch pools in RUNNER_POOLS.
+func dispatchQueues(pools string) []string {
+	var ps []struct {
+		Provisioner struct {
+			Type     string `json:"type"`
+			QueueURL string `json:"queue_url"`
+		} `json:"provisioner"`
+	}
+	_ = json.Unmarshal([]byte(pools), &ps)
+	var out []string
+	for _, p := range ps {
+		if p.Provisioner.Type == "dispatch" && p.Provisioner.QueueURL != "" {
+			out = append(out, p.Provisioner.QueueURL[strings.LastIndex(p.Provisioner.QueueURL, "/")+1:])
+		}
+	}
+	return out
+}
+
+func atoi(t *testing.T, s string) int64 {
+	t.Helper()
+	var n int64
+	if _, err := fmt.Sscan(s, &n); err != nil {
+		t.Fatalf("%q: %v", s, err)
+	}
+	return n
+}
