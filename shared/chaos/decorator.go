@@ -109,6 +109,13 @@ func (p *Provisioner) Cleanup(ctx context.Context, req provision.Request) error 
 	return err
 }
 
+// Running is claim.Provisioner.Running (EC2's DescribeInstances) with faults.
+func (p *Provisioner) Running(ctx context.Context, req provision.Request) (string, error) {
+	return do(ctx, p.In, TargetProvision, p.Caller, "DescribeInstances", func(ctx context.Context) (string, error) {
+		return p.Next.Running(ctx, req)
+	})
+}
+
 // GitHub adds kill points to the claimer's GitHub port. Faults of GitHub
 // itself are injected on the wire (Middleware), where the real client turns
 // them into its own typed errors.

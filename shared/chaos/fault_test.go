@@ -82,6 +82,11 @@ func (c *counting) Cleanup(context.Context, provision.Request) error {
 	return nil
 }
 
+func (c *counting) Running(context.Context, provision.Request) (string, error) {
+	c.hit()
+	return "", nil
+}
+
 // only is an injector that fails every call with kind k.
 func only(k chaos.Kind) *chaos.Injector {
 	return chaos.NewInjector(chaos.NewRand(1), 1, map[chaos.Kind]int{k: 1})

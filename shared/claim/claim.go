@@ -147,6 +147,10 @@ type Queue interface {
 type Provisioner interface {
 	Provision(ctx context.Context, req provision.Request) (provision.Result, error)
 	Cleanup(ctx context.Context, req provision.Request) error
+	// Running names a live machine of req's job ("" when none, or when
+	// the adapter cannot tell): asked before an offline runner of an
+	// earlier attempt is deleted.
+	Running(ctx context.Context, req provision.Request) (string, error)
 }
 
 var _ Provisioner = provision.Registry(nil)

@@ -211,8 +211,10 @@ func (f *flow) request(config ghapp.Secret) provision.Request {
 // register gets a JIT config for the job's runner name. GitHub answers
 // 409 when the name is taken: by our own runner from an earlier attempt
 // (the name is derived from the job). Online or busy, that runner is alive
-// and is reused (returned as reused); offline, it never connected, so it is
-// deleted and a new config generated.
+// and is reused (returned as reused); offline with a machine of the job
+// still up, the machine holds its config and will connect: reused too;
+// offline with no machine, it never will: it is deleted and a new config
+// generated.
 func (f *flow) register(ctx context.Context) (ghapp.JIT, *ghapp.Runner, error) {
 	gh, inst := f.c.d.GitHub, f.rec.InstallationID
 	req := ghapp.JITRequest{
@@ -228,6 +230,17 @@ func (f *flow) register(ctx context.Context) (ghapp.JIT, *ghapp.Runner, error) {
 	case err == nil && (r.Busy || r.Status == "online"):
 		return ghapp.JIT{}, &r, nil
 	case err == nil:
+		// Offline: either it never got a machine, or its machine is still
+		// booting with this registration's config (a claimer died after
+		// provisioning). Deleting it in the second case would strand that
+		// machine with a dead config, so ask the provisioner first.
+		up, ferr := f.machineUp(ctx)
+		if ferr != nil {
+			return ghapp.JIT{}, nil, ferr
+		}
+		if up {
+			return ghapp.JIT{}, &r, nil
+		}
 		if err := gh.DeleteRunner(ctx, inst, f.scope, f.owner, f.repo, r.ID); err != nil {
 			return ghapp.JIT{}, nil, err
 		}
@@ -238,6 +251,13 @@ func (f *flow) register(ctx context.Context) (ghapp.JIT, *ghapp.Runner, error) {
 	}
 	jit, err = gh.GenerateJIT(ctx, inst, req)
 	return jit, nil, err
+}
+
+// machineUp reports whether the provisioner knows of a live machine for the
+// job (EC2 looks by the job tag; dispatch cannot tell and says no).
+func (f *flow) machineUp(ctx context.Context) (bool, error) {
+	id, err := f.c.d.Provisioner.Running(ctx, f.request(ghapp.Secret{}))
+	return id != "", err
 }
 
 // retryOrFail classifies a failed attempt. registered is the runner this

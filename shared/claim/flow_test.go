@@ -84,6 +84,9 @@ func TestCrashAfterJIT(t *testing.T) {
 		// claimer died (the reclaimer must take the job back).
 		arm     func(h *harness)
 		reclaim bool
+		// keepsRunner: the first attempt's machine is up with that
+		// runner's config, so the registration must survive.
+		keepsRunner bool
 	}
 	rows := []row{
 		{name: "dies before provisioning", reclaim: true, arm: func(h *harness) {
@@ -94,7 +97,7 @@ func TestCrashAfterJIT(t *testing.T) {
 				return nil
 			}, nil)
 		}},
-		{name: "dies after provisioning", reclaim: true, arm: func(h *harness) {
+		{name: "dies after provisioning", reclaim: true, keepsRunner: true, arm: func(h *harness) {
 			h.spy.set(nil, func(n int) {
 				if n == 1 {
 					crash()
@@ -113,8 +116,9 @@ func TestCrashAfterJIT(t *testing.T) {
 			h.seed(t, id)
 			tc.arm(h)
 			h.invoke(t, h.claimer(t, claimerOpt{instance: "first"}), h.receive(t, 1)...)
-			if rs := h.gh.Runners(); len(rs) != 1 || rs[0].Status != "offline" {
-				t.Fatalf("after the first attempt: runners %v, want one offline registration", rs)
+			first := h.gh.Runners()
+			if len(first) != 1 || first[0].Status != "offline" {
+				t.Fatalf("after the first attempt: runners %v, want one offline registration", first)
 			}
 			if tc.reclaim {
 				r := h.get(t, id)
@@ -145,6 +149,10 @@ func TestCrashAfterJIT(t *testing.T) {
 			}
 			if n := h.instances(t, id); n != 1 {
 				t.Fatalf("%d instances, want 1", n)
+			}
+			if tc.keepsRunner && rs[0].ID != first[0].ID {
+				t.Fatalf("runner %d replaced by %d while the first attempt's machine was up with its config: that machine can never connect",
+					first[0].ID, rs[0].ID)
 			}
 		})
 	}

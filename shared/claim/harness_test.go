@@ -203,6 +203,10 @@ func (s *spy) Cleanup(ctx context.Context, req provision.Request) error {
 	return s.next.Cleanup(ctx, req)
 }
 
+func (s *spy) Running(ctx context.Context, req provision.Request) (string, error) {
+	return s.next.Running(ctx, req)
+}
+
 func (s *spy) set(before func(int) error, after func(int)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -147,6 +147,17 @@ func (e *EC2) Cleanup(ctx context.Context, req Request) error {
 	return nil
 }
 
+// Running returns the id of a pending or running instance of req's job, or "".
+func (e *EC2) Running(ctx context.Context, req Request) (string, error) {
+	id, err := e.existing(ctx, req.JobID)
+	if err != nil {
+		return "", fmt.Errorf("find instance of job %d: %w", req.JobID, err)
+	}
+	return id, nil
+}
+
+var _ Finder = (*EC2)(nil)
+
 // existing returns the id of a pending or running instance tagged with
 // jobID, or "" when there is none. With several (which only a launch outside
 // ClientToken protection can cause) it picks the smallest id, so every

@@ -200,6 +200,32 @@ func (r Registry) Provision(ctx context.Context, req Request) (Result, error) {
 	return pr.Provision(ctx, req)
 }
 
+// Finder is implemented by adapters that can tell whether a machine for a
+// job is already up (EC2, by the job tag). The claimer asks before it
+// deletes an offline runner registration: a booting machine still holds
+// that registration's JIT config, and deleting it would leave the machine
+// with a dead config and the job without a runner.
+type Finder interface {
+	// Running returns the id of a pending or running machine for the job
+	// of req, or "" when there is none.
+	Running(ctx context.Context, req Request) (string, error)
+}
+
+var _ Finder = Registry(nil)
+
+// Running routes req to the adapter of req.Pool; an adapter that cannot
+// tell (dispatch) answers "".
+func (r Registry) Running(ctx context.Context, req Request) (string, error) {
+	pr, err := r.Select(req.Pool)
+	if err != nil {
+		return "", err
+	}
+	if f, ok := pr.(Finder); ok {
+		return f.Running(ctx, req)
+	}
+	return "", nil
+}
+
 // Cleanup routes req to the adapter of req.Pool.
 func (r Registry) Cleanup(ctx context.Context, req Request) error {
 	pr, err := r.Select(req.Pool)
