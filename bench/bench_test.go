@@ -1,0 +1,91 @@
+package bench_test
+
+import (
+	"context"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/ghclaim/ghclaim/bench"
+	"github.com/ghclaim/ghclaim/shared/emulator"
+	"github.com/ghclaim/ghclaim/shared/obs"
+	"github.com/ghclaim/ghclaim/shared/reclaim"
+)
+
+// setup deploys a stack of its own for b on the shared emulator.
+func setup(b *testing.B) *bench.Env {
+	b.Helper()
+	srv := emulator.ForTest(b)
+	st := emulator.DeployForTest(b, srv)
+	return bench.NewEnv(srv.ConfigForTest(b), st)
+}
+
+// BenchmarkWebhookHandler is one queued delivery through the handler
+// (verify, parse, dedup read, create, send, mark queued, dedup write).
+func BenchmarkWebhookHandler(b *testing.B) {
+	env := setup(b)
+	w, err := bench.NewWebhook(env, nil, 1_000_000)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	start := env.Count.Snapshot()
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		ev := w.Event(w.NextID())
+		b.StartTimer()
+		if err := w.Handle(ctx, ev); err != nil {
+			b.Fatal(err)
+		}
+	}
+	d := env.Count.Snapshot().Since(start)
+	b.ReportMetric(float64(d.Total())/float64(b.N), "awscalls/op")
+}
+
+// BenchmarkWebhookFloor is the same job recorded and enqueued with the
+// three SDK calls a webhook cannot do without.
+func BenchmarkWebhookFloor(b *testing.B) {
+	env := setup(b)
+	w, err := bench.NewWebhook(env, nil, 2_000_000)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	start := env.Count.Snapshot()
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := w.Floor(ctx, w.NextID()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	d := env.Count.Snapshot().Since(start)
+	b.ReportMetric(float64(d.Total())/float64(b.N), "awscalls/op")
+}
+
+// BenchmarkReclaimPass sweeps 200 stale records per op: one default pass.
+func BenchmarkReclaimPass(b *testing.B) {
+	env := setup(b)
+	ctx := context.Background()
+	var base int64 = 10_000_000
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		if err := bench.SeedStale(ctx, env, 200, base, time.Now()); err != nil {
+			b.Fatal(err)
+		}
+		base += 200
+		before := env.Count.Snapshot()
+		b.StartTimer()
+		rep, err := reclaim.New(env.Store, env.Queue, reclaim.Config{Logger: obs.NewLogger(io.Discard, "info")}).Run(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if rep.RequeuedTotal() != 200 {
+			b.Fatalf("requeued %d, want 200", rep.RequeuedTotal())
+		}
+		b.StopTimer()
+		b.ReportMetric(float64(env.Count.Snapshot().Since(before).Total())/200, "awscalls/record")
+		b.StartTimer()
+	}
+}

@@ -1,0 +1,34 @@
+// Package bench measures ghclaim the way a user choosing between it and
+// the Terraform/TypeScript runner modules would: time to a runner, GitHub
+// API budget spent per job, and AWS cost per job. Every figure that could
+// drift with the machine is a ratio measured in one run, next to the floor
+// it is compared with (the same AWS requests issued directly with the SDK,
+// interleaved with the real code path), because the machines this runs on
+// are noisy and absolute times move from run to run.
+//
+// The package holds the scenarios (plain functions over an Env: the
+// emulator, the deployed template and counted SDK clients); the Go
+// benchmarks in bench_test.go run them under testing.B so benchstat can
+// compare two commits, and cmd/benchreport runs them all and writes
+// REPORT.md and report.json.
+//
+// Decisions:
+//   - AWS calls are counted at the HTTP level (Counter, an aws.HTTPClient
+//     decorator keyed by X-Amz-Target), so retries, pagination and any call
+//     a port hides are all in the count: the bill is per HTTP request.
+//   - The floor of a delivery is the minimum a webhook that records and
+//     enqueues a job can do: one conditional PutItem, one SendMessage, one
+//     UpdateItem. The handler does more (a dedup read and a dedup write);
+//     the report names every call so the difference is visible, not hidden
+//     in a ratio.
+//   - Handler and floor alternate delivery by delivery, so a slow patch of
+//     the machine (or of moto) hits both alike.
+//   - Everything runs against moto on 127.0.0.1: latencies are moto's, not
+//     AWS's. The ratios and the call counts carry over; the milliseconds do
+//     not.
+//
+// bench must never run in `make test` (it only holds benchmarks, and the
+// tests it has are quick), never talk to anything but 127.0.0.1, and never
+// edit the packages it measures: it uses their exported API, as the
+// functions' main packages do.
+package bench
