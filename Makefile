@@ -48,12 +48,14 @@ lint:
 # ends with a table of every job and exits 0 only if each ended where it should.
 # RUN_FLAGS="-timeout 90s -logs FILE".
 run:
-	$(GO) run ./infra/local/cmd/ghclaim-local run $(RUN_FLAGS)
+	$(GO) build -o .build/local/ghclaim-local ./infra/local/cmd/ghclaim-local
+	.build/local/ghclaim-local run $(RUN_FLAGS)
 
 # The same stack, kept up: prints the webhook URL and secret for curl, a forwarder or sam local;
 # Ctrl-C stops everything it started. LOCAL_FLAGS="-addr 127.0.0.1:9000 -env-file FILE".
 local:
-	$(GO) run ./infra/local/cmd/ghclaim-local serve $(LOCAL_FLAGS)
+	$(GO) build -o .build/local/ghclaim-local ./infra/local/cmd/ghclaim-local
+	.build/local/ghclaim-local serve $(LOCAL_FLAGS)
 
 # The accounting run (infra/chaos, shared/chaos): 500 jobs through the real handlers on moto with
 # 20 % faults at every external call and claimer kills. Its last line is the figures; it fails
