@@ -52,7 +52,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: ghclaim-local run [-timeout 100s] [-logs FILE]\n       ghclaim-local serve [-addr 127.0.0.1:9000] [-github-addr 127.0.0.1:9001] [-logs FILE]")
+	fmt.Fprintln(os.Stderr, "usage: ghclaim-local run [-timeout 80s] [-logs FILE]\n       ghclaim-local serve [-addr 127.0.0.1:9000] [-github-addr 127.0.0.1:9001] [-logs FILE]")
 }
 
 // logFile opens the functions' log (default .build/local/functions.log).
@@ -73,7 +73,7 @@ func logFile(path string) (*os.File, string, error) {
 
 func run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("run", flag.ExitOnError)
-	timeout := fs.Duration("timeout", 100*time.Second, "give up on the scenario after this long")
+	timeout := fs.Duration("timeout", 80*time.Second, "give up on the scenario after this long")
 	logs := fs.String("logs", "", "file for the functions' output (default .build/local/functions.log)")
 	_ = fs.Parse(args)
 
