@@ -32,7 +32,7 @@ func main() {
 	flag.Uint64Var(&cfg.Seed, "seed", 1, "seed of the plan and the fault draws")
 	flag.IntVar(&cfg.Claimers, "claimers", 8, "concurrent claimer instances")
 	flag.Float64Var(&cfg.DelayScale, "delay-scale", 0.1, "compression of claim message delays (1: none)")
-	flag.DurationVar(&cfg.Settle, "settle", 6*time.Minute, "longest wait for every job to settle after the last delivery")
+	flag.DurationVar(&cfg.Settle, "settle", 20*time.Minute, "longest wait for every job to settle after the last delivery (the run ends as soon as all have)")
 	logPath := flag.String("log", "", "write the functions' JSON logs to this file")
 	verbose := flag.Bool("v", false, "print progress and every lost job")
 	flag.Parse()
