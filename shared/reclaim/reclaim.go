@@ -25,7 +25,10 @@
 //
 // Max age still holds here: a record whose first failure is older than
 // MaxAge is abandoned instead of re-enqueued, so a job cannot loop forever
-// through the reclaimer when the claimer's own give-up path keeps dying.
+// through the reclaimer when the claimer's own give-up path keeps dying. A
+// claimer that dies before it records any failure is covered too: the
+// take-back of its expired lease starts the max-age clock
+// (store.TakeBack sets first_failure_at when none is set).
 //
 // Decisions:
 //   - One sweep collects first and acts second, so Spread sees every job of

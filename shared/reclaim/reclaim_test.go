@@ -843,3 +843,49 @@ func TestHandle(t *testing.T) {
 		})
 	}
 }
+
+// TestClaimerThatAlwaysDiesIsAbandoned: a claimer that dies holding the
+// lease on every attempt (a poison job: it crashes or times out the
+// function before it can record a failure) never writes first_failure_at.
+// The reclaimer's take-back of the expired lease is that failure: without
+// it the job loops claimer → death → reclaimer forever, one GitHub call
+// every few minutes, and max age never ends it.
+func TestClaimerThatAlwaysDiesIsAbandoned(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	const maxAge = 90 * time.Minute
+	const period = time.Minute
+	f.queued(t, 1, t0, t0)
+	firstDeath := t0
+	// Abandoned by the first pass after max age from the first take-back.
+	deadline := firstDeath.Add(lease + period + maxAge + lease + period)
+	now := firstDeath
+	for i := 0; ; i++ {
+		r := f.get(t, 1)
+		if r.State.Terminal() {
+			if r.State != job.Abandoned || r.ExpiresAt == 0 || r.SweepAt != 0 {
+				t.Fatalf("job ended %s (expires_at %d, sweep_at %d), want abandoned with a TTL, out of the index", r.State, r.ExpiresAt, r.SweepAt)
+			}
+			break
+		}
+		if now.After(deadline) {
+			t.Fatalf("after %d steps and %s the job is still %s v%d (first_failure_at %d): it loops forever",
+				i, now.Sub(firstDeath), r.State, r.Version, r.FirstFailureAt)
+		}
+		if r.State == job.Queued {
+			// A claimer takes the message as soon as it is due and dies.
+			at := now
+			if due := job.FromMillis(r.DueAt); due.After(at) {
+				at = due
+			}
+			if _, _, err := f.store.Acquire(ctx, 1, r.Version, fmt.Sprintf("claimer-%d", i), at.Add(lease), at); err != nil {
+				t.Fatalf("death %d: Acquire v%d: %v", i, r.Version, err)
+			}
+			now = at
+		}
+		now = now.Add(period)
+		f.clock.Set(now)
+		f.run(t, f.reclaimer(uint64(i), func(c *reclaim.Config) { c.MaxAge = maxAge }))
+	}
+}

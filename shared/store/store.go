@@ -493,7 +493,9 @@ func (s *Store) fenced(ctx context.Context, l Lease, update string, vals map[str
 // read: it succeeds only if the record still has the state and version that
 // were read (and, for claiming, its lease has expired by now). To is Queued
 // (re-enqueue: version+1, due_at set; the caller sends the message after) or
-// Abandoned (max age passed). It returns the new version.
+// Abandoned (max age passed). It returns the new version. Taking back an
+// expired lease records first_failure_at = now unless a failure already
+// did: the claimer died, and that attempt failed.
 func (s *Store) TakeBack(ctx context.Context, read job.Record, to job.State, due time.Time, reason string, now time.Time) (int64, error) {
 	nowMs := job.Millis(now)
 	vals := map[string]types.AttributeValue{
@@ -513,7 +515,15 @@ func (s *Store) TakeBack(ctx context.Context, read job.Record, to job.State, due
 		dueMs := job.Millis(due)
 		vals[":due"] = n(dueMs)
 		vals[":sweep"] = n(dueMs + s.opt.QueuedGrace.Milliseconds())
-		update = "SET #s = :to, version = :nv, due_at = :due, sweep_at = :sweep, updated_at = :now REMOVE lease_owner, lease_expires_at"
+		update = "SET #s = :to, version = :nv, due_at = :due, sweep_at = :sweep, updated_at = :now"
+		if read.State == job.Claiming {
+			// An expired lease is a failed attempt whose claimer died
+			// before it could say so. Start the max-age clock if no
+			// failure did: a job whose claimer dies every time would
+			// otherwise loop through the reclaimer forever.
+			update += ", first_failure_at = if_not_exists(first_failure_at, :now)"
+		}
+		update += " REMOVE lease_owner, lease_expires_at"
 	case job.Abandoned:
 		vals[":exp"] = n(now.Add(s.opt.RecordTTL).Unix())
 		vals[":em"] = str(truncate(reason))
