@@ -18,14 +18,15 @@
 //     write: a malformed delivery gets a 400 naming the field and leaves no
 //     trace, so fixing the sender and redelivering starts clean.
 //   - The dedup key delivery#<guid> is read first (a duplicate answers 200
-//     and does nothing) but written LAST. Written first, a crash after it
+//     and does nothing; a failed read counts as unseen, since everything
+//     after it is idempotent) but written LAST. Written first, a crash after it
 //     would make GitHub's redelivery of the same GUID a "duplicate" of a job
 //     that was never recorded: lost. Written last, a crash before it only
 //     means the redelivery repeats idempotent steps: CreateJob is
 //     conditional (the job record itself dedups the job across GUIDs), and
 //     MarkDone is an upsert.
-//   - 500 only while nothing durable was written (the dedup read, CreateJob
-//     or MarkDone failed), so a redelivery is always safe. Once the job
+//   - 500 only while nothing durable was written (CreateJob or MarkDone
+//     failed), so a redelivery is always safe. Once the job
 //     record exists, the answer is 2xx whatever fails next: GitHub never
 //     redelivers by itself, and the record is an outbox. If the SQS send
 //     fails, the record stays pending and the reclaimer sends it after its

@@ -177,9 +177,14 @@ func (h *Handler) Handle(ctx context.Context, req events.LambdaFunctionURLReques
 	}
 	d.action, d.jobID = j.Action, j.JobID
 
+	// The dedup read is a shortcut, not a guard: every step after it is
+	// idempotent (CreateJob is conditional, MarkDone an upsert), so when it
+	// fails we go on as if unseen instead of answering 500, which would cost
+	// the operator a manual redelivery (GitHub never retries).
 	seen, err := h.store.DeliverySeen(ctx, d.id, now)
 	if err != nil {
-		return h.fail(ctx, d, "dedup_read_failed", err), nil
+		h.log.LogAttrs(ctx, slog.LevelWarn, "dedup read failed; handling the delivery as unseen",
+			h.attrs(d, slog.String("outcome", "dedup_read_failed"), slog.String("error", err.Error()))...)
 	}
 	if seen {
 		return h.answer(ctx, d, http.StatusOK, StatusDuplicate, "delivery already handled", "duplicate_delivery"), nil

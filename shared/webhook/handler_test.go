@@ -219,10 +219,11 @@ func TestHandleQueued(t *testing.T) {
 			calls: []string{"DeliverySeen"}, logged: "duplicate_delivery",
 		},
 		{
-			name:    "dedup read fails: 500, nothing written",
+			name:    "dedup read fails: handled as unseen, no 500 to redeliver by hand",
 			prepare: func(f *fixture) { f.st.seenErr = dbErr },
-			code:    500, status: StatusError,
-			calls: []string{"DeliverySeen"}, logged: "dedup_read_failed",
+			code:    202, status: StatusAccepted,
+			calls: []string{"DeliverySeen", "CreateJob", queuedCall, "PutDelivery"},
+			sends: 1, logged: "dedup_read_failed", delivered: true,
 		},
 		{
 			name: "no pool matches: seen on skip",
