@@ -59,7 +59,10 @@ type Parameters interface {
 //     repeated token with the first call's instance instead of a second one.
 //     Every other argument is derived from the job and the pool only, because
 //     EC2 rejects a reused token with different arguments
-//     (IdempotentParameterMismatch).
+//     (IdempotentParameterMismatch). When the token answers with a machine
+//     that is already gone (the token outlives its instance by at least
+//     24 h), it launches once more under RegistrationKey, a token of this
+//     request's fresh registration, rather than report the dead machine.
 //
 // The instance shuts itself down when the runner exits, and
 // InstanceInitiatedShutdownBehavior is set to terminate, so nothing is left
@@ -112,16 +115,53 @@ func (e *EC2) Provision(ctx context.Context, req Request) (Result, error) {
 		return Result{InstanceID: id, Reused: true}, nil
 	}
 
-	out, err := e.instances.RunInstances(ctx, runInstancesInput(req))
+	in := runInstancesInput(req)
+	id, state, err := e.run(ctx, req, in)
 	if err != nil {
-		return Result{}, fmt.Errorf("provision job %d: run instances from %s: %w", req.JobID, req.Pool.Provisioner.LaunchTemplate, err)
+		return Result{}, err
 	}
-	if len(out.Instances) == 0 || aws.ToString(out.Instances[0].InstanceId) == "" {
-		return Result{}, fmt.Errorf("provision job %d: run instances returned no instance", req.JobID)
+	if !alive(state) {
+		// The job's token already launched a machine that is gone (EC2
+		// answers a repeated token with its first instance, in its current
+		// state, for at least 24 h after termination), and step 2 found no
+		// live one. This request carries a fresh registration, so launch
+		// under a token of that registration: a repeat of this very
+		// request still starts nothing new.
+		dead := id
+		in.ClientToken = aws.String(RegistrationKey(req.Pool.Name, req.JobID, req.JITConfig))
+		if id, state, err = e.run(ctx, req, in); err != nil {
+			return Result{}, err
+		}
+		if !alive(state) {
+			return Result{}, fmt.Errorf("provision job %d: the instances of its client tokens are gone (%s, %s is %s)", req.JobID, dead, id, state)
+		}
 	}
-	id := aws.ToString(out.Instances[0].InstanceId)
 	e.logged(ctx, req, id, false)
 	return Result{InstanceID: id}, nil
+}
+
+// run calls RunInstances and returns the instance and its state ("" when
+// EC2 did not say).
+func (e *EC2) run(ctx context.Context, req Request, in *ec2.RunInstancesInput) (string, ec2types.InstanceStateName, error) {
+	out, err := e.instances.RunInstances(ctx, in)
+	if err != nil {
+		return "", "", fmt.Errorf("provision job %d: run instances from %s: %w", req.JobID, req.Pool.Provisioner.LaunchTemplate, err)
+	}
+	if len(out.Instances) == 0 || aws.ToString(out.Instances[0].InstanceId) == "" {
+		return "", "", fmt.Errorf("provision job %d: run instances returned no instance", req.JobID)
+	}
+	i := out.Instances[0]
+	var state ec2types.InstanceStateName
+	if i.State != nil {
+		state = i.State.Name
+	}
+	return aws.ToString(i.InstanceId), state, nil
+}
+
+// alive reports whether a launched instance can still run the job; an
+// unknown state is trusted (a fresh launch is pending).
+func alive(s ec2types.InstanceStateName) bool {
+	return s == "" || s == ec2types.InstanceStateNamePending || s == ec2types.InstanceStateNameRunning
 }
 
 // Cleanup deletes the job's SSM parameter. An instance already launched

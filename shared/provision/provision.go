@@ -25,7 +25,11 @@
 // adapter also looks for a pending or running instance tagged with the job's
 // id and reuses it (Result.Reused). Both guards use only values derived from
 // the job and the pool, never time or randomness, so any claimer, on any
-// attempt, computes the same key.
+// attempt, computes the same key. The token outlives its instance, though:
+// once the job's first machine is gone, EC2 answers the job's token with
+// that dead machine forever (24 h at least), so a later registration of the
+// job launches under RegistrationKey, derived from the job and its JIT
+// config, instead of being reported as provisioned with no machine at all.
 //
 // This package must never log, wrap into an error, or put into user data or
 // tags a JIT config: a JIT config is a credential that registers a runner in
@@ -163,6 +167,15 @@ func IdempotencyKey(poolName string, jobID int64) string {
 		return key
 	}
 	return "ghclaim-" + shortHash(poolName) + "-" + id
+}
+
+// RegistrationKey is the ClientToken of a launch for one runner
+// registration of a job: "ghclaim-<job_id>-<digest of pool and JIT config>".
+// It is used only when IdempotencyKey's instance is already gone; every
+// registration has its own config, so a repeat of the same request finds
+// its own machine again and a later registration gets a new one.
+func RegistrationKey(poolName string, jobID int64, jitConfig string) string {
+	return "ghclaim-" + strconv.FormatInt(jobID, 10) + "-" + shortHash(poolName+"\n"+jitConfig)
 }
 
 // ParameterPrefix is the SSM path under which JIT configs wait for their
