@@ -1,7 +1,7 @@
 # ghclaim: build, test and lint (GNU make).
 #
 #   make build   three Lambda bootstraps in bin/<function>/bootstrap (linux/arm64, provided.al2023)
-#   make test    go vet + every test; integration tests start their own moto_server
+#   make test    make lint + every test; integration tests start their own moto_server
 #                (pip install 'moto[server]') or use AWS_ENDPOINT_URL (LocalStack)
 #   make lint    gofmt, go vet, cfn-lint template.yaml
 #   sam build    runs the build-<LogicalId> targets below with ARTIFACTS_DIR set
@@ -34,8 +34,7 @@ $(SAM_TARGETS):
 	$(if $(ARTIFACTS_DIR),,$(error ARTIFACTS_DIR is not set: $@ is run by sam build; use make build))
 	$(LAMBDA_ENV) $(GO) build $(LAMBDA_FLAGS) -o $(ARTIFACTS_DIR)/bootstrap ./functions/$(FUNCTION)
 
-test:
-	$(GO) vet ./...
+test: lint
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 lint:
