@@ -1,0 +1,60 @@
+package failure_test
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"testing"
+
+	"github.com/aws/smithy-go"
+	"github.com/google/go-github/v62/github"
+
+	"github.com/ghclaim/ghclaim/shared/failure"
+)
+
+// TestClassifyByTheRuleAlone: cases that only one rule of the classifier
+// decides (no status, fault or other header to fall back on), so each rule
+// is pinned on its own.
+func TestClassifyByTheRuleAlone(t *testing.T) {
+	t.Parallel()
+	forbidden := func(h http.Header) error {
+		return fmt.Errorf("claim job 7: %w", &github.ErrorResponse{
+			Response: &http.Response{StatusCode: http.StatusForbidden, Header: h},
+		})
+	}
+	remaining0 := http.Header{}
+	remaining0.Set("X-RateLimit-Remaining", "0")
+	tests := []struct {
+		name string
+		err  error
+		want want
+	}{
+		// DESIGN: "403 with X-RateLimit-Remaining: 0" is a rate limit, even
+		// when the reset header is missing and the message says nothing.
+		{"403 remaining 0 without reset or message", forbidden(remaining0),
+			want{class: failure.RateLimit, status: http.StatusForbidden, reason: "github 403"}},
+		{"403 without rate headers is permission denied", forbidden(http.Header{}),
+			want{class: failure.NonRetryable, status: http.StatusForbidden, reason: "permission denied"}},
+		// The AWS codes named in DESIGN classify by their code, with no
+		// HTTP status or fault to fall back on.
+		{"bare InsufficientInstanceCapacity", api("InsufficientInstanceCapacity", smithy.FaultUnknown),
+			want{class: failure.ServerSide, reason: "aws InsufficientInstanceCapacity"}},
+		{"bare InternalError", api("InternalError", smithy.FaultUnknown),
+			want{class: failure.ServerSide, reason: "aws InternalError"}},
+		{"bare UnauthorizedOperation", api("UnauthorizedOperation", smithy.FaultUnknown),
+			want{class: failure.NonRetryable, reason: "aws UnauthorizedOperation"}},
+		{"bare InvalidParameterValue", api("InvalidParameterValue", smithy.FaultUnknown),
+			want{class: failure.NonRetryable, reason: "aws InvalidParameterValue"}},
+		// A net.Error that carries no errno (DNS) is still a network error.
+		{"dns lookup", fmt.Errorf("claim job 7: %w", &net.DNSError{Err: "no such host", Name: "api.github.com", IsNotFound: true}),
+			want{class: failure.Network, reason: "network: dns lookup failed"}},
+		{"dns timeout", fmt.Errorf("claim job 7: %w", &net.DNSError{Err: "i/o timeout", Name: "api.github.com", IsTimeout: true}),
+			want{class: failure.Network, reason: "network: timeout"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			check(t, failure.Classify(tt.err), tt.want)
+		})
+	}
+}
