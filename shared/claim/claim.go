@@ -31,7 +31,9 @@
 // Fencing. The lease is taken with a conditional update (queued|pending
 // at the message's version → claiming, version+1) and lasts Lease (default
 // 3 min), longer than the function's timeout, so a live claimer never
-// outlives it. Every later write of the attempt (Release, Finish) is
+// outlives it. LEASE_DURATION is not checked against the timeout anywhere,
+// so the lease is also stretched to the invocation's deadline (plus Lease)
+// when it would end first. Every later write of the attempt (Release, Finish) is
 // conditional on the lease's owner and version. A claimer that finds its
 // lease lost stops at once: it changes nothing else, deletes no runner and
 // no machine, and deletes its message (whoever owns the job now, a

@@ -104,7 +104,7 @@ func (c *Claimer) handleMessage(ctx context.Context, sm events.SQSMessage, owner
 		return f.chain(ctx, rest)
 	}
 
-	lease, rec, err := c.d.Store.Acquire(ctx, msg.JobID, msg.Version, owner, f.now.Add(c.o.Lease), f.now)
+	lease, rec, err := c.d.Store.Acquire(ctx, msg.JobID, msg.Version, owner, c.leaseUntil(ctx, f.now), f.now)
 	switch {
 	case errors.Is(err, store.ErrConflict):
 		f.decide(ctx, slog.LevelInfo, DecisionDuplicate, slog.String(obs.KeyReason, "lease taken or record moved"))
@@ -115,6 +115,18 @@ func (c *Claimer) handleMessage(ctx context.Context, sm events.SQSMessage, owner
 	}
 	f.lease, f.rec, f.attempt = lease, rec, rec.Attempt
 	return f.claim(ctx)
+}
+
+// leaseUntil is when a lease taken at now ends: now + Lease, but never
+// before the invocation's deadline (plus Lease again, as margin for clocks
+// that disagree), so a live claimer never outlives its lease whatever
+// LEASE_DURATION says.
+func (c *Claimer) leaseUntil(ctx context.Context, now time.Time) time.Time {
+	until := now.Add(c.o.Lease)
+	if dl, ok := ctx.Deadline(); ok && until.Before(dl) {
+		until = dl.Add(c.o.Lease)
+	}
+	return until
 }
 
 // chain re-sends a message that arrived before its not_before, unchanged,
