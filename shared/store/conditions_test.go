@@ -1,0 +1,214 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/ghclaim/ghclaim/shared/job"
+	"github.com/ghclaim/ghclaim/shared/store"
+)
+
+// TestSweepAttributesFollowEveryTransition: sweep_at is the moment a
+// record becomes stale if nobody touches it, written by every non-terminal
+// transition; every terminal transition removes sweep_shard and sweep_at, so
+// the reclaimer never sees a finished job.
+func TestSweepAttributesFollowEveryTransition(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	due := t0.Add(40 * time.Second)
+	lease := t0.Add(3 * time.Minute)
+	grace := store.DefaultQueuedGrace
+
+	tests := []struct {
+		name string
+		id   int64
+		// run takes the record from pending (created at t0) to the state under test.
+		run       func(t *testing.T, id int64)
+		wantState job.State
+		wantSweep time.Time // zero: sweep attributes removed
+	}{
+		{name: "created pending", id: 501, run: func(*testing.T, int64) {}, wantState: job.Pending, wantSweep: t0.Add(store.DefaultPendingGrace)},
+		{name: "marked queued", id: 502, run: func(t *testing.T, id int64) {
+			must(t, f.s.MarkQueued(ctx, id, 1, due, t0))
+		}, wantState: job.Queued, wantSweep: due.Add(grace)},
+		{name: "leased", id: 503, run: func(t *testing.T, id int64) {
+			_, _, err := f.s.Acquire(ctx, id, 1, "a", lease, t0)
+			must(t, err)
+		}, wantState: job.Claiming, wantSweep: lease},
+		{name: "released", id: 504, run: func(t *testing.T, id int64) {
+			l, _, err := f.s.Acquire(ctx, id, 1, "a", lease, t0)
+			must(t, err)
+			must(t, f.s.Release(ctx, l, store.Retry{Version: 3, Attempt: 1, Due: due}, t0))
+		}, wantState: job.Queued, wantSweep: due.Add(grace)},
+		{name: "taken back to queued", id: 505, run: func(t *testing.T, id int64) {
+			must(t, f.s.MarkQueued(ctx, id, 1, t0, t0))
+			_, err := f.s.TakeBack(ctx, f.get(t, id), job.Queued, due, "lost message", t0.Add(time.Hour))
+			must(t, err)
+		}, wantState: job.Queued, wantSweep: due.Add(grace)},
+		{name: "done while queued", id: 506, run: func(t *testing.T, id int64) {
+			must(t, f.s.MarkQueued(ctx, id, 1, due, t0))
+			_, err := f.s.MarkDone(ctx, store.Done{JobID: id, RunnerName: "r"}, t0)
+			must(t, err)
+		}, wantState: job.Done},
+		{name: "done while claiming", id: 507, run: func(t *testing.T, id int64) {
+			_, _, err := f.s.Acquire(ctx, id, 1, "a", lease, t0)
+			must(t, err)
+			_, err = f.s.MarkDone(ctx, store.Done{JobID: id}, t0)
+			must(t, err)
+		}, wantState: job.Done},
+		{name: "finished failed", id: 508, run: func(t *testing.T, id int64) {
+			l, _, err := f.s.Acquire(ctx, id, 1, "a", lease, t0)
+			must(t, err)
+			must(t, f.s.Finish(ctx, l, store.Outcome{State: job.Failed, Attempt: 1, ErrorClass: "non_retryable", Error: "404"}, t0))
+		}, wantState: job.Failed},
+		{name: "abandoned by the reclaimer", id: 509, run: func(t *testing.T, id int64) {
+			_, err := f.s.TakeBack(ctx, f.get(t, id), job.Abandoned, time.Time{}, "max age", t0.Add(time.Hour))
+			must(t, err)
+		}, wantState: job.Abandoned},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := f.s.CreateJob(ctx, rec(tt.id), t0); err != nil {
+				t.Fatal(err)
+			}
+			tt.run(t, tt.id)
+			raw := f.raw(t, job.Key(tt.id))
+			got := f.get(t, tt.id)
+			if got.State != tt.wantState {
+				t.Fatalf("state %s, want %s", got.State, tt.wantState)
+			}
+			if tt.wantSweep.IsZero() {
+				if _, ok := raw["sweep_shard"]; ok {
+					t.Errorf("terminal record still carries sweep_shard: the reclaimer's index would list it")
+				}
+				if _, ok := raw["sweep_at"]; ok {
+					t.Errorf("terminal record still carries sweep_at %d", got.SweepAt)
+				}
+				if got.ExpiresAt == 0 {
+					t.Errorf("terminal record has no expires_at")
+				}
+				return
+			}
+			if got.SweepShard != job.Shard(tt.id, store.DefaultShards) || got.SweepAt != tt.wantSweep.UnixMilli() {
+				t.Errorf("sweep shard %q at %d, want %q at %d", got.SweepShard, got.SweepAt,
+					job.Shard(tt.id, store.DefaultShards), tt.wantSweep.UnixMilli())
+			}
+		})
+	}
+}
+
+// TestEveryConditionClauseHolds: each clause of each conditional write
+// refuses on its own, with the other clauses satisfied.
+func TestEveryConditionClauseHolds(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	until := t0.Add(3 * time.Minute)
+
+	t.Run("acquire at a stale version of a queued record", func(t *testing.T) {
+		// Queued at version 3 after a release; a duplicate message of version 1.
+		const id = 521
+		_, err := f.s.CreateJob(ctx, rec(id), t0)
+		must(t, err)
+		l, _, err := f.s.Acquire(ctx, id, 1, "a", until, t0)
+		must(t, err)
+		must(t, f.s.Release(ctx, l, store.Retry{Version: 3, Attempt: 1, Due: t0}, t0))
+		if _, _, err := f.s.Acquire(ctx, id, 1, "b", until, t0); !errors.Is(err, store.ErrConflict) {
+			t.Fatalf("got %v, want ErrConflict: the queued state alone must not admit an old message", err)
+		}
+		if got := f.get(t, id); got.State != job.Queued || got.Version != 3 {
+			t.Fatalf("record %s v%d, want queued v3 untouched", got.State, got.Version)
+		}
+	})
+	t.Run("acquire a claiming record at its own version", func(t *testing.T) {
+		const id = 522
+		_, err := f.s.CreateJob(ctx, rec(id), t0)
+		must(t, err)
+		_, _, err = f.s.Acquire(ctx, id, 1, "a", until, t0)
+		must(t, err)
+		if _, _, err := f.s.Acquire(ctx, id, 2, "b", until, t0); !errors.Is(err, store.ErrConflict) {
+			t.Fatalf("got %v, want ErrConflict: a leased record cannot be leased again", err)
+		}
+		if got := f.get(t, id); got.LeaseOwner != "a" || got.Version != 2 {
+			t.Fatalf("lease owner %q v%d, want a v2", got.LeaseOwner, got.Version)
+		}
+	})
+	t.Run("same owner, older lease", func(t *testing.T) {
+		// One claimer process (owner a) leased, released, and leased again:
+		// the first lease must be dead even though the owner matches.
+		const id = 523
+		_, err := f.s.CreateJob(ctx, rec(id), t0)
+		must(t, err)
+		old, _, err := f.s.Acquire(ctx, id, 1, "a", until, t0)
+		must(t, err)
+		must(t, f.s.Release(ctx, old, store.Retry{Version: 3, Attempt: 1, Due: t0}, t0))
+		_, _, err = f.s.Acquire(ctx, id, 3, "a", until, t0)
+		must(t, err)
+		if err := f.s.Finish(ctx, old, store.Outcome{State: job.Claimed, Attempt: 1}, t0); !errors.Is(err, store.ErrLeaseLost) {
+			t.Fatalf("Finish under the older lease: got %v, want ErrLeaseLost", err)
+		}
+		if err := f.s.Extend(ctx, old, 9, "x", t0); !errors.Is(err, store.ErrLeaseLost) {
+			t.Fatalf("Extend under the older lease: got %v, want ErrLeaseLost", err)
+		}
+		if got := f.get(t, id); got.State != job.Claiming || got.Version != 4 || got.Attempt != 1 {
+			t.Fatalf("record %s v%d attempt %d, want claiming v4 attempt 1", got.State, got.Version, got.Attempt)
+		}
+	})
+	t.Run("take back a record that moved on and came back to the same state", func(t *testing.T) {
+		// The reclaimer read the record queued at version 1; meanwhile a
+		// claimer leased and released it: queued again, at version 3.
+		const id = 524
+		_, err := f.s.CreateJob(ctx, rec(id), t0)
+		must(t, err)
+		must(t, f.s.MarkQueued(ctx, id, 1, t0, t0))
+		read := f.get(t, id)
+		l, _, err := f.s.Acquire(ctx, id, 1, "a", until, t0)
+		must(t, err)
+		must(t, f.s.Release(ctx, l, store.Retry{Version: 3, Attempt: 1, Due: t0.Add(time.Minute)}, t0))
+		later := t0.Add(time.Hour)
+		if _, err := f.s.TakeBack(ctx, read, job.Queued, later, "lost message", later); !errors.Is(err, store.ErrConflict) {
+			t.Fatalf("take-back to queued: got %v, want ErrConflict (version changed)", err)
+		}
+		if _, err := f.s.TakeBack(ctx, read, job.Abandoned, time.Time{}, "max age", later); !errors.Is(err, store.ErrConflict) {
+			t.Fatalf("take-back to abandoned: got %v, want ErrConflict (version changed)", err)
+		}
+		if got := f.get(t, id); got.State != job.Queued || got.Version != 3 {
+			t.Fatalf("record %s v%d, want queued v3 untouched", got.State, got.Version)
+		}
+	})
+	t.Run("take back a pending record the webhook marked queued meanwhile", func(t *testing.T) {
+		// MarkQueued keeps the version: only the state tells the reclaimer
+		// that the outbox message did go out.
+		const id = 526
+		_, err := f.s.CreateJob(ctx, rec(id), t0)
+		must(t, err)
+		read := f.get(t, id)
+		must(t, f.s.MarkQueued(ctx, id, 1, t0, t0))
+		later := t0.Add(5 * time.Minute)
+		if _, err := f.s.TakeBack(ctx, read, job.Queued, later, "outbox lost", later); !errors.Is(err, store.ErrConflict) {
+			t.Fatalf("got %v, want ErrConflict (state changed at the same version)", err)
+		}
+		if got := f.get(t, id); got.State != job.Queued || got.Version != 1 {
+			t.Fatalf("record %s v%d, want queued v1 untouched", got.State, got.Version)
+		}
+	})
+	t.Run("mark queued at another version", func(t *testing.T) {
+		const id = 525
+		_, err := f.s.CreateJob(ctx, rec(id), t0)
+		must(t, err)
+		if err := f.s.MarkQueued(ctx, id, 2, t0, t0); !errors.Is(err, store.ErrConflict) {
+			t.Fatalf("got %v, want ErrConflict", err)
+		}
+		if got := f.get(t, id); got.State != job.Pending {
+			t.Fatalf("record %s, want pending", got.State)
+		}
+	})
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
