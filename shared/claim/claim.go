@@ -195,7 +195,8 @@ type Options struct {
 	HandOffReserve time.Duration
 	// EarlyDelay: how soon a message newer than its record comes back.
 	EarlyDelay time.Duration
-	// RetrySoon: how soon a message comes back after an infrastructure error.
+	// RetrySoon: how soon a message comes back after an infrastructure
+	// error, jittered up to twice as long.
 	RetrySoon time.Duration
 	// RateRefresh: how often the shared rate reading is re-read per installation.
 	RateRefresh time.Duration

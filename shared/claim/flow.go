@@ -452,11 +452,15 @@ func (f *flow) leaseLost(ctx context.Context) {
 }
 
 // infra handles an infrastructure error: the message comes back soon
-// (a batch item failure), and its version decides then.
+// (a batch item failure), and its version decides then. "Soon" is
+// RetrySoon plus up to as much again at random: in lockstep, every message
+// of a throttled table would come back together, fail together, and reach
+// the dead-letter queue together.
 func (f *flow) infra(ctx context.Context, step string, err error) error {
 	f.decide(ctx, slog.LevelError, DecisionInfraError, slog.String("step", step), slog.String("error", err.Error()))
 	f.c.count("infra_errors")
-	if rerr := f.c.d.Queue.RetryAfter(ctx, f.sm.ReceiptHandle, f.c.o.RetrySoon); rerr != nil {
+	soon := f.c.o.RetrySoon + time.Duration(f.c.rnd().Float64()*float64(f.c.o.RetrySoon))
+	if rerr := f.c.d.Queue.RetryAfter(ctx, f.sm.ReceiptHandle, soon); rerr != nil {
 		f.c.d.Log.LogAttrs(ctx, slog.LevelWarn, "claim retry-after failed", slog.String("message_id", f.sm.MessageId), slog.String("error", rerr.Error()))
 	}
 	return errorf("%s: %w", step, err)
