@@ -224,6 +224,9 @@ type Report struct {
 	Skipped int
 	// Failed counts take-backs that failed for infrastructure reasons.
 	Failed int
+	// Unreadable counts items of the sweep index that are no job record
+	// this code can decode (logged with their pk; skipped, not fatal).
+	Unreadable int
 	// Incomplete is set when the pass stopped before the index was
 	// exhausted (budget, deadline or MaxRecords); the next pass goes on.
 	Incomplete bool
@@ -331,6 +334,11 @@ func (r *Reclaimer) collect(ctx context.Context, now, by time.Time, rep *Report)
 				rep.Incomplete = true
 				return found, fmt.Errorf("reclaim: sweep shard %s: %w", c.shard, err)
 			}
+			for _, pk := range page.Undecodable {
+				rep.Unreadable++
+				r.cfg.Logger.Error("reclaim cannot read a record of the sweep index; fix or delete it",
+					slog.String("pk", pk), slog.String("shard", c.shard))
+			}
 			for _, rec := range page.Records {
 				rep.Scanned++
 				reason, ok := Classify(rec, now)
@@ -425,6 +433,7 @@ const (
 	MetricSendFailed = "ReclaimSendFailed"
 	MetricScanned    = "ReclaimScanned"
 	MetricIncomplete = "ReclaimIncomplete"
+	MetricUnreadable = "ReclaimUnreadable"
 )
 
 // MetricFor is the metric name of the re-enqueue count for reason.
@@ -450,6 +459,7 @@ func (r *Reclaimer) summarize(rep Report, err error) {
 	m.Add(MetricSendFailed, float64(rep.SendFailed))
 	m.Add(MetricScanned, float64(rep.Scanned))
 	m.Add(MetricIncomplete, incomplete)
+	m.Add(MetricUnreadable, float64(rep.Unreadable))
 	m.Flush()
 
 	attrs = append(attrs,
@@ -458,12 +468,13 @@ func (r *Reclaimer) summarize(rep Report, err error) {
 		slog.Int("send_failed", rep.SendFailed),
 		slog.Int("skipped", rep.Skipped),
 		slog.Int("failed", rep.Failed),
+		slog.Int("unreadable", rep.Unreadable),
 		slog.Bool("incomplete", rep.Incomplete))
 	level := slog.LevelInfo
 	if err != nil {
 		level = slog.LevelError
 		attrs = append(attrs, slog.Any("err", err))
-	} else if rep.Incomplete || rep.SendFailed > 0 {
+	} else if rep.Incomplete || rep.SendFailed > 0 || rep.Unreadable > 0 {
 		level = slog.LevelWarn
 	}
 	r.cfg.Logger.Log(context.Background(), level, "reclaim pass", attrs...)

@@ -554,6 +554,9 @@ type Page struct {
 	Records []job.Record
 	// Next is the key to continue from; nil when the shard is exhausted.
 	Next map[string]types.AttributeValue
+	// Undecodable lists the pk of every item of the page that is not a job
+	// record this code can read (written by hand, or by a newer version).
+	Undecodable []string
 }
 
 // Stale reads one page of records in shard whose sweep_at is before now,
@@ -580,7 +583,14 @@ func (s *Store) Stale(ctx context.Context, shard string, now time.Time, limit in
 	for _, it := range out.Items {
 		r, err := unmarshal(it)
 		if err != nil {
-			return Page{}, err
+			// One bad item must not hide every record behind it in the
+			// shard from the reclaimer forever: report it and go on.
+			pk := "?"
+			if v, ok := it["pk"].(*types.AttributeValueMemberS); ok {
+				pk = v.Value
+			}
+			p.Undecodable = append(p.Undecodable, pk)
+			continue
 		}
 		p.Records = append(p.Records, r)
 	}

@@ -363,3 +363,32 @@ func TestRateState(t *testing.T) {
 		t.Fatalf("an older reading clobbered a newer one: got %+v", got)
 	}
 }
+
+// TestStaleSkipsUndecodableItems: an item in the sweep index that is no job
+// record (written by hand, or by a newer version) is reported, not fatal:
+// the records behind it in its shard must still reach the reclaimer.
+func TestStaleSkipsUndecodableItems(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	// Shard 3 of 8: ids 11 and 19, and a bad item sorting before them.
+	if _, err := f.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &f.table, Item: map[string]types.AttributeValue{
+		"pk":          &types.AttributeValueMemberS{Value: "job#not-a-number"},
+		"state":       &types.AttributeValueMemberS{Value: "queued"},
+		"sweep_shard": &types.AttributeValueMemberS{Value: "3"},
+		"sweep_at":    &types.AttributeValueMemberN{Value: "1"},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	f.s.CreateJob(ctx, rec(11), t0)
+	f.s.CreateJob(ctx, rec(19), t0)
+	p, err := f.s.Stale(ctx, "3", t0.Add(time.Hour), 0, nil)
+	if err != nil {
+		t.Fatalf("Stale: %v", err)
+	}
+	if len(p.Records) != 2 || p.Records[0].JobID != 11 && p.Records[0].JobID != 19 {
+		t.Fatalf("records %+v, want jobs 11 and 19", p.Records)
+	}
+	if len(p.Undecodable) != 1 || p.Undecodable[0] != "job#not-a-number" {
+		t.Fatalf("undecodable %v, want [job#not-a-number]", p.Undecodable)
+	}
+}
