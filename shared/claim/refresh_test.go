@@ -1,0 +1,65 @@
+package claim_test
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync/atomic"
+	"testing"
+
+	"github.com/ghclaim/ghclaim/shared/claim"
+	"github.com/ghclaim/ghclaim/shared/job"
+	"github.com/ghclaim/ghclaim/shared/obs"
+	"github.com/ghclaim/ghclaim/shared/ratelimit"
+)
+
+// countingRates is the process's rate state, counting reads of the
+// shared rate#<installation> item (Current).
+type countingRates struct {
+	claim.RateState
+	current atomic.Int32
+}
+
+func (c *countingRates) Current(ctx context.Context, inst int64) (ratelimit.Reading, error) {
+	c.current.Add(1)
+	return c.RateState.Current(ctx, inst)
+}
+
+// TestSharedRateReadOncePerRefresh: a warm claimer working through a batch
+// reads the shared rate item at most once per RateRefresh per installation,
+// and again once RateRefresh has passed, so it learns within seconds of an
+// exhaustion another instance saw, without a read per message.
+func TestSharedRateReadOncePerRefresh(t *testing.T) {
+	t.Parallel()
+	h := setup(t, setupOpt{})
+	gh, tracker := newGitHub(t, h)
+	rates := &countingRates{RateState: tracker}
+	c, err := claim.New(claim.Deps{
+		Store: h.store, Queue: h.queue, GitHub: gh, Provisioner: h.spy, Policy: newPolicy(), Rates: rates,
+		Now: h.clock.Now, Rand: rand.New(rand.NewPCG(seed1, seed2)), Log: h.log,
+		Metrics: obs.NewMetrics(h.logs, map[string]string{"function": "claimer"}, h.clock.Now),
+	}, claim.Options{Pools: h.pools, InstanceID: "refresh", Concurrency: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []int64{9401, 9402, 9403} {
+		h.seed(t, id)
+	}
+	if resp := h.invoke(t, c, h.receive(t, 3)...); len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("batch item failures %v", resp.BatchItemFailures)
+	}
+	for _, id := range []int64{9401, 9402, 9403} {
+		if r := h.get(t, id); r.State != job.Claimed {
+			t.Fatalf("job %d %s, want claimed", id, r.State)
+		}
+	}
+	if n := rates.current.Load(); n != 1 {
+		t.Fatalf("shared rate read %d times for a batch of 3 within RateRefresh, want 1", n)
+	}
+
+	h.clock.Advance(claim.DefaultRateRefresh)
+	h.seed(t, 9404)
+	h.invoke(t, c, h.receive(t, 1)...)
+	if n := rates.current.Load(); n != 2 {
+		t.Fatalf("shared rate read %d times in all, want 2: once RateRefresh has passed it is read again", n)
+	}
+}
