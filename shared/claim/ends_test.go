@@ -1,0 +1,87 @@
+package claim_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/ghclaim/ghclaim/shared/ghfake"
+	"github.com/ghclaim/ghclaim/shared/job"
+	"github.com/ghclaim/ghclaim/shared/store"
+)
+
+// TestRateLimitedStatusCheckSpendsNoJITCall: with check_queued, a job-status
+// check that GitHub rate-limits ends the attempt as a rate limit: the JIT
+// call would be refused too, so it is not made. A 429 is the case that
+// matters: go-github v62 does not type it, so it has no pre-request check
+// of its own that would block the JIT call anyway.
+func TestRateLimitedStatusCheckSpendsNoJITCall(t *testing.T) {
+	t.Parallel()
+	h := setup(t, setupOpt{checkQueued: true})
+	c := h.claimer(t, claimerOpt{})
+	h.gh.SetJob("octo-org", "octo-repo", ghfake.Job{ID: 9501, Status: "queued"})
+	h.gh.Fail(ghfake.RouteJob, 1, ghfake.TooManyRequests(2*time.Minute))
+	h.seed(t, 9501)
+	if resp := h.invoke(t, c, h.receive(t, 1)...); len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("batch item failures %v", resp.BatchItemFailures)
+	}
+	if n := h.gh.Stats().JITCalls; n != 0 {
+		t.Fatalf("%d JIT calls, want 0 after a rate-limited status check", n)
+	}
+	r := h.get(t, 9501)
+	if r.State != job.Queued || r.LastErrorClass != "rate_limit" || r.Attempt != 1 {
+		t.Fatalf("record %s class %q attempt %d, want queued, rate_limit, attempt 1", r.State, r.LastErrorClass, r.Attempt)
+	}
+	if d := h.lastSend(t).delay; d < 2*time.Minute+5*time.Second || d > 2*time.Minute+25*time.Second {
+		t.Fatalf("re-sent with delay %s, want Retry-After 2m + [5s, 25s)", d)
+	}
+}
+
+// TestAbandonDeletesTheRegisteredRunner: an attempt past the maximum age
+// whose provisioning failed (retryably) abandons the job and removes the
+// runner it registered, so no offline registration is left behind.
+func TestAbandonDeletesTheRegisteredRunner(t *testing.T) {
+	t.Parallel()
+	h := setup(t, setupOpt{})
+	c := h.claimer(t, claimerOpt{})
+	const id = 9502
+	ctx := context.Background()
+	now := h.clock.Now()
+	// The job has been failing for 91 minutes: a record at attempt 5 whose
+	// first failure is past the 90 m maximum age, and its message.
+	if _, err := h.store.CreateJob(ctx, job.Record{
+		JobID: id, RunID: id * 10, Repo: repo, InstallationID: installation,
+		Labels: []string{"self-hosted", "linux"}, Pool: h.pools[0].Name,
+	}, now); err != nil {
+		t.Fatal(err)
+	}
+	l, _, err := h.store.Acquire(ctx, id, 1, "earlier", now.Add(time.Minute), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.store.Release(ctx, l, store.Retry{Version: 3, Attempt: 5, FirstFailureAt: now.Add(-91 * time.Minute), Due: now,
+		ErrorClass: "server_side", Error: "capacity"}, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.queue.Send(ctx, job.Message{JobID: id, Version: 3, Attempt: 5}, 0); err != nil {
+		t.Fatal(err)
+	}
+	h.spy.set(func(int) error {
+		return awsErr("RunInstances", "InsufficientInstanceCapacity", "no capacity")
+	}, nil)
+
+	if resp := h.invoke(t, c, h.receive(t, 1)...); len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("batch item failures %v", resp.BatchItemFailures)
+	}
+	r := h.get(t, id)
+	if r.State != job.Abandoned || r.Attempt != 6 {
+		t.Fatalf("record %s attempt %d (%s), want abandoned attempt 6", r.State, r.Attempt, r.LastError)
+	}
+	if st := h.gh.Stats(); st.JITCalls != 1 {
+		t.Fatalf("%d JIT calls, want 1 (this attempt registered a runner)", st.JITCalls)
+	}
+	if rs := h.gh.Runners(); len(rs) != 0 {
+		t.Fatalf("runners %v left after abandoning, want none", rs)
+	}
+	h.receiveNone(t)
+}
