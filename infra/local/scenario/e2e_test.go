@@ -22,7 +22,10 @@ func TestEndToEnd(t *testing.T) {
 	opts := scenario.Settings()
 	opts.BinDir = t.TempDir()
 	opts.FunctionLogs = &logs
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	// The bound covers rig.Start, which builds the three functions: on a cold build cache (CI's
+	// fresh machine) with other packages' tests compiling on 2 cores that alone took over 3
+	// minutes. The scenario's own time limits are sctx (PendingGrace) and the cases' bounds.
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	r, err := rig.Start(ctx, opts)
 	if err != nil {
