@@ -85,3 +85,39 @@ func TestAbandonDeletesTheRegisteredRunner(t *testing.T) {
 	}
 	h.receiveNone(t)
 }
+
+// TestStaleChainedMessageStops: a long delay travels as a chain of 900 s
+// hops (not_before). When the record has moved on (here: a newer message
+// took over at version 3), the old chain stops at its next hop: deleted,
+// not re-sent until its not_before.
+func TestStaleChainedMessageStops(t *testing.T) {
+	t.Parallel()
+	h := setup(t, setupOpt{})
+	c := h.claimer(t, claimerOpt{})
+	const id = 9503
+	ctx := context.Background()
+	now := h.clock.Now()
+	h.record(t, id)
+	l, _, err := h.store.Acquire(ctx, id, 1, "earlier", now.Add(time.Minute), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.store.Release(ctx, l, store.Retry{Version: 3, Attempt: 1, FirstFailureAt: now, Due: now.Add(time.Hour)}, now); err != nil {
+		t.Fatal(err)
+	}
+	stale := job.Message{JobID: id, Version: 1, Attempt: 0, NotBefore: job.Millis(now.Add(time.Hour))}
+	if err := h.queue.Send(ctx, stale, 0); err != nil {
+		t.Fatal(err)
+	}
+	sends := len(h.rec.Sends())
+	if resp := h.invoke(t, c, h.receive(t, 1)...); len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("batch item failures %v", resp.BatchItemFailures)
+	}
+	if n := len(h.rec.Sends()); n != sends {
+		t.Fatalf("%d messages sent, want none: a stale chain must stop, not hop on", n-sends)
+	}
+	if r := h.get(t, id); r.State != job.Queued || r.Version != 3 {
+		t.Fatalf("record %s v%d, want queued v3 untouched", r.State, r.Version)
+	}
+	h.receiveNone(t)
+}
