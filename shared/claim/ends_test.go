@@ -2,11 +2,15 @@ package claim_test
 
 import (
 	"context"
+	"math/rand/v2"
 	"testing"
 	"time"
 
+	"github.com/ghclaim/ghclaim/shared/claim"
+	"github.com/ghclaim/ghclaim/shared/ghapp"
 	"github.com/ghclaim/ghclaim/shared/ghfake"
 	"github.com/ghclaim/ghclaim/shared/job"
+	"github.com/ghclaim/ghclaim/shared/obs"
 	"github.com/ghclaim/ghclaim/shared/store"
 )
 
@@ -120,4 +124,40 @@ func TestStaleChainedMessageStops(t *testing.T) {
 		t.Fatalf("record %s v%d, want queued v3 untouched", r.State, r.Version)
 	}
 	h.receiveNone(t)
+}
+
+// TestRateLimitLearntFromAnErrorIsRecorded: a rate limit the claimer learns
+// only from an error (no transport fed the tracker: go-github's own
+// pre-request check answers without a request, or, as here, a process
+// without the rate transport) is recorded and shared, so the next claimer
+// defers instead of calling GitHub.
+func TestRateLimitLearntFromAnErrorIsRecorded(t *testing.T) {
+	t.Parallel()
+	h := setup(t, setupOpt{})
+	reset := h.clock.Now().Add(30 * time.Minute).Truncate(time.Second)
+	h.gh.SetRateLimit(installation, 5000, 0, reset)
+	gh, err := ghapp.New(ghapp.Config{AppID: appID, PrivateKey: appKey(), BaseURL: h.ghURL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := claim.New(claim.Deps{
+		Store: h.store, Queue: h.queue, GitHub: gh, Provisioner: h.spy, Policy: newPolicy(),
+		Now: h.clock.Now, Rand: rand.New(rand.NewPCG(seed1, seed2)), Log: h.log,
+		Metrics: obs.NewMetrics(h.logs, map[string]string{"function": "claimer"}, h.clock.Now),
+	}, claim.Options{Pools: h.pools, InstanceID: "no-transport"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.seed(t, 9504)
+	h.invoke(t, c, h.receive(t, 1)...)
+	if r := h.get(t, 9504); r.State != job.Queued || r.LastErrorClass != "rate_limit" {
+		t.Fatalf("record %s class %q, want queued after a rate limit", r.State, r.LastErrorClass)
+	}
+	got, err := h.store.LoadRate(context.Background(), installation)
+	if err != nil {
+		t.Fatalf("shared rate reading: %v, want the limit learnt from the error", err)
+	}
+	if got.Remaining != 0 || !got.ResetAt.Equal(reset) || !got.ObservedAt.Equal(h.clock.Now().Truncate(time.Millisecond)) {
+		t.Fatalf("shared reading %+v, want remaining 0 until %v observed now", got, reset)
+	}
 }
