@@ -38,7 +38,7 @@ test: lint
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 lint:
-	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then printf 'gofmt would change:\n%s\n' "$$out"; exit 1; fi
+	@out=$$(gofmt -l $$(find . -name '*.go' -not -path './.build/*')); if [ -n "$$out" ]; then printf 'gofmt would change:\n%s\n' "$$out"; exit 1; fi
 	$(GO) vet ./...
 	cfn-lint template.yaml
 
@@ -72,7 +72,7 @@ load:
 	$(GO) run ./infra/load $(LOAD_FLAGS)
 
 clean:
-	rm -rf bin .aws-sam
+	rm -rf bin .build .aws-sam
 
 # Benchmarks against the emulator (bench/): webhook vs its floor, claims, time to claim, cold
 # starts, binary sizes, the reclaimer and the cost model. Writes bench/REPORT.md and

@@ -173,7 +173,7 @@ func serve(ctx context.Context, args []string) error {
   AWS endpoint    %s   (table %s, queue %s)
   function logs   %s
 
-Send a signed delivery (the body's installation/labels pick the pool; see infra/local/README.md):
+Send a signed delivery (the body's installation/labels pick the pool; see README.md, "Running it locally"):
   body='%s'
   curl -sS %s -H 'X-GitHub-Event: workflow_job' -H "X-GitHub-Delivery: local-$(date +%%s%%N)" \
        -H "X-Hub-Signature-256: sha256=$(printf '%%s' "$body" | openssl dgst -sha256 -hmac '%s' -r | cut -d' ' -f1)" \
