@@ -359,19 +359,40 @@ func (s *Store) Acquire(ctx context.Context, id, version int64, owner string, un
 			":exp":      n(exp),
 			":now":      n(job.Millis(now)),
 		},
-		ReturnValues: types.ReturnValueAllNew,
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
-	if isConditionFailed(err) {
-		return Lease{}, job.Record{}, ErrConflict
-	}
-	if err != nil {
+	var attrs map[string]types.AttributeValue
+	var ccf *types.ConditionalCheckFailedException
+	switch {
+	case errors.As(err, &ccf):
+		// The SDK retries a request whose answer timed out; when the first
+		// try had taken effect, the retry fails its condition against our
+		// own write. That is our lease, not a conflict: waiting out the
+		// lease and the reclaimer for it would only delay the job.
+		if !ownLease(ccf.Item, owner, version+1) {
+			return Lease{}, job.Record{}, ErrConflict
+		}
+		attrs = ccf.Item
+	case err != nil:
 		return Lease{}, job.Record{}, fmt.Errorf("lease job %d: %w", id, err)
+	default:
+		attrs = out.Attributes
 	}
-	rec, err := unmarshal(out.Attributes)
+	rec, err := unmarshal(attrs)
 	if err != nil {
 		return Lease{}, job.Record{}, err
 	}
 	return Lease{JobID: id, Owner: owner, Version: version + 1, Expires: until}, rec, nil
+}
+
+// ownLease reports whether item is a claiming record leased to owner at
+// version.
+func ownLease(item map[string]types.AttributeValue, owner string, version int64) bool {
+	st, _ := item["state"].(*types.AttributeValueMemberS)
+	lo, _ := item["lease_owner"].(*types.AttributeValueMemberS)
+	v, ok := num(item["version"])
+	return st != nil && st.Value == string(job.Claiming) && lo != nil && lo.Value == owner && ok && v == version
 }
 
 // Retry is what a claimer records when it hands the job to a new message.

@@ -392,3 +392,40 @@ func TestStaleSkipsUndecodableItems(t *testing.T) {
 		t.Fatalf("undecodable %v, want [job#not-a-number]", p.Undecodable)
 	}
 }
+
+// retriedUpdate plays the SDK's retry of a request whose first answer was
+// lost: the first UpdateItem takes effect, the caller only sees the second.
+type retriedUpdate struct{ *dynamodb.Client }
+
+func (r retriedUpdate) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opt ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if _, err := r.Client.UpdateItem(ctx, in, opt...); err != nil {
+		return nil, err
+	}
+	return r.Client.UpdateItem(ctx, in, opt...)
+}
+
+// TestAcquireRetriedAfterItTookEffect: a lease write whose answer was lost
+// and that the SDK retried fails its condition against our own write; that
+// is our lease, not a conflict, or the job would sit out a whole lease.
+// Jobs 50 and 58: shard 2, which no other test reads.
+func TestAcquireRetriedAfterItTookEffect(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	f.s.CreateJob(ctx, rec(50), t0)
+	s := store.New(retriedUpdate{env.db}, env.table, store.Options{})
+	lease, got, err := s.Acquire(ctx, 50, 1, "me", t0.Add(3*time.Minute), t0)
+	if err != nil {
+		t.Fatalf("Acquire retried after it took effect: %v, want our lease", err)
+	}
+	if lease.Version != 2 || lease.Owner != "me" || got.State != job.Claiming || got.Version != 2 {
+		t.Fatalf("got lease %+v record %+v", lease, got)
+	}
+	// Somebody else's lease at that version is still a conflict.
+	f.s.CreateJob(ctx, rec(58), t0)
+	if _, _, err := f.s.Acquire(ctx, 58, 1, "other", t0.Add(time.Minute), t0); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Acquire(ctx, 58, 1, "me", t0.Add(time.Minute), t0); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("another owner's lease: got %v, want ErrConflict", err)
+	}
+}
