@@ -39,7 +39,11 @@
 // no machine, and deletes its message (whoever owns the job now, a
 // reclaimer or a done event, moves it on). Side effects that undo work
 // (deleting a runner, cleaning up a provisioned parameter) happen only
-// after the fenced write that ends the claim succeeded. The owner is a
+// after the fenced write that ends the claim succeeded, with one
+// exception: a claimer that provisioned a runner and then finds the record
+// done, naming no runner or another runner than ours (the job was
+// cancelled or taken elsewhere meanwhile), removes its now spare runner
+// rather than leave a machine idling on it. The owner is a
 // per-process random id plus the Lambda request id.
 //
 // Order on retry: send the new message (version = lease version + 1,

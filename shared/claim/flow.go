@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -387,6 +388,9 @@ func (f *flow) finish(ctx context.Context, o store.Outcome, decision string, cu 
 	if err := f.c.d.Store.Finish(ctx, f.lease, o, f.now); err != nil {
 		if errors.Is(err, store.ErrLeaseLost) {
 			f.leaseLost(ctx)
+			if o.State == job.Claimed {
+				f.releaseSpare(ctx)
+			}
 			return f.deleteMessage(ctx)
 		}
 		return f.infra(ctx, "finish claim", err)
@@ -402,6 +406,26 @@ func (f *flow) finish(ctx context.Context, o store.Outcome, decision string, cu 
 		f.cleanUp(ctx, *cu)
 	}
 	return f.deleteMessage(ctx)
+}
+
+// releaseSpare runs when this attempt registered a runner and started its
+// machine but lost the lease before recording it. Usually somebody else
+// owns the job now (a reclaimer, a later claimer) and will find our runner
+// through the 409 path: leave everything. Only when the record says done,
+// and names no runner or another runner than ours (the job was cancelled,
+// or taken by a runner that is not ours), is our runner spare: it would
+// otherwise idle on its machine, or take some other job. Its registration
+// is removed (unless it is busy) and the provisioner cleans up, so the
+// machine's runner cannot connect and the machine powers off.
+func (f *flow) releaseSpare(ctx context.Context) {
+	rec, err := f.c.d.Store.Get(ctx, f.rec.JobID)
+	if err != nil || rec.State != job.Done || strings.EqualFold(rec.RunnerName, f.name) {
+		return
+	}
+	f.c.d.Log.LogAttrs(ctx, slog.LevelInfo, "claim releases a spare runner",
+		slog.Int64(obs.KeyJobID, f.rec.JobID), slog.String("runner_name", f.name), slog.String("taken_by", rec.RunnerName))
+	f.c.count("spare_released")
+	f.cleanUp(ctx, cleanup{byName: true, provisioned: true})
 }
 
 // cleanUp removes the runner registration and provisioned leftovers of a

@@ -435,3 +435,49 @@ func TestLiveRunnerIsReused(t *testing.T) {
 		t.Fatalf("%d dispatches, want 1", len(d))
 	}
 }
+
+// TestSpareRunnerAfterDone: the job is cancelled (or taken by a runner that
+// is not ours) while this attempt provisions. The claim cannot be recorded,
+// and the runner it registered would idle on its machine: it is removed.
+// When GitHub names our runner, the job is ours and nothing is touched.
+func TestSpareRunnerAfterDone(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		id        int64
+		takenBy   func(id int64) string
+		wantKept  bool
+		wantParam bool
+	}{
+		{name: "cancelled", id: 9201, takenBy: func(int64) string { return "" }},
+		{name: "taken by another runner", id: 9202, takenBy: func(int64) string { return "hosted-runner-7" }},
+		{name: "taken by ours", id: 9203, takenBy: func(id int64) string { return job.RunnerName("linux", id) }, wantKept: true, wantParam: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h := setup(t, setupOpt{ec2: true})
+			c := h.claimer(t, claimerOpt{})
+			h.seed(t, tt.id)
+			h.spy.set(nil, func(int) {
+				done := store.Done{JobID: tt.id, Repo: repo, InstallationID: installation, RunnerName: tt.takenBy(tt.id)}
+				if _, err := h.store.MarkDone(context.Background(), done, h.clock.Now()); err != nil {
+					t.Error(err)
+				}
+			})
+			if resp := h.invoke(t, c, h.receive(t, 1)...); len(resp.BatchItemFailures) != 0 {
+				t.Fatalf("batch item failures %v", resp.BatchItemFailures)
+			}
+			if r := h.get(t, tt.id); r.State != job.Done {
+				t.Fatalf("record %s, want done", r.State)
+			}
+			rs := h.gh.Runners()
+			if kept := len(rs) == 1; kept != tt.wantKept {
+				t.Fatalf("runners %v, want kept=%v", rs, tt.wantKept)
+			}
+			if has := h.hasParameter(t, job.RunnerName("linux", tt.id)); has != tt.wantParam {
+				t.Fatalf("JIT parameter present=%v, want %v", has, tt.wantParam)
+			}
+		})
+	}
+}

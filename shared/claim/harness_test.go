@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -23,6 +24,7 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
 	"github.com/ghclaim/ghclaim/shared/claim"
 	"github.com/ghclaim/ghclaim/shared/emulator"
@@ -519,4 +521,20 @@ func (h *harness) dispatched(t *testing.T) []provision.DispatchMessage {
 			out = append(out, d)
 		}
 	}
+}
+
+// hasParameter reports whether the SSM parameter holding runner's JIT
+// config exists.
+func (h *harness) hasParameter(t *testing.T, runner string) bool {
+	t.Helper()
+	_, err := ssm.NewFromConfig(h.cfg).GetParameter(context.Background(), &ssm.GetParameterInput{Name: aws.String(provision.ParameterName(runner))})
+	var nf *ssmtypes.ParameterNotFound
+	switch {
+	case err == nil:
+		return true
+	case errors.As(err, &nf):
+		return false
+	}
+	t.Fatalf("GetParameter %s: %v", runner, err)
+	return false
 }
