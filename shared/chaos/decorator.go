@@ -90,6 +90,11 @@ type Provisioner struct {
 	Caller string
 	Next   claim.Provisioner
 	In     *Injector
+	// Provisioned, when set, is told of every Provision the adapter carried
+	// out (it returned no error), also when the caller then sees an
+	// after-effect fault or is killed: from then on a machine holds req's
+	// JIT config.
+	Provisioned func(provision.Request)
 }
 
 var _ claim.Provisioner = (*Provisioner)(nil)
@@ -97,7 +102,11 @@ var _ claim.Provisioner = (*Provisioner)(nil)
 // Provision is provision.Provisioner.Provision with faults.
 func (p *Provisioner) Provision(ctx context.Context, req provision.Request) (provision.Result, error) {
 	return do(ctx, p.In, TargetProvision, p.Caller, "RunInstances", func(ctx context.Context) (provision.Result, error) {
-		return p.Next.Provision(ctx, req)
+		res, err := p.Next.Provision(ctx, req)
+		if err == nil && p.Provisioned != nil {
+			p.Provisioned(req)
+		}
+		return res, err
 	})
 }
 

@@ -161,13 +161,7 @@ func (r *run) play(ctx context.Context, p *plan) {
 		if !pause(6 * time.Second) {
 			return
 		}
-		runner := other
-		ours := job.RunnerName(p.Pool, p.Job.ID)
-		if _, ok := r.gh.RunnerByName(ours); ok {
-			// Our runner took the job: it is online and busy now.
-			runner = ours
-			_ = r.gh.SetRunner(ours, "online", true)
-		}
+		runner := r.takeJob(p, other)
 		done("in_progress", runner)
 		if pause(2 * time.Second) {
 			done("completed", runner)
@@ -183,6 +177,22 @@ func (r *run) play(ctx context.Context, p *plan) {
 			done("completed", other)
 		}
 	}
+}
+
+// takeJob is GitHub starting p's job: it picks the runner that takes it,
+// ours when it is registered and a machine was provisioned with that
+// registration's config (it is online and busy from now on), else other.
+// A registration without a machine never comes online: were it put to work
+// here, a claim attempt landing before the in_progress delivery would
+// rightly reuse the busy runner, and the accounting would find the job
+// claimed with a runner and no machine, a loss made by the simulation.
+func (r *run) takeJob(p *plan, other string) string {
+	ours := job.RunnerName(p.Pool, p.Job.ID)
+	if rn, ok := r.gh.RunnerByName(ours); ok && r.machines.has(rn.ID) {
+		_ = r.gh.SetRunner(ours, "online", true)
+		return ours
+	}
+	return other
 }
 
 // noise sends deliveries the webhook must answer without recording a job:

@@ -189,6 +189,9 @@ type run struct {
 	pools  []pool.Pool
 	reg    provision.Registry
 	plans  []*plan
+	// machines are the runner registrations (ids) a machine was
+	// provisioned for: only those can come online and take a job.
+	machines machineSet
 
 	closers  []func()
 	sem      chan struct{}
@@ -341,7 +344,7 @@ func (r *run) newClaimer(worker int) (*claim.Claimer, error) {
 		Store:       r.stores[fnClaimer],
 		Queue:       r.queues[fnClaimer],
 		GitHub:      &GitHub{Next: gh},
-		Provisioner: &Provisioner{Caller: fnClaimer, Next: r.reg, In: r.inj},
+		Provisioner: &Provisioner{Caller: fnClaimer, Next: r.reg, In: r.inj, Provisioned: r.machines.provisioned},
 		Policy:      pol,
 		Rates:       rates,
 		Now:         time.Now,
@@ -457,6 +460,35 @@ func (r *run) reclaim(ctx context.Context, id int, every time.Duration) {
 		_, _ = rc.Run(pctx)
 		cancel()
 	}
+}
+
+// machineSet records the runner registrations that got a machine: an EC2
+// instance started (or found) with the registration's config in SSM, or a
+// dispatch message carrying it.
+type machineSet struct {
+	mu  sync.Mutex
+	ids map[int64]bool
+}
+
+// provisioned records the registration req's JIT config belongs to.
+func (m *machineSet) provisioned(req provision.Request) {
+	id := agentID(req.JITConfig)
+	if id == 0 {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.ids == nil {
+		m.ids = map[int64]bool{}
+	}
+	m.ids[id] = true
+}
+
+// has reports whether runner id got a machine.
+func (m *machineSet) has(id int64) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.ids[id]
 }
 
 type lockedRand struct {
