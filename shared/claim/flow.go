@@ -255,6 +255,13 @@ func (f *flow) register(ctx context.Context) (ghapp.JIT, *ghapp.Runner, error) {
 			return ghapp.JIT{}, &r, nil
 		}
 		if err := gh.DeleteRunner(ctx, inst, f.scope, f.owner, f.repo, r.ID); err != nil {
+			if ghapp.IsStillRunning(err) {
+				// It came online and took the job between our look and the
+				// delete (a dispatch host picked up an earlier message):
+				// the runner is ours and at work.
+				r.Busy = true
+				return ghapp.JIT{}, &r, nil
+			}
 			return ghapp.JIT{}, nil, err
 		}
 	case isNotFound(err):

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ghclaim/ghclaim/shared/backoff"
 	"github.com/ghclaim/ghclaim/shared/claim"
+	"github.com/ghclaim/ghclaim/shared/ghapp"
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/obs"
 )
@@ -60,5 +61,69 @@ func TestInfraErrorsComeBackSpread(t *testing.T) {
 	}
 	if len(seen) < 3 {
 		t.Errorf("6 messages came back after only %d distinct delays %v: lockstep", len(seen), seen)
+	}
+}
+
+// startsBetween is GitHub as the claimer sees it when a dispatch host picks
+// up an earlier attempt's message right after the claimer looked: the
+// runner it found offline is online and busy by the time it deletes it.
+type startsBetween struct {
+	claim.GitHub
+	start func(name string)
+}
+
+func (g startsBetween) FindRunner(ctx context.Context, installationID int64, scope, owner, repo, name string) (ghapp.Runner, error) {
+	r, err := g.GitHub.FindRunner(ctx, installationID, scope, owner, repo, name)
+	if err == nil {
+		g.start(name)
+	}
+	return r, err
+}
+
+// TestRunnerThatStartsBeforeItsDeleteIsReused: GitHub refuses to delete a
+// runner that is running a job (422). That runner is ours and at work: the
+// job is claimed, not failed.
+func TestRunnerThatStartsBeforeItsDeleteIsReused(t *testing.T) {
+	t.Parallel()
+	h := setup(t, setupOpt{})
+	const id = 7101
+	h.seed(t, id)
+	// Attempt 1 registers the runner; its provisioning fails for now.
+	h.spy.set(func(n int) error {
+		if n == 1 {
+			return awsErr("SendMessage", "InternalError", "try again")
+		}
+		return nil
+	}, nil)
+	h.invoke(t, h.claimer(t, claimerOpt{}), h.receive(t, 1)...)
+	if r := h.get(t, id); r.State != job.Queued {
+		t.Fatalf("after attempt 1: %s, want queued for a retry", r.State)
+	}
+	h.clock.Advance(h.lastSend(t).delay)
+
+	gh, rates := newGitHub(t, h)
+	c, err := claim.New(claim.Deps{
+		Store: h.store, Queue: h.queue, Provisioner: h.spy, Policy: backoff.Default(), Rates: rates,
+		GitHub: startsBetween{GitHub: gh, start: func(name string) {
+			if err := h.gh.SetRunner(name, "online", true); err != nil {
+				t.Error(err)
+			}
+		}},
+		Now: h.clock.Now, Rand: rand.New(rand.NewPCG(seed1, seed2)), Log: h.log,
+		Metrics: obs.NewMetrics(io.Discard, nil, h.clock.Now),
+	}, claim.Options{Pools: h.pools})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.invoke(t, c, h.receive(t, 1)...)
+	r := h.get(t, id)
+	if r.State != job.Claimed {
+		t.Fatalf("record %s (%s: %s), want claimed: the runner is at work", r.State, r.LastErrorClass, r.LastError)
+	}
+	if rs := h.gh.Runners(); len(rs) != 1 || !rs[0].Busy {
+		t.Fatalf("runners %v, want ours, busy", rs)
+	}
+	if n := h.spy.Calls(); n != 1 {
+		t.Fatalf("%d provisioning calls, want 1: the running runner needs no second machine", n)
 	}
 }

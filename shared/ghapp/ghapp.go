@@ -380,6 +380,13 @@ func IsAlreadyExists(err error) bool {
 	return isStatus(err, http.StatusConflict)
 }
 
+// IsStillRunning reports whether err is GitHub's 422 "Bad request - Runner
+// \"x\" is still running a job." from deleting a runner, the only 422 that
+// route answers: the runner is online and at work.
+func IsStillRunning(err error) bool {
+	return isStatus(err, http.StatusUnprocessableEntity)
+}
+
 func isStatus(err error, status int) bool {
 	var er *github.ErrorResponse
 	return errors.As(err, &er) && er.Response != nil && er.Response.StatusCode == status
