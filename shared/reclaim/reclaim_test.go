@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -226,21 +225,6 @@ func (f *fixture) run(t *testing.T, r *reclaim.Reclaimer) reclaim.Report {
 	return rep
 }
 
-// maxPerSecond is the most delays in any window [t, t+1s).
-func maxPerSecond(ds []time.Duration) int {
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	most := 0
-	for i := range s {
-		n := 0
-		for j := i; j < len(s) && s[j] < s[i]+time.Second; j++ {
-			n++
-		}
-		most = max(most, n)
-	}
-	return most
-}
-
 // TestExpiredLeasesAreRequeuedSpread: M claimers died; one pass puts all M
 // back, each record queued at version+1 with due_at spread as Spread says,
 // each message delayed to exactly its record's due_at.
@@ -305,7 +289,7 @@ func TestExpiredLeasesAreRequeuedSpread(t *testing.T) {
 		}
 		slotOf[slot] = msgs[i].msg.JobID
 	}
-	if got := maxPerSecond(delays); got > 3 {
+	if got := reclaim.MaxPerSecond(delays); got > 3 {
 		t.Errorf("%d jobs due within one second, want ≤ 3 (delays %v)", got, delays)
 	}
 
