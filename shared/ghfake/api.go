@@ -139,18 +139,19 @@ func (s *Server) generateJIT(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "Problems parsing JSON", doc)
 		return
 	}
+	// GitHub's description gives this route's 422 the "simple" validation
+	// shape (a message, no field objects): the problem is in the message.
+	invalid := ""
 	switch {
 	case strings.TrimSpace(req.Name) == "":
-		writeError(w, http.StatusUnprocessableEntity, "Validation Failed", doc,
-			fieldError{Resource: "Runner", Field: "name", Code: "missing_field"})
-		return
+		invalid = `"name" wasn't supplied.`
 	case len(req.Labels) == 0:
-		writeError(w, http.StatusUnprocessableEntity, "Validation Failed", doc,
-			fieldError{Resource: "Runner", Field: "labels", Code: "missing_field"})
-		return
+		invalid = `"labels" wasn't supplied.`
 	case req.RunnerGroupID == nil || !s.groups[*req.RunnerGroupID]:
-		writeError(w, http.StatusUnprocessableEntity, "Validation Failed", doc,
-			fieldError{Resource: "Runner", Field: "runner_group_id", Code: "invalid"})
+		invalid = `"runner_group_id" is not a runner group of this scope.`
+	}
+	if invalid != "" {
+		writeError(w, http.StatusUnprocessableEntity, "Invalid request.\n\n"+invalid, doc)
 		return
 	}
 	inst, _ := r.Context().Value(ctxKey{}).(int64)
@@ -339,28 +340,36 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
 	}
 	base := fmt.Sprintf("https://api.github.com/repos/%s/%s", owner, repo)
 	body := map[string]any{
-		"id":          j.ID,
-		"run_id":      j.RunID,
-		"run_url":     fmt.Sprintf("%s/actions/runs/%d", base, j.RunID),
-		"node_id":     fmt.Sprintf("CR_fake%d", j.ID),
-		"head_branch": "main",
-		"head_sha":    strings.Repeat("0", 40),
-		"url":         fmt.Sprintf("%s/actions/jobs/%d", base, j.ID),
-		"html_url":    fmt.Sprintf("https://github.com/%s/%s/actions/runs/%d/job/%d", owner, repo, j.RunID, j.ID),
-		"status":      j.Status,
-		"conclusion":  nil,
-		"name":        j.Name,
-		"steps":       []any{},
-		"labels":      append([]string{}, j.Labels...),
-		"run_attempt": 1,
+		"id":            j.ID,
+		"run_id":        j.RunID,
+		"run_url":       fmt.Sprintf("%s/actions/runs/%d", base, j.RunID),
+		"node_id":       fmt.Sprintf("CR_fake%d", j.ID),
+		"head_branch":   "main",
+		"head_sha":      strings.Repeat("0", 40),
+		"url":           fmt.Sprintf("%s/actions/jobs/%d", base, j.ID),
+		"html_url":      fmt.Sprintf("https://github.com/%s/%s/actions/runs/%d/job/%d", owner, repo, j.RunID, j.ID),
+		"status":        j.Status,
+		"conclusion":    nil,
+		"name":          j.Name,
+		"workflow_name": nil,
+		"steps":         []any{},
+		"labels":        append([]string{}, j.Labels...),
+		"run_attempt":   1,
+		"check_run_url": fmt.Sprintf("%s/check-runs/%d", base, j.ID),
+		"created_at":    j.created.Format(time.RFC3339),
+		"started_at":    j.created.Format(time.RFC3339),
+		"completed_at":  nil,
 	}
 	if j.Conclusion != "" {
 		body["conclusion"] = j.Conclusion
 	}
+	if j.Status == "completed" {
+		body["completed_at"] = j.updated.Format(time.RFC3339)
+	}
+	body["runner_id"], body["runner_name"], body["runner_group_id"], body["runner_group_name"] = nil, nil, nil, nil
 	if j.RunnerName != "" {
 		body["runner_id"], body["runner_name"] = j.RunnerID, j.RunnerName
-	} else {
-		body["runner_id"], body["runner_name"] = nil, nil
+		body["runner_group_id"], body["runner_group_name"] = defaultRunnerGroupID, "Default"
 	}
 	writeJSON(w, http.StatusOK, body)
 }

@@ -32,6 +32,11 @@
 //     App's own budget, never to an installation's, as on GitHub.
 //   - Runner names are unique per scope (a repository, or an organisation),
 //     compared case-insensitively.
+//   - Every answer is checked against GitHub's published OpenAPI
+//     description of its route (shared/ghfake/openapi), so the fake cannot
+//     drift from GitHub's shapes: e.g. generate-jitconfig's 422 is the
+//     "simple" validation error (the problem in the message, no field
+//     objects), and a job carries every field the description requires.
 //
 // ghfake must never be wired into a production binary's GitHub client: it
 // exists for tests and local runs only. It never calls the network.
@@ -194,7 +199,7 @@ type Server struct {
 	appRate    *bucket
 	runners    map[int64]*Runner
 	runnerSeq  int64
-	jobs       map[string]Job // jobKey → job
+	jobs       map[string]storedJob // jobKey → job
 	faults     []*rule
 	requestSeq int
 	stats      Stats
@@ -246,7 +251,7 @@ func (s *Server) resetState() {
 	s.appRate = nil
 	s.runners = map[int64]*Runner{}
 	s.runnerSeq = 0
-	s.jobs = map[string]Job{}
+	s.jobs = map[string]storedJob{}
 	s.faults = nil
 	s.requestSeq = 0
 	s.stats = Stats{
@@ -332,7 +337,19 @@ func (s *Server) SetRunner(name, status string, busy bool) error {
 func (s *Server) SetJob(owner, repo string, j Job) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.jobs[jobKey(owner, repo, j.ID)] = j
+	k, now := jobKey(owner, repo, j.ID), s.now().UTC().Truncate(time.Second)
+	created := now
+	if prev, ok := s.jobs[k]; ok {
+		created = prev.created
+	}
+	s.jobs[k] = storedJob{Job: j, created: created, updated: now}
+}
+
+// storedJob is a job with the times GitHub reports for it: created when it
+// was first set, updated (its completed_at once completed) when last set.
+type storedJob struct {
+	Job
+	created, updated time.Time
 }
 
 // SetRateLimit sets an installation's budget; the window then runs until reset.

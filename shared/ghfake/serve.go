@@ -178,20 +178,13 @@ func bearer(r *http.Request) string {
 
 // errorBody is GitHub's JSON error shape.
 type errorBody struct {
-	Message          string       `json:"message"`
-	Errors           []fieldError `json:"errors,omitempty"`
-	DocumentationURL string       `json:"documentation_url"`
-	Status           string       `json:"status"`
+	Message          string `json:"message"`
+	DocumentationURL string `json:"documentation_url"`
+	Status           string `json:"status"`
 }
 
-type fieldError struct {
-	Resource string `json:"resource"`
-	Field    string `json:"field"`
-	Code     string `json:"code"`
-}
-
-func writeError(w http.ResponseWriter, status int, msg, doc string, errs ...fieldError) {
-	writeJSON(w, status, errorBody{Message: msg, Errors: errs, DocumentationURL: doc, Status: strconv.Itoa(status)})
+func writeError(w http.ResponseWriter, status int, msg, doc string) {
+	writeJSON(w, status, errorBody{Message: msg, DocumentationURL: doc, Status: strconv.Itoa(status)})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
