@@ -170,3 +170,37 @@ func TestAnswersMatchGitHubDescription(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkflowJobPayloadMatchesGitHubDescription checks the deliveries the
+// test kits build against GitHub's webhook description, for every action.
+func TestWorkflowJobPayloadMatchesGitHubDescription(t *testing.T) {
+	t.Parallel()
+	desc, err := openapi.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := ghfake.Delivery{Repo: "octo-org/octo-repo", Private: true, JobID: 29679449, RunID: 10416386539,
+		Labels: []string{"self-hosted", "linux"}, Installation: 42}
+	tests := []struct {
+		name string
+		mod  func(d *ghfake.Delivery)
+	}{
+		{name: "queued", mod: func(d *ghfake.Delivery) { d.Action = "queued" }},
+		{name: "waiting", mod: func(d *ghfake.Delivery) { d.Action = "waiting" }},
+		{name: "in_progress", mod: func(d *ghfake.Delivery) { d.Action, d.RunnerName = "in_progress", "pool-1" }},
+		{name: "completed", mod: func(d *ghfake.Delivery) { d.Action, d.RunnerName = "completed", "pool-1" }},
+		{name: "completed before a runner", mod: func(d *ghfake.Delivery) { d.Action = "completed" }},
+		{name: "public, no installation", mod: func(d *ghfake.Delivery) { d.Action, d.Private, d.Installation = "in_progress", false, 0 }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			d := base
+			tt.mod(&d)
+			body := ghfake.WorkflowJobPayload(d)
+			if err := desc.Webhook("workflow_job", body); err != nil {
+				t.Errorf("GitHub's description refuses the payload: %v\nbody: %s", err, body)
+			}
+		})
+	}
+}

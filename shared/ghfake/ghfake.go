@@ -2,7 +2,8 @@
 // ghclaim calls: installation access tokens, just-in-time (JIT) runner
 // configuration, self-hosted runners (list by name, get, delete) and
 // workflow jobs. It is an http.Handler, served by httptest in tests and by a
-// real listener under `make run`.
+// real listener under `make run`. WorkflowJobPayload builds the webhook
+// bodies GitHub sends, for the kits that deliver them.
 //
 // It speaks GitHub's real shapes, because the code under test branches on
 // them: status codes, JSON error bodies ({"message", "documentation_url",

@@ -34,6 +34,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/ghclaim/ghclaim/infra/local/rig"
+	"github.com/ghclaim/ghclaim/shared/ghfake"
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/store"
 )
@@ -125,33 +126,20 @@ type Result struct {
 }
 
 // Payload is the workflow_job delivery body for j with action (and the runner that took it,
-// for in_progress / completed).
+// for in_progress / completed), as GitHub sends it for a private repository; a completed
+// job was cancelled.
 func Payload(j Job, action, runnerName string) []byte {
-	status := map[string]string{"queued": "queued", "waiting": "waiting", "in_progress": "in_progress", "completed": "completed"}[action]
-	owner, name, _ := strings.Cut(j.Repo, "/")
-	wj := map[string]any{
-		"id": j.ID, "run_id": j.RunID, "name": "build", "workflow_name": "CI",
-		"status": status, "labels": j.Labels, "runner_name": nil, "conclusion": nil,
-		"html_url": fmt.Sprintf("https://github.com/%s/actions/runs/%d/job/%d", j.Repo, j.RunID, j.ID),
-	}
-	if runnerName != "" {
-		wj["runner_name"] = runnerName
-	}
-	if action == "completed" {
-		wj["conclusion"] = "cancelled"
-	}
-	body, _ := json.Marshal(map[string]any{
-		"action":       action,
-		"workflow_job": wj,
-		"repository": map[string]any{
-			"full_name": j.Repo, "name": name, "private": true, "visibility": "private",
-			"owner": map[string]any{"login": owner, "type": "Organization"},
-		},
-		"organization": map[string]any{"login": owner},
-		"installation": map[string]any{"id": j.Installation},
-		"sender":       map[string]any{"login": "octocat", "type": "User"},
+	return ghfake.WorkflowJobPayload(ghfake.Delivery{
+		Action: action, Repo: j.Repo, Private: true, JobID: j.ID, RunID: j.RunID, Labels: j.Labels,
+		RunnerName: runnerName, Conclusion: conclusion(action), Installation: j.Installation,
 	})
-	return body
+}
+
+func conclusion(action string) string {
+	if action == "completed" {
+		return "cancelled"
+	}
+	return ""
 }
 
 // Player drives one scenario on a rig.
