@@ -32,13 +32,20 @@
 //     fails, the record stays pending and the reclaimer sends it after its
 //     grace; if MarkQueued fails, the message is already out and the
 //     claimer accepts a pending record.
-//   - A job we skip (waiting, no matching pool, owner not allowed, public
-//     repository refused) still gets its dedup key ("seen on skip"), so a
-//     redelivery costs one read. A failure to write that key is logged and
-//     the answer stays 200: the decision does not depend on it.
+//   - A job we do not serve (waiting, no matching pool, owner not allowed,
+//     public repository refused) is answered 200 before the table is
+//     touched: no dedup read, no dedup key, no record. The decision costs
+//     no API call, so a redelivery simply re-decides it (O(1), free); a
+//     dedup key written on skip would outlive GitHub's redelivery window and
+//     turn "fix RUNNER_POOLS / ALLOWED_OWNERS, then Redeliver" (same GUID)
+//     into a silent "duplicate". It also spares the writes of most
+//     deliveries, which are for GitHub-hosted jobs.
 //   - in_progress / completed move the record to done (or create it done
 //     when they overtake queued), so a late queued creates nothing and a
-//     retry in flight stops.
+//     retry in flight stops. They do not need installation (marking done
+//     calls nobody), so a payload without it is applied, not refused;
+//     installation.id is required for queued only, whose claim calls GitHub
+//     as that installation.
 //   - Every delivery runs under a budget (DefaultBudget, 8 s) well inside
 //     GitHub's 10 s timeout.
 //   - Unknown actions are refused (400) rather than guessed at; unknown

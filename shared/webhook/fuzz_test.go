@@ -66,8 +66,11 @@ func FuzzParse(f *testing.F) {
 		default:
 			t.Fatalf("accepted action %q", j.Action)
 		}
-		if j.JobID <= 0 || j.RunID <= 0 || j.InstallationID <= 0 {
+		if j.JobID <= 0 || j.RunID <= 0 || j.InstallationID < 0 {
 			t.Fatalf("accepted non-positive ids: %+v", j)
+		}
+		if j.Action == ActionQueued && j.InstallationID == 0 {
+			t.Fatalf("accepted queued without an installation: %+v", j)
 		}
 		if len(j.Labels) > MaxLabels {
 			t.Fatalf("accepted %d labels", len(j.Labels))

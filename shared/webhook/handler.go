@@ -177,6 +177,21 @@ func (h *Handler) Handle(ctx context.Context, req events.LambdaFunctionURLReques
 	}
 	d.action, d.jobID = j.Action, j.JobID
 
+	// A job we do not serve is answered before the table is touched: the
+	// decision costs no API call, so it is made again on every delivery,
+	// and an operator who fixes RUNNER_POOLS or ALLOWED_OWNERS and clicks
+	// Redeliver (same GUID) gets the job claimed instead of "duplicate".
+	var p pool.Pool
+	switch j.Action {
+	case ActionWaiting: // GitHub sends queued once the environment allows it.
+		return h.answer(ctx, d, http.StatusOK, StatusIgnored, "waiting: the job is claimed when it is queued", "skip_waiting"), nil
+	case ActionQueued:
+		var why string
+		if p, why = h.decide(j); why != "" {
+			return h.answer(ctx, d, http.StatusOK, StatusIgnored, why, "skip", slog.String(obs.KeyReason, why)), nil
+		}
+	}
+
 	// The dedup read is a shortcut, not a guard: every step after it is
 	// idempotent (CreateJob is conditional, MarkDone an upsert), so when it
 	// fails we go on as if unseen instead of answering 500, which would cost
@@ -190,23 +205,14 @@ func (h *Handler) Handle(ctx context.Context, req events.LambdaFunctionURLReques
 		return h.answer(ctx, d, http.StatusOK, StatusDuplicate, "delivery already handled", "duplicate_delivery"), nil
 	}
 
-	switch j.Action {
-	case ActionQueued:
-		return h.queued(ctx, d, j, now), nil
-	case ActionInProgress, ActionCompleted:
-		return h.done(ctx, d, j, now), nil
-	default: // ActionWaiting: GitHub sends queued once the environment allows it.
-		h.markSeen(ctx, d, now)
-		return h.answer(ctx, d, http.StatusOK, StatusIgnored, "waiting: the job is claimed when it is queued", "skip_waiting"), nil
+	if j.Action == ActionQueued {
+		return h.queued(ctx, d, j, p, now), nil
 	}
+	return h.done(ctx, d, j, now), nil // in_progress, completed
 }
 
-func (h *Handler) queued(ctx context.Context, d *delivery, j Job, now time.Time) events.LambdaFunctionURLResponse {
-	p, why := h.decide(j)
-	if why != "" {
-		h.markSeen(ctx, d, now)
-		return h.answer(ctx, d, http.StatusOK, StatusIgnored, why, "skip", slog.String(obs.KeyReason, why))
-	}
+// queued records a job pool p serves and enqueues its claim.
+func (h *Handler) queued(ctx context.Context, d *delivery, j Job, p pool.Pool, now time.Time) events.LambdaFunctionURLResponse {
 	rec, err := h.store.CreateJob(ctx, job.Record{
 		JobID: j.JobID, RunID: j.RunID, Repo: j.Repo, InstallationID: j.InstallationID,
 		Labels: j.Labels, Pool: p.Name,

@@ -226,20 +226,20 @@ func TestHandleQueued(t *testing.T) {
 			sends: 1, logged: "dedup_read_failed", delivered: true,
 		},
 		{
-			name: "no pool matches: seen on skip",
+			name: "no pool matches: the table is not touched",
 			body: func(t testing.TB) []byte {
 				return compact(t, set(payload(t, "queued"), "workflow_job.labels", []any{"ubuntu-latest"}))
 			},
 			code: 200, status: StatusIgnored, text: "no pool matches labels [ubuntu-latest]",
-			calls: []string{"DeliverySeen", "PutDelivery"}, logged: "skip", delivered: true,
+			logged: "skip",
 		},
 		{
-			name: "no labels: seen on skip",
+			name: "no labels: the table is not touched",
 			body: func(t testing.TB) []byte {
 				return compact(t, set(payload(t, "queued"), "workflow_job.labels", []any{}))
 			},
 			code: 200, status: StatusIgnored, text: "no pool matches",
-			calls: []string{"DeliverySeen", "PutDelivery"}, logged: "skip", delivered: true,
+			logged: "skip",
 		},
 		{
 			name: "public repo refused by a private pool",
@@ -247,7 +247,7 @@ func TestHandleQueued(t *testing.T) {
 				return compact(t, set(payload(t, "queued"), "repository.visibility", "public"))
 			},
 			code: 200, status: StatusIgnored, text: "is public and pool linux-x64 does not allow",
-			calls: []string{"DeliverySeen", "PutDelivery"}, logged: "skip", delivered: true,
+			logged: "skip",
 		},
 		{
 			name: "public repo accepted by a pool that allows it",
@@ -262,7 +262,7 @@ func TestHandleQueued(t *testing.T) {
 			name:    "owner not allowed",
 			prepare: func(f *fixture) { f.h.cfg.AllowedOwners = []string{"other-org"} },
 			code:    200, status: StatusIgnored, text: "owner octo-org is not allowed",
-			calls: []string{"DeliverySeen", "PutDelivery"}, logged: "skip", delivered: true,
+			logged: "skip",
 		},
 		{
 			name:    "owner allowed case-insensitively",
@@ -271,13 +271,15 @@ func TestHandleQueued(t *testing.T) {
 			calls: []string{"DeliverySeen", "CreateJob", queuedCall, "PutDelivery"}, sends: 1, logged: "enqueued", delivered: true,
 		},
 		{
-			name:    "skip tolerates a failed dedup write",
-			prepare: func(f *fixture) { f.st.putErr = dbErr },
+			name: "skip even when the delivery was seen: re-decided, nothing read or written",
+			prepare: func(f *fixture) {
+				f.st.seen, f.st.seenErr, f.st.putErr = true, dbErr, dbErr
+			},
 			body: func(t testing.TB) []byte {
 				return compact(t, set(payload(t, "queued"), "workflow_job.labels", []any{"gpu"}))
 			},
-			code: 200, status: StatusIgnored,
-			calls: []string{"DeliverySeen", "PutDelivery"}, logged: "dedup_write_failed",
+			code: 200, status: StatusIgnored, text: "no pool matches",
+			logged: "skip",
 		},
 		{
 			name:    "job already recorded under another GUID: no second message",
@@ -322,10 +324,10 @@ func TestHandleQueued(t *testing.T) {
 			calls: []string{"DeliverySeen", "CreateJob", queuedCall, "PutDelivery"}, sends: 1, logged: "dedup_write_failed",
 		},
 		{
-			name: "waiting: dedup key only",
+			name: "waiting: the table is not touched",
 			body: func(t testing.TB) []byte { return compact(t, payload(t, "waiting")) },
 			code: 200, status: StatusIgnored, text: "waiting",
-			calls: []string{"DeliverySeen", "PutDelivery"}, logged: "skip_waiting", delivered: true,
+			logged: "skip_waiting",
 		},
 	}
 	for _, tt := range tests {
@@ -389,13 +391,14 @@ func TestHandleInProgressAndCompleted(t *testing.T) {
 	t.Parallel()
 	dbErr := errors.New("dynamodb: InternalServerError")
 	tests := []struct {
-		name    string
-		payload string
-		prepare func(f *fixture)
-		code    int
-		status  string
-		calls   []string
-		logged  string
+		name           string
+		payload        string
+		noInstallation bool // the payload has no installation key
+		prepare        func(f *fixture)
+		code           int
+		status         string
+		calls          []string
+		logged         string
 	}{
 		{name: "in_progress moves the record to done", payload: "in_progress", prepare: func(f *fixture) { f.st.donePrev = job.Queued },
 			code: 202, status: StatusAccepted, calls: []string{"DeliverySeen", "MarkDone", "PutDelivery"}, logged: "done"},
@@ -409,6 +412,10 @@ func TestHandleInProgressAndCompleted(t *testing.T) {
 			code: 200, status: StatusDuplicate, calls: []string{"DeliverySeen"}, logged: "duplicate_delivery"},
 		{name: "jobs of no pool are recorded done too", payload: "in_progress", prepare: func(f *fixture) { f.h.cfg.Pools = testPools[1:] },
 			code: 202, status: StatusAccepted, calls: []string{"DeliverySeen", "MarkDone", "PutDelivery"}, logged: "done_created"},
+		{name: "in_progress without installation is applied", payload: "in_progress", noInstallation: true, prepare: func(f *fixture) { f.st.donePrev = job.Claimed },
+			code: 202, status: StatusAccepted, calls: []string{"DeliverySeen", "MarkDone", "PutDelivery"}, logged: "done"},
+		{name: "completed without installation is applied", payload: "completed", noInstallation: true,
+			code: 202, status: StatusAccepted, calls: []string{"DeliverySeen", "MarkDone", "PutDelivery"}, logged: "done_created"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -417,7 +424,12 @@ func TestHandleInProgressAndCompleted(t *testing.T) {
 			if tt.prepare != nil {
 				tt.prepare(f)
 			}
-			resp, r := f.do(t, signedRequest("workflow_job", guid, compact(t, payload(t, tt.payload))))
+			m, inst := payload(t, tt.payload), int64(42)
+			if tt.noInstallation {
+				del(m, "installation")
+				inst = 0
+			}
+			resp, r := f.do(t, signedRequest("workflow_job", guid, compact(t, m)))
 			if resp.StatusCode != tt.code || r.Status != tt.status {
 				t.Fatalf("got %d %+v, want %d %s", resp.StatusCode, r, tt.code, tt.status)
 			}
@@ -428,7 +440,7 @@ func TestHandleInProgressAndCompleted(t *testing.T) {
 				t.Errorf("sends = %d, want none", f.q.hits)
 			}
 			if tt.code == 202 {
-				want := store.Done{JobID: 29679449, RunID: 10416386539, Repo: "octo-org/octo-repo", InstallationID: 42,
+				want := store.Done{JobID: 29679449, RunID: 10416386539, Repo: "octo-org/octo-repo", InstallationID: inst,
 					Labels: []string{"self-hosted", "linux", "x64"}, RunnerName: "linux-x64-29679449"}
 				if len(f.st.done) != 1 || !reflect.DeepEqual(f.st.done[0], want) {
 					t.Errorf("MarkDone with %+v, want %+v", f.st.done, want)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -255,21 +256,94 @@ func TestIntegrationNewGUIDForRecordedJob(t *testing.T) {
 	}
 }
 
-func TestIntegrationLabelMismatchWritesOnlyTheDedupKey(t *testing.T) {
+// keys lists the pk of every item in the table (one table per test).
+func (w *world) keys(t *testing.T) []string {
+	t.Helper()
+	out, err := w.ddb.Scan(context.Background(), &dynamodb.ScanInput{TableName: &w.stack.TableName, ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pks []string
+	for _, it := range out.Items {
+		pks = append(pks, it["pk"].(*ddbtypes.AttributeValueMemberS).Value)
+	}
+	return pks
+}
+
+// A job we do not serve writes nothing, so the operator's fix followed by
+// GitHub's Redeliver (the same GUID) gets the job claimed.
+func TestIntegrationSkipWritesNothingAndRedeliveryIsReDecided(t *testing.T) {
+	t.Parallel()
+	publicOK := slices.Clone(testPools)
+	publicOK[0].AllowPublic = true
+	tests := []struct {
+		name   string
+		mod    func(map[string]any)
+		before func(*Config) // the misconfiguration
+		fix    func(*Config)
+	}{
+		{
+			name:   "no pool matches",
+			before: func(c *Config) { c.Pools = testPools[1:] },
+			fix:    func(c *Config) { c.Pools = testPools },
+		},
+		{
+			name:   "owner not allowed",
+			before: func(c *Config) { c.AllowedOwners = []string{"other-org"} },
+			fix:    func(c *Config) { c.AllowedOwners = []string{"other-org", "octo-org"} },
+		},
+		{
+			name:   "public repository refused",
+			mod:    func(m map[string]any) { set(m, "repository.visibility", "public") },
+			before: func(c *Config) { c.Pools = testPools },
+			fix:    func(c *Config) { c.Pools = publicOK },
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			w := setupWorld(t, nil, nil)
+			tt.before(&w.h.cfg)
+			for i := range 2 { // a redelivery before the fix is skipped again
+				if code := w.deliver(t, "queued", guid, tt.mod); code != http.StatusOK {
+					t.Fatalf("skipped delivery %d: status %d, want 200", i, code)
+				}
+			}
+			if keys := w.keys(t); len(keys) != 0 {
+				t.Fatalf("a skipped delivery wrote %v, want nothing", keys)
+			}
+			if msgs := w.messages(t); len(msgs) != 0 {
+				t.Fatalf("a skipped delivery sent %+v", msgs)
+			}
+			tt.fix(&w.h.cfg)
+			if code := w.deliver(t, "queued", guid, tt.mod); code != http.StatusAccepted {
+				t.Fatalf("redelivery after the fix: status %d, want 202", code)
+			}
+			if rec := wantOne(t, w, job.Queued); rec.Pool != "linux-x64" {
+				t.Errorf("record pool %q, want linux-x64", rec.Pool)
+			}
+			if msgs := w.messages(t); len(msgs) != 1 || msgs[0].JobID != 29679449 {
+				t.Fatalf("messages %+v, want one for job 29679449", msgs)
+			}
+		})
+	}
+}
+
+// waiting and events other than workflow_job write nothing either.
+func TestIntegrationIgnoredDeliveriesWriteNothing(t *testing.T) {
 	t.Parallel()
 	w := setupWorld(t, nil, nil)
-	code := w.deliver(t, "queued", guid, func(m map[string]any) { set(m, "workflow_job.labels", []any{"ubuntu-latest"}) })
-	if code != http.StatusOK {
-		t.Fatalf("status %d, want 200", code)
+	if code := w.deliver(t, "waiting", "w", nil); code != http.StatusOK {
+		t.Fatalf("waiting: status %d, want 200", code)
 	}
-	if recs := w.jobRecords(t); len(recs) != 0 {
-		t.Fatalf("job records %+v, want none", recs)
+	for _, event := range []string{"ping", "push", "workflow_run"} {
+		resp, err := w.h.Handle(context.Background(), signedRequest(event, "e-"+event, compact(t, payload(t, "ping"))))
+		if err != nil || resp.StatusCode/100 != 2 {
+			t.Fatalf("%s: %d %v, want 2xx", event, resp.StatusCode, err)
+		}
 	}
-	if w.deliveryKey(t, guid) == nil {
-		t.Fatal("no dedup key: a redelivery would evaluate the job again")
-	}
-	if msgs := w.messages(t); len(msgs) != 0 {
-		t.Fatalf("messages %+v, want none", msgs)
+	if keys := w.keys(t); len(keys) != 0 {
+		t.Fatalf("ignored deliveries wrote %v, want nothing", keys)
 	}
 }
 
@@ -285,6 +359,20 @@ func TestIntegrationInProgress(t *testing.T) {
 		rec := wantOne(t, w, job.Done)
 		if rec.RunnerName != "linux-x64-29679449" || rec.Version != 2 || rec.SweepShard != "" {
 			t.Errorf("record %+v: want runner linux-x64-29679449, version 2, off the sweep index", rec)
+		}
+	})
+	t.Run("without installation: applied", func(t *testing.T) {
+		t.Parallel()
+		w := setupWorld(t, nil, nil)
+		w.deliver(t, "queued", "q", nil)
+		for _, action := range []string{"in_progress", "completed"} {
+			if code := w.deliver(t, action, action, func(m map[string]any) { del(m, "installation") }); code != http.StatusAccepted {
+				t.Fatalf("%s without installation: %d, want 202", action, code)
+			}
+		}
+		rec := wantOne(t, w, job.Done)
+		if rec.RunnerName != "linux-x64-29679449" || rec.InstallationID != 42 {
+			t.Errorf("record %+v: want runner linux-x64-29679449, installation 42 kept from queued", rec)
 		}
 	})
 	t.Run("before queued: created done, a late queued sends nothing", func(t *testing.T) {

@@ -72,7 +72,8 @@ type Job struct {
 	// Public is true unless GitHub says the repository is private or
 	// internal: an unknown visibility counts as public, the stricter case.
 	Public bool
-	// InstallationID is installation.id of the GitHub App, always > 0.
+	// InstallationID is installation.id of the GitHub App: always > 0 for
+	// queued, 0 when another action's payload has no installation.
 	InstallationID int64
 }
 
@@ -182,8 +183,14 @@ func Parse(body []byte) (Job, error) {
 	j.Repo = *repo.FullName
 	j.Public = isPublic(repo.Private, repo.Visibility)
 
+	// Only a claim calls GitHub as the installation: marking a job done or
+	// skipping it does not, so only queued requires it. An id that is there
+	// must be valid whatever the action.
 	if raw.Installation == nil || raw.Installation.ID == nil {
-		return Job{}, &PayloadError{Field: "installation.id", Problem: "installation.id is required: is this webhook configured on the GitHub App?"}
+		if j.Action == ActionQueued {
+			return Job{}, &PayloadError{Field: "installation.id", Problem: "installation.id is required for queued: is this webhook configured on the GitHub App?"}
+		}
+		return j, nil
 	}
 	if *raw.Installation.ID <= 0 {
 		return Job{}, &PayloadError{Field: "installation.id", Problem: fmt.Sprintf("%d is not a positive id", *raw.Installation.ID)}

@@ -39,6 +39,24 @@ func TestParseDocumentedShapes(t *testing.T) {
 				RunnerName: "linux-x64-29679449", Status: "completed", Repo: "octo-org/octo-repo", InstallationID: 42},
 		},
 		{
+			name: "in_progress without installation: not needed to mark done",
+			body: func(t testing.TB) []byte { return compact(t, del(payload(t, "in_progress"), "installation")) },
+			want: Job{Action: ActionInProgress, JobID: 29679449, RunID: 10416386539, Labels: []string{"self-hosted", "linux", "x64"},
+				RunnerName: "linux-x64-29679449", Status: "in_progress", Repo: "octo-org/octo-repo"},
+		},
+		{
+			name: "completed with an installation without id",
+			body: func(t testing.TB) []byte { return compact(t, del(payload(t, "completed"), "installation.id")) },
+			want: Job{Action: ActionCompleted, JobID: 29679449, RunID: 10416386539, Labels: []string{"self-hosted", "linux", "x64"},
+				RunnerName: "linux-x64-29679449", Status: "completed", Repo: "octo-org/octo-repo"},
+		},
+		{
+			name: "waiting without installation",
+			body: func(t testing.TB) []byte { return compact(t, del(payload(t, "waiting"), "installation")) },
+			want: Job{Action: ActionWaiting, JobID: 29679449, RunID: 10416386539, Labels: []string{"self-hosted", "linux", "x64"},
+				Status: "waiting", Repo: "octo-org/octo-repo"},
+		},
+		{
 			name: "extra unknown fields everywhere are ignored",
 			body: func(t testing.TB) []byte {
 				m := payload(t, "queued")
@@ -189,9 +207,11 @@ func badPayloads(t testing.TB) []struct {
 		{name: "full_name empty owner", body: compact(t, set(q(), "repository.full_name", "/octo-repo")), field: "repository.full_name", text: "not owner/name"},
 		{name: "full_name dot-dot", body: compact(t, set(q(), "repository.full_name", "octo-org/..")), field: "repository.full_name", text: "not owner/name"},
 		{name: "private a string", body: compact(t, set(q(), "repository.private", "true")), field: "repository.private", text: "want a boolean"},
-		{name: "missing installation", body: compact(t, del(q(), "installation")), field: "installation.id", text: "is this webhook configured on the GitHub App?"},
+		{name: "missing installation", body: compact(t, del(q(), "installation")), field: "installation.id", text: "required for queued: is this webhook configured on the GitHub App?"},
 		{name: "installation without id", body: compact(t, del(q(), "installation.id")), field: "installation.id", text: "is this webhook configured on the GitHub App?"},
 		{name: "installation id 0", body: compact(t, set(q(), "installation.id", 0)), field: "installation.id", text: "not a positive id"},
+		{name: "completed with installation id 0", body: compact(t, set(payload(t, "completed"), "installation.id", 0)), field: "installation.id", text: "not a positive id"},
+		{name: "completed with installation id a string", body: compact(t, set(payload(t, "completed"), "installation.id", "42")), field: "installation.id", text: "want an integer"},
 	}
 }
 
