@@ -19,6 +19,10 @@ var Kept = []string{
 	"AWS::DynamoDB::Table",
 	"AWS::SQS::Queue",
 	"AWS::SNS::Topic",
+	// The alarm topic's key: without it the topic would be dropped too. AWS::SNS::TopicPolicy is
+	// not kept: moto's CloudFormation accepts it but creates nothing, and no emulator enforces a
+	// resource policy (policy_test.go checks it in the template instead).
+	"AWS::KMS::Key",
 	"AWS::SSM::Parameter",
 	secretType,
 }

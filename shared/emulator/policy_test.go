@@ -1,0 +1,278 @@
+package emulator
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The template's security properties that no emulator can check (moto enforces neither IAM nor
+// KMS key policies), read from template.yaml itself.
+
+// resourcesOfType returns the logical ids of the template's resources of type typ, sorted.
+func resourcesOfType(tmpl map[string]any, typ string) []string {
+	var ids []string
+	for id, r := range tmpl["Resources"].(map[string]any) {
+		if m, ok := r.(map[string]any); ok && m["Type"] == typ {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// list returns v as a list: a scalar or mapping becomes a list of one.
+func list(v any) []any {
+	if l, ok := v.([]any); ok {
+		return l
+	}
+	if v == nil {
+		return nil
+	}
+	return []any{v}
+}
+
+// statements returns the statements of a policy document, with every Fn::If statement replaced
+// by its branches that are statements (either may apply, depending on parameters).
+func statements(doc any) []map[string]any {
+	d, _ := doc.(map[string]any)
+	var out []map[string]any
+	for _, s := range list(d["Statement"]) {
+		m, ok := s.(map[string]any)
+		if !ok {
+			continue
+		}
+		if branches, ok := m["Fn::If"].([]any); ok && len(branches) == 3 {
+			for _, b := range branches[1:] {
+				if bm, ok := b.(map[string]any); ok && bm["Ref"] != "AWS::NoValue" {
+					out = append(out, bm)
+				}
+			}
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// hasAction reports whether a statement's Action names action exactly.
+func hasAction(s map[string]any, action string) bool {
+	for _, a := range list(s["Action"]) {
+		if a == action {
+			return true
+		}
+	}
+	return false
+}
+
+// ref is {"Ref": name}, as decodeTemplate writes !Ref name.
+func ref(name string) map[string]any { return map[string]any{"Ref": name} }
+
+// isServicePrincipal reports whether a statement's principal is exactly the service svc.
+func isServicePrincipal(s map[string]any, svc string) bool {
+	p, _ := s["Principal"].(map[string]any)
+	return len(p) == 1 && slices.Equal(list(p["Service"]), []any{svc})
+}
+
+// sourceAccountIsOurs reports whether a statement is conditioned on aws:SourceAccount = this account.
+func sourceAccountIsOurs(s map[string]any) bool {
+	c, _ := s["Condition"].(map[string]any)
+	eq, _ := c["StringEquals"].(map[string]any)
+	return fmt.Sprint(eq["aws:SourceAccount"]) == fmt.Sprint(ref("AWS::AccountId"))
+}
+
+func TestAlarmTopicLetsCloudWatchPublish(t *testing.T) {
+	t.Parallel()
+	tmpl := projectTemplate(t)
+	res := tmpl["Resources"].(map[string]any)
+
+	// Every topic an alarm notifies.
+	topics := map[string]bool{}
+	for _, id := range resourcesOfType(tmpl, "AWS::CloudWatch::Alarm") {
+		props := res[id].(map[string]any)["Properties"].(map[string]any)
+		for _, key := range []string{"AlarmActions", "OKActions", "InsufficientDataActions"} {
+			for _, a := range list(props[key]) {
+				if m, ok := a.(map[string]any); ok {
+					if name, ok := m["Ref"].(string); ok {
+						topics[name] = true
+					}
+				}
+			}
+		}
+	}
+	if len(topics) == 0 {
+		t.Fatal("no alarm notifies a topic of the template")
+	}
+	for topic := range topics {
+		t.Run(topic, func(t *testing.T) {
+			props, _ := res[topic].(map[string]any)["Properties"].(map[string]any)
+			kmsKey := props["KmsMasterKeyId"]
+			// CloudWatch has no grant on the AWS-managed key alias/aws/sns, whose policy nobody
+			// can change: alarms publishing to a topic encrypted with it are dropped silently.
+			if s, ok := kmsKey.(string); ok {
+				t.Fatalf("KmsMasterKeyId is %q: want a customer-managed key of this template whose policy lets CloudWatch use it", s)
+			}
+			keyID, _ := kmsKey.(map[string]any)["Ref"].(string)
+			key, _ := res[keyID].(map[string]any)
+			if keyID == "" || key["Type"] != "AWS::KMS::Key" {
+				t.Fatalf("KmsMasterKeyId %v is not a !Ref to an AWS::KMS::Key of the template", kmsKey)
+			}
+			kp, _ := key["Properties"].(map[string]any)
+			if kp["EnableKeyRotation"] != true {
+				t.Errorf("key %s: EnableKeyRotation %v, want true", keyID, kp["EnableKeyRotation"])
+			}
+			var rootAdmin, cloudWatch bool
+			for _, s := range statements(kp["KeyPolicy"]) {
+				if s["Effect"] != "Allow" {
+					continue
+				}
+				p, _ := s["Principal"].(map[string]any)
+				aws, _ := p["AWS"].(map[string]any)
+				if root, _ := aws["Fn::Sub"].(string); strings.HasSuffix(root, ":iam::${AWS::AccountId}:root") && hasAction(s, "kms:*") {
+					rootAdmin = true
+				}
+				if isServicePrincipal(s, "cloudwatch.amazonaws.com") && hasAction(s, "kms:Decrypt") && hasAction(s, "kms:GenerateDataKey*") {
+					cloudWatch = true
+					if !sourceAccountIsOurs(s) {
+						t.Errorf("key %s: CloudWatch's grant %v has no aws:SourceAccount condition (confused deputy)", keyID, s)
+					}
+				}
+			}
+			if !rootAdmin {
+				t.Errorf("key %s: the account root cannot administer the key (kms:*): it would be unmanageable", keyID)
+			}
+			if !cloudWatch {
+				t.Errorf("key %s: no statement lets cloudwatch.amazonaws.com kms:Decrypt and kms:GenerateDataKey*", keyID)
+			}
+
+			publish := false
+			for _, id := range resourcesOfType(tmpl, "AWS::SNS::TopicPolicy") {
+				pp := res[id].(map[string]any)["Properties"].(map[string]any)
+				if !slices.ContainsFunc(list(pp["Topics"]), func(v any) bool { return fmt.Sprint(v) == fmt.Sprint(ref(topic)) }) {
+					continue
+				}
+				for _, s := range statements(pp["PolicyDocument"]) {
+					if s["Effect"] == "Allow" && isServicePrincipal(s, "cloudwatch.amazonaws.com") && hasAction(s, "sns:Publish") &&
+						fmt.Sprint(s["Resource"]) == fmt.Sprint(ref(topic)) && sourceAccountIsOurs(s) {
+						publish = true
+					}
+				}
+			}
+			if !publish {
+				t.Errorf("no AWS::SNS::TopicPolicy lets cloudwatch.amazonaws.com sns:Publish to %s, conditioned on aws:SourceAccount", topic)
+			}
+		})
+	}
+}
+
+// subVars matches the ${...} variables of an Fn::Sub string, which contain colons themselves.
+var subVars = regexp.MustCompile(`\$\{[^}]*\}`)
+
+// ec2ResourceType returns the resource type of an EC2 ARN given as a string or !Sub
+// ("instance" for …:instance/*), or "*" when the ARN covers every type (or is "*").
+func ec2ResourceType(t *testing.T, r any) string {
+	t.Helper()
+	s, ok := r.(string)
+	if !ok {
+		s, ok = r.(map[string]any)["Fn::Sub"].(string)
+	}
+	if !ok {
+		t.Fatalf("resource %v: want a string or !Sub ARN", r)
+	}
+	if s == "*" {
+		return "*"
+	}
+	parts := strings.SplitN(subVars.ReplaceAllString(s, "X"), ":", 6)
+	if len(parts) != 6 || parts[2] != "ec2" {
+		t.Fatalf("resource %q is not an EC2 ARN", s)
+	}
+	typ, _, _ := strings.Cut(parts[5], "/")
+	return typ
+}
+
+func TestClaimerEC2PolicyIsLimitedToTheLaunchTemplates(t *testing.T) {
+	t.Parallel()
+	tmpl := projectTemplate(t)
+	var stmts []map[string]any
+	for _, p := range list(prop(t, tmpl, "ClaimerFunction", "Properties", "Policies")) {
+		stmts = append(stmts, statements(p)...)
+	}
+	// Created by the launch: allowed only through a launch template (ec2:LaunchTemplate).
+	created := []string{"instance", "volume", "network-interface"}
+	// Used by the launch, not created: they carry no guarantee that a launch template is used.
+	used := []string{"subnet", "security-group", "image", "snapshot", "key-pair", "launch-template"}
+
+	launchesInstances := false
+	for _, s := range stmts {
+		if s["Effect"] != "Allow" {
+			continue
+		}
+		for _, a := range list(s["Action"]) {
+			if a == "*" || a == "ec2:*" || a == "iam:*" {
+				t.Errorf("statement %v allows %s", s, a)
+			}
+		}
+		cond, _ := s["Condition"].(map[string]any)
+		if hasAction(s, "ec2:RunInstances") {
+			arnLike, _ := cond["ArnLike"].(map[string]any)
+			lt, conditioned := arnLike["ec2:LaunchTemplate"]
+			for _, r := range list(s["Resource"]) {
+				switch typ := ec2ResourceType(t, r); {
+				case typ == "*":
+					t.Errorf("RunInstances on every resource type (%v): name the types a launch needs", r)
+				case slices.Contains(created, typ):
+					if !conditioned || lt == nil {
+						t.Errorf("RunInstances creates %s without an ArnLike ec2:LaunchTemplate condition: any AMI, instance profile and user data could be launched", typ)
+					} else if typ == "instance" {
+						launchesInstances = true
+					}
+				case !slices.Contains(used, typ):
+					t.Errorf("RunInstances on resource type %q, which a launch from a template does not need", typ)
+				}
+			}
+		}
+		if hasAction(s, "ec2:CreateTags") {
+			eq, _ := cond["StringEquals"].(map[string]any)
+			if eq["ec2:CreateAction"] != "RunInstances" {
+				t.Errorf("CreateTags %v: want condition StringEquals ec2:CreateAction = RunInstances (never retag someone else's resource)", s)
+			}
+			for _, r := range list(s["Resource"]) {
+				if typ := ec2ResourceType(t, r); !slices.Contains(created, typ) {
+					t.Errorf("CreateTags on resource type %q: want only what a launch creates %v", typ, created)
+				}
+			}
+		}
+		if hasAction(s, "iam:PassRole") {
+			if fmt.Sprint(s["Resource"]) != fmt.Sprint(ref("RunnerInstanceRoleArn")) {
+				t.Errorf("iam:PassRole on %v, want only !Ref RunnerInstanceRoleArn", s["Resource"])
+			}
+			eq, _ := cond["StringEquals"].(map[string]any)
+			if eq["iam:PassedToService"] != "ec2.amazonaws.com" {
+				t.Errorf("iam:PassRole without iam:PassedToService = ec2.amazonaws.com: %v", s)
+			}
+		}
+	}
+	if !launchesInstances {
+		t.Error("no statement lets the claimer launch an instance through a launch template: EC2 pools could not provision")
+	}
+}
+
+// The alarm topic and its key are part of the emulated data plane: dropping the key would
+// silently drop the topic too. The topic policy is dropped on purpose (see Kept).
+func TestDeployCreatesTheAlarmTopicWithItsKey(t *testing.T) {
+	t.Parallel()
+	stack := DeployForTest(t, ForTest(t))
+	for _, id := range []string{"AlarmTopicKey", "AlarmTopic"} {
+		if stack.Resources[id] == "" {
+			t.Errorf("resource %s was not created (dropped: %v, created: %v)", id, stack.Dropped, stack.Resources)
+		}
+	}
+	if !slices.Contains(stack.Dropped, "AlarmTopicPolicy") {
+		t.Errorf("AlarmTopicPolicy is not among the dropped resources %v", stack.Dropped)
+	}
+	if stack.Outputs["AlarmTopicArn"] == "" {
+		t.Errorf("no AlarmTopicArn output: %v", stack.Outputs)
+	}
+}
