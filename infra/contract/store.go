@@ -1,0 +1,355 @@
+// Package contract holds the contract suites of the flows' ports: one
+// suite per port, run against the in-memory implementation (infra/mem) and
+// against the real adapter on the emulator (shared/store, shared/queue), so
+// the fakes the flow tests use cannot drift from what runs on AWS.
+//
+// It is a test kit: nothing under functions/ or shared/ imports it outside
+// their _test files.
+package contract
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ghclaim/ghclaim/shared/job"
+	"github.com/ghclaim/ghclaim/shared/ratelimit"
+)
+
+// Store is the job store as the flows see it: the union of the ports of
+// shared/claim, shared/webhook and shared/reclaim.
+type Store interface {
+	CreateJob(ctx context.Context, r job.Record, now time.Time) (job.Record, error)
+	MarkDone(ctx context.Context, d job.Report, now time.Time) (job.State, error)
+	Get(ctx context.Context, id int64) (job.Record, error)
+	Acquire(ctx context.Context, id, version int64, owner string, until, now time.Time) (job.Lease, job.Record, error)
+	Release(ctx context.Context, l job.Lease, r job.Retry, now time.Time) error
+	Finish(ctx context.Context, l job.Lease, o job.Outcome, now time.Time) error
+	TakeBack(ctx context.Context, read job.Record, to job.State, due time.Time, reason string, now time.Time) (int64, error)
+	Shards() []string
+	Stale(ctx context.Context, shard string, now time.Time, limit int32, cursor string) (job.Page, error)
+	LoadRate(ctx context.Context, installationID int64) (ratelimit.Reading, error)
+	SaveRate(ctx context.Context, installationID int64, r ratelimit.Reading) error
+}
+
+// T0 is the suite's "now".
+var T0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+// Rec is a record of job id as the webhook would create it.
+func Rec(id int64) job.Record {
+	return job.Record{JobID: id, Repo: "octo/app", InstallationID: 42, Labels: []string{"self-hosted", "linux"}, Pool: "linux", RunID: 9}
+}
+
+// TestStore runs the store contract against the store open returns. Every
+// subtest uses job ids of its own (from base up), so one table serves the
+// whole suite; the store must use the default job.Timing. Sweep shards are
+// read only for ids the suite wrote: base must be a multiple of 8 and the
+// shard's other ids must not be written by anybody else.
+func TestStore(t *testing.T, base int64, open func(t *testing.T) Store) {
+	ctx := context.Background()
+	tm := job.Timing{}.WithDefaults()
+	s := open(t)
+	id := func(n int64) int64 { return base + n }
+	must := func(t *testing.T, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	get := func(t *testing.T, id int64) job.Record {
+		t.Helper()
+		r, err := s.Get(ctx, id)
+		if err != nil {
+			t.Fatalf("get %d: %v", id, err)
+		}
+		return r
+	}
+	conflict := func(t *testing.T, what string, err error, wantState job.State, wantVersion int64) {
+		t.Helper()
+		if !errors.Is(err, job.ErrConflict) {
+			t.Fatalf("%s: got %v, want ErrConflict", what, err)
+		}
+		cur, ok := job.CurrentOf(err)
+		if !ok || cur.State != wantState || cur.Version != wantVersion {
+			t.Fatalf("%s: conflict carries %+v (found %v), want the current record %s v%d", what, cur, ok, wantState, wantVersion)
+		}
+	}
+
+	t.Run("create once, the conflict carries the record", func(t *testing.T) {
+		j := id(1)
+		r, err := s.CreateJob(ctx, Rec(j), T0)
+		must(t, err)
+		if r.State != job.Pending || r.Version != 1 || r.Attempt != 0 {
+			t.Fatalf("created %s v%d attempt %d, want pending v1 attempt 0", r.State, r.Version, r.Attempt)
+		}
+		_, err = s.CreateJob(ctx, Rec(j), T0.Add(time.Hour))
+		conflict(t, "second create", err, job.Pending, 1)
+		got := get(t, j)
+		if got.SweepShard != job.Shard(j, tm.Shards) || got.SweepAt != T0.Add(tm.PendingGrace).UnixMilli() {
+			t.Errorf("sweep %q at %d, want %q at %d", got.SweepShard, got.SweepAt, job.Shard(j, tm.Shards), T0.Add(tm.PendingGrace).UnixMilli())
+		}
+		if got.ExpiresAt != T0.Add(tm.RecordTTL).Unix() {
+			t.Errorf("expires_at %d, want creation + record TTL %d (the record is the dedup key)", got.ExpiresAt, T0.Add(tm.RecordTTL).Unix())
+		}
+		if got.Repo != "octo/app" || got.InstallationID != 42 || len(got.Labels) != 2 || got.Pool != "linux" || got.RunID != 9 {
+			t.Errorf("identity not round-tripped: %+v", got)
+		}
+	})
+
+	t.Run("a record past its TTL counts as absent", func(t *testing.T) {
+		j := id(2)
+		_, err := s.CreateJob(ctx, Rec(j), T0)
+		must(t, err)
+		late := T0.Add(tm.RecordTTL + time.Hour)
+		r, err := s.CreateJob(ctx, Rec(j), late)
+		if err != nil {
+			t.Fatalf("create over an expired record: %v", err)
+		}
+		if r.CreatedAt != late.UnixMilli() || get(t, j).CreatedAt != late.UnixMilli() {
+			t.Fatalf("created_at %d, want the new creation %d", get(t, j).CreatedAt, late.UnixMilli())
+		}
+	})
+
+	t.Run("get of an unknown job", func(t *testing.T) {
+		if _, err := s.Get(ctx, id(3)); !errors.Is(err, job.ErrNotFound) {
+			t.Fatalf("got %v, want ErrNotFound", err)
+		}
+	})
+
+	t.Run("lease fencing", func(t *testing.T) {
+		j := id(4)
+		_, err := s.CreateJob(ctx, Rec(j), T0)
+		must(t, err)
+		until := T0.Add(3 * time.Minute)
+		lease, got, err := s.Acquire(ctx, j, 1, "a", until, T0)
+		must(t, err)
+		if got.State != job.Claiming || got.Version != 2 || lease.Version != 2 || got.LeaseOwner != "a" || got.SweepAt != until.UnixMilli() {
+			t.Fatalf("after acquire: %+v lease %+v", got, lease)
+		}
+		_, _, err = s.Acquire(ctx, j, 1, "b", until, T0)
+		conflict(t, "acquire of a leased record", err, job.Claiming, 2)
+
+		thief := job.Lease{JobID: j, Owner: "b", Version: 2}
+		if err := s.Release(ctx, thief, job.Retry{Version: 3, Due: T0}, T0); !errors.Is(err, job.ErrLeaseLost) {
+			t.Fatalf("release by another owner: got %v, want ErrLeaseLost", err)
+		}
+		ff := T0.Add(time.Second)
+		must(t, s.Release(ctx, lease, job.Retry{Version: 3, Attempt: 1, FirstFailureAt: ff, Due: T0.Add(30 * time.Second), ErrorClass: "server_side", Error: strings.Repeat("x", 5000)}, T0))
+		got = get(t, j)
+		if got.State != job.Queued || got.Version != 3 || got.Attempt != 1 || got.FirstFailureAt != ff.UnixMilli() || got.LeaseOwner != "" || got.LastErrorClass != "server_side" {
+			t.Fatalf("after release: %+v", got)
+		}
+		if len(got.LastError) != 1024 {
+			t.Errorf("error text kept %d bytes, want 1024", len(got.LastError))
+		}
+		if got.SweepAt != T0.Add(30*time.Second+tm.QueuedGrace).UnixMilli() {
+			t.Errorf("sweep_at after release %d, want due + queued grace", got.SweepAt)
+		}
+		lease2, _, err := s.Acquire(ctx, j, 3, "c", T0.Add(4*time.Minute), T0)
+		must(t, err)
+		if err := s.Release(ctx, lease, job.Retry{Version: 5, Due: T0}, T0); !errors.Is(err, job.ErrLeaseLost) {
+			t.Fatalf("stale lease after re-acquire: got %v, want ErrLeaseLost", err)
+		}
+		must(t, s.Finish(ctx, lease2, job.Outcome{State: job.Claimed, Attempt: 2, RunnerName: "linux-7"}, T0))
+		got = get(t, j)
+		if got.State != job.Claimed || got.RunnerName != "linux-7" || got.FirstFailureAt != ff.UnixMilli() || got.Attempt != 2 {
+			t.Fatalf("after finish: %+v", got)
+		}
+		if got.SweepShard != "" || got.SweepAt != 0 || got.ExpiresAt != T0.Add(tm.RecordTTL).Unix() {
+			t.Errorf("an ended record leaves the sweep index and keeps a TTL: %+v", got)
+		}
+		if err := s.Finish(ctx, lease2, job.Outcome{State: job.Claimed}, T0); !errors.Is(err, job.ErrLeaseLost) {
+			t.Fatalf("finish twice: got %v, want ErrLeaseLost", err)
+		}
+	})
+
+	t.Run("acquire at a stale version of a queued record", func(t *testing.T) {
+		j := id(5)
+		_, err := s.CreateJob(ctx, Rec(j), T0)
+		must(t, err)
+		l, _, err := s.Acquire(ctx, j, 1, "a", T0.Add(time.Minute), T0)
+		must(t, err)
+		must(t, s.Release(ctx, l, job.Retry{Version: 3, Attempt: 1, Due: T0}, T0))
+		_, _, err = s.Acquire(ctx, j, 1, "b", T0.Add(time.Minute), T0)
+		conflict(t, "old message", err, job.Queued, 3)
+	})
+
+	t.Run("acquire of an unknown job", func(t *testing.T) {
+		_, _, err := s.Acquire(ctx, id(6), 1, "a", T0.Add(time.Minute), T0)
+		if !errors.Is(err, job.ErrConflict) {
+			t.Fatalf("got %v, want ErrConflict", err)
+		}
+		if _, found := job.CurrentOf(err); found {
+			t.Fatalf("a conflict on no record carries a record")
+		}
+	})
+
+	t.Run("same owner, older lease", func(t *testing.T) {
+		j := id(7)
+		_, err := s.CreateJob(ctx, Rec(j), T0)
+		must(t, err)
+		old, _, err := s.Acquire(ctx, j, 1, "a", T0.Add(time.Minute), T0)
+		must(t, err)
+		must(t, s.Release(ctx, old, job.Retry{Version: 3, Attempt: 1, Due: T0}, T0))
+		_, _, err = s.Acquire(ctx, j, 3, "a", T0.Add(time.Minute), T0)
+		must(t, err)
+		if err := s.Finish(ctx, old, job.Outcome{State: job.Claimed, Attempt: 1}, T0); !errors.Is(err, job.ErrLeaseLost) {
+			t.Fatalf("finish under the older lease: got %v, want ErrLeaseLost", err)
+		}
+		if got := get(t, j); got.State != job.Claiming || got.Version != 4 {
+			t.Fatalf("record %s v%d, want claiming v4", got.State, got.Version)
+		}
+	})
+
+	t.Run("a retried acquire that took effect is the caller's lease", func(t *testing.T) {
+		j := id(9)
+		_, err := s.CreateJob(ctx, Rec(j), T0)
+		must(t, err)
+		_, _, err = s.Acquire(ctx, j, 1, "me", T0.Add(time.Minute), T0)
+		must(t, err)
+		lease, got, err := s.Acquire(ctx, j, 1, "me", T0.Add(time.Minute), T0)
+		if err != nil || lease.Version != 2 || got.State != job.Claiming || got.Version != 2 {
+			t.Fatalf("got %+v %+v %v, want our lease at v2", lease, got, err)
+		}
+	})
+
+	t.Run("mark done", func(t *testing.T) {
+		j := id(10)
+		prev, err := s.MarkDone(ctx, job.Report{JobID: j, Repo: "octo/app", InstallationID: 42, RunnerName: "r1", Labels: []string{"linux"}}, T0)
+		if err != nil || prev != "" {
+			t.Fatalf("out of order: got %q, %v; want created", prev, err)
+		}
+		_, err = s.CreateJob(ctx, Rec(j), T0)
+		conflict(t, "a late queued", err, job.Done, 1)
+		if got := get(t, j); got.State != job.Done || got.RunnerName != "r1" || got.SweepShard != "" || got.Repo != "octo/app" || got.ExpiresAt == 0 {
+			t.Fatalf("created done: %+v", got)
+		}
+
+		k := id(11)
+		_, err = s.CreateJob(ctx, Rec(k), T0)
+		must(t, err)
+		lease, _, err := s.Acquire(ctx, k, 1, "a", T0.Add(time.Minute), T0)
+		must(t, err)
+		prev, err = s.MarkDone(ctx, job.Report{JobID: k}, T0)
+		if err != nil || prev != job.Claiming {
+			t.Fatalf("done while claiming: got %q, %v", prev, err)
+		}
+		if err := s.Finish(ctx, lease, job.Outcome{State: job.Claimed}, T0); !errors.Is(err, job.ErrLeaseLost) {
+			t.Fatalf("finish after done: got %v, want ErrLeaseLost", err)
+		}
+		if got := get(t, k); got.State != job.Done || got.Version != 3 || got.LeaseOwner != "" || got.SweepAt != 0 {
+			t.Fatalf("after done: %+v", got)
+		}
+		if _, err := s.MarkDone(ctx, job.Report{JobID: k}, T0); !errors.Is(err, job.ErrTerminal) {
+			t.Fatalf("done twice: got %v, want ErrTerminal", err)
+		}
+	})
+
+	t.Run("take back", func(t *testing.T) {
+		j := id(12)
+		_, err := s.CreateJob(ctx, Rec(j), T0)
+		must(t, err)
+		_, _, err = s.Acquire(ctx, j, 1, "dead", T0.Add(time.Minute), T0)
+		must(t, err)
+		read := get(t, j)
+		_, err = s.TakeBack(ctx, read, job.Queued, T0, "", T0.Add(30*time.Second))
+		conflict(t, "a live lease", err, job.Claiming, 2)
+
+		later := T0.Add(2 * time.Minute)
+		var wins, conflicts atomic.Int32
+		var wg sync.WaitGroup
+		for range 5 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, err := s.TakeBack(ctx, read, job.Queued, later.Add(time.Second), "lease expired", later)
+				switch {
+				case err == nil:
+					wins.Add(1)
+				case errors.Is(err, job.ErrConflict):
+					conflicts.Add(1)
+				default:
+					t.Errorf("take back: %v", err)
+				}
+			}()
+		}
+		wg.Wait()
+		if wins.Load() != 1 || conflicts.Load() != 4 {
+			t.Fatalf("5 concurrent take-backs: %d won, %d conflicted; want 1 and 4", wins.Load(), conflicts.Load())
+		}
+		got := get(t, j)
+		if got.State != job.Queued || got.Version != 3 || got.DueAt != later.Add(time.Second).UnixMilli() || got.LeaseOwner != "" || got.FirstFailureAt != later.UnixMilli() {
+			t.Fatalf("after take-back: %+v (an expired lease starts the max-age clock)", got)
+		}
+		if err := s.Finish(ctx, job.Lease{JobID: j, Owner: "dead", Version: 2}, job.Outcome{State: job.Claimed}, later); !errors.Is(err, job.ErrLeaseLost) {
+			t.Fatalf("late claimer: got %v, want ErrLeaseLost", err)
+		}
+		v, err := s.TakeBack(ctx, got, job.Abandoned, time.Time{}, "max age", later)
+		must(t, err)
+		if got := get(t, j); v != 4 || got.State != job.Abandoned || got.SweepAt != 0 || got.SweepShard != "" || got.LastError != "max age" || got.ExpiresAt == 0 {
+			t.Fatalf("after abandon (v%d): %+v", v, got)
+		}
+		if _, err := s.TakeBack(ctx, read, job.Done, time.Time{}, "", later); err == nil || errors.Is(err, job.ErrConflict) {
+			t.Fatalf("take back to done: got %v, want a refusal that is no conflict", err)
+		}
+	})
+
+	t.Run("stale pages through the sweep, oldest first", func(t *testing.T) {
+		// Shard 0 of 8 holds base+16, +24, +32, +40 (and base+8, base+0: unused).
+		a, b, c, d := id(16), id(24), id(32), id(40)
+		shard := job.Shard(a, tm.Shards)
+		_, err := s.CreateJob(ctx, Rec(a), T0) // pending, stale after grace
+		must(t, err)
+		_, err = s.CreateJob(ctx, Rec(b), T0.Add(10*time.Minute)) // pending, fresh
+		must(t, err)
+		_, err = s.CreateJob(ctx, Rec(c), T0) // claimed: never stale
+		must(t, err)
+		l, _, err := s.Acquire(ctx, c, 1, "a", T0.Add(time.Minute), T0)
+		must(t, err)
+		must(t, s.Finish(ctx, l, job.Outcome{State: job.Claimed}, T0))
+		_, err = s.CreateJob(ctx, Rec(d), T0) // claiming, lease expired
+		must(t, err)
+		_, _, err = s.Acquire(ctx, d, 1, "b", T0.Add(30*time.Second), T0)
+		must(t, err)
+
+		var ids []int64
+		cursor := ""
+		for range 10 {
+			p, err := s.Stale(ctx, shard, T0.Add(5*time.Minute), 1, cursor)
+			must(t, err)
+			for _, r := range p.Records {
+				ids = append(ids, r.JobID)
+			}
+			if p.Next == "" {
+				break
+			}
+			cursor = p.Next
+		}
+		if len(ids) != 2 || ids[0] != d || ids[1] != a {
+			t.Fatalf("stale in shard %s: got %v, want [%d %d] (lease expiry before pending grace)", shard, ids, d, a)
+		}
+		if got := s.Shards(); len(got) != tm.Shards || got[0] != "0" || got[tm.Shards-1] != "7" {
+			t.Errorf("shards: got %v", got)
+		}
+	})
+
+	t.Run("rate state", func(t *testing.T) {
+		inst := base + 1
+		if _, err := s.LoadRate(ctx, inst); !errors.Is(err, ratelimit.ErrNoReading) {
+			t.Fatalf("no reading yet: got %v, want ErrNoReading", err)
+		}
+		newer := ratelimit.Reading{Limit: 5000, Remaining: 0, ResetAt: T0.Add(40 * time.Minute), ObservedAt: T0.Add(time.Second)}
+		older := ratelimit.Reading{Limit: 5000, Remaining: 4000, ResetAt: T0.Add(40 * time.Minute), ObservedAt: T0}
+		must(t, s.SaveRate(ctx, inst, newer))
+		must(t, s.SaveRate(ctx, inst, older))
+		got, err := s.LoadRate(ctx, inst)
+		must(t, err)
+		if got.Remaining != 0 || got.Limit != 5000 || !got.ResetAt.Equal(newer.ResetAt) || !got.ObservedAt.Equal(newer.ObservedAt) {
+			t.Fatalf("an older reading clobbered a newer one: got %+v", got)
+		}
+	})
+}

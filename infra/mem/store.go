@@ -1,0 +1,334 @@
+// Package mem holds in-memory implementations of the ports the flows
+// (shared/claim, shared/webhook, shared/reclaim) speak, for their flow tests:
+// no emulator, an injected clock, milliseconds a test.
+//
+// It is a test kit: nothing under functions/ or shared/ may import it. It
+// must stay exactly as strict as the adapters it stands in for; the
+// contract suites in infra/contract run against both this package and the
+// DynamoDB/SQS adapters on the emulator, so the two cannot drift. Where
+// DynamoDB refuses (a failed condition, a 400 KB item), so does Store.
+package mem
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ghclaim/ghclaim/shared/job"
+	"github.com/ghclaim/ghclaim/shared/ratelimit"
+)
+
+// maxError is how much error text a record keeps (as shared/store).
+const maxError = 1024
+
+// Store is an in-memory job store. The zero value is not usable: call NewStore.
+type Store struct {
+	t job.Timing
+
+	mu    sync.Mutex
+	recs  map[int64]job.Record
+	rates map[int64]ratelimit.Reading
+	// Calls counts every call by method name, for tests of request counts.
+	calls map[string]int
+}
+
+// NewStore returns an empty store with the given timing (defaults filled).
+func NewStore(t job.Timing) *Store {
+	return &Store{t: t.WithDefaults(), recs: map[int64]job.Record{}, rates: map[int64]ratelimit.Reading{}, calls: map[string]int{}}
+}
+
+// Timing returns the rules in force.
+func (s *Store) Timing() job.Timing { return s.t }
+
+// Calls returns how often method was called.
+func (s *Store) Calls(method string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls[method]
+}
+
+// Put stores r as it is, for a test's set-up (no rules applied).
+func (s *Store) Put(r job.Record) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.recs[r.JobID] = clone(r)
+}
+
+// Records returns a copy of every record, by job id.
+func (s *Store) Records() map[int64]job.Record {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[int64]job.Record, len(s.recs))
+	for id, r := range s.recs {
+		out[id] = clone(r)
+	}
+	return out
+}
+
+func (s *Store) enter(method string) func() {
+	s.mu.Lock()
+	s.calls[method]++
+	return s.mu.Unlock
+}
+
+// CreateJob writes a new pending record at version 1, unless a live record
+// of the job exists: then a *job.ConflictError carrying it.
+func (s *Store) CreateJob(_ context.Context, r job.Record, now time.Time) (job.Record, error) {
+	defer s.enter("CreateJob")()
+	if cur, ok := s.recs[r.JobID]; ok && !cur.Expired(now) {
+		return job.Record{}, &job.ConflictError{Op: "create", JobID: r.JobID, Current: clone(cur), Found: true}
+	}
+	ms := job.Millis(now)
+	r.State, r.Version, r.Attempt = job.Pending, 1, 0
+	r.CreatedAt, r.UpdatedAt, r.DueAt = ms, ms, ms
+	r.ExpiresAt = now.Add(s.t.RecordTTL).Unix()
+	r.SweepShard = job.Shard(r.JobID, s.t.Shards)
+	r.SweepAt = ms + s.t.PendingGrace.Milliseconds()
+	s.recs[r.JobID] = clone(r)
+	return clone(r), nil
+}
+
+// MarkDone moves the record to done (version+1), or creates it as done when
+// there is none. It returns the state before ("" when created), or
+// ErrTerminal when the record was terminal already.
+func (s *Store) MarkDone(_ context.Context, d job.Report, now time.Time) (job.State, error) {
+	defer s.enter("MarkDone")()
+	ms := job.Millis(now)
+	cur, ok := s.recs[d.JobID]
+	if ok {
+		switch cur.State {
+		case job.Pending, job.Queued, job.Claiming:
+		default:
+			return "", job.ErrTerminal
+		}
+	} else {
+		cur = job.Record{JobID: d.JobID, CreatedAt: ms, Repo: d.Repo, InstallationID: d.InstallationID, RunID: d.RunID, Pool: d.Pool}
+		if len(d.Labels) > 0 {
+			cur.Labels = append([]string(nil), d.Labels...)
+		}
+	}
+	prev := cur.State
+	cur.State = job.Done
+	cur.Version++
+	cur.UpdatedAt = ms
+	cur.ExpiresAt = now.Add(s.t.RecordTTL).Unix()
+	if d.RunnerName != "" {
+		cur.RunnerName = d.RunnerName
+	}
+	cur.SweepShard, cur.SweepAt, cur.LeaseOwner, cur.LeaseExpiresAt = "", 0, "", 0
+	s.recs[d.JobID] = cur
+	return prev, nil
+}
+
+// Get returns the record of job id, or an error wrapping ErrNotFound.
+func (s *Store) Get(_ context.Context, id int64) (job.Record, error) {
+	defer s.enter("Get")()
+	r, ok := s.recs[id]
+	if !ok {
+		return job.Record{}, fmt.Errorf("get job %d: %w", id, job.ErrNotFound)
+	}
+	return clone(r), nil
+}
+
+// Acquire takes the lease on a queued (or pending) record at version. A
+// refusal carries the record as it is; a record already leased to owner at
+// version+1 (a retried write that took effect) is the caller's lease.
+func (s *Store) Acquire(_ context.Context, id, version int64, owner string, until, now time.Time) (job.Lease, job.Record, error) {
+	defer s.enter("Acquire")()
+	cur, ok := s.recs[id]
+	lease := job.Lease{JobID: id, Owner: owner, Version: version + 1, Expires: until}
+	switch {
+	case !ok:
+		return job.Lease{}, job.Record{}, &job.ConflictError{Op: "lease", JobID: id}
+	case (cur.State == job.Queued || cur.State == job.Pending) && cur.Version == version:
+	case cur.State == job.Claiming && cur.LeaseOwner == owner && cur.Version == version+1:
+		return lease, clone(cur), nil
+	default:
+		return job.Lease{}, job.Record{}, &job.ConflictError{Op: "lease", JobID: id, Current: clone(cur), Found: true}
+	}
+	exp := job.Millis(until)
+	cur.State, cur.Version, cur.LeaseOwner, cur.LeaseExpiresAt = job.Claiming, version+1, owner, exp
+	cur.SweepAt, cur.UpdatedAt = exp, job.Millis(now)
+	s.recs[id] = cur
+	return lease, clone(cur), nil
+}
+
+// fenced returns the leased record, or ErrLeaseLost.
+func (s *Store) fenced(l job.Lease) (job.Record, error) {
+	cur, ok := s.recs[l.JobID]
+	if !ok || cur.State != job.Claiming || cur.Version != l.Version || cur.LeaseOwner != l.Owner {
+		return job.Record{}, job.ErrLeaseLost
+	}
+	return cur, nil
+}
+
+// Release hands a leased record back to queued for the message just sent.
+func (s *Store) Release(_ context.Context, l job.Lease, r job.Retry, now time.Time) error {
+	defer s.enter("Release")()
+	cur, err := s.fenced(l)
+	if err != nil {
+		return err
+	}
+	due := job.Millis(r.Due)
+	cur.State, cur.Version, cur.Attempt, cur.DueAt = job.Queued, r.Version, r.Attempt, due
+	cur.SweepAt, cur.UpdatedAt = due+s.t.QueuedGrace.Milliseconds(), job.Millis(now)
+	if !r.FirstFailureAt.IsZero() {
+		cur.FirstFailureAt = job.Millis(r.FirstFailureAt)
+	}
+	if r.ErrorClass != "" {
+		cur.LastErrorClass, cur.LastError = r.ErrorClass, truncate(r.Error)
+	}
+	cur.LeaseOwner, cur.LeaseExpiresAt = "", 0
+	s.recs[l.JobID] = cur
+	return nil
+}
+
+// Finish moves a leased record to the outcome's state.
+func (s *Store) Finish(_ context.Context, l job.Lease, o job.Outcome, now time.Time) error {
+	defer s.enter("Finish")()
+	switch o.State {
+	case job.Claimed, job.Failed, job.Abandoned, job.Done:
+	default:
+		return fmt.Errorf("finish job %d: %q is not a claim outcome", l.JobID, o.State)
+	}
+	cur, err := s.fenced(l)
+	if err != nil {
+		return err
+	}
+	cur.State, cur.Attempt, cur.UpdatedAt = o.State, o.Attempt, job.Millis(now)
+	cur.ExpiresAt = now.Add(s.t.RecordTTL).Unix()
+	if o.RunnerName != "" {
+		cur.RunnerName = o.RunnerName
+	}
+	if o.ErrorClass != "" {
+		cur.LastErrorClass, cur.LastError = o.ErrorClass, truncate(o.Error)
+	}
+	cur.LeaseOwner, cur.LeaseExpiresAt, cur.SweepShard, cur.SweepAt = "", 0, "", 0
+	s.recs[l.JobID] = cur
+	return nil
+}
+
+// TakeBack is the reclaimer's conditional take-back of a record it read
+// (state and version unchanged; a claiming record's lease expired by now),
+// to Queued (due at due) or Abandoned. It returns the new version.
+func (s *Store) TakeBack(_ context.Context, read job.Record, to job.State, due time.Time, reason string, now time.Time) (int64, error) {
+	defer s.enter("TakeBack")()
+	if to != job.Queued && to != job.Abandoned {
+		return 0, fmt.Errorf("take back job %d: cannot move to %q", read.JobID, to)
+	}
+	nowMs := job.Millis(now)
+	cur, ok := s.recs[read.JobID]
+	if !ok || cur.State != read.State || cur.Version != read.Version ||
+		(read.State == job.Claiming && !(cur.LeaseExpiresAt < nowMs)) {
+		return 0, &job.ConflictError{Op: "take back", JobID: read.JobID, Current: clone(cur), Found: ok}
+	}
+	cur.Version++
+	cur.UpdatedAt = nowMs
+	if to == job.Queued {
+		d := job.Millis(due)
+		cur.State, cur.DueAt, cur.SweepAt = job.Queued, d, d+s.t.QueuedGrace.Milliseconds()
+		if read.State == job.Claiming && cur.FirstFailureAt == 0 {
+			cur.FirstFailureAt = nowMs
+		}
+	} else {
+		cur.State, cur.ExpiresAt, cur.LastError = job.Abandoned, now.Add(s.t.RecordTTL).Unix(), truncate(reason)
+		cur.SweepShard, cur.SweepAt = "", 0
+	}
+	cur.LeaseOwner, cur.LeaseExpiresAt = "", 0
+	s.recs[read.JobID] = cur
+	return cur.Version, nil
+}
+
+// Shards lists the sweep shard keys ("0" … Shards-1).
+func (s *Store) Shards() []string {
+	out := make([]string, s.t.Shards)
+	for i := range out {
+		out[i] = strconv.Itoa(i)
+	}
+	return out
+}
+
+// Stale returns one page of the records of shard whose sweep_at is before
+// now, oldest first, continuing after cursor. Like a DynamoDB Query with a
+// Limit, a full page carries a cursor even when nothing follows.
+func (s *Store) Stale(_ context.Context, shard string, now time.Time, limit int32, cursor string) (job.Page, error) {
+	defer s.enter("Stale")()
+	var after struct {
+		at int64
+		id int64
+	}
+	if cursor != "" {
+		a, b, ok := strings.Cut(cursor, ":")
+		at, err1 := strconv.ParseInt(a, 10, 64)
+		id, err2 := strconv.ParseInt(b, 10, 64)
+		if !ok || err1 != nil || err2 != nil {
+			return job.Page{}, fmt.Errorf("query sweep shard %s: bad cursor %q", shard, cursor)
+		}
+		after.at, after.id = at, id
+	}
+	var all []job.Record
+	for _, r := range s.recs {
+		if r.SweepShard != shard || r.SweepAt == 0 || r.SweepAt >= job.Millis(now) {
+			continue
+		}
+		if cursor != "" && (r.SweepAt < after.at || (r.SweepAt == after.at && r.JobID <= after.id)) {
+			continue
+		}
+		all = append(all, clone(r))
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if all[i].SweepAt != all[j].SweepAt {
+			return all[i].SweepAt < all[j].SweepAt
+		}
+		return all[i].JobID < all[j].JobID
+	})
+	var p job.Page
+	if limit > 0 && len(all) >= int(limit) {
+		all = all[:limit]
+		last := all[len(all)-1]
+		p.Next = strconv.FormatInt(last.SweepAt, 10) + ":" + strconv.FormatInt(last.JobID, 10)
+	}
+	p.Records = all
+	return p, nil
+}
+
+// LoadRate returns the shared reading of an installation, or an error
+// wrapping ratelimit.ErrNoReading.
+func (s *Store) LoadRate(_ context.Context, installationID int64) (ratelimit.Reading, error) {
+	defer s.enter("LoadRate")()
+	r, ok := s.rates[installationID]
+	if !ok {
+		return ratelimit.Reading{}, fmt.Errorf("rate of installation %d: %w", installationID, ratelimit.ErrNoReading)
+	}
+	return r, nil
+}
+
+// SaveRate shares r unless the stored reading was observed later.
+func (s *Store) SaveRate(_ context.Context, installationID int64, r ratelimit.Reading) error {
+	defer s.enter("SaveRate")()
+	if cur, ok := s.rates[installationID]; ok && cur.ObservedAt.After(r.ObservedAt) {
+		return nil
+	}
+	// Millisecond precision, as the table stores it.
+	r.ResetAt, r.ObservedAt = job.FromMillis(job.Millis(r.ResetAt)), job.FromMillis(job.Millis(r.ObservedAt))
+	s.rates[installationID] = r
+	return nil
+}
+
+func clone(r job.Record) job.Record {
+	if r.Labels != nil {
+		r.Labels = append([]string(nil), r.Labels...)
+	}
+	return r
+}
+
+func truncate(s string) string {
+	if len(s) > maxError {
+		return s[:maxError]
+	}
+	return s
+}

@@ -1,0 +1,155 @@
+package job
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// The values the flows and the job store speak. They live here, with the
+// record, so that a flow (claim, webhook, reclaim) names its store port in
+// domain types and never imports the DynamoDB adapter or an AWS package;
+// shared/store implements the ports over DynamoDB and infra/mem in memory,
+// and one contract suite (infra/contract) holds both to the same rules.
+
+// Named outcomes of the job store. Callers test them with errors.Is.
+var (
+	// ErrNotFound: no live record under that key.
+	ErrNotFound = errors.New("job: not found")
+	// ErrConflict: a conditional write found the record in another state or
+	// version than the caller assumed. The error is a *ConflictError that
+	// carries the record as it is now, so no flow reads before it writes.
+	ErrConflict = errors.New("job: record changed concurrently")
+	// ErrLeaseLost: the caller's lease (owner + version) is no longer the record's.
+	ErrLeaseLost = errors.New("job: lease lost")
+	// ErrTerminal: the record is already terminal; nothing was changed.
+	ErrTerminal = errors.New("job: record is terminal")
+)
+
+// ConflictError is a refused conditional write. Current is the record as the
+// store holds it now (DynamoDB's ReturnValuesOnConditionCheckFailure), and
+// Found is false when there is none. It matches ErrConflict with errors.Is.
+type ConflictError struct {
+	Op      string
+	JobID   int64
+	Current Record
+	Found   bool
+}
+
+func (e *ConflictError) Error() string {
+	if !e.Found {
+		return fmt.Sprintf("%s job %d: %v (no record)", e.Op, e.JobID, ErrConflict)
+	}
+	return fmt.Sprintf("%s job %d: %v (now %s v%d)", e.Op, e.JobID, ErrConflict, e.Current.State, e.Current.Version)
+}
+
+// Is makes errors.Is(err, ErrConflict) hold.
+func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
+
+// CurrentOf returns the record a conflict carried, if err is one that did.
+func CurrentOf(err error) (Record, bool) {
+	var ce *ConflictError
+	if errors.As(err, &ce) && ce.Found {
+		return ce.Current, true
+	}
+	return Record{}, false
+}
+
+// Lease is a claimer's fencing token: the record is the claimer's while it
+// still carries this owner and version.
+type Lease struct {
+	JobID   int64
+	Owner   string
+	Version int64
+	Expires time.Time
+}
+
+// Retry is what a claimer records when it hands the job to a new message.
+type Retry struct {
+	// Version is the version of the message already sent (lease version + 1).
+	Version        int64
+	Attempt        int
+	FirstFailureAt time.Time // zero leaves it unset
+	Due            time.Time
+	ErrorClass     string
+	Error          string
+}
+
+// Outcome is the end of a claim: Claimed, Failed, Abandoned or Done.
+type Outcome struct {
+	State      State
+	Attempt    int
+	RunnerName string
+	ErrorClass string
+	Error      string
+}
+
+// Report is a job GitHub reported in progress or completed: the webhook marks
+// its record done with it.
+type Report struct {
+	JobID          int64
+	RunID          int64
+	Repo           string
+	InstallationID int64
+	Labels         []string
+	Pool           string
+	RunnerName     string // the runner that took the job, if GitHub named one
+}
+
+// Page is one page of stale records from the sweep.
+type Page struct {
+	Records []Record
+	// Next continues the listing; "" when the shard is exhausted. It is
+	// opaque: only the store that made it can read it.
+	Next string
+	// Undecodable lists the key of every item of the page that is not a
+	// job record this code can read (written by hand, or by a newer version).
+	Undecodable []string
+}
+
+// Timing is the store's bookkeeping rules: how the sweep index is spread,
+// how long after each transition a record counts as stale, and how long a
+// record lives. Both store implementations apply them the same way.
+type Timing struct {
+	// Shards is SWEEP_SHARDS: job_id mod Shards spreads the sweep index.
+	Shards int
+	// RecordTTL keeps a record (and so its dedup) past GitHub's 3-day
+	// redelivery window; set at creation, renewed when it ends.
+	RecordTTL time.Duration
+	// PendingGrace: a pending record (its first message may not have gone
+	// out) is stale this long after creation.
+	PendingGrace time.Duration
+	// QueuedGrace: a queued record is stale this long after its due_at.
+	QueuedGrace time.Duration
+}
+
+// Defaults of Timing.
+const (
+	DefaultShards       = 8
+	DefaultRecordTTL    = 7 * 24 * time.Hour
+	DefaultPendingGrace = 2 * time.Minute
+	DefaultQueuedGrace  = 15 * time.Minute
+)
+
+// WithDefaults fills zero fields with the defaults.
+func (t Timing) WithDefaults() Timing {
+	if t.Shards <= 0 {
+		t.Shards = DefaultShards
+	}
+	if t.RecordTTL <= 0 {
+		t.RecordTTL = DefaultRecordTTL
+	}
+	if t.PendingGrace <= 0 {
+		t.PendingGrace = DefaultPendingGrace
+	}
+	if t.QueuedGrace <= 0 {
+		t.QueuedGrace = DefaultQueuedGrace
+	}
+	return t
+}
+
+// Expired reports whether r's TTL has passed at now: such a record counts
+// as absent even while DynamoDB has not yet deleted it (TTL deletion is lazy).
+func (r Record) Expired(now time.Time) bool {
+	return r.ExpiresAt > 0 && r.ExpiresAt < now.Unix()
+}
