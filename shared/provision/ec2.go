@@ -50,6 +50,15 @@ type Parameters interface {
 //  1. Put the JIT config in the SSM SecureString ParameterName(runner name),
 //     overwriting, so a repeated attempt (which holds a freshly generated
 //     config) replaces the stale one an unbooted instance would otherwise read.
+//     The tier is Intelligent-Tiering: GitHub's config carries a 2048-bit RSA
+//     key and is 4.1-4.3 KB, over the Standard tier's 4,096 characters, which
+//     AWS refuses with a ValidationException (a claim failed for good), so
+//     SSM stores it as an Advanced parameter (8 KB). An Advanced parameter
+//     costs $0.05 a month, prorated, while it exists; the instance deletes
+//     it at boot and Cleanup on a failed claim, so each lives minutes.
+//     Intelligent-Tiering rather than Advanced keeps a config that fits in
+//     4 KB free, and never tries to move an existing Advanced parameter
+//     back to Standard on overwrite (which AWS refuses).
 //  2. Look for a pending or running instance tagged with the job id; if one
 //     exists, return it (Reused). This outlives the ClientToken's lifetime and
 //     also covers emulators that ignore ClientToken. Stopping, stopped and
@@ -101,7 +110,7 @@ func (e *EC2) Provision(ctx context.Context, req Request) (Result, error) {
 		Value:       aws.String(req.JITConfig),
 		Type:        ssmtypes.ParameterTypeSecureString,
 		Overwrite:   aws.Bool(true),
-		Tier:        ssmtypes.ParameterTierStandard,
+		Tier:        ssmtypes.ParameterTierIntelligentTiering,
 		Description: aws.String(fmt.Sprintf("ghclaim JIT runner config for job %d (%s); read and deleted by the instance at boot", req.JobID, req.Repo)),
 	})
 	if err != nil {
