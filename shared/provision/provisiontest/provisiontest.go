@@ -79,15 +79,22 @@ func CheckPutParameter(in *ssm.PutParameterInput) error {
 	if msg == "" {
 		return nil
 	}
+	return ClientError("SSM", "PutParameter", "ValidationException", msg)
+}
+
+// ClientError is an AWS client error (HTTP 400) with code and message, in
+// the chain the SDK returns: *smithy.OperationError → *awshttp.ResponseError
+// (with its HTTP status) → smithy.APIError. In-memory doubles answer with it.
+func ClientError(serviceID, operation, code, message string) error {
 	h := http.Header{}
 	h.Set("X-Amzn-Requestid", requestID)
 	return &smithy.OperationError{
-		ServiceID: "SSM", OperationName: "PutParameter",
+		ServiceID: serviceID, OperationName: operation,
 		Err: &awshttp.ResponseError{
 			RequestID: requestID,
 			ResponseError: &smithyhttp.ResponseError{
 				Response: &smithyhttp.Response{Response: &http.Response{StatusCode: http.StatusBadRequest, Header: h}},
-				Err:      &smithy.GenericAPIError{Code: "ValidationException", Message: msg},
+				Err:      &smithy.GenericAPIError{Code: code, Message: message, Fault: smithy.FaultClient},
 			},
 		},
 	}
