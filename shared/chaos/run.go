@@ -27,6 +27,7 @@ import (
 	"github.com/ghclaim/ghclaim/shared/obs"
 	"github.com/ghclaim/ghclaim/shared/pool"
 	"github.com/ghclaim/ghclaim/shared/provision"
+	"github.com/ghclaim/ghclaim/shared/provision/provisiontest"
 	"github.com/ghclaim/ghclaim/shared/queue"
 	"github.com/ghclaim/ghclaim/shared/reclaim"
 	"github.com/ghclaim/ghclaim/shared/store"
@@ -288,7 +289,8 @@ func (r *run) setUp(ctx context.Context) error {
 			Provisioner: pool.Provisioner{Type: pool.ProvisionerDispatch, QueueURL: aws.ToString(out.QueueUrl)}},
 	}
 	r.reg = provision.Registry{
-		pool.ProvisionerEC2:      provision.NewEC2(r.ec2, ssm.NewFromConfig(cfg), r.log),
+		// StrictSSM: moto would store a JIT config in any tier; AWS would not.
+		pool.ProvisionerEC2:      provision.NewEC2(r.ec2, ssm.NewFromConfig(cfg, provisiontest.StrictSSM), r.log),
 		pool.ProvisionerDispatch: provision.NewDispatch(r.sqs, r.log),
 	}
 

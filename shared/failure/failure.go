@@ -322,6 +322,11 @@ var (
 		"InvalidInstanceType", "Unsupported", "UnsupportedOperation", "OptInRequired",
 		"AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist", "ResourceNotFoundException",
 		"AuthFailure", "InvalidClientTokenId", "UnrecognizedClientException", "SignatureDoesNotMatch",
+		// EC2: a ClientToken reused with other launch arguments fails the
+		// same way on every retry (the token lives 24 h at least).
+		// shared/provision recovers from it with a token of the new
+		// arguments, so one that still surfaces cannot be retried away.
+		"IdempotentParameterMismatch",
 	}
 )
 

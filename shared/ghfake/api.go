@@ -175,28 +175,7 @@ func (s *Server) generateJIT(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	writeJSON(w, http.StatusCreated, map[string]any{
 		"runner":             out,
-		"encoded_jit_config": encodeJIT(rn),
-	})
-}
-
-// encodeJIT builds a config shaped like GitHub's: base64 of a JSON object
-// of base64 files (.runner, .credentials, .credentials_rsaparams).
-func encodeJIT(rn *Runner) string {
-	enc := func(v any) string {
-		b, _ := json.Marshal(v)
-		return base64.StdEncoding.EncodeToString(b)
-	}
-	return enc(map[string]string{
-		".runner": enc(map[string]any{
-			"AgentId": strconv.FormatInt(rn.ID, 10), "AgentName": rn.Name,
-			"PoolId": strconv.FormatInt(rn.RunnerGroupID, 10), "WorkFolder": rn.WorkFolder,
-			"ServerUrl": "https://pipelines.actions.githubusercontent.com/fake",
-		}),
-		".credentials": enc(map[string]any{
-			"Scheme": "OAuthAccessToken",
-			"Data":   map[string]string{"ClientId": fmt.Sprintf("fake-client-%d", rn.ID)},
-		}),
-		".credentials_rsaparams": enc(map[string]string{"Modulus": "ZmFrZQ==", "Exponent": "AQAB"}),
+		"encoded_jit_config": s.encodeJIT(rn),
 	})
 }
 

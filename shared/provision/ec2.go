@@ -3,6 +3,7 @@ package provision
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,6 +16,7 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/ghclaim/ghclaim/shared/pool"
 )
@@ -50,6 +52,15 @@ type Parameters interface {
 //  1. Put the JIT config in the SSM SecureString ParameterName(runner name),
 //     overwriting, so a repeated attempt (which holds a freshly generated
 //     config) replaces the stale one an unbooted instance would otherwise read.
+//     The tier is Intelligent-Tiering: GitHub's config carries a 2048-bit RSA
+//     key and is 4.1-4.3 KB, over the Standard tier's 4,096 characters, which
+//     AWS refuses with a ValidationException (a claim failed for good), so
+//     SSM stores it as an Advanced parameter (8 KB). An Advanced parameter
+//     costs $0.05 a month, prorated, while it exists; the instance deletes
+//     it at boot and Cleanup on a failed claim, so each lives minutes.
+//     Intelligent-Tiering rather than Advanced keeps a config that fits in
+//     4 KB free, and never tries to move an existing Advanced parameter
+//     back to Standard on overwrite (which AWS refuses).
 //  2. Look for a pending or running instance tagged with the job id; if one
 //     exists, return it (Reused). This outlives the ClientToken's lifetime and
 //     also covers emulators that ignore ClientToken. Stopping, stopped and
@@ -59,7 +70,11 @@ type Parameters interface {
 //     repeated token with the first call's instance instead of a second one.
 //     Every other argument is derived from the job and the pool only, because
 //     EC2 rejects a reused token with different arguments
-//     (IdempotentParameterMismatch). When the token answers with a machine
+//     (IdempotentParameterMismatch). The pool can still change between two
+//     attempts (an operator edits its subnets or instance types): then,
+//     once the tag lookup confirms again that no machine of the job is
+//     alive, it launches under LaunchKey, derived from the job, the old
+//     token and the new arguments (see launch). When the token answers with a machine
 //     that is already gone (the token outlives its instance by at least
 //     24 h), it launches once more under RegistrationKey, a token of this
 //     request's fresh registration, rather than report the dead machine.
@@ -101,7 +116,7 @@ func (e *EC2) Provision(ctx context.Context, req Request) (Result, error) {
 		Value:       aws.String(req.JITConfig),
 		Type:        ssmtypes.ParameterTypeSecureString,
 		Overwrite:   aws.Bool(true),
-		Tier:        ssmtypes.ParameterTierStandard,
+		Tier:        ssmtypes.ParameterTierIntelligentTiering,
 		Description: aws.String(fmt.Sprintf("ghclaim JIT runner config for job %d (%s); read and deleted by the instance at boot", req.JobID, req.Repo)),
 	})
 	if err != nil {
@@ -116,11 +131,11 @@ func (e *EC2) Provision(ctx context.Context, req Request) (Result, error) {
 	}
 
 	in := runInstancesInput(req)
-	id, state, err := e.run(ctx, req, in)
+	id, state, reused, err := e.launch(ctx, req, in)
 	if err != nil {
 		return Result{}, err
 	}
-	if !alive(state) {
+	if !reused && !alive(state) {
 		// The job's token already launched a machine that is gone (EC2
 		// answers a repeated token with its first instance, in its current
 		// state, for at least 24 h after termination), and step 2 found no
@@ -129,15 +144,69 @@ func (e *EC2) Provision(ctx context.Context, req Request) (Result, error) {
 		// request still starts nothing new.
 		dead := id
 		in.ClientToken = aws.String(RegistrationKey(req.Pool.Name, req.JobID, req.JITConfig))
-		if id, state, err = e.run(ctx, req, in); err != nil {
+		if id, state, reused, err = e.launch(ctx, req, in); err != nil {
 			return Result{}, err
 		}
-		if !alive(state) {
+		if !reused && !alive(state) {
 			return Result{}, fmt.Errorf("provision job %d: the instances of its client tokens are gone (%s, %s is %s)", req.JobID, dead, id, state)
 		}
 	}
-	e.logged(ctx, req, id, false)
-	return Result{InstanceID: id}, nil
+	e.logged(ctx, req, id, reused)
+	return Result{InstanceID: id, Reused: reused}, nil
+}
+
+// codeIdempotentParameterMismatch is EC2's answer to a ClientToken used
+// before with other arguments.
+const codeIdempotentParameterMismatch = "IdempotentParameterMismatch"
+
+// launch runs in. When EC2 refuses its ClientToken because an earlier call
+// used it with other arguments (the pool's subnets, instance types or
+// launch template changed between two attempts of the job), it looks for a
+// live machine of the job once more, because the tag lookup before the
+// launch may have missed a machine started moments ago (DescribeInstances
+// is eventually consistent), and reuses it (reused). Only when there is
+// none does it launch under LaunchKey, a token of the job's old token and
+// the new arguments: every attempt with these arguments computes the same
+// one, so a repeat still starts nothing new, and a machine under the old
+// token is not alive, so the job still has at most one.
+func (e *EC2) launch(ctx context.Context, req Request, in *ec2.RunInstancesInput) (id string, state ec2types.InstanceStateName, reused bool, err error) {
+	id, state, err = e.run(ctx, req, in)
+	var api smithy.APIError
+	if err == nil || !errors.As(err, &api) || api.ErrorCode() != codeIdempotentParameterMismatch {
+		return id, state, false, err
+	}
+	live, lerr := e.existing(ctx, req.JobID)
+	if lerr != nil {
+		return "", "", false, fmt.Errorf("provision job %d: look for an instance after a client token mismatch: %w", req.JobID, lerr)
+	}
+	if live != "" {
+		return live, "", true, nil
+	}
+	old := aws.ToString(in.ClientToken)
+	token, kerr := LaunchKey(req.JobID, old, in)
+	if kerr != nil {
+		return "", "", false, fmt.Errorf("provision job %d: %w", req.JobID, kerr)
+	}
+	in.ClientToken = aws.String(token)
+	e.log.LogAttrs(ctx, slog.LevelInfo, "client token reused with other launch arguments: new token",
+		slog.Int64("job_id", req.JobID), slog.String("pool", req.Pool.Name),
+		slog.String("old_token", old), slog.String("token", aws.ToString(in.ClientToken)))
+	id, state, err = e.run(ctx, req, in)
+	return id, state, false, err
+}
+
+// LaunchKey is the ClientToken of a launch of jobID whose earlier token
+// was used with other arguments: "ghclaim-<job_id>-<digest of the old
+// token and the arguments of in, ClientToken aside>". It is a function of
+// the job and the launch only, so every attempt agrees on it.
+func LaunchKey(jobID int64, oldToken string, in *ec2.RunInstancesInput) (string, error) {
+	args := *in
+	args.ClientToken = nil
+	b, err := json.Marshal(&args)
+	if err != nil {
+		return "", fmt.Errorf("encode launch arguments: %w", err)
+	}
+	return "ghclaim-" + strconv.FormatInt(jobID, 10) + "-" + shortHash(oldToken+"\n"+string(b)), nil
 }
 
 // run calls RunInstances and returns the instance and its state ("" when

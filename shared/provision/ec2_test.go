@@ -18,6 +18,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/ghclaim/ghclaim/shared/pool"
+	"github.com/ghclaim/ghclaim/shared/provision/provisiontest"
 )
 
 // fakeInstances records EC2 calls. existing is what DescribeInstances
@@ -67,7 +68,10 @@ func (f *fakeParameters) PutParameter(_ context.Context, in *ssm.PutParameterInp
 	if f.putErr != nil {
 		return nil, f.putErr
 	}
-	return &ssm.PutParameterOutput{Version: int64(len(f.puts)), Tier: ssmtypes.ParameterTierStandard}, nil
+	if err := provisiontest.CheckPutParameter(in); err != nil {
+		return nil, err // as AWS: a value too long for its tier
+	}
+	return &ssm.PutParameterOutput{Version: int64(len(f.puts)), Tier: ssmtypes.ParameterTierAdvanced}, nil
 }
 
 func (f *fakeParameters) DeleteParameter(_ context.Context, in *ssm.DeleteParameterInput, _ ...func(*ssm.Options)) (*ssm.DeleteParameterOutput, error) {
@@ -212,8 +216,9 @@ func TestEC2ProvisionPutsJITConfigOnlyInSecureString(t *testing.T) {
 	if put.Type != ssmtypes.ParameterTypeSecureString {
 		t.Errorf("parameter type: got %q, want SecureString", put.Type)
 	}
-	if !aws.ToBool(put.Overwrite) || put.Tier != ssmtypes.ParameterTierStandard {
-		t.Errorf("overwrite %v tier %q: want true and Standard", aws.ToBool(put.Overwrite), put.Tier)
+	// GitHub's configs are over the Standard tier's 4,096 characters.
+	if !aws.ToBool(put.Overwrite) || put.Tier != ssmtypes.ParameterTierIntelligentTiering {
+		t.Errorf("overwrite %v tier %q: want true and Intelligent-Tiering", aws.ToBool(put.Overwrite), put.Tier)
 	}
 	if d := aws.ToString(put.Description); !strings.Contains(d, "42") || strings.Contains(d, jit) {
 		t.Errorf("description %q: want the job id and never the config", d)

@@ -16,6 +16,7 @@ import (
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
 	"github.com/ghclaim/ghclaim/shared/emulator"
+	"github.com/ghclaim/ghclaim/shared/provision/provisiontest"
 )
 
 // These tests talk HTTP to moto_server through the real SDK clients. moto
@@ -33,7 +34,8 @@ type awsFixture struct {
 func setupAWS(t *testing.T) awsFixture {
 	t.Helper()
 	cfg := emulator.ForTest(t).ConfigForTest(t)
-	return awsFixture{ec2: ec2.NewFromConfig(cfg), ssm: ssm.NewFromConfig(cfg), sqs: sqs.NewFromConfig(cfg)}
+	// moto stores any value in any SSM tier: StrictSSM refuses what AWS refuses.
+	return awsFixture{ec2: ec2.NewFromConfig(cfg), ssm: ssm.NewFromConfig(cfg, provisiontest.StrictSSM), sqs: sqs.NewFromConfig(cfg)}
 }
 
 // launchTemplate creates a launch template named name and returns its id.

@@ -30,6 +30,11 @@
 // that dead machine forever (24 h at least), so a later registration of the
 // job launches under RegistrationKey, derived from the job and its JIT
 // config, instead of being reported as provisioned with no machine at all.
+// And EC2 refuses a token reused with other arguments
+// (IdempotentParameterMismatch): when an operator changes a pool's subnets
+// or instance types between two attempts of a job, the adapter looks for a
+// live machine of the job once more and, finding none, launches under
+// LaunchKey, derived from the job, the old token and the new arguments.
 //
 // This package must never log, wrap into an error, or put into user data or
 // tags a JIT config: a JIT config is a credential that registers a runner in

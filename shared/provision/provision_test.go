@@ -13,8 +13,9 @@ import (
 )
 
 // jit is a stand-in JIT config distinctive enough that finding it anywhere
-// (logs, inputs, errors) is a leak.
-const jit = "eyJKSVQtU0VDUkVULWRvLW5vdC1sb2cifQ=="
+// (logs, inputs, errors) is a leak, and as long as GitHub's (4.1-4.3 KB: it
+// carries a 2048-bit RSA key), over SSM's 4,096-character Standard tier.
+var jit = "eyJKSVQtU0VDUkVULWRvLW5vdC1sb2cifQ" + strings.Repeat("QUJDREVGR0hJSktMTU5PUA", 4250/22)
 
 func ec2Pool() pool.Pool {
 	return pool.Pool{
