@@ -43,8 +43,18 @@
 // exception: a claimer that provisioned a runner and then finds the record
 // done, naming no runner or another runner than ours (the job was
 // cancelled or taken elsewhere meanwhile), removes its now spare runner
-// rather than leave a machine idling on it. The owner is a
-// per-process random id plus the Lambda request id.
+// rather than leave a machine idling on it.
+//
+// Lease owner. The owner is unique per received message: a per-process
+// random id, the Lambda request id, the SQS message id and a digest of the
+// receipt handle. An owner shared by the whole invocation would let two
+// copies of one message in one batch (SQS delivers at least once; a
+// SendMessage retried after a lost answer sends twice) both pass Acquire,
+// which takes "claiming, same owner, version+1" for an SDK retry of its
+// own write: two JIT configs, two machines, one of them booting with the
+// config of a runner just deleted. Per message, exactly one copy wins and
+// the other is a duplicate, while an SDK retry of the one Acquire still
+// carries the same owner and is recognised as ours.
 //
 // Order on retry: send the new message (version = lease version + 1,
 // attempt + 1, delay ≤ 900 s with not_before for the rest), then Release
