@@ -85,7 +85,18 @@
 //
 // Attempts. An attempt counts once it reaches GitHub or the provisioner;
 // it is recorded by the Release or Finish that ends it. A claim deferred
-// because the installation's budget is exhausted is not an attempt.
+// because the installation's budget is exhausted is not an attempt (the
+// ladder does not advance), but it counts toward the maximum age: the first
+// deferral sets first_failure_at when no failure did, later ones keep it,
+// and a deferral past the maximum age abandons the job. Otherwise a job
+// that only ever meets an exhausted budget would be deferred forever with
+// its clock never started. That abandonment calls no GitHub (the budget is
+// exhausted, and DESIGN forbids calling it then), so it does not look up an
+// earlier attempt's registration by name, as the retry path's abandonment
+// does (a registration whose machine never got its config stays offline and
+// takes no job); the provisioner removes what that attempt left (the EC2
+// adapter's SSM parameter, so a machine still booting finds no config and
+// powers off).
 //
 // Rate state. Before calling GitHub at all (not even for an installation
 // token), the claimer looks at the installation's reading: the newest of

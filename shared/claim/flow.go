@@ -328,22 +328,34 @@ func (f *flow) retry(ctx context.Context, fl failure.Failure, registered *ghapp.
 
 // deferRate defers a claim whose installation has no budget left, without
 // calling GitHub: to the reset plus the policy's snap jitter. Not an
-// attempt: attempt and first_failure_at stay as they are.
+// attempt (the ladder does not advance), but it counts toward the maximum
+// age: the first deferral starts the clock (first_failure_at, when no
+// failure did), and a deferral past the maximum age abandons the job.
 func (f *flow) deferRate(ctx context.Context, rd ratelimit.Reading) error {
-	var first time.Time
-	if f.rec.FirstFailureAt > 0 {
-		first = job.FromMillis(f.rec.FirstFailureAt)
-	}
-	// The policy's reset rule gives reset + jitter; its give-up and rung
-	// are ignored, because nothing was attempted.
-	d := f.c.d.Policy.Next(backoff.Input{
+	in := backoff.Input{
 		Now: f.now, Rung: f.rec.Attempt, Rand: f.c.rnd(),
 		Failure: failure.Failure{Class: failure.RateLimit, ResetAt: rd.ResetAt},
-	})
+	}
+	if f.rec.FirstFailureAt > 0 {
+		in.FirstFailureAt = job.FromMillis(f.rec.FirstFailureAt)
+	}
+	// The policy's reset rule gives reset + jitter and its age rule the
+	// give-up; the rung it returns is not stored, because nothing was
+	// attempted.
+	d := f.c.d.Policy.Next(in)
+	reason := "deferred: installation rate limit exhausted until " + rd.ResetAt.UTC().Format(time.RFC3339)
+	if d.GiveUp {
+		// The budget is exhausted: no GitHub call, so an earlier attempt's
+		// registration is not looked up (it never connects without its
+		// machine); the provisioner's leftovers are removed.
+		return f.finish(ctx, store.Outcome{State: job.Abandoned, Attempt: f.rec.Attempt, ErrorClass: failure.RateLimit.String(), Error: reason},
+			DecisionAbandoned, &cleanup{provisioned: f.rec.Attempt > 0},
+			slog.String(obs.KeyClass, failure.RateLimit.String()), slog.Int64("first_failure_at", job.Millis(d.FirstFailureAt)))
+	}
 	err := f.handOff(ctx, d.Delay, f.rec.Attempt, store.Retry{
-		Attempt: f.rec.Attempt, FirstFailureAt: first, ErrorClass: failure.RateLimit.String(),
-		Error: "deferred: installation rate limit exhausted until " + rd.ResetAt.UTC().Format(time.RFC3339),
-	}, DecisionDeferred, slog.String(obs.KeyClass, failure.RateLimit.String()), slog.Int64("reset_at", job.Millis(rd.ResetAt)))
+		Attempt: f.rec.Attempt, FirstFailureAt: d.FirstFailureAt, ErrorClass: failure.RateLimit.String(), Error: reason,
+	}, DecisionDeferred, slog.String(obs.KeyClass, failure.RateLimit.String()), slog.Int64("reset_at", job.Millis(rd.ResetAt)),
+		slog.Int64("first_failure_at", job.Millis(d.FirstFailureAt)))
 	if err == nil {
 		f.c.count("deferred_rate_limit")
 	}
