@@ -17,9 +17,19 @@
 // N, version V". A message whose version is older than the record's, or
 // whose record is terminal, is a duplicate and is deleted. A message whose
 // version is newer than the record's was sent by a claimer whose Release
-// has not landed yet: it is made visible again in a few seconds and
-// reported as a batch item failure (not lost, not spinning). A message
-// naming no job (malformed) or an unknown job is deleted with an error log.
+// has not landed yet (the record is claiming at the version below): it
+// waits out that claimer's lease, hidden until the lease's expiry (at least
+// EarlyDelay, at most SQS's 12 h), and is reported as a batch item failure.
+// Only while the lease lasts can the Release land; after it, the message
+// is deleted, because the reclaimer's take-back of the expired lease moves
+// the record to the message's version and sends its own message. So an
+// early message is received at most twice (with a lease under 12 h),
+// whatever the Release does, and
+// never reaches the dead-letter queue (maxReceiveCount 5) to fire a false
+// alarm, as it did coming back every few seconds. A message ahead of its
+// record in any other way was sent by no claimer: it comes back every
+// EarlyDelay and dead-letters (an alarm worth having). A message naming no
+// job (malformed) or an unknown job is deleted with an error log.
 //
 // Chained delays. SQS caps DelaySeconds at 900 s. A longer delay is sent as
 // 900 s with not_before; a message that arrives before its not_before is
