@@ -24,9 +24,9 @@
 // is deleted, because the reclaimer's take-back of the expired lease moves
 // the record to the message's version and sends its own message. So an
 // early message is received at most twice (with a lease under 12 h),
-// whatever the Release does, and
-// never reaches the dead-letter queue (maxReceiveCount 5) to fire a false
-// alarm, as it did coming back every few seconds. A message ahead of its
+// whatever the Release does, and never reaches the dead-letter queue
+// (maxReceiveCount 5) to fire a false alarm, as it did coming back every
+// few seconds. A message ahead of its
 // record in any other way was sent by no claimer: it comes back every
 // EarlyDelay and dead-letters (an alarm worth having). A message naming no
 // job (malformed) or an unknown job is deleted with an error log.
@@ -228,7 +228,9 @@ type Options struct {
 	// HandOffReserve: GitHub and provisioner calls end this long before
 	// the invocation, so the outcome can still be recorded.
 	HandOffReserve time.Duration
-	// EarlyDelay: how soon a message newer than its record comes back.
+	// EarlyDelay: the least wait of a message newer than its record (it
+	// waits out its sender's lease), and the wait of one that no lease
+	// explains.
 	EarlyDelay time.Duration
 	// RetrySoon: how soon a message comes back after an infrastructure
 	// error, jittered up to twice as long.
