@@ -383,8 +383,8 @@ func (f *flow) deferRate(ctx context.Context, rd ratelimit.Reading) error {
 	reason := "deferred: installation rate limit exhausted until " + rd.ResetAt.UTC().Format(time.RFC3339)
 	if d.GiveUp {
 		// The budget is exhausted: no GitHub call, so an earlier attempt's
-		// registration is not looked up (it never connects without its
-		// machine); the provisioner's leftovers are removed.
+		// registration is not looked up by name (see the package doc); the
+		// provisioner's leftovers are removed.
 		return f.finish(ctx, store.Outcome{State: job.Abandoned, Attempt: f.rec.Attempt, ErrorClass: failure.RateLimit.String(), Error: reason},
 			DecisionAbandoned, &cleanup{provisioned: f.rec.Attempt > 0},
 			slog.String(obs.KeyClass, failure.RateLimit.String()), slog.Int64("first_failure_at", job.Millis(d.FirstFailureAt)))
