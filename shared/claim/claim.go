@@ -17,9 +17,19 @@
 // N, version V". A message whose version is older than the record's, or
 // whose record is terminal, is a duplicate and is deleted. A message whose
 // version is newer than the record's was sent by a claimer whose Release
-// has not landed yet: it is made visible again in a few seconds and
-// reported as a batch item failure (not lost, not spinning). A message
-// naming no job (malformed) or an unknown job is deleted with an error log.
+// has not landed yet (the record is claiming at the version below): it
+// waits out that claimer's lease, hidden until the lease's expiry (at least
+// EarlyDelay, at most SQS's 12 h), and is reported as a batch item failure.
+// Only while the lease lasts can the Release land; after it, the message
+// is deleted, because the reclaimer's take-back of the expired lease moves
+// the record to the message's version and sends its own message. So an
+// early message is received at most twice (with a lease under 12 h),
+// whatever the Release does, and never reaches the dead-letter queue
+// (maxReceiveCount 5) to fire a false alarm, as it did coming back every
+// few seconds. A message ahead of its
+// record in any other way was sent by no claimer: it comes back every
+// EarlyDelay and dead-letters (an alarm worth having). A message naming no
+// job (malformed) or an unknown job is deleted with an error log.
 //
 // Chained delays. SQS caps DelaySeconds at 900 s. A longer delay is sent as
 // 900 s with not_before; a message that arrives before its not_before is
@@ -43,8 +53,18 @@
 // exception: a claimer that provisioned a runner and then finds the record
 // done, naming no runner or another runner than ours (the job was
 // cancelled or taken elsewhere meanwhile), removes its now spare runner
-// rather than leave a machine idling on it. The owner is a
-// per-process random id plus the Lambda request id.
+// rather than leave a machine idling on it.
+//
+// Lease owner. The owner is unique per received message: a per-process
+// random id, the Lambda request id, the SQS message id and a digest of the
+// receipt handle. An owner shared by the whole invocation would let two
+// copies of one message in one batch (SQS delivers at least once; a
+// SendMessage retried after a lost answer sends twice) both pass Acquire,
+// which takes "claiming, same owner, version+1" for an SDK retry of its
+// own write: two JIT configs, two machines, one of them booting with the
+// config of a runner just deleted. Per message, exactly one copy wins and
+// the other is a duplicate, while an SDK retry of the one Acquire still
+// carries the same owner and is recognised as ours.
 //
 // Order on retry: send the new message (version = lease version + 1,
 // attempt + 1, delay ≤ 900 s with not_before for the rest), then Release
@@ -75,7 +95,18 @@
 //
 // Attempts. An attempt counts once it reaches GitHub or the provisioner;
 // it is recorded by the Release or Finish that ends it. A claim deferred
-// because the installation's budget is exhausted is not an attempt.
+// because the installation's budget is exhausted is not an attempt (the
+// ladder does not advance), but it counts toward the maximum age: the first
+// deferral sets first_failure_at when no failure did, later ones keep it,
+// and a deferral past the maximum age abandons the job. Otherwise a job
+// that only ever meets an exhausted budget would be deferred forever with
+// its clock never started. That abandonment calls no GitHub (the budget is
+// exhausted, and DESIGN forbids calling it then), so it does not look up an
+// earlier attempt's registration by name, as the retry path's abandonment
+// does (a registration whose machine never got its config stays offline and
+// takes no job); the provisioner removes what that attempt left (the EC2
+// adapter's SSM parameter, so a machine still booting finds no config and
+// powers off).
 //
 // Rate state. Before calling GitHub at all (not even for an installation
 // token), the claimer looks at the installation's reading: the newest of
@@ -197,7 +228,9 @@ type Options struct {
 	// HandOffReserve: GitHub and provisioner calls end this long before
 	// the invocation, so the outcome can still be recorded.
 	HandOffReserve time.Duration
-	// EarlyDelay: how soon a message newer than its record comes back.
+	// EarlyDelay: the least wait of a message newer than its record (it
+	// waits out its sender's lease), and the wait of one that no lease
+	// explains.
 	EarlyDelay time.Duration
 	// RetrySoon: how soon a message comes back after an infrastructure
 	// error, jittered up to twice as long.

@@ -23,21 +23,22 @@ import (
 
 // Decisions, as logged under "decision" (one line per message).
 const (
-	DecisionMalformed   = "malformed"
-	DecisionUnknownJob  = "unknown_job"
-	DecisionDuplicate   = "duplicate"
-	DecisionEarly       = "early"
-	DecisionChained     = "chained"
-	DecisionDeferred    = "deferred_rate_limit"
-	DecisionDone        = "done"
-	DecisionClaimed     = "claimed"
-	DecisionReused      = "claimed_reused"
-	DecisionRetry       = "retry"
-	DecisionFailed      = "failed"
-	DecisionAbandoned   = "abandoned"
-	DecisionLeaseLost   = "lease_lost"
-	DecisionInfraError  = "infra_error"
-	DecisionHandOffLost = "handoff_failed"
+	DecisionMalformed    = "malformed"
+	DecisionUnknownJob   = "unknown_job"
+	DecisionDuplicate    = "duplicate"
+	DecisionEarly        = "early"
+	DecisionEarlyDropped = "early_dropped"
+	DecisionChained      = "chained"
+	DecisionDeferred     = "deferred_rate_limit"
+	DecisionDone         = "done"
+	DecisionClaimed      = "claimed"
+	DecisionReused       = "claimed_reused"
+	DecisionRetry        = "retry"
+	DecisionFailed       = "failed"
+	DecisionAbandoned    = "abandoned"
+	DecisionLeaseLost    = "lease_lost"
+	DecisionInfraError   = "infra_error"
+	DecisionHandOffLost  = "handoff_failed"
 )
 
 // flow is one message's way through the claim.
@@ -94,12 +95,7 @@ func (c *Claimer) handleMessage(ctx context.Context, sm events.SQSMessage, owner
 		c.count("duplicates")
 		return f.deleteMessage(ctx)
 	case msg.Version > rec.Version:
-		// The sender's Release has not landed yet: look again shortly.
-		if err := c.d.Queue.RetryAfter(ctx, sm.ReceiptHandle, c.o.EarlyDelay); err != nil {
-			return f.infra(ctx, "retry early message", err)
-		}
-		f.decide(ctx, slog.LevelInfo, DecisionEarly, slog.Int64("record_version", rec.Version), slog.Int64(obs.KeyDelay, c.o.EarlyDelay.Milliseconds()))
-		return errNotHandled
+		return f.early(ctx)
 	}
 	if rest := job.FromMillis(msg.NotBefore).Sub(f.now); msg.NotBefore > 0 && rest > 0 {
 		return f.chain(ctx, rest)
@@ -116,6 +112,47 @@ func (c *Claimer) handleMessage(ctx context.Context, sm events.SQSMessage, owner
 	}
 	f.lease, f.rec, f.attempt = lease, rec, rec.Attempt
 	return f.claim(ctx)
+}
+
+// maxEarlyWait bounds how long an early message is hidden: SQS refuses a
+// visibility timeout past 12 h from the receive, and the receive was a
+// moment ago.
+const maxEarlyWait = 12*time.Hour - time.Minute
+
+// early handles a message newer than its record: its sender holds the
+// lease at the version just below and has not released it yet. The
+// Release can only land while that lease lasts (a lease outlives its
+// claimer's invocation), so the message is hidden until the lease's
+// expiry, not for a few seconds: a few seconds at a time, a Release that
+// never lands (its claimer died) would run the message through
+// maxReceiveCount into the dead-letter queue, a false alarm. Once the
+// lease has expired, the message is deleted: the record is still claiming
+// at the version below, stale in the sweep index, and the reclaimer's
+// take-back moves it to this very version and sends its own message. A
+// message ahead of its record in any other way was sent by no claimer: it
+// comes back every EarlyDelay and dead-letters, which is worth an alarm.
+func (f *flow) early(ctx context.Context) error {
+	rec := f.rec
+	wait, reason := f.c.o.EarlyDelay, "no lease at the version below"
+	if rec.State == job.Claiming && f.msg.Version == rec.Version+1 {
+		exp := job.FromMillis(rec.LeaseExpiresAt)
+		if exp.Before(f.now) {
+			f.decide(ctx, slog.LevelInfo, DecisionEarlyDropped, slog.Int64("record_version", rec.Version),
+				slog.Int64("lease_expires_at", rec.LeaseExpiresAt),
+				slog.String(obs.KeyReason, "the sender's lease expired: the reclaimer's take-back sends this version"))
+			f.c.count("early_dropped")
+			return f.deleteMessage(ctx)
+		}
+		// One second past the expiry, so the next look finds it expired.
+		wait = min(max(exp.Sub(f.now)+time.Second, f.c.o.EarlyDelay), maxEarlyWait)
+		reason = "waiting out the sender's lease"
+	}
+	if err := f.c.d.Queue.RetryAfter(ctx, f.sm.ReceiptHandle, wait); err != nil {
+		return f.infra(ctx, "retry early message", err)
+	}
+	f.decide(ctx, slog.LevelInfo, DecisionEarly, slog.Int64("record_version", rec.Version),
+		slog.Int64(obs.KeyDelay, wait.Milliseconds()), slog.String(obs.KeyReason, reason))
+	return errNotHandled
 }
 
 // leaseUntil is when a lease taken at now ends: now + Lease, but never
@@ -328,22 +365,34 @@ func (f *flow) retry(ctx context.Context, fl failure.Failure, registered *ghapp.
 
 // deferRate defers a claim whose installation has no budget left, without
 // calling GitHub: to the reset plus the policy's snap jitter. Not an
-// attempt: attempt and first_failure_at stay as they are.
+// attempt (the ladder does not advance), but it counts toward the maximum
+// age: the first deferral starts the clock (first_failure_at, when no
+// failure did), and a deferral past the maximum age abandons the job.
 func (f *flow) deferRate(ctx context.Context, rd ratelimit.Reading) error {
-	var first time.Time
-	if f.rec.FirstFailureAt > 0 {
-		first = job.FromMillis(f.rec.FirstFailureAt)
-	}
-	// The policy's reset rule gives reset + jitter; its give-up and rung
-	// are ignored, because nothing was attempted.
-	d := f.c.d.Policy.Next(backoff.Input{
+	in := backoff.Input{
 		Now: f.now, Rung: f.rec.Attempt, Rand: f.c.rnd(),
 		Failure: failure.Failure{Class: failure.RateLimit, ResetAt: rd.ResetAt},
-	})
+	}
+	if f.rec.FirstFailureAt > 0 {
+		in.FirstFailureAt = job.FromMillis(f.rec.FirstFailureAt)
+	}
+	// The policy's reset rule gives reset + jitter and its age rule the
+	// give-up; the rung it returns is not stored, because nothing was
+	// attempted.
+	d := f.c.d.Policy.Next(in)
+	reason := "deferred: installation rate limit exhausted until " + rd.ResetAt.UTC().Format(time.RFC3339)
+	if d.GiveUp {
+		// The budget is exhausted: no GitHub call, so an earlier attempt's
+		// registration is not looked up by name (see the package doc); the
+		// provisioner's leftovers are removed.
+		return f.finish(ctx, store.Outcome{State: job.Abandoned, Attempt: f.rec.Attempt, ErrorClass: failure.RateLimit.String(), Error: reason},
+			DecisionAbandoned, &cleanup{provisioned: f.rec.Attempt > 0},
+			slog.String(obs.KeyClass, failure.RateLimit.String()), slog.Int64("first_failure_at", job.Millis(d.FirstFailureAt)))
+	}
 	err := f.handOff(ctx, d.Delay, f.rec.Attempt, store.Retry{
-		Attempt: f.rec.Attempt, FirstFailureAt: first, ErrorClass: failure.RateLimit.String(),
-		Error: "deferred: installation rate limit exhausted until " + rd.ResetAt.UTC().Format(time.RFC3339),
-	}, DecisionDeferred, slog.String(obs.KeyClass, failure.RateLimit.String()), slog.Int64("reset_at", job.Millis(rd.ResetAt)))
+		Attempt: f.rec.Attempt, FirstFailureAt: d.FirstFailureAt, ErrorClass: failure.RateLimit.String(), Error: reason,
+	}, DecisionDeferred, slog.String(obs.KeyClass, failure.RateLimit.String()), slog.Int64("reset_at", job.Millis(rd.ResetAt)),
+		slog.Int64("first_failure_at", job.Millis(d.FirstFailureAt)))
 	if err == nil {
 		f.c.count("deferred_rate_limit")
 	}

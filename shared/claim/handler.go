@@ -2,6 +2,8 @@ package claim
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"log/slog"
 	"sync"
@@ -24,9 +26,9 @@ var errNotHandled = errors.New("claim: message not handled yet")
 // item failures.
 func (c *Claimer) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 	defer c.d.Metrics.Flush()
-	owner := c.o.InstanceID
+	invocation := c.o.InstanceID
 	if lc, ok := lambdacontext.FromContext(ctx); ok && lc.AwsRequestID != "" {
-		owner += "/" + lc.AwsRequestID
+		invocation += "/" + lc.AwsRequestID
 	}
 	n := len(ev.Records)
 	errs := make([]error, n)
@@ -48,7 +50,7 @@ func (c *Claimer) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 					continue
 				}
 				started[i] = true
-				errs[i] = c.handleMessage(ctx, ev.Records[i], owner)
+				errs[i] = c.handleMessage(ctx, ev.Records[i], leaseOwner(invocation, ev.Records[i]))
 			}
 		}()
 	}
@@ -73,6 +75,17 @@ func (c *Claimer) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 		}
 	}
 	return resp, nil
+}
+
+// leaseOwner is the fencing owner of one received message: the
+// invocation (process id and Lambda request id), the SQS message id and a
+// digest of the receipt handle. Two copies of one job's message in one
+// batch, even two receives of the same SQS message, are two owners, so
+// exactly one of them takes the lease; an SDK retry of the one Acquire
+// carries the same owner and is still recognised as ours.
+func leaseOwner(invocation string, m events.SQSMessage) string {
+	sum := sha256.Sum256([]byte(m.ReceiptHandle))
+	return invocation + "/" + m.MessageId + "/" + hex.EncodeToString(sum[:4])
 }
 
 // closeToDeadline reports whether less than SafetyMargin is left.

@@ -239,6 +239,7 @@ type harness struct {
 	rec      *sqsRecorder
 	queue    *queue.Queue
 	queueURL string
+	dlqURL   string
 	ec2      *ec2.Client
 	gh       *ghfake.Server
 	ghURL    string
@@ -271,6 +272,7 @@ func setup(t *testing.T, o setupOpt) *harness {
 	h.sqs = sqs.NewFromConfig(cfg)
 	h.rec = &sqsRecorder{api: h.sqs, visibility: map[string]time.Duration{}}
 	h.queueURL = stack.QueueURL
+	h.dlqURL = stack.DLQURL
 	h.queue = queue.New(h.rec, stack.QueueURL)
 	h.ec2 = ec2.NewFromConfig(cfg)
 
@@ -347,6 +349,7 @@ type claimerOpt struct {
 	concurrency int
 	seed        uint64
 	instance    string
+	store       claim.Store // nil: h.store
 }
 
 // claimer returns a new claimer "process": its own GitHub client, its own
@@ -357,8 +360,12 @@ func (h *harness) claimer(t *testing.T, o claimerOpt) *claim.Claimer {
 		o.seed = seed1
 	}
 	gh, rates := newGitHub(t, h)
+	var st claim.Store = h.store
+	if o.store != nil {
+		st = o.store
+	}
 	c, err := claim.New(claim.Deps{
-		Store:       h.store,
+		Store:       st,
 		Queue:       h.queue,
 		GitHub:      gh,
 		Provisioner: h.spy,

@@ -49,9 +49,9 @@ func TestRateExhaustedNoGitHubCall(t *testing.T) {
 	h.invoke(t, a, h.receive(t, 1)...)
 	noCalls(t, h.gh.Stats(), "deferral")
 	r := h.get(t, id)
-	if r.State != job.Queued || r.Attempt != 0 || r.FirstFailureAt != 0 || r.LastErrorClass != "rate_limit" {
-		t.Fatalf("record %s attempt %d first_failure_at %d class %q, want queued, attempt 0 (not an attempt), no first failure, rate_limit",
-			r.State, r.Attempt, r.FirstFailureAt, r.LastErrorClass)
+	if r.State != job.Queued || r.Attempt != 0 || r.FirstFailureAt != job.Millis(now) || r.LastErrorClass != "rate_limit" {
+		t.Fatalf("record %s attempt %d first_failure_at %d class %q, want queued, attempt 0 (not an attempt), first_failure_at %d (the deferral starts the max-age clock), rate_limit",
+			r.State, r.Attempt, r.FirstFailureAt, r.LastErrorClass, job.Millis(now))
 	}
 	s := h.lastSend(t)
 	nb := job.FromMillis(s.msg.NotBefore)

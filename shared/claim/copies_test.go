@@ -1,0 +1,110 @@
+package claim_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ghclaim/ghclaim/shared/claim"
+	"github.com/ghclaim/ghclaim/shared/job"
+)
+
+// gatedStore holds every Get until n of them have arrived, so the copies
+// of a message in one batch all read the record before any of them takes
+// the lease: the interleaving that lets both through when the lease owner
+// is shared by the invocation.
+type gatedStore struct {
+	claim.Store
+	t   *testing.T
+	mu  sync.Mutex
+	n   int // Gets still to wait for
+	all chan struct{}
+}
+
+func newGatedStore(t *testing.T, next claim.Store, n int) *gatedStore {
+	return &gatedStore{Store: next, t: t, n: n, all: make(chan struct{})}
+}
+
+func (g *gatedStore) Get(ctx context.Context, id int64) (job.Record, error) {
+	r, err := g.Store.Get(ctx, id)
+	g.mu.Lock()
+	if g.n > 0 {
+		if g.n--; g.n == 0 {
+			close(g.all)
+		}
+	}
+	g.mu.Unlock()
+	select {
+	case <-g.all:
+	case <-time.After(30 * time.Second):
+		g.t.Errorf("the copies' reads never met: the batch was not handled concurrently")
+	}
+	return r, err
+}
+
+// TestTwoCopiesInOneBatch: one batch holds two copies of one job's message
+// (distinct SQS message ids and receipt handles, same body), handled at
+// once by two workers of one invocation. Exactly one copy takes the lease:
+// one JIT config, one machine or dispatch message, the record claimed; the
+// other copy is a duplicate and deleted.
+func TestTwoCopiesInOneBatch(t *testing.T) {
+	t.Parallel()
+	for i, tc := range []struct {
+		name string
+		ec2  bool
+	}{
+		{name: "dispatch"},
+		{name: "ec2", ec2: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := setup(t, setupOpt{ec2: tc.ec2})
+			id := int64(9601 + i)
+			h.seed(t, id)
+			// The copy: the same body sent again, as an SDK-retried
+			// SendMessage whose first answer was lost would.
+			if err := h.queue.Send(context.Background(), job.Message{JobID: id, Version: 1}, 0); err != nil {
+				t.Fatal(err)
+			}
+			batch := h.receive(t, 2)
+			if batch[0].MessageId == batch[1].MessageId || batch[0].ReceiptHandle == batch[1].ReceiptHandle || batch[0].Body != batch[1].Body {
+				t.Fatalf("batch %+v, want two copies of one body with distinct ids and receipts", batch)
+			}
+			c := h.claimer(t, claimerOpt{concurrency: 2, store: newGatedStore(t, h.store, 2)})
+
+			if resp := h.invoke(t, c, batch...); len(resp.BatchItemFailures) != 0 {
+				t.Fatalf("batch item failures %v, want none", resp.BatchItemFailures)
+			}
+			if r := h.get(t, id); r.State != job.Claimed || r.Attempt != 1 || r.Version != 2 {
+				t.Fatalf("record %s attempt %d version %d, want claimed, attempt 1, version 2", r.State, r.Attempt, r.Version)
+			}
+			if n := h.gh.Stats().JITCalls; n != 1 {
+				t.Fatalf("%d JIT calls, want 1", n)
+			}
+			if rs := h.gh.Runners(); len(rs) != 1 {
+				t.Fatalf("runners %v, want exactly one", rs)
+			}
+			if n := h.spy.Calls(); n != 1 {
+				t.Fatalf("%d provision calls, want 1", n)
+			}
+			if tc.ec2 {
+				if n := h.instances(t, id); n != 1 {
+					t.Fatalf("%d instances, want 1", n)
+				}
+			} else if d := h.dispatched(t); len(d) != 1 {
+				t.Fatalf("%d dispatch messages, want 1", len(d))
+			}
+			dups := 0
+			for _, d := range h.logs.decisions(t) {
+				if d["decision"] == claim.DecisionDuplicate {
+					dups++
+				}
+			}
+			if dups != 1 {
+				t.Fatalf("%d duplicate decisions, want 1 (the losing copy)", dups)
+			}
+			h.receiveNone(t)
+		})
+	}
+}
