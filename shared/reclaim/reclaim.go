@@ -56,6 +56,15 @@
 //     A refused entry stays queued with its due_at: the sweep after the
 //     queued grace sends it (as for any failed send).
 //
+// Abandoning an expired lease (claiming past max age) also removes what the
+// dead attempt may have started: its runner registration <pool>-<job_id>
+// (unless busy: GitHub refuses with 422, and a busy runner is at work) and
+// the provisioner's leftovers (the SSM parameter of its JIT config, so a
+// machine still booting powers off). It runs only after the fenced abandon
+// write succeeded, and skips GitHub while the installation's shared rate
+// reading says exhausted (logged, counted): a later janitor pass catches
+// that runner, the claimer's budget is worth more.
+//
 // This package must never decide retry policy for a job (ladder, classes):
 // it only puts jobs back where a claimer decides. It must never Scan the
 // table, and never import an AWS service package.
@@ -73,6 +82,7 @@ import (
 
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/obs"
+	"github.com/ghclaim/ghclaim/shared/pool"
 	"github.com/ghclaim/ghclaim/shared/queue"
 	"github.com/ghclaim/ghclaim/shared/store"
 )
@@ -172,6 +182,15 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics gets the pass's counts as one EMF line (none when nil).
 	Metrics *obs.Metrics
+
+	// Abandoning an expired lease removes what the dead attempt may have
+	// started (see removeLeftovers). GitHub and Provisioner each may be
+	// nil (that part is not removed); Pools resolves the record's pool;
+	// Rates, when set, keeps GitHub calls off an exhausted installation.
+	GitHub      GitHub
+	Provisioner Provisioner
+	Rates       Rates
+	Pools       []pool.Pool
 }
 
 func (c Config) withDefaults() Config {
@@ -257,6 +276,14 @@ type Report struct {
 	// Unreadable counts items of the sweep index that are no job record
 	// this code can decode (logged with their pk; skipped, not fatal).
 	Unreadable int
+	// CleanedUp counts abandoned expired leases whose runner and machine
+	// leftovers were removed (or found absent, or busy and left alone).
+	CleanedUp int
+	// CleanupRateLimited counts abandons whose runner was not looked at
+	// because the installation's rate limit was exhausted.
+	CleanupRateLimited int
+	// CleanupFailed counts abandons whose cleanup failed in part (logged).
+	CleanupFailed int
 	// Incomplete is set when the pass stopped before the index was
 	// exhausted (budget, deadline or MaxRecords); the next pass goes on.
 	Incomplete bool
@@ -399,6 +426,8 @@ func (r *Reclaimer) abandon(ctx context.Context, c candidate, now time.Time, rep
 	rep.Abandoned++
 	r.decisionLog(c).WarnContext(ctx, "reclaim abandoned", slog.String("outcome", "abandoned"), slog.Int64(obs.KeyVersion, version),
 		slog.String(obs.KeyClass, c.rec.LastErrorClass), slog.Int64("first_failure_at", c.rec.FirstFailureAt))
+	// Only now: a pass that lost the race must not touch what the winner owns.
+	r.removeLeftovers(ctx, c, now, rep)
 	return nil
 }
 
@@ -411,6 +440,10 @@ const (
 	MetricScanned    = "ReclaimScanned"
 	MetricIncomplete = "ReclaimIncomplete"
 	MetricUnreadable = "ReclaimUnreadable"
+	// MetricCleanupRateLimited counts abandons whose runner was left for
+	// later because the installation's rate limit was exhausted.
+	MetricCleanupRateLimited = "ReclaimCleanupRateLimited"
+	MetricCleanupFailed      = "ReclaimCleanupFailed"
 )
 
 // MetricFor is the metric name of the re-enqueue count for reason.
@@ -437,6 +470,8 @@ func (r *Reclaimer) summarize(rep Report, err error) {
 	m.Add(MetricScanned, float64(rep.Scanned))
 	m.Add(MetricIncomplete, incomplete)
 	m.Add(MetricUnreadable, float64(rep.Unreadable))
+	m.Add(MetricCleanupRateLimited, float64(rep.CleanupRateLimited))
+	m.Add(MetricCleanupFailed, float64(rep.CleanupFailed))
 	m.Flush()
 
 	attrs = append(attrs,
@@ -446,6 +481,9 @@ func (r *Reclaimer) summarize(rep Report, err error) {
 		slog.Int("skipped", rep.Skipped),
 		slog.Int("failed", rep.Failed),
 		slog.Int("unreadable", rep.Unreadable),
+		slog.Int("cleaned_up", rep.CleanedUp),
+		slog.Int("cleanup_rate_limited", rep.CleanupRateLimited),
+		slog.Int("cleanup_failed", rep.CleanupFailed),
 		slog.Bool("incomplete", rep.Incomplete))
 	level := slog.LevelInfo
 	if err != nil {

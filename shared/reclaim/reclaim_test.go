@@ -116,6 +116,7 @@ func (s *spySQS) messages(t *testing.T) []sent {
 }
 
 type fixture struct {
+	aws   aws.Config
 	store *store.Store
 	db    *dynamodb.Client
 	sqs   *sqs.Client
@@ -148,6 +149,7 @@ func setup(t *testing.T) *fixture {
 	sq := sqs.NewFromConfig(cfg)
 	spy := &spySQS{SQS: sq}
 	return &fixture{
+		aws:   cfg,
 		store: store.New(db, stack.TableName, store.Options{}),
 		db:    db, sqs: sq, spy: spy,
 		queue: queue.New(spy, stack.QueueURL),
