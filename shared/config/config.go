@@ -250,7 +250,7 @@ func LoadReclaimer(get Getenv) (Reclaimer, error) {
 		GitHubApp: r.githubApp(),
 		Pools:     r.pools(),
 		MaxAge:    r.duration("MAX_AGE", DefaultMaxAge),
-		Budget: r.duration("SWEEP_BUDGET", 40*time.Second),
+		Budget:    r.duration("SWEEP_BUDGET", 40*time.Second),
 	}
 	return c, r.err()
 }
