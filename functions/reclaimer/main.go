@@ -1,51 +1,97 @@
 // Command reclaimer is the scheduled Lambda function that re-enqueues job
-// records nobody is moving any more (see shared/reclaim). It only wires:
+// records nobody is moving any more, and removes the runner and machine
+// of an attempt it abandons (see shared/reclaim). It only wires:
 // configuration, clients built once per cold start, lambda.Start.
 package main
 
 import (
 	"context"
-	"log/slog"
+	"fmt"
+	"net/http"
 	"os"
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/ghclaim/ghclaim/shared/config"
+	"github.com/ghclaim/ghclaim/shared/ghapp"
 	"github.com/ghclaim/ghclaim/shared/obs"
+	"github.com/ghclaim/ghclaim/shared/pool"
+	"github.com/ghclaim/ghclaim/shared/provision"
 	"github.com/ghclaim/ghclaim/shared/queue"
+	"github.com/ghclaim/ghclaim/shared/ratelimit"
 	"github.com/ghclaim/ghclaim/shared/reclaim"
+	"github.com/ghclaim/ghclaim/shared/secret"
 	"github.com/ghclaim/ghclaim/shared/store"
 )
 
 func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "reclaimer:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
 	cfg, err := config.LoadReclaimer(os.Getenv)
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	// The SDK reads AWS_ENDPOINT_URL itself (moto, LocalStack).
+	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
+	if err != nil {
+		return fmt.Errorf("aws config: %w", err)
+	}
+	var sm secret.SecretsManager
+	if cfg.PrivateKeyARN != "" {
+		sm = secretsmanager.NewFromConfig(awsCfg)
+	}
+	key, err := secret.Resolve(ctx, sm, cfg.PrivateKeyARN, cfg.PrivateKey)
+	if err != nil {
+		return fmt.Errorf("github app private key: %w", err)
+	}
 	log := obs.NewLogger(os.Stdout, cfg.LogLevel)
-	if err != nil {
-		log.Error("invalid configuration", slog.Any("err", err))
-		os.Exit(1)
-	}
-	awsCfg, err := awsconfig.LoadDefaultConfig(context.Background())
-	if err != nil {
-		log.Error("load AWS configuration", slog.Any("err", err))
-		os.Exit(1)
-	}
+
 	st := store.New(dynamodb.NewFromConfig(awsCfg), cfg.TableName, store.Options{
 		Shards:       cfg.SweepShards,
 		PendingGrace: cfg.PendingGrace,
 		QueuedGrace:  cfg.QueuedGrace,
 		RecordTTL:    cfg.RecordTTL,
 	})
-	q := queue.New(sqs.NewFromConfig(awsCfg), cfg.ClaimsQueueURL)
-	r := reclaim.New(st, q, reclaim.Config{
+	rates := ratelimit.NewTracker(st, ratelimit.DefaultPersistRule(), time.Now)
+	gh, err := ghapp.New(ghapp.Config{
+		AppID:      cfg.AppID,
+		PrivateKey: []byte(key),
+		BaseURL:    cfg.GitHubAPIURL,
+		Wrap: func(installationID int64, base http.RoundTripper) http.RoundTripper {
+			return ratelimit.NewTransport(base, installationID, rates, time.Now)
+		},
+	})
+	if err != nil {
+		return err
+	}
+	sqsClient := sqs.NewFromConfig(awsCfg)
+	r := reclaim.New(st, queue.New(sqsClient, cfg.ClaimsQueueURL), reclaim.Config{
 		MaxAge:  cfg.MaxAge,
 		Budget:  cfg.Budget,
 		Now:     time.Now,
 		Logger:  log,
 		Metrics: obs.NewMetrics(os.Stdout, map[string]string{"function": "reclaimer"}, time.Now),
+		GitHub:  gh,
+		Rates:   rates,
+		Pools:   cfg.Pools,
+		Provisioner: provision.Registry{
+			pool.ProvisionerEC2:      provision.NewEC2(ec2.NewFromConfig(awsCfg), ssm.NewFromConfig(awsCfg), log),
+			pool.ProvisionerDispatch: provision.NewDispatch(sqsClient, log),
+		},
 	})
 	lambda.Start(r.Handle)
+	return nil
 }

@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"math"
+	"slices"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -66,6 +67,14 @@ var _ queue.SQS = (*SQS)(nil)
 func (s *SQS) SendMessage(ctx context.Context, in *sqs.SendMessageInput, opt ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
 	return do(ctx, s.In, TargetSQS, s.Caller, "SendMessage", func(ctx context.Context) (*sqs.SendMessageOutput, error) {
 		return s.Next.SendMessage(ctx, in, opt...)
+	})
+}
+
+// SendMessageBatch is sqs.Client.SendMessageBatch with faults (the whole
+// call fails or is killed, as a lost connection would).
+func (s *SQS) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, opt ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	return do(ctx, s.In, TargetSQS, s.Caller, "SendMessageBatch", func(ctx context.Context) (*sqs.SendMessageBatchOutput, error) {
+		return s.Next.SendMessageBatch(ctx, in, opt...)
 	})
 }
 
@@ -185,6 +194,21 @@ func (c *Compress) SendMessage(ctx context.Context, in *sqs.SendMessageInput, op
 		in = &cp
 	}
 	return c.Next.SendMessage(ctx, in, opt...)
+}
+
+// SendMessageBatch sends with every entry's DelaySeconds scaled.
+func (c *Compress) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, opt ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	if c.Scale > 0 && c.Scale < 1 {
+		cp := *in
+		cp.Entries = slices.Clone(in.Entries)
+		for i, e := range cp.Entries {
+			if e.DelaySeconds > 0 {
+				cp.Entries[i].DelaySeconds = int32(math.Ceil(float64(e.DelaySeconds) * c.Scale))
+			}
+		}
+		in = &cp
+	}
+	return c.Next.SendMessageBatch(ctx, in, opt...)
 }
 
 // DeleteMessage passes through.

@@ -62,6 +62,11 @@ func (c *counting) SendMessage(context.Context, *sqs.SendMessageInput, ...func(*
 	return &sqs.SendMessageOutput{}, nil
 }
 
+func (c *counting) SendMessageBatch(context.Context, *sqs.SendMessageBatchInput, ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	c.hit()
+	return &sqs.SendMessageBatchOutput{}, nil
+}
+
 func (c *counting) DeleteMessage(context.Context, *sqs.DeleteMessageInput, ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error) {
 	c.hit()
 	return &sqs.DeleteMessageOutput{}, nil

@@ -545,3 +545,9 @@ func (h *harness) hasParameter(t *testing.T, runner string) bool {
 	t.Fatalf("GetParameter %s: %v", runner, err)
 	return false
 }
+
+// SendMessageBatch passes through unrecorded: the claimer sends one message
+// at a time (queue.SQS carries it for the reclaimer).
+func (r *sqsRecorder) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, opt ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	return r.api.SendMessageBatch(ctx, in, opt...)
+}

@@ -3,8 +3,9 @@
 // bad deployment fails on its first cold start with a message that names
 // the variable, instead of losing jobs later.
 //
-// Each function requires only the variables it uses: the reclaimer needs no
-// GitHub App, the webhook no private key. Secrets are referenced here, never
+// Each function requires only the variables it uses: the webhook needs no
+// private key; the reclaimer needs the GitHub App and RUNNER_POOLS because
+// abandoning an expired lease removes that attempt's runner and machine. Secrets are referenced here, never
 // resolved: WEBHOOK_SECRET_ARN / GITHUB_APP_PRIVATE_KEY_ARN name Secrets
 // Manager secrets that main resolves once per cold start; the plain
 // WEBHOOK_SECRET / GITHUB_APP_PRIVATE_KEY are for local runs only. This
@@ -68,22 +69,31 @@ type Webhook struct {
 	MaxBodyBytes  int
 }
 
-// Claimer is the claimer function's configuration.
-type Claimer struct {
-	Common
+// GitHubApp is how a function reaches GitHub as the App.
+type GitHubApp struct {
 	AppID         int64
 	PrivateKeyARN string
 	PrivateKey    string // PEM, local only
 	GitHubAPIURL  string
-	Pools         []pool.Pool
-	Ladder        []time.Duration
-	MaxAge        time.Duration
-	Lease         time.Duration
 }
 
-// Reclaimer is the reclaimer function's configuration.
+// Claimer is the claimer function's configuration.
+type Claimer struct {
+	Common
+	GitHubApp
+	Pools  []pool.Pool
+	Ladder []time.Duration
+	MaxAge time.Duration
+	Lease  time.Duration
+}
+
+// Reclaimer is the reclaimer function's configuration. It needs the GitHub
+// App and the pools to remove the runner and machine of an attempt it
+// abandons (claiming past max age).
 type Reclaimer struct {
 	Common
+	GitHubApp
+	Pools  []pool.Pool
 	MaxAge time.Duration
 	// Budget bounds one sweep so it finishes well inside the invocation.
 	Budget time.Duration
@@ -158,6 +168,27 @@ func (r *reader) common() Common {
 	return c
 }
 
+func (r *reader) githubApp() GitHubApp {
+	c := GitHubApp{
+		AppID:         r.integer("GITHUB_APP_ID", 0, 1),
+		PrivateKeyARN: strings.TrimSpace(r.get("GITHUB_APP_PRIVATE_KEY_ARN")),
+		PrivateKey:    r.get("GITHUB_APP_PRIVATE_KEY"),
+		GitHubAPIURL:  strings.TrimRight(strings.TrimSpace(r.get("GITHUB_API_URL")), "/"),
+	}
+	if c.AppID == 0 {
+		r.required("GITHUB_APP_ID")
+	}
+	if c.PrivateKeyARN == "" && strings.TrimSpace(c.PrivateKey) == "" {
+		r.fail("GITHUB_APP_PRIVATE_KEY_ARN", errors.New("required (or GITHUB_APP_PRIVATE_KEY for local runs), neither is set"))
+	}
+	if c.GitHubAPIURL == "" {
+		c.GitHubAPIURL = DefaultGitHubAPIURL
+	} else if !strings.HasPrefix(c.GitHubAPIURL, "https://") && !strings.HasPrefix(c.GitHubAPIURL, "http://") {
+		r.fail("GITHUB_API_URL", fmt.Errorf("%q is not an http(s) URL", c.GitHubAPIURL))
+	}
+	return c
+}
+
 func (r *reader) err() error { return errors.Join(r.errs...) }
 
 // LoadWebhook reads the webhook's configuration.
@@ -190,25 +221,11 @@ func LoadWebhook(get Getenv) (Webhook, error) {
 func LoadClaimer(get Getenv) (Claimer, error) {
 	r := &reader{get: get}
 	c := Claimer{
-		Common:        r.common(),
-		AppID:         r.integer("GITHUB_APP_ID", 0, 1),
-		PrivateKeyARN: strings.TrimSpace(get("GITHUB_APP_PRIVATE_KEY_ARN")),
-		PrivateKey:    get("GITHUB_APP_PRIVATE_KEY"),
-		GitHubAPIURL:  strings.TrimRight(strings.TrimSpace(get("GITHUB_API_URL")), "/"),
-		Pools:         r.pools(),
-		MaxAge:        r.duration("MAX_AGE", DefaultMaxAge),
-		Lease:         r.duration("LEASE_DURATION", DefaultLease),
-	}
-	if c.AppID == 0 {
-		r.required("GITHUB_APP_ID")
-	}
-	if c.PrivateKeyARN == "" && strings.TrimSpace(c.PrivateKey) == "" {
-		r.fail("GITHUB_APP_PRIVATE_KEY_ARN", errors.New("required (or GITHUB_APP_PRIVATE_KEY for local runs), neither is set"))
-	}
-	if c.GitHubAPIURL == "" {
-		c.GitHubAPIURL = DefaultGitHubAPIURL
-	} else if !strings.HasPrefix(c.GitHubAPIURL, "https://") && !strings.HasPrefix(c.GitHubAPIURL, "http://") {
-		r.fail("GITHUB_API_URL", fmt.Errorf("%q is not an http(s) URL", c.GitHubAPIURL))
+		Common:    r.common(),
+		GitHubApp: r.githubApp(),
+		Pools:     r.pools(),
+		MaxAge:    r.duration("MAX_AGE", DefaultMaxAge),
+		Lease:     r.duration("LEASE_DURATION", DefaultLease),
 	}
 	ladder := strings.TrimSpace(get("RETRY_LADDER"))
 	if ladder == "" {
@@ -229,9 +246,11 @@ func LoadClaimer(get Getenv) (Claimer, error) {
 func LoadReclaimer(get Getenv) (Reclaimer, error) {
 	r := &reader{get: get}
 	c := Reclaimer{
-		Common: r.common(),
-		MaxAge: r.duration("MAX_AGE", DefaultMaxAge),
-		Budget: r.duration("SWEEP_BUDGET", 40*time.Second),
+		Common:    r.common(),
+		GitHubApp: r.githubApp(),
+		Pools:     r.pools(),
+		MaxAge:    r.duration("MAX_AGE", DefaultMaxAge),
+		Budget:    r.duration("SWEEP_BUDGET", 40*time.Second),
 	}
 	return c, r.err()
 }

@@ -51,11 +51,17 @@ func TestDefaults(t *testing.T) {
 
 func TestEachFunctionRequiresOnlyWhatItUses(t *testing.T) {
 	t.Parallel()
-	m := map[string]string{"TABLE_NAME": "t", "CLAIMS_QUEUE_URL": "q"}
-	if _, err := LoadReclaimer(env(m)); err != nil {
-		t.Fatalf("reclaimer needs no GitHub App or pools: %v", err)
+	m := map[string]string{"TABLE_NAME": "t", "CLAIMS_QUEUE_URL": "q", "RUNNER_POOLS": pools,
+		"GITHUB_APP_ID": "7", "GITHUB_APP_PRIVATE_KEY_ARN": "arn:aws:secretsmanager:eu-west-1:1:secret:k"}
+	c, err := LoadReclaimer(env(m))
+	if err != nil {
+		t.Fatalf("reclaimer needs no webhook secret: %v", err)
 	}
-	m["RUNNER_POOLS"] = pools
+	if c.AppID != 7 || len(c.Pools) != 1 || c.GitHubAPIURL != DefaultGitHubAPIURL {
+		t.Errorf("reclaimer: app %d, %d pools, url %q; want app 7, 1 pool, the default URL", c.AppID, len(c.Pools), c.GitHubAPIURL)
+	}
+	delete(m, "GITHUB_APP_ID")
+	delete(m, "GITHUB_APP_PRIVATE_KEY_ARN")
 	m["WEBHOOK_SECRET"] = "s"
 	if _, err := LoadWebhook(env(m)); err != nil {
 		t.Fatalf("webhook needs no private key: %v", err)
@@ -84,6 +90,9 @@ func TestErrorsNameTheVariable(t *testing.T) {
 		{"bad api url", claimer, map[string]string{"GITHUB_API_URL": "api.github.com"}, nil, "GITHUB_API_URL"},
 		{"bad shards", reclaimer, map[string]string{"SWEEP_SHARDS": "0"}, nil, "SWEEP_SHARDS"},
 		{"bad level", reclaimer, map[string]string{"LOG_LEVEL": "loud"}, nil, "LOG_LEVEL"},
+		{"reclaimer: no app id", reclaimer, nil, []string{"GITHUB_APP_ID"}, "GITHUB_APP_ID"},
+		{"reclaimer: no key", reclaimer, nil, []string{"GITHUB_APP_PRIVATE_KEY"}, "GITHUB_APP_PRIVATE_KEY_ARN"},
+		{"reclaimer: no pools", reclaimer, nil, []string{"RUNNER_POOLS"}, "RUNNER_POOLS"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,6 +1,7 @@
 // Package queue is the SQS adapter for claim messages: it sends a job's
-// message with a per-message delay, deletes handled messages, and decodes
-// and validates message bodies.
+// message with a per-message delay (one at a time, or up to ten in one
+// SendMessageBatch so they leave at one instant), deletes handled messages,
+// and decodes and validates message bodies.
 //
 // SQS caps DelaySeconds at 900 s; this package never chains longer delays
 // itself (the claimer records not_before in the message and re-sends), it
@@ -13,12 +14,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/ghclaim/ghclaim/shared/job"
 )
@@ -26,9 +29,13 @@ import (
 // MaxDelay is SQS's cap on a message's DelaySeconds.
 const MaxDelay = 900 * time.Second
 
+// MaxBatch is SQS's cap on the entries of one SendMessageBatch.
+const MaxBatch = 10
+
 // SQS is the part of the SQS API the queue uses.
 type SQS interface {
 	SendMessage(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
+	SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error)
 	DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput, optFns ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error)
 	ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
 }
@@ -50,23 +57,32 @@ func New(api SQS, url string) *Queue { return &Queue{api: api, url: url} }
 // URL is the queue's URL.
 func (q *Queue) URL() string { return q.url }
 
-// Send sends m, visible after delay (rounded up to whole seconds so a job is
-// never early). Delays past MaxDelay are refused.
-func (q *Queue) Send(ctx context.Context, m job.Message, delay time.Duration) error {
+// encode checks delay and returns m's body and DelaySeconds: the delay
+// rounded up to whole seconds so a job is never early, refused past MaxDelay.
+func encode(m job.Message, delay time.Duration) (string, int32, error) {
 	if delay < 0 {
 		delay = 0
 	}
 	if delay > MaxDelay {
-		return fmt.Errorf("send job %d: delay %s is over SQS's %s cap", m.JobID, delay, MaxDelay)
+		return "", 0, fmt.Errorf("send job %d: delay %s is over SQS's %s cap", m.JobID, delay, MaxDelay)
 	}
 	body, err := json.Marshal(m)
 	if err != nil {
-		return fmt.Errorf("send job %d: %w", m.JobID, err)
+		return "", 0, fmt.Errorf("send job %d: %w", m.JobID, err)
 	}
-	secs := int32(math.Ceil(delay.Seconds()))
+	return string(body), int32(math.Ceil(delay.Seconds())), nil
+}
+
+// Send sends m, visible after delay (rounded up to whole seconds so a job is
+// never early). Delays past MaxDelay are refused.
+func (q *Queue) Send(ctx context.Context, m job.Message, delay time.Duration) error {
+	body, secs, err := encode(m, delay)
+	if err != nil {
+		return err
+	}
 	_, err = q.api.SendMessage(ctx, &sqs.SendMessageInput{
 		QueueUrl:     &q.url,
-		MessageBody:  aws.String(string(body)),
+		MessageBody:  aws.String(body),
 		DelaySeconds: secs,
 	})
 	if err != nil {
@@ -74,6 +90,88 @@ func (q *Queue) Send(ctx context.Context, m job.Message, delay time.Duration) er
 	}
 	return nil
 }
+
+// SendBatch sends msgs[i] visible after delays[i] (rounded as Send does) in
+// one SendMessageBatch call, so every message of the batch leaves at the
+// same instant. It returns one error per message, nil for each message SQS
+// accepted: SQS accepts or refuses each entry on its own, and the caller
+// must keep every refused one (its record) for a later send. A batch of
+// more than MaxBatch messages, or with len(delays) != len(msgs), sends
+// nothing.
+func (q *Queue) SendBatch(ctx context.Context, msgs []job.Message, delays []time.Duration) []error {
+	errs := make([]error, len(msgs))
+	all := func(err error) []error {
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
+	switch {
+	case len(msgs) == 0:
+		return errs
+	case len(msgs) > MaxBatch:
+		return all(fmt.Errorf("send batch: %d messages, SQS takes at most %d per call", len(msgs), MaxBatch))
+	case len(delays) != len(msgs):
+		return all(fmt.Errorf("send batch: %d delays for %d messages", len(delays), len(msgs)))
+	}
+	in := &sqs.SendMessageBatchInput{QueueUrl: &q.url}
+	ids := map[string]int{}
+	for i, m := range msgs {
+		body, secs, err := encode(m, delays[i])
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		id := strconv.Itoa(i) // unique within the batch, as SQS requires
+		ids[id] = i
+		in.Entries = append(in.Entries, sqstypes.SendMessageBatchRequestEntry{
+			Id: aws.String(id), MessageBody: aws.String(body), DelaySeconds: secs,
+		})
+	}
+	if len(in.Entries) == 0 {
+		return errs
+	}
+	out, err := q.api.SendMessageBatch(ctx, in)
+	if err != nil {
+		for _, i := range ids {
+			errs[i] = fmt.Errorf("send job %d version %d: %w", msgs[i].JobID, msgs[i].Version, err)
+		}
+		return errs
+	}
+	// An entry SQS names in neither list is not known to be sent.
+	unknown := maps.Clone(ids)
+	for _, s := range out.Successful {
+		delete(unknown, aws.ToString(s.Id))
+	}
+	for _, f := range out.Failed {
+		i, ok := ids[aws.ToString(f.Id)]
+		if !ok {
+			continue
+		}
+		delete(unknown, aws.ToString(f.Id))
+		errs[i] = fmt.Errorf("send job %d version %d: %w", msgs[i].JobID, msgs[i].Version, &EntryError{
+			Code: aws.ToString(f.Code), Message: aws.ToString(f.Message), SenderFault: f.SenderFault,
+		})
+	}
+	for _, i := range unknown {
+		errs[i] = fmt.Errorf("send job %d version %d: %w", msgs[i].JobID, msgs[i].Version, errNoAnswer)
+	}
+	return errs
+}
+
+// EntryError is SQS's refusal of one entry of a batch.
+type EntryError struct {
+	Code    string
+	Message string
+	// SenderFault: the entry itself is wrong; sending it again as it is fails again.
+	SenderFault bool
+}
+
+func (e *EntryError) Error() string {
+	return fmt.Sprintf("sqs refused the entry: %s: %s (sender fault %t)", e.Code, e.Message, e.SenderFault)
+}
+
+var errNoAnswer = errors.New("sqs answered neither success nor failure for the entry")
 
 // Delete removes a handled message.
 func (q *Queue) Delete(ctx context.Context, receiptHandle string) error {

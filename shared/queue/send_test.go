@@ -8,6 +8,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/ghclaim/ghclaim/shared/job"
 )
@@ -16,7 +17,22 @@ import (
 // behaviour (the integration tests of the callers use moto for that).
 type sqsSpy struct {
 	sends      []*sqs.SendMessageInput
+	batches    []*sqs.SendMessageBatchInput
 	visibility []*sqs.ChangeMessageVisibilityInput
+	// batchAnswer answers a SendMessageBatch (all successful when nil).
+	batchAnswer func(in *sqs.SendMessageBatchInput) (*sqs.SendMessageBatchOutput, error)
+}
+
+func (s *sqsSpy) SendMessageBatch(_ context.Context, in *sqs.SendMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	s.batches = append(s.batches, in)
+	if s.batchAnswer != nil {
+		return s.batchAnswer(in)
+	}
+	out := &sqs.SendMessageBatchOutput{}
+	for _, e := range in.Entries {
+		out.Successful = append(out.Successful, sqstypes.SendMessageBatchResultEntry{Id: e.Id, MessageId: aws.String("m-" + aws.ToString(e.Id))})
+	}
+	return out, nil
 }
 
 func (s *sqsSpy) SendMessage(_ context.Context, in *sqs.SendMessageInput, _ ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {

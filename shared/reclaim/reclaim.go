@@ -41,9 +41,29 @@
 //     running out of budget.
 //   - Re-enqueues go before abandonments: a job that can still run matters
 //     more than bookkeeping for one that cannot.
-//   - Every delay is measured from the pass's "now" to a fixed due time and
-//     recomputed when the message is sent, so the slot layout holds in real
-//     time even when sends are slow.
+//   - The herd bound is on arrivals, not on planned delays. SQS makes a
+//     message visible at the instant it got it plus whole DelaySeconds, so
+//     messages sent one by one, each delay measured at its own send, drift
+//     by each send's offset within the second and pile up where it wraps
+//     (M = 60 landed 5 in one second with 1 ms calls). So slots are whole
+//     seconds from one origin (the first send), messages go out in
+//     ascending order ten per SendMessageBatch, and each later batch is held
+//     to a whole second after the origin (passes of up to HoldUpTo jobs)
+//     with its delays counted from there: every arrival is origin + an
+//     integer, ≤ 3 jobs per instant, so ≤ 3 in any 1 s. A batch is taken
+//     back just before it is sent, so a pass cut short by its budget leaves
+//     the rest untouched for the next run, not waiting out the queued grace.
+//     A refused entry stays queued with its due_at: the sweep after the
+//     queued grace sends it (as for any failed send).
+//
+// Abandoning an expired lease (claiming past max age) also removes what the
+// dead attempt may have started: its runner registration <pool>-<job_id>
+// (unless busy: GitHub refuses with 422, and a busy runner is at work) and
+// the provisioner's leftovers (the SSM parameter of its JIT config, so a
+// machine still booting powers off). It runs only after the fenced abandon
+// write succeeded, and skips GitHub while the installation's shared rate
+// reading says exhausted (logged, counted): a later janitor pass catches
+// that runner, the claimer's budget is worth more.
 //
 // This package must never decide retry policy for a job (ladder, classes):
 // it only puts jobs back where a claimer decides. It must never Scan the
@@ -62,6 +82,7 @@ import (
 
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/obs"
+	"github.com/ghclaim/ghclaim/shared/pool"
 	"github.com/ghclaim/ghclaim/shared/queue"
 	"github.com/ghclaim/ghclaim/shared/store"
 )
@@ -73,9 +94,11 @@ type Store interface {
 	TakeBack(ctx context.Context, read job.Record, to job.State, due time.Time, reason string, now time.Time) (int64, error)
 }
 
-// Queue is the part of shared/queue the reclaimer uses.
+// Queue is the part of shared/queue the reclaimer uses. SendBatch sends up
+// to queue.MaxBatch messages in one call and returns one error per message
+// (nil: sent).
 type Queue interface {
-	Send(ctx context.Context, m job.Message, delay time.Duration) error
+	SendBatch(ctx context.Context, msgs []job.Message, delays []time.Duration) []error
 }
 
 var (
@@ -152,10 +175,22 @@ type Config struct {
 	Now func() time.Time
 	// Rand feeds Spread (a process-wide source when nil).
 	Rand Rand
+	// Sleep holds a batch to its second boundary (a timer honouring ctx
+	// when nil); tests pass one that moves their clock.
+	Sleep func(ctx context.Context, d time.Duration) error
 	// Logger gets one line per decision and one per pass (slog.Default when nil).
 	Logger *slog.Logger
 	// Metrics gets the pass's counts as one EMF line (none when nil).
 	Metrics *obs.Metrics
+
+	// Abandoning an expired lease removes what the dead attempt may have
+	// started (see removeLeftovers). GitHub and Provisioner each may be
+	// nil (that part is not removed); Pools resolves the record's pool;
+	// Rates, when set, keeps GitHub calls off an exhausted installation.
+	GitHub      GitHub
+	Provisioner Provisioner
+	Rates       Rates
+	Pools       []pool.Pool
 }
 
 func (c Config) withDefaults() Config {
@@ -180,10 +215,24 @@ func (c Config) withDefaults() Config {
 	if c.Rand == nil {
 		c.Rand = globalRand{}
 	}
+	if c.Sleep == nil {
+		c.Sleep = sleep
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
 	return c
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // globalRand is math/rand/v2's process-wide source: randomly seeded and
@@ -227,6 +276,14 @@ type Report struct {
 	// Unreadable counts items of the sweep index that are no job record
 	// this code can decode (logged with their pk; skipped, not fatal).
 	Unreadable int
+	// CleanedUp counts abandoned expired leases whose runner and machine
+	// leftovers were removed (or found absent, or busy and left alone).
+	CleanedUp int
+	// CleanupRateLimited counts abandons whose runner was not looked at
+	// because the installation's rate limit was exhausted.
+	CleanupRateLimited int
+	// CleanupFailed counts abandons whose cleanup failed in part (logged).
+	CleanupFailed int
 	// Incomplete is set when the pass stopped before the index was
 	// exhausted (budget, deadline or MaxRecords); the next pass goes on.
 	Incomplete bool
@@ -282,13 +339,8 @@ func (r *Reclaimer) Run(ctx context.Context) (Report, error) {
 		}
 	}
 	errs := []error{collectErr}
-	delays := Spread(len(requeue), r.cfg.Rand)
-	for i, c := range requeue {
-		if r.past(ctx, stop) {
-			rep.Incomplete = true
-			break
-		}
-		errs = append(errs, r.requeue(ctx, c, now, now.Add(delays[i]), &rep))
+	if !r.send(ctx, now, stop, requeue, &rep, &errs) {
+		rep.Incomplete = true
 	}
 	for _, c := range abandon {
 		if r.past(ctx, stop) {
@@ -363,65 +415,19 @@ func (r *Reclaimer) collect(ctx context.Context, now, by time.Time, rep *Report)
 	return found, nil
 }
 
-// requeue takes c back to queued with due and sends its message.
-func (r *Reclaimer) requeue(ctx context.Context, c candidate, now, due time.Time, rep *Report) error {
-	log := r.cfg.Logger.With(
-		slog.Int64(obs.KeyJobID, c.rec.JobID),
-		slog.String(obs.KeyReason, string(c.reason)),
-		slog.String(obs.KeyState, string(c.rec.State)),
-		slog.Int(obs.KeyAttempt, c.rec.Attempt))
-	version, err := r.store.TakeBack(ctx, c.rec, job.Queued, due, string(c.reason), now)
-	if errors.Is(err, store.ErrConflict) {
-		rep.Raced++
-		log.Info("reclaim raced", slog.String("outcome", "raced"), slog.Int64(obs.KeyVersion, c.rec.Version))
-		return nil
-	}
-	if err != nil {
-		rep.Failed++
-		log.Error("reclaim failed", slog.String("outcome", "failed"), slog.Int64(obs.KeyVersion, c.rec.Version), slog.Any("err", err))
-		return fmt.Errorf("reclaim job %d: %w", c.rec.JobID, err)
-	}
-	// Measured again at send time, so a slow pass does not shift the slot.
-	delay := max(due.Sub(r.cfg.Now()), 0)
-	msg := job.Message{JobID: c.rec.JobID, Version: version, Attempt: c.rec.Attempt}
-	if err := r.queue.Send(ctx, msg, delay); err != nil {
-		// Not a loss: the record is queued with due_at and becomes stale
-		// again after the queued grace.
-		rep.SendFailed++
-		log.Error("reclaim send failed", slog.String("outcome", "send_failed"),
-			slog.Int64(obs.KeyVersion, version), slog.Int64(obs.KeyDelay, delay.Milliseconds()), slog.Any("err", err))
-		return nil
-	}
-	rep.Requeued[c.reason]++
-	log.Info("reclaim requeued", slog.String("outcome", "requeued"),
-		slog.Int64(obs.KeyVersion, version), slog.Int64(obs.KeyDelay, delay.Milliseconds()))
-	return nil
-}
-
 // abandon moves c to abandoned: it has been failing for longer than MaxAge.
 func (r *Reclaimer) abandon(ctx context.Context, c candidate, now time.Time, rep *Report) error {
-	log := r.cfg.Logger.With(
-		slog.Int64(obs.KeyJobID, c.rec.JobID),
-		slog.String(obs.KeyReason, string(c.reason)),
-		slog.String(obs.KeyState, string(c.rec.State)),
-		slog.Int(obs.KeyAttempt, c.rec.Attempt),
-		slog.String(obs.KeyClass, c.rec.LastErrorClass))
 	why := fmt.Sprintf("reclaimer: max age %s passed since the first failure at %s (%s)",
 		r.cfg.MaxAge, job.FromMillis(c.rec.FirstFailureAt).UTC().Format(time.RFC3339), c.reason)
-	version, err := r.store.TakeBack(ctx, c.rec, job.Abandoned, time.Time{}, why, now)
-	if errors.Is(err, store.ErrConflict) {
-		rep.Raced++
-		log.Info("reclaim raced", slog.String("outcome", "raced"), slog.Int64(obs.KeyVersion, c.rec.Version))
-		return nil
-	}
-	if err != nil {
-		rep.Failed++
-		log.Error("reclaim failed", slog.String("outcome", "failed"), slog.Int64(obs.KeyVersion, c.rec.Version), slog.Any("err", err))
-		return fmt.Errorf("abandon job %d: %w", c.rec.JobID, err)
+	version, ok, err := r.takeBack(ctx, c, job.Abandoned, time.Time{}, why, now, rep)
+	if !ok {
+		return err
 	}
 	rep.Abandoned++
-	log.Warn("reclaim abandoned", slog.String("outcome", "abandoned"), slog.Int64(obs.KeyVersion, version),
-		slog.Int64("first_failure_at", c.rec.FirstFailureAt))
+	r.decisionLog(c).WarnContext(ctx, "reclaim abandoned", slog.String("outcome", "abandoned"), slog.Int64(obs.KeyVersion, version),
+		slog.String(obs.KeyClass, c.rec.LastErrorClass), slog.Int64("first_failure_at", c.rec.FirstFailureAt))
+	// Only now: a pass that lost the race must not touch what the winner owns.
+	r.removeLeftovers(ctx, c, now, rep)
 	return nil
 }
 
@@ -434,6 +440,10 @@ const (
 	MetricScanned    = "ReclaimScanned"
 	MetricIncomplete = "ReclaimIncomplete"
 	MetricUnreadable = "ReclaimUnreadable"
+	// MetricCleanupRateLimited counts abandons whose runner was left for
+	// later because the installation's rate limit was exhausted.
+	MetricCleanupRateLimited = "ReclaimCleanupRateLimited"
+	MetricCleanupFailed      = "ReclaimCleanupFailed"
 )
 
 // MetricFor is the metric name of the re-enqueue count for reason.
@@ -460,6 +470,8 @@ func (r *Reclaimer) summarize(rep Report, err error) {
 	m.Add(MetricScanned, float64(rep.Scanned))
 	m.Add(MetricIncomplete, incomplete)
 	m.Add(MetricUnreadable, float64(rep.Unreadable))
+	m.Add(MetricCleanupRateLimited, float64(rep.CleanupRateLimited))
+	m.Add(MetricCleanupFailed, float64(rep.CleanupFailed))
 	m.Flush()
 
 	attrs = append(attrs,
@@ -469,6 +481,9 @@ func (r *Reclaimer) summarize(rep Report, err error) {
 		slog.Int("skipped", rep.Skipped),
 		slog.Int("failed", rep.Failed),
 		slog.Int("unreadable", rep.Unreadable),
+		slog.Int("cleaned_up", rep.CleanedUp),
+		slog.Int("cleanup_rate_limited", rep.CleanupRateLimited),
+		slog.Int("cleanup_failed", rep.CleanupFailed),
 		slog.Bool("incomplete", rep.Incomplete))
 	level := slog.LevelInfo
 	if err != nil {

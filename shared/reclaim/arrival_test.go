@@ -1,0 +1,138 @@
+package reclaim_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ghclaim/ghclaim/shared/job"
+	"github.com/ghclaim/ghclaim/shared/reclaim"
+	"github.com/ghclaim/ghclaim/shared/store"
+)
+
+// latencyClock is a fake clock that every call of the fake store and queue
+// moves on by a random latency of 0…maxLatency, as a real round trip
+// would; sleeping moves it by exactly the time asked for.
+type latencyClock struct {
+	mu         sync.Mutex
+	t          time.Time
+	rnd        *rand.Rand
+	maxLatency time.Duration
+}
+
+func (c *latencyClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+
+// call returns the instant a call starts and moves the clock past its latency.
+func (c *latencyClock) call() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	at := c.t
+	c.t = c.t.Add(time.Duration(c.rnd.Int64N(int64(c.maxLatency) + 1)))
+	return at
+}
+
+func (c *latencyClock) Sleep(_ context.Context, d time.Duration) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if d > 0 {
+		c.t = c.t.Add(d)
+	}
+	return nil
+}
+
+// memStore holds m stale records in one shard; every call costs latency.
+type memStore struct {
+	clock *latencyClock
+	recs  []job.Record
+}
+
+func (s *memStore) Shards() []string { return []string{"0"} }
+
+func (s *memStore) Stale(_ context.Context, _ string, _ time.Time, _ int32, _ store.Cursor) (store.Page, error) {
+	s.clock.call()
+	return store.Page{Records: slices.Clone(s.recs)}, nil
+}
+
+func (s *memStore) TakeBack(_ context.Context, read job.Record, _ job.State, _ time.Time, _ string, _ time.Time) (int64, error) {
+	s.clock.call()
+	return read.Version + 1, nil
+}
+
+// arrivalQueue records when each message becomes visible: the instant its
+// send call reached SQS plus its whole DelaySeconds.
+type arrivalQueue struct {
+	clock    *latencyClock
+	arrivals []time.Time
+}
+
+func (q *arrivalQueue) arrive(at time.Time, delay time.Duration) {
+	secs := int64(math.Ceil(max(delay, 0).Seconds())) // SQS DelaySeconds
+	q.arrivals = append(q.arrivals, at.Add(time.Duration(secs)*time.Second))
+}
+
+func (q *arrivalQueue) Send(_ context.Context, _ job.Message, delay time.Duration) error {
+	q.arrive(q.clock.call(), delay)
+	return nil
+}
+
+func (q *arrivalQueue) SendBatch(_ context.Context, msgs []job.Message, delays []time.Duration) []error {
+	at := q.clock.call()
+	for i := range msgs {
+		q.arrive(at, delays[i])
+	}
+	return make([]error, len(msgs))
+}
+
+// TestArrivalsAreSpread is the herd bound as SQS delivers it: whatever the
+// latency of each call (0…100 ms, random), the messages of one pass of M ≤ 60
+// reclaimed jobs become visible at most 3 in any 1 s window, and a single
+// job at once.
+func TestArrivalsAreSpread(t *testing.T) {
+	t.Parallel()
+	for _, maxLatency := range []time.Duration{time.Millisecond, 40 * time.Millisecond, 100 * time.Millisecond} {
+		t.Run(fmt.Sprint(maxLatency), func(t *testing.T) {
+			t.Parallel()
+			for m := 1; m <= 60; m++ {
+				for seed := range uint64(25) {
+					start := t0.Add(time.Duration(seed*37%1000) * time.Millisecond) // any phase of the second
+					clock := &latencyClock{t: start, rnd: rand.New(rand.NewPCG(seed, uint64(m))), maxLatency: maxLatency}
+					st := &memStore{clock: clock}
+					for id := int64(1); id <= int64(m); id++ {
+						st.recs = append(st.recs, job.Record{
+							JobID: id, State: job.Claiming, Version: 2, InstallationID: 42, Repo: "octo/app", Pool: "linux",
+							LeaseOwner: "dead", LeaseExpiresAt: job.Millis(start.Add(-time.Minute)),
+						})
+					}
+					q := &arrivalQueue{clock: clock}
+					r := reclaim.New(st, q, reclaim.Config{
+						Now: clock.Now, Sleep: clock.Sleep, Rand: rand.New(rand.NewPCG(seed, 7)), Logger: slog.New(slog.DiscardHandler),
+					})
+					rep, err := r.Run(context.Background())
+					if err != nil || rep.RequeuedTotal() != m {
+						t.Fatalf("m=%d seed=%d: %+v, %v; want all %d requeued", m, seed, rep, err, m)
+					}
+					if len(q.arrivals) != m {
+						t.Fatalf("m=%d seed=%d: %d messages, want %d", m, seed, len(q.arrivals), m)
+					}
+					offsets := make([]time.Duration, m)
+					for i, a := range q.arrivals {
+						offsets[i] = a.Sub(start)
+					}
+					if got := reclaim.MaxPerSecond(offsets); got > 3 {
+						t.Fatalf("m=%d seed=%d latency ≤ %s: %d arrivals in one second, want ≤ 3", m, seed, maxLatency, got)
+					}
+					if m == 1 && q.arrivals[0].After(clock.Now()) {
+						t.Fatalf("m=1 seed=%d: the single job arrives at %s, after the pass ended at %s; want no delay",
+							seed, q.arrivals[0].Sub(start), clock.Now().Sub(start))
+					}
+				}
+			}
+		})
+	}
+}

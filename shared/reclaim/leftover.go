@@ -1,0 +1,135 @@
+package reclaim
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/ghclaim/ghclaim/shared/ghapp"
+	"github.com/ghclaim/ghclaim/shared/job"
+	"github.com/ghclaim/ghclaim/shared/pool"
+	"github.com/ghclaim/ghclaim/shared/provision"
+	"github.com/ghclaim/ghclaim/shared/ratelimit"
+)
+
+// GitHub is the part of the GitHub App client the reclaimer uses to remove
+// an abandoned attempt's runner; *ghapp.Client implements it. FindRunner
+// reports "none" with an error wrapping ghapp.ErrRunnerNotFound;
+// DeleteRunner treats a runner already gone as success and fails with
+// GitHub's 422 (ghapp.IsStillRunning) for a busy one.
+type GitHub interface {
+	FindRunner(ctx context.Context, installationID int64, scope, owner, repo, name string) (ghapp.Runner, error)
+	DeleteRunner(ctx context.Context, installationID int64, scope, owner, repo string, runnerID int64) error
+}
+
+// Provisioner removes what provisioning left for a job (the SSM parameter
+// holding the JIT config); provision.Registry implements it.
+type Provisioner interface {
+	Cleanup(ctx context.Context, req provision.Request) error
+}
+
+// Rates is the installation's shared rate reading; *ratelimit.Tracker
+// implements it.
+type Rates interface {
+	Current(ctx context.Context, installationID int64) (ratelimit.Reading, error)
+}
+
+var (
+	_ GitHub      = (*ghapp.Client)(nil)
+	_ Provisioner = provision.Registry(nil)
+	_ Rates       = (*ratelimit.Tracker)(nil)
+)
+
+// removeLeftovers runs after the fenced write that abandoned c succeeded:
+// c was claiming, so the dead claimer may have registered the job's runner
+// (<pool>-<job_id>) and started its machine. The runner is deleted unless
+// it is busy (at work, perhaps on this very job: GitHub refuses with 422
+// then, and it is left alone with its machine); then the provisioner
+// cleans up, so a machine still booting finds no JIT config and powers
+// off. When the installation's shared rate reading says exhausted, GitHub
+// is not called (the janitor catches the runner later) but the provisioner
+// still cleans up: a busy runner's machine has read its config already.
+// An unknown runner (GitHub failed) does not stop the provisioner's
+// cleanup, for the same reason. Best effort: failures are logged and
+// counted, never returned.
+func (r *Reclaimer) removeLeftovers(ctx context.Context, c candidate, now time.Time, rep *Report) {
+	if c.reason != LeaseExpired || (r.cfg.GitHub == nil && r.cfg.Provisioner == nil) {
+		return
+	}
+	log := r.decisionLog(c)
+	failed := false
+	fail := func(step string, err error) {
+		failed = true
+		log.WarnContext(ctx, "reclaim cleanup failed", slog.String("step", step), slog.Any("err", err))
+	}
+	defer func() {
+		if failed {
+			rep.CleanupFailed++
+		}
+	}()
+	p, ok := pool.Find(r.cfg.Pools, c.rec.Pool)
+	if !ok {
+		fail("pool", errors.New("pool "+c.rec.Pool+" is not configured"))
+		return
+	}
+	name := job.RunnerName(p.Name, c.rec.JobID)
+	scope, owner, repo := pool.ScopeRepo, c.rec.Owner(), c.rec.RepoName()
+	if p.Scope == pool.ScopeOrg {
+		scope, repo = pool.ScopeOrg, ""
+	}
+	runner := "none"
+	if r.cfg.GitHub != nil {
+		runner = r.removeRunner(ctx, c.rec.InstallationID, scope, owner, repo, name, now, log, fail)
+		if runner == "rate_limited" {
+			rep.CleanupRateLimited++
+		}
+	}
+	if runner == "busy" {
+		log.InfoContext(ctx, "reclaim left a busy runner", slog.String("runner_name", name))
+		return
+	}
+	if r.cfg.Provisioner != nil {
+		req := provision.Request{JobID: c.rec.JobID, RunID: c.rec.RunID, Repo: c.rec.Repo, Pool: p, RunnerName: name}
+		if err := r.cfg.Provisioner.Cleanup(ctx, req); err != nil {
+			fail("provisioner cleanup", err)
+		}
+	}
+	if failed {
+		return
+	}
+	rep.CleanedUp++
+	log.InfoContext(ctx, "reclaim cleaned up", slog.String("runner_name", name), slog.String("runner", runner))
+}
+
+// removeRunner deletes the job's runner unless it is busy, and says what it
+// found: "none", "deleted", "busy", "rate_limited" or "unknown" (an error).
+func (r *Reclaimer) removeRunner(ctx context.Context, inst int64, scope, owner, repo, name string, now time.Time, log *slog.Logger, fail func(string, error)) string {
+	if r.cfg.Rates != nil {
+		// A read error is not fatal: GitHub answers for itself.
+		if rd, _ := r.cfg.Rates.Current(ctx, inst); rd.Exhausted(now) {
+			log.WarnContext(ctx, "reclaim cleanup skips GitHub: installation rate limit exhausted",
+				slog.Int64("installation_id", inst), slog.String("runner_name", name),
+				slog.Time("reset_at", rd.ResetAt))
+			return "rate_limited"
+		}
+	}
+	found, err := r.cfg.GitHub.FindRunner(ctx, inst, scope, owner, repo, name)
+	switch {
+	case errors.Is(err, ghapp.ErrRunnerNotFound):
+		return "none"
+	case err != nil:
+		fail("find runner", err)
+		return "unknown"
+	case found.Busy:
+		return "busy"
+	}
+	if err := r.cfg.GitHub.DeleteRunner(ctx, inst, scope, owner, repo, found.ID); err != nil {
+		if ghapp.IsStillRunning(err) {
+			return "busy" // it took a job between the look and the delete
+		}
+		fail("delete runner", err)
+		return "unknown"
+	}
+	return "deleted"
+}

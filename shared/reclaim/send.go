@@ -1,0 +1,149 @@
+package reclaim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/ghclaim/ghclaim/shared/job"
+	"github.com/ghclaim/ghclaim/shared/obs"
+	"github.com/ghclaim/ghclaim/shared/queue"
+	"github.com/ghclaim/ghclaim/shared/store"
+)
+
+// HoldUpTo is the largest pass whose batches are held to the schedule's
+// second boundaries (at most one hold of < 1 s per batch of ten: ≤ 6 s for
+// 60 jobs). Larger passes (a backlog after an outage, W = 30 s) send their
+// batches back to back: holding 100 batches would outlast the budget.
+const HoldUpTo = 60
+
+// planned is one job's place in a pass's schedule: it is due sec whole
+// seconds after the schedule's origin.
+type planned struct {
+	c   candidate
+	sec int64
+}
+
+// plan places the jobs of a pass on whole seconds: Spread's delay rounded
+// up (a job is never early), in ascending order so batches go out in the
+// order their messages are due.
+func plan(requeue []candidate, rnd Rand) []planned {
+	delays := Spread(len(requeue), rnd)
+	out := make([]planned, len(requeue))
+	for i, c := range requeue {
+		out[i] = planned{c: c, sec: int64((delays[i] + time.Second - 1) / time.Second)}
+	}
+	slices.SortStableFunc(out, func(a, b planned) int { return int(a.sec - b.sec) })
+	return out
+}
+
+// send takes back and sends the jobs of requeue, a batch of ten at a time,
+// and reports false when it stopped early (budget or deadline).
+//
+// A message becomes visible at the instant SQS got it plus a whole number
+// of seconds, so the slots must be whole seconds of one clock: the origin
+// is the first batch's send instant, every later batch is held to a whole
+// second after it (HoldUpTo) and its delays are counted from there. Every
+// message then lands on origin + an integer, and a 1 s window holds one
+// such instant: ≤ 3 jobs (Spread's bound after rounding). A batch that
+// comes later than its first slot (slow calls) pushes the rest of the
+// schedule back by whole seconds (lag) rather than piling up at delay 0.
+func (r *Reclaimer) send(ctx context.Context, now, stop time.Time, requeue []candidate, rep *Report, errs *[]error) bool {
+	jobs := plan(requeue, r.cfg.Rand)
+	hold := len(jobs) <= HoldUpTo
+	var origin time.Time // the first send's instant; zero until then
+	var lag int64        // whole seconds the schedule slipped
+	for start := 0; start < len(jobs); start += queue.MaxBatch {
+		if r.past(ctx, stop) {
+			return false
+		}
+		batch := jobs[start:min(start+queue.MaxBatch, len(jobs))]
+		base := origin
+		if base.IsZero() {
+			base = now
+		}
+		var taken []planned
+		var msgs []job.Message
+		for _, p := range batch {
+			due := base.Add(time.Duration(p.sec+lag) * time.Second)
+			version, ok, err := r.takeBack(ctx, p.c, job.Queued, due, string(p.c.reason), now, rep)
+			if err != nil {
+				*errs = append(*errs, err)
+			}
+			if ok {
+				taken = append(taken, p)
+				msgs = append(msgs, job.Message{JobID: p.c.rec.JobID, Version: version, Attempt: p.c.rec.Attempt})
+			}
+		}
+		if len(taken) == 0 {
+			continue
+		}
+		at := r.cfg.Now()
+		var e int64 // whole seconds from origin to this send
+		if origin.IsZero() {
+			origin = at
+		} else {
+			elapsed := at.Sub(origin)
+			e = int64(elapsed / time.Second)
+			if hold && elapsed%time.Second != 0 {
+				e++
+				// A cancelled wait sends at once: the send then fails
+				// with the context and the records wait for the next sweep.
+				_ = r.cfg.Sleep(ctx, origin.Add(time.Duration(e)*time.Second).Sub(at))
+			}
+		}
+		lag = max(lag, e-taken[0].sec)
+		delays := make([]time.Duration, len(taken))
+		for i, p := range taken {
+			delays[i] = time.Duration(p.sec+lag-e) * time.Second
+		}
+		for i, err := range r.queue.SendBatch(ctx, msgs, delays) {
+			r.sent(ctx, taken[i].c, msgs[i].Version, delays[i], err, rep)
+		}
+	}
+	return true
+}
+
+// sent records the outcome of one job's send.
+func (r *Reclaimer) sent(ctx context.Context, c candidate, version int64, delay time.Duration, err error, rep *Report) {
+	log := r.decisionLog(c)
+	if err != nil {
+		// Not a loss: the record is queued with due_at and becomes stale
+		// again after the queued grace.
+		rep.SendFailed++
+		log.ErrorContext(ctx, "reclaim send failed", slog.String("outcome", "send_failed"),
+			slog.Int64(obs.KeyVersion, version), slog.Int64(obs.KeyDelay, delay.Milliseconds()), slog.Any("err", err))
+		return
+	}
+	rep.Requeued[c.reason]++
+	log.InfoContext(ctx, "reclaim requeued", slog.String("outcome", "requeued"),
+		slog.Int64(obs.KeyVersion, version), slog.Int64(obs.KeyDelay, delay.Milliseconds()))
+}
+
+func (r *Reclaimer) decisionLog(c candidate) *slog.Logger {
+	return r.cfg.Logger.With(
+		slog.Int64(obs.KeyJobID, c.rec.JobID),
+		slog.String(obs.KeyReason, string(c.reason)),
+		slog.String(obs.KeyState, string(c.rec.State)),
+		slog.Int(obs.KeyAttempt, c.rec.Attempt))
+}
+
+// takeBack moves c to state with due, conditional on the version read. It
+// reports ok when this pass won; a lost race is no error.
+func (r *Reclaimer) takeBack(ctx context.Context, c candidate, to job.State, due time.Time, why string, now time.Time, rep *Report) (int64, bool, error) {
+	version, err := r.store.TakeBack(ctx, c.rec, to, due, why, now)
+	if errors.Is(err, store.ErrConflict) {
+		rep.Raced++
+		r.decisionLog(c).InfoContext(ctx, "reclaim raced", slog.String("outcome", "raced"), slog.Int64(obs.KeyVersion, c.rec.Version))
+		return 0, false, nil
+	}
+	if err != nil {
+		rep.Failed++
+		r.decisionLog(c).ErrorContext(ctx, "reclaim failed", slog.String("outcome", "failed"), slog.Int64(obs.KeyVersion, c.rec.Version), slog.Any("err", err))
+		return 0, false, fmt.Errorf("reclaim job %d to %s: %w", c.rec.JobID, to, err)
+	}
+	return version, true, nil
+}
