@@ -1,6 +1,6 @@
 // Package failure owns the error classifier: one pure function, Classify,
-// that turns whatever a claim attempt returned (go-github, ghinstallation,
-// the AWS SDK, net/http) into one of DESIGN.md's five error classes, plus
+// that turns whatever a claim attempt returned (go-github, shared/ghapp's
+// token exchange, the AWS SDK, net/http) into one of DESIGN.md's five error classes, plus
 // the facts the backoff policy needs (Retry-After, the rate-limit reset).
 //
 // It must never do I/O, read the clock, log, or keep state: the same error
@@ -10,11 +10,11 @@
 //
 // Decisions written down here:
 //   - Order matters. GitHub's typed errors are checked first, then any
-//     error carrying an HTTP response (go-github's ErrorResponse,
-//     ghinstallation's token-refresh HTTPError, the AWS SDK's response
-//     errors), then AWS error codes, then network errors, then messages.
-//     *url.Error implements net.Error, so a url.Error wrapping a GitHub
-//     token-refresh response must be recognised before the net.Error test.
+//     error carrying an HTTP response (go-github's ErrorResponse, which
+//     also carries a failed installation-token exchange, the AWS SDK's
+//     response errors), then AWS error codes, then network errors, then
+//     messages. *url.Error implements net.Error, so an error carrying a
+//     GitHub response must be recognised before the net.Error test.
 //   - Rate limits follow GitHub's documented order: Retry-After when present;
 //     otherwise, when X-RateLimit-Remaining is 0, X-RateLimit-Reset;
 //     otherwise nothing (a secondary limit: the backoff policy then waits at
@@ -53,7 +53,6 @@ import (
 	"time"
 
 	"github.com/aws/smithy-go"
-	"github.com/bradleyfalzon/ghinstallation/v2"
 	"github.com/google/go-github/v62/github"
 )
 
@@ -169,12 +168,13 @@ func classify(err error) Failure {
 	}
 	var ger *github.ErrorResponse
 	if errors.As(err, &ger) && ger.Response != nil {
-		return fromResponse("github", ger.Response.StatusCode, ger.Response.Header, ger.Message, ger.DocumentationURL)
-	}
-	var ghe *ghinstallation.HTTPError
-	if errors.As(err, &ghe) && ghe.Response != nil {
-		// The installation token refresh itself failed with an HTTP status.
-		return fromResponse("github token", ghe.Response.StatusCode, ghe.Response.Header, http.StatusText(ghe.Response.StatusCode), "")
+		src := "github"
+		if r := ger.Response.Request; r != nil && r.URL != nil && strings.HasSuffix(r.URL.Path, "/access_tokens") {
+			// The installation token exchange itself failed (shared/ghapp
+			// hands its answer to go-github): say so, a 401 here is the App key.
+			src = "github token"
+		}
+		return fromResponse(src, ger.Response.StatusCode, ger.Response.Header, ger.Message, ger.DocumentationURL)
 	}
 
 	// Our own adapters' refusals before any call (bad scope, missing name…):

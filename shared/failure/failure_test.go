@@ -20,7 +20,6 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
-	"github.com/bradleyfalzon/ghinstallation/v2"
 	"github.com/google/go-github/v62/github"
 
 	"github.com/ghclaim/ghclaim/shared/failure"
@@ -378,9 +377,9 @@ func hanging(t *testing.T, onRequest func()) *httptest.Server {
 	return srv
 }
 
-// The installation-token refresh (ghinstallation) fails before go-github
-// sees a response: its HTTPError travels inside a *url.Error, which is also
-// a net.Error, and must classify by its status, not as a network error.
+// The installation-token exchange (shared/ghapp) fails before the API call:
+// it must classify by the token endpoint's status, not as a network error
+// (a *url.Error is a net.Error), and say it was the token.
 func TestClassifyInstallationToken(t *testing.T) {
 	t.Parallel()
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
@@ -414,13 +413,17 @@ func TestClassifyInstallationToken(t *testing.T) {
 				_, _ = w.Write([]byte(tt.reply.body))
 			}))
 			t.Cleanup(srv.Close)
-			itr, err := ghinstallation.New(http.DefaultTransport, 1, 42, pemKey)
+			gh, err := ghapp.New(ghapp.Config{AppID: 1, PrivateKey: pemKey, BaseURL: srv.URL})
 			if err != nil {
 				t.Fatal(err)
 			}
-			itr.BaseURL = srv.URL
-			got := failure.Classify(jit(context.Background(), newClient(t, srv.URL, &http.Client{Transport: itr})))
-			check(t, got, tt.want)
+			_, err = gh.GenerateJIT(context.Background(), 42, ghapp.JITRequest{
+				Scope: ghapp.ScopeRepo, Owner: "octo", Repo: "repo", Name: "ci-7", Labels: []string{"self-hosted"},
+			})
+			if err == nil {
+				t.Fatal("GenerateJIT: want an error, got none")
+			}
+			check(t, failure.Classify(fmt.Errorf("claim job 7: %w", err)), tt.want)
 		})
 	}
 }

@@ -12,31 +12,44 @@
 // configuration (see Secret).
 //
 // Design decisions:
+//   - App authentication is our own (auth.go), not ghinstallation: that
+//     library pulled a second go-github major (v88) and golang-jwt into
+//     every binary, for one RS256 signature and one POST. The App JWT is
+//     signed with crypto/rsa: iat = now − 60 s (GitHub's advice against
+//     clock drift), exp = iat + 10 min (GitHub's maximum, so now + 9 min),
+//     iss = the App id as a decimal string. The private key is parsed once
+//     and never leaves memory; neither the key, the JWT nor a token is
+//     ever put into an error (the failed exchange's request is kept without
+//     its Authorization header).
 //   - Clients are built once per process and reused by warm invocations:
 //     one go-github client per installation, cached in a map under a mutex,
-//     each over its own ghinstallation transport, which caches the
-//     installation token until a minute before it expires. The private key
-//     is parsed once.
-//   - Each installation gets its own ghinstallation.AppsTransport (sharing
-//     the parsed key). ghinstallation v2.19.0's token refresh writes the
-//     AppsTransport's BaseURL and Client fields under the installation
-//     transport's own mutex, so one AppsTransport shared by two
-//     installations is a data race when both refresh at once.
+//     each with its installation token cached until 5 minutes before its
+//     expires_at (so it outlives the attempt that fetched it). The clock is
+//     injected (Config.Now): tests move it to prove the refresh.
+//   - One exchange per installation at a time: callers that need a token
+//     while an exchange is in flight wait for its result (token or error)
+//     instead of starting their own, so a cold start with a batch of
+//     messages, or a bad key, costs one POST, not one per message. The
+//     exchange runs apart from the caller's context, bounded by Timeout, so
+//     one caller giving up does not fail the others; each caller still
+//     stops waiting when its own context ends. A failed exchange is not
+//     cached: the next caller tries again.
 //   - Config.Wrap wraps each installation's transport from the outside
 //     (go-github → Wrap → token exchange → network), so a rate-reading
 //     transport sees the API's responses with the installation's budget and
 //     never the token endpoint's, whose X-RateLimit-* describe the App's own
-//     JWT budget and would clobber the installation's reading.
-//   - A failed token exchange surfaces from ghinstallation as a
-//     *ghinstallation.HTTPError inside a *url.Error — which is a net.Error
-//     and would be classified as a network blip, retried for 90 minutes
-//     even when the private key is wrong. The installation transport here
-//     hands the token endpoint's response to go-github instead, so the
-//     caller sees the ordinary typed error (401 → *github.ErrorResponse,
-//     403 with Remaining 0 → *github.RateLimitError, …); its
-//     Response.Request is the access_tokens request.
-//   - GITHUB_API_URL is used verbatim as the API root, for ghinstallation
-//     and go-github alike: "https://api.github.com", or
+//     JWT budget and would clobber the installation's reading. Through
+//     Wrap, a failed exchange is an error, never a response.
+//   - A failed token exchange must not look like a network blip (a
+//     *url.Error is a net.Error, retried for 90 minutes even when the
+//     private key is wrong). Outside Wrap, the token endpoint's answer is
+//     handed to go-github as the response, so the caller sees the ordinary
+//     typed error (401 → *github.ErrorResponse, 403 with Remaining 0 →
+//     *github.RateLimitError, …) that shared/failure classifies by status;
+//     its Response.Request is the access_tokens request. Callers that
+//     shared one failed exchange each get their own copy of the answer.
+//   - GITHUB_API_URL is used verbatim as the API root, for the token
+//     exchange and go-github alike: "https://api.github.com", or
 //     "https://HOST/api/v3" for GitHub Enterprise Server. go-github's
 //     WithEnterpriseURLs is not used because it appends "/api/v3/" to any
 //     URL without it, which breaks a stand-in served at the root.
@@ -57,7 +70,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/bradleyfalzon/ghinstallation/v2"
 	"github.com/google/go-github/v62/github"
 )
 
@@ -101,6 +113,9 @@ type Config struct {
 	Wrap func(installationID int64, base http.RoundTripper) http.RoundTripper
 	// Timeout bounds one HTTP exchange; default DefaultTimeout.
 	Timeout time.Duration
+	// Now is the clock that dates App JWTs and decides when a cached
+	// installation token is refreshed; default time.Now.
+	Now func() time.Time
 }
 
 // Client is the GitHub App client. It is safe for concurrent use; build one
@@ -108,11 +123,12 @@ type Config struct {
 type Client struct {
 	appID   int64
 	key     *rsa.PrivateKey
-	apiRoot string   // no trailing slash, for ghinstallation
+	apiRoot string   // no trailing slash, for the token exchange
 	baseURL *url.URL // with a trailing slash, for go-github
 	tr      http.RoundTripper
 	wrap    func(int64, http.RoundTripper) http.RoundTripper
 	timeout time.Duration
+	now     func() time.Time
 
 	mu      sync.Mutex
 	clients map[int64]*github.Client
@@ -142,9 +158,12 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
 	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	return &Client{
 		appID: cfg.AppID, key: key, apiRoot: root, baseURL: u,
-		tr: cfg.Transport, wrap: cfg.Wrap, timeout: cfg.Timeout,
+		tr: cfg.Transport, wrap: cfg.Wrap, timeout: cfg.Timeout, now: cfg.Now,
 		clients: map[int64]*github.Client{},
 	}, nil
 }
@@ -179,11 +198,7 @@ func (c *Client) client(installationID int64) (*github.Client, error) {
 	if gh, ok := c.clients[installationID]; ok {
 		return gh, nil
 	}
-	atr := ghinstallation.NewAppsTransportFromPrivateKey(c.tr, c.appID, c.key)
-	atr.BaseURL = c.apiRoot
-	itr := ghinstallation.NewFromAppsTransport(atr, installationID)
-	itr.BaseURL = c.apiRoot
-	var rt http.RoundTripper = itr
+	var rt http.RoundTripper = installTransport{in: &installation{c: c, id: installationID}, next: c.tr}
 	if c.wrap != nil {
 		rt = c.wrap(installationID, rt)
 	}
@@ -191,19 +206,6 @@ func (c *Client) client(installationID int64) (*github.Client, error) {
 	gh.BaseURL = c.baseURL
 	c.clients[installationID] = gh
 	return gh, nil
-}
-
-// tokenErrors turns a failed token exchange into the token endpoint's HTTP
-// response, so that go-github types it like any other GitHub error.
-type tokenErrors struct{ next http.RoundTripper }
-
-func (t tokenErrors) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := t.next.RoundTrip(req)
-	var he *ghinstallation.HTTPError
-	if err != nil && errors.As(err, &he) && he.Response != nil && he.Response.Body != nil {
-		return he.Response, nil
-	}
-	return resp, err
 }
 
 // JITRequest asks for a just-in-time runner configuration.

@@ -444,28 +444,6 @@ func TestRateLimitError(t *testing.T) {
 	}
 }
 
-func TestWrongKeyIsUnauthorized(t *testing.T) {
-	t.Parallel()
-	_, pub := testKey(t)
-	other, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fake := ghfake.New(ghfake.WithAppID(appID), ghfake.WithPublicKey(pub))
-	srv := httptest.NewServer(fake)
-	defer srv.Close()
-	c, err := ghapp.New(ghapp.Config{AppID: appID, BaseURL: srv.URL,
-		PrivateKey: pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(other)})})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = c.GenerateJIT(context.Background(), inst, repoJIT("a"))
-	// Not a *url.Error (a "network" blip retried for 90 minutes): GitHub's 401.
-	if er := errorResponse(t, err, 401); er.Message != "A JSON web token could not be decoded" {
-		t.Errorf("message = %q", er.Message)
-	}
-}
-
 func TestWrapSeesInstallationResponsesOnly(t *testing.T) {
 	t.Parallel()
 	var (

@@ -21,7 +21,7 @@
 //     search, graphql, ...) are ignored: the claimer never spends them, and
 //     mixing buckets would flap the shared state.
 //   - Wrap the installation client's transport, outermost: the
-//     installation-token refresh (ghinstallation) is paid from the app's
+//     installation-token exchange (shared/ghapp) is paid from the app's
 //     budget, not the installation's, and must not be read as one.
 //   - Cost rule for sharing (Tracker.Persist, PersistRule): a DynamoDB write
 //     only when it changes what another claimer would decide or when the

@@ -1,0 +1,221 @@
+package ghapp
+
+import (
+	"bytes"
+	"context"
+	"crypto"
+	"crypto/rsa"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+)
+
+const (
+	// jwtBackdate is how far in the past a JWT's iat is set, as GitHub
+	// recommends, so a clock slightly ahead of GitHub's is not refused.
+	jwtBackdate = 60 * time.Second
+	// jwtLifetime is exp − iat. GitHub refuses an exp more than 10 minutes
+	// ahead; with iat backdated, exp lands 9 minutes from now.
+	jwtLifetime = 10 * time.Minute
+	// refreshBefore is how long before expires_at a cached installation
+	// token is replaced, so a token never expires under an attempt that
+	// fetched it (several calls, each up to DefaultTimeout).
+	refreshBefore = 5 * time.Minute
+	// maxErrorBody caps what is kept of a failed exchange's answer.
+	maxErrorBody = 64 << 10
+
+	acceptJSON = "application/vnd.github+json"
+	apiVersion = "2022-11-28"
+	userAgent  = "ghclaim"
+)
+
+// appJWT returns the App's RS256 JSON Web Token for now: iat backdated by
+// jwtBackdate, exp = iat + jwtLifetime, iss the App id as a string.
+func appJWT(key *rsa.PrivateKey, appID int64, now time.Time) (string, error) {
+	iat := now.Add(-jwtBackdate).Unix()
+	claims, err := json.Marshal(struct {
+		Iat int64  `json:"iat"`
+		Exp int64  `json:"exp"`
+		Iss string `json:"iss"`
+	}{Iat: iat, Exp: iat + int64(jwtLifetime/time.Second), Iss: strconv.FormatInt(appID, 10)})
+	if err != nil {
+		return "", err
+	}
+	enc := base64.RawURLEncoding
+	signing := enc.EncodeToString([]byte(`{"alg":"RS256","typ":"JWT"}`)) + "." + enc.EncodeToString(claims)
+	sum := sha256.Sum256([]byte(signing))
+	sig, err := rsa.SignPKCS1v15(nil, key, crypto.SHA256, sum[:])
+	if err != nil {
+		return "", fmt.Errorf("sign app jwt: %w", err)
+	}
+	return signing + "." + enc.EncodeToString(sig), nil
+}
+
+// exchangeError is a token exchange GitHub refused: its answer, kept whole
+// so that every caller can be handed its own copy of the response.
+type exchangeError struct {
+	installationID int64
+	req            *http.Request // the access_tokens request, without its JWT
+	status         string
+	statusCode     int
+	header         http.Header
+	body           []byte
+}
+
+func (e *exchangeError) Error() string {
+	return fmt.Sprintf("installation %d access token: github %s", e.installationID, e.status)
+}
+
+// response rebuilds GitHub's answer with a fresh body.
+func (e *exchangeError) response() *http.Response {
+	return &http.Response{
+		Status: e.status, StatusCode: e.statusCode, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: e.header.Clone(), Body: io.NopCloser(bytes.NewReader(e.body)),
+		ContentLength: int64(len(e.body)), Request: e.req,
+	}
+}
+
+// flight is one token exchange in progress; callers that arrive while it
+// runs wait for its result instead of starting their own.
+type flight struct {
+	done  chan struct{}
+	token string
+	err   error
+}
+
+// installation holds one installation's access token.
+type installation struct {
+	c  *Client
+	id int64
+
+	mu        sync.Mutex
+	token     string
+	refreshAt time.Time
+	pending   *flight
+}
+
+// get returns a valid token: the cached one until refreshBefore its
+// expiry, else the result of the one exchange in flight for the
+// installation. The exchange runs apart from the caller's context (bounded
+// by the client's timeout), so a caller that gives up does not fail the
+// others that wait for it.
+func (in *installation) get(ctx context.Context) (string, error) {
+	in.mu.Lock()
+	if in.token != "" && in.c.now().Before(in.refreshAt) {
+		tok := in.token
+		in.mu.Unlock()
+		return tok, nil
+	}
+	f := in.pending
+	if f == nil {
+		f = &flight{done: make(chan struct{})}
+		in.pending = f
+		go in.exchange(context.WithoutCancel(ctx), f)
+	}
+	in.mu.Unlock()
+	select {
+	case <-f.done:
+		return f.token, f.err
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+}
+
+// exchange runs one token exchange and publishes its result to f. A failed
+// exchange is not cached: the next caller after it tries again.
+func (in *installation) exchange(ctx context.Context, f *flight) {
+	ctx, cancel := context.WithTimeout(ctx, in.c.timeout)
+	defer cancel()
+	tok, expires, err := in.c.accessToken(ctx, in.id)
+	in.mu.Lock()
+	f.token, f.err = tok, err
+	if err == nil {
+		in.token, in.refreshAt = tok, expires.Add(-refreshBefore)
+	}
+	in.pending = nil
+	in.mu.Unlock()
+	close(f.done)
+}
+
+// accessToken asks GitHub for an installation access token
+// (POST /app/installations/{id}/access_tokens), authenticated by a fresh
+// App JWT. A refusal comes back as an *exchangeError.
+func (c *Client) accessToken(ctx context.Context, installationID int64) (string, time.Time, error) {
+	jwt, err := appJWT(c.key, c.appID, c.now())
+	if err != nil {
+		return "", time.Time{}, fmt.Errorf("installation %d access token: %w", installationID, err)
+	}
+	u := c.apiRoot + "/app/installations/" + strconv.FormatInt(installationID, 10) + "/access_tokens"
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, nil)
+	if err != nil {
+		return "", time.Time{}, fmt.Errorf("installation %d access token: %w", installationID, err)
+	}
+	req.Header.Set("Accept", acceptJSON)
+	req.Header.Set("X-GitHub-Api-Version", apiVersion)
+	req.Header.Set("User-Agent", userAgent)
+	req.Header.Set("Authorization", "Bearer "+jwt)
+	resp, err := c.tr.RoundTrip(req)
+	if err != nil {
+		return "", time.Time{}, fmt.Errorf("installation %d access token: %w", installationID, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+		shown := req.Clone(context.WithoutCancel(ctx))
+		shown.Header.Del("Authorization")
+		return "", time.Time{}, &exchangeError{installationID: installationID, req: shown,
+			status: resp.Status, statusCode: resp.StatusCode, header: resp.Header, body: body}
+	}
+	var answer struct {
+		Token     string    `json:"token"`
+		ExpiresAt time.Time `json:"expires_at"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&answer); err != nil {
+		return "", time.Time{}, fmt.Errorf("installation %d access token: decode answer: %w", installationID, err)
+	}
+	if answer.Token == "" || answer.ExpiresAt.IsZero() {
+		return "", time.Time{}, fmt.Errorf("installation %d access token: answer without token or expires_at", installationID)
+	}
+	return answer.Token, answer.ExpiresAt, nil
+}
+
+// installTransport authenticates each request with the installation's
+// token. A failed exchange is returned as an error, not a response, so a
+// Config.Wrap transport never reads the token endpoint's headers.
+type installTransport struct {
+	in   *installation
+	next http.RoundTripper
+}
+
+func (t installTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	tok, err := t.in.get(req.Context())
+	if err != nil {
+		if req.Body != nil {
+			_ = req.Body.Close()
+		}
+		return nil, err
+	}
+	out := req.Clone(req.Context())
+	out.Header.Set("Authorization", "token "+tok)
+	return t.next.RoundTrip(out)
+}
+
+// tokenErrors hands a failed token exchange's answer to go-github as the
+// response, so that go-github types it like any other GitHub error.
+type tokenErrors struct{ next http.RoundTripper }
+
+func (t tokenErrors) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(req)
+	var ee *exchangeError
+	if err != nil && errors.As(err, &ee) {
+		return ee.response(), nil
+	}
+	return resp, err
+}

@@ -1,0 +1,339 @@
+package ghapp_test
+
+import (
+	"context"
+	"crypto"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/ghclaim/ghclaim/shared/failure"
+	"github.com/ghclaim/ghclaim/shared/ghapp"
+	"github.com/ghclaim/ghclaim/shared/ghfake"
+)
+
+// clock is a settable injected clock.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) set(t time.Time) { c.mu.Lock(); defer c.mu.Unlock(); c.t = t }
+
+func isTokenRequest(r *http.Request) bool { return strings.HasSuffix(r.URL.Path, "/access_tokens") }
+
+// recording is a network transport that keeps the Authorization header of
+// every request, token exchange and API call alike.
+type recording struct {
+	mu    sync.Mutex
+	auths []string // "token-request <auth>" or "api <auth>"
+}
+
+func (rec *recording) transport() http.RoundTripper {
+	return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		kind := "api"
+		if isTokenRequest(r) {
+			kind = "token-request"
+		}
+		rec.mu.Lock()
+		rec.auths = append(rec.auths, kind+" "+r.Header.Get("Authorization"))
+		rec.mu.Unlock()
+		return http.DefaultTransport.RoundTrip(r)
+	})
+}
+
+func (rec *recording) all() []string {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	return append([]string(nil), rec.auths...)
+}
+
+// TestAppJWT: the App JWT is RS256, verifies with the App's public key, and
+// carries iat = now − 60 s, exp = iat + 10 min, iss = the App id as a
+// string; for a PKCS#1 and a PKCS#8 key alike.
+func TestAppJWT(t *testing.T) {
+	t.Parallel()
+	pkcs1, pub := testKey(t)
+	block, _ := pem.Decode(pkcs1)
+	priv, err := x509.ParsePKCS1PrivateKey(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkcs8 := pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
+	t0 := time.Date(2026, 3, 4, 5, 6, 7, 500_000_000, time.UTC)
+	for name, key := range map[string][]byte{"pkcs1": pkcs1, "pkcs8": pkcs8} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			rec := &recording{}
+			f := setup(t, option{cfg: func(c *ghapp.Config) {
+				c.PrivateKey, c.Now, c.Transport = key, func() time.Time { return t0 }, rec.transport()
+			}})
+			f.fake.SetJob("octo", "hello", ghfake.Job{ID: 7, Status: "queued"})
+			if _, err := f.client.JobStatus(context.Background(), inst, "octo", "hello", 7); err != nil {
+				t.Fatal(err)
+			}
+			auths := rec.all()
+			if len(auths) != 2 || !strings.HasPrefix(auths[0], "token-request Bearer ") {
+				t.Fatalf("requests = %q, want a token request with a Bearer JWT, then the API call", auths)
+			}
+			parts := strings.Split(strings.TrimPrefix(auths[0], "token-request Bearer "), ".")
+			if len(parts) != 3 {
+				t.Fatalf("JWT has %d parts, want 3", len(parts))
+			}
+			var head map[string]string
+			decode(t, parts[0], &head)
+			if head["alg"] != "RS256" || head["typ"] != "JWT" {
+				t.Errorf("header = %v, want alg RS256, typ JWT", head)
+			}
+			sig, err := base64.RawURLEncoding.DecodeString(parts[2])
+			if err != nil {
+				t.Fatal(err)
+			}
+			sum := sha256.Sum256([]byte(parts[0] + "." + parts[1]))
+			if err := rsa.VerifyPKCS1v15(pub, crypto.SHA256, sum[:], sig); err != nil {
+				t.Errorf("signature does not verify with the App's public key: %v", err)
+			}
+			var claims map[string]json.RawMessage
+			decode(t, parts[1], &claims)
+			want := map[string]string{
+				"iat": "1772600707", // t0 − 60 s, whole seconds
+				"exp": "1772601307", // iat + 600 s: t0 + 9 min
+				"iss": `"1234"`,
+			}
+			if len(claims) != len(want) {
+				t.Errorf("claims = %s, want exactly iat, exp, iss", mustJSON(t, claims))
+			}
+			for k, v := range want {
+				if string(claims[k]) != v {
+					t.Errorf("claim %s = %s, want %s", k, claims[k], v)
+				}
+			}
+			if want := "api token ghs_"; !strings.HasPrefix(auths[1], want) {
+				t.Errorf("API call authorised by %q, want the installation token", auths[1])
+			}
+		})
+	}
+}
+
+func decode(t *testing.T, seg string, v any) {
+	t.Helper()
+	b, err := base64.RawURLEncoding.DecodeString(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+}
+
+// TestTokenRefreshedBeforeExpiry: the installation token (GitHub: valid for
+// one hour) is reused until 5 minutes before its expires_at, then replaced,
+// and the new token authorises the calls after that.
+func TestTokenRefreshedBeforeExpiry(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+	clk := &clock{t: t0}
+	rec := &recording{}
+	f := setup(t, option{
+		fake: []ghfake.Option{ghfake.WithClock(clk.now)},
+		cfg:  func(c *ghapp.Config) { c.Now, c.Transport = clk.now, rec.transport() },
+	})
+	f.fake.SetJob("octo", "hello", ghfake.Job{ID: 7, Status: "queued"})
+	steps := []struct {
+		at        time.Duration
+		exchanges int
+	}{
+		{at: 0, exchanges: 1},
+		{at: 30 * time.Minute, exchanges: 1},
+		{at: 55*time.Minute - time.Second, exchanges: 1},
+		{at: 55 * time.Minute, exchanges: 2}, // expires_at − 5 min
+		{at: 55*time.Minute + 54*time.Minute, exchanges: 2},
+		{at: 2 * 55 * time.Minute, exchanges: 3},
+	}
+	var tokens []string
+	for _, st := range steps {
+		clk.set(t0.Add(st.at))
+		if _, err := f.client.JobStatus(context.Background(), inst, "octo", "hello", 7); err != nil {
+			t.Fatal(err)
+		}
+		if got := f.fake.Stats().TokenRequests[inst]; got != st.exchanges {
+			t.Errorf("at +%v: %d token exchanges, want %d", st.at, got, st.exchanges)
+		}
+		auths := rec.all()
+		tokens = append(tokens, auths[len(auths)-1])
+	}
+	for i := 1; i < len(steps); i++ {
+		renewed := steps[i].exchanges != steps[i-1].exchanges
+		if changed := tokens[i] != tokens[i-1]; changed != renewed {
+			t.Errorf("at +%v: call authorised by %q after %q; want a new token only after an exchange", steps[i].at, tokens[i], tokens[i-1])
+		}
+	}
+}
+
+// handlerTransport serves requests in memory, so every goroutine of a
+// synctest bubble is visible to synctest.Wait.
+type handlerTransport struct{ h http.Handler }
+
+func (t handlerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	in := r.Clone(r.Context())
+	if in.Body == nil {
+		in.Body = http.NoBody // a server's request always has a body
+	}
+	rec := httptest.NewRecorder()
+	t.h.ServeHTTP(rec, in)
+	resp := rec.Result()
+	resp.Request = r
+	return resp, nil
+}
+
+// TestConcurrentCallersShareOneExchange: callers that need a token while an
+// exchange is in flight wait for it instead of starting their own, whether
+// it succeeds or fails (a bad key must cost one POST, not one per message),
+// and each gets the outcome.
+func TestConcurrentCallersShareOneExchange(t *testing.T) {
+	t.Parallel()
+	const callers = 8
+	tests := []struct {
+		name  string
+		fault []ghfake.Fault
+		check func(t *testing.T, err error)
+	}{
+		{name: "success", check: func(t *testing.T, err error) {
+			if err != nil {
+				t.Errorf("JobStatus: %v", err)
+			}
+		}},
+		{name: "failure", fault: []ghfake.Fault{ghfake.ServerError(502)}, check: func(t *testing.T, err error) {
+			// Each caller reads its own copy of GitHub's answer.
+			if er := errorResponse(t, err, 502); er.Message == "" {
+				t.Errorf("message empty: the body was consumed by another caller")
+			}
+		}},
+	}
+	pemBytes, pub := testKey(t)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				fake := ghfake.New(ghfake.WithAppID(appID), ghfake.WithPublicKey(pub))
+				fake.SetJob("octo", "hello", ghfake.Job{ID: 7, Status: "queued"})
+				for _, fault := range tt.fault {
+					fake.Fail(ghfake.RouteAccessToken, 1, fault)
+				}
+				release := make(chan struct{})
+				var exchanges atomic.Int32
+				held := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if isTokenRequest(r) {
+						exchanges.Add(1)
+						<-release
+					}
+					fake.ServeHTTP(w, r)
+				})
+				c, err := ghapp.New(ghapp.Config{AppID: appID, PrivateKey: pemBytes, BaseURL: "http://github.test",
+					Transport: handlerTransport{held}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				errs := make(chan error, callers)
+				for range callers {
+					go func() {
+						_, err := c.JobStatus(context.Background(), inst, "octo", "hello", 7)
+						errs <- err
+					}()
+				}
+				synctest.Wait() // every caller is blocked: on the exchange, or waiting for it
+				if n := exchanges.Load(); n != 1 {
+					t.Errorf("%d token exchanges in flight for %d concurrent callers, want 1", n, callers)
+				}
+				close(release)
+				for range callers {
+					tt.check(t, <-errs)
+				}
+				if n := exchanges.Load(); n != 1 {
+					t.Errorf("%d token exchanges for %d concurrent callers, want 1", n, callers)
+				}
+				// go-github's CheckResponse swaps an error response's body
+				// without closing it, so net/http's timeout timer lives on
+				// until Timeout: run the bubble's fake clock past it.
+				time.Sleep(ghapp.DefaultTimeout)
+			})
+		})
+	}
+}
+
+// TestTokenExchangeClassified: a failed exchange is classified by the token
+// endpoint's status, as the claimer's retry policy needs: a wrong key or a
+// gone installation fails the job, GitHub's 5xx and rate limits retry;
+// never a network blip.
+func TestTokenExchangeClassified(t *testing.T) {
+	t.Parallel()
+	other, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherPEM := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(other)})
+	tokenPath := "/app/installations/42/access_tokens"
+	tests := []struct {
+		name   string
+		client func(t *testing.T) *ghapp.Client
+		class  failure.Class
+		status int
+		reason string // prefix
+	}{
+		{name: "401 wrong key", class: failure.NonRetryable, status: 401, reason: "github token 401: A JSON web token", client: func(t *testing.T) *ghapp.Client {
+			return setup(t, option{cfg: func(c *ghapp.Config) { c.PrivateKey = otherPEM }}).client
+		}},
+		{name: "404 installation gone", class: failure.NonRetryable, status: 404, reason: "github token 404: Not Found", client: func(t *testing.T) *ghapp.Client {
+			return answering(t, http.MethodPost, tokenPath, 404,
+				`{"message":"Not Found","documentation_url":"https://docs.github.com/rest/apps/apps#create-an-installation-access-token-for-an-app","status":"404"}`)
+		}},
+		{name: "502", class: failure.ServerSide, status: 502, reason: "github token 502", client: func(t *testing.T) *ghapp.Client {
+			f := setup(t, option{})
+			f.fake.Fail(ghfake.RouteAccessToken, 1, ghfake.ServerError(502))
+			return f.client
+		}},
+		{name: "403 secondary rate limit", class: failure.RateLimit, status: 403, reason: "github secondary rate limit", client: func(t *testing.T) *ghapp.Client {
+			f := setup(t, option{})
+			f.fake.Fail(ghfake.RouteAccessToken, 1, ghfake.SecondaryRateLimit(time.Minute))
+			return f.client
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := tt.client(t).GenerateJIT(context.Background(), inst, repoJIT("a"))
+			if err == nil {
+				t.Fatal("GenerateJIT: no error, want the token endpoint's")
+			}
+			got := failure.Classify(err)
+			if got.Class != tt.class || got.Status != tt.status || !strings.HasPrefix(got.Reason, tt.reason) {
+				t.Errorf("Classify = %v %d %q, want %v %d %q…", got.Class, got.Status, got.Reason, tt.class, tt.status, tt.reason)
+			}
+			if strings.Contains(err.Error(), "Bearer") || strings.Contains(err.Error(), "ghs_") {
+				t.Errorf("error carries a credential: %v", err)
+			}
+			var ue interface{ Timeout() bool }
+			if errors.As(err, &ue) {
+				t.Errorf("err = %T %v: a net.Error, would be retried as a network blip", err, err)
+			}
+		})
+	}
+}
