@@ -13,13 +13,13 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
+	"github.com/ghclaim/ghclaim/shared/awsenv"
 	"github.com/ghclaim/ghclaim/shared/backoff"
 	"github.com/ghclaim/ghclaim/shared/claim"
 	"github.com/ghclaim/ghclaim/shared/config"
@@ -50,8 +50,7 @@ func run() error {
 		return fmt.Errorf("retry policy: %w", err)
 	}
 	ctx := context.Background()
-	// The SDK reads AWS_ENDPOINT_URL itself (moto, LocalStack).
-	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
+	awsCfg, err := awsenv.Load(os.Getenv)
 	if err != nil {
 		return fmt.Errorf("aws config: %w", err)
 	}

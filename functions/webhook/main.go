@@ -10,11 +10,11 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/ghclaim/ghclaim/shared/awsenv"
 	"github.com/ghclaim/ghclaim/shared/config"
 	"github.com/ghclaim/ghclaim/shared/obs"
 	"github.com/ghclaim/ghclaim/shared/queue"
@@ -36,8 +36,7 @@ func run() error {
 		return err
 	}
 	ctx := context.Background()
-	// The SDK reads AWS_ENDPOINT_URL itself (moto, LocalStack).
-	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
+	awsCfg, err := awsenv.Load(os.Getenv)
 	if err != nil {
 		return fmt.Errorf("aws config: %w", err)
 	}
