@@ -53,17 +53,10 @@ import (
 	"time"
 )
 
-// Lambda's defaults that the environment reproduces.
-const (
-	// DefaultTimeout is Lambda's default function timeout.
-	DefaultTimeout = 3 * time.Second
-	// DefaultMemoryMB is reported to the function as AWS_LAMBDA_FUNCTION_MEMORY_SIZE.
-	DefaultMemoryMB = 128
-	// DefaultRegion is AWS_REGION when Config.Region is empty.
-	DefaultRegion = "us-east-1"
-	// MaxResponseBytes is Lambda's limit on a synchronous response payload (the RIE's).
-	MaxResponseBytes = 6 * 1024 * 1024
+// MaxResponseBytes is Lambda's limit on a synchronous response payload, which the RIE enforces.
+const MaxResponseBytes = 6 * 1024 * 1024
 
+const (
 	invokePath   = "/2015-03-31/functions/function/invocations"
 	startTimeout = 10 * time.Second
 	tailBytes    = 4096
@@ -92,20 +85,6 @@ func (e *FunctionError) Error() string {
 	return fmt.Sprintf("rie: %s: %s: %s", e.Function, e.Type, e.Message)
 }
 
-// ExitError says aws-lambda-rie itself exited without being killed. Tail is the end of its
-// output, to show why.
-type ExitError struct {
-	Function string
-	Err      error // from exec.Cmd.Wait
-	Tail     string
-}
-
-func (e *ExitError) Error() string {
-	return fmt.Sprintf("rie: %s: aws-lambda-rie exited: %v\n%s", e.Function, e.Err, e.Tail)
-}
-
-func (e *ExitError) Unwrap() error { return e.Err }
-
 // Config describes one function.
 type Config struct {
 	// Name is the function name (AWS_LAMBDA_FUNCTION_NAME; the RIE builds the invoked ARN from it).
@@ -116,11 +95,11 @@ type Config struct {
 	RIE string
 	// Env is the function's environment, as the template's Environment.Variables would set it.
 	Env map[string]string
-	// Timeout is the function timeout (default 3 s), rounded up to whole seconds.
+	// Timeout is the function timeout (default 3 s, Lambda's), rounded up to whole seconds.
 	Timeout time.Duration
-	// MemoryMB is reported to the function only.
+	// MemoryMB is reported to the function only (default 128).
 	MemoryMB int
-	// Region is AWS_REGION.
+	// Region is AWS_REGION (default us-east-1).
 	Region string
 	// Output receives the RIE's and the runtime's output (Lambda's log stream). It must be safe
 	// for concurrent use when several Environments share it. Nil discards.
@@ -154,22 +133,19 @@ func New(cfg Config) (*Environment, error) {
 		*p = abs
 	}
 	if cfg.Timeout <= 0 {
-		cfg.Timeout = DefaultTimeout
+		cfg.Timeout = 3 * time.Second
 	}
 	if cfg.MemoryMB <= 0 {
-		cfg.MemoryMB = DefaultMemoryMB
+		cfg.MemoryMB = 128
 	}
 	if cfg.Region == "" {
-		cfg.Region = DefaultRegion
+		cfg.Region = "us-east-1"
 	}
 	if cfg.Output == nil {
 		cfg.Output = io.Discard
 	}
 	return &Environment{cfg: cfg, busy: make(chan struct{}, 1)}, nil
 }
-
-// Name is the function's name.
-func (e *Environment) Name() string { return e.cfg.Name }
 
 // Start starts the RIE if none runs, without invoking: the runtime still inits on the next Invoke.
 func (e *Environment) Start(ctx context.Context) error {
@@ -178,8 +154,8 @@ func (e *Environment) Start(ctx context.Context) error {
 }
 
 // Invoke sends payload to the function and returns its response: what Lambda's synchronous
-// Invoke (RequestResponse) does. Errors: *FunctionError, ErrTimeout, ErrKilled, *ExitError,
-// ErrClosed, or ctx's error.
+// Invoke (RequestResponse) does. Errors: *FunctionError, ErrTimeout, ErrKilled, ErrClosed,
+// ctx's error, or why aws-lambda-rie itself failed.
 func (e *Environment) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
 	select {
 	case e.busy <- struct{}{}:
@@ -272,12 +248,8 @@ func start(ctx context.Context, cfg Config) (*process, error) {
 	var err error
 	for range 3 {
 		var p *process
-		if p, err = startOnce(ctx, cfg); err == nil {
-			return p, nil
-		}
-		var ee *ExitError
-		if !errors.As(err, &ee) || !strings.Contains(ee.Tail, "address already in use") {
-			break
+		if p, err = startOnce(ctx, cfg); err == nil || !strings.Contains(err.Error(), "address already in use") {
+			return p, err
 		}
 	}
 	return nil, err
@@ -386,11 +358,7 @@ func (p *process) exitError() error {
 	if p.killed {
 		return fmt.Errorf("rie: %s: %w", p.cfg.Name, ErrKilled)
 	}
-	err := p.waitErr
-	if err == nil {
-		err = errors.New("exit status 0")
-	}
-	return &ExitError{Function: p.cfg.Name, Err: err, Tail: p.tail.String()}
+	return fmt.Errorf("rie: %s: aws-lambda-rie exited (%v):\n%s", p.cfg.Name, p.waitErr, p.tail)
 }
 
 // invoke posts one event and maps the RIE's answer to Invoke's results.
@@ -499,7 +467,7 @@ func freeAddrs(n int) ([]string, error) {
 	return out, nil
 }
 
-// tail keeps the last tailBytes of the RIE's output for ExitError.
+// tail keeps the last tailBytes of the RIE's output, to say why it exited.
 type tail struct {
 	mu  sync.Mutex
 	buf []byte

@@ -124,7 +124,7 @@ func TestEnvironment(t *testing.T) {
 	// Not parallel: it sets variables in this process to prove they do not leak.
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "from-the-developers-shell")
 	t.Setenv("GHCLAIM_HOST_ONLY", "from-the-developers-shell")
-	e, _ := setup(t, func(c *rie.Config) { c.Env["LOG_LEVEL"] = "debug" })
+	e, w := setup(t, func(c *rie.Config) { c.Env["LOG_LEVEL"] = "debug" })
 	tests := []struct {
 		name string
 		env  string
@@ -133,7 +133,7 @@ func TestEnvironment(t *testing.T) {
 		{name: "the host's credentials do not leak (the RIE sets them empty)", env: "AWS_SECRET_ACCESS_KEY", want: ptr("")},
 		{name: "the host's environment does not leak", env: "GHCLAIM_HOST_ONLY", want: nil},
 		{name: "the function's own variables", env: "FROM_CONFIG", want: ptr("yes")},
-		{name: "the function's LOG_LEVEL, which the RIE would read too", env: "LOG_LEVEL", want: ptr("debug")},
+		{name: "the function's LOG_LEVEL", env: "LOG_LEVEL", want: ptr("debug")},
 		{name: "Lambda's variables", env: "AWS_LAMBDA_FUNCTION_NAME", want: ptr("echo")},
 		{name: "the timeout in seconds", env: "AWS_LAMBDA_FUNCTION_TIMEOUT", want: ptr("5")},
 		{name: "region", env: "AWS_REGION", want: ptr("us-east-1")},
@@ -148,6 +148,12 @@ func TestEnvironment(t *testing.T) {
 				t.Errorf("%s: got %s, want %s", tt.env, show(a.Env), show(tt.want))
 			}
 		})
+	}
+	// The RIE reads LOG_LEVEL too; the function's must not turn on the emulator's debug log.
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if strings.Contains(w.buf.String(), "[DEBUG]") {
+		t.Errorf("the RIE logs at debug level: it took the function's LOG_LEVEL")
 	}
 }
 
