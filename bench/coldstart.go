@@ -24,15 +24,15 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
-	"github.com/ghclaim/ghclaim/infra/local/lambdahost"
+	"github.com/ghclaim/ghclaim/infra/local/rie"
 	"github.com/ghclaim/ghclaim/shared/emulator"
 	"github.com/ghclaim/ghclaim/shared/ghfake"
 	"github.com/ghclaim/ghclaim/shared/webhook"
 )
 
 // ColdStart is one function's init, measured under the local Lambda host
-// (infra/local/lambdahost: the Runtime API served on 127.0.0.1, the real
-// bootstrap built for this machine).
+// (infra/local/rie: the real bootstrap, built for this machine, under the
+// AWS Lambda Runtime Interface Emulator on 127.0.0.1).
 type ColdStart struct {
 	Function string `json:"function"`
 	Samples  int    `json:"samples"`
@@ -84,9 +84,10 @@ func newCountingProxy(target string) (*countingProxy, error) {
 }
 
 // MeasureColdStarts starts each function's bootstrap samples times under
-// the local Lambda host and compares its cold invocation with warm ones.
-// bootstraps maps a function name to its binary (built for this machine).
-func MeasureColdStarts(ctx context.Context, srv *emulator.Server, env *Env, bootstraps map[string]string, samples int) ([]ColdStart, error) {
+// the Runtime Interface Emulator rieBin and compares its cold invocation
+// with warm ones. bootstraps maps a function name to its binary (built for
+// this machine).
+func MeasureColdStarts(ctx context.Context, srv *emulator.Server, env *Env, bootstraps map[string]string, rieBin string, samples int) ([]ColdStart, error) {
 	proxy, err := newCountingProxy(srv.Endpoint)
 	if err != nil {
 		return nil, err
@@ -154,7 +155,7 @@ func MeasureColdStarts(ctx context.Context, srv *emulator.Server, env *Env, boot
 		for k, v := range s.env {
 			fenv[k] = v
 		}
-		cs, err := coldStarts(ctx, s.name, path, fenv, s.event, s.timeout, samples, proxy.c)
+		cs, err := coldStarts(ctx, s.name, path, rieBin, fenv, s.event, s.timeout, samples, proxy.c)
 		if err != nil {
 			return nil, err
 		}
@@ -183,9 +184,9 @@ func (b *syncBuffer) take() []byte {
 	return out
 }
 
-func coldStarts(ctx context.Context, name, path string, env map[string]string, event []byte, timeout time.Duration, samples int, c *Counter) (ColdStart, error) {
+func coldStarts(ctx context.Context, name, path, rieBin string, env map[string]string, event []byte, timeout time.Duration, samples int, c *Counter) (ColdStart, error) {
 	out := &syncBuffer{}
-	h, err := lambdahost.New(lambdahost.Config{Name: "ghclaim-" + name, Bootstrap: path, Env: env, Timeout: timeout, MemoryMB: 256, Output: out})
+	h, err := rie.New(rie.Config{Name: "ghclaim-" + name, Bootstrap: path, RIE: rieBin, Env: env, Timeout: timeout, MemoryMB: 256, Output: out})
 	if err != nil {
 		return ColdStart{}, err
 	}
@@ -198,6 +199,10 @@ func coldStarts(ctx context.Context, name, path string, env map[string]string, e
 	var initBusy time.Duration
 	for range samples {
 		h.Kill()
+		// The emulator's own start is the sandbox's, not the function's init.
+		if err := h.Start(ctx); err != nil {
+			return cs, fmt.Errorf("bench: start %s: %w", name, err)
+		}
 		out.take()
 		before := c.Snapshot()
 		t0 := time.Now()

@@ -201,7 +201,7 @@ func (r Report) Markdown(w io.Writer) {
 	p("## 4. Cold start and binaries")
 	p("")
 	if len(r.ColdStarts) > 0 {
-		p("Each function's real `bootstrap` (built for this machine by infra/local/bootstrap) under infra/local/lambdahost,")
+		p("Each function's real `bootstrap` (built for this machine by infra/local/bootstrap) under the Runtime Interface Emulator (infra/local/rie),")
 		p("killed and cold-started %d times; init = cold invocation − median of three warm ones of the same event.", r.ColdStarts[0].Samples)
 		p("")
 		p("| function | init p50 ms | init max ms | warm ms | Go package init ms | AWS requests in init | their ms |")

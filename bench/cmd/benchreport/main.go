@@ -81,6 +81,10 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
+	rieBin, err := bootstrap.BuildRIE(ctx, root, filepath.Join(tmp, "host"))
+	if err != nil {
+		return err
+	}
 
 	step("starting the emulator")
 	srv, err := emulator.Start(ctx)
@@ -156,7 +160,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	defer csEnv.Close(context.WithoutCancel(ctx))
-	rep.ColdStarts, err = bench.MeasureColdStarts(ctx, srv, csEnv, bins, o.coldStarts)
+	rep.ColdStarts, err = bench.MeasureColdStarts(ctx, srv, csEnv, bins, rieBin, o.coldStarts)
 	if err != nil {
 		return err
 	}

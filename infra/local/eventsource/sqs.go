@@ -1,6 +1,6 @@
 // Package eventsource plays the AWS services that invoke ghclaim's functions on their own:
 // the SQS event source mapping that feeds the claimer, and the EventBridge schedule that runs
-// the reclaimer. Both invoke through the narrow Invoker interface (a lambdahost.Host), so the
+// the reclaimer. Both invoke through the narrow Invoker interface (an rie.Environment), so the
 // production binaries see the events Lambda would deliver.
 //
 // The SQS mapping reproduces what the claimer's correctness rests on:
@@ -38,7 +38,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 )
 
-// Invoker runs a function synchronously (lambdahost.Host).
+// Invoker runs a function synchronously (rie.Environment).
 type Invoker interface {
 	Invoke(ctx context.Context, payload []byte) ([]byte, error)
 }

@@ -34,7 +34,7 @@ import (
 // not fit once wrapped in the event, which is close enough for a local endpoint.
 const MaxRequestBytes = 6 * 1024 * 1024
 
-// Invoker runs the function synchronously (lambdahost.Host, or a test double).
+// Invoker runs the function synchronously (rie.Environment, or a test double).
 type Invoker interface {
 	Invoke(ctx context.Context, payload []byte) ([]byte, error)
 }

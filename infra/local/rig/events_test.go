@@ -9,12 +9,9 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -27,6 +24,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/ghclaim/ghclaim/infra/local/bootstrap"
+	"github.com/ghclaim/ghclaim/infra/local/rie"
 	"github.com/ghclaim/ghclaim/shared/emulator"
 	"github.com/ghclaim/ghclaim/shared/ghfake"
 	"github.com/ghclaim/ghclaim/shared/job"
@@ -57,7 +55,7 @@ func TestEventsUnderTheRuntimeInterfaceEmulator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rie, err := bootstrap.BuildRIE(ctx, root, bin)
+	rieBin, err := bootstrap.BuildRIE(ctx, root, bin)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,8 +149,11 @@ func TestEventsUnderTheRuntimeInterfaceEmulator(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, logs := invokeUnderRIE(t, rie, bins[fn], logical, env[logical], payload)
+		out, logs, err := invokeUnderRIE(t, rieBin, bins[fn], logical, env[logical], payload)
 		t.Run(name, func(t *testing.T) {
+			if err != nil {
+				t.Fatalf("invoke: %v\n%s", err, logs)
+			}
 			check(t, name, out, logs, st, gh)
 		})
 	}
@@ -162,14 +163,9 @@ func TestEventsUnderTheRuntimeInterfaceEmulator(t *testing.T) {
 func check(t *testing.T, name string, out []byte, logs string, st *store.Store, gh *ghfake.Server) {
 	var resp struct {
 		StatusCode        *int              `json:"statusCode"`
-		ErrorType         string            `json:"errorType"`
-		ErrorMessage      string            `json:"errorMessage"`
 		BatchItemFailures []json.RawMessage `json:"batchItemFailures"`
 	}
 	_ = json.Unmarshal(out, &resp)
-	if resp.ErrorType != "" {
-		t.Fatalf("function error %s: %s\n%s", resp.ErrorType, resp.ErrorMessage, logs)
-	}
 	status := func(want int) {
 		t.Helper()
 		if resp.StatusCode == nil || *resp.StatusCode != want {
@@ -226,63 +222,19 @@ func functionOf(event string) (fn, logical string) {
 	return "", ""
 }
 
-// invokeUnderRIE starts the RIE with the bootstrap, posts payload to its invoke endpoint,
-// stops it, and returns the answer and the RIE's output (runtime logs included).
-func invokeUnderRIE(t *testing.T, rie, bootstrapPath, name string, env map[string]string, payload []byte) ([]byte, string) {
+// invokeUnderRIE runs the bootstrap in an execution environment of its own (infra/local/rie),
+// invokes it once with payload, closes it, and returns the answer and the output (runtime logs
+// included).
+func invokeUnderRIE(t *testing.T, rieBin, bootstrapPath, name string, env map[string]string, payload []byte) ([]byte, string, error) {
 	t.Helper()
-	apiAddr, invokeAddr := freeAddr(t), freeAddr(t)
-	cmd := exec.Command(rie,
-		"--runtime-api-address", apiAddr,
-		"--runtime-interface-emulator-address", invokeAddr,
-		bootstrapPath)
-	cmd.Dir = filepath.Dir(bootstrapPath)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "AWS_LAMBDA_FUNCTION_NAME=" + name, "LOG_LEVEL_RIE=info"}
-	for k, v := range env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start the runtime interface emulator: %v", err)
-	}
-	defer func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	}()
-	url := "http://" + invokeAddr + "/2015-03-31/functions/function/invocations"
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", invokeAddr, time.Second)
-		if err == nil {
-			c.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the runtime interface emulator did not listen on %s: %v\n%s", invokeAddr, err, logs.String())
-		}
-		time.Sleep(20 * time.Millisecond) // polling for a child process's port; nothing to wait on
-	}
-	client := &http.Client{Timeout: 90 * time.Second}
-	resp, err := client.Post(url, "application/json", bytes.NewReader(payload))
-	if err != nil {
-		t.Fatalf("invoke %s: %v\n%s", name, err, logs.String())
-	}
-	defer resp.Body.Close()
-	out, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("invoke %s: RIE answered %d %s\n%s", name, resp.StatusCode, out, logs.String())
-	}
-	return out, logs.String()
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	var logs bytes.Buffer // read once Close has waited for the emulator
+	e, err := rie.New(rie.Config{Name: name, Bootstrap: bootstrapPath, RIE: rieBin, Env: env, Timeout: time.Minute, Output: &logs})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	out, err := e.Invoke(context.Background(), payload)
+	e.Close()
+	return out, logs.String(), err
 }
 
 func loadEnv(t *testing.T, path string) map[string]map[string]string {

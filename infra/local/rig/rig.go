@@ -1,8 +1,8 @@
 // Package rig assembles the whole ghclaim stack on one machine around the real function binaries:
 // an AWS emulator (moto_server, or LocalStack / any endpoint named by AWS_ENDPOINT_URL) holding
 // template.yaml's table, queues and secrets; the GitHub stand-in (shared/ghfake) playing the
-// App's side of GitHub on 127.0.0.1; the three `bootstrap` binaries under lambdahost; the
-// webhook behind a local Function URL; the claimer fed by the SQS event source mapping; the
+// App's side of GitHub on 127.0.0.1; the three `bootstrap` binaries, each execution environment
+// its own AWS Lambda Runtime Interface Emulator (infra/local/rie); the webhook behind a local Function URL; the claimer fed by the SQS event source mapping; the
 // reclaimer on a schedule. `make run`, `make local` and the end-to-end test all start it.
 //
 // Decisions:
@@ -52,7 +52,7 @@ import (
 	"github.com/ghclaim/ghclaim/infra/local/bootstrap"
 	"github.com/ghclaim/ghclaim/infra/local/eventsource"
 	"github.com/ghclaim/ghclaim/infra/local/functionurl"
-	"github.com/ghclaim/ghclaim/infra/local/lambdahost"
+	"github.com/ghclaim/ghclaim/infra/local/rie"
 	"github.com/ghclaim/ghclaim/shared/emulator"
 	"github.com/ghclaim/ghclaim/shared/ghfake"
 	"github.com/ghclaim/ghclaim/shared/pool"
@@ -76,8 +76,10 @@ type Options struct {
 	Root string
 	// BinDir receives the built binaries (default Root/.build/local).
 	BinDir string
-	// Bootstraps are prebuilt binaries by function name; nil builds them.
+	// Bootstraps are prebuilt binaries by function name, RIE a prebuilt aws-lambda-rie; nil
+	// and "" build them.
 	Bootstraps map[string]string
+	RIE        string
 	// Params override template parameters (RetryLadder, MaxAge, ReclaimSchedule, LogLevel, …).
 	Params map[string]string
 	// Env adds environment variables: key "*" for every function, or a function name.
@@ -118,9 +120,9 @@ type Rig struct {
 	Store *store.Store
 	SQS   *sqs.Client
 
-	Webhook   *lambdahost.Host
-	Claimers  []*lambdahost.Host
-	Reclaimer *lambdahost.Host
+	Webhook   *rie.Environment
+	Claimers  []*rie.Environment
+	Reclaimer *rie.Environment
 	Mapping   *eventsource.SQS
 	Schedule  *eventsource.Schedule
 
@@ -166,17 +168,20 @@ func Start(ctx context.Context, o Options) (_ *Rig, err error) {
 	// Compile while the emulator starts.
 	type built struct {
 		paths map[string]string
+		rie   string
 		err   error
 	}
 	builds := make(chan built, 1)
-	if o.Bootstraps != nil {
-		builds <- built{paths: o.Bootstraps}
-	} else {
-		go func() {
-			p, err := bootstrap.Build(ctx, o.Root, o.BinDir)
-			builds <- built{p, err}
-		}()
-	}
+	go func() {
+		b := built{paths: o.Bootstraps, rie: o.RIE}
+		if b.paths == nil {
+			b.paths, b.err = bootstrap.Build(ctx, o.Root, o.BinDir)
+		}
+		if b.rie == "" && b.err == nil {
+			b.rie, b.err = bootstrap.BuildRIE(ctx, o.Root, o.BinDir)
+		}
+		builds <- b
+	}()
 
 	r.external = emulatorIsExternal()
 	if r.Emulator, err = emulator.Start(ctx); err != nil {
@@ -282,11 +287,12 @@ func Start(ctx context.Context, o Options) (_ *Rig, err error) {
 	if b.err != nil {
 		return nil, b.err
 	}
-	host := func(name, instance string) (*lambdahost.Host, error) {
+	host := func(name, instance string) (*rie.Environment, error) {
 		fn := r.Functions[name]
-		return lambdahost.New(lambdahost.Config{
+		return rie.New(rie.Config{
 			Name:      stackName + "-" + fn.LogicalID,
 			Bootstrap: b.paths[name],
+			RIE:       b.rie,
 			Env:       fn.Env,
 			Timeout:   fn.Timeout,
 			MemoryMB:  fn.MemoryMB,
@@ -371,7 +377,7 @@ func (r *Rig) Close() {
 			_ = srv.Shutdown(ctx)
 			cancel()
 		}
-		for _, h := range append([]*lambdahost.Host{r.Webhook, r.Reclaimer}, r.Claimers...) {
+		for _, h := range append([]*rie.Environment{r.Webhook, r.Reclaimer}, r.Claimers...) {
 			if h != nil {
 				h.Close()
 			}

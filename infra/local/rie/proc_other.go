@@ -1,20 +1,21 @@
 //go:build !linux
 
-package lambdahost
+package rie
 
 import (
 	"os"
 	"syscall"
 )
 
-// sysProcAttr returns nil: outside Linux the runtime is killed directly, not as a group.
+// sysProcAttr returns nil: outside Linux the RIE is killed directly, not as a group.
 func sysProcAttr() *syscall.SysProcAttr { return nil }
 
 // lockThread is a no-op: parent-death signals exist only on Linux.
 func lockThread() {}
 
-// killGroup kills the process pid.
-func killGroup(pid int) {
+// killTree kills the RIE pid only: without /proc its runtime is not found, and exits at its next
+// Runtime API call.
+func killTree(pid int) {
 	if p, err := os.FindProcess(pid); err == nil {
 		_ = p.Kill()
 	}

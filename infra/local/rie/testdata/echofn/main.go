@@ -1,6 +1,7 @@
-// Command echofn is a tiny Lambda function for lambdahost's tests. What it does is chosen by
-// the event, so one binary covers every path of the Runtime API: echo, error, slow, crash,
-// report its deadline / environment / how many invocations this process has served.
+// Command echofn is a tiny Lambda function for rie's tests. What it does is chosen by the
+// event, so one binary covers every path of the Runtime API: echo, error, slow, crash, meet
+// another environment at a barrier, report its deadline / environment / how many invocations
+// this process has served.
 package main
 
 import (
@@ -10,6 +11,8 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,6 +27,9 @@ type event struct {
 	Exit    *int            `json:"exit,omitempty"`
 	Env     string          `json:"env,omitempty"`
 	Big     int             `json:"big,omitempty"`
+	// Barrier is a directory: the handler leaves a file there and waits until Parties have.
+	Barrier string `json:"barrier,omitempty"`
+	Parties int    `json:"parties,omitempty"`
 }
 
 type answer struct {
@@ -34,13 +40,19 @@ type answer struct {
 	Count      int             `json:"count"`
 	Env        *string         `json:"env,omitempty"`
 	Big        string          `json:"big,omitempty"`
+	PID        int             `json:"pid"`
 }
 
 var count int
 
 func handle(ctx context.Context, e event) (answer, error) {
 	count++
-	fmt.Printf("echofn invocation %d\n", count)
+	fmt.Printf("echofn invocation %d pid %d\n", count, os.Getpid())
+	if e.Barrier != "" {
+		if err := meet(ctx, e.Barrier, e.Parties); err != nil {
+			return answer{}, err
+		}
+	}
 	if e.SleepMS > 0 {
 		// A hung handler: it ignores its deadline, so only the host can end it.
 		time.Sleep(time.Duration(e.SleepMS) * time.Millisecond)
@@ -52,7 +64,7 @@ func handle(ctx context.Context, e event) (answer, error) {
 	if e.Fail != "" {
 		return answer{}, errors.New(e.Fail)
 	}
-	a := answer{Echo: e.Echo, Count: count}
+	a := answer{Echo: e.Echo, Count: count, PID: os.Getpid()}
 	if dl, ok := ctx.Deadline(); ok {
 		a.DeadlineMS = dl.UnixMilli()
 	}
@@ -69,6 +81,27 @@ func handle(ctx context.Context, e event) (answer, error) {
 		a.Big = strings.Repeat("x", e.Big)
 	}
 	return a, nil
+}
+
+// meet leaves this process's mark in dir and waits, until ctx's deadline, for parties marks.
+func meet(ctx context.Context, dir string, parties int) error {
+	if err := os.WriteFile(filepath.Join(dir, strconv.Itoa(os.Getpid())), nil, 0o644); err != nil {
+		return err
+	}
+	for {
+		marks, err := os.ReadDir(dir)
+		if err != nil {
+			return err
+		}
+		if len(marks) >= parties {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("barrier: %d of %d arrived", len(marks), parties)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 }
 
 func main() {
