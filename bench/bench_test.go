@@ -21,7 +21,7 @@ func setup(b *testing.B) *bench.Env {
 }
 
 // BenchmarkWebhookHandler is one queued delivery through the handler
-// (verify, parse, dedup read, create, send, mark queued, dedup write).
+// (verify, parse, the record's conditional put, send).
 func BenchmarkWebhookHandler(b *testing.B) {
 	env := setup(b)
 	w, err := bench.NewWebhook(env, nil, 1_000_000)
@@ -43,8 +43,8 @@ func BenchmarkWebhookHandler(b *testing.B) {
 	b.ReportMetric(float64(d.Total())/float64(b.N), "awscalls/op")
 }
 
-// BenchmarkWebhookFloor is the same job recorded and enqueued with the
-// three SDK calls a webhook cannot do without.
+// BenchmarkWebhookFloor is one bare SendMessage of the same job's message:
+// the TypeScript runner module's whole webhook path.
 func BenchmarkWebhookFloor(b *testing.B) {
 	env := setup(b)
 	w, err := bench.NewWebhook(env, nil, 2_000_000)
