@@ -56,14 +56,14 @@ local:
 	$(GO) build -o .build/local/ghclaim-local ./infra/local/cmd/ghclaim-local
 	.build/local/ghclaim-local serve $(LOCAL_FLAGS)
 
-# The accounting run (infra/chaos, shared/chaos): 500 jobs through the real handlers on moto with
+# The accounting run (infra/chaos and its command infra/chaos/cmd/ghclaim-chaos): 500 jobs through the real handlers on moto with
 # 20 % faults at every external call and claimer kills. Its last line is the figures; it fails
 # unless nothing was lost and nothing was claimed twice. CHAOS_FLAGS="-jobs 100 -v" to vary.
-# The races behind it, repeated: go test -run TestRace -count=20 ./shared/chaos/
+# The races behind it, repeated: go test -run TestRace -count=20 ./infra/chaos/
 CHAOS_FLAGS ?=
 .PHONY: chaos
 chaos:
-	$(GO) run ./infra/chaos $(CHAOS_FLAGS)
+	$(GO) run ./infra/chaos/cmd/ghclaim-chaos $(CHAOS_FLAGS)
 
 # A bounded load test of the webhook path on loopback (infra/load): LOAD_FLAGS="-n 2000 -c 16".
 LOAD_FLAGS ?=

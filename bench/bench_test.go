@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/ghclaim/ghclaim/bench"
-	"github.com/ghclaim/ghclaim/shared/emulator"
+	"github.com/ghclaim/ghclaim/infra/emulator"
 	"github.com/ghclaim/ghclaim/shared/obs"
 	"github.com/ghclaim/ghclaim/shared/reclaim"
 )

@@ -38,9 +38,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/ghclaim/ghclaim/infra/chaos"
+	"github.com/ghclaim/ghclaim/infra/emulator"
 	"github.com/ghclaim/ghclaim/infra/local/functionurl"
-	"github.com/ghclaim/ghclaim/shared/chaos"
-	"github.com/ghclaim/ghclaim/shared/emulator"
 	"github.com/ghclaim/ghclaim/shared/pool"
 	"github.com/ghclaim/ghclaim/shared/queue"
 	"github.com/ghclaim/ghclaim/shared/store"

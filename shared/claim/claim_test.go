@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ghclaim/ghclaim/shared/ghfake"
+	"github.com/ghclaim/ghclaim/infra/ghfake"
 	"github.com/ghclaim/ghclaim/shared/job"
 )
 

@@ -12,7 +12,7 @@ import (
 
 	"github.com/aws/smithy-go"
 
-	"github.com/ghclaim/ghclaim/shared/ghfake"
+	"github.com/ghclaim/ghclaim/infra/ghfake"
 	"github.com/ghclaim/ghclaim/shared/job"
 )
 

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ghclaim/ghclaim/infra/ghfake"
 	"github.com/ghclaim/ghclaim/shared/ghapp"
-	"github.com/ghclaim/ghclaim/shared/ghfake"
 )
 
 // answering serves route (method and path) with status and body, and

@@ -20,9 +20,9 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/ghclaim/ghclaim/infra/ghfake"
 	"github.com/ghclaim/ghclaim/shared/failure"
 	"github.com/ghclaim/ghclaim/shared/ghapp"
-	"github.com/ghclaim/ghclaim/shared/ghfake"
 )
 
 // clock is a settable injected clock.

@@ -22,8 +22,8 @@ import (
 
 	"github.com/google/go-github/v62/github"
 
+	"github.com/ghclaim/ghclaim/infra/ghfake"
 	"github.com/ghclaim/ghclaim/shared/ghapp"
-	"github.com/ghclaim/ghclaim/shared/ghfake"
 )
 
 const (

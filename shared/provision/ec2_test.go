@@ -17,8 +17,8 @@ import (
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/ghclaim/ghclaim/infra/provisiontest"
 	"github.com/ghclaim/ghclaim/shared/pool"
-	"github.com/ghclaim/ghclaim/shared/provision/provisiontest"
 )
 
 // fakeInstances records EC2 calls. existing is what DescribeInstances

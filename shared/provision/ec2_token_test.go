@@ -13,9 +13,9 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/ghclaim/ghclaim/infra/provisiontest"
 	"github.com/ghclaim/ghclaim/shared/failure"
 	"github.com/ghclaim/ghclaim/shared/pool"
-	"github.com/ghclaim/ghclaim/shared/provision/provisiontest"
 )
 
 // tokenEC2 speaks EC2's documented ClientToken rules: a repeated token gets

@@ -15,8 +15,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
-	"github.com/ghclaim/ghclaim/shared/emulator"
-	"github.com/ghclaim/ghclaim/shared/provision/provisiontest"
+	"github.com/ghclaim/ghclaim/infra/emulator"
+	"github.com/ghclaim/ghclaim/infra/provisiontest"
 )
 
 // These tests talk HTTP to moto_server through the real SDK clients. moto

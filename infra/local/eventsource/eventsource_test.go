@@ -15,8 +15,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/ghclaim/ghclaim/infra/emulator"
 	"github.com/ghclaim/ghclaim/infra/local/eventsource"
-	"github.com/ghclaim/ghclaim/shared/emulator"
 )
 
 func TestFailuresFollowsTheDocumentedRules(t *testing.T) {

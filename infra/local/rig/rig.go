@@ -1,6 +1,6 @@
 // Package rig assembles the whole ghclaim stack on one machine around the real function binaries:
 // an AWS emulator (moto_server, or LocalStack / any endpoint named by AWS_ENDPOINT_URL) holding
-// template.yaml's table, queues and secrets; the GitHub stand-in (shared/ghfake) playing the
+// template.yaml's table, queues and secrets; the GitHub stand-in (infra/ghfake) playing the
 // App's side of GitHub on 127.0.0.1; the three `bootstrap` binaries, each execution environment
 // its own AWS Lambda Runtime Interface Emulator (infra/local/rie); the webhook behind a local Function URL; the claimer fed by the SQS event source mapping; the
 // reclaimer on a schedule. `make run`, `make local` and the end-to-end test all start it.
@@ -49,12 +49,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/ghclaim/ghclaim/infra/emulator"
+	"github.com/ghclaim/ghclaim/infra/ghfake"
 	"github.com/ghclaim/ghclaim/infra/local/bootstrap"
 	"github.com/ghclaim/ghclaim/infra/local/eventsource"
 	"github.com/ghclaim/ghclaim/infra/local/functionurl"
 	"github.com/ghclaim/ghclaim/infra/local/rie"
-	"github.com/ghclaim/ghclaim/shared/emulator"
-	"github.com/ghclaim/ghclaim/shared/ghfake"
 	"github.com/ghclaim/ghclaim/shared/pool"
 	"github.com/ghclaim/ghclaim/shared/queue"
 	"github.com/ghclaim/ghclaim/shared/store"

@@ -3,8 +3,8 @@ package scenario_test
 import (
 	"testing"
 
+	"github.com/ghclaim/ghclaim/infra/ghfake/openapi"
 	"github.com/ghclaim/ghclaim/infra/local/scenario"
-	"github.com/ghclaim/ghclaim/shared/ghfake/openapi"
 )
 
 // TestPayloadMatchesGitHubDescription: what the scenarios deliver is what

@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/ghclaim/ghclaim/shared/ghfake"
+	"github.com/ghclaim/ghclaim/infra/ghfake"
 	"github.com/ghclaim/ghclaim/shared/job"
 )
 

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ghclaim/ghclaim/shared/ghfake/openapi"
+	"github.com/ghclaim/ghclaim/infra/ghfake/openapi"
 )
 
 func load(t *testing.T) *openapi.Description {

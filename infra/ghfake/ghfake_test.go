@@ -20,7 +20,7 @@ import (
 
 	"github.com/google/go-github/v62/github"
 
-	"github.com/ghclaim/ghclaim/shared/ghfake"
+	"github.com/ghclaim/ghclaim/infra/ghfake"
 )
 
 const (

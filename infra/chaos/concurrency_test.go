@@ -4,7 +4,7 @@ package chaos
 // against the real store, webhook, claimer and reclaimer on moto. Repeat
 // them to shake out interleavings:
 //
-//	go test -run TestRace -count=20 ./shared/chaos/
+//	go test -run TestRace -count=20 ./infra/chaos/
 
 import (
 	"context"
@@ -22,7 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/ghclaim/ghclaim/shared/emulator"
+	"github.com/ghclaim/ghclaim/infra/emulator"
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/obs"
 	"github.com/ghclaim/ghclaim/shared/queue"

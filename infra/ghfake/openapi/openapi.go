@@ -1,5 +1,5 @@
 // Package openapi checks JSON against GitHub's own published description of
-// it: the answers of the REST routes ghclaim calls (what shared/ghfake
+// it: the answers of the REST routes ghclaim calls (what infra/ghfake
 // serves) and the webhook payloads ghclaim receives (events/, test
 // fixtures). A stand-in is only as good as its likeness to GitHub, and this
 // is how the tests prove the likeness instead of assuming it.

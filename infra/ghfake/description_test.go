@@ -9,13 +9,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ghclaim/ghclaim/shared/ghfake"
-	"github.com/ghclaim/ghclaim/shared/ghfake/openapi"
+	"github.com/ghclaim/ghclaim/infra/ghfake"
+	"github.com/ghclaim/ghclaim/infra/ghfake/openapi"
 )
 
 // TestAnswersMatchGitHubDescription drives every route ghclaim calls over
 // HTTP and checks each answer, status and body, against GitHub's published
-// OpenAPI description of that route (shared/ghfake/openapi): a success and
+// OpenAPI description of that route (infra/ghfake/openapi): a success and
 // every error the fake gives, including the ones any route can give (bad
 // credentials, rate limits, injected faults), which GitHub sends in its
 // generic error shape.

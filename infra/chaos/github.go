@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ghclaim/ghclaim/shared/ghfake"
+	"github.com/ghclaim/ghclaim/infra/ghfake"
 )
 
 // Middleware injects GitHub faults on the wire: for each API request to gh

@@ -12,8 +12,8 @@ import (
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 	"github.com/aws/smithy-go"
 
-	"github.com/ghclaim/ghclaim/shared/emulator"
-	"github.com/ghclaim/ghclaim/shared/provision/provisiontest"
+	"github.com/ghclaim/ghclaim/infra/emulator"
+	"github.com/ghclaim/ghclaim/infra/provisiontest"
 )
 
 // TestSSMValueLimits is the contract of both stand-ins: the transport in

@@ -34,7 +34,7 @@
 //   - Runner names are unique per scope (a repository, or an organisation),
 //     compared case-insensitively.
 //   - Every answer is checked against GitHub's published OpenAPI
-//     description of its route (shared/ghfake/openapi), so the fake cannot
+//     description of its route (infra/ghfake/openapi), so the fake cannot
 //     drift from GitHub's shapes: e.g. generate-jitconfig's 422 is the
 //     "simple" validation error (the problem in the message, no field
 //     objects), and a job carries every field the description requires.

@@ -3,11 +3,11 @@
 // (moto_server on 127.0.0.1, or the one AWS_ENDPOINT_URL names), deploys
 // template.yaml's table and queues there, runs N jobs through the real
 // webhook, claimer and reclaimer handlers with faults at every external call
-// (shared/chaos), and prints the figures as key=value pairs on its last line.
+// (infra/chaos), and prints the figures as key=value pairs on its last line.
 //
 // It exits 1 unless nothing was lost and nothing was claimed twice, 2 when
 // the run could not be set up. It only wires: every decision lives in
-// shared/chaos.
+// infra/chaos.
 package main
 
 import (
@@ -19,8 +19,8 @@ import (
 	"os/signal"
 	"time"
 
-	"github.com/ghclaim/ghclaim/shared/chaos"
-	"github.com/ghclaim/ghclaim/shared/emulator"
+	"github.com/ghclaim/ghclaim/infra/chaos"
+	"github.com/ghclaim/ghclaim/infra/emulator"
 )
 
 func main() {

@@ -3,7 +3,7 @@
 // against. It is not run by `make test`; run it by hand to move to newer
 // descriptions, then run the tests and commit the result:
 //
-//	node shared/ghfake/openapi/gen.mjs
+//	node infra/ghfake/openapi/gen.mjs
 //
 // It installs the pinned npm packages into a temporary folder, takes the
 // api.github.com document of each, keeps only the operations and webhooks

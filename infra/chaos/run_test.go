@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ghclaim/ghclaim/shared/chaos"
-	"github.com/ghclaim/ghclaim/shared/emulator"
+	"github.com/ghclaim/ghclaim/infra/chaos"
+	"github.com/ghclaim/ghclaim/infra/emulator"
 )
 
 // world deploys the template's table and queues on the shared emulator.
