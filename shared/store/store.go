@@ -41,20 +41,21 @@ import (
 	"github.com/ghclaim/ghclaim/shared/ratelimit"
 )
 
-// Named outcomes. Callers test them with errors.Is.
+// Named outcomes: the domain's (shared/job), so a flow tests them without
+// importing this package. Callers test them with errors.Is.
 var (
 	// ErrNotFound: no item under that key.
-	ErrNotFound = errors.New("store: not found")
+	ErrNotFound = job.ErrNotFound
 	// ErrDuplicate: a live dedup key for that delivery exists.
 	ErrDuplicate = errors.New("store: duplicate delivery")
-	// ErrExists: a job record for that job already exists.
-	ErrExists = errors.New("store: job already recorded")
+	// ErrExists: a live job record for that job already exists.
+	ErrExists = job.ErrConflict
 	// ErrConflict: the record was not in the state/version the caller read.
-	ErrConflict = errors.New("store: record changed concurrently")
+	ErrConflict = job.ErrConflict
 	// ErrLeaseLost: the caller's lease (owner + version) is no longer the record's.
-	ErrLeaseLost = errors.New("store: lease lost")
+	ErrLeaseLost = job.ErrLeaseLost
 	// ErrTerminal: the record is already terminal; nothing was changed.
-	ErrTerminal = errors.New("store: record is terminal")
+	ErrTerminal = job.ErrTerminal
 )
 
 // DynamoDB is the part of the DynamoDB API the store uses.
@@ -212,6 +213,19 @@ func (s *Store) CreateJob(ctx context.Context, r job.Record, now time.Time) (job
 	return r, nil
 }
 
+// conflict is the *job.ConflictError of a refused write to job id, carrying
+// the record DynamoDB returned with the refusal, if it returned one that
+// this code can read.
+func conflict(op string, id int64, item map[string]types.AttributeValue) error {
+	e := &job.ConflictError{Op: op, JobID: id}
+	if len(item) > 0 {
+		if cur, err := unmarshal(item); err == nil {
+			e.Current, e.Found = cur, true
+		}
+	}
+	return e
+}
+
 // MarkQueued moves a pending record to queued once its message is sent.
 // ErrConflict means somebody moved the record first (a fast claimer, the
 // reclaimer, or a done event): the message is out, which is all that counts.
@@ -329,17 +343,14 @@ func (s *Store) Get(ctx context.Context, id int64) (job.Record, error) {
 
 // Lease is a claimer's fencing token: the record is ours while it still
 // carries this owner and version.
-type Lease struct {
-	JobID   int64
-	Owner   string
-	Version int64
-	Expires time.Time
-}
+type Lease = job.Lease
 
 // Acquire takes the lease on a record that is queued (or still pending: a
 // fast claimer may see the message before the webhook marks it queued) at
-// exactly version. The record moves to claiming with version+1. ErrConflict
-// means the record is elsewhere: another claimer, a newer message, or done.
+// exactly version. The record moves to claiming with version+1. A refusal
+// is a *job.ConflictError carrying the record as it is now (ALL_OLD on the
+// failed condition), not found when there is none: the claimer decides a
+// duplicate, an early message or an unknown job from it, without a read.
 func (s *Store) Acquire(ctx context.Context, id, version int64, owner string, until, now time.Time) (Lease, job.Record, error) {
 	exp := job.Millis(until)
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
@@ -371,7 +382,7 @@ func (s *Store) Acquire(ctx context.Context, id, version int64, owner string, un
 		// own write. That is our lease, not a conflict: waiting out the
 		// lease and the reclaimer for it would only delay the job.
 		if !ownLease(ccf.Item, owner, version+1) {
-			return Lease{}, job.Record{}, ErrConflict
+			return Lease{}, job.Record{}, conflict("lease", id, ccf.Item)
 		}
 		attrs = ccf.Item
 	case err != nil:
@@ -396,15 +407,7 @@ func ownLease(item map[string]types.AttributeValue, owner string, version int64)
 }
 
 // Retry is what a claimer records when it hands the job to a new message.
-type Retry struct {
-	// Version is the version of the message already sent (lease version + 1).
-	Version        int64
-	Attempt        int
-	FirstFailureAt time.Time // zero leaves it unset
-	Due            time.Time
-	ErrorClass     string
-	Error          string
-}
+type Retry = job.Retry
 
 // Release hands a leased record back to queued for the message that was
 // just sent, preserving the ladder position (attempt, first_failure_at).
@@ -435,14 +438,8 @@ func (s *Store) Release(ctx context.Context, l Lease, r Retry, now time.Time) er
 	return s.fenced(ctx, l, set+" REMOVE lease_owner, lease_expires_at", vals)
 }
 
-// Outcome is the end of a claim.
-type Outcome struct {
-	State      job.State // Claimed, Failed, Abandoned or Done
-	Attempt    int
-	RunnerName string
-	ErrorClass string
-	Error      string
-}
+// Outcome is the end of a claim: Claimed, Failed, Abandoned or Done.
+type Outcome = job.Outcome
 
 // Finish moves a leased record to a terminal state. It is fenced by l.
 // Done is accepted too: a claimer that asked GitHub (pool check_queued) and
