@@ -14,14 +14,20 @@
 // Decisions:
 //
 // Version rules. The record is the truth; a message only says "look at job
-// N, version V". A message whose version is older than the record's, or
-// whose record is terminal, is a duplicate and is deleted. A message whose
-// version is newer than the record's was sent by a claimer whose Release
+// N, version V". The claimer does not read the record first: it writes the
+// lease straight away, and a refused lease write carries the record as it
+// is (a *job.ConflictError, DynamoDB's ReturnValuesOnConditionCheckFailure),
+// which decides the message. No record: an unknown job, dropped with an
+// error log. A message whose version is older than the record's, or whose
+// record is terminal, or whose version the record holds in another state
+// than queued (another copy holds the lease, or the claim ended), is a
+// duplicate and is dropped. A message whose version is newer than the
+// record's was sent by a claimer whose Release
 // has not landed yet (the record is claiming at the version below): it
 // waits out that claimer's lease, hidden until the lease's expiry (at least
 // EarlyDelay, at most SQS's 12 h), and is reported as a batch item failure.
 // Only while the lease lasts can the Release land; after it, the message
-// is deleted, because the reclaimer's take-back of the expired lease moves
+// is dropped, because the reclaimer's take-back of the expired lease moves
 // the record to the message's version and sends its own message. So an
 // early message is received at most twice (with a lease under 12 h),
 // whatever the Release does, and never reaches the dead-letter queue
@@ -29,14 +35,27 @@
 // few seconds. A message ahead of its
 // record in any other way was sent by no claimer: it comes back every
 // EarlyDelay and dead-letters (an alarm worth having). A message naming no
-// job (malformed) or an unknown job is deleted with an error log.
+// job (malformed) is dropped with an error log.
+//
+// Deleting. The claimer never calls DeleteMessage: the function runs with
+// ReportBatchItemFailures, and the event source mapping deletes every
+// message of the batch the response does not report. "Dropped" or
+// "handled" above means "not reported"; a message that must come back is
+// reported (and its visibility set when it must come back sooner or later
+// than the queue's timeout). The deletes then happen once per batch, after
+// the invocation answers: a claimer that dies mid-batch leaves every
+// message of the batch to come back, and the versions drop the handled ones.
 //
 // Chained delays. SQS caps DelaySeconds at 900 s. A longer delay is sent as
 // 900 s with not_before; a message that arrives before its not_before is
 // re-sent unchanged (same version, attempt and not_before) with the
-// remaining delay and the original deleted. That is not an attempt and
-// writes nothing. The record is read first, so a chain whose job is done
-// stops at its next hop instead of hopping on until its not_before.
+// remaining delay, and the original dropped. That is not an attempt, and
+// it reads and writes nothing: a hop costs one SendMessage. So a chain
+// whose job moved on (done, or a newer message) hops on until its
+// not_before and stops there, at its first lease write. Chains come from
+// rate-limit deferrals (the ladder's rungs are under 900 s), which end at a
+// reset at most an hour ahead: at most four hops, fewer requests than a
+// read at every hop of every live chain.
 //
 // Fencing. The lease is taken with a conditional update (queued|pending
 // at the message's version → claiming, version+1) and lasts Lease (default
@@ -46,8 +65,9 @@
 // when it would end first. Every later write of the attempt (Release, Finish) is
 // conditional on the lease's owner and version. A claimer that finds its
 // lease lost stops at once: it changes nothing else, deletes no runner and
-// no machine, and deletes its message (whoever owns the job now, a
-// reclaimer or a done event, moves it on). Side effects that undo work
+// no machine, and drops its message (whoever owns the job now, a
+// reclaimer or a done event, moves it on). Finding that out is the only
+// time the claimer reads the record (Store.Get), to tell a spare runner. Side effects that undo work
 // (deleting a runner, cleaning up a provisioned parameter) happen only
 // after the fenced write that ends the claim succeeded, with one
 // exception: a claimer that provisioned a runner and then finds the record
@@ -69,7 +89,8 @@
 // Order on retry: send the new message (version = lease version + 1,
 // attempt + 1, delay ≤ 900 s with not_before for the rest), then Release
 // the record to queued at that version with due_at, attempt and
-// first_failure_at, then delete the original message. A crash between
+// first_failure_at, then answer without reporting the original (the event
+// source mapping deletes it). A crash between
 // steps duplicates (the versions drop the extra message) instead of losing
 // the job. The ladder position (the record's attempt) and first_failure_at
 // survive every re-send: the policy reads them from the record, never from
@@ -137,10 +158,15 @@
 // Infrastructure errors (DynamoDB or SQS failing) make the message a batch
 // item failure too: SQS redelivers it, and the versions decide whether it
 // is still current.
+//
+// Ports. Store, Queue and Provisioner are declared here in the domain's
+// types (shared/job, shared/pool); the adapters implement them, so this
+// package imports no AWS service SDK (a test runs go list -deps to prove
+// it; shared/reclaim, imported for its Spread, is exempt until the spread
+// moves to a pure package).
 package claim
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -150,47 +176,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/obs"
 	"github.com/ghclaim/ghclaim/shared/pool"
-	"github.com/ghclaim/ghclaim/shared/provision"
 	"github.com/ghclaim/ghclaim/shared/ratelimit"
-	"github.com/ghclaim/ghclaim/shared/store"
 )
-
-// Store is the part of shared/store the claimer uses; *store.Store
-// implements it.
-type Store interface {
-	Get(ctx context.Context, id int64) (job.Record, error)
-	Acquire(ctx context.Context, id, version int64, owner string, until, now time.Time) (store.Lease, job.Record, error)
-	Release(ctx context.Context, l store.Lease, r store.Retry, now time.Time) error
-	Finish(ctx context.Context, l store.Lease, o store.Outcome, now time.Time) error
-	LoadRate(ctx context.Context, installationID int64) (ratelimit.Reading, error)
-	SaveRate(ctx context.Context, installationID int64, r ratelimit.Reading) error
-}
-
-var _ Store = (*store.Store)(nil)
-
-// Queue is the part of shared/queue the claimer uses; *queue.Queue
-// implements it.
-type Queue interface {
-	Send(ctx context.Context, m job.Message, delay time.Duration) error
-	Delete(ctx context.Context, receiptHandle string) error
-	RetryAfter(ctx context.Context, receiptHandle string, d time.Duration) error
-}
-
-// Provisioner starts the machine of a job's runner; provision.Registry
-// implements it.
-type Provisioner interface {
-	Provision(ctx context.Context, req provision.Request) (provision.Result, error)
-	Cleanup(ctx context.Context, req provision.Request) error
-	// Running names a live machine of req's job ("" when none, or when
-	// the adapter cannot tell): asked before an offline runner of an
-	// earlier attempt is deleted.
-	Running(ctx context.Context, req provision.Request) (string, error)
-}
-
-var _ Provisioner = provision.Registry(nil)
 
 // Rand is the randomness the claimer needs (jitter, spread); a seeded
 // *math/rand/v2.Rand satisfies it. It is used under a lock.
@@ -205,7 +194,7 @@ const (
 	DefaultConcurrency  = 4
 	DefaultSafetyMargin = 10 * time.Second
 	// DefaultHandOffReserve is kept free at the end of an invocation for
-	// the writes that record an attempt (send, release, delete).
+	// the writes that record an attempt (send, release).
 	DefaultHandOffReserve = 4 * time.Second
 	DefaultEarlyDelay     = 5 * time.Second
 	DefaultRetrySoon      = 10 * time.Second

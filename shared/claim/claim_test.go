@@ -62,17 +62,17 @@ func TestLadder(t *testing.T) {
 			t.Errorf("attempt %d: last_error_class %q, want server_side", attempt, r.LastErrorClass)
 		}
 		s := h.lastSend(t)
-		if s.msg.Version != r.Version || s.msg.Attempt != attempt {
-			t.Fatalf("attempt %d: sent version %d attempt %d, record version %d", attempt, s.msg.Version, s.msg.Attempt, r.Version)
+		if s.Msg.Version != r.Version || s.Msg.Attempt != attempt {
+			t.Fatalf("attempt %d: sent version %d attempt %d, record version %d", attempt, s.Msg.Version, s.Msg.Attempt, r.Version)
 		}
 		rung := want[min(attempt-1, len(want)-1)]
-		if !within(s.delay, rung, 0.2) {
-			t.Fatalf("attempt %d: delay %s, want %s ±20%%", attempt, s.delay, rung)
+		if !within(s.Delay, rung, 0.2) {
+			t.Fatalf("attempt %d: delay %s, want %s ±20%%", attempt, s.Delay, rung)
 		}
 		if due := job.FromMillis(r.DueAt).Sub(h.clock.Now()); !within(due, rung, 0.2) {
 			t.Errorf("attempt %d: due_at in %s, want %s ±20%%", attempt, due, rung)
 		}
-		h.clock.Advance(s.delay)
+		h.clock.Advance(s.Delay)
 	}
 }
 
@@ -87,9 +87,9 @@ func TestLadderEndsOnSuccess(t *testing.T) {
 	h.seed(t, id)
 	for range 3 {
 		h.invoke(t, c, h.receive(t, 1)...)
-		h.clock.Advance(h.lastSend(t).delay)
+		h.clock.Advance(h.lastSend(t).Delay)
 	}
-	sends := len(h.rec.Sends())
+	sends := len(h.queue.Sent())
 	if resp := h.invoke(t, c, h.receive(t, 1)...); len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("batch item failures %v", resp.BatchItemFailures)
 	}
@@ -97,13 +97,13 @@ func TestLadderEndsOnSuccess(t *testing.T) {
 	if r.State != job.Claimed || r.Attempt != 4 || r.RunnerName != "linux-1002" {
 		t.Fatalf("record %s attempt %d runner %q, want claimed attempt 4 runner linux-1002", r.State, r.Attempt, r.RunnerName)
 	}
-	if n := len(h.rec.Sends()); n != sends {
+	if n := len(h.queue.Sent()); n != sends {
 		t.Errorf("%d messages sent after the success, want 0", n-sends)
 	}
 	h.receiveNone(t)
-	d := h.dispatched(t)
-	if len(d) != 1 || d[0].RunnerName != "linux-1002" || d[0].JITConfig == "" {
-		t.Fatalf("dispatched %v, want one message for linux-1002 with a JIT config", d)
+	ms := h.prov.Machines(id)
+	if cfg, _ := h.prov.Config("linux-1002"); len(ms) != 1 || ms[0].RunnerName != "linux-1002" || cfg == "" {
+		t.Fatalf("machines %v, want one for linux-1002 with its JIT config", ms)
 	}
 	if rs := h.gh.Runners(); len(rs) != 1 || rs[0].Name != "linux-1002" {
 		t.Fatalf("runners %v, want exactly linux-1002", rs)

@@ -83,7 +83,7 @@ func TestErrorClasses(t *testing.T) {
 			}
 			id := int64(3000 + i)
 			h.seed(t, id)
-			sends := len(h.rec.Sends())
+			sends := len(h.queue.Sent())
 			if resp := h.invoke(t, c, h.receive(t, 1)...); len(resp.BatchItemFailures) != 0 {
 				t.Fatalf("batch item failures %v, want none", resp.BatchItemFailures)
 			}
@@ -99,7 +99,7 @@ func TestErrorClasses(t *testing.T) {
 				if r.State != job.Failed || r.LastError == "" {
 					t.Fatalf("record %s (%q), want failed with a reason", r.State, r.LastError)
 				}
-				if n := len(h.rec.Sends()); n != sends {
+				if n := len(h.queue.Sent()); n != sends {
 					t.Fatalf("%d messages sent, want none", n-sends)
 				}
 				h.receiveNone(t)
@@ -113,15 +113,15 @@ func TestErrorClasses(t *testing.T) {
 				t.Fatalf("record %s (%s), want queued", r.State, r.LastError)
 			}
 			s := h.lastSend(t)
-			delay := s.delay
-			if s.msg.NotBefore != 0 {
-				delay = job.FromMillis(s.msg.NotBefore).Sub(h.clock.Now())
+			delay := s.Delay
+			if s.Msg.NotBefore != 0 {
+				delay = job.FromMillis(s.Msg.NotBefore).Sub(h.clock.Now())
 			}
 			if delay < tc.min || delay > tc.max+time.Second {
 				t.Fatalf("delay %s, want within [%s, %s]", delay, tc.min, tc.max)
 			}
-			if s.msg.Version != r.Version || s.msg.Attempt != 1 {
-				t.Fatalf("sent version %d attempt %d, want %d and 1", s.msg.Version, s.msg.Attempt, r.Version)
+			if s.Msg.Version != r.Version || s.Msg.Attempt != 1 {
+				t.Fatalf("sent version %d attempt %d, want %d and 1", s.Msg.Version, s.Msg.Attempt, r.Version)
 			}
 			if tc.provision != nil {
 				// A retryable provisioning failure leaves the registration for

@@ -5,14 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/ssm"
-	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
-
 	"github.com/ghclaim/ghclaim/infra/ghfake"
 	"github.com/ghclaim/ghclaim/shared/backoff"
 	"github.com/ghclaim/ghclaim/shared/job"
-	"github.com/ghclaim/ghclaim/shared/provision"
 	"github.com/ghclaim/ghclaim/shared/ratelimit"
 )
 
@@ -55,29 +50,18 @@ func TestDeferralsCountTowardMaxAge(t *testing.T) {
 			h.seed(t, id)
 			attempt, first := 0, time.Time{}
 			if tc.earlier {
-				h.spy.set(func(n int) error {
-					if n > 1 {
-						return nil
-					}
-					// As RunInstances failing after the adapter put the parameter.
-					if _, err := ssm.NewFromConfig(h.cfg).PutParameter(ctx, &ssm.PutParameterInput{
-						Name: aws.String(provision.ParameterName(runner)), Value: aws.String("jit-config-of-attempt-1"),
-						Type: ssmtypes.ParameterTypeSecureString, Overwrite: aws.Bool(true),
-					}); err != nil {
-						t.Errorf("put parameter: %v", err)
-					}
-					return awsErr("RunInstances", "InsufficientInstanceCapacity", "no capacity")
-				}, nil)
+				// RunInstances fails after the adapter stored the config.
+				h.prov.Fail(awsErr("RunInstances", "InsufficientInstanceCapacity", "no capacity"), 1)
 				attempt, first = 1, h.clock.Now()
 				h.invoke(t, c, h.receive(t, 1)...)
 				if r := h.get(t, id); r.State != job.Queued || r.Attempt != 1 || r.FirstFailureAt != job.Millis(first) {
 					t.Fatalf("after the failed attempt: record %s attempt %d first_failure_at %d, want queued, 1, %d",
 						r.State, r.Attempt, r.FirstFailureAt, job.Millis(first))
 				}
-				if !h.hasParameter(t, runner) {
+				if !h.hasParameter(runner) {
 					t.Fatal("the failed attempt left no parameter to clean up")
 				}
-				h.clock.Advance(h.lastSend(t).delay)
+				h.clock.Advance(h.lastSend(t).Delay)
 			}
 
 			deferrals := 0
@@ -115,16 +99,16 @@ func TestDeferralsCountTowardMaxAge(t *testing.T) {
 						deferrals, now.Sub(first), r.State, r.Attempt, r.FirstFailureAt, attempt, job.Millis(first))
 				}
 				s := h.lastSend(t)
-				if s.msg.Attempt != attempt || s.delay < reset.Sub(now) {
+				if s.Msg.Attempt != attempt || s.Delay < reset.Sub(now) {
 					t.Fatalf("deferral %d sent attempt %d delay %s, want attempt %d and at least the reset (%s)",
-						deferrals, s.msg.Attempt, s.delay, attempt, reset.Sub(now))
+						deferrals, s.Msg.Attempt, s.Delay, attempt, reset.Sub(now))
 				}
-				h.clock.Advance(s.delay)
+				h.clock.Advance(s.Delay)
 			}
 			if deferrals < 2 {
 				t.Fatalf("%d deferrals before the job was abandoned, want several", deferrals)
 			}
-			if tc.earlier && h.hasParameter(t, runner) {
+			if tc.earlier && h.hasParameter(runner) {
 				t.Error("the earlier attempt's parameter is still there after the job was abandoned")
 			}
 			h.receiveNone(t)

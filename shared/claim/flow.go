@@ -15,10 +15,7 @@ import (
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/obs"
 	"github.com/ghclaim/ghclaim/shared/pool"
-	"github.com/ghclaim/ghclaim/shared/provision"
-	"github.com/ghclaim/ghclaim/shared/queue"
 	"github.com/ghclaim/ghclaim/shared/ratelimit"
-	"github.com/ghclaim/ghclaim/shared/store"
 )
 
 // Decisions, as logged under "decision" (one line per message).
@@ -52,7 +49,7 @@ type flow struct {
 	msg   job.Message
 	now   time.Time
 	rec   job.Record
-	lease store.Lease
+	lease job.Lease
 	pool  pool.Pool
 	// attempt is the record's attempt count, plus one once this attempt
 	// reached GitHub or the provisioner.
@@ -64,7 +61,8 @@ type flow struct {
 }
 
 // handleMessage runs one message through the claim. nil means the message
-// was dealt with (and deleted); an error makes it a batch item failure.
+// was dealt with: it is not reported, so the event source mapping deletes
+// it. An error makes it a batch item failure.
 func (c *Claimer) handleMessage(ctx context.Context, sm events.SQSMessage, owner string) error {
 	f := &flow{c: c, sm: sm, now: c.d.Now(), work: ctx}
 	if dl, ok := ctx.Deadline(); ok {
@@ -72,46 +70,55 @@ func (c *Claimer) handleMessage(ctx context.Context, sm events.SQSMessage, owner
 		f.work, cancel = context.WithDeadline(ctx, dl.Add(-c.o.HandOffReserve))
 		defer cancel()
 	}
-	msg, err := queue.Decode(sm.Body)
+	msg, err := job.DecodeMessage(sm.Body)
 	if err != nil {
 		f.decide(ctx, slog.LevelError, DecisionMalformed, slog.String("error", err.Error()))
 		c.count("malformed")
-		return f.deleteMessage(ctx)
+		return nil
 	}
 	f.msg = msg
-
-	rec, err := c.d.Store.Get(ctx, msg.JobID)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		f.decide(ctx, slog.LevelError, DecisionUnknownJob)
-		return f.deleteMessage(ctx)
-	case err != nil:
-		return f.infra(ctx, "read record", err)
-	}
-	f.rec, f.attempt = rec, rec.Attempt
-	switch {
-	case rec.State.Terminal() || msg.Version < rec.Version:
-		f.decide(ctx, slog.LevelInfo, DecisionDuplicate, slog.String(obs.KeyState, string(rec.State)), slog.Int64("record_version", rec.Version))
-		c.count("duplicates")
-		return f.deleteMessage(ctx)
-	case msg.Version > rec.Version:
-		return f.early(ctx)
-	}
+	f.attempt = msg.Attempt
 	if rest := job.FromMillis(msg.NotBefore).Sub(f.now); msg.NotBefore > 0 && rest > 0 {
 		return f.chain(ctx, rest)
 	}
 
+	// The lease write first: its refusal carries the record, so the
+	// decision needs no read.
 	lease, rec, err := c.d.Store.Acquire(ctx, msg.JobID, msg.Version, owner, c.leaseUntil(ctx, f.now), f.now)
+	var conflict *job.ConflictError
 	switch {
-	case errors.Is(err, store.ErrConflict):
-		f.decide(ctx, slog.LevelInfo, DecisionDuplicate, slog.String(obs.KeyReason, "lease taken or record moved"))
-		c.count("duplicates")
-		return f.deleteMessage(ctx)
+	case errors.As(err, &conflict):
+		return f.refused(ctx, conflict)
 	case err != nil:
 		return f.infra(ctx, "acquire lease", err)
 	}
 	f.lease, f.rec, f.attempt = lease, rec, rec.Attempt
 	return f.claim(ctx)
+}
+
+// refused decides a message whose lease write was refused, from the
+// record the refusal carried: no record is an unknown job; an older
+// version, or a terminal record, a duplicate; a newer version an early
+// message; the same version in another state than queued a duplicate too
+// (another copy of the message holds the lease, or the claim ended).
+func (f *flow) refused(ctx context.Context, ce *job.ConflictError) error {
+	if !ce.Found {
+		f.decide(ctx, slog.LevelError, DecisionUnknownJob)
+		return nil
+	}
+	rec := ce.Current
+	f.rec, f.attempt = rec, rec.Attempt
+	if f.msg.Version > rec.Version && !rec.State.Terminal() {
+		return f.early(ctx)
+	}
+	reason := "lease taken or record moved"
+	if rec.State.Terminal() || f.msg.Version < rec.Version {
+		reason = "older than the record, or the record is terminal"
+	}
+	f.decide(ctx, slog.LevelInfo, DecisionDuplicate, slog.String(obs.KeyState, string(rec.State)),
+		slog.Int64("record_version", rec.Version), slog.String(obs.KeyReason, reason))
+	f.c.count("duplicates")
+	return nil
 }
 
 // maxEarlyWait bounds how long an early message is hidden: SQS refuses a
@@ -141,7 +148,7 @@ func (f *flow) early(ctx context.Context) error {
 				slog.Int64("lease_expires_at", rec.LeaseExpiresAt),
 				slog.String(obs.KeyReason, "the sender's lease expired: the reclaimer's take-back sends this version"))
 			f.c.count("early_dropped")
-			return f.deleteMessage(ctx)
+			return nil
 		}
 		// One second past the expiry, so the next look finds it expired.
 		wait = min(max(exp.Sub(f.now)+time.Second, f.c.o.EarlyDelay), maxEarlyWait)
@@ -168,15 +175,16 @@ func (c *Claimer) leaseUntil(ctx context.Context, now time.Time) time.Time {
 }
 
 // chain re-sends a message that arrived before its not_before, unchanged,
-// with the remaining delay (≤ SQS's cap). Not an attempt; nothing written.
+// with the remaining delay (≤ SQS's cap). Not an attempt; nothing read or
+// written (see the package doc).
 func (f *flow) chain(ctx context.Context, rest time.Duration) error {
-	d := min(rest, queue.MaxDelay)
+	d := min(rest, job.MaxDelay)
 	if err := f.c.d.Queue.Send(ctx, f.msg, d); err != nil {
 		return f.infra(ctx, "re-send chained message", err)
 	}
 	f.decide(ctx, slog.LevelInfo, DecisionChained, slog.Int64(obs.KeyDelay, d.Milliseconds()))
 	f.c.count("chained")
-	return f.deleteMessage(ctx)
+	return nil
 }
 
 // claim runs one attempt under the lease.
@@ -223,7 +231,7 @@ func (f *flow) claim(ctx context.Context) error {
 				slog.Int64(obs.KeyJobID, f.rec.JobID), slog.String(obs.KeyClass, fl.Class.String()),
 				slog.String(obs.KeyReason, fl.Reason))
 		case st == "in_progress" || st == "completed":
-			return f.finish(ctx, store.Outcome{State: job.Done, Attempt: f.attempt}, DecisionDone, nil, slog.String("job_status", st))
+			return f.finish(ctx, job.Outcome{State: job.Done, Attempt: f.attempt}, DecisionDone, nil, slog.String("job_status", st))
 		}
 	}
 
@@ -232,7 +240,7 @@ func (f *flow) claim(ctx context.Context) error {
 		return f.retryOrFail(ctx, err, nil)
 	}
 	if reused != nil {
-		return f.finish(ctx, store.Outcome{State: job.Claimed, Attempt: f.attempt, RunnerName: f.name}, DecisionReused, nil,
+		return f.finish(ctx, job.Outcome{State: job.Claimed, Attempt: f.attempt, RunnerName: f.name}, DecisionReused, nil,
 			slog.Int64("runner_id", reused.ID), slog.String("runner_status", reused.Status), slog.Bool("runner_busy", reused.Busy))
 	}
 	res, err := c.d.Provisioner.Provision(f.work, f.request(jit.EncodedConfig))
@@ -246,13 +254,13 @@ func (f *flow) claim(ctx context.Context) error {
 	if res.MessageID != "" {
 		attrs = append(attrs, slog.String("dispatch_message_id", res.MessageID))
 	}
-	return f.finish(ctx, store.Outcome{State: job.Claimed, Attempt: f.attempt, RunnerName: f.name}, DecisionClaimed, nil, attrs...)
+	return f.finish(ctx, job.Outcome{State: job.Claimed, Attempt: f.attempt, RunnerName: f.name}, DecisionClaimed, nil, attrs...)
 }
 
 // request is the provisioner's request. The JIT config leaves its
 // redacting wrapper here, and only here, for its one destination.
-func (f *flow) request(config ghapp.Secret) provision.Request {
-	return provision.Request{
+func (f *flow) request(config ghapp.Secret) pool.Request {
+	return pool.Request{
 		JobID: f.rec.JobID, RunID: f.rec.RunID, Repo: f.rec.Repo, Pool: f.pool, RunnerName: f.name,
 		JITConfig: config.Reveal(),
 	}
@@ -331,7 +339,7 @@ func (f *flow) retryOrFail(ctx context.Context, err error, registered *ghapp.Run
 		f.c.d.Rates.Observe(f.rec.InstallationID, rd)
 	}
 	if !fl.Retryable() {
-		return f.finish(ctx, store.Outcome{State: job.Failed, Attempt: f.attempt, ErrorClass: fl.Class.String(), Error: fl.Reason},
+		return f.finish(ctx, job.Outcome{State: job.Failed, Attempt: f.attempt, ErrorClass: fl.Class.String(), Error: fl.Reason},
 			DecisionFailed, &cleanup{runner: registered, provisioned: registered != nil}, slog.String(obs.KeyClass, fl.Class.String()))
 	}
 	return f.retry(ctx, fl, registered)
@@ -349,11 +357,11 @@ func (f *flow) retry(ctx context.Context, fl failure.Failure, registered *ghapp.
 	}
 	d := f.c.d.Policy.Next(in)
 	if d.GiveUp {
-		return f.finish(ctx, store.Outcome{State: job.Abandoned, Attempt: f.attempt, ErrorClass: fl.Class.String(), Error: fl.Reason},
+		return f.finish(ctx, job.Outcome{State: job.Abandoned, Attempt: f.attempt, ErrorClass: fl.Class.String(), Error: fl.Reason},
 			DecisionAbandoned, &cleanup{runner: registered, byName: fl.Class != failure.RateLimit && f.name != "", provisioned: f.name != ""},
 			slog.String(obs.KeyClass, fl.Class.String()), slog.Int64("first_failure_at", job.Millis(d.FirstFailureAt)))
 	}
-	err := f.handOff(ctx, d.Delay, f.attempt, store.Retry{
+	err := f.handOff(ctx, d.Delay, f.attempt, job.Retry{
 		Attempt: f.attempt, FirstFailureAt: d.FirstFailureAt, ErrorClass: fl.Class.String(), Error: fl.Reason,
 	}, DecisionRetry, slog.String(obs.KeyClass, fl.Class.String()), slog.String("basis", string(d.Basis)))
 	if err == nil {
@@ -385,11 +393,11 @@ func (f *flow) deferRate(ctx context.Context, rd ratelimit.Reading) error {
 		// The budget is exhausted: no GitHub call, so an earlier attempt's
 		// registration is not looked up by name (see the package doc); the
 		// provisioner's leftovers are removed.
-		return f.finish(ctx, store.Outcome{State: job.Abandoned, Attempt: f.rec.Attempt, ErrorClass: failure.RateLimit.String(), Error: reason},
+		return f.finish(ctx, job.Outcome{State: job.Abandoned, Attempt: f.rec.Attempt, ErrorClass: failure.RateLimit.String(), Error: reason},
 			DecisionAbandoned, &cleanup{provisioned: f.rec.Attempt > 0},
 			slog.String(obs.KeyClass, failure.RateLimit.String()), slog.Int64("first_failure_at", job.Millis(d.FirstFailureAt)))
 	}
-	err := f.handOff(ctx, d.Delay, f.rec.Attempt, store.Retry{
+	err := f.handOff(ctx, d.Delay, f.rec.Attempt, job.Retry{
 		Attempt: f.rec.Attempt, FirstFailureAt: d.FirstFailureAt, ErrorClass: failure.RateLimit.String(), Error: reason,
 	}, DecisionDeferred, slog.String(obs.KeyClass, failure.RateLimit.String()), slog.Int64("reset_at", job.Millis(rd.ResetAt)),
 		slog.Int64("first_failure_at", job.Millis(d.FirstFailureAt)))
@@ -400,9 +408,10 @@ func (f *flow) deferRate(ctx context.Context, rd ratelimit.Reading) error {
 }
 
 // handOff sends the job's next message, then releases the record to it,
-// then deletes the original: in this order, so a crash in between leaves
+// then leaves the original unreported (the event source mapping deletes
+// it): in this order, so a crash in between leaves
 // a duplicate (dropped by its version) rather than no message at all.
-func (f *flow) handOff(ctx context.Context, delay time.Duration, attempt int, r store.Retry, decision string, attrs ...slog.Attr) error {
+func (f *flow) handOff(ctx context.Context, delay time.Duration, attempt int, r job.Retry, decision string, attrs ...slog.Attr) error {
 	next := job.Message{JobID: f.rec.JobID, Version: f.lease.Version + 1, Attempt: attempt}
 	secs, nb := backoff.Split(f.now, f.now.Add(delay))
 	if !nb.IsZero() {
@@ -419,16 +428,16 @@ func (f *flow) handOff(ctx context.Context, delay time.Duration, attempt int, r 
 		r.Due = nb
 	}
 	if err := f.c.d.Store.Release(ctx, f.lease, r, f.now); err != nil {
-		if errors.Is(err, store.ErrLeaseLost) {
+		if errors.Is(err, job.ErrLeaseLost) {
 			f.leaseLost(ctx)
-			return f.deleteMessage(ctx)
+			return nil
 		}
 		f.decide(ctx, slog.LevelError, DecisionHandOffLost, slog.String("error", err.Error()))
 		return err
 	}
 	f.decide(ctx, slog.LevelInfo, decision, append(attrs, slog.Int64(obs.KeyDelay, delay.Milliseconds()),
 		slog.Int64("next_version", next.Version), slog.Int64("not_before", next.NotBefore))...)
-	return f.deleteMessage(ctx)
+	return nil
 }
 
 // cleanup is what a claim that ends without a runner takes back, after
@@ -440,14 +449,14 @@ type cleanup struct {
 }
 
 // finish ends the claim with a fenced write, then (only then) cleans up.
-func (f *flow) finish(ctx context.Context, o store.Outcome, decision string, cu *cleanup, attrs ...slog.Attr) error {
+func (f *flow) finish(ctx context.Context, o job.Outcome, decision string, cu *cleanup, attrs ...slog.Attr) error {
 	if err := f.c.d.Store.Finish(ctx, f.lease, o, f.now); err != nil {
-		if errors.Is(err, store.ErrLeaseLost) {
+		if errors.Is(err, job.ErrLeaseLost) {
 			f.leaseLost(ctx)
 			if o.State == job.Claimed {
 				f.releaseSpare(ctx)
 			}
-			return f.deleteMessage(ctx)
+			return nil
 		}
 		return f.infra(ctx, "finish claim", err)
 	}
@@ -461,7 +470,7 @@ func (f *flow) finish(ctx context.Context, o store.Outcome, decision string, cu 
 	if cu != nil {
 		f.cleanUp(ctx, *cu)
 	}
-	return f.deleteMessage(ctx)
+	return nil
 }
 
 // releaseSpare runs when this attempt registered a runner and started its
@@ -544,16 +553,6 @@ func (f *flow) infra(ctx context.Context, step string, err error) error {
 		f.c.d.Log.LogAttrs(ctx, slog.LevelWarn, "claim retry-after failed", slog.String("message_id", f.sm.MessageId), slog.String("error", rerr.Error()))
 	}
 	return errorf("%s: %w", step, err)
-}
-
-func (f *flow) deleteMessage(ctx context.Context) error {
-	if err := f.c.d.Queue.Delete(ctx, f.sm.ReceiptHandle); err != nil {
-		// It comes back; its version then makes it a duplicate.
-		f.c.d.Log.LogAttrs(ctx, slog.LevelWarn, "claim delete message failed",
-			slog.String("message_id", f.sm.MessageId), slog.Int64(obs.KeyJobID, f.msg.JobID), slog.String("error", err.Error()))
-		return errorf("delete message: %w", err)
-	}
-	return nil
 }
 
 // decide logs one decision with the message's identity.

@@ -12,15 +12,11 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/ghclaim/ghclaim/infra/ghfake"
 	"github.com/ghclaim/ghclaim/shared/claim"
 	"github.com/ghclaim/ghclaim/shared/job"
-	"github.com/ghclaim/ghclaim/shared/queue"
 	"github.com/ghclaim/ghclaim/shared/reclaim"
-	"github.com/ghclaim/ghclaim/shared/store"
 )
 
 // TestSameMessageTwoClaimers: SQS delivers one message to two claimers at
@@ -41,9 +37,11 @@ func TestSameMessageTwoClaimers(t *testing.T) {
 			defer wg.Done()
 			ctx, cancel := context.WithDeadline(context.Background(), h.clock.Now().Add(time.Minute))
 			defer cancel()
-			if _, err := c.Handle(ctx, events.SQSEvent{Records: msg}); err != nil {
+			resp, err := c.Handle(ctx, events.SQSEvent{Records: msg})
+			if err != nil {
 				t.Errorf("handle: %v", err)
 			}
+			h.esm.settle(msg, resp, false)
 		}()
 	}
 	wg.Wait()
@@ -54,19 +52,13 @@ func TestSameMessageTwoClaimers(t *testing.T) {
 	if rs := h.gh.Runners(); len(rs) != 1 {
 		t.Fatalf("runners %v, want exactly one", rs)
 	}
-	if n := h.instances(t, id); n != 1 {
+	if n := h.instances(id); n != 1 {
 		t.Fatalf("%d instances launched, want 1", n)
 	}
 	if st := h.gh.Stats(); st.JITCalls != 1 {
 		t.Fatalf("JIT calls %d, want 1: the loser must not reach GitHub", st.JITCalls)
 	}
-	dups := 0
-	for _, d := range h.logs.decisions(t) {
-		if d["decision"] == "duplicate" {
-			dups++
-		}
-	}
-	if dups != 1 {
+	if dups := h.logs.count(t, claim.DecisionDuplicate); dups != 1 {
 		t.Fatalf("%d duplicate decisions logged, want 1", dups)
 	}
 	h.receiveNone(t)
@@ -92,7 +84,7 @@ func TestCrashAfterJIT(t *testing.T) {
 		{name: "dies before provisioning", reclaim: true, arm: func(h *harness) {
 			h.spy.set(func(n int) error {
 				if n == 1 {
-					crash()
+					h.crash()
 				}
 				return nil
 			}, nil)
@@ -100,7 +92,7 @@ func TestCrashAfterJIT(t *testing.T) {
 		{name: "dies after provisioning", reclaim: true, keepsRunner: true, arm: func(h *harness) {
 			h.spy.set(nil, func(n int) {
 				if n == 1 {
-					crash()
+					h.crash()
 				}
 			})
 		}},
@@ -135,7 +127,7 @@ func TestCrashAfterJIT(t *testing.T) {
 					t.Fatal(err)
 				}
 			} else {
-				h.clock.Advance(h.lastSend(t).delay)
+				h.clock.Advance(h.lastSend(t).Delay)
 			}
 			h.invoke(t, h.claimer(t, claimerOpt{instance: "second"}), h.receive(t, 1)...)
 
@@ -147,7 +139,7 @@ func TestCrashAfterJIT(t *testing.T) {
 			if len(rs) != 1 || rs[0].Name != job.RunnerName("linux", id) {
 				t.Fatalf("runners %v, want exactly one named %s", rs, job.RunnerName("linux", id))
 			}
-			if n := h.instances(t, id); n != 1 {
+			if n := h.instances(id); n != 1 {
 				t.Fatalf("%d instances, want 1", n)
 			}
 			if tc.keepsRunner && rs[0].ID != first[0].ID {
@@ -163,13 +155,8 @@ func TestCrashAfterJIT(t *testing.T) {
 func TestBatchMixed(t *testing.T) {
 	t.Parallel()
 	h := setup(t, setupOpt{})
-	ctx := context.Background()
 	c := h.claimer(t, claimerOpt{})
-	raw := func(body string) {
-		if _, err := h.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(h.queueURL), MessageBody: aws.String(body)}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	raw := h.esm.raw
 	// 5001–5005 are claimed, but the batch's first JIT call answers 502:
 	// that job is re-sent for a retry (handled, not a batch item failure).
 	for id := int64(5001); id <= 5005; id++ {
@@ -199,7 +186,7 @@ func TestBatchMixed(t *testing.T) {
 	if !slices.Equal(failed, []string{early}) {
 		t.Fatalf("batch item failures %v, want exactly the early message %s", failed, early)
 	}
-	if d, ok := h.rec.Visibility(receiptOf(batch, early)); !ok || d != 5*time.Second {
+	if d, ok := h.queue.Visibility(receiptOf(batch, early)); !ok || d != 5*time.Second {
 		t.Fatalf("early message visibility %s (set %v), want 5s", d, ok)
 	}
 	if r := h.get(t, 5007); r.State != job.Queued || r.Version != 1 {
@@ -222,7 +209,7 @@ func TestBatchMixed(t *testing.T) {
 	// duplicate, the malformed and the unknown job's message) was deleted.
 	var left []int64
 	for _, m := range h.receive(t, 3) {
-		msg, err := queue.Decode(m.Body)
+		msg, err := job.DecodeMessage(m.Body)
 		if err != nil {
 			t.Fatalf("left in the queue: %q", m.Body)
 		}
@@ -270,7 +257,7 @@ func TestDeadlineReleasesUnstarted(t *testing.T) {
 		if f.ItemIdentifier != msgs[3+k].MessageId {
 			t.Fatalf("failure %d is %s, want the unstarted %s", k, f.ItemIdentifier, msgs[3+k].MessageId)
 		}
-		got, ok := h.rec.Visibility(msgs[3+k].ReceiptHandle)
+		got, ok := h.queue.Visibility(msgs[3+k].ReceiptHandle)
 		if w := time.Duration(math.Ceil(want[k].Seconds())) * time.Second; !ok || got != w {
 			t.Fatalf("unstarted %d visibility %s (set %v), want %s (Spread's %s rounded up)", k, got, ok, w, want[k])
 		}
@@ -290,11 +277,9 @@ func TestDoneWhileRetryWaits(t *testing.T) {
 	if r := h.get(t, id); r.State != job.Queued {
 		t.Fatalf("record %s, want queued for retry", r.State)
 	}
-	if _, err := h.store.MarkDone(context.Background(), store.Done{JobID: id, Repo: repo, InstallationID: installation, RunnerName: "someone-else"}, h.clock.Now()); err != nil {
-		t.Fatal(err)
-	}
+	h.markDone(t, id, "someone-else")
 	before := h.gh.Stats()
-	h.clock.Advance(h.lastSend(t).delay)
+	h.clock.Advance(h.lastSend(t).Delay)
 	if resp := h.invoke(t, c, h.receive(t, 1)...); len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("batch item failures %v", resp.BatchItemFailures)
 	}
@@ -341,13 +326,10 @@ func TestLeaseLostChangesNothing(t *testing.T) {
 	const id = 9001
 	h.seed(t, id)
 	h.spy.set(func(int) error {
-		_, err := h.store.MarkDone(context.Background(), store.Done{JobID: id, Repo: repo, InstallationID: installation}, h.clock.Now())
-		if err != nil {
-			t.Error(err)
-		}
+		h.markDone(t, id, "")
 		return awsErr("RunInstances", "InvalidParameterValue", "bad")
 	}, nil)
-	sends := len(h.rec.Sends())
+	sends := len(h.queue.Sent())
 	if resp := h.invoke(t, c, h.receive(t, 1)...); len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("batch item failures %v", resp.BatchItemFailures)
 	}
@@ -357,7 +339,7 @@ func TestLeaseLostChangesNothing(t *testing.T) {
 	if rs := h.gh.Runners(); len(rs) != 1 {
 		t.Fatalf("runners %v, want the registration untouched", rs)
 	}
-	if n := len(h.rec.Sends()); n != sends {
+	if n := len(h.queue.Sent()); n != sends {
 		t.Fatalf("%d messages sent, want none", n-sends)
 	}
 	h.receiveNone(t)
@@ -369,25 +351,26 @@ func TestLeaseLostChangesNothing(t *testing.T) {
 func TestHungGitHubCallStillHandsOff(t *testing.T) {
 	t.Parallel()
 	h := setup(t, setupOpt{})
-	c := h.claimer(t, claimerOpt{})
+	// Margins scaled down (1 s, 0.5 s) so the hang is cut within a second
+	// of wall time: the deadline is a real one.
+	c := h.claimer(t, claimerOpt{safety: time.Second, reserve: 500 * time.Millisecond})
 	const id = 9101
 	h.seed(t, id)
 	h.gh.Fail(ghfake.RouteRepoJIT, 1, ghfake.Slow(time.Minute))
 	msgs := h.receive(t, 1)
 	// Just over the safety margin left: the message starts, the JIT call
-	// hangs until the work context ends 4 s before the invocation.
-	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(11*time.Second))
+	// hangs until the work context ends HandOffReserve before the invocation.
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(1100*time.Millisecond))
 	defer cancel()
-	resp, err := c.Handle(ctx, events.SQSEvent{Records: msgs})
-	if err != nil || len(resp.BatchItemFailures) != 0 {
-		t.Fatalf("handle: %v, failures %v", err, resp.BatchItemFailures)
+	if resp := h.invokeCtx(t, ctx, c, msgs...); len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("failures %v", resp.BatchItemFailures)
 	}
 	r := h.get(t, id)
 	if r.State != job.Queued || r.LastErrorClass != "network" || r.Attempt != 1 {
 		t.Fatalf("record %s class %q attempt %d (%s), want queued, network, attempt 1", r.State, r.LastErrorClass, r.Attempt, r.LastError)
 	}
-	if s := h.lastSend(t); s.msg.Version != r.Version {
-		t.Fatalf("sent version %d, record %d", s.msg.Version, r.Version)
+	if s := h.lastSend(t); s.Msg.Version != r.Version {
+		t.Fatalf("sent version %d, record %d", s.Msg.Version, r.Version)
 	}
 }
 
@@ -401,7 +384,7 @@ func TestLiveRunnerIsReused(t *testing.T) {
 	h.seed(t, id)
 	h.spy.set(nil, func(n int) {
 		if n == 1 {
-			crash()
+			h.crash()
 		}
 	})
 	h.invoke(t, h.claimer(t, claimerOpt{instance: "first"}), h.receive(t, 1)...)
@@ -431,8 +414,8 @@ func TestLiveRunnerIsReused(t *testing.T) {
 	if n := h.spy.Calls(); n != 1 {
 		t.Fatalf("%d provisionings, want 1", n)
 	}
-	if d := h.dispatched(t); len(d) != 1 {
-		t.Fatalf("%d dispatches, want 1", len(d))
+	if n := h.instances(id); n != 1 {
+		t.Fatalf("%d machines (dispatches), want 1", n)
 	}
 }
 
@@ -459,12 +442,7 @@ func TestSpareRunnerAfterDone(t *testing.T) {
 			h := setup(t, setupOpt{ec2: true})
 			c := h.claimer(t, claimerOpt{})
 			h.seed(t, tt.id)
-			h.spy.set(nil, func(int) {
-				done := store.Done{JobID: tt.id, Repo: repo, InstallationID: installation, RunnerName: tt.takenBy(tt.id)}
-				if _, err := h.store.MarkDone(context.Background(), done, h.clock.Now()); err != nil {
-					t.Error(err)
-				}
-			})
+			h.spy.set(nil, func(int) { h.markDone(t, tt.id, tt.takenBy(tt.id)) })
 			if resp := h.invoke(t, c, h.receive(t, 1)...); len(resp.BatchItemFailures) != 0 {
 				t.Fatalf("batch item failures %v", resp.BatchItemFailures)
 			}
@@ -475,7 +453,7 @@ func TestSpareRunnerAfterDone(t *testing.T) {
 			if kept := len(rs) == 1; kept != tt.wantKept {
 				t.Fatalf("runners %v, want kept=%v", rs, tt.wantKept)
 			}
-			if has := h.hasParameter(t, job.RunnerName("linux", tt.id)); has != tt.wantParam {
+			if has := h.hasParameter(job.RunnerName("linux", tt.id)); has != tt.wantParam {
 				t.Fatalf("JIT parameter present=%v, want %v", has, tt.wantParam)
 			}
 		})

@@ -3,7 +3,6 @@ package claim_test
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"net/http"
 	"testing"
 	"time"
@@ -11,17 +10,14 @@ import (
 	"github.com/ghclaim/ghclaim/infra/ghfake"
 	"github.com/ghclaim/ghclaim/shared/claim"
 	"github.com/ghclaim/ghclaim/shared/job"
-	"github.com/ghclaim/ghclaim/shared/obs"
-	"github.com/ghclaim/ghclaim/shared/store"
 )
 
-// queueSpy is the claims queue, recording sends and deletes; with
-// failSend every Send is refused (SQS down).
+// queueSpy is the claims queue, counting sends; with failSend every Send
+// is refused (SQS down).
 type queueSpy struct {
 	claim.Queue
 	failSend bool
 	sends    int
-	deletes  []string
 }
 
 func (q *queueSpy) Send(ctx context.Context, m job.Message, d time.Duration) error {
@@ -32,31 +28,20 @@ func (q *queueSpy) Send(ctx context.Context, m job.Message, d time.Duration) err
 	return q.Queue.Send(ctx, m, d)
 }
 
-func (q *queueSpy) Delete(ctx context.Context, receipt string) error {
-	q.deletes = append(q.deletes, receipt)
-	return q.Queue.Delete(ctx, receipt)
-}
-
 // failingRelease is the store with Release failing (DynamoDB throttled).
 type failingRelease struct{ claim.Store }
 
-func (failingRelease) Release(context.Context, store.Lease, store.Retry, time.Time) error {
+func (failingRelease) Release(context.Context, job.Lease, job.Retry, time.Time) error {
 	return errors.New("dynamodb: ProvisionedThroughputExceededException")
 }
 
-// claimerWith is h.claimer over another store and queue.
-func claimerWith(t *testing.T, h *harness, st claim.Store, q claim.Queue) *claim.Claimer {
+// stillQueued asserts that the message with id is on the claims queue
+// again: reported, so the event source mapping did not delete it.
+func stillQueued(t *testing.T, h *harness, id string) {
 	t.Helper()
-	gh, rates := newGitHub(t, h)
-	c, err := claim.New(claim.Deps{
-		Store: st, Queue: q, GitHub: gh, Provisioner: h.spy, Policy: newPolicy(), Rates: rates,
-		Now: h.clock.Now, Rand: rand.New(rand.NewPCG(seed1, seed2)), Log: h.log,
-		Metrics: obs.NewMetrics(h.logs, map[string]string{"function": "claimer"}, h.clock.Now),
-	}, claim.Options{Pools: h.pools, InstanceID: "handoff"})
-	if err != nil {
-		t.Fatal(err)
+	if back := h.receive(t, 1); back[0].MessageId != id {
+		t.Fatalf("received %s, want the original %s back", back[0].MessageId, id)
 	}
-	return c
 }
 
 // TestSendFailureKeepsTheLease: the hand-off sends the next message FIRST.
@@ -72,15 +57,17 @@ func TestSendFailureKeepsTheLease(t *testing.T) {
 	h.seed(t, id)
 
 	q := &queueSpy{Queue: h.queue, failSend: true}
-	c := claimerWith(t, h, h.store, q)
+	c := h.claimer(t, claimerOpt{queue: q, instance: "handoff"})
 	now := h.clock.Now()
-	resp := h.invoke(t, c, h.receive(t, 1)...)
+	msgs := h.receive(t, 1)
+	resp := h.invoke(t, c, msgs...)
 	if len(resp.BatchItemFailures) != 1 {
 		t.Fatalf("batch item failures %v, want the message reported (its hand-off failed)", resp.BatchItemFailures)
 	}
-	if q.sends != 1 || len(q.deletes) != 0 {
-		t.Fatalf("%d sends attempted and %d messages deleted, want 1 and none", q.sends, len(q.deletes))
+	if q.sends != 1 {
+		t.Fatalf("%d sends attempted, want 1", q.sends)
 	}
+	stillQueued(t, h, msgs[0].MessageId)
 	r := h.get(t, id)
 	leaseEnd := job.Millis(now.Add(claim.DefaultLease))
 	if r.State != job.Claiming || r.Version != 2 || r.LeaseOwner == "" || r.LeaseExpiresAt != leaseEnd {
@@ -92,10 +79,11 @@ func TestSendFailureKeepsTheLease(t *testing.T) {
 	}
 }
 
-// TestReleaseFailureKeepsTheOriginal: the hand-off deletes the original
-// message LAST, after the release landed. When the release fails (DynamoDB
-// throttled), the original must still be there for SQS to redeliver: the
-// message is reported as a batch item failure and nothing is deleted.
+// TestReleaseFailureKeepsTheOriginal: the original message goes LAST (the
+// event source mapping deletes it once the invocation answers without
+// reporting it), after the release landed. When the release fails
+// (DynamoDB throttled), the original must still be there for SQS to
+// redeliver: the message is reported as a batch item failure.
 func TestReleaseFailureKeepsTheOriginal(t *testing.T) {
 	t.Parallel()
 	h := setup(t, setupOpt{})
@@ -103,16 +91,14 @@ func TestReleaseFailureKeepsTheOriginal(t *testing.T) {
 	const id = 9302
 	h.seed(t, id)
 	q := &queueSpy{Queue: h.queue}
-	c := claimerWith(t, h, failingRelease{h.store}, q)
-	resp := h.invoke(t, c, h.receive(t, 1)...)
+	c := h.claimer(t, claimerOpt{store: failingRelease{h.store}, queue: q, instance: "handoff"})
+	msgs := h.receive(t, 1)
+	resp := h.invoke(t, c, msgs...)
 	if len(resp.BatchItemFailures) != 1 {
 		t.Fatalf("batch item failures %v, want the message reported", resp.BatchItemFailures)
 	}
 	if q.sends != 1 {
 		t.Fatalf("%d sends, want the next message sent first", q.sends)
-	}
-	if len(q.deletes) != 0 {
-		t.Fatalf("deleted %v before the release landed, want the original kept", q.deletes)
 	}
 	if r := h.get(t, id); r.State != job.Claiming || r.Version != 2 {
 		t.Fatalf("record %s v%d, want claiming v2 (the release failed)", r.State, r.Version)

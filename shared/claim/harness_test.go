@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -18,24 +17,20 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
-	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/aws/aws-sdk-go-v2/service/ssm"
-	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
-	"github.com/ghclaim/ghclaim/infra/emulator"
 	"github.com/ghclaim/ghclaim/infra/ghfake"
+	"github.com/ghclaim/ghclaim/infra/mem"
 	"github.com/ghclaim/ghclaim/shared/claim"
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/obs"
 	"github.com/ghclaim/ghclaim/shared/pool"
-	"github.com/ghclaim/ghclaim/shared/provision"
-	"github.com/ghclaim/ghclaim/shared/queue"
-	"github.com/ghclaim/ghclaim/shared/store"
 )
+
+// The claim flow tests run on the in-memory ports (infra/mem: store,
+// queue, provisioner), a ghfake GitHub over httptest and an injected
+// clock: no emulator. infra/contract holds infra/mem to the DynamoDB and
+// SQS adapters' rules; e2e_test.go keeps the two paths that need the real
+// adapters (EC2 + SSM on moto, the claims queue's redrive policy).
 
 const (
 	installation = int64(4242)
@@ -71,67 +66,6 @@ func (c *clock) Set(t time.Time) {
 	c.t = t
 }
 
-// sent is one SendMessage the claimer made on the claims queue.
-type sent struct {
-	msg   job.Message
-	delay time.Duration
-}
-
-// sqsRecorder passes every call through to the emulator's real queue, but
-// records the delays asked for and sends with none: moto honours delays in
-// wall-clock time, and these tests move time with the injected clock. The
-// visibility changes (RetryAfter) are recorded and applied as "now" for
-// the same reason.
-type sqsRecorder struct {
-	api *sqs.Client
-
-	mu         sync.Mutex
-	sends      []sent
-	visibility map[string]time.Duration // receipt → requested visibility
-}
-
-func (r *sqsRecorder) SendMessage(ctx context.Context, in *sqs.SendMessageInput, opt ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
-	var m job.Message
-	if err := json.Unmarshal([]byte(aws.ToString(in.MessageBody)), &m); err != nil {
-		return nil, err
-	}
-	cp := *in
-	cp.DelaySeconds = 0
-	out, err := r.api.SendMessage(ctx, &cp, opt...)
-	if err == nil {
-		r.mu.Lock()
-		r.sends = append(r.sends, sent{msg: m, delay: time.Duration(in.DelaySeconds) * time.Second})
-		r.mu.Unlock()
-	}
-	return out, err
-}
-
-func (r *sqsRecorder) DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput, opt ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error) {
-	return r.api.DeleteMessage(ctx, in, opt...)
-}
-
-func (r *sqsRecorder) ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, opt ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error) {
-	r.mu.Lock()
-	r.visibility[aws.ToString(in.ReceiptHandle)] = time.Duration(in.VisibilityTimeout) * time.Second
-	r.mu.Unlock()
-	cp := *in
-	cp.VisibilityTimeout = 0
-	return r.api.ChangeMessageVisibility(ctx, &cp, opt...)
-}
-
-func (r *sqsRecorder) Sends() []sent {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]sent(nil), r.sends...)
-}
-
-func (r *sqsRecorder) Visibility(receipt string) (time.Duration, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	d, ok := r.visibility[receipt]
-	return d, ok
-}
-
 // logBuf collects every log line of a test (claimer and provisioners).
 type logBuf struct {
 	mu sync.Mutex
@@ -150,7 +84,7 @@ func (l *logBuf) String() string {
 	return l.b.String()
 }
 
-// lines returns the decoded log lines whose "decision" is set.
+// decisions returns the decoded log lines whose "decision" is set.
 func (l *logBuf) decisions(t *testing.T) []map[string]any {
 	t.Helper()
 	var out []map[string]any
@@ -169,9 +103,37 @@ func (l *logBuf) decisions(t *testing.T) []map[string]any {
 	return out
 }
 
-// spy wraps the real provisioner: it remembers every JIT config it was
-// handed (so the log check knows what must never appear) and lets a test
-// inject a failure or a crash before the real adapter runs.
+// count returns how many decision lines say decision.
+func (l *logBuf) count(t *testing.T, decision string) int {
+	t.Helper()
+	n := 0
+	for _, d := range l.decisions(t) {
+		if d["decision"] == decision {
+			n++
+		}
+	}
+	return n
+}
+
+// checkLogs fails the test when any log line carries a JIT config or an
+// installation token.
+func checkLogs(t *testing.T, logs string, configs []string) {
+	if strings.Contains(logs, "ghs_") {
+		t.Errorf("a log line carries an installation token (ghs_…)")
+	}
+	for _, c := range configs {
+		if c != "" && strings.Contains(logs, c) {
+			t.Errorf("a log line carries a JIT config")
+		}
+		if len(c) > 24 && strings.Contains(logs, c[:24]) {
+			t.Errorf("a log line carries part of a JIT config")
+		}
+	}
+}
+
+// spy wraps a provisioner: it remembers every JIT config it was handed (so
+// the log check knows what must never appear) and lets a test inject a
+// failure or a crash before the provisioner runs, or act after it.
 type spy struct {
 	next claim.Provisioner
 
@@ -179,10 +141,10 @@ type spy struct {
 	configs []string
 	calls   int
 	before  func(n int) error // n: 1-based call number; nil error lets the call through
-	after   func(n int)       // runs after the real adapter succeeded
+	after   func(n int)       // runs after the provisioner succeeded
 }
 
-func (s *spy) Provision(ctx context.Context, req provision.Request) (provision.Result, error) {
+func (s *spy) Provision(ctx context.Context, req pool.Request) (pool.Result, error) {
 	s.mu.Lock()
 	s.calls++
 	n := s.calls
@@ -191,7 +153,7 @@ func (s *spy) Provision(ctx context.Context, req provision.Request) (provision.R
 	s.mu.Unlock()
 	if before != nil {
 		if err := before(n); err != nil {
-			return provision.Result{}, err
+			return pool.Result{}, err
 		}
 	}
 	res, err := s.next.Provision(ctx, req)
@@ -201,11 +163,11 @@ func (s *spy) Provision(ctx context.Context, req provision.Request) (provision.R
 	return res, err
 }
 
-func (s *spy) Cleanup(ctx context.Context, req provision.Request) error {
+func (s *spy) Cleanup(ctx context.Context, req pool.Request) error {
 	return s.next.Cleanup(ctx, req)
 }
 
-func (s *spy) Running(ctx context.Context, req provision.Request) (string, error) {
+func (s *spy) Running(ctx context.Context, req pool.Request) (string, error) {
 	return s.next.Running(ctx, req)
 }
 
@@ -227,129 +189,167 @@ func (s *spy) Configs() []string {
 	return append([]string(nil), s.configs...)
 }
 
-// crash ends the calling goroutine as a dying Lambda would end: nothing
-// after this point of the claim runs, no deferred decision is logged.
-func crash() { runtime.Goexit() }
+// esm is the SQS event source mapping in front of the in-memory claims
+// queue: it receives what was sent (and raw bodies a test puts there), and
+// settles each invocation as ReportBatchItemFailures does: a message not
+// reported is deleted, a reported one is visible again (the test moves
+// time itself, so "again" is at once), and a crashed invocation's
+// messages stay hidden for the queue's visibility timeout, past the end of
+// any test. Delays are recorded by mem.Queue, not applied, for the same
+// reason.
+type esm struct {
+	q *mem.Queue
+
+	mu     sync.Mutex
+	synced int // mem.Queue sends already taken in
+	seq    int
+	msgs   []*simMsg
+}
+
+type simMsg struct {
+	id, body, receipt string
+	state             int // available, inFlight, gone
+}
+
+const (
+	available = iota
+	inFlight
+	gone
+)
+
+func (e *esm) sync() {
+	sent := e.q.Sent()
+	for _, s := range sent[e.synced:] {
+		b, _ := json.Marshal(s.Msg)
+		e.msgs = append(e.msgs, &simMsg{id: s.ID, body: string(b)})
+	}
+	e.synced = len(sent)
+}
+
+// raw puts body on the queue as it is (malformed bodies included).
+func (e *esm) raw(body string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.sync()
+	e.seq++
+	e.msgs = append(e.msgs, &simMsg{id: fmt.Sprintf("raw-%d", e.seq), body: body})
+}
+
+// receive takes up to n available messages, each with a fresh receipt.
+func (e *esm) receive(n int) []events.SQSMessage {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.sync()
+	var out []events.SQSMessage
+	for _, m := range e.msgs {
+		if len(out) == n {
+			break
+		}
+		if m.state != available {
+			continue
+		}
+		e.seq++
+		m.state, m.receipt = inFlight, fmt.Sprintf("rh-%s-%d", m.id, e.seq)
+		out = append(out, events.SQSMessage{MessageId: m.id, ReceiptHandle: m.receipt, Body: m.body, EventSource: "aws:sqs"})
+	}
+	return out
+}
+
+// settle applies the invocation's answer to its batch.
+func (e *esm) settle(batch []events.SQSMessage, resp events.SQSEventResponse, crashed bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if crashed {
+		return // in flight until the visibility timeout
+	}
+	failed := map[string]bool{}
+	for _, f := range resp.BatchItemFailures {
+		failed[f.ItemIdentifier] = true
+	}
+	for _, b := range batch {
+		for _, m := range e.msgs {
+			if m.id == b.MessageId && m.receipt == b.ReceiptHandle && m.state == inFlight {
+				m.state = gone
+				if failed[m.id] {
+					m.state = available
+				}
+			}
+		}
+	}
+}
 
 type harness struct {
-	clock    *clock
-	cfg      aws.Config
-	store    *store.Store
-	sqs      *sqs.Client
-	rec      *sqsRecorder
-	queue    *queue.Queue
-	queueURL string
-	dlqURL   string
-	ec2      *ec2.Client
-	gh       *ghfake.Server
-	ghURL    string
-	logs     *logBuf
-	log      *slog.Logger
-	spy      *spy
-	pools    []pool.Pool
-	dispatch string // dispatch pool's queue URL
-	msgSeq   atomic.Int64
+	clock  *clock
+	store  *mem.Store
+	queue  *mem.Queue
+	esm    *esm
+	prov   *mem.Provisioner
+	spy    *spy
+	gh     *ghfake.Server
+	ghURL  string
+	logs   *logBuf
+	log    *slog.Logger
+	pools  []pool.Pool
+	msgSeq atomic.Int64
+
+	crashed atomic.Bool
 }
 
 type setupOpt struct {
-	ec2         bool // the pool provisions EC2 instances (else dispatch)
+	ec2         bool // the pool is an EC2 pool (else dispatch)
 	checkQueued bool
 	groupID     int64
 	ghOpts      []ghfake.Option
 }
 
-// setup builds a fresh world for one test: the template's table and
-// queues on moto, a ghfake GitHub, a pool, and the real provisioner
-// behind a spy.
+// setup builds a fresh world for one test: in-memory store, queue and
+// provisioner on the injected clock, a ghfake GitHub, one pool.
 func setup(t *testing.T, o setupOpt) *harness {
 	t.Helper()
-	srv := emulator.ForTest(t)
-	stack := emulator.DeployForTest(t, srv)
-	cfg := srv.ConfigForTest(t)
-	h := &harness{clock: newClock(), cfg: cfg, logs: &logBuf{}}
+	h := &harness{clock: newClock(), logs: &logBuf{}, store: mem.NewStore(job.Timing{}), prov: mem.NewProvisioner()}
 	h.log = obs.NewLogger(h.logs, "debug")
-	h.store = store.New(dynamodb.NewFromConfig(cfg), stack.TableName, store.Options{})
-	h.sqs = sqs.NewFromConfig(cfg)
-	h.rec = &sqsRecorder{api: h.sqs, visibility: map[string]time.Duration{}}
-	h.queueURL = stack.QueueURL
-	h.dlqURL = stack.DLQURL
-	h.queue = queue.New(h.rec, stack.QueueURL)
-	h.ec2 = ec2.NewFromConfig(cfg)
+	h.queue = mem.NewQueue(h.clock.Now)
+	h.esm = &esm{q: h.queue}
+	h.spy = &spy{next: h.prov}
 
 	h.gh = ghfake.New(append([]ghfake.Option{ghfake.WithClock(h.clock.Now), ghfake.WithAppID(appID)}, o.ghOpts...)...)
 	ts := httptest.NewServer(h.gh)
 	t.Cleanup(ts.Close)
 	h.ghURL = ts.URL
 
-	p := pool.Pool{Name: "linux", Labels: []string{"self-hosted", "linux"}, Scope: pool.ScopeRepo, RunnerGroupID: 1, CheckQueued: o.checkQueued}
+	p := pool.Pool{Name: "linux", Labels: []string{"self-hosted", "linux"}, Scope: pool.ScopeRepo, RunnerGroupID: 1, CheckQueued: o.checkQueued,
+		Provisioner: pool.Provisioner{Type: pool.ProvisionerDispatch, QueueURL: "https://sqs.eu-west-1.amazonaws.com/123456789012/dispatch"}}
+	if o.ec2 {
+		p.Provisioner = pool.Provisioner{Type: pool.ProvisionerEC2, LaunchTemplate: "lt-0123456789abcdef0", LaunchTemplateVersion: "$Default"}
+	}
 	if o.groupID != 0 {
 		p.RunnerGroupID = o.groupID
 	}
-	ctx := context.Background()
-	reg := provision.Registry{}
-	if o.ec2 {
-		p.Provisioner = pool.Provisioner{Type: pool.ProvisionerEC2, LaunchTemplate: h.launchTemplate(t), LaunchTemplateVersion: "$Default"}
-		reg[pool.ProvisionerEC2] = provision.NewEC2(h.ec2, ssm.NewFromConfig(cfg), h.log)
-	} else {
-		out, err := h.sqs.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(emulator.StackName("dispatch-" + t.Name()))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		h.dispatch = aws.ToString(out.QueueUrl)
-		p.Provisioner = pool.Provisioner{Type: pool.ProvisionerDispatch, QueueURL: h.dispatch}
-		reg[pool.ProvisionerDispatch] = provision.NewDispatch(h.sqs, h.log)
-	}
 	h.pools = []pool.Pool{p}
-	h.spy = &spy{next: reg}
-
-	t.Cleanup(func() { h.checkLogs(t) })
+	t.Cleanup(func() { checkLogs(t, h.logs.String(), h.spy.Configs()) })
 	return h
 }
 
-// launchTemplate creates an EC2 launch template in moto for the test.
-func (h *harness) launchTemplate(t *testing.T) string {
-	t.Helper()
-	ctx := context.Background()
-	imgs, err := h.ec2.DescribeImages(ctx, &ec2.DescribeImagesInput{})
-	if err != nil || len(imgs.Images) == 0 {
-		t.Fatalf("describe images: %v (%d images)", err, len(imgs.Images))
-	}
-	name := emulator.StackName("lt-" + t.Name())
-	_, err = h.ec2.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{
-		LaunchTemplateName: aws.String(name),
-		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{
-			ImageId:      imgs.Images[0].ImageId,
-			InstanceType: ec2types.InstanceTypeT4gMicro,
-		},
-	})
-	if err != nil {
-		t.Fatalf("create launch template: %v", err)
-	}
-	return name
-}
-
-// checkLogs fails the test when any log line carries a JIT config or an
-// installation token.
-func (h *harness) checkLogs(t *testing.T) {
-	logs := h.logs.String()
-	if strings.Contains(logs, "ghs_") {
-		t.Errorf("a log line carries an installation token (ghs_…)")
-	}
-	for _, c := range h.spy.Configs() {
-		if c != "" && strings.Contains(logs, c) {
-			t.Errorf("a log line carries a JIT config")
-		}
-		if len(c) > 24 && strings.Contains(logs, c[:24]) {
-			t.Errorf("a log line carries part of a JIT config")
-		}
-	}
+// crash ends the calling goroutine as a dying Lambda would end: nothing
+// after this point of the claim runs, no deferred decision is logged, and
+// the invocation's messages are neither deleted nor reported.
+func (h *harness) crash() {
+	h.crashed.Store(true)
+	runtime.Goexit()
 }
 
 type claimerOpt struct {
 	concurrency int
 	seed        uint64
 	instance    string
-	store       claim.Store // nil: h.store
+	lease       time.Duration
+	// safety and reserve override SafetyMargin and HandOffReserve.
+	safety, reserve time.Duration
+	store           claim.Store // nil: h.store
+	queue           claim.Queue // nil: h.queue
+	github          func(claim.GitHub) claim.GitHub
+	rates           func(claim.RateState) claim.RateState
+	noTransport     bool // a GitHub client without the rate transport, and no Rates
 }
 
 // claimer returns a new claimer "process": its own GitHub client, its own
@@ -359,63 +359,65 @@ func (h *harness) claimer(t *testing.T, o claimerOpt) *claim.Claimer {
 	if o.seed == 0 {
 		o.seed = seed1
 	}
-	gh, rates := newGitHub(t, h)
-	var st claim.Store = h.store
-	if o.store != nil {
-		st = o.store
+	gh, tracker := newGitHub(t, h.store, h.ghURL, h.clock.Now, !o.noTransport)
+	d := claim.Deps{
+		Store: h.store, Queue: h.queue, GitHub: gh, Provisioner: h.spy, Policy: newPolicy(), Rates: tracker,
+		Now: h.clock.Now, Rand: rand.New(rand.NewPCG(o.seed, seed2)), Log: h.log,
+		Metrics: obs.NewMetrics(h.logs, map[string]string{"function": "claimer"}, h.clock.Now),
 	}
-	c, err := claim.New(claim.Deps{
-		Store:       st,
-		Queue:       h.queue,
-		GitHub:      gh,
-		Provisioner: h.spy,
-		Policy:      newPolicy(),
-		Rates:       rates,
-		Now:         h.clock.Now,
-		Rand:        rand.New(rand.NewPCG(o.seed, seed2)),
-		Log:         h.log,
-		Metrics:     obs.NewMetrics(h.logs, map[string]string{"function": "claimer"}, h.clock.Now),
-	}, claim.Options{Pools: h.pools, Concurrency: o.concurrency, InstanceID: o.instance})
+	if o.noTransport {
+		d.Rates = nil
+	}
+	if o.store != nil {
+		d.Store = o.store
+	}
+	if o.queue != nil {
+		d.Queue = o.queue
+	}
+	if o.github != nil {
+		d.GitHub = o.github(gh)
+	}
+	if o.rates != nil {
+		d.Rates = o.rates(tracker)
+	}
+	c, err := claim.New(d, claim.Options{Pools: h.pools, Concurrency: o.concurrency, InstanceID: o.instance, Lease: o.lease,
+		SafetyMargin: o.safety, HandOffReserve: o.reserve})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return c
 }
 
-// seed records job id as the webhook would (pending, message, queued).
-func (h *harness) seed(t *testing.T, id int64) job.Record {
-	t.Helper()
-	ctx := context.Background()
-	r, err := h.store.CreateJob(ctx, job.Record{
+func (h *harness) newRecord(id int64) job.Record {
+	return job.Record{
 		JobID: id, RunID: id * 10, Repo: repo, InstallationID: installation,
 		Labels: []string{"self-hosted", "linux"}, Pool: h.pools[0].Name,
-	}, h.clock.Now())
-	if err != nil {
-		t.Fatal(err)
 	}
-	if err := h.queue.Send(ctx, job.Message{JobID: id, Version: r.Version}, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.store.MarkQueued(ctx, id, r.Version, h.clock.Now(), h.clock.Now()); err != nil {
-		t.Fatal(err)
-	}
-	return r
 }
 
 // record creates job id's record, queued, with no message.
-func (h *harness) record(t *testing.T, id int64) {
+func (h *harness) record(t *testing.T, id int64) job.Record {
 	t.Helper()
-	ctx := context.Background()
-	r, err := h.store.CreateJob(ctx, job.Record{
-		JobID: id, RunID: id * 10, Repo: repo, InstallationID: installation,
-		Labels: []string{"self-hosted", "linux"}, Pool: h.pools[0].Name,
-	}, h.clock.Now())
+	r, err := h.store.CreateJob(context.Background(), h.newRecord(id), h.clock.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := h.store.MarkQueued(ctx, id, r.Version, h.clock.Now(), h.clock.Now()); err != nil {
+	// As MarkQueued leaves it once the first message is out.
+	r = h.get(t, id)
+	r.State, r.DueAt = job.Queued, job.Millis(h.clock.Now())
+	r.SweepAt = r.DueAt + h.store.Timing().QueuedGrace.Milliseconds()
+	h.store.Put(r)
+	return r
+}
+
+// seed records job id as the webhook would: the record, then its message.
+func (h *harness) seed(t *testing.T, id int64) job.Record {
+	t.Helper()
+	r := h.record(t, id)
+	if err := h.queue.Send(context.Background(), job.Message{JobID: id, Version: r.Version}, 0); err != nil {
 		t.Fatal(err)
 	}
+	return r
 }
 
 func (h *harness) get(t *testing.T, id int64) job.Record {
@@ -427,24 +429,18 @@ func (h *harness) get(t *testing.T, id int64) job.Record {
 	return r
 }
 
+// markDone is the webhook's in_progress/completed for job id.
+func (h *harness) markDone(t *testing.T, id int64, runner string) {
+	t.Helper()
+	if _, err := h.store.MarkDone(context.Background(), job.Report{JobID: id, Repo: repo, InstallationID: installation, RunnerName: runner}, h.clock.Now()); err != nil {
+		t.Error(err)
+	}
+}
+
 // receive takes exactly n messages from the claims queue.
 func (h *harness) receive(t *testing.T, n int) []events.SQSMessage {
 	t.Helper()
-	var out []events.SQSMessage
-	for tries := 0; len(out) < n && tries < 10; tries++ {
-		res, err := h.sqs.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{
-			QueueUrl: aws.String(h.queueURL), MaxNumberOfMessages: int32(min(10, n-len(out))), WaitTimeSeconds: 1,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, m := range res.Messages {
-			out = append(out, events.SQSMessage{
-				MessageId: aws.ToString(m.MessageId), ReceiptHandle: aws.ToString(m.ReceiptHandle), Body: aws.ToString(m.Body),
-				EventSource: "aws:sqs",
-			})
-		}
-	}
+	out := h.esm.receive(n)
 	if len(out) != n {
 		t.Fatalf("received %d messages from the claims queue, want %d", len(out), n)
 	}
@@ -454,100 +450,48 @@ func (h *harness) receive(t *testing.T, n int) []events.SQSMessage {
 // receiveNone asserts that the claims queue holds no visible message.
 func (h *harness) receiveNone(t *testing.T) {
 	t.Helper()
-	res, err := h.sqs.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{
-		QueueUrl: aws.String(h.queueURL), MaxNumberOfMessages: 10, WaitTimeSeconds: 0,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(res.Messages) != 0 {
-		t.Fatalf("claims queue holds %d messages, want none: first %s", len(res.Messages), aws.ToString(res.Messages[0].Body))
+	if res := h.esm.receive(10); len(res) != 0 {
+		t.Fatalf("claims queue holds %d messages, want none: first %s", len(res), res[0].Body)
 	}
 }
 
 // invoke runs one Lambda invocation of c over msgs with a 60 s budget on
-// the injected clock.
+// the injected clock, and settles the batch as the event source mapping.
 func (h *harness) invoke(t *testing.T, c *claim.Claimer, msgs ...events.SQSMessage) events.SQSEventResponse {
 	t.Helper()
 	ctx, cancel := context.WithDeadline(context.Background(), h.clock.Now().Add(60*time.Second))
 	defer cancel()
+	return h.invokeCtx(t, ctx, c, msgs...)
+}
+
+func (h *harness) invokeCtx(t *testing.T, ctx context.Context, c *claim.Claimer, msgs ...events.SQSMessage) events.SQSEventResponse {
+	t.Helper()
 	ctx = lambdacontext.NewContext(ctx, &lambdacontext.LambdaContext{AwsRequestID: fmt.Sprintf("req-%d", h.msgSeq.Add(1))})
+	h.crashed.Store(false)
 	resp, err := c.Handle(ctx, events.SQSEvent{Records: msgs})
 	if err != nil {
 		t.Fatalf("handle: %v", err)
 	}
+	h.esm.settle(msgs, resp, h.crashed.Load())
 	return resp
 }
 
-// lastSend is the claimer's latest SendMessage on the claims queue.
-func (h *harness) lastSend(t *testing.T) sent {
+// lastSend is the latest SendMessage on the claims queue.
+func (h *harness) lastSend(t *testing.T) mem.Sent {
 	t.Helper()
-	s := h.rec.Sends()
+	s := h.queue.Sent()
 	if len(s) == 0 {
 		t.Fatal("nothing was sent")
 	}
 	return s[len(s)-1]
 }
 
-// instances counts pending or running instances tagged with job id.
-func (h *harness) instances(t *testing.T, id int64) int {
-	t.Helper()
-	out, err := h.ec2.DescribeInstances(context.Background(), &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
-		{Name: aws.String("tag:" + provision.TagJobID), Values: []string{fmt.Sprint(id)}},
-		{Name: aws.String("instance-state-name"), Values: []string{"pending", "running"}},
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, r := range out.Reservations {
-		n += len(r.Instances)
-	}
-	return n
-}
+// instances counts the live machines of job id.
+func (h *harness) instances(id int64) int { return len(h.prov.Machines(id)) }
 
-// dispatched returns the dispatch messages sent for the pool.
-func (h *harness) dispatched(t *testing.T) []provision.DispatchMessage {
-	t.Helper()
-	var out []provision.DispatchMessage
-	for {
-		res, err := h.sqs.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{
-			QueueUrl: aws.String(h.dispatch), MaxNumberOfMessages: 10, WaitTimeSeconds: 0,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(res.Messages) == 0 {
-			return out
-		}
-		for _, m := range res.Messages {
-			var d provision.DispatchMessage
-			if err := json.Unmarshal([]byte(aws.ToString(m.Body)), &d); err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, d)
-		}
-	}
-}
-
-// hasParameter reports whether the SSM parameter holding runner's JIT
-// config exists.
-func (h *harness) hasParameter(t *testing.T, runner string) bool {
-	t.Helper()
-	_, err := ssm.NewFromConfig(h.cfg).GetParameter(context.Background(), &ssm.GetParameterInput{Name: aws.String(provision.ParameterName(runner))})
-	var nf *ssmtypes.ParameterNotFound
-	switch {
-	case err == nil:
-		return true
-	case errors.As(err, &nf):
-		return false
-	}
-	t.Fatalf("GetParameter %s: %v", runner, err)
-	return false
-}
-
-// SendMessageBatch passes through unrecorded: the claimer sends one message
-// at a time (queue.SQS carries it for the reclaimer).
-func (r *sqsRecorder) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, opt ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
-	return r.api.SendMessageBatch(ctx, in, opt...)
+// hasParameter reports whether runner's JIT config is stored (the EC2
+// adapter's SSM parameter).
+func (h *harness) hasParameter(runner string) bool {
+	_, ok := h.prov.Config(runner)
+	return ok
 }

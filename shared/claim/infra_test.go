@@ -3,24 +3,20 @@ package claim_test
 import (
 	"context"
 	"errors"
-	"io"
-	"math/rand/v2"
 	"testing"
 	"time"
 
-	"github.com/ghclaim/ghclaim/shared/backoff"
 	"github.com/ghclaim/ghclaim/shared/claim"
 	"github.com/ghclaim/ghclaim/shared/ghapp"
 	"github.com/ghclaim/ghclaim/shared/job"
-	"github.com/ghclaim/ghclaim/shared/obs"
 )
 
-// failingGet is the real store whose reads fail, as DynamoDB's do while it
-// throttles a table.
-type failingGet struct{ claim.Store }
+// failingAcquire is the store whose lease writes fail, as DynamoDB's do
+// while it throttles a table.
+type failingAcquire struct{ claim.Store }
 
-func (failingGet) Get(context.Context, int64) (job.Record, error) {
-	return job.Record{}, errors.New("ProvisionedThroughputExceededException: throttled")
+func (failingAcquire) Acquire(context.Context, int64, int64, string, time.Time, time.Time) (job.Lease, job.Record, error) {
+	return job.Lease{}, job.Record{}, errors.New("ProvisionedThroughputExceededException: throttled")
 }
 
 // TestInfraErrorsComeBackSpread: messages that hit an infrastructure error
@@ -33,16 +29,7 @@ func TestInfraErrorsComeBackSpread(t *testing.T) {
 	for id := int64(7001); id <= 7006; id++ {
 		h.seed(t, id)
 	}
-	gh, rates := newGitHub(t, h)
-	c, err := claim.New(claim.Deps{
-		Store: failingGet{h.store}, Queue: h.queue, GitHub: gh, Provisioner: h.spy,
-		Policy: backoff.Default(), Rates: rates, Now: h.clock.Now,
-		Rand: rand.New(rand.NewPCG(seed1, seed2)), Log: h.log,
-		Metrics: obs.NewMetrics(io.Discard, nil, h.clock.Now),
-	}, claim.Options{Pools: h.pools, Concurrency: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := h.claimer(t, claimerOpt{store: failingAcquire{h.store}, concurrency: 1})
 	msgs := h.receive(t, 6)
 	resp := h.invoke(t, c, msgs...)
 	if got := len(resp.BatchItemFailures); got != 6 {
@@ -50,7 +37,7 @@ func TestInfraErrorsComeBackSpread(t *testing.T) {
 	}
 	seen := map[time.Duration]bool{}
 	for _, m := range msgs {
-		d, ok := h.rec.Visibility(m.ReceiptHandle)
+		d, ok := h.queue.Visibility(m.ReceiptHandle)
 		if !ok {
 			t.Fatalf("message %s: no visibility change, want it back soon", m.MessageId)
 		}
@@ -99,22 +86,15 @@ func TestRunnerThatStartsBeforeItsDeleteIsReused(t *testing.T) {
 	if r := h.get(t, id); r.State != job.Queued {
 		t.Fatalf("after attempt 1: %s, want queued for a retry", r.State)
 	}
-	h.clock.Advance(h.lastSend(t).delay)
+	h.clock.Advance(h.lastSend(t).Delay)
 
-	gh, rates := newGitHub(t, h)
-	c, err := claim.New(claim.Deps{
-		Store: h.store, Queue: h.queue, Provisioner: h.spy, Policy: backoff.Default(), Rates: rates,
-		GitHub: startsBetween{GitHub: gh, start: func(name string) {
+	c := h.claimer(t, claimerOpt{github: func(gh claim.GitHub) claim.GitHub {
+		return startsBetween{GitHub: gh, start: func(name string) {
 			if err := h.gh.SetRunner(name, "online", true); err != nil {
 				t.Error(err)
 			}
-		}},
-		Now: h.clock.Now, Rand: rand.New(rand.NewPCG(seed1, seed2)), Log: h.log,
-		Metrics: obs.NewMetrics(io.Discard, nil, h.clock.Now),
-	}, claim.Options{Pools: h.pools})
-	if err != nil {
-		t.Fatal(err)
-	}
+		}}
+	}})
 	h.invoke(t, c, h.receive(t, 1)...)
 	r := h.get(t, id)
 	if r.State != job.Claimed {

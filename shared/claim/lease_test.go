@@ -2,15 +2,42 @@ package claim_test
 
 import (
 	"context"
-	"math/rand/v2"
+	"errors"
 	"testing"
 	"time"
 
-	"github.com/ghclaim/ghclaim/shared/claim"
 	"github.com/ghclaim/ghclaim/shared/job"
-	"github.com/ghclaim/ghclaim/shared/obs"
-	"github.com/ghclaim/ghclaim/shared/reclaim"
 )
+
+// sweep is a reclaimer pass over the in-memory store, as shared/reclaim
+// makes it: every record of the sweep index stale by now is taken back
+// with a conditional write on the state and version read (a claiming
+// record only once its lease has expired) and re-enqueued. It returns how
+// many were re-enqueued.
+func (h *harness) sweep(t *testing.T) int {
+	t.Helper()
+	ctx, now, n := context.Background(), h.clock.Now(), 0
+	for _, shard := range h.store.Shards() {
+		p, err := h.store.Stale(ctx, shard, now, 0, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range p.Records {
+			v, err := h.store.TakeBack(ctx, r, job.Queued, now, "stale", now)
+			if errors.Is(err, job.ErrConflict) {
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := h.queue.Send(ctx, job.Message{JobID: r.JobID, Version: v, Attempt: r.Attempt}, 0); err != nil {
+				t.Fatal(err)
+			}
+			n++
+		}
+	}
+	return n
+}
 
 // TestLeaseOutlivesTheInvocation: LEASE_DURATION is configurable and
 // nothing ties it to the function's timeout. With a lease shorter than the
@@ -24,26 +51,14 @@ func TestLeaseOutlivesTheInvocation(t *testing.T) {
 	h := setup(t, setupOpt{})
 	const id = 9501
 	h.seed(t, id)
-	seeded := len(h.rec.Sends())
-	gh, rates := newGitHub(t, h)
-	c, err := claim.New(claim.Deps{
-		Store: h.store, Queue: h.queue, GitHub: gh, Provisioner: h.spy, Policy: newPolicy(), Rates: rates,
-		Now: h.clock.Now, Rand: rand.New(rand.NewPCG(seed1, seed2)), Log: h.log,
-		Metrics: obs.NewMetrics(h.logs, map[string]string{"function": "claimer"}, h.clock.Now),
-	}, claim.Options{Pools: h.pools, InstanceID: "short-lease", Lease: 20 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep reclaim.Report
+	seeded := len(h.queue.Sent())
+	c := h.claimer(t, claimerOpt{instance: "short-lease", lease: 20 * time.Second})
+	requeued := 0
 	h.spy.set(func(n int) error {
 		if n == 1 {
 			// 30 s into the 60 s invocation, a reclaimer pass runs.
 			h.clock.Advance(30 * time.Second)
-			rc := reclaim.New(h.store, h.queue, reclaim.Config{Now: h.clock.Now, Rand: rand.New(rand.NewPCG(1, 2)), Logger: h.log})
-			var err error
-			if rep, err = rc.Run(context.Background()); err != nil {
-				t.Errorf("reclaimer pass: %v", err)
-			}
+			requeued = h.sweep(t)
 		}
 		return nil
 	}, nil)
@@ -51,13 +66,13 @@ func TestLeaseOutlivesTheInvocation(t *testing.T) {
 	if len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("batch item failures %v, want none", resp.BatchItemFailures)
 	}
-	if n := rep.RequeuedTotal(); n != 0 {
+	if n := requeued; n != 0 {
 		t.Errorf("the reclaimer re-enqueued %d jobs during a live claim, want 0", n)
 	}
 	if r := h.get(t, id); r.State != job.Claimed {
 		t.Errorf("record %s v%d, want claimed by the live claimer", r.State, r.Version)
 	}
-	if s := h.rec.Sends()[seeded:]; len(s) != 0 {
+	if s := h.queue.Sent()[seeded:]; len(s) != 0 {
 		t.Errorf("claims queue got %d new messages (%v), want none", len(s), s)
 	}
 }

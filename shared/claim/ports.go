@@ -3,10 +3,54 @@ package claim
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/ghclaim/ghclaim/shared/backoff"
 	"github.com/ghclaim/ghclaim/shared/ghapp"
+	"github.com/ghclaim/ghclaim/shared/job"
+	"github.com/ghclaim/ghclaim/shared/pool"
+	"github.com/ghclaim/ghclaim/shared/ratelimit"
 )
+
+// The ports speak the domain's types (shared/job, shared/pool) only: the
+// adapters (shared/store, shared/queue, shared/provision) import them and
+// assert that they implement the ports (in their own tests and in
+// functions/claimer), so this package never pulls in an AWS SDK.
+
+// Store is the job store as the claimer needs it; shared/store implements
+// it over DynamoDB, infra/mem in memory.
+type Store interface {
+	// Acquire takes the lease on a queued (or pending) record at exactly
+	// version. A refusal is a *job.ConflictError carrying the record as it
+	// is now (Found false: no record), so the claimer never reads first.
+	Acquire(ctx context.Context, id, version int64, owner string, until, now time.Time) (job.Lease, job.Record, error)
+	Release(ctx context.Context, l job.Lease, r job.Retry, now time.Time) error
+	Finish(ctx context.Context, l job.Lease, o job.Outcome, now time.Time) error
+	// Get is read only on the rare lease-lost path, to tell a spare runner.
+	Get(ctx context.Context, id int64) (job.Record, error)
+	LoadRate(ctx context.Context, installationID int64) (ratelimit.Reading, error)
+	SaveRate(ctx context.Context, installationID int64, r ratelimit.Reading) error
+}
+
+// Queue is the claims queue as the claimer needs it; shared/queue
+// implements it over SQS. There is no Delete: with ReportBatchItemFailures
+// the event source mapping deletes every message the handler does not
+// report as failed.
+type Queue interface {
+	Send(ctx context.Context, m job.Message, delay time.Duration) error
+	RetryAfter(ctx context.Context, receiptHandle string, d time.Duration) error
+}
+
+// Provisioner starts the machine of a job's runner; provision.Registry
+// implements it.
+type Provisioner interface {
+	Provision(ctx context.Context, req pool.Request) (pool.Result, error)
+	Cleanup(ctx context.Context, req pool.Request) error
+	// Running names a live machine of req's job ("" when none, or when
+	// the adapter cannot tell): asked before an offline runner of an
+	// earlier attempt is deleted.
+	Running(ctx context.Context, req pool.Request) (string, error)
+}
 
 // GitHub is the part of the GitHub App client the claimer uses;
 // *ghapp.Client implements it. FindRunner reports "none" with an error

@@ -8,7 +8,6 @@ import (
 	"github.com/ghclaim/ghclaim/infra/ghfake"
 	"github.com/ghclaim/ghclaim/shared/claim"
 	"github.com/ghclaim/ghclaim/shared/job"
-	"github.com/ghclaim/ghclaim/shared/queue"
 	"github.com/ghclaim/ghclaim/shared/ratelimit"
 )
 
@@ -54,12 +53,12 @@ func TestRateExhaustedNoGitHubCall(t *testing.T) {
 			r.State, r.Attempt, r.FirstFailureAt, r.LastErrorClass, job.Millis(now))
 	}
 	s := h.lastSend(t)
-	nb := job.FromMillis(s.msg.NotBefore)
-	if s.delay != 900*time.Second || nb.Before(reset.Add(5*time.Second)) || !nb.Before(reset.Add(25*time.Second)) {
-		t.Fatalf("sent delay %s not_before reset%+v, want 900s and reset + [5s, 25s)", s.delay, nb.Sub(reset))
+	nb := job.FromMillis(s.Msg.NotBefore)
+	if s.Delay != 900*time.Second || nb.Before(reset.Add(5*time.Second)) || !nb.Before(reset.Add(25*time.Second)) {
+		t.Fatalf("sent delay %s not_before reset%+v, want 900s and reset + [5s, 25s)", s.Delay, nb.Sub(reset))
 	}
-	if s.msg.Version != r.Version || s.msg.Attempt != 0 {
-		t.Fatalf("sent version %d attempt %d, want record version %d attempt 0", s.msg.Version, s.msg.Attempt, r.Version)
+	if s.Msg.Version != r.Version || s.Msg.Attempt != 0 {
+		t.Fatalf("sent version %d attempt %d, want record version %d attempt 0", s.Msg.Version, s.Msg.Attempt, r.Version)
 	}
 	if job.FromMillis(r.DueAt) != nb {
 		t.Errorf("due_at %s, want not_before %s", job.FromMillis(r.DueAt), nb)
@@ -71,11 +70,11 @@ func TestRateExhaustedNoGitHubCall(t *testing.T) {
 		h.invoke(t, cl, h.receive(t, 1)...)
 		noCalls(t, h.gh.Stats(), "chained hop")
 		hop := h.lastSend(t)
-		if hop.msg != s.msg {
-			t.Fatalf("hop %d re-sent %+v, want the same message %+v", i+1, hop.msg, s.msg)
+		if hop.Msg != s.Msg {
+			t.Fatalf("hop %d re-sent %+v, want the same message %+v", i+1, hop.Msg, s.Msg)
 		}
-		if want := min(nb.Sub(h.clock.Now()), 900*time.Second); hop.delay < want || hop.delay > want+time.Second {
-			t.Fatalf("hop %d delay %s, want %s", i+1, hop.delay, want)
+		if want := min(nb.Sub(h.clock.Now()), 900*time.Second); hop.Delay < want || hop.Delay > want+time.Second {
+			t.Fatalf("hop %d delay %s, want %s", i+1, hop.Delay, want)
 		}
 		if got := h.get(t, id); got.Version != r.Version || got.UpdatedAt != r.UpdatedAt {
 			t.Fatalf("hop %d changed the record (version %d → %d)", i+1, r.Version, got.Version)
@@ -110,7 +109,7 @@ func TestRateLimitLearntIsShared(t *testing.T) {
 	if first.State != job.Queued || first.Attempt != 1 || first.LastErrorClass != "rate_limit" {
 		t.Fatalf("first job: %s attempt %d class %q, want queued attempt 1 rate_limit", first.State, first.Attempt, first.LastErrorClass)
 	}
-	if nb := job.FromMillis(h.lastSend(t).msg.NotBefore); nb.Before(reset.Add(5*time.Second)) || !nb.Before(reset.Add(25*time.Second)) {
+	if nb := job.FromMillis(h.lastSend(t).Msg.NotBefore); nb.Before(reset.Add(5*time.Second)) || !nb.Before(reset.Add(25*time.Second)) {
 		t.Fatalf("first job not_before reset%+v, want reset + [5s, 25s)", nb.Sub(reset))
 	}
 	before := h.gh.Stats()
@@ -128,7 +127,7 @@ func TestRateLimitLearntIsShared(t *testing.T) {
 
 func jobOf(t *testing.T, body string) int64 {
 	t.Helper()
-	m, err := queue.Decode(body)
+	m, err := job.DecodeMessage(body)
 	if err != nil {
 		t.Fatal(err)
 	}

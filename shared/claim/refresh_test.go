@@ -2,13 +2,11 @@ package claim_test
 
 import (
 	"context"
-	"math/rand/v2"
 	"sync/atomic"
 	"testing"
 
 	"github.com/ghclaim/ghclaim/shared/claim"
 	"github.com/ghclaim/ghclaim/shared/job"
-	"github.com/ghclaim/ghclaim/shared/obs"
 	"github.com/ghclaim/ghclaim/shared/ratelimit"
 )
 
@@ -31,16 +29,11 @@ func (c *countingRates) Current(ctx context.Context, inst int64) (ratelimit.Read
 func TestSharedRateReadOncePerRefresh(t *testing.T) {
 	t.Parallel()
 	h := setup(t, setupOpt{})
-	gh, tracker := newGitHub(t, h)
-	rates := &countingRates{RateState: tracker}
-	c, err := claim.New(claim.Deps{
-		Store: h.store, Queue: h.queue, GitHub: gh, Provisioner: h.spy, Policy: newPolicy(), Rates: rates,
-		Now: h.clock.Now, Rand: rand.New(rand.NewPCG(seed1, seed2)), Log: h.log,
-		Metrics: obs.NewMetrics(h.logs, map[string]string{"function": "claimer"}, h.clock.Now),
-	}, claim.Options{Pools: h.pools, InstanceID: "refresh", Concurrency: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rates := &countingRates{}
+	c := h.claimer(t, claimerOpt{instance: "refresh", concurrency: 1, rates: func(r claim.RateState) claim.RateState {
+		rates.RateState = r
+		return rates
+	}})
 	for _, id := range []int64{9401, 9402, 9403} {
 		h.seed(t, id)
 	}
@@ -54,6 +47,9 @@ func TestSharedRateReadOncePerRefresh(t *testing.T) {
 	}
 	if n := rates.current.Load(); n != 1 {
 		t.Fatalf("shared rate read %d times for a batch of 3 within RateRefresh, want 1", n)
+	}
+	if n := h.store.Calls("LoadRate"); n != 1 {
+		t.Fatalf("rate item read %d times from the store, want 1", n)
 	}
 
 	h.clock.Advance(claim.DefaultRateRefresh)

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ghclaim/ghclaim/shared/backoff"
 	"github.com/ghclaim/ghclaim/shared/claim"
@@ -28,16 +29,18 @@ var appKey = sync.OnceValue(func() []byte {
 
 // newGitHub is one process's GitHub App client and rate tracker, wired
 // as main wires them: the rate transport wraps each installation's client
-// and feeds the tracker the claimer reads.
-func newGitHub(t *testing.T, h *harness) (claim.GitHub, *ratelimit.Tracker) {
+// and feeds the tracker the claimer reads (transport false: a client
+// without it).
+func newGitHub(t *testing.T, rs ratelimit.Store, url string, now func() time.Time, transport bool) (claim.GitHub, *ratelimit.Tracker) {
 	t.Helper()
-	tr := ratelimit.NewTracker(h.store, ratelimit.DefaultPersistRule(), h.clock.Now)
-	gh, err := ghapp.New(ghapp.Config{
-		AppID: appID, PrivateKey: appKey(), BaseURL: h.ghURL,
-		Wrap: func(inst int64, base http.RoundTripper) http.RoundTripper {
-			return ratelimit.NewTransport(base, inst, tr, h.clock.Now)
-		},
-	})
+	tr := ratelimit.NewTracker(rs, ratelimit.DefaultPersistRule(), now)
+	cfg := ghapp.Config{AppID: appID, PrivateKey: appKey(), BaseURL: url}
+	if transport {
+		cfg.Wrap = func(inst int64, base http.RoundTripper) http.RoundTripper {
+			return ratelimit.NewTransport(base, inst, tr, now)
+		}
+	}
+	gh, err := ghapp.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

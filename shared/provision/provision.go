@@ -51,9 +51,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"strconv"
-	"strings"
 
 	"github.com/ghclaim/ghclaim/shared/pool"
 )
@@ -69,97 +67,20 @@ type Provisioner interface {
 	Cleanup(ctx context.Context, req Request) error
 }
 
-// Request is what a provisioner needs to know about one claimed job.
-type Request struct {
-	JobID int64
-	RunID int64
-	// Repo is "owner/name".
-	Repo string
-	Pool pool.Pool
-	// RunnerName is job.RunnerName(pool, job id); it names the SSM
-	// parameter and the instance, so it must be a plain token.
-	RunnerName string
-	// JITConfig is the encoded JIT runner configuration from GitHub. It is a
-	// credential: never log it, never put it in an error. String, GoString
-	// and LogValue redact it.
-	JITConfig string
-}
-
-const redacted = "[REDACTED]"
-
-// String redacts JITConfig, so %v and %+v of a Request are safe to log.
-func (r Request) String() string {
-	return fmt.Sprintf("{JobID:%d RunID:%d Repo:%s Pool:%s RunnerName:%s JITConfig:%s}",
-		r.JobID, r.RunID, r.Repo, r.Pool.Name, r.RunnerName, redactedOrEmpty(r.JITConfig))
-}
-
-// GoString redacts JITConfig for %#v.
-func (r Request) GoString() string { return "provision.Request" + r.String() }
-
-// LogValue redacts JITConfig when a Request is passed to slog.
-func (r Request) LogValue() slog.Value {
-	return slog.GroupValue(
-		slog.Int64("job_id", r.JobID),
-		slog.Int64("run_id", r.RunID),
-		slog.String("repo", r.Repo),
-		slog.String("pool", r.Pool.Name),
-		slog.String("runner_name", r.RunnerName),
-		slog.String("jit_config", redactedOrEmpty(r.JITConfig)),
-	)
-}
-
-func redactedOrEmpty(s string) string {
-	if s == "" {
-		return ""
-	}
-	return redacted
-}
-
-// runnerNameRE keeps runner names usable as one SSM parameter path element,
-// an EC2 tag value, an IMDS path and a FIFO deduplication id.
-var runnerNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$`)
+// Request and Result are the provisioning port's types, owned by
+// shared/pool so that the claimer names its port without importing this
+// adapter (and the AWS SDKs behind it).
+type (
+	Request = pool.Request
+	Result  = pool.Result
+)
 
 // ErrInvalidRequest is wrapped by every error about a malformed Request.
-// Such a request would fail the same way on every attempt.
-var ErrInvalidRequest error = permanent("invalid provision request")
+var ErrInvalidRequest = pool.ErrInvalidRequest
 
-// permanent is an error the retry classifier (shared/failure) treats as
-// non-retryable through its Permanent method, without this package
-// importing the classifier.
-type permanent string
+var runnerNameRE = pool.RunnerNameRE
 
-func (e permanent) Error() string { return string(e) }
-
-// Permanent reports that retrying cannot help.
-func (permanent) Permanent() bool { return true }
-
-// Validate checks the fields every adapter relies on.
-func (r Request) Validate() error {
-	switch {
-	case r.JobID <= 0:
-		return fmt.Errorf("%w: job id %d: want a positive id", ErrInvalidRequest, r.JobID)
-	case !strings.Contains(r.Repo, "/"):
-		return fmt.Errorf("%w: repo %q: want owner/name", ErrInvalidRequest, r.Repo)
-	case r.Pool.Name == "":
-		return fmt.Errorf("%w: pool: want a named pool", ErrInvalidRequest)
-	case !runnerNameRE.MatchString(r.RunnerName):
-		return fmt.Errorf("%w: runner name %q: want 1-100 letters, digits, '-', '_' or '.'", ErrInvalidRequest, r.RunnerName)
-	case r.JITConfig == "":
-		return fmt.Errorf("%w: jit config: empty", ErrInvalidRequest)
-	}
-	return nil
-}
-
-// Result says where the job's runner runs.
-type Result struct {
-	// InstanceID is the EC2 instance (ec2 pools).
-	InstanceID string
-	// MessageID is the SQS message id (dispatch pools).
-	MessageID string
-	// Reused is true when an earlier attempt's machine was found and no new
-	// one was started.
-	Reused bool
-}
+func redactedOrEmpty(s string) string { return pool.Redacted(s) }
 
 // IdempotencyKey is the key derived from the job that makes a repeated
 // attempt start nothing new: "ghclaim-<pool>-<job_id>". EC2 limits a

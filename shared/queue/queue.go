@@ -26,8 +26,8 @@ import (
 	"github.com/ghclaim/ghclaim/shared/job"
 )
 
-// MaxDelay is SQS's cap on a message's DelaySeconds.
-const MaxDelay = 900 * time.Second
+// MaxDelay is SQS's cap on a message's DelaySeconds (job.MaxDelay).
+const MaxDelay = job.MaxDelay
 
 // MaxBatch is SQS's cap on the entries of one SendMessageBatch.
 const MaxBatch = 10
@@ -42,8 +42,8 @@ type SQS interface {
 
 var _ SQS = (*sqs.Client)(nil)
 
-// ErrBadMessage marks a message body that is not a claim message.
-var ErrBadMessage = errors.New("queue: bad claim message")
+// ErrBadMessage marks a message body that is not a claim message (job.ErrBadMessage).
+var ErrBadMessage = job.ErrBadMessage
 
 // Queue sends and deletes claim messages on one queue.
 type Queue struct {
@@ -198,43 +198,6 @@ func (q *Queue) RetryAfter(ctx context.Context, receiptHandle string, d time.Dur
 	return nil
 }
 
-// Decode parses and validates a claim message body. Numbers must be JSON
-// integers (not strings), decoded exactly (job ids exceed 2^53 some day).
-func Decode(body string) (job.Message, error) {
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal([]byte(body), &raw); err != nil {
-		return job.Message{}, fmt.Errorf("%w: %v", ErrBadMessage, err)
-	}
-	var m job.Message
-	var err error
-	if m.JobID, err = integer(raw, "job_id", true, 1); err != nil {
-		return job.Message{}, err
-	}
-	if m.Version, err = integer(raw, "version", true, 1); err != nil {
-		return job.Message{}, err
-	}
-	a, err := integer(raw, "attempt", false, 0)
-	if err != nil {
-		return job.Message{}, err
-	}
-	m.Attempt = int(a)
-	if m.NotBefore, err = integer(raw, "not_before", false, 0); err != nil {
-		return job.Message{}, err
-	}
-	return m, nil
-}
-
-func integer(raw map[string]json.RawMessage, name string, required bool, min int64) (int64, error) {
-	v, ok := raw[name]
-	if !ok || string(v) == "null" {
-		if required {
-			return 0, fmt.Errorf("%w: %s is required", ErrBadMessage, name)
-		}
-		return 0, nil
-	}
-	x, err := strconv.ParseInt(string(v), 10, 64)
-	if err != nil || x < min {
-		return 0, fmt.Errorf("%w: %s %s is not an integer ≥ %d", ErrBadMessage, name, v, min)
-	}
-	return x, nil
-}
+// Decode parses and validates a claim message body: job.DecodeMessage,
+// kept here for the callers that name it.
+func Decode(body string) (job.Message, error) { return job.DecodeMessage(body) }

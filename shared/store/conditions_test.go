@@ -121,6 +121,26 @@ func TestEveryConditionClauseHolds(t *testing.T) {
 			t.Fatalf("record %s v%d, want queued v3 untouched", got.State, got.Version)
 		}
 	})
+	t.Run("a refused acquire carries the record as it is", func(t *testing.T) {
+		// The claimer decides duplicate / early / unknown from the refusal
+		// alone: no read before the lease write.
+		const id = 527
+		_, err := f.s.CreateJob(ctx, rec(id), t0)
+		must(t, err)
+		_, _, err = f.s.Acquire(ctx, id, 1, "a", until, t0)
+		must(t, err)
+		_, _, err = f.s.Acquire(ctx, id, 1, "b", until, t0)
+		cur, ok := job.CurrentOf(err)
+		if !errors.Is(err, job.ErrConflict) || !ok || cur.State != job.Claiming || cur.Version != 2 || cur.LeaseOwner != "a" ||
+			cur.LeaseExpiresAt != until.UnixMilli() {
+			t.Fatalf("got %v carrying %+v (found %v), want a conflict carrying the record claiming v2 leased to a", err, cur, ok)
+		}
+		_, _, err = f.s.Acquire(ctx, 528, 1, "b", until, t0)
+		var ce *job.ConflictError
+		if !errors.As(err, &ce) || ce.Found {
+			t.Fatalf("unknown job: got %v, want a *job.ConflictError carrying no record", err)
+		}
+	})
 	t.Run("acquire a claiming record at its own version", func(t *testing.T) {
 		const id = 522
 		_, err := f.s.CreateJob(ctx, rec(id), t0)

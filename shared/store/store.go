@@ -284,8 +284,10 @@ type Lease = job.Lease
 
 // Acquire takes the lease on a record that is queued (or still pending: a
 // fast claimer may see the message before the webhook marks it queued) at
-// exactly version. The record moves to claiming with version+1. ErrConflict
-// means the record is elsewhere: another claimer, a newer message, or done.
+// exactly version. The record moves to claiming with version+1. A refusal
+// is a *job.ConflictError carrying the record as it is now (ALL_OLD on the
+// failed condition), not found when there is none: the claimer decides a
+// duplicate, an early message or an unknown job from it, without a read.
 func (s *Store) Acquire(ctx context.Context, id, version int64, owner string, until, now time.Time) (Lease, job.Record, error) {
 	exp := job.Millis(until)
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
@@ -317,7 +319,7 @@ func (s *Store) Acquire(ctx context.Context, id, version int64, owner string, un
 		// own write. That is our lease, not a conflict: waiting out the
 		// lease and the reclaimer for it would only delay the job.
 		if !ownLease(ccf.Item, owner, version+1) {
-			return Lease{}, job.Record{}, ErrConflict
+			return Lease{}, job.Record{}, conflict("lease", id, ccf.Item)
 		}
 		attrs = ccf.Item
 	case err != nil:

@@ -1,0 +1,146 @@
+package mem
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/ghclaim/ghclaim/shared/pool"
+)
+
+// Machine is one machine a Provisioner started.
+type Machine struct {
+	ID         string
+	JobID      int64
+	RunnerName string
+	// Stopped: the machine is gone (a test ended it).
+	Stopped bool
+}
+
+// Provisioner is an in-memory provisioner with the semantics the EC2
+// adapter promises (shared/provision): Provision validates the request,
+// stores the JIT config under the runner's name (the SSM parameter), then
+// starts one machine per job, or finds the job's live machine and reuses
+// it (the job-tag lookup, so a repeated attempt never starts a second);
+// Running names the job's live machine ("" for dispatch pools, which
+// cannot tell); Cleanup removes the stored config and succeeds when there
+// is none. A failure set with Fail happens at the launch, after the config
+// was stored, as RunInstances failing after PutParameter does.
+type Provisioner struct {
+	mu       sync.Mutex
+	seq      int
+	requests []pool.Request
+	machines []Machine
+	params   map[string]string // runner name → JIT config
+	fail     error
+	failN    int // calls still to fail; < 0: every call
+}
+
+// NewProvisioner returns a provisioner with no machines.
+func NewProvisioner() *Provisioner { return &Provisioner{params: map[string]string{}} }
+
+// Fail makes the next n Provision calls fail with err at the launch (n ≤ 0:
+// every call until Fail(nil, 0)).
+func (p *Provisioner) Fail(err error, n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.fail, p.failN = err, n
+	if n <= 0 {
+		p.failN = -1
+	}
+}
+
+// Provision stores req's config and starts (or finds) the job's machine.
+func (p *Provisioner) Provision(_ context.Context, req pool.Request) (pool.Result, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.requests = append(p.requests, req)
+	if err := req.Validate(); err != nil {
+		return pool.Result{}, err
+	}
+	p.params[req.RunnerName] = req.JITConfig
+	if p.fail != nil && p.failN != 0 {
+		if p.failN > 0 {
+			p.failN--
+		}
+		return pool.Result{}, fmt.Errorf("provision job %d: %w", req.JobID, p.fail)
+	}
+	if id := p.live(req.JobID); id != "" {
+		return pool.Result{InstanceID: id, Reused: true}, nil
+	}
+	p.seq++
+	m := Machine{ID: fmt.Sprintf("i-%017d", p.seq), JobID: req.JobID, RunnerName: req.RunnerName}
+	p.machines = append(p.machines, m)
+	return pool.Result{InstanceID: m.ID}, nil
+}
+
+func (p *Provisioner) live(jobID int64) string {
+	for _, m := range p.machines {
+		if m.JobID == jobID && !m.Stopped {
+			return m.ID
+		}
+	}
+	return ""
+}
+
+// Running names the job's live machine, or "" (always "" for a dispatch
+// pool, whose adapter cannot tell).
+func (p *Provisioner) Running(_ context.Context, req pool.Request) (string, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if req.Pool.Provisioner.Type == pool.ProvisionerDispatch {
+		return "", nil
+	}
+	return p.live(req.JobID), nil
+}
+
+// Cleanup removes the runner's stored config, if any.
+func (p *Provisioner) Cleanup(_ context.Context, req pool.Request) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !pool.RunnerNameRE.MatchString(req.RunnerName) {
+		return fmt.Errorf("%w: runner name %q", pool.ErrInvalidRequest, req.RunnerName)
+	}
+	delete(p.params, req.RunnerName)
+	return nil
+}
+
+// Stop ends the job's machines, as an instance that powered off.
+func (p *Provisioner) Stop(jobID int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i := range p.machines {
+		if p.machines[i].JobID == jobID {
+			p.machines[i].Stopped = true
+		}
+	}
+}
+
+// Requests returns every Provision request so far, in order (JIT configs
+// included: a test checks that none reached a log line).
+func (p *Provisioner) Requests() []pool.Request {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]pool.Request(nil), p.requests...)
+}
+
+// Machines returns the live machines of job id.
+func (p *Provisioner) Machines(jobID int64) []Machine {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []Machine
+	for _, m := range p.machines {
+		if m.JobID == jobID && !m.Stopped {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// Config returns the stored JIT config of runnerName, if any.
+func (p *Provisioner) Config(runnerName string) (string, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c, ok := p.params[runnerName]
+	return c, ok
+}
