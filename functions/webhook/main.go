@@ -55,7 +55,6 @@ func run() error {
 	}
 	st := store.New(dynamodb.NewFromConfig(awsCfg), cfg.TableName, store.Options{
 		Shards:       cfg.SweepShards,
-		DedupTTL:     cfg.DedupTTL,
 		RecordTTL:    cfg.RecordTTL,
 		PendingGrace: cfg.PendingGrace,
 		QueuedGrace:  cfg.QueuedGrace,

@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/pool"
 )
 
@@ -38,12 +39,14 @@ func (e *Error) Unwrap() error { return e.Err }
 const (
 	DefaultLadder       = "30s,1m,2m,5m,10m"
 	DefaultMaxAge       = 90 * time.Minute
-	DefaultDedupTTL     = 7 * 24 * time.Hour
 	DefaultMaxBody      = 1 << 20
 	DefaultLease        = 3 * time.Minute
-	DefaultSweepShards  = 8
-	DefaultPendingGrace = 2 * time.Minute
-	DefaultQueuedGrace  = 15 * time.Minute
+	DefaultSweepShards  = job.DefaultShards
+	DefaultPendingGrace = job.DefaultPendingGrace
+	DefaultQueuedGrace  = job.DefaultQueuedGrace
+	// DefaultRecordTTL keeps a job record, which is the webhook's dedup
+	// key, past GitHub's 3-day manual-redelivery window.
+	DefaultRecordTTL    = job.DefaultRecordTTL
 	DefaultGitHubAPIURL = "https://api.github.com"
 )
 
@@ -65,7 +68,6 @@ type Webhook struct {
 	Secret        string // local only; comma-separated for rotation
 	Pools         []pool.Pool
 	AllowedOwners []string // empty: any owner
-	DedupTTL      time.Duration
 	MaxBodyBytes  int
 }
 
@@ -155,8 +157,13 @@ func (r *reader) common() Common {
 		SweepShards:    int(r.integer("SWEEP_SHARDS", DefaultSweepShards, 1)),
 		PendingGrace:   r.duration("PENDING_GRACE", DefaultPendingGrace),
 		QueuedGrace:    r.duration("QUEUED_GRACE", DefaultQueuedGrace),
-		RecordTTL:      r.duration("RECORD_TTL", DefaultDedupTTL),
+		RecordTTL:      r.duration("RECORD_TTL", DefaultRecordTTL),
 		LogLevel:       strings.ToLower(strings.TrimSpace(r.get("LOG_LEVEL"))),
+	}
+	// The job record is the webhook's dedup key: it must outlive GitHub's
+	// 3-day manual-redelivery window, or a redelivery would claim again.
+	if c.RecordTTL < 72*time.Hour {
+		r.fail("RECORD_TTL", fmt.Errorf("%s is shorter than GitHub's 3-day redelivery window", c.RecordTTL))
 	}
 	switch c.LogLevel {
 	case "":
@@ -199,7 +206,6 @@ func LoadWebhook(get Getenv) (Webhook, error) {
 		SecretARN:    strings.TrimSpace(get("WEBHOOK_SECRET_ARN")),
 		Secret:       get("WEBHOOK_SECRET"),
 		Pools:        r.pools(),
-		DedupTTL:     r.duration("DEDUP_TTL", DefaultDedupTTL),
 		MaxBodyBytes: int(r.integer("MAX_BODY_BYTES", DefaultMaxBody, 1024)),
 	}
 	for _, o := range strings.Split(get("ALLOWED_OWNERS"), ",") {
@@ -209,10 +215,6 @@ func LoadWebhook(get Getenv) (Webhook, error) {
 	}
 	if c.SecretARN == "" && strings.TrimSpace(c.Secret) == "" {
 		r.fail("WEBHOOK_SECRET_ARN", errors.New("required (or WEBHOOK_SECRET for local runs), neither is set"))
-	}
-	// A dedup key must outlive GitHub's 3-day manual-redelivery window.
-	if c.DedupTTL < 72*time.Hour {
-		r.fail("DEDUP_TTL", fmt.Errorf("%s is shorter than GitHub's 3-day redelivery window", c.DedupTTL))
 	}
 	return c, r.err()
 }

@@ -28,7 +28,7 @@ func TestDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatalf("LoadWebhook: %v", err)
 	}
-	if w.DedupTTL != 7*24*time.Hour || w.MaxBodyBytes != DefaultMaxBody || w.SweepShards != 8 || w.LogLevel != "info" {
+	if w.RecordTTL != 7*24*time.Hour || w.PendingGrace != 15*time.Minute || w.MaxBodyBytes != DefaultMaxBody || w.SweepShards != 8 || w.LogLevel != "info" {
 		t.Errorf("webhook defaults: %+v", w)
 	}
 	c, err := LoadClaimer(env(base()))
@@ -80,7 +80,7 @@ func TestErrorsNameTheVariable(t *testing.T) {
 		{"table", webhook, nil, []string{"TABLE_NAME"}, "TABLE_NAME"},
 		{"queue", claimer, nil, []string{"CLAIMS_QUEUE_URL"}, "CLAIMS_QUEUE_URL"},
 		{"no secret", webhook, nil, []string{"WEBHOOK_SECRET"}, "WEBHOOK_SECRET_ARN"},
-		{"short dedup ttl", webhook, map[string]string{"DEDUP_TTL": "24h"}, nil, "DEDUP_TTL"},
+		{"short record ttl", webhook, map[string]string{"RECORD_TTL": "24h"}, nil, "RECORD_TTL"},
 		{"bad pools", webhook, map[string]string{"RUNNER_POOLS": "[{}]"}, nil, "RUNNER_POOLS"},
 		{"bad ladder", claimer, map[string]string{"RETRY_LADDER": "30s,soon"}, nil, "RETRY_LADDER"},
 		{"bad max age", claimer, map[string]string{"MAX_AGE": "-1m"}, nil, "MAX_AGE"},

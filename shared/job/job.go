@@ -80,7 +80,7 @@ type Record struct {
 	RunID          int64
 	CreatedAt      int64 // ms
 	UpdatedAt      int64 // ms
-	ExpiresAt      int64 // s; set once terminal (TTL)
+	ExpiresAt      int64 // s; TTL, set at creation (the record is the dedup key) and renewed when it ends
 	SweepShard     string
 	SweepAt        int64 // ms; only on non-terminal records
 }
@@ -107,9 +107,6 @@ func (r Record) RepoName() string {
 
 // Key is the DynamoDB partition key of job id.
 func Key(id int64) string { return "job#" + strconv.FormatInt(id, 10) }
-
-// DeliveryKey is the DynamoDB partition key of a webhook delivery's dedup item.
-func DeliveryKey(guid string) string { return "delivery#" + guid }
 
 // RateKey is the DynamoDB partition key of an installation's rate state.
 func RateKey(installationID int64) string {

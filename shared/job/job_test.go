@@ -19,7 +19,6 @@ func TestKeysAndNames(t *testing.T) {
 	t.Parallel()
 	tests := []struct{ name, got, want string }{
 		{"job key", Key(29679449), "job#29679449"},
-		{"delivery key", DeliveryKey("72d3162e"), "delivery#72d3162e"},
 		{"rate key", RateKey(42), "rate#42"},
 		{"shard", Shard(29679449, 8), "1"},
 		{"shard of one", Shard(5, 0), "0"},

@@ -116,8 +116,11 @@ type Timing struct {
 	// RecordTTL keeps a record (and so its dedup) past GitHub's 3-day
 	// redelivery window; set at creation, renewed when it ends.
 	RecordTTL time.Duration
-	// PendingGrace: a pending record (its first message may not have gone
-	// out) is stale this long after creation.
+	// PendingGrace: a pending record is stale this long after creation.
+	// Pending is the state of a job whose first message waits for a
+	// claimer (the webhook does not mark it queued) or never went out
+	// (outbox): the grace must outlast a claimer backlog, like QueuedGrace
+	// (see shared/webhook's package doc).
 	PendingGrace time.Duration
 	// QueuedGrace: a queued record is stale this long after its due_at.
 	QueuedGrace time.Duration
@@ -127,7 +130,7 @@ type Timing struct {
 const (
 	DefaultShards       = 8
 	DefaultRecordTTL    = 7 * 24 * time.Hour
-	DefaultPendingGrace = 2 * time.Minute
+	DefaultPendingGrace = 15 * time.Minute
 	DefaultQueuedGrace  = 15 * time.Minute
 )
 

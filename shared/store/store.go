@@ -1,5 +1,17 @@
-// Package store is the DynamoDB adapter for ghclaim's single table: webhook
-// dedup keys, job records and shared rate-limit readings.
+// Package store is the DynamoDB adapter for ghclaim's single table: job
+// records and shared rate-limit readings. It implements the flows' ports
+// (shared/webhook, shared/claim, shared/reclaim) in the domain's own types
+// (shared/job), and infra/contract holds it to the same contract as the
+// in-memory store the flow tests use.
+//
+// The job record is also the webhook's dedup key: CreateJob is a
+// conditional put (absent, or past its expires_at: TTL deletion is lazy)
+// that sets expires_at at creation, so a redelivery, or a new delivery GUID
+// for a job already recorded, finds the record and sends nothing. A refused
+// conditional write returns the record as it is now in a *job.ConflictError
+// (ReturnValuesOnConditionCheckFailure), so no flow reads before it writes.
+// There is no separate delivery#<guid> item: it cost a read and a write per
+// delivery and guarded nothing the record does not.
 //
 // Every state transition of a job record is one conditional write, so two
 // actors racing on the same record (duplicate deliveries, two claimers, a
@@ -41,20 +53,20 @@ import (
 	"github.com/ghclaim/ghclaim/shared/ratelimit"
 )
 
-// Named outcomes. Callers test them with errors.Is.
+// Named outcomes: the domain's (shared/job), so a flow tests them without
+// importing this package. Callers test them with errors.Is.
 var (
 	// ErrNotFound: no item under that key.
-	ErrNotFound = errors.New("store: not found")
-	// ErrDuplicate: a live dedup key for that delivery exists.
-	ErrDuplicate = errors.New("store: duplicate delivery")
-	// ErrExists: a job record for that job already exists.
-	ErrExists = errors.New("store: job already recorded")
+	ErrNotFound = job.ErrNotFound
+	// ErrExists: a live job record for that job already exists. CreateJob
+	// returns it as a *job.ConflictError carrying that record.
+	ErrExists = job.ErrConflict
 	// ErrConflict: the record was not in the state/version the caller read.
-	ErrConflict = errors.New("store: record changed concurrently")
+	ErrConflict = job.ErrConflict
 	// ErrLeaseLost: the caller's lease (owner + version) is no longer the record's.
-	ErrLeaseLost = errors.New("store: lease lost")
+	ErrLeaseLost = job.ErrLeaseLost
 	// ErrTerminal: the record is already terminal; nothing was changed.
-	ErrTerminal = errors.New("store: record is terminal")
+	ErrTerminal = job.ErrTerminal
 )
 
 // DynamoDB is the part of the DynamoDB API the store uses.
@@ -70,47 +82,17 @@ var _ DynamoDB = (*dynamodb.Client)(nil)
 // SweepIndex is the name of the sparse GSI the reclaimer reads.
 const SweepIndex = "sweep"
 
-// Options are the store's tunables. Zero values take the defaults.
-type Options struct {
-	// Shards is SWEEP_SHARDS: job_id mod Shards spreads the sweep index.
-	Shards int
-	// DedupTTL keeps delivery keys past GitHub's 3-day redelivery window.
-	DedupTTL time.Duration
-	// RecordTTL keeps terminal records (so a late redelivery still finds them).
-	RecordTTL time.Duration
-	// PendingGrace: a pending record is stale this long after creation.
-	PendingGrace time.Duration
-	// QueuedGrace: a queued record is stale this long after its due_at.
-	QueuedGrace time.Duration
-}
+// Options are the store's tunables: the domain's bookkeeping rules, which
+// infra/mem applies the same way. Zero values take the defaults.
+type Options = job.Timing
 
 // Defaults for Options.
 const (
-	DefaultShards       = 8
-	DefaultDedupTTL     = 7 * 24 * time.Hour
-	DefaultRecordTTL    = 7 * 24 * time.Hour
-	DefaultPendingGrace = 2 * time.Minute
-	DefaultQueuedGrace  = 15 * time.Minute
+	DefaultShards       = job.DefaultShards
+	DefaultRecordTTL    = job.DefaultRecordTTL
+	DefaultPendingGrace = job.DefaultPendingGrace
+	DefaultQueuedGrace  = job.DefaultQueuedGrace
 )
-
-func (o Options) withDefaults() Options {
-	if o.Shards <= 0 {
-		o.Shards = DefaultShards
-	}
-	if o.DedupTTL <= 0 {
-		o.DedupTTL = DefaultDedupTTL
-	}
-	if o.RecordTTL <= 0 {
-		o.RecordTTL = DefaultRecordTTL
-	}
-	if o.PendingGrace <= 0 {
-		o.PendingGrace = DefaultPendingGrace
-	}
-	if o.QueuedGrace <= 0 {
-		o.QueuedGrace = DefaultQueuedGrace
-	}
-	return o
-}
 
 // Store reads and writes the ghclaim table.
 type Store struct {
@@ -121,69 +103,20 @@ type Store struct {
 
 // New returns a store over table.
 func New(db DynamoDB, table string, opt Options) *Store {
-	return &Store{db: db, table: table, opt: opt.withDefaults()}
+	return &Store{db: db, table: table, opt: opt.WithDefaults()}
 }
 
 // Options returns the options in force (defaults filled).
 func (s *Store) Options() Options { return s.opt }
 
-// Delivery is a webhook delivery's dedup key.
-type Delivery struct {
-	GUID   string
-	Event  string
-	Action string
-}
-
-// DeliverySeen reports whether a live dedup key exists for guid. A key whose
-// expires_at has passed counts as absent, even while DynamoDB has not yet
-// deleted it (TTL deletion is lazy).
-func (s *Store) DeliverySeen(ctx context.Context, guid string, now time.Time) (bool, error) {
-	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName:            &s.table,
-		Key:                  key(job.DeliveryKey(guid)),
-		ConsistentRead:       aws.Bool(true),
-		ProjectionExpression: aws.String("expires_at"),
-	})
-	if err != nil {
-		return false, fmt.Errorf("get delivery %s: %w", guid, err)
-	}
-	if out.Item == nil {
-		return false, nil
-	}
-	exp, _ := num(out.Item["expires_at"])
-	return exp >= now.Unix(), nil
-}
-
-// PutDelivery writes the dedup key for d with a TTL of DedupTTL. It returns
-// ErrDuplicate when a live key already exists.
-func (s *Store) PutDelivery(ctx context.Context, d Delivery, now time.Time) error {
-	item := map[string]types.AttributeValue{
-		"pk":         str(job.DeliveryKey(d.GUID)),
-		"event":      str(d.Event),
-		"expires_at": n(now.Add(s.opt.DedupTTL).Unix()),
-	}
-	if d.Action != "" {
-		item["action"] = str(d.Action)
-	}
-	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName:                 &s.table,
-		Item:                      item,
-		ConditionExpression:       aws.String("attribute_not_exists(pk) OR expires_at < :nows"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":nows": n(now.Unix())},
-	})
-	if isConditionFailed(err) {
-		return ErrDuplicate
-	}
-	if err != nil {
-		return fmt.Errorf("put delivery %s: %w", d.GUID, err)
-	}
-	return nil
-}
-
 // CreateJob writes a new record in state pending, version 1, only if no
-// record exists for the job. It returns ErrExists otherwise. The caller
-// fills the job's identity (JobID, Repo, InstallationID, Labels, Pool,
-// RunID); state, version and bookkeeping fields are set here.
+// live record exists for the job: a record past its expires_at counts as
+// absent (TTL deletion is lazy) and is replaced. The record is the job's
+// dedup key, so expires_at is set here, at creation, RecordTTL ahead. When
+// a live record exists it returns a *job.ConflictError carrying it, from
+// the same request (ReturnValuesOnConditionCheckFailure): no read first.
+// The caller fills the job's identity (JobID, Repo, InstallationID,
+// Labels, Pool, RunID); state, version and bookkeeping fields are set here.
 func (s *Store) CreateJob(ctx context.Context, r job.Record, now time.Time) (job.Record, error) {
 	ms := job.Millis(now)
 	r.State = job.Pending
@@ -192,6 +125,7 @@ func (s *Store) CreateJob(ctx context.Context, r job.Record, now time.Time) (job
 	r.CreatedAt = ms
 	r.UpdatedAt = ms
 	r.DueAt = ms
+	r.ExpiresAt = now.Add(s.opt.RecordTTL).Unix()
 	r.SweepShard = job.Shard(r.JobID, s.opt.Shards)
 	r.SweepAt = ms + s.opt.PendingGrace.Milliseconds()
 	item, err := marshal(r)
@@ -199,12 +133,15 @@ func (s *Store) CreateJob(ctx context.Context, r job.Record, now time.Time) (job
 		return job.Record{}, err
 	}
 	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName:           &s.table,
-		Item:                item,
-		ConditionExpression: aws.String("attribute_not_exists(pk)"),
+		TableName:                           &s.table,
+		Item:                                item,
+		ConditionExpression:                 aws.String("attribute_not_exists(pk) OR expires_at < :nows"),
+		ExpressionAttributeValues:           map[string]types.AttributeValue{":nows": n(now.Unix())},
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
-	if isConditionFailed(err) {
-		return job.Record{}, ErrExists
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return job.Record{}, conflict("create", r.JobID, ccf.Item)
 	}
 	if err != nil {
 		return job.Record{}, fmt.Errorf("create job %d: %w", r.JobID, err)
@@ -212,9 +149,24 @@ func (s *Store) CreateJob(ctx context.Context, r job.Record, now time.Time) (job
 	return r, nil
 }
 
+// conflict is the *job.ConflictError of a refused write to job id, carrying
+// the record DynamoDB returned with the refusal, if it returned one that
+// this code can read.
+func conflict(op string, id int64, item map[string]types.AttributeValue) error {
+	e := &job.ConflictError{Op: op, JobID: id}
+	if len(item) > 0 {
+		if cur, err := unmarshal(item); err == nil {
+			e.Current, e.Found = cur, true
+		}
+	}
+	return e
+}
+
 // MarkQueued moves a pending record to queued once its message is sent.
-// ErrConflict means somebody moved the record first (a fast claimer, the
-// reclaimer, or a done event): the message is out, which is all that counts.
+// The webhook no longer calls it (the claimer leases a pending record as
+// readily, so the write bought nothing); the claim and reclaim tests still
+// use it to build queued records. ErrConflict means somebody moved the
+// record first.
 func (s *Store) MarkQueued(ctx context.Context, id, version int64, due, now time.Time) error {
 	dueMs := job.Millis(due)
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
@@ -244,21 +196,15 @@ func (s *Store) MarkQueued(ctx context.Context, id, version int64, due, now time
 }
 
 // Done describes a job GitHub reported in progress or completed.
-type Done struct {
-	JobID          int64
-	RunID          int64
-	Repo           string
-	InstallationID int64
-	Labels         []string
-	RunnerName     string // the runner that took the job, if GitHub named one
-}
+type Done = job.Report
 
 // MarkDone moves the job's record to done, bumping its version so any retry
 // in flight stops at its next step. With no record yet (deliveries arrive out
 // of order) it creates one as done, so a late queued is never claimed. It
 // returns the state the record had before (empty when it was created) or
-// ErrTerminal when the record was already terminal (nothing changed).
-func (s *Store) MarkDone(ctx context.Context, d Done, now time.Time) (job.State, error) {
+// ErrTerminal when the record was already terminal (nothing changed). It is
+// one conditional upsert: no read first.
+func (s *Store) MarkDone(ctx context.Context, d job.Report, now time.Time) (job.State, error) {
 	ms := job.Millis(now)
 	names := map[string]string{"#s": "state"}
 	vals := map[string]types.AttributeValue{
@@ -277,6 +223,11 @@ func (s *Store) MarkDone(ctx context.Context, d Done, now time.Time) (job.State,
 	set := "SET #s = :done, version = if_not_exists(version, :zero) + :one, updated_at = :now, expires_at = :exp, " +
 		"created_at = if_not_exists(created_at, :now), repo = if_not_exists(repo, :repo), " +
 		"installation_id = if_not_exists(installation_id, :inst), run_id = if_not_exists(run_id, :run), attempt = if_not_exists(attempt, :zero)"
+	if d.Pool != "" {
+		vals[":pool"] = str(d.Pool)
+		names["#p"] = "pool" // a reserved word
+		set += ", #p = if_not_exists(#p, :pool)"
+	}
 	if len(d.Labels) > 0 {
 		labels, err := attributevalue.Marshal(d.Labels)
 		if err != nil {
@@ -329,12 +280,7 @@ func (s *Store) Get(ctx context.Context, id int64) (job.Record, error) {
 
 // Lease is a claimer's fencing token: the record is ours while it still
 // carries this owner and version.
-type Lease struct {
-	JobID   int64
-	Owner   string
-	Version int64
-	Expires time.Time
-}
+type Lease = job.Lease
 
 // Acquire takes the lease on a record that is queued (or still pending: a
 // fast claimer may see the message before the webhook marks it queued) at
@@ -396,15 +342,7 @@ func ownLease(item map[string]types.AttributeValue, owner string, version int64)
 }
 
 // Retry is what a claimer records when it hands the job to a new message.
-type Retry struct {
-	// Version is the version of the message already sent (lease version + 1).
-	Version        int64
-	Attempt        int
-	FirstFailureAt time.Time // zero leaves it unset
-	Due            time.Time
-	ErrorClass     string
-	Error          string
-}
+type Retry = job.Retry
 
 // Release hands a leased record back to queued for the message that was
 // just sent, preserving the ladder position (attempt, first_failure_at).
@@ -435,14 +373,8 @@ func (s *Store) Release(ctx context.Context, l Lease, r Retry, now time.Time) er
 	return s.fenced(ctx, l, set+" REMOVE lease_owner, lease_expires_at", vals)
 }
 
-// Outcome is the end of a claim.
-type Outcome struct {
-	State      job.State // Claimed, Failed, Abandoned or Done
-	Attempt    int
-	RunnerName string
-	ErrorClass string
-	Error      string
-}
+// Outcome is the end of a claim: Claimed, Failed, Abandoned or Done.
+type Outcome = job.Outcome
 
 // Finish moves a leased record to a terminal state. It is fenced by l.
 // Done is accepted too: a claimer that asked GitHub (pool check_queued) and

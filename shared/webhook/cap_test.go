@@ -61,8 +61,8 @@ func TestBodyCapAtTheBoundary(t *testing.T) {
 				if !strings.Contains(r.Message, "65536-byte cap") {
 					t.Errorf("message %q does not name the cap", r.Message)
 				}
-				if calls := f.st.Calls(); len(calls) != 0 {
-					t.Errorf("store calls %v, want none", calls)
+				if n := f.requests(); n != 0 {
+					t.Errorf("%d requests, want none", n)
 				}
 			}
 		})

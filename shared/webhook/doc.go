@@ -17,35 +17,58 @@
 //   - The whole payload is parsed and validated (Parse) before the first
 //     write: a malformed delivery gets a 400 naming the field and leaves no
 //     trace, so fixing the sender and redelivering starts clean.
-//   - The dedup key delivery#<guid> is read first (a duplicate answers 200
-//     and does nothing; a failed read counts as unseen, since everything
-//     after it is idempotent) but written LAST. Written first, a crash after it
-//     would make GitHub's redelivery of the same GUID a "duplicate" of a job
-//     that was never recorded: lost. Written last, a crash before it only
-//     means the redelivery repeats idempotent steps: CreateJob is
-//     conditional (the job record itself dedups the job across GUIDs), and
-//     MarkDone is an upsert.
+//   - Fewest requests. A served queued job costs two: the job record's
+//     conditional put, then the claim message. A served in_progress or
+//     completed costs one conditional upsert (MarkDone). A job we do not
+//     serve costs none, whatever the action. Nothing is read first.
+//   - The job record is the dedup key. CreateJob succeeds only when no live
+//     record exists (one past its expires_at counts as absent: TTL deletion
+//     is lazy) and sets expires_at = creation + RECORD_TTL (7 days, past
+//     GitHub's 3-day redelivery window). A redelivery of the same GUID, a
+//     new GUID for a job already recorded, or a queued that in_progress
+//     overtook is refused by that put (a *job.ConflictError carrying the
+//     record, logged) and answered 200 duplicate: nothing is sent, so one
+//     message per job stays a promise. There is no delivery#<guid> key any
+//     more: it cost a read and a write on every delivery and guarded
+//     nothing the record does not (a crash between its steps is covered by
+//     the record and the reclaimer, below).
 //   - 500 only while nothing durable was written (CreateJob or MarkDone
-//     failed), so a redelivery is always safe. Once the job
-//     record exists, the answer is 2xx whatever fails next: GitHub never
-//     redelivers by itself, and the record is an outbox. If the SQS send
-//     fails, the record stays pending and the reclaimer sends it after its
-//     grace; if MarkQueued fails, the message is already out and the
-//     claimer accepts a pending record.
+//     failed), so a redelivery is always safe. Once the job record exists,
+//     the answer is 2xx whatever fails next: GitHub never redelivers by
+//     itself, and the record is an outbox. If the SQS send fails (or the
+//     function dies before it), the record stays pending and the
+//     reclaimer sends it once PendingGrace has passed.
+//   - The record stays pending after the send: marking it queued was a
+//     third request that bought nothing, since the claimer leases a pending
+//     record as readily as a queued one. So "pending" also means "sent,
+//     waiting for a claimer", and the reclaimer cannot tell that from a lost
+//     send until PendingGrace has passed. PendingGrace therefore defaults to
+//     15 minutes, the same bound QueuedGrace puts on any message waiting in
+//     the queue: with the default claimer concurrency (10) and a claim
+//     taking ~2 s, that covers a backlog of thousands of jobs. A shorter
+//     grace would make the reclaimer re-send every job still waiting in a
+//     backlog longer than it, exactly when the claimers are saturated: the
+//     re-send (version+1) is harmless (the claimer drops the older message
+//     by its version) but costs a write and a message, and sends the job to
+//     the back of the queue. The price is paid only by a send that really
+//     failed, which is rare (the SDK retries it) and logged
+//     (pending_send_failed): that job waits up to PendingGrace plus one
+//     sweep. A deployment whose backlogs are short can lower PENDING_GRACE.
 //   - A job we do not serve (waiting, no matching pool, owner not allowed,
 //     public repository refused) is answered 200 before the table is
-//     touched: no dedup read, no dedup key, no record. The decision costs
-//     no API call, so a redelivery simply re-decides it (O(1), free); a
-//     dedup key written on skip would outlive GitHub's redelivery window and
-//     turn "fix RUNNER_POOLS / ALLOWED_OWNERS, then Redeliver" (same GUID)
-//     into a silent "duplicate". It also spares the writes of most
-//     deliveries, which are for GitHub-hosted jobs.
-//   - in_progress / completed move the record to done (or create it done
-//     when they overtake queued), so a late queued creates nothing and a
-//     retry in flight stops. They do not need installation (marking done
-//     calls nobody), so a payload without it is applied, not refused;
-//     installation.id is required for queued only, whose claim calls GitHub
-//     as that installation.
+//     touched, for every action. The decision costs no API call, so a
+//     redelivery simply re-decides it (O(1), free): "fix RUNNER_POOLS /
+//     ALLOWED_OWNERS, then Redeliver" (same GUID) claims the job. It also
+//     spares the writes of most deliveries, which are for GitHub-hosted
+//     jobs. A served job keeps being served while its deliveries arrive
+//     (the same labels, the same decision); a pool removed mid-job only
+//     leaves its record to the claimer and reclaimer, which ask GitHub.
+//   - in_progress / completed move the record to done (or create it done,
+//     with its pool, when they overtake queued), so a late queued creates
+//     nothing and a retry in flight stops. They do not need installation
+//     (marking done calls nobody), so a payload without it is applied, not
+//     refused; installation.id is required for queued only, whose claim
+//     calls GitHub as that installation.
 //   - Every delivery runs under a budget (DefaultBudget, 8 s) well inside
 //     GitHub's 10 s timeout.
 //   - Unknown actions are refused (400) rather than guessed at; unknown

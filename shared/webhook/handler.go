@@ -16,29 +16,22 @@ import (
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/obs"
 	"github.com/ghclaim/ghclaim/shared/pool"
-	"github.com/ghclaim/ghclaim/shared/queue"
-	"github.com/ghclaim/ghclaim/shared/store"
 )
 
-// Store is the part of the job store the webhook writes through
-// (*store.Store in production).
+// Store is the part of the job store the webhook writes through, in the
+// domain's types (*store.Store over DynamoDB in production, *mem.Store in
+// the flow tests). CreateJob refuses a job already recorded with a
+// *job.ConflictError; MarkDone is an upsert that returns job.ErrTerminal
+// when the record was terminal already.
 type Store interface {
-	DeliverySeen(ctx context.Context, guid string, now time.Time) (bool, error)
-	PutDelivery(ctx context.Context, d store.Delivery, now time.Time) error
 	CreateJob(ctx context.Context, r job.Record, now time.Time) (job.Record, error)
-	MarkQueued(ctx context.Context, id, version int64, due, now time.Time) error
-	MarkDone(ctx context.Context, d store.Done, now time.Time) (job.State, error)
+	MarkDone(ctx context.Context, d job.Report, now time.Time) (job.State, error)
 }
 
 // Queue sends claim messages (*queue.Queue in production).
 type Queue interface {
 	Send(ctx context.Context, m job.Message, delay time.Duration) error
 }
-
-var (
-	_ Store = (*store.Store)(nil)
-	_ Queue = (*queue.Queue)(nil)
-)
 
 // Defaults of Config.
 const (
@@ -181,87 +174,72 @@ func (h *Handler) Handle(ctx context.Context, req events.LambdaFunctionURLReques
 	// decision costs no API call, so it is made again on every delivery,
 	// and an operator who fixes RUNNER_POOLS or ALLOWED_OWNERS and clicks
 	// Redeliver (same GUID) gets the job claimed instead of "duplicate".
-	var p pool.Pool
-	switch j.Action {
-	case ActionWaiting: // GitHub sends queued once the environment allows it.
+	// in_progress and completed of such a job (most of them are
+	// GitHub-hosted jobs) write nothing either.
+	if j.Action == ActionWaiting { // GitHub sends queued once the environment allows it.
 		return h.answer(ctx, d, http.StatusOK, StatusIgnored, "waiting: the job is claimed when it is queued", "skip_waiting"), nil
-	case ActionQueued:
-		var why string
-		if p, why = h.decide(j); why != "" {
-			return h.answer(ctx, d, http.StatusOK, StatusIgnored, why, "skip", slog.String(obs.KeyReason, why)), nil
-		}
 	}
-
-	// The dedup read is a shortcut, not a guard: every step after it is
-	// idempotent (CreateJob is conditional, MarkDone an upsert), so when it
-	// fails we go on as if unseen instead of answering 500, which would cost
-	// the operator a manual redelivery (GitHub never retries).
-	seen, err := h.store.DeliverySeen(ctx, d.id, now)
-	if err != nil {
-		h.log.LogAttrs(ctx, slog.LevelWarn, "dedup read failed; handling the delivery as unseen",
-			h.attrs(d, slog.String("outcome", "dedup_read_failed"), slog.String("error", err.Error()))...)
+	p, why := h.decide(j)
+	if why != "" {
+		return h.answer(ctx, d, http.StatusOK, StatusIgnored, why, "skip", slog.String(obs.KeyReason, why)), nil
 	}
-	if seen {
-		return h.answer(ctx, d, http.StatusOK, StatusDuplicate, "delivery already handled", "duplicate_delivery"), nil
-	}
-
 	if j.Action == ActionQueued {
 		return h.queued(ctx, d, j, p, now), nil
 	}
-	return h.done(ctx, d, j, now), nil // in_progress, completed
+	return h.done(ctx, d, j, p, now), nil // in_progress, completed
 }
 
-// queued records a job pool p serves and enqueues its claim.
+// queued records a job pool p serves and enqueues its claim: two requests.
+// The record is the dedup key: a job already recorded (a redelivery, a new
+// GUID for the same job, or in_progress got here first) is refused by the
+// conditional put itself, and nothing is sent.
 func (h *Handler) queued(ctx context.Context, d *delivery, j Job, p pool.Pool, now time.Time) events.LambdaFunctionURLResponse {
 	rec, err := h.store.CreateJob(ctx, job.Record{
 		JobID: j.JobID, RunID: j.RunID, Repo: j.Repo, InstallationID: j.InstallationID,
 		Labels: j.Labels, Pool: p.Name,
 	}, now)
-	if errors.Is(err, store.ErrExists) {
-		// A new delivery GUID for a job we already recorded (a manual
-		// redelivery, or in_progress got here first): the record dedups it.
-		h.markSeen(ctx, d, now)
-		return h.answer(ctx, d, http.StatusOK, StatusDuplicate, fmt.Sprintf("job %d already recorded", j.JobID), "duplicate_job")
+	if errors.Is(err, job.ErrConflict) {
+		var attrs []slog.Attr
+		if cur, ok := job.CurrentOf(err); ok {
+			attrs = append(attrs, slog.String("state", string(cur.State)), slog.Int64("version", cur.Version))
+		}
+		return h.answer(ctx, d, http.StatusOK, StatusDuplicate, fmt.Sprintf("job %d already recorded", j.JobID), "duplicate_job", attrs...)
 	}
 	if err != nil {
 		return h.fail(ctx, d, "create_failed", err)
 	}
 	// From here the record is durable: whatever fails next, the reclaimer
-	// finishes the job's hand-off, so the answer is 2xx.
+	// finishes the job's hand-off (outbox), so the answer is 2xx.
 	outcome := "enqueued"
 	if err := h.queue.Send(ctx, job.Message{JobID: rec.JobID, Version: rec.Version, Attempt: 0}, 0); err != nil {
 		outcome = "pending_send_failed"
 		h.log.LogAttrs(ctx, slog.LevelWarn, "send failed; the record stays pending for the reclaimer",
 			h.attrs(d, slog.String("outcome", outcome), slog.String("error", err.Error()))...)
-	} else if err := h.store.MarkQueued(ctx, rec.JobID, rec.Version, now, now); err != nil && !errors.Is(err, store.ErrConflict) {
-		// The message is out; a pending record is merely re-checked later.
-		h.log.LogAttrs(ctx, slog.LevelWarn, "mark queued failed; the message is out",
-			h.attrs(d, slog.String("outcome", "mark_queued_failed"), slog.String("error", err.Error()))...)
 	}
-	h.markSeen(ctx, d, now)
 	return h.answer(ctx, d, http.StatusAccepted, StatusAccepted, fmt.Sprintf("job %d accepted for pool %s", j.JobID, p.Name), outcome, slog.String("pool", p.Name))
 }
 
-func (h *Handler) done(ctx context.Context, d *delivery, j Job, now time.Time) events.LambdaFunctionURLResponse {
-	prev, err := h.store.MarkDone(ctx, store.Done{
+// done marks the record of a job pool p serves done: one conditional upsert.
+func (h *Handler) done(ctx context.Context, d *delivery, j Job, p pool.Pool, now time.Time) events.LambdaFunctionURLResponse {
+	prev, err := h.store.MarkDone(ctx, job.Report{
 		JobID: j.JobID, RunID: j.RunID, Repo: j.Repo, InstallationID: j.InstallationID,
-		Labels: j.Labels, RunnerName: j.RunnerName,
+		Labels: j.Labels, Pool: p.Name, RunnerName: j.RunnerName,
 	}, now)
 	outcome := "done"
 	switch {
-	case errors.Is(err, store.ErrTerminal):
+	case errors.Is(err, job.ErrTerminal):
 		outcome = "already_terminal"
 	case err != nil:
 		return h.fail(ctx, d, "mark_done_failed", err)
 	case prev == "":
 		outcome = "done_created"
 	}
-	h.markSeen(ctx, d, now)
 	return h.answer(ctx, d, http.StatusAccepted, StatusAccepted, fmt.Sprintf("job %d is %s", j.JobID, j.Action), outcome,
-		slog.String("previous_state", string(prev)), slog.String("runner_name", j.RunnerName))
+		slog.String("pool", p.Name), slog.String("previous_state", string(prev)), slog.String("runner_name", j.RunnerName))
 }
 
-// decide picks the pool for a queued job, or says why the job is not ours.
+// decide picks the pool of a job, or says why the job is not ours. Every
+// action asks the same question, so "a job we serve" means one thing.
 func (h *Handler) decide(j Job) (pool.Pool, string) {
 	if len(h.cfg.AllowedOwners) > 0 {
 		allowed := false
@@ -283,16 +261,6 @@ func (h *Handler) decide(j Job) (pool.Pool, string) {
 		return pool.Pool{}, fmt.Sprintf("repository %s is public and pool %s does not allow public repositories", j.Repo, p.Name)
 	}
 	return p, ""
-}
-
-// markSeen writes the dedup key last: a failure here is logged and
-// tolerated, because every earlier write is itself idempotent.
-func (h *Handler) markSeen(ctx context.Context, d *delivery, now time.Time) {
-	err := h.store.PutDelivery(ctx, store.Delivery{GUID: d.id, Event: d.event, Action: string(d.action)}, now)
-	if err != nil && !errors.Is(err, store.ErrDuplicate) {
-		h.log.LogAttrs(ctx, slog.LevelWarn, "dedup key not written",
-			h.attrs(d, slog.String("outcome", "dedup_write_failed"), slog.String("error", err.Error()))...)
-	}
 }
 
 // body returns the decoded, size-checked body, or a 4xx status and why.

@@ -13,8 +13,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/ghclaim/ghclaim/infra/mem"
 	"github.com/ghclaim/ghclaim/shared/job"
-	"github.com/ghclaim/ghclaim/shared/store"
 )
 
 const guid = "72d3162e-cc78-11e3-81ab-4c9367dc0958"
@@ -101,11 +101,8 @@ func TestHandleRefusesWithoutWriting(t *testing.T) {
 			if r.Status != StatusError || !strings.Contains(r.Message, tt.text) {
 				t.Errorf("reply = %+v, want status error and a message saying %q", r, tt.text)
 			}
-			if calls := f.st.Calls(); len(calls) != 0 {
-				t.Errorf("store calls = %v, want none", calls)
-			}
-			if f.q.hits != 0 {
-				t.Errorf("queue sends = %d, want none", f.q.hits)
+			if n := f.requests(); n != 0 {
+				t.Errorf("%d requests, want none", n)
 			}
 			if tt.code == http.StatusMethodNotAllowed && resp.Headers["allow"] != "POST" {
 				t.Errorf("allow header = %q, want POST", resp.Headers["allow"])
@@ -141,8 +138,8 @@ func TestHandleHeaderNamesInAnyCase(t *testing.T) {
 			}
 			req.Headers = h
 			resp, _ := f.do(t, req)
-			if resp.StatusCode != http.StatusAccepted || len(f.q.sent) != 1 {
-				t.Fatalf("status %d, %d sends; want 202 and 1 send (%s)", resp.StatusCode, len(f.q.sent), resp.Body)
+			if resp.StatusCode != http.StatusAccepted || len(f.q.Sent()) != 1 {
+				t.Fatalf("status %d, %d sends; want 202 and 1 send (%s)", resp.StatusCode, len(f.q.Sent()), resp.Body)
 			}
 		})
 	}
@@ -170,84 +167,89 @@ func TestHandlePingAndOtherEvents(t *testing.T) {
 			if resp.StatusCode != tt.code || r.Status != tt.status {
 				t.Fatalf("got %d %+v, want %d %s", resp.StatusCode, r, tt.code, tt.status)
 			}
-			if calls := f.st.Calls(); len(calls) != 0 || f.q.hits != 0 {
-				t.Fatalf("store calls %v, %d sends; want nothing", calls, f.q.hits)
+			if n := f.requests(); n != 0 {
+				t.Fatalf("%d requests, want none", n)
 			}
 		})
 	}
 }
 
+// recorded is the record the queued fixture creates at testNow.
+var recorded = job.Record{
+	JobID: 29679449, RunID: 10416386539, Repo: "octo-org/octo-repo", InstallationID: 42,
+	Labels: []string{"self-hosted", "linux", "x64"}, Pool: "linux-x64",
+	State: job.Pending, Version: 1, CreatedAt: job.Millis(testNow), UpdatedAt: job.Millis(testNow), DueAt: job.Millis(testNow),
+	ExpiresAt: testNow.Add(job.DefaultRecordTTL).Unix(), SweepShard: job.Shard(29679449, job.DefaultShards),
+	SweepAt: job.Millis(testNow.Add(job.DefaultPendingGrace)),
+}
+
 func TestHandleQueued(t *testing.T) {
 	t.Parallel()
 	dbErr := errors.New("dynamodb: ProvisionedThroughputExceededException: secret-internal-detail")
-	due := testNow.Format(time.RFC3339)
-	queuedCall := "MarkQueued(29679449,v1,due=" + due + ")"
 	tests := []struct {
-		name      string
-		prepare   func(f *fixture)
-		body      func(t testing.TB) []byte
-		code      int
-		status    string
-		text      string
-		calls     []string
-		sends     int
-		created   *job.Record
-		logged    string // an outcome the decision's log line carries
-		delivered bool   // a dedup key was written
+		name     string
+		prepare  func(f *fixture)
+		body     func(t testing.TB) []byte
+		code     int
+		status   string
+		text     string
+		requests int  // AWS requests of the delivery, failed ones included
+		sent     bool // the claim message went out
+		pending  bool // the record is the one created, still pending
+		logged   string
 	}{
 		{
-			name: "matching job: record, message, queued, dedup key last",
+			name: "matching job: the record's conditional put, then the message",
 			code: 202, status: StatusAccepted, text: "pool linux-x64",
-			calls:   []string{"DeliverySeen", "CreateJob", queuedCall, "PutDelivery"},
-			sends:   1,
-			created: &job.Record{JobID: 29679449, RunID: 10416386539, Repo: "octo-org/octo-repo", InstallationID: 42, Labels: []string{"self-hosted", "linux", "x64"}, Pool: "linux-x64", State: job.Pending, Version: 1, CreatedAt: job.Millis(testNow)},
-			logged:  "enqueued", delivered: true,
+			requests: 2, sent: true, pending: true, logged: "enqueued",
 		},
 		{
 			name: "labels match case-insensitively",
 			body: func(t testing.TB) []byte {
 				return compact(t, set(payload(t, "queued"), "workflow_job.labels", []any{"Self-Hosted", "LINUX"}))
 			},
-			code: 202, status: StatusAccepted,
-			calls: []string{"DeliverySeen", "CreateJob", queuedCall, "PutDelivery"},
-			sends: 1, logged: "enqueued", delivered: true,
+			code: 202, status: StatusAccepted, requests: 2, sent: true, logged: "enqueued",
 		},
 		{
-			name:    "duplicate delivery does nothing else",
-			prepare: func(f *fixture) { f.st.seen = true },
-			code:    200, status: StatusDuplicate,
-			calls: []string{"DeliverySeen"}, logged: "duplicate_delivery",
+			name:    "job already recorded (a redelivery, a new GUID): one refused put, no second message",
+			prepare: func(f *fixture) { f.st.Put(recorded) },
+			code:    200, status: StatusDuplicate, text: "already recorded",
+			requests: 1, pending: true, logged: "duplicate_job",
 		},
 		{
-			name:    "dedup read fails: handled as unseen, no 500 to redeliver by hand",
-			prepare: func(f *fixture) { f.st.seenErr = dbErr },
-			code:    202, status: StatusAccepted,
-			calls: []string{"DeliverySeen", "CreateJob", queuedCall, "PutDelivery"},
-			sends: 1, logged: "dedup_read_failed", delivered: true,
+			name: "in_progress got here first: the done record refuses the late queued",
+			prepare: func(f *fixture) {
+				f.st.Put(job.Record{JobID: 29679449, State: job.Done, Version: 1, ExpiresAt: testNow.Add(time.Hour).Unix()})
+			},
+			code: 200, status: StatusDuplicate, requests: 1, logged: "duplicate_job",
 		},
 		{
-			name: "no pool matches: the table is not touched",
+			name: "a record past its TTL counts as absent: the job is recorded anew",
+			prepare: func(f *fixture) {
+				f.st.Put(job.Record{JobID: 29679449, State: job.Done, Version: 4, ExpiresAt: testNow.Add(-time.Second).Unix()})
+			},
+			code: 202, status: StatusAccepted, requests: 2, sent: true, pending: true, logged: "enqueued",
+		},
+		{
+			name: "no pool matches: nothing touched",
 			body: func(t testing.TB) []byte {
 				return compact(t, set(payload(t, "queued"), "workflow_job.labels", []any{"ubuntu-latest"}))
 			},
-			code: 200, status: StatusIgnored, text: "no pool matches labels [ubuntu-latest]",
-			logged: "skip",
+			code: 200, status: StatusIgnored, text: "no pool matches labels [ubuntu-latest]", logged: "skip",
 		},
 		{
-			name: "no labels: the table is not touched",
+			name: "no labels: nothing touched",
 			body: func(t testing.TB) []byte {
 				return compact(t, set(payload(t, "queued"), "workflow_job.labels", []any{}))
 			},
-			code: 200, status: StatusIgnored, text: "no pool matches",
-			logged: "skip",
+			code: 200, status: StatusIgnored, text: "no pool matches", logged: "skip",
 		},
 		{
 			name: "public repo refused by a private pool",
 			body: func(t testing.TB) []byte {
 				return compact(t, set(payload(t, "queued"), "repository.visibility", "public"))
 			},
-			code: 200, status: StatusIgnored, text: "is public and pool linux-x64 does not allow",
-			logged: "skip",
+			code: 200, status: StatusIgnored, text: "is public and pool linux-x64 does not allow", logged: "skip",
 		},
 		{
 			name: "public repo accepted by a pool that allows it",
@@ -255,79 +257,43 @@ func TestHandleQueued(t *testing.T) {
 				m := set(payload(t, "queued"), "repository.visibility", "public")
 				return compact(t, set(m, "workflow_job.labels", []any{"self-hosted", "arm64", "public"}))
 			},
-			code: 202, status: StatusAccepted, text: "pool public-arm",
-			calls: []string{"DeliverySeen", "CreateJob", queuedCall, "PutDelivery"}, sends: 1, logged: "enqueued", delivered: true,
+			code: 202, status: StatusAccepted, text: "pool public-arm", requests: 2, sent: true, logged: "enqueued",
 		},
 		{
 			name:    "owner not allowed",
 			prepare: func(f *fixture) { f.h.cfg.AllowedOwners = []string{"other-org"} },
-			code:    200, status: StatusIgnored, text: "owner octo-org is not allowed",
-			logged: "skip",
+			code:    200, status: StatusIgnored, text: "owner octo-org is not allowed", logged: "skip",
 		},
 		{
 			name:    "owner allowed case-insensitively",
 			prepare: func(f *fixture) { f.h.cfg.AllowedOwners = []string{"other-org", "OCTO-ORG"} },
-			code:    202, status: StatusAccepted,
-			calls: []string{"DeliverySeen", "CreateJob", queuedCall, "PutDelivery"}, sends: 1, logged: "enqueued", delivered: true,
+			code:    202, status: StatusAccepted, requests: 2, sent: true, logged: "enqueued",
 		},
 		{
-			name: "skip even when the delivery was seen: re-decided, nothing read or written",
+			name: "skip even when the job is recorded: re-decided, nothing touched",
 			prepare: func(f *fixture) {
-				f.st.seen, f.st.seenErr, f.st.putErr = true, dbErr, dbErr
+				f.st.Put(recorded)
+				f.st.fail["CreateJob"] = dbErr
 			},
 			body: func(t testing.TB) []byte {
 				return compact(t, set(payload(t, "queued"), "workflow_job.labels", []any{"gpu"}))
 			},
-			code: 200, status: StatusIgnored, text: "no pool matches",
-			logged: "skip",
+			code: 200, status: StatusIgnored, text: "no pool matches", logged: "skip",
 		},
 		{
-			name:    "job already recorded under another GUID: no second message",
-			prepare: func(f *fixture) { f.st.createErr = store.ErrExists },
-			code:    200, status: StatusDuplicate, text: "already recorded",
-			calls: []string{"DeliverySeen", "CreateJob", "PutDelivery"}, logged: "duplicate_job", delivered: true,
+			name:    "create fails: 500, nothing sent",
+			prepare: func(f *fixture) { f.st.fail["CreateJob"] = dbErr },
+			code:    500, status: StatusError, requests: 1, logged: "create_failed",
 		},
 		{
-			name:    "create fails: 500, nothing sent, no dedup key",
-			prepare: func(f *fixture) { f.st.createErr = dbErr },
-			code:    500, status: StatusError,
-			calls: []string{"DeliverySeen", "CreateJob"}, logged: "create_failed",
+			name:    "send fails: the record stays pending for the reclaimer, still 202",
+			prepare: func(f *fixture) { f.sendErr = errors.New("sqs: AWS.SimpleQueueService.NonExistentQueue") },
+			code:    202, status: StatusAccepted, requests: 2, pending: true, logged: "pending_send_failed",
 		},
 		{
-			name:    "send fails: record stays pending, still 202",
-			prepare: func(f *fixture) { f.q.err = errors.New("sqs: AWS.SimpleQueueService.NonExistentQueue") },
-			code:    202, status: StatusAccepted,
-			calls: []string{"DeliverySeen", "CreateJob", "PutDelivery"}, logged: "pending_send_failed", delivered: true,
-		},
-		{
-			name:    "a claimer was faster: conflict on MarkQueued is fine",
-			prepare: func(f *fixture) { f.st.queuedErr = store.ErrConflict },
-			code:    202, status: StatusAccepted,
-			calls: []string{"DeliverySeen", "CreateJob", queuedCall, "PutDelivery"}, sends: 1, logged: "enqueued", delivered: true,
-		},
-		{
-			name:    "MarkQueued fails: logged, still 202",
-			prepare: func(f *fixture) { f.st.queuedErr = dbErr },
-			code:    202, status: StatusAccepted,
-			calls: []string{"DeliverySeen", "CreateJob", queuedCall, "PutDelivery"}, sends: 1, logged: "mark_queued_failed", delivered: true,
-		},
-		{
-			name:    "dedup key already written by a concurrent duplicate",
-			prepare: func(f *fixture) { f.st.putErr = store.ErrDuplicate },
-			code:    202, status: StatusAccepted,
-			calls: []string{"DeliverySeen", "CreateJob", queuedCall, "PutDelivery"}, sends: 1, logged: "enqueued",
-		},
-		{
-			name:    "dedup write fails after the record: logged, still 202",
-			prepare: func(f *fixture) { f.st.putErr = dbErr },
-			code:    202, status: StatusAccepted,
-			calls: []string{"DeliverySeen", "CreateJob", queuedCall, "PutDelivery"}, sends: 1, logged: "dedup_write_failed",
-		},
-		{
-			name: "waiting: the table is not touched",
+			name: "waiting: nothing touched",
 			body: func(t testing.TB) []byte { return compact(t, payload(t, "waiting")) },
-			code: 200, status: StatusIgnored, text: "waiting",
-			logged: "skip_waiting",
+			code: 200, status: StatusIgnored, text: "waiting", logged: "skip_waiting",
 		},
 	}
 	for _, tt := range tests {
@@ -345,27 +311,24 @@ func TestHandleQueued(t *testing.T) {
 			if resp.StatusCode != tt.code || r.Status != tt.status || !strings.Contains(r.Message, tt.text) {
 				t.Fatalf("got %d %+v, want %d %s saying %q", resp.StatusCode, r, tt.code, tt.status, tt.text)
 			}
-			if got := f.st.Calls(); !reflect.DeepEqual(got, tt.calls) {
-				t.Errorf("store calls:\n got %v\nwant %v", got, tt.calls)
+			if got := f.requests(); got != tt.requests {
+				t.Errorf("%d requests, want %d", got, tt.requests)
 			}
-			if len(f.q.sent) != tt.sends {
-				t.Errorf("sends = %d, want %d", len(f.q.sent), tt.sends)
+			sent := f.q.Sent()
+			if !tt.sent && len(sent) != 0 {
+				t.Errorf("sent %+v, want nothing", sent)
 			}
-			if tt.sends == 1 {
-				if want := (job.Message{JobID: 29679449, Version: 1, Attempt: 0}); f.q.sent[0] != want {
-					t.Errorf("message = %+v, want %+v", f.q.sent[0], want)
+			if tt.sent {
+				want := job.Message{JobID: 29679449, Version: 1, Attempt: 0}
+				if len(sent) != 1 || sent[0].Msg != want || sent[0].Delay != 0 {
+					t.Errorf("sent %+v, want one %+v without delay", sent, want)
 				}
 			}
-			if tt.created != nil && (len(f.st.created) != 1 || !reflect.DeepEqual(f.st.created[0], *tt.created)) {
-				t.Errorf("created:\n got %+v\nwant [%+v]", f.st.created, *tt.created)
-			}
-			if tt.delivered {
-				want := store.Delivery{GUID: guid, Event: "workflow_job", Action: string(mustParse(t, body).Action)}
-				if len(f.st.deliveries) != 1 || f.st.deliveries[0] != want {
-					t.Errorf("dedup keys = %+v, want [%+v]", f.st.deliveries, want)
+			if tt.pending {
+				got := f.st.Records()[29679449]
+				if want := recorded; !reflect.DeepEqual(got, want) {
+					t.Errorf("record:\n got %+v\nwant %+v", got, want)
 				}
-			} else if len(f.st.deliveries) != 0 {
-				t.Errorf("dedup keys = %+v, want none", f.st.deliveries)
 			}
 			logs := f.logs.String()
 			if !strings.Contains(logs, `"outcome":"`+tt.logged+`"`) {
@@ -378,18 +341,61 @@ func TestHandleQueued(t *testing.T) {
 	}
 }
 
-func mustParse(t testing.TB, body []byte) Job {
-	t.Helper()
-	j, err := Parse(body)
-	if err != nil {
-		t.Fatal(err)
+// TestRequestsPerDelivery is the cost of each kind of delivery, as issue 11
+// sets it: a served queued job 2 requests (put, send), its redelivery 1
+// (the refused put), in_progress and completed of a served job 1 (the
+// upsert), and anything for a job no pool serves 0. The deliveries run in
+// order on one store, as GitHub sends them.
+func TestRequestsPerDelivery(t *testing.T) {
+	t.Parallel()
+	served := func(t testing.TB, action string) []byte { return compact(t, payload(t, action)) }
+	unserved := func(t testing.TB, action string) []byte {
+		return compact(t, set(payload(t, action), "workflow_job.labels", []any{"ubuntu-latest"}))
 	}
-	return j
+	steps := []struct {
+		name     string
+		guid     string
+		body     func(t testing.TB, action string) []byte
+		action   string
+		code     int
+		requests int
+		state    job.State // the served job's record after the step
+	}{
+		{name: "queued", guid: "g-1", body: served, action: "queued", code: 202, requests: 2, state: job.Pending},
+		{name: "queued redelivered, same GUID", guid: "g-1", body: served, action: "queued", code: 200, requests: 1, state: job.Pending},
+		{name: "queued again, new GUID", guid: "g-2", body: served, action: "queued", code: 200, requests: 1, state: job.Pending},
+		{name: "in_progress", guid: "g-3", body: served, action: "in_progress", code: 202, requests: 1, state: job.Done},
+		{name: "completed", guid: "g-4", body: served, action: "completed", code: 202, requests: 1, state: job.Done},
+		{name: "completed redelivered", guid: "g-4", body: served, action: "completed", code: 202, requests: 1, state: job.Done},
+		{name: "queued of a job no pool serves", guid: "h-1", body: unserved, action: "queued", code: 200, requests: 0, state: job.Done},
+		{name: "in_progress of a job no pool serves", guid: "h-2", body: unserved, action: "in_progress", code: 200, requests: 0, state: job.Done},
+		{name: "completed of a job no pool serves", guid: "h-3", body: unserved, action: "completed", code: 200, requests: 0, state: job.Done},
+	}
+	f := setup(t, nil)
+	for _, st := range steps {
+		before := f.requests()
+		resp, _ := f.do(t, signedRequest("workflow_job", st.guid, st.body(t, st.action)))
+		if resp.StatusCode != st.code {
+			t.Fatalf("%s: status %d (%s), want %d", st.name, resp.StatusCode, resp.Body, st.code)
+		}
+		if got := f.requests() - before; got != st.requests {
+			t.Errorf("%s: %d requests, want %d", st.name, got, st.requests)
+		}
+		if got := f.st.Records()[29679449].State; got != st.state {
+			t.Errorf("%s: record %s, want %s", st.name, got, st.state)
+		}
+	}
+	if n := len(f.q.Sent()); n != 1 {
+		t.Errorf("%d claim messages for one job, want 1", n)
+	}
 }
 
 func TestHandleInProgressAndCompleted(t *testing.T) {
 	t.Parallel()
 	dbErr := errors.New("dynamodb: InternalServerError")
+	queued := func(f *fixture) {
+		f.st.Put(job.Record{JobID: 29679449, State: job.Queued, Version: 1, Pool: "linux-x64"})
+	}
 	tests := []struct {
 		name           string
 		payload        string
@@ -397,25 +403,27 @@ func TestHandleInProgressAndCompleted(t *testing.T) {
 		prepare        func(f *fixture)
 		code           int
 		status         string
-		calls          []string
+		requests       int
+		state          job.State // the record after the delivery; "" for none
 		logged         string
 	}{
-		{name: "in_progress moves the record to done", payload: "in_progress", prepare: func(f *fixture) { f.st.donePrev = job.Queued },
-			code: 202, status: StatusAccepted, calls: []string{"DeliverySeen", "MarkDone", "PutDelivery"}, logged: "done"},
-		{name: "in_progress before queued creates it done", payload: "in_progress",
-			code: 202, status: StatusAccepted, calls: []string{"DeliverySeen", "MarkDone", "PutDelivery"}, logged: "done_created"},
-		{name: "completed after claimed: terminal is fine", payload: "completed", prepare: func(f *fixture) { f.st.doneErr = store.ErrTerminal },
-			code: 202, status: StatusAccepted, calls: []string{"DeliverySeen", "MarkDone", "PutDelivery"}, logged: "already_terminal"},
-		{name: "store fails: 500, no dedup key", payload: "completed", prepare: func(f *fixture) { f.st.doneErr = dbErr },
-			code: 500, status: StatusError, calls: []string{"DeliverySeen", "MarkDone"}, logged: "mark_done_failed"},
-		{name: "duplicate delivery", payload: "completed", prepare: func(f *fixture) { f.st.seen = true },
-			code: 200, status: StatusDuplicate, calls: []string{"DeliverySeen"}, logged: "duplicate_delivery"},
-		{name: "jobs of no pool are recorded done too", payload: "in_progress", prepare: func(f *fixture) { f.h.cfg.Pools = testPools[1:] },
-			code: 202, status: StatusAccepted, calls: []string{"DeliverySeen", "MarkDone", "PutDelivery"}, logged: "done_created"},
-		{name: "in_progress without installation is applied", payload: "in_progress", noInstallation: true, prepare: func(f *fixture) { f.st.donePrev = job.Claimed },
-			code: 202, status: StatusAccepted, calls: []string{"DeliverySeen", "MarkDone", "PutDelivery"}, logged: "done"},
+		{name: "in_progress moves the record to done", payload: "in_progress", prepare: queued,
+			code: 202, status: StatusAccepted, requests: 1, state: job.Done, logged: "done"},
+		{name: "in_progress before queued creates it done, with its pool", payload: "in_progress",
+			code: 202, status: StatusAccepted, requests: 1, state: job.Done, logged: "done_created"},
+		{name: "completed after claimed: terminal is fine", payload: "completed",
+			prepare: func(f *fixture) { f.st.Put(job.Record{JobID: 29679449, State: job.Claimed, Version: 2}) },
+			code:    202, status: StatusAccepted, requests: 1, state: job.Claimed, logged: "already_terminal"},
+		{name: "store fails: 500", payload: "completed", prepare: func(f *fixture) { f.st.fail["MarkDone"] = dbErr },
+			code: 500, status: StatusError, requests: 1, logged: "mark_done_failed"},
+		{name: "a job no pool serves: nothing touched", payload: "in_progress", prepare: func(f *fixture) { f.h.cfg.Pools = testPools[1:] },
+			code: 200, status: StatusIgnored, logged: "skip"},
+		{name: "an owner not allowed: nothing touched", payload: "completed", prepare: func(f *fixture) { f.h.cfg.AllowedOwners = []string{"other-org"} },
+			code: 200, status: StatusIgnored, logged: "skip"},
+		{name: "in_progress without installation is applied", payload: "in_progress", noInstallation: true, prepare: queued,
+			code: 202, status: StatusAccepted, requests: 1, state: job.Done, logged: "done"},
 		{name: "completed without installation is applied", payload: "completed", noInstallation: true,
-			code: 202, status: StatusAccepted, calls: []string{"DeliverySeen", "MarkDone", "PutDelivery"}, logged: "done_created"},
+			code: 202, status: StatusAccepted, requests: 1, state: job.Done, logged: "done_created"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -433,18 +441,25 @@ func TestHandleInProgressAndCompleted(t *testing.T) {
 			if resp.StatusCode != tt.code || r.Status != tt.status {
 				t.Fatalf("got %d %+v, want %d %s", resp.StatusCode, r, tt.code, tt.status)
 			}
-			if got := f.st.Calls(); !reflect.DeepEqual(got, tt.calls) {
-				t.Errorf("store calls:\n got %v\nwant %v", got, tt.calls)
+			if got := f.requests(); got != tt.requests {
+				t.Errorf("%d requests, want %d", got, tt.requests)
 			}
-			if f.q.hits != 0 {
-				t.Errorf("sends = %d, want none", f.q.hits)
+			if n := len(f.q.Sent()); n != 0 {
+				t.Errorf("%d sends, want none", n)
 			}
-			if tt.code == 202 {
-				want := store.Done{JobID: 29679449, RunID: 10416386539, Repo: "octo-org/octo-repo", InstallationID: inst,
-					Labels: []string{"self-hosted", "linux", "x64"}, RunnerName: "linux-x64-29679449"}
-				if len(f.st.done) != 1 || !reflect.DeepEqual(f.st.done[0], want) {
-					t.Errorf("MarkDone with %+v, want %+v", f.st.done, want)
+			rec, found := f.st.Records()[29679449]
+			if got := rec.State; got != tt.state {
+				t.Errorf("record state %q (found %v), want %q", got, found, tt.state)
+			}
+			if tt.requests == 1 {
+				want := job.Report{JobID: 29679449, RunID: 10416386539, Repo: "octo-org/octo-repo", InstallationID: inst,
+					Labels: []string{"self-hosted", "linux", "x64"}, Pool: "linux-x64", RunnerName: "linux-x64-29679449"}
+				if len(f.st.reports) != 1 || !reflect.DeepEqual(f.st.reports[0], want) {
+					t.Errorf("MarkDone with %+v, want %+v", f.st.reports, want)
 				}
+			}
+			if tt.logged == "done_created" && (rec.Pool != "linux-x64" || rec.RunnerName != "linux-x64-29679449" || rec.Repo != "octo-org/octo-repo") {
+				t.Errorf("created done record %+v lacks the job's pool, runner or repo", rec)
 			}
 			if !strings.Contains(f.logs.String(), `"outcome":"`+tt.logged+`"`) {
 				t.Errorf("logs do not carry outcome %q:\n%s", tt.logged, f.logs)
@@ -460,8 +475,8 @@ func TestHandleBase64Body(t *testing.T) {
 	req := signedRequest("workflow_job", guid, body)
 	req.Body, req.IsBase64Encoded = base64.StdEncoding.EncodeToString(body), true
 	resp, r := f.do(t, req)
-	if resp.StatusCode != http.StatusAccepted || r.Status != StatusAccepted || len(f.q.sent) != 1 {
-		t.Fatalf("got %d %+v and %d sends, want 202 accepted and 1 send", resp.StatusCode, r, len(f.q.sent))
+	if resp.StatusCode != http.StatusAccepted || r.Status != StatusAccepted || len(f.q.Sent()) != 1 {
+		t.Fatalf("got %d %+v and %d sends, want 202 accepted and 1 send", resp.StatusCode, r, len(f.q.Sent()))
 	}
 }
 
@@ -512,21 +527,21 @@ func TestHandleLogs(t *testing.T) {
 
 // deadlineStore fails the test unless every store call runs under a deadline.
 type deadlineStore struct {
-	*fakeStore
+	*mem.Store
 	t *testing.T
 }
 
-func (d deadlineStore) DeliverySeen(ctx context.Context, g string, now time.Time) (bool, error) {
+func (d deadlineStore) CreateJob(ctx context.Context, r job.Record, now time.Time) (job.Record, error) {
 	if _, ok := ctx.Deadline(); !ok {
-		d.t.Error("DeliverySeen called without a deadline")
+		d.t.Error("CreateJob called without a deadline")
 	}
-	return d.fakeStore.DeliverySeen(ctx, g, now)
+	return d.Store.CreateJob(ctx, r, now)
 }
 
 func TestHandleRunsUnderABudget(t *testing.T) {
 	t.Parallel()
-	st := deadlineStore{fakeStore: &fakeStore{seen: true}, t: t}
-	h, err := New(Config{Secrets: [][]byte{[]byte(localSecret)}, Pools: testPools}, st, &fakeQueue{}, func() time.Time { return testNow }, discard())
+	st := deadlineStore{Store: mem.NewStore(job.Timing{}), t: t}
+	h, err := New(Config{Secrets: [][]byte{[]byte(localSecret)}, Pools: testPools}, st, mem.NewQueue(time.Now), func() time.Time { return testNow }, discard())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -534,8 +549,8 @@ func TestHandleRunsUnderABudget(t *testing.T) {
 		t.Fatalf("budget %s: want the default %s, under GitHub's 10 s", h.cfg.Budget, DefaultBudget)
 	}
 	resp, _ := h.Handle(context.Background(), signedRequest("workflow_job", guid, compact(t, payload(t, "queued"))))
-	if resp.StatusCode != 200 || len(st.Calls()) != 1 {
-		t.Fatalf("got %d after %v, want a 200 duplicate", resp.StatusCode, st.Calls())
+	if resp.StatusCode != http.StatusAccepted || st.Calls("CreateJob") != 1 {
+		t.Fatalf("got %d after %d creates, want 202 after 1", resp.StatusCode, st.Calls("CreateJob"))
 	}
 }
 
@@ -553,7 +568,7 @@ func TestNewRefusesUnusableConfig(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := New(tt.cfg, &fakeStore{}, &fakeQueue{}, time.Now, discard())
+			_, err := New(tt.cfg, mem.NewStore(job.Timing{}), mem.NewQueue(time.Now), time.Now, discard())
 			if err == nil || !strings.Contains(err.Error(), tt.text) {
 				t.Fatalf("New = %v, want an error saying %q", err, tt.text)
 			}
@@ -580,7 +595,7 @@ func TestHandleHTTPAPIEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := setup(t, nil)
-	if resp, _ := f.do(t, req); resp.StatusCode != http.StatusAccepted || len(f.q.sent) != 1 {
-		t.Fatalf("HTTP API event: %d %s, %d sends; want 202 and 1 send", resp.StatusCode, resp.Body, len(f.q.sent))
+	if resp, _ := f.do(t, req); resp.StatusCode != http.StatusAccepted || len(f.q.Sent()) != 1 {
+		t.Fatalf("HTTP API event: %d %s, %d sends; want 202 and 1 send", resp.StatusCode, resp.Body, len(f.q.Sent()))
 	}
 }

@@ -10,14 +10,15 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/ghclaim/ghclaim/infra/mem"
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/pool"
-	"github.com/ghclaim/ghclaim/shared/store"
 )
 
 // localSecret signs the events/ fixtures; the README names it.
@@ -102,136 +103,87 @@ func signedRequest(event, guid string, body []byte) events.LambdaFunctionURLRequ
 	}
 }
 
-// fakeStore records every call; errors and answers are programmed per method.
-type fakeStore struct {
-	mu sync.Mutex
+// flakyStore is infra/mem's job store (as strict as DynamoDB, held to the
+// same contract) with failures a test can inject per method. A failed call
+// is a request too: requests counts it.
+type flakyStore struct {
+	*mem.Store
 
-	seen      bool
-	seenErr   error
-	putErr    error
-	createErr error
-	queuedErr error
-	doneErr   error
-	donePrev  job.State
-
-	calls      []string
-	deliveries []store.Delivery
-	created    []job.Record
-	queued     []int64
-	done       []store.Done
+	mu      sync.Mutex
+	fail    map[string]error
+	failed  int
+	reports []job.Report
 }
 
-func (f *fakeStore) record(c string) {
-	f.calls = append(f.calls, c)
-}
-
-func (f *fakeStore) DeliverySeen(_ context.Context, guid string, _ time.Time) (bool, error) {
+func (f *flakyStore) failure(method string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.record("DeliverySeen")
-	return f.seen, f.seenErr
-}
-
-func (f *fakeStore) PutDelivery(_ context.Context, d store.Delivery, now time.Time) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.record("PutDelivery")
-	if f.putErr != nil {
-		return f.putErr
+	if err := f.fail[method]; err != nil {
+		f.failed++
+		return err
 	}
-	f.deliveries = append(f.deliveries, d)
 	return nil
 }
 
-func (f *fakeStore) CreateJob(_ context.Context, r job.Record, now time.Time) (job.Record, error) {
+func (f *flakyStore) CreateJob(ctx context.Context, r job.Record, now time.Time) (job.Record, error) {
+	if err := f.failure("CreateJob"); err != nil {
+		return job.Record{}, err
+	}
+	return f.Store.CreateJob(ctx, r, now)
+}
+
+func (f *flakyStore) MarkDone(ctx context.Context, d job.Report, now time.Time) (job.State, error) {
+	f.mu.Lock()
+	f.reports = append(f.reports, d)
+	f.mu.Unlock()
+	if err := f.failure("MarkDone"); err != nil {
+		return "", err
+	}
+	return f.Store.MarkDone(ctx, d, now)
+}
+
+// requests is every store request the handler made (its port has exactly
+// these two methods), failed ones included.
+func (f *flakyStore) requests() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.record("CreateJob")
-	if f.createErr != nil {
-		return job.Record{}, f.createErr
-	}
-	r.State, r.Version, r.CreatedAt = job.Pending, 1, job.Millis(now)
-	f.created = append(f.created, r)
-	return r, nil
-}
-
-func (f *fakeStore) MarkQueued(_ context.Context, id, version int64, due, now time.Time) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.record(fmt.Sprintf("MarkQueued(%d,v%d,due=%s)", id, version, due.Format(time.RFC3339)))
-	if f.queuedErr != nil {
-		return f.queuedErr
-	}
-	f.queued = append(f.queued, id)
-	return nil
-}
-
-func (f *fakeStore) MarkDone(_ context.Context, d store.Done, now time.Time) (job.State, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.record("MarkDone")
-	f.done = append(f.done, d)
-	if f.doneErr != nil {
-		return "", f.doneErr
-	}
-	return f.donePrev, nil
-}
-
-func (f *fakeStore) Calls() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]string(nil), f.calls...)
-}
-
-// writes are the calls that change the table.
-func (f *fakeStore) writes() []string {
-	var w []string
-	for _, c := range f.Calls() {
-		if c != "DeliverySeen" {
-			w = append(w, c)
-		}
-	}
-	return w
-}
-
-type fakeQueue struct {
-	mu   sync.Mutex
-	err  error
-	sent []job.Message
-	hits int
-}
-
-func (q *fakeQueue) Send(_ context.Context, m job.Message, delay time.Duration) error {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.hits++
-	if q.err != nil {
-		return q.err
-	}
-	if delay != 0 {
-		return fmt.Errorf("fake queue: webhook sent with delay %s, want 0", delay)
-	}
-	q.sent = append(q.sent, m)
-	return nil
+	return f.Store.Calls("CreateJob") + f.Store.Calls("MarkDone") + f.failed
 }
 
 type fixture struct {
 	h    *Handler
-	st   *fakeStore
-	q    *fakeQueue
+	st   *flakyStore
+	q    *mem.Queue
 	logs *bytes.Buffer
+	// sends counts the queue's Send calls, failed ones included; sendErr
+	// fails them.
+	sends   atomic.Int32
+	sendErr error
 }
 
-// setup builds a handler over fakes; mod adjusts its config.
+// requests is every AWS request the deliveries so far cost: the store's
+// and the queue's.
+func (f *fixture) requests() int { return f.st.requests() + int(f.sends.Load()) }
+
+// setup builds a handler over infra/mem's store and queue on the clock
+// testNow; mod adjusts its config.
 func setup(t testing.TB, mod func(*Config)) *fixture {
 	t.Helper()
 	cfg := Config{Secrets: [][]byte{[]byte(localSecret)}, Pools: testPools, MaxBodyBytes: 64 << 10}
 	if mod != nil {
 		mod(&cfg)
 	}
-	f := &fixture{st: &fakeStore{}, q: &fakeQueue{}, logs: &bytes.Buffer{}}
+	now := func() time.Time { return testNow }
+	f := &fixture{st: &flakyStore{Store: mem.NewStore(job.Timing{}), fail: map[string]error{}}, q: mem.NewQueue(now), logs: &bytes.Buffer{}}
+	f.q.Fail = func(method string) error {
+		if method != "Send" {
+			return fmt.Errorf("the webhook called %s; it only sends", method)
+		}
+		f.sends.Add(1)
+		return f.sendErr
+	}
 	log := slog.New(slog.NewJSONHandler(&lockedWriter{w: f.logs}, nil))
-	h, err := New(cfg, f.st, f.q, func() time.Time { return testNow }, log)
+	h, err := New(cfg, f.st, f.q, now, log)
 	if err != nil {
 		t.Fatal(err)
 	}

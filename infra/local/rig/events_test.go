@@ -185,8 +185,8 @@ func check(t *testing.T, name string, out []byte, logs string, st *store.Store, 
 	case "webhook-queued":
 		status(http.StatusAccepted)
 		rec, err := st.Get(context.Background(), jobID)
-		if err != nil || rec.State != job.Queued {
-			t.Fatalf("record after queued: %+v, %v; want queued", rec, err)
+		if err != nil || rec.State != job.Pending || rec.Version != 1 {
+			t.Fatalf("record after queued: %+v, %v; want pending v1 (the webhook sends, the claimer leases it pending)", rec, err)
 		}
 	case "sqs-claim":
 		// The file's receipt handle is an example, so the claimer's own delete of the message
