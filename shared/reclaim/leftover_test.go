@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
+	"github.com/ghclaim/ghclaim/shared/emulator"
 	"github.com/ghclaim/ghclaim/shared/ghapp"
 	"github.com/ghclaim/ghclaim/shared/ghfake"
 	"github.com/ghclaim/ghclaim/shared/job"
@@ -26,8 +27,15 @@ import (
 	"github.com/ghclaim/ghclaim/shared/provision"
 	"github.com/ghclaim/ghclaim/shared/ratelimit"
 	"github.com/ghclaim/ghclaim/shared/reclaim"
-	"github.com/ghclaim/ghclaim/shared/store"
 )
+
+// registryCleanup is the reclaimer's Provisioner over the real
+// provisioners, as functions/reclaimer wires it.
+func registryCleanup(reg provision.Registry) reclaim.Provisioner {
+	return reclaim.ProvisionerFunc(func(ctx context.Context, l reclaim.Leftover) error {
+		return reg.Cleanup(ctx, provision.Request{JobID: l.JobID, RunID: l.RunID, Repo: l.Repo, Pool: l.Pool, RunnerName: l.RunnerName})
+	})
+}
 
 const appID = int64(99)
 
@@ -42,7 +50,8 @@ var appKey = sync.OnceValue(func() []byte {
 // runnerRoutes are the GitHub routes a runner cleanup calls.
 var runnerRoutes = []string{ghfake.RouteRepoRunners, ghfake.RouteRepoRunner, ghfake.RouteRepoDeleteRunner}
 
-// TestAbandonRemovesLeftovers: a claimer died holding the lease of a job
+// TestAbandonRemovesLeftovers (end to end: the EC2 provisioner on moto's
+// SSM and EC2; the job store in memory): a claimer died holding the lease of a job
 // past max age, after registering the job's runner and writing its JIT
 // config to SSM for a machine. The reclaimer abandons the job and removes
 // both, except a busy runner (at work: GitHub refuses to delete it, and its
@@ -95,7 +104,7 @@ func TestAbandonRemovesLeftovers(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			awsCfg := f.aws
+			awsCfg := emulator.ForTest(t).ConfigForTest(t)
 			params := ssm.NewFromConfig(awsCfg)
 			param := provision.ParameterName(name)
 			if _, err := params.PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(param), Value: aws.String("jit-config"), Type: ssmtypes.ParameterTypeSecureString}); err != nil {
@@ -105,7 +114,7 @@ func TestAbandonRemovesLeftovers(t *testing.T) {
 			// The job: failing since long before max age, its last claimer dead.
 			old := t0.Add(-2 * time.Hour)
 			l := f.claiming(t, id, old, old.Add(lease))
-			if err := f.store.Release(ctx, l, store.Retry{Version: l.Version + 1, Attempt: 4, FirstFailureAt: old, Due: old.Add(time.Minute)}, old.Add(time.Second)); err != nil {
+			if err := f.store.Release(ctx, l, job.Retry{Version: l.Version + 1, Attempt: 4, FirstFailureAt: old, Due: old.Add(time.Minute)}, old.Add(time.Second)); err != nil {
 				t.Fatalf("Release: %v", err)
 			}
 			if _, _, err := f.store.Acquire(ctx, id, l.Version+1, "claimer-dead", old.Add(2*time.Minute), old.Add(time.Minute)); err != nil {
@@ -123,7 +132,7 @@ func TestAbandonRemovesLeftovers(t *testing.T) {
 				Provisioner: pool.Provisioner{Type: pool.ProvisionerEC2, LaunchTemplate: "lt-runner"}}
 			rep := f.run(t, f.reclaimer(1, func(c *reclaim.Config) {
 				c.GitHub, c.Rates, c.Pools = gh, rates, []pool.Pool{p}
-				c.Provisioner = provision.Registry{pool.ProvisionerEC2: provision.NewEC2(ec2.NewFromConfig(awsCfg), params, slog.New(slog.DiscardHandler))}
+				c.Provisioner = registryCleanup(provision.Registry{pool.ProvisionerEC2: provision.NewEC2(ec2.NewFromConfig(awsCfg), params, slog.New(slog.DiscardHandler))})
 			}))
 
 			if rep.Abandoned != 1 || rep.CleanedUp != tt.wantReport.CleanedUp || rep.CleanupRateLimited != tt.wantReport.CleanupRateLimited || rep.CleanupFailed != 0 {
