@@ -64,13 +64,13 @@ var (
 // (<pool>-<job_id>) and started its machine. The runner is deleted unless
 // it is busy (at work, perhaps on this very job: GitHub refuses with 422
 // then, and it is left alone with its machine); then the provisioner
-// cleans up, so a machine still booting finds no JIT config and powers
-// off. When the installation's shared rate reading says exhausted, GitHub
-// is not called (the janitor catches the runner later) but the provisioner
-// still cleans up: a busy runner's machine has read its config already.
-// An unknown runner (GitHub failed) does not stop the provisioner's
-// cleanup, for the same reason. Best effort: failures are logged and
-// counted, never returned.
+// cleans up: the JIT config goes and the job's machines are terminated.
+// Because that ends a machine, it runs only once GitHub said the runner
+// is absent or deleted: when the installation's shared rate reading says
+// exhausted (GitHub is not called; the janitor catches the runner later)
+// or GitHub failed, the runner may be busy, and killing its machine would
+// fail the job it runs, while a machine left alone runs at most one job
+// and ends. Best effort: failures are logged and counted, never returned.
 func (r *Reclaimer) removeLeftovers(ctx context.Context, c candidate, now time.Time, rep *Report) {
 	if c.reason != LeaseExpired || (r.cfg.GitHub == nil && r.cfg.Provisioner == nil) {
 		return
@@ -103,8 +103,12 @@ func (r *Reclaimer) removeLeftovers(ctx context.Context, c candidate, now time.T
 			rep.CleanupRateLimited++
 		}
 	}
-	if runner == "busy" {
+	switch runner {
+	case "busy":
 		log.InfoContext(ctx, "reclaim left a busy runner", slog.String("runner_name", name))
+		return
+	case "rate_limited", "unknown":
+		// Logged (rate limit) or counted as failed (GitHub) already.
 		return
 	}
 	if r.cfg.Provisioner != nil {

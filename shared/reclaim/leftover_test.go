@@ -10,12 +10,14 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
@@ -52,11 +54,12 @@ var runnerRoutes = []string{ghfake.RouteRepoRunners, ghfake.RouteRepoRunner, ghf
 
 // TestAbandonRemovesLeftovers (end to end: the EC2 provisioner on moto's
 // SSM and EC2; the job store in memory): a claimer died holding the lease of a job
-// past max age, after registering the job's runner and writing its JIT
-// config to SSM for a machine. The reclaimer abandons the job and removes
-// both, except a busy runner (at work: GitHub refuses to delete it, and its
-// machine must run on), and it leaves GitHub alone while the
-// installation's shared rate reading says exhausted.
+// past max age, after registering the job's runner, writing its JIT config
+// to SSM and launching its machine. The reclaimer abandons the job and
+// removes all three (the machine terminated), except a busy runner (at
+// work: GitHub refuses to delete it, and its machine must run on), and it
+// leaves GitHub, and so the machine, alone while the installation's shared
+// rate reading says exhausted.
 func TestAbandonRemovesLeftovers(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -64,13 +67,14 @@ func TestAbandonRemovesLeftovers(t *testing.T) {
 		busy          bool
 		exhausted     bool
 		wantRunner    bool // the runner is still registered
-		wantParameter bool // the SSM parameter is still there
+		wantParameter bool // the SSM parameter is still there (and the machine runs)
 		wantGitHub    bool // runner routes were called
 		wantReport    reclaim.Report
 	}{
 		{name: "idle runner and parameter removed", wantGitHub: true, wantReport: reclaim.Report{CleanedUp: 1}},
 		{name: "busy runner left with its machine", busy: true, wantRunner: true, wantParameter: true, wantGitHub: true, wantReport: reclaim.Report{}},
-		{name: "rate exhausted: GitHub not called", exhausted: true, wantRunner: true, wantReport: reclaim.Report{CleanedUp: 1, CleanupRateLimited: 1}},
+		// The runner may be busy: its machine is not ended blind.
+		{name: "rate exhausted: GitHub not called, the machine left", exhausted: true, wantRunner: true, wantParameter: true, wantReport: reclaim.Report{CleanupRateLimited: 1}},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -110,6 +114,17 @@ func TestAbandonRemovesLeftovers(t *testing.T) {
 			if _, err := params.PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(param), Value: aws.String("jit-config"), Type: ssmtypes.ParameterTypeSecureString}); err != nil {
 				t.Fatalf("put parameter: %v", err)
 			}
+			// And its machine, tagged with the job as the EC2 provisioner tags it.
+			machines := ec2.NewFromConfig(awsCfg)
+			run, err := machines.RunInstances(ctx, &ec2.RunInstancesInput{
+				ImageId: aws.String("ami-03cf127a"), InstanceType: ec2types.InstanceTypeT3Micro, MinCount: aws.Int32(1), MaxCount: aws.Int32(1),
+				TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeInstance, Tags: []ec2types.Tag{
+					{Key: aws.String(provision.TagJobID), Value: aws.String(strconv.FormatInt(id, 10))}}}},
+			})
+			if err != nil {
+				t.Fatalf("launch the dead attempt's machine: %v", err)
+			}
+			machine := aws.ToString(run.Instances[0].InstanceId)
 
 			// The job: failing since long before max age, its last claimer dead.
 			old := t0.Add(-2 * time.Hour)
@@ -149,6 +164,14 @@ func TestAbandonRemovesLeftovers(t *testing.T) {
 			var notFound *ssmtypes.ParameterNotFound
 			if gone := errors.As(err, &notFound); gone == tt.wantParameter {
 				t.Errorf("parameter %s: %v; want it kept %t", param, err, tt.wantParameter)
+			}
+			desc, err := machines.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{machine}})
+			if err != nil || len(desc.Reservations) != 1 || len(desc.Reservations[0].Instances) != 1 {
+				t.Fatalf("describe the machine %s: %v", machine, err)
+			}
+			st := desc.Reservations[0].Instances[0].State.Name
+			if ended := st == ec2types.InstanceStateNameShuttingDown || st == ec2types.InstanceStateNameTerminated; ended == tt.wantParameter {
+				t.Errorf("machine %s is %s, want it running %t", machine, st, tt.wantParameter)
 			}
 			after := fake.Stats()
 			calls := 0

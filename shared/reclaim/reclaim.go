@@ -59,9 +59,10 @@
 // Abandoning an expired lease (claiming past max age) also removes what the
 // dead attempt may have started: its runner registration <pool>-<job_id>
 // (unless busy: GitHub refuses with 422, and a busy runner is at work) and
-// the provisioner's leftovers (the SSM parameter of its JIT config, so a
-// machine still booting powers off). It runs only after the fenced abandon
-// write succeeded, and skips GitHub while the installation's shared rate
+// the provisioner's leftovers (the SSM parameter of its JIT config and the
+// job's machines, terminated), the latter only once GitHub said the runner
+// is not busy. It runs only after the fenced abandon write succeeded, and
+// skips GitHub (and so the machines) while the installation's shared rate
 // reading says exhausted (logged, counted): a later janitor pass catches
 // that runner, the claimer's budget is worth more.
 //
