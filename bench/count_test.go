@@ -50,6 +50,8 @@ func TestCapacity(t *testing.T) {
 		{name: "failed conditional put", op: "DynamoDB.PutItem", body: `{"Item":{"pk":{"S":"job#1"},"sweep_shard":{"S":"1"}}}`, status: 400, want: Units{WRU: 1}},
 		{name: "update moving sweep_at", op: "DynamoDB.UpdateItem", body: `{"Key":{"pk":{"S":"job#1"}},"UpdateExpression":"SET #s = :q, sweep_at = :s"}`, status: 200, want: Units{WRU: 1, GSIWRU: 2}},
 		{name: "update leaving the index", op: "DynamoDB.UpdateItem", body: `{"Key":{"pk":{"S":"job#1"}},"UpdateExpression":"SET #s = :d REMOVE sweep_shard, sweep_at"}`, status: 200, want: Units{WRU: 1, GSIWRU: 1}},
+		{name: "update of a projected attribute", op: "DynamoDB.UpdateItem", body: `{"Key":{"pk":{"S":"job#1"}},"UpdateExpression":"SET #s = :d, updated_at = :n","ExpressionAttributeNames":{"#s":"state"}}`, status: 200, want: Units{WRU: 1, GSIWRU: 1}},
+		{name: "update of attributes the index does not project", op: "DynamoDB.UpdateItem", body: `{"Key":{"pk":{"S":"job#1"}},"UpdateExpression":"SET attempt = :a, updated_at = :n, runner_name = :r","ExpressionAttributeNames":{"#s":"state"}}`, status: 200, want: Units{WRU: 1}},
 		{name: "update of rate state", op: "DynamoDB.UpdateItem", body: `{"Key":{"pk":{"S":"rate#1"}},"UpdateExpression":"SET remaining = :r"}`, status: 200, want: Units{WRU: 1}},
 		{name: "sqs", op: "SQS.SendMessage", body: `{}`, status: 200, want: Units{}},
 	}

@@ -86,11 +86,18 @@ func run() error {
 		GitHub:  gh,
 		Rates:   rates,
 		Pools:   cfg.Pools,
-		Provisioner: provision.Registry{
+		Provisioner: cleanup(provision.Registry{
 			pool.ProvisionerEC2:      provision.NewEC2(ec2.NewFromConfig(awsCfg), ssm.NewFromConfig(awsCfg), log),
 			pool.ProvisionerDispatch: provision.NewDispatch(sqsClient, log),
-		},
+		}),
 	})
 	lambda.Start(r.Handle)
 	return nil
+}
+
+// cleanup adapts the provisioners to the reclaimer's port.
+func cleanup(reg provision.Registry) reclaim.Provisioner {
+	return reclaim.ProvisionerFunc(func(ctx context.Context, l reclaim.Leftover) error {
+		return reg.Cleanup(ctx, provision.Request{JobID: l.JobID, RunID: l.RunID, Repo: l.Repo, Pool: l.Pool, RunnerName: l.RunnerName})
+	})
 }

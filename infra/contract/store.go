@@ -10,6 +10,8 @@ package contract
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -38,7 +40,7 @@ type Core interface {
 	Acquire(ctx context.Context, id, version int64, owner string, until, now time.Time) (job.Lease, job.Record, error)
 	Release(ctx context.Context, l job.Lease, r job.Retry, now time.Time) error
 	Finish(ctx context.Context, l job.Lease, o job.Outcome, now time.Time) error
-	TakeBack(ctx context.Context, read job.Record, to job.State, due time.Time, reason string, now time.Time) (int64, error)
+	TakeBack(ctx context.Context, read job.Record, to job.State, due time.Time, reason string, now time.Time) (job.Record, error)
 	LoadRate(ctx context.Context, installationID int64) (ratelimit.Reading, error)
 	SaveRate(ctx context.Context, installationID int64, r ratelimit.Reading) error
 }
@@ -54,9 +56,9 @@ func Rec(id int64) job.Record {
 // TestStore runs the whole store contract (TestStoreCore and
 // TestStoreSweep) against the store open returns. Every subtest uses job
 // ids of its own (from base up), so one table serves the whole suite; the
-// store must use the default job.Timing. Sweep shards are read only for ids
-// the suite wrote: base must be a multiple of 8 and the shard's other ids
-// must not be written by anybody else.
+// store must use the default job.Timing. The sweep subtests look only at
+// the ids they wrote (base must be a multiple of 8), so other tests may
+// share the table.
 func TestStore(t *testing.T, base int64, open func(t *testing.T) Store) {
 	TestStoreCore(t, base, func(t *testing.T) Core { return open(t) })
 	TestStoreSweep(t, base, open)
@@ -334,10 +336,13 @@ func TestStoreCore(t *testing.T, base int64, open func(t *testing.T) Core, pendi
 		if err := s.Finish(ctx, job.Lease{JobID: j, Owner: "dead", Version: 2}, job.Outcome{State: job.Claimed}, later); !errors.Is(err, job.ErrLeaseLost) {
 			t.Fatalf("late claimer: got %v, want ErrLeaseLost", err)
 		}
-		v, err := s.TakeBack(ctx, got, job.Abandoned, time.Time{}, "max age", later)
+		ab, err := s.TakeBack(ctx, got, job.Abandoned, time.Time{}, "max age", later)
 		must(t, err)
-		if got := get(t, j); v != 4 || got.State != job.Abandoned || got.SweepAt != 0 || got.SweepShard != "" || got.LastError != "max age" || got.ExpiresAt == 0 {
-			t.Fatalf("after abandon (v%d): %+v", v, got)
+		if got := get(t, j); ab.Version != 4 || got.State != job.Abandoned || got.SweepAt != 0 || got.SweepShard != "" || got.LastError != "max age" || got.ExpiresAt == 0 {
+			t.Fatalf("after abandon (v%d): %+v", ab.Version, got)
+		}
+		if fmt.Sprint(ab) != fmt.Sprint(get(t, j)) {
+			t.Errorf("take back returned %+v, want the record as written %+v", ab, get(t, j))
 		}
 		if _, err := s.TakeBack(ctx, read, job.Done, time.Time{}, "", later); err == nil || errors.Is(err, job.ErrConflict) {
 			t.Fatalf("take back to done: got %v, want a refusal that is no conflict", err)
@@ -393,7 +398,9 @@ func TestStoreSweep(t *testing.T, base int64, open func(t *testing.T) Store) {
 			p, err := s.Stale(ctx, shard, T0.Add(tm.PendingGrace+time.Minute), 1, cursor)
 			must(t, err)
 			for _, r := range p.Records {
-				ids = append(ids, r.JobID)
+				if slices.Contains([]int64{a, b, c, d}, r.JobID) { // the shard's other records are somebody else's
+					ids = append(ids, r.JobID)
+				}
 			}
 			if p.Next == "" {
 				break
@@ -405,6 +412,140 @@ func TestStoreSweep(t *testing.T, base int64, open func(t *testing.T) Store) {
 		}
 		if got := s.Shards(); len(got) != tm.Shards || got[0] != "0" || got[tm.Shards-1] != "7" {
 			t.Errorf("shards: got %v", got)
+		}
+	})
+
+	// mine pages through shard at now with limit and returns how often each
+	// of ids was listed (other records of the shard are somebody else's).
+	mine := func(t *testing.T, shard string, now time.Time, limit int32, ids ...int64) (map[int64]int, map[int64]job.Record) {
+		t.Helper()
+		seen, recs := map[int64]int{}, map[int64]job.Record{}
+		cursor := ""
+		for range 1000 {
+			p, err := s.Stale(ctx, shard, now, limit, cursor)
+			must(t, err)
+			for _, r := range p.Records {
+				if slices.Contains(ids, r.JobID) {
+					seen[r.JobID]++
+					recs[r.JobID] = r
+				}
+			}
+			if p.Next == "" {
+				return seen, recs
+			}
+			cursor = p.Next
+		}
+		t.Fatalf("shard %s: no end after 1000 pages", shard)
+		return nil, nil
+	}
+
+	t.Run("a record whose sweep_at is now is not stale yet", func(t *testing.T) {
+		j := id(48) // shard 0, created later than the other subtest's records
+		created := T0.Add(time.Hour)
+		_, err := s.CreateJob(ctx, Rec(j), created)
+		must(t, err)
+		at := created.Add(tm.PendingGrace)
+		if seen, _ := mine(t, job.Shard(j, tm.Shards), at, 0, j); seen[j] != 0 {
+			t.Fatalf("listed at sweep_at itself, want only after it")
+		}
+		if seen, _ := mine(t, job.Shard(j, tm.Shards), at.Add(time.Millisecond), 0, j); seen[j] != 1 {
+			t.Fatalf("listed %d times 1 ms after sweep_at, want once", seen[j])
+		}
+	})
+
+	t.Run("paging over more records than the limit lists each once", func(t *testing.T) {
+		// Shard 6: seven records, five of them stale at the same instant
+		// (ties on the index's sort key must not repeat or drop one).
+		var ids []int64
+		for k := int64(6); k <= 12; k++ {
+			ids = append(ids, id(6+8*k))
+		}
+		for i, j := range ids {
+			at := T0
+			if i >= 5 {
+				at = T0.Add(time.Second)
+			}
+			_, err := s.CreateJob(ctx, Rec(j), at)
+			must(t, err)
+		}
+		for _, limit := range []int32{1, 2, 3, 100} {
+			seen, _ := mine(t, "6", T0.Add(tm.PendingGrace+time.Minute), limit, ids...)
+			for _, j := range ids {
+				if seen[j] != 1 {
+					t.Errorf("limit %d: job %d listed %d times, want once (all: %v)", limit, j, seen[j], seen)
+				}
+			}
+		}
+	})
+
+	t.Run("a stale record carries what the reclaimer decides on", func(t *testing.T) {
+		j := id(49)
+		_, err := s.CreateJob(ctx, Rec(j), T0)
+		must(t, err)
+		l, _, err := s.Acquire(ctx, j, 1, "a", T0.Add(time.Minute), T0)
+		must(t, err)
+		ff := T0.Add(time.Second)
+		must(t, s.Release(ctx, l, job.Retry{Version: 3, Attempt: 2, FirstFailureAt: ff, Due: T0.Add(time.Minute)}, T0))
+		_, _, err = s.Acquire(ctx, j, 3, "b", T0.Add(2*time.Minute), T0.Add(time.Minute))
+		must(t, err)
+		_, recs := mine(t, job.Shard(j, tm.Shards), T0.Add(3*time.Minute), 0, j)
+		r, ok := recs[j]
+		if !ok {
+			t.Fatalf("job %d with an expired lease not listed", j)
+		}
+		want := job.Record{JobID: j, State: job.Claiming, Version: 4, LeaseExpiresAt: T0.Add(2 * time.Minute).UnixMilli(), FirstFailureAt: ff.UnixMilli()}
+		if r.State != want.State || r.Version != want.Version || r.LeaseExpiresAt != want.LeaseExpiresAt || r.FirstFailureAt != want.FirstFailureAt {
+			t.Errorf("listed %+v, want state, version, lease and first failure of %+v", r, want)
+		}
+		// The sweep index projects only that (so a write that changes
+		// nothing else never writes the index); TakeBack returns the rest.
+		if r.Repo != "" || r.Attempt != 0 || r.UpdatedAt != 0 || r.Pool != "" {
+			t.Errorf("listed %+v: the sweep index projects more than the reclaimer decides on", r)
+		}
+		got, err := s.TakeBack(ctx, r, job.Queued, T0.Add(3*time.Minute), "lease_expired", T0.Add(3*time.Minute))
+		must(t, err)
+		if got.Attempt != 2 || got.Repo != "octo/app" || got.Pool != "linux" || got.InstallationID != 42 || got.RunID != 9 || got.FirstFailureAt != ff.UnixMilli() {
+			t.Errorf("take back returned %+v, want the whole record (attempt 2, identity, first failure kept)", got)
+		}
+	})
+
+	t.Run("take back of pending and queued records", func(t *testing.T) {
+		p, q := id(50), id(51)
+		_, err := s.CreateJob(ctx, Rec(p), T0)
+		must(t, err)
+		_, err = s.CreateJob(ctx, Rec(q), T0)
+		must(t, err)
+		l, _, err := s.Acquire(ctx, q, 1, "a", T0.Add(time.Minute), T0)
+		must(t, err)
+		must(t, s.Release(ctx, l, job.Retry{Version: 3, Attempt: 1, Due: T0.Add(time.Minute)}, T0))
+		now := T0.Add(time.Hour)
+		for _, tt := range []struct {
+			id      int64
+			read    job.State
+			version int64
+		}{{p, job.Pending, 1}, {q, job.Queued, 3}} {
+			_, recs := mine(t, job.Shard(tt.id, tm.Shards), now, 0, tt.id)
+			r, ok := recs[tt.id]
+			if !ok || r.State != tt.read || r.Version != tt.version {
+				t.Fatalf("job %d listed %+v (found %v), want %s v%d", tt.id, r, ok, tt.read, tt.version)
+			}
+			due := now.Add(2 * time.Second)
+			got, err := s.TakeBack(ctx, r, job.Queued, due, "lost", now)
+			must(t, err)
+			if got.State != job.Queued || got.Version != tt.version+1 || got.DueAt != due.UnixMilli() ||
+				got.SweepAt != due.Add(tm.QueuedGrace).UnixMilli() || got.FirstFailureAt != 0 {
+				t.Errorf("job %d taken back from %s: %+v, want queued v%d due %d, no failure recorded (nobody failed)", tt.id, tt.read, got, tt.version+1, due.UnixMilli())
+			}
+			_, err = s.TakeBack(ctx, r, job.Queued, due, "lost", now)
+			conflict(t, "a second take-back of the same read", err, job.Queued, tt.version+1)
+		}
+	})
+
+	t.Run("a cursor the store did not make is an error naming it", func(t *testing.T) {
+		const bad = "not-a-cursor"
+		_, err := s.Stale(ctx, "3", T0, 1, bad)
+		if err == nil || !strings.Contains(err.Error(), bad) {
+			t.Fatalf("got %v, want an error naming the cursor %q", err, bad)
 		}
 	})
 }

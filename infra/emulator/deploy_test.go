@@ -97,8 +97,9 @@ func TestDeployCreatesTheTemplatesTable(t *testing.T) {
 	if got, want := keys(sweep.KeySchema), []string{"sweep_shard HASH S", "sweep_at RANGE N"}; !slices.Equal(got, want) {
 		t.Errorf("sweep key schema: got %v, want %v", got, want)
 	}
-	if sweep.Projection == nil || sweep.Projection.ProjectionType != ddbtypes.ProjectionTypeAll {
-		t.Errorf("sweep projection: got %+v, want ALL", sweep.Projection)
+	if p := sweep.Projection; p == nil || p.ProjectionType != ddbtypes.ProjectionTypeInclude ||
+		!slices.Equal(slices.Sorted(slices.Values(p.NonKeyAttributes)), []string{"first_failure_at", "lease_expires_at", "state", "version"}) {
+		t.Errorf("sweep projection: got %+v, want INCLUDE of what the reclaimer decides on", sweep.Projection)
 	}
 
 	ttl, err := ddb.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(stack.TableName)})

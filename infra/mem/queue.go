@@ -17,6 +17,8 @@ const (
 	maxDelay      = 900 * time.Second
 	maxVisibility = 12 * time.Hour
 	maxBodyBytes  = 256 * 1024
+	// maxBatch is SendMessageBatch's cap on entries.
+	maxBatch = 10
 )
 
 // Sent is one message a flow sent.
@@ -43,6 +45,10 @@ type Queue struct {
 	visibility map[string]time.Duration
 	// Fail, when set, is asked before every call; a non-nil answer fails it.
 	Fail func(method string) error
+	// FailEntry, when set, is asked for every entry of a SendBatch; a
+	// non-nil answer refuses that entry alone, as SQS reports in a batch
+	// answer's Failed list, and the others are sent.
+	FailEntry func(m job.Message) error
 }
 
 // NewQueue returns an empty queue on the clock now.
@@ -71,6 +77,48 @@ func (q *Queue) Send(_ context.Context, m job.Message, delay time.Duration) erro
 	}
 	q.sent = append(q.sent, s)
 	return nil
+}
+
+// SendBatch records msgs[i], visible after delays[i], as one
+// SendMessageBatch: every entry leaves at the same instant. It returns one
+// error per message (nil: sent). Like SQS it refuses a whole batch of more
+// than 10 entries, and each entry on its own (delay, body, FailEntry).
+func (q *Queue) SendBatch(_ context.Context, msgs []job.Message, delays []time.Duration) []error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	errs := make([]error, len(msgs))
+	all := func(err error) []error {
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
+	switch {
+	case len(msgs) == 0:
+		return errs
+	case len(msgs) > maxBatch:
+		return all(fmt.Errorf("send batch: AWS.SimpleQueueService.TooManyEntriesInBatchRequest: %d entries, at most %d", len(msgs), maxBatch))
+	case len(delays) != len(msgs):
+		return all(fmt.Errorf("send batch: %d delays for %d messages", len(delays), len(msgs)))
+	}
+	if err := q.fail("SendBatch"); err != nil {
+		return all(err)
+	}
+	for i, m := range msgs {
+		if q.FailEntry != nil {
+			if err := q.FailEntry(m); err != nil {
+				errs[i] = err
+				continue
+			}
+		}
+		s, err := q.entry(m, delays[i])
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		q.sent = append(q.sent, s)
+	}
+	return errs
 }
 
 func (q *Queue) entry(m job.Message, delay time.Duration) (Sent, error) {

@@ -212,19 +212,36 @@ func (s *Store) Finish(_ context.Context, l job.Lease, o job.Outcome, now time.T
 	return nil
 }
 
+// Extend records progress under a held lease: the attempt counter and,
+// optionally, the runner name.
+func (s *Store) Extend(_ context.Context, l job.Lease, attempt int, runnerName string, now time.Time) error {
+	defer s.enter("Extend")()
+	cur, err := s.fenced(l)
+	if err != nil {
+		return err
+	}
+	cur.Attempt, cur.UpdatedAt = attempt, job.Millis(now)
+	if runnerName != "" {
+		cur.RunnerName = runnerName
+	}
+	s.recs[l.JobID] = cur
+	return nil
+}
+
 // TakeBack is the reclaimer's conditional take-back of a record it read
 // (state and version unchanged; a claiming record's lease expired by now),
-// to Queued (due at due) or Abandoned. It returns the new version.
-func (s *Store) TakeBack(_ context.Context, read job.Record, to job.State, due time.Time, reason string, now time.Time) (int64, error) {
+// to Queued (due at due) or Abandoned. It returns the record as written, or
+// a *job.ConflictError carrying the record as it is.
+func (s *Store) TakeBack(_ context.Context, read job.Record, to job.State, due time.Time, reason string, now time.Time) (job.Record, error) {
 	defer s.enter("TakeBack")()
 	if to != job.Queued && to != job.Abandoned {
-		return 0, fmt.Errorf("take back job %d: cannot move to %q", read.JobID, to)
+		return job.Record{}, fmt.Errorf("take back job %d: cannot move to %q", read.JobID, to)
 	}
 	nowMs := job.Millis(now)
 	cur, ok := s.recs[read.JobID]
 	if !ok || cur.State != read.State || cur.Version != read.Version ||
 		(read.State == job.Claiming && !(cur.LeaseExpiresAt < nowMs)) {
-		return 0, &job.ConflictError{Op: "take back", JobID: read.JobID, Current: clone(cur), Found: ok}
+		return job.Record{}, &job.ConflictError{Op: "take back", JobID: read.JobID, Current: clone(cur), Found: ok}
 	}
 	cur.Version++
 	cur.UpdatedAt = nowMs
@@ -240,7 +257,7 @@ func (s *Store) TakeBack(_ context.Context, read job.Record, to job.State, due t
 	}
 	cur.LeaseOwner, cur.LeaseExpiresAt = "", 0
 	s.recs[read.JobID] = cur
-	return cur.Version, nil
+	return clone(cur), nil
 }
 
 // Shards lists the sweep shard keys ("0" … Shards-1).
@@ -254,7 +271,10 @@ func (s *Store) Shards() []string {
 
 // Stale returns one page of the records of shard whose sweep_at is before
 // now, oldest first, continuing after cursor. Like a DynamoDB Query with a
-// Limit, a full page carries a cursor even when nothing follows.
+// Limit, a full page carries a cursor even when nothing follows. Like the
+// sweep index, each record carries only its keys and the projected
+// attributes (see shared/store.SweepProjection): a reclaimer that read
+// anything else from it would pass here and fail on DynamoDB.
 func (s *Store) Stale(_ context.Context, shard string, now time.Time, limit int32, cursor string) (job.Page, error) {
 	defer s.enter("Stale")()
 	var after struct {
@@ -278,7 +298,7 @@ func (s *Store) Stale(_ context.Context, shard string, now time.Time, limit int3
 		if cursor != "" && (r.SweepAt < after.at || (r.SweepAt == after.at && r.JobID <= after.id)) {
 			continue
 		}
-		all = append(all, clone(r))
+		all = append(all, projected(r))
 	}
 	sort.Slice(all, func(i, j int) bool {
 		if all[i].SweepAt != all[j].SweepAt {
@@ -317,6 +337,15 @@ func (s *Store) SaveRate(_ context.Context, installationID int64, r ratelimit.Re
 	r.ResetAt, r.ObservedAt = job.FromMillis(job.Millis(r.ResetAt)), job.FromMillis(job.Millis(r.ObservedAt))
 	s.rates[installationID] = r
 	return nil
+}
+
+// projected is r as the sweep index holds it: job id (pk), the index keys
+// and shared/store.SweepProjection.
+func projected(r job.Record) job.Record {
+	return job.Record{
+		JobID: r.JobID, SweepShard: r.SweepShard, SweepAt: r.SweepAt,
+		State: r.State, Version: r.Version, LeaseExpiresAt: r.LeaseExpiresAt, FirstFailureAt: r.FirstFailureAt,
+	}
 }
 
 func clone(r job.Record) job.Record {

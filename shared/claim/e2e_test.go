@@ -336,7 +336,7 @@ func TestEC2EndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.queue.Send(ctx, job.Message{JobID: id, Version: v, Attempt: r.Attempt}, 0); err != nil {
+	if err := w.queue.Send(ctx, job.Message{JobID: id, Version: v.Version, Attempt: r.Attempt}, 0); err != nil {
 		t.Fatal(err)
 	}
 	w.invoke(t, w.claimer(t, "second"), w.receive(t, 1)...)

@@ -119,11 +119,11 @@ func TestCrashAfterJIT(t *testing.T) {
 				}
 				// What the reclaimer does once the lease has expired.
 				h.clock.Set(job.FromMillis(r.LeaseExpiresAt).Add(time.Second))
-				v, err := h.store.TakeBack(context.Background(), r, job.Queued, h.clock.Now(), "lease expired", h.clock.Now())
+				taken, err := h.store.TakeBack(context.Background(), r, job.Queued, h.clock.Now(), "lease expired", h.clock.Now())
 				if err != nil {
 					t.Fatal(err)
 				}
-				if err := h.queue.Send(context.Background(), job.Message{JobID: id, Version: v, Attempt: r.Attempt}, 0); err != nil {
+				if err := h.queue.Send(context.Background(), job.Message{JobID: id, Version: taken.Version, Attempt: taken.Attempt}, 0); err != nil {
 					t.Fatal(err)
 				}
 			} else {
@@ -397,11 +397,11 @@ func TestLiveRunnerIsReused(t *testing.T) {
 	}
 	r := h.get(t, id)
 	h.clock.Set(job.FromMillis(r.LeaseExpiresAt).Add(time.Second))
-	v, err := h.store.TakeBack(context.Background(), r, job.Queued, h.clock.Now(), "lease expired", h.clock.Now())
+	taken, err := h.store.TakeBack(context.Background(), r, job.Queued, h.clock.Now(), "lease expired", h.clock.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := h.queue.Send(context.Background(), job.Message{JobID: id, Version: v}, 0); err != nil {
+	if err := h.queue.Send(context.Background(), job.Message{JobID: id, Version: taken.Version}, 0); err != nil {
 		t.Fatal(err)
 	}
 	h.invoke(t, h.claimer(t, claimerOpt{instance: "second"}), h.receive(t, 1)...)

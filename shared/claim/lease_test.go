@@ -30,7 +30,7 @@ func (h *harness) sweep(t *testing.T) int {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := h.queue.Send(ctx, job.Message{JobID: r.JobID, Version: v, Attempt: r.Attempt}, 0); err != nil {
+			if err := h.queue.Send(ctx, job.Message{JobID: r.JobID, Version: v.Version, Attempt: v.Attempt}, 0); err != nil {
 				t.Fatal(err)
 			}
 			n++

@@ -36,6 +36,7 @@ const (
 type Instances interface {
 	RunInstances(ctx context.Context, params *ec2.RunInstancesInput, optFns ...func(*ec2.Options)) (*ec2.RunInstancesOutput, error)
 	DescribeInstances(ctx context.Context, params *ec2.DescribeInstancesInput, optFns ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error)
+	TerminateInstances(ctx context.Context, params *ec2.TerminateInstancesInput, optFns ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error)
 }
 
 // Parameters is the part of the SSM API the EC2 adapter uses.
@@ -81,7 +82,12 @@ type Parameters interface {
 //
 // The instance shuts itself down when the runner exits, and
 // InstanceInitiatedShutdownBehavior is set to terminate, so nothing is left
-// running. IMDSv2 is required and instance metadata tags are enabled on every
+// running. Cleanup (a claim that ended without a runner, an abandoned
+// attempt) terminates the job's pending or running instances itself rather
+// than wait for one to find no config and power off: a machine whose
+// runner is gone would otherwise boot and idle at the instance's price.
+// The functions may terminate only instances that carry the TagJobID tag
+// (template.yaml: an aws:ResourceTag condition). IMDSv2 is required and instance metadata tags are enabled on every
 // launch (these three metadata options override the launch template's),
 // because the boot script finds its runner name in its tags.
 type EC2 struct {
@@ -233,10 +239,11 @@ func alive(s ec2types.InstanceStateName) bool {
 	return s == "" || s == ec2types.InstanceStateNamePending || s == ec2types.InstanceStateNameRunning
 }
 
-// Cleanup deletes the job's SSM parameter. An instance already launched
-// then finds no parameter at boot and powers off; one that already read it
-// fails to start its runner once the claimer has deleted the runner, and
-// powers off too. So no ec2:TerminateInstances permission is needed.
+// Cleanup deletes the job's SSM parameter, then terminates the job's
+// pending or running instances (found by TagJobID, as Running finds them):
+// the claim ended without a runner, so a machine of the job has nothing to
+// run. Both steps are safe to repeat (nothing left is success). The caller
+// must not clean up while the job's runner is busy: its machine is at work.
 func (e *EC2) Cleanup(ctx context.Context, req Request) error {
 	name := ParameterName(req.RunnerName)
 	if !runnerNameRE.MatchString(req.RunnerName) {
@@ -250,9 +257,19 @@ func (e *EC2) Cleanup(ctx context.Context, req Request) error {
 	if err != nil {
 		return fmt.Errorf("clean up job %d: delete parameter %s: %w", req.JobID, name, err)
 	}
+	ids, err := e.live(ctx, req.JobID)
+	if err != nil {
+		return fmt.Errorf("clean up job %d: find instances: %w", req.JobID, err)
+	}
+	if len(ids) > 0 {
+		if _, err := e.instances.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: ids}); err != nil {
+			return fmt.Errorf("clean up job %d: terminate %v: %w", req.JobID, ids, err)
+		}
+	}
 	e.log.LogAttrs(ctx, slog.LevelInfo, "provision cleaned up",
 		slog.Int64("job_id", req.JobID), slog.String("pool", req.Pool.Name),
-		slog.String("runner_name", req.RunnerName), slog.String("parameter", name))
+		slog.String("runner_name", req.RunnerName), slog.String("parameter", name),
+		slog.Any("terminated", ids))
 	return nil
 }
 
@@ -272,6 +289,15 @@ var _ Finder = (*EC2)(nil)
 // ClientToken protection can cause) it picks the smallest id, so every
 // attempt agrees.
 func (e *EC2) existing(ctx context.Context, jobID int64) (string, error) {
+	ids, err := e.live(ctx, jobID)
+	if err != nil || len(ids) == 0 {
+		return "", err
+	}
+	return slices.MinFunc(ids, strings.Compare), nil
+}
+
+// live returns the ids of every pending or running instance tagged with jobID.
+func (e *EC2) live(ctx context.Context, jobID int64) ([]string, error) {
 	in := &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
 		{Name: aws.String("tag:" + TagJobID), Values: []string{strconv.FormatInt(jobID, 10)}},
 		{Name: aws.String("instance-state-name"), Values: []string{"pending", "running"}},
@@ -280,7 +306,7 @@ func (e *EC2) existing(ctx context.Context, jobID int64) (string, error) {
 	for {
 		out, err := e.instances.DescribeInstances(ctx, in)
 		if err != nil {
-			return "", err
+			return nil, err
 		}
 		for _, r := range out.Reservations {
 			for _, i := range r.Instances {
@@ -294,10 +320,7 @@ func (e *EC2) existing(ctx context.Context, jobID int64) (string, error) {
 		}
 		in.NextToken = out.NextToken
 	}
-	if len(ids) == 0 {
-		return "", nil
-	}
-	return slices.MinFunc(ids, strings.Compare), nil
+	return ids, nil
 }
 
 func (e *EC2) logged(ctx context.Context, req Request, instanceID string, reused bool) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strconv"
 	"strings"
@@ -24,11 +25,23 @@ import (
 // fakeInstances records EC2 calls. existing is what DescribeInstances
 // returns for any filter (tests check the filters separately).
 type fakeInstances struct {
-	mu        sync.Mutex
-	runs      []*ec2.RunInstancesInput
-	describes []*ec2.DescribeInstancesInput
-	existing  []string
-	runErr    error
+	mu           sync.Mutex
+	runs         []*ec2.RunInstancesInput
+	describes    []*ec2.DescribeInstancesInput
+	existing     []string
+	runErr       error
+	terminated   []string
+	terminateErr error
+}
+
+func (f *fakeInstances) TerminateInstances(_ context.Context, in *ec2.TerminateInstancesInput, _ ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.terminateErr != nil {
+		return nil, f.terminateErr
+	}
+	f.terminated = append(f.terminated, in.InstanceIds...)
+	return &ec2.TerminateInstancesOutput{}, nil
 }
 
 func (f *fakeInstances) RunInstances(_ context.Context, in *ec2.RunInstancesInput, _ ...func(*ec2.Options)) (*ec2.RunInstancesOutput, error) {
@@ -338,20 +351,27 @@ func TestEC2ProvisionErrors(t *testing.T) {
 
 func TestEC2Cleanup(t *testing.T) {
 	t.Parallel()
+	throttled := &smithy.GenericAPIError{Code: "ThrottlingException"}
 	tests := []struct {
-		name    string
-		delErr  error
-		wantErr bool
+		name           string
+		delErr         error
+		existing       []string
+		terminateErr   error
+		wantErr        bool
+		wantTerminated []string
 	}{
 		{name: "deletes the parameter"},
-		{name: "already gone is success", delErr: &ssmtypes.ParameterNotFound{Message: aws.String("not found")}},
-		{name: "other errors are returned", delErr: &smithy.GenericAPIError{Code: "ThrottlingException"}, wantErr: true},
+		{name: "terminates the job's live machines", existing: []string{"i-0b", "i-0a"}, wantTerminated: []string{"i-0b", "i-0a"}},
+		{name: "already gone is success", delErr: &ssmtypes.ParameterNotFound{Message: aws.String("not found")}, existing: []string{"i-0a"}, wantTerminated: []string{"i-0a"}},
+		{name: "other errors are returned", delErr: throttled, existing: []string{"i-0a"}, wantErr: true},
+		{name: "a refused termination is returned", existing: []string{"i-0a"}, terminateErr: throttled, wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			f := setupEC2(t)
 			f.params.deleteErr = tt.delErr
+			f.inst.existing, f.inst.terminateErr = tt.existing, tt.terminateErr
 			err := f.adapter.Cleanup(context.Background(), request(ec2Pool(), 42))
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("Cleanup: got %v, want error %v", err, tt.wantErr)
@@ -363,8 +383,24 @@ func TestEC2Cleanup(t *testing.T) {
 			if !reflect.DeepEqual(f.params.deletes, []string{"/ghclaim/runners/linux-42"}) {
 				t.Errorf("deleted: got %v, want [/ghclaim/runners/linux-42]", f.params.deletes)
 			}
+			if !reflect.DeepEqual(f.inst.terminated, tt.wantTerminated) {
+				t.Errorf("terminated %v, want %v", f.inst.terminated, tt.wantTerminated)
+			}
+			for _, d := range f.inst.describes {
+				if got := fmt.Sprint(filters(d)); tt.existing != nil && got != "map[instance-state-name:[pending running] tag:ghclaim:job-id:[42]]" {
+					t.Errorf("lookup filters %s, want the job's pending and running instances", got)
+				}
+			}
 		})
 	}
+}
+
+func filters(in *ec2.DescribeInstancesInput) map[string][]string {
+	m := map[string][]string{}
+	for _, f := range in.Filters {
+		m[aws.ToString(f.Name)] = f.Values
+	}
+	return m
 }
 
 func TestSubnet(t *testing.T) {

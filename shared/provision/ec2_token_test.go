@@ -113,6 +113,15 @@ func (e *tokenEC2) DescribeInstances(_ context.Context, in *ec2.DescribeInstance
 	return &ec2.DescribeInstancesOutput{Reservations: []ec2types.Reservation{r}}, nil
 }
 
+func (e *tokenEC2) TerminateInstances(_ context.Context, in *ec2.TerminateInstancesInput, _ ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, id := range in.InstanceIds {
+		e.state[id] = ec2types.InstanceStateNameTerminated
+	}
+	return &ec2.TerminateInstancesOutput{}, nil
+}
+
 func (e *tokenEC2) live() []string {
 	e.mu.Lock()
 	defer e.mu.Unlock()

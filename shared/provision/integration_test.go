@@ -152,6 +152,11 @@ func TestEC2AgainstMoto(t *testing.T) {
 			if _, err := f.ssm.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(name)}); err == nil {
 				t.Errorf("parameter %s still exists after Cleanup", name)
 			}
+			for _, inst := range f.jobInstances(t, tt.job) {
+				if st := inst.State.Name; st != ec2types.InstanceStateNameShuttingDown && st != ec2types.InstanceStateNameTerminated {
+					t.Errorf("instance %s of the cleaned-up job is %s, want terminated", aws.ToString(inst.InstanceId), st)
+				}
+			}
 		})
 	}
 }

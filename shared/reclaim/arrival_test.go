@@ -13,7 +13,6 @@ import (
 
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/reclaim"
-	"github.com/ghclaim/ghclaim/shared/store"
 )
 
 // latencyClock is a fake clock that every call of the fake store and queue
@@ -54,14 +53,15 @@ type memStore struct {
 
 func (s *memStore) Shards() []string { return []string{"0"} }
 
-func (s *memStore) Stale(_ context.Context, _ string, _ time.Time, _ int32, _ store.Cursor) (store.Page, error) {
+func (s *memStore) Stale(_ context.Context, _ string, _ time.Time, _ int32, _ string) (job.Page, error) {
 	s.clock.call()
-	return store.Page{Records: slices.Clone(s.recs)}, nil
+	return job.Page{Records: slices.Clone(s.recs)}, nil
 }
 
-func (s *memStore) TakeBack(_ context.Context, read job.Record, _ job.State, _ time.Time, _ string, _ time.Time) (int64, error) {
+func (s *memStore) TakeBack(_ context.Context, read job.Record, to job.State, _ time.Time, _ string, _ time.Time) (job.Record, error) {
 	s.clock.call()
-	return read.Version + 1, nil
+	read.State, read.Version = to, read.Version+1
+	return read, nil
 }
 
 // arrivalQueue records when each message becomes visible: the instant its

@@ -9,7 +9,6 @@ import (
 	"github.com/ghclaim/ghclaim/shared/ghapp"
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/pool"
-	"github.com/ghclaim/ghclaim/shared/provision"
 	"github.com/ghclaim/ghclaim/shared/ratelimit"
 )
 
@@ -23,11 +22,31 @@ type GitHub interface {
 	DeleteRunner(ctx context.Context, installationID int64, scope, owner, repo string, runnerID int64) error
 }
 
-// Provisioner removes what provisioning left for a job (the SSM parameter
-// holding the JIT config); provision.Registry implements it.
-type Provisioner interface {
-	Cleanup(ctx context.Context, req provision.Request) error
+// Leftover names what an abandoned attempt may have left with its pool's
+// provisioner: the job, its repo and pool, and the runner name that names
+// the machine and its JIT config. It is the part of the provisioning
+// request that cleanup needs, declared here so the reclaimer does not
+// import shared/provision (and through it the EC2, SSM and SQS clients).
+type Leftover struct {
+	JobID      int64
+	RunID      int64
+	Repo       string // owner/name
+	Pool       pool.Pool
+	RunnerName string
 }
+
+// Provisioner removes what provisioning left for a job (the SSM parameter
+// holding the JIT config, the job's machines); functions/reclaimer adapts
+// provision.Registry to it with ProvisionerFunc.
+type Provisioner interface {
+	Cleanup(ctx context.Context, l Leftover) error
+}
+
+// ProvisionerFunc is a function that is a Provisioner.
+type ProvisionerFunc func(ctx context.Context, l Leftover) error
+
+// Cleanup calls f.
+func (f ProvisionerFunc) Cleanup(ctx context.Context, l Leftover) error { return f(ctx, l) }
 
 // Rates is the installation's shared rate reading; *ratelimit.Tracker
 // implements it.
@@ -36,9 +55,8 @@ type Rates interface {
 }
 
 var (
-	_ GitHub      = (*ghapp.Client)(nil)
-	_ Provisioner = provision.Registry(nil)
-	_ Rates       = (*ratelimit.Tracker)(nil)
+	_ GitHub = (*ghapp.Client)(nil)
+	_ Rates  = (*ratelimit.Tracker)(nil)
 )
 
 // removeLeftovers runs after the fenced write that abandoned c succeeded:
@@ -46,13 +64,13 @@ var (
 // (<pool>-<job_id>) and started its machine. The runner is deleted unless
 // it is busy (at work, perhaps on this very job: GitHub refuses with 422
 // then, and it is left alone with its machine); then the provisioner
-// cleans up, so a machine still booting finds no JIT config and powers
-// off. When the installation's shared rate reading says exhausted, GitHub
-// is not called (the janitor catches the runner later) but the provisioner
-// still cleans up: a busy runner's machine has read its config already.
-// An unknown runner (GitHub failed) does not stop the provisioner's
-// cleanup, for the same reason. Best effort: failures are logged and
-// counted, never returned.
+// cleans up: the JIT config goes and the job's machines are terminated.
+// Because that ends a machine, it runs only once GitHub said the runner
+// is absent or deleted: when the installation's shared rate reading says
+// exhausted (GitHub is not called; the janitor catches the runner later)
+// or GitHub failed, the runner may be busy, and killing its machine would
+// fail the job it runs, while a machine left alone runs at most one job
+// and ends. Best effort: failures are logged and counted, never returned.
 func (r *Reclaimer) removeLeftovers(ctx context.Context, c candidate, now time.Time, rep *Report) {
 	if c.reason != LeaseExpired || (r.cfg.GitHub == nil && r.cfg.Provisioner == nil) {
 		return
@@ -85,13 +103,17 @@ func (r *Reclaimer) removeLeftovers(ctx context.Context, c candidate, now time.T
 			rep.CleanupRateLimited++
 		}
 	}
-	if runner == "busy" {
+	switch runner {
+	case "busy":
 		log.InfoContext(ctx, "reclaim left a busy runner", slog.String("runner_name", name))
+		return
+	case "rate_limited", "unknown":
+		// Logged (rate limit) or counted as failed (GitHub) already.
 		return
 	}
 	if r.cfg.Provisioner != nil {
-		req := provision.Request{JobID: c.rec.JobID, RunID: c.rec.RunID, Repo: c.rec.Repo, Pool: p, RunnerName: name}
-		if err := r.cfg.Provisioner.Cleanup(ctx, req); err != nil {
+		l := Leftover{JobID: c.rec.JobID, RunID: c.rec.RunID, Repo: c.rec.Repo, Pool: p, RunnerName: name}
+		if err := r.cfg.Provisioner.Cleanup(ctx, l); err != nil {
 			fail("provisioner cleanup", err)
 		}
 	}

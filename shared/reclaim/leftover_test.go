@@ -10,15 +10,18 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
+	"github.com/ghclaim/ghclaim/infra/emulator"
 	"github.com/ghclaim/ghclaim/infra/ghfake"
 	"github.com/ghclaim/ghclaim/shared/ghapp"
 	"github.com/ghclaim/ghclaim/shared/job"
@@ -26,8 +29,15 @@ import (
 	"github.com/ghclaim/ghclaim/shared/provision"
 	"github.com/ghclaim/ghclaim/shared/ratelimit"
 	"github.com/ghclaim/ghclaim/shared/reclaim"
-	"github.com/ghclaim/ghclaim/shared/store"
 )
+
+// registryCleanup is the reclaimer's Provisioner over the real
+// provisioners, as functions/reclaimer wires it.
+func registryCleanup(reg provision.Registry) reclaim.Provisioner {
+	return reclaim.ProvisionerFunc(func(ctx context.Context, l reclaim.Leftover) error {
+		return reg.Cleanup(ctx, provision.Request{JobID: l.JobID, RunID: l.RunID, Repo: l.Repo, Pool: l.Pool, RunnerName: l.RunnerName})
+	})
+}
 
 const appID = int64(99)
 
@@ -42,12 +52,14 @@ var appKey = sync.OnceValue(func() []byte {
 // runnerRoutes are the GitHub routes a runner cleanup calls.
 var runnerRoutes = []string{ghfake.RouteRepoRunners, ghfake.RouteRepoRunner, ghfake.RouteRepoDeleteRunner}
 
-// TestAbandonRemovesLeftovers: a claimer died holding the lease of a job
-// past max age, after registering the job's runner and writing its JIT
-// config to SSM for a machine. The reclaimer abandons the job and removes
-// both, except a busy runner (at work: GitHub refuses to delete it, and its
-// machine must run on), and it leaves GitHub alone while the
-// installation's shared rate reading says exhausted.
+// TestAbandonRemovesLeftovers (end to end: the EC2 provisioner on moto's
+// SSM and EC2; the job store in memory): a claimer died holding the lease of a job
+// past max age, after registering the job's runner, writing its JIT config
+// to SSM and launching its machine. The reclaimer abandons the job and
+// removes all three (the machine terminated), except a busy runner (at
+// work: GitHub refuses to delete it, and its machine must run on), and it
+// leaves GitHub, and so the machine, alone while the installation's shared
+// rate reading says exhausted.
 func TestAbandonRemovesLeftovers(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -55,13 +67,14 @@ func TestAbandonRemovesLeftovers(t *testing.T) {
 		busy          bool
 		exhausted     bool
 		wantRunner    bool // the runner is still registered
-		wantParameter bool // the SSM parameter is still there
+		wantParameter bool // the SSM parameter is still there (and the machine runs)
 		wantGitHub    bool // runner routes were called
 		wantReport    reclaim.Report
 	}{
 		{name: "idle runner and parameter removed", wantGitHub: true, wantReport: reclaim.Report{CleanedUp: 1}},
 		{name: "busy runner left with its machine", busy: true, wantRunner: true, wantParameter: true, wantGitHub: true, wantReport: reclaim.Report{}},
-		{name: "rate exhausted: GitHub not called", exhausted: true, wantRunner: true, wantReport: reclaim.Report{CleanedUp: 1, CleanupRateLimited: 1}},
+		// The runner may be busy: its machine is not ended blind.
+		{name: "rate exhausted: GitHub not called, the machine left", exhausted: true, wantRunner: true, wantParameter: true, wantReport: reclaim.Report{CleanupRateLimited: 1}},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -95,17 +108,28 @@ func TestAbandonRemovesLeftovers(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			awsCfg := f.aws
+			awsCfg := emulator.ForTest(t).ConfigForTest(t)
 			params := ssm.NewFromConfig(awsCfg)
 			param := provision.ParameterName(name)
 			if _, err := params.PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(param), Value: aws.String("jit-config"), Type: ssmtypes.ParameterTypeSecureString}); err != nil {
 				t.Fatalf("put parameter: %v", err)
 			}
+			// And its machine, tagged with the job as the EC2 provisioner tags it.
+			machines := ec2.NewFromConfig(awsCfg)
+			run, err := machines.RunInstances(ctx, &ec2.RunInstancesInput{
+				ImageId: aws.String("ami-03cf127a"), InstanceType: ec2types.InstanceTypeT3Micro, MinCount: aws.Int32(1), MaxCount: aws.Int32(1),
+				TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeInstance, Tags: []ec2types.Tag{
+					{Key: aws.String(provision.TagJobID), Value: aws.String(strconv.FormatInt(id, 10))}}}},
+			})
+			if err != nil {
+				t.Fatalf("launch the dead attempt's machine: %v", err)
+			}
+			machine := aws.ToString(run.Instances[0].InstanceId)
 
 			// The job: failing since long before max age, its last claimer dead.
 			old := t0.Add(-2 * time.Hour)
 			l := f.claiming(t, id, old, old.Add(lease))
-			if err := f.store.Release(ctx, l, store.Retry{Version: l.Version + 1, Attempt: 4, FirstFailureAt: old, Due: old.Add(time.Minute)}, old.Add(time.Second)); err != nil {
+			if err := f.store.Release(ctx, l, job.Retry{Version: l.Version + 1, Attempt: 4, FirstFailureAt: old, Due: old.Add(time.Minute)}, old.Add(time.Second)); err != nil {
 				t.Fatalf("Release: %v", err)
 			}
 			if _, _, err := f.store.Acquire(ctx, id, l.Version+1, "claimer-dead", old.Add(2*time.Minute), old.Add(time.Minute)); err != nil {
@@ -123,7 +147,7 @@ func TestAbandonRemovesLeftovers(t *testing.T) {
 				Provisioner: pool.Provisioner{Type: pool.ProvisionerEC2, LaunchTemplate: "lt-runner"}}
 			rep := f.run(t, f.reclaimer(1, func(c *reclaim.Config) {
 				c.GitHub, c.Rates, c.Pools = gh, rates, []pool.Pool{p}
-				c.Provisioner = provision.Registry{pool.ProvisionerEC2: provision.NewEC2(ec2.NewFromConfig(awsCfg), params, slog.New(slog.DiscardHandler))}
+				c.Provisioner = registryCleanup(provision.Registry{pool.ProvisionerEC2: provision.NewEC2(ec2.NewFromConfig(awsCfg), params, slog.New(slog.DiscardHandler))})
 			}))
 
 			if rep.Abandoned != 1 || rep.CleanedUp != tt.wantReport.CleanedUp || rep.CleanupRateLimited != tt.wantReport.CleanupRateLimited || rep.CleanupFailed != 0 {
@@ -140,6 +164,14 @@ func TestAbandonRemovesLeftovers(t *testing.T) {
 			var notFound *ssmtypes.ParameterNotFound
 			if gone := errors.As(err, &notFound); gone == tt.wantParameter {
 				t.Errorf("parameter %s: %v; want it kept %t", param, err, tt.wantParameter)
+			}
+			desc, err := machines.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{machine}})
+			if err != nil || len(desc.Reservations) != 1 || len(desc.Reservations[0].Instances) != 1 {
+				t.Fatalf("describe the machine %s: %v", machine, err)
+			}
+			st := desc.Reservations[0].Instances[0].State.Name
+			if ended := st == ec2types.InstanceStateNameShuttingDown || st == ec2types.InstanceStateNameTerminated; ended == tt.wantParameter {
+				t.Errorf("machine %s is %s, want it running %t", machine, st, tt.wantParameter)
 			}
 			after := fake.Stats()
 			calls := 0

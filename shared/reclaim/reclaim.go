@@ -18,7 +18,7 @@
 //
 // Each take-back is conditional on the state and version read, so two
 // overlapping sweeps, or a claimer that comes back late, never enqueue the
-// same job twice: the loser gets store.ErrConflict and sends nothing. The
+// same job twice: the loser gets job.ErrConflict and sends nothing. The
 // record is written first (queued, version+1, due_at), the message second:
 // a send that fails leaves a queued record with a due_at, which the next
 // sweep finds again after the queued grace. Slower, never lost.
@@ -28,7 +28,7 @@
 // through the reclaimer when the claimer's own give-up path keeps dying. A
 // claimer that dies before it records any failure is covered too: the
 // take-back of its expired lease starts the max-age clock
-// (store.TakeBack sets first_failure_at when none is set).
+// (TakeBack sets first_failure_at when none is set).
 //
 // Decisions:
 //   - One sweep collects first and acts second, so Spread sees every job of
@@ -59,9 +59,10 @@
 // Abandoning an expired lease (claiming past max age) also removes what the
 // dead attempt may have started: its runner registration <pool>-<job_id>
 // (unless busy: GitHub refuses with 422, and a busy runner is at work) and
-// the provisioner's leftovers (the SSM parameter of its JIT config, so a
-// machine still booting powers off). It runs only after the fenced abandon
-// write succeeded, and skips GitHub while the installation's shared rate
+// the provisioner's leftovers (the SSM parameter of its JIT config and the
+// job's machines, terminated), the latter only once GitHub said the runner
+// is not busy. It runs only after the fenced abandon write succeeded, and
+// skips GitHub (and so the machines) while the installation's shared rate
 // reading says exhausted (logged, counted): a later janitor pass catches
 // that runner, the claimer's budget is worth more.
 //
@@ -83,28 +84,36 @@ import (
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/obs"
 	"github.com/ghclaim/ghclaim/shared/pool"
-	"github.com/ghclaim/ghclaim/shared/queue"
-	"github.com/ghclaim/ghclaim/shared/store"
 )
 
-// Store is the part of shared/store the reclaimer uses.
+// Store is the job store as the reclaimer uses it (shared/store over
+// DynamoDB, infra/mem in the flow tests).
 type Store interface {
+	// Shards lists the sweep index's shard keys.
 	Shards() []string
-	Stale(ctx context.Context, shard string, now time.Time, limit int32, start store.Cursor) (store.Page, error)
-	TakeBack(ctx context.Context, read job.Record, to job.State, due time.Time, reason string, now time.Time) (int64, error)
+	// Stale returns one page of shard's records whose sweep_at is before
+	// now, oldest first, after cursor ("" for the first page). The records
+	// carry only state, version, lease_expires_at and first_failure_at
+	// (the index's projection) besides their job id. Page.Next is opaque,
+	// "" when the shard is exhausted.
+	Stale(ctx context.Context, shard string, now time.Time, limit int32, cursor string) (job.Page, error)
+	// TakeBack moves read to Queued (due at due) or Abandoned, conditional
+	// on the state and version read (and, for claiming, an expired lease).
+	// It returns the whole record as written; a refusal is a
+	// *job.ConflictError (errors.Is job.ErrConflict) carrying the record
+	// as it is now.
+	TakeBack(ctx context.Context, read job.Record, to job.State, due time.Time, reason string, now time.Time) (job.Record, error)
 }
 
-// Queue is the part of shared/queue the reclaimer uses. SendBatch sends up
-// to queue.MaxBatch messages in one call and returns one error per message
-// (nil: sent).
+// Queue is the claims queue as the reclaimer uses it (shared/queue over
+// SQS). SendBatch sends up to MaxBatch messages, msgs[i] visible after
+// delays[i], in one call and returns one error per message (nil: sent).
 type Queue interface {
 	SendBatch(ctx context.Context, msgs []job.Message, delays []time.Duration) []error
 }
 
-var (
-	_ Store = (*store.Store)(nil)
-	_ Queue = (*queue.Queue)(nil)
-)
+// MaxBatch is SQS's cap on the entries of one SendMessageBatch.
+const MaxBatch = 10
 
 // Reason says why a record was taken back.
 type Reason string
@@ -129,7 +138,7 @@ var Reasons = []Reason{LeaseExpired, OutboxLost, MessageLost}
 func Classify(r job.Record, now time.Time) (Reason, bool) {
 	switch r.State {
 	case job.Claiming:
-		// store.TakeBack requires lease_expires_at < now; match it exactly.
+		// TakeBack requires lease_expires_at < now; match it exactly.
 		if r.LeaseExpiresAt >= job.Millis(now) {
 			return "", false
 		}
@@ -298,8 +307,12 @@ func (r Report) RequeuedTotal() int {
 	return n
 }
 
+// candidate is a record the sweep will act on: rec as the index gave it,
+// then as the take-back wrote it (the whole record); read is the state
+// the sweep found it in.
 type candidate struct {
 	rec    job.Record
+	read   job.State
 	reason Reason
 }
 
@@ -363,7 +376,7 @@ func (r *Reclaimer) past(ctx context.Context, t time.Time) bool {
 func (r *Reclaimer) collect(ctx context.Context, now, by time.Time, rep *Report) ([]candidate, error) {
 	type cursor struct {
 		shard string
-		next  store.Cursor
+		next  string
 	}
 	// A new shard order on every pass: a pass that runs out of budget
 	// must not always leave the same shards for later.
@@ -403,9 +416,9 @@ func (r *Reclaimer) collect(ctx context.Context, now, by time.Time, rep *Report)
 						slog.Int64("lease_expires_at", rec.LeaseExpiresAt))
 					continue
 				}
-				found = append(found, candidate{rec: rec, reason: reason})
+				found = append(found, candidate{rec: rec, read: rec.State, reason: reason})
 			}
-			if page.Next != nil {
+			if page.Next != "" {
 				c.next = page.Next
 				still = append(still, c)
 			}
@@ -419,12 +432,13 @@ func (r *Reclaimer) collect(ctx context.Context, now, by time.Time, rep *Report)
 func (r *Reclaimer) abandon(ctx context.Context, c candidate, now time.Time, rep *Report) error {
 	why := fmt.Sprintf("reclaimer: max age %s passed since the first failure at %s (%s)",
 		r.cfg.MaxAge, job.FromMillis(c.rec.FirstFailureAt).UTC().Format(time.RFC3339), c.reason)
-	version, ok, err := r.takeBack(ctx, c, job.Abandoned, time.Time{}, why, now, rep)
+	rec, ok, err := r.takeBack(ctx, c, job.Abandoned, time.Time{}, why, now, rep)
 	if !ok {
 		return err
 	}
+	c.rec = rec // the whole record: the index carries only what the sweep decides on
 	rep.Abandoned++
-	r.decisionLog(c).WarnContext(ctx, "reclaim abandoned", slog.String("outcome", "abandoned"), slog.Int64(obs.KeyVersion, version),
+	r.decisionLog(c).WarnContext(ctx, "reclaim abandoned", slog.String("outcome", "abandoned"), slog.Int64(obs.KeyVersion, rec.Version),
 		slog.String(obs.KeyClass, c.rec.LastErrorClass), slog.Int64("first_failure_at", c.rec.FirstFailureAt))
 	// Only now: a pass that lost the race must not touch what the winner owns.
 	r.removeLeftovers(ctx, c, now, rep)

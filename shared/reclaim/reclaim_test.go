@@ -16,23 +16,20 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	dbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/ghclaim/ghclaim/infra/emulator"
+	"github.com/ghclaim/ghclaim/infra/contract"
+	"github.com/ghclaim/ghclaim/infra/mem"
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/obs"
-	"github.com/ghclaim/ghclaim/shared/queue"
 	"github.com/ghclaim/ghclaim/shared/reclaim"
-	"github.com/ghclaim/ghclaim/shared/store"
 )
 
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
 const lease = 3 * time.Minute
+
+// The store's default bookkeeping rules, which the tests' records follow.
+var timing = job.Timing{}.WithDefaults()
 
 // clock is the injected clock; tests move it explicitly.
 type clock struct {
@@ -43,86 +40,24 @@ type clock struct {
 func (c *clock) Now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
 func (c *clock) Set(t time.Time) { c.mu.Lock(); c.t = t; c.mu.Unlock() }
 
-// spySQS passes every call to the real (moto) SQS client and records the
-// SendMessage inputs that succeeded; fail makes SendMessage fail instead.
-type spySQS struct {
-	queue.SQS
-	mu   sync.Mutex
-	sent []*sqs.SendMessageInput
-	fail error
+// TestDomainIsFreeOfAWS: the reclaimer speaks its own ports in the
+// domain's types; no AWS service client is in its build.
+func TestDomainIsFreeOfAWS(t *testing.T) {
+	t.Parallel()
+	contract.DepsFree(t, "github.com/ghclaim/ghclaim/shared/reclaim")
 }
-
-func (s *spySQS) SendMessage(ctx context.Context, in *sqs.SendMessageInput, opts ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
-	s.mu.Lock()
-	fail := s.fail
-	s.mu.Unlock()
-	if fail != nil {
-		return nil, fail
-	}
-	out, err := s.SQS.SendMessage(ctx, in, opts...)
-	if err == nil {
-		s.mu.Lock()
-		s.sent = append(s.sent, in)
-		s.mu.Unlock()
-	}
-	return out, err
-}
-
-func (s *spySQS) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
-	s.mu.Lock()
-	fail := s.fail
-	s.mu.Unlock()
-	if fail != nil {
-		return nil, fail
-	}
-	out, err := s.SQS.SendMessageBatch(ctx, in, opts...)
-	if err != nil {
-		return out, err
-	}
-	ok := map[string]bool{}
-	for _, e := range out.Successful {
-		ok[aws.ToString(e.Id)] = true
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, e := range in.Entries {
-		if ok[aws.ToString(e.Id)] {
-			s.sent = append(s.sent, &sqs.SendMessageInput{QueueUrl: in.QueueUrl, MessageBody: e.MessageBody, DelaySeconds: e.DelaySeconds})
-		}
-	}
-	return out, nil
-}
-
-func (s *spySQS) setFail(err error) { s.mu.Lock(); s.fail = err; s.mu.Unlock() }
 
 type sent struct {
 	msg   job.Message
 	delay time.Duration // DelaySeconds
 }
 
-func (s *spySQS) messages(t *testing.T) []sent {
-	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []sent
-	for _, in := range s.sent {
-		m, err := queue.Decode(aws.ToString(in.MessageBody))
-		if err != nil {
-			t.Fatalf("decode sent body %q: %v", aws.ToString(in.MessageBody), err)
-		}
-		out = append(out, sent{msg: m, delay: time.Duration(in.DelaySeconds) * time.Second})
-	}
-	return out
-}
-
+// fixture is one flow test's world: the in-memory job store and claims
+// queue (held to the DynamoDB and SQS adapters by infra/contract) on an
+// injected clock.
 type fixture struct {
-	aws   aws.Config
-	store *store.Store
-	db    *dynamodb.Client
-	sqs   *sqs.Client
-	spy   *spySQS
-	queue *queue.Queue
-	stack *emulator.Stack
+	store *mem.Store
+	queue *mem.Queue
 	clock *clock
 	logs  *syncBuffer
 	emf   *syncBuffer
@@ -142,22 +77,28 @@ func (b *syncBuffer) String() string { b.mu.Lock(); defer b.mu.Unlock(); return 
 
 func setup(t *testing.T) *fixture {
 	t.Helper()
-	srv := emulator.ForTest(t)
-	stack := emulator.DeployForTest(t, srv)
-	cfg := srv.ConfigForTest(t)
-	db := dynamodb.NewFromConfig(cfg)
-	sq := sqs.NewFromConfig(cfg)
-	spy := &spySQS{SQS: sq}
+	c := &clock{t: t0}
 	return &fixture{
-		aws:   cfg,
-		store: store.New(db, stack.TableName, store.Options{}),
-		db:    db, sqs: sq, spy: spy,
-		queue: queue.New(spy, stack.QueueURL),
-		stack: stack,
-		clock: &clock{t: t0},
+		store: mem.NewStore(job.Timing{}),
+		queue: mem.NewQueue(c.Now),
+		clock: c,
 		logs:  &syncBuffer{},
 		emf:   &syncBuffer{},
 	}
+}
+
+// messages returns what reached the claims queue, in order.
+func (f *fixture) messages() []sent {
+	var out []sent
+	for _, s := range f.queue.Sent() {
+		out = append(out, sent{msg: s.Msg, delay: s.Delay})
+	}
+	return out
+}
+
+// setFail makes every later SendBatch fail (nil: succeed).
+func (f *fixture) setFail(err error) {
+	f.queue.Fail = func(string) error { return err }
 }
 
 // reclaimer returns a reclaimer on f's store, queue and clock, seeded.
@@ -167,6 +108,7 @@ func (f *fixture) reclaimer(seed uint64, mod func(*reclaim.Config)) *reclaim.Rec
 		Rand:    rand.New(rand.NewPCG(seed, seed+1)),
 		Logger:  slog.New(slog.NewJSONHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Metrics: obs.NewMetrics(f.emf, map[string]string{"function": "reclaimer"}, f.clock.Now),
+		Sleep:   func(context.Context, time.Duration) error { return nil },
 	}
 	if mod != nil {
 		mod(&cfg)
@@ -188,18 +130,18 @@ func (f *fixture) pending(t *testing.T, id int64, at time.Time) job.Record {
 	return r
 }
 
-// queued creates job id, its message sent at at and due at due.
+// queued creates job id, its message sent at at and due at due, as the
+// webhook's (former) mark-queued write left it.
 func (f *fixture) queued(t *testing.T, id int64, at, due time.Time) {
 	t.Helper()
-	f.pending(t, id, at)
-	if err := f.store.MarkQueued(context.Background(), id, 1, due, at); err != nil {
-		t.Fatalf("MarkQueued %d: %v", id, err)
-	}
+	r := f.pending(t, id, at)
+	r.State, r.DueAt, r.SweepAt = job.Queued, job.Millis(due), job.Millis(due.Add(timing.QueuedGrace))
+	f.store.Put(r)
 }
 
 // claiming creates job id and has a claimer take its lease at at until
 // until, through the store, as a real claimer would.
-func (f *fixture) claiming(t *testing.T, id int64, at, until time.Time) store.Lease {
+func (f *fixture) claiming(t *testing.T, id int64, at, until time.Time) job.Lease {
 	t.Helper()
 	f.queued(t, id, at, at)
 	l, _, err := f.store.Acquire(context.Background(), id, 1, "claimer-"+strconv.FormatInt(id, 10), until, at)
@@ -216,31 +158,6 @@ func (f *fixture) get(t *testing.T, id int64) job.Record {
 		t.Fatalf("Get %d: %v", id, err)
 	}
 	return r
-}
-
-// inQueue counts the messages moto holds on the claims queue, delayed or not.
-func (f *fixture) inQueue(t *testing.T) int {
-	t.Helper()
-	out, err := f.sqs.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{
-		QueueUrl: &f.stack.QueueURL,
-		AttributeNames: []sqstypes.QueueAttributeName{
-			sqstypes.QueueAttributeNameApproximateNumberOfMessages,
-			sqstypes.QueueAttributeNameApproximateNumberOfMessagesDelayed,
-			sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
-		},
-	})
-	if err != nil {
-		t.Fatalf("GetQueueAttributes: %v", err)
-	}
-	n := 0
-	for _, v := range out.Attributes {
-		x, err := strconv.Atoi(v)
-		if err != nil {
-			t.Fatalf("queue attribute %q: %v", v, err)
-		}
-		n += x
-	}
-	return n
 }
 
 func (f *fixture) run(t *testing.T, r *reclaim.Reclaimer) reclaim.Report {
@@ -271,10 +188,10 @@ func TestExpiredLeasesAreRequeuedSpread(t *testing.T) {
 	if rep.Scanned != m || rep.Raced != 0 || rep.SendFailed != 0 || rep.Incomplete {
 		t.Errorf("report %+v, want %d scanned and nothing else", rep, m)
 	}
-	if got := f.inQueue(t); got != m {
+	if got := len(f.messages()); got != m {
 		t.Errorf("claims queue holds %d messages, want %d", got, m)
 	}
-	msgs := f.spy.messages(t)
+	msgs := f.messages()
 	if len(msgs) != m {
 		t.Fatalf("sent %d messages, want %d", len(msgs), m)
 	}
@@ -299,7 +216,7 @@ func TestExpiredLeasesAreRequeuedSpread(t *testing.T) {
 		if due != s.delay || due%time.Second != 0 {
 			t.Errorf("job %d: due_at − now = %s, DelaySeconds = %s; want them equal, whole seconds", r.JobID, due, s.delay)
 		}
-		if want := r.DueAt + store.DefaultQueuedGrace.Milliseconds(); r.SweepAt != want {
+		if want := r.DueAt + timing.QueuedGrace.Milliseconds(); r.SweepAt != want {
 			t.Errorf("job %d: sweep_at %d, want due_at + queued grace %d", r.JobID, r.SweepAt, want)
 		}
 		delays = append(delays, due)
@@ -350,24 +267,14 @@ func TestExpiredLeasesAreRequeuedSpread(t *testing.T) {
 // gate makes every reclaimer wait at its first take-back until all of them
 // have read the index, so the passes really overlap: both hold the same
 // versions and both try every record.
-//
-// writes serialises the take-backs on their way to moto: moto evaluates a
-// ConditionExpression and applies the update in separate steps with no
-// lock, on one thread per request, so two concurrent conditional updates
-// can both pass (DynamoDB's are atomic per item). Serialising them keeps
-// the race this test is about (read, then conditional write on a stale
-// read) and removes the emulator's own.
 type gate struct {
 	reclaim.Store
 	arrive *sync.WaitGroup
 	once   sync.Once
-	writes *sync.Mutex
 }
 
-func (g *gate) TakeBack(ctx context.Context, read job.Record, to job.State, due time.Time, reason string, now time.Time) (int64, error) {
+func (g *gate) TakeBack(ctx context.Context, read job.Record, to job.State, due time.Time, reason string, now time.Time) (job.Record, error) {
 	g.once.Do(func() { g.arrive.Done(); g.arrive.Wait() })
-	g.writes.Lock()
-	defer g.writes.Unlock()
 	return g.Store.TakeBack(ctx, read, to, due, reason, now)
 }
 
@@ -381,13 +288,12 @@ func TestOverlappingPassesSendOnce(t *testing.T) {
 		f.claiming(t, id, t0.Add(-10*time.Minute), t0.Add(-time.Minute))
 	}
 	var arrive sync.WaitGroup
-	var writes sync.Mutex
 	arrive.Add(2)
 	reps := make([]reclaim.Report, 2)
 	errs := make([]error, 2)
 	var wg sync.WaitGroup
 	for i := range 2 {
-		r := reclaim.New(&gate{Store: f.store, arrive: &arrive, writes: &writes}, f.queue, reclaim.Config{
+		r := reclaim.New(&gate{Store: f.store, arrive: &arrive}, f.queue, reclaim.Config{
 			Now: f.clock.Now, Rand: rand.New(rand.NewPCG(uint64(i), 9)), Logger: slog.New(slog.DiscardHandler),
 		})
 		wg.Go(func() { reps[i], errs[i] = r.Run(context.Background()) })
@@ -403,10 +309,10 @@ func TestOverlappingPassesSendOnce(t *testing.T) {
 	if requeued != m || raced != m {
 		t.Errorf("requeued %d, raced %d in total (reports %+v, %+v); want %d and %d", requeued, raced, reps[0], reps[1], m, m)
 	}
-	if got := len(f.spy.messages(t)); got != m {
+	if got := len(f.messages()); got != m {
 		t.Errorf("sent %d messages, want %d", got, m)
 	}
-	if got := f.inQueue(t); got != m {
+	if got := len(f.messages()); got != m {
 		t.Errorf("claims queue holds %d messages, want %d", got, m)
 	}
 	for id := int64(1); id <= m; id++ {
@@ -423,18 +329,18 @@ func TestLateClaimerChangesNothing(t *testing.T) {
 	ctx := context.Background()
 	tests := []struct {
 		name  string
-		write func(*store.Store, store.Lease) error
+		write func(*mem.Store, job.Lease) error
 	}{
-		{name: "finish claimed", write: func(s *store.Store, l store.Lease) error {
-			return s.Finish(ctx, l, store.Outcome{State: job.Claimed, Attempt: 1, RunnerName: "linux-1"}, t0.Add(time.Second))
+		{name: "finish claimed", write: func(s *mem.Store, l job.Lease) error {
+			return s.Finish(ctx, l, job.Outcome{State: job.Claimed, Attempt: 1, RunnerName: "linux-1"}, t0.Add(time.Second))
 		}},
-		{name: "finish failed", write: func(s *store.Store, l store.Lease) error {
-			return s.Finish(ctx, l, store.Outcome{State: job.Failed, Attempt: 1, ErrorClass: "non_retryable", Error: "404"}, t0.Add(time.Second))
+		{name: "finish failed", write: func(s *mem.Store, l job.Lease) error {
+			return s.Finish(ctx, l, job.Outcome{State: job.Failed, Attempt: 1, ErrorClass: "non_retryable", Error: "404"}, t0.Add(time.Second))
 		}},
-		{name: "release for a retry", write: func(s *store.Store, l store.Lease) error {
-			return s.Release(ctx, l, store.Retry{Version: l.Version + 1, Attempt: 2, FirstFailureAt: t0, Due: t0.Add(time.Minute)}, t0.Add(time.Second))
+		{name: "release for a retry", write: func(s *mem.Store, l job.Lease) error {
+			return s.Release(ctx, l, job.Retry{Version: l.Version + 1, Attempt: 2, FirstFailureAt: t0, Due: t0.Add(time.Minute)}, t0.Add(time.Second))
 		}},
-		{name: "extend progress", write: func(s *store.Store, l store.Lease) error {
+		{name: "extend progress", write: func(s *mem.Store, l job.Lease) error {
 			return s.Extend(ctx, l, 1, "linux-1", t0.Add(time.Second))
 		}},
 	}
@@ -447,7 +353,7 @@ func TestLateClaimerChangesNothing(t *testing.T) {
 				t.Fatalf("reclaim: %+v, want 1 lease_expired", rep)
 			}
 			before := f.get(t, 1)
-			if err := tt.write(f.store, l); !errors.Is(err, store.ErrLeaseLost) {
+			if err := tt.write(f.store, l); !errors.Is(err, job.ErrLeaseLost) {
 				t.Fatalf("late claimer write: got %v, want ErrLeaseLost", err)
 			}
 			if after := f.get(t, 1); fmt.Sprint(after) != fmt.Sprint(before) {
@@ -465,25 +371,25 @@ func TestWhatIsStale(t *testing.T) {
 	ctx := context.Background()
 
 	// Stale.
-	f.pending(t, 1, t0.Add(-store.DefaultPendingGrace-time.Second))                   // outbox send lost
-	f.queued(t, 2, t0.Add(-time.Hour), t0.Add(-store.DefaultQueuedGrace-time.Second)) // message lost
-	f.claiming(t, 3, t0.Add(-lease-time.Minute), t0.Add(-time.Millisecond))           // claimer died
+	f.pending(t, 1, t0.Add(-timing.PendingGrace-time.Second))                   // outbox send lost
+	f.queued(t, 2, t0.Add(-time.Hour), t0.Add(-timing.QueuedGrace-time.Second)) // message lost
+	f.claiming(t, 3, t0.Add(-lease-time.Minute), t0.Add(-time.Millisecond))     // claimer died
 	// Healthy.
-	f.pending(t, 11, t0.Add(-store.DefaultPendingGrace+time.Second))                   // within grace
-	f.queued(t, 12, t0.Add(-time.Hour), t0.Add(-store.DefaultQueuedGrace+time.Second)) // before due + grace
-	f.queued(t, 13, t0, t0.Add(5*time.Minute))                                         // before due
-	f.claiming(t, 14, t0.Add(-time.Minute), t0.Add(lease))                             // live lease
-	f.claiming(t, 15, t0.Add(-lease), t0)                                              // lease ends exactly now: still live
+	f.pending(t, 11, t0.Add(-timing.PendingGrace+time.Second))                   // within grace
+	f.queued(t, 12, t0.Add(-time.Hour), t0.Add(-timing.QueuedGrace+time.Second)) // before due + grace
+	f.queued(t, 13, t0, t0.Add(5*time.Minute))                                   // before due
+	f.claiming(t, 14, t0.Add(-time.Minute), t0.Add(lease))                       // live lease
+	f.claiming(t, 15, t0.Add(-lease), t0)                                        // lease ends exactly now: still live
 	// Terminal.
 	l := f.claiming(t, 21, t0.Add(-time.Hour), t0.Add(-50*time.Minute))
-	if err := f.store.Finish(ctx, l, store.Outcome{State: job.Claimed, Attempt: 1, RunnerName: "linux-21"}, t0.Add(-55*time.Minute)); err != nil {
+	if err := f.store.Finish(ctx, l, job.Outcome{State: job.Claimed, Attempt: 1, RunnerName: "linux-21"}, t0.Add(-55*time.Minute)); err != nil {
 		t.Fatalf("Finish 21: %v", err)
 	}
 	f.pending(t, 22, t0.Add(-time.Hour))
-	if _, err := f.store.MarkDone(ctx, store.Done{JobID: 22, Repo: "octo/app"}, t0.Add(-59*time.Minute)); err != nil {
+	if _, err := f.store.MarkDone(ctx, job.Report{JobID: 22, Repo: "octo/app"}, t0.Add(-59*time.Minute)); err != nil {
 		t.Fatalf("MarkDone 22: %v", err)
 	}
-	if _, err := f.store.MarkDone(ctx, store.Done{JobID: 23, Repo: "octo/app"}, t0.Add(-time.Hour)); err != nil {
+	if _, err := f.store.MarkDone(ctx, job.Report{JobID: 23, Repo: "octo/app"}, t0.Add(-time.Hour)); err != nil {
 		t.Fatalf("MarkDone 23: %v", err)
 	}
 	untouched := map[int64]job.Record{}
@@ -498,7 +404,7 @@ func TestWhatIsStale(t *testing.T) {
 		t.Errorf("report %+v, want requeued %v out of 3 scanned", rep, want)
 	}
 	got := map[int64]job.Message{}
-	for _, s := range f.spy.messages(t) {
+	for _, s := range f.messages() {
 		got[s.msg.JobID] = s.msg
 	}
 	wantMsgs := map[int64]job.Message{
@@ -522,15 +428,9 @@ func TestLiveLeaseIsTrusted(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	f.claiming(t, 1, t0.Add(-time.Minute), t0.Add(lease))
-	_, err := f.db.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
-		TableName:                 &f.stack.TableName,
-		Key:                       map[string]dbtypes.AttributeValue{"pk": &dbtypes.AttributeValueMemberS{Value: job.Key(1)}},
-		UpdateExpression:          aws.String("SET sweep_at = :past"),
-		ExpressionAttributeValues: map[string]dbtypes.AttributeValue{":past": &dbtypes.AttributeValueMemberN{Value: strconv.FormatInt(job.Millis(t0.Add(-time.Hour)), 10)}},
-	})
-	if err != nil {
-		t.Fatalf("backdate sweep_at: %v", err)
-	}
+	backdated := f.get(t, 1)
+	backdated.SweepAt = job.Millis(t0.Add(-time.Hour))
+	f.store.Put(backdated)
 	before := f.get(t, 1)
 	rep := f.run(t, f.reclaimer(1, nil))
 	if rep.Scanned != 1 || rep.Skipped != 1 || rep.RequeuedTotal() != 0 {
@@ -539,7 +439,7 @@ func TestLiveLeaseIsTrusted(t *testing.T) {
 	if after := f.get(t, 1); fmt.Sprint(after) != fmt.Sprint(before) {
 		t.Errorf("record changed:\n got %+v\nwant %+v", after, before)
 	}
-	if n := len(f.spy.messages(t)); n != 0 {
+	if n := len(f.messages()); n != 0 {
 		t.Errorf("sent %d messages, want none", n)
 	}
 }
@@ -556,9 +456,9 @@ func TestMaxAge(t *testing.T) {
 		at := t0.Add(-3 * time.Hour)
 		l := f.claiming(t, id, at, at.Add(lease))
 		// The claimer re-sent the message and released; then it was lost.
-		err := f.store.Release(ctx, l, store.Retry{
+		err := f.store.Release(ctx, l, job.Retry{
 			Version: l.Version + 1, Attempt: attempt, FirstFailureAt: firstFailure,
-			Due: t0.Add(-store.DefaultQueuedGrace - time.Minute), ErrorClass: "server_side", Error: "502",
+			Due: t0.Add(-timing.QueuedGrace - time.Minute), ErrorClass: "server_side", Error: "502",
 		}, at.Add(time.Minute))
 		if err != nil {
 			t.Fatalf("Release %d: %v", id, err)
@@ -569,7 +469,7 @@ func TestMaxAge(t *testing.T) {
 	// A claimer that died on a job already past max age.
 	old := t0.Add(-2 * time.Hour)
 	l := f.claiming(t, 3, old, old.Add(lease))
-	if err := f.store.Release(ctx, l, store.Retry{Version: l.Version + 1, Attempt: 4, FirstFailureAt: old, Due: old.Add(time.Minute)}, old.Add(time.Second)); err != nil {
+	if err := f.store.Release(ctx, l, job.Retry{Version: l.Version + 1, Attempt: 4, FirstFailureAt: old, Due: old.Add(time.Minute)}, old.Add(time.Second)); err != nil {
 		t.Fatalf("Release 3: %v", err)
 	}
 	if _, _, err := f.store.Acquire(ctx, 3, l.Version+1, "claimer-3b", old.Add(2*time.Minute), old.Add(time.Minute)); err != nil {
@@ -587,7 +487,7 @@ func TestMaxAge(t *testing.T) {
 			t.Errorf("job %d: %+v, want abandoned, out of the sweep index, with a TTL and a max-age reason", id, r)
 		}
 	}
-	msgs := f.spy.messages(t)
+	msgs := f.messages()
 	if len(msgs) != 1 || msgs[0].msg.JobID != 2 {
 		t.Fatalf("sent %v, want only job 2's message", msgs)
 	}
@@ -596,7 +496,7 @@ func TestMaxAge(t *testing.T) {
 		t.Errorf("job 2: message attempt %d, record attempt %d first_failure_at %d; want the ladder kept (7, %d)",
 			msgs[0].msg.Attempt, r.Attempt, r.FirstFailureAt, job.Millis(t0.Add(-maxAge+time.Minute)))
 	}
-	if got := f.inQueue(t); got != 1 {
+	if got := len(f.messages()); got != 1 {
 		t.Errorf("claims queue holds %d messages, want 1", got)
 	}
 }
@@ -611,7 +511,7 @@ func TestSendFailureIsNotALoss(t *testing.T) {
 	for id := int64(1); id <= m; id++ {
 		f.claiming(t, id, t0.Add(-10*time.Minute), t0.Add(-time.Minute))
 	}
-	f.spy.setFail(errors.New("sqs: service unavailable"))
+	f.setFail(errors.New("sqs: service unavailable"))
 	rep, err := f.reclaimer(1, nil).Run(context.Background())
 	if err != nil {
 		t.Fatalf("Run with SQS down: got %v, want nil (the records are safe)", err)
@@ -624,19 +524,19 @@ func TestSendFailureIsNotALoss(t *testing.T) {
 			t.Errorf("job %d: %s v%d due %d, want queued v3 with a due_at", id, r.State, r.Version, r.DueAt)
 		}
 	}
-	f.spy.setFail(nil)
+	f.setFail(nil)
 	f.clock.Set(t0.Add(time.Minute))
 	if rep := f.run(t, f.reclaimer(2, nil)); rep.Scanned != 0 {
 		t.Errorf("a minute later: %+v, want nothing stale yet (queued grace)", rep)
 	}
-	f.clock.Set(t0.Add(reclaim.Window(m) + store.DefaultQueuedGrace + time.Second))
+	f.clock.Set(t0.Add(reclaim.Window(m) + timing.QueuedGrace + time.Second))
 	if rep := f.run(t, f.reclaimer(3, nil)); rep.Requeued[reclaim.MessageLost] != m {
 		t.Errorf("after the queued grace: %+v, want %d message_lost", rep, m)
 	}
-	if got := f.inQueue(t); got != m {
+	if got := len(f.messages()); got != m {
 		t.Errorf("claims queue holds %d messages, want %d", got, m)
 	}
-	for _, s := range f.spy.messages(t) {
+	for _, s := range f.messages() {
 		if s.msg.Version != 4 {
 			t.Errorf("job %d: message version %d, want 4", s.msg.JobID, s.msg.Version)
 		}
@@ -679,7 +579,7 @@ func TestDeadClaimerBackInTime(t *testing.T) {
 				f.clock.Set(now)
 				requeued += f.run(t, f.reclaimer(uint64(now.Unix()), nil)).RequeuedTotal()
 			}
-			msgs := f.spy.messages(t)
+			msgs := f.messages()
 			if len(msgs) != int(tt.m) {
 				t.Fatalf("sent %d messages, want %d", len(msgs), tt.m)
 			}
@@ -700,7 +600,7 @@ type statCounter struct {
 	calls map[string]int
 }
 
-func (s *statCounter) Stale(ctx context.Context, shard string, now time.Time, limit int32, start store.Cursor) (store.Page, error) {
+func (s *statCounter) Stale(ctx context.Context, shard string, now time.Time, limit int32, start string) (job.Page, error) {
 	s.mu.Lock()
 	s.calls[shard]++
 	s.mu.Unlock()
@@ -724,15 +624,15 @@ func TestShardsAndPaging(t *testing.T) {
 	if rep.Scanned != m || rep.Requeued[reclaim.OutboxLost] != m || rep.Incomplete {
 		t.Errorf("report %+v, want all %d outbox_lost", rep, m)
 	}
-	if len(counter.calls) != store.DefaultShards {
-		t.Errorf("queried shards %v, want all %d", counter.calls, store.DefaultShards)
+	if len(counter.calls) != timing.Shards {
+		t.Errorf("queried shards %v, want all %d", counter.calls, timing.Shards)
 	}
 	for sh, n := range counter.calls {
 		if n < 2 {
 			t.Errorf("shard %s: %d page(s), want ≥ 2 with page size 2", sh, n)
 		}
 	}
-	if got := f.inQueue(t); got != m {
+	if got := len(f.messages()); got != m {
 		t.Errorf("claims queue holds %d messages, want %d", got, m)
 	}
 }
@@ -780,7 +680,7 @@ func TestBoundedPasses(t *testing.T) {
 			if passes < 2 {
 				t.Errorf("%d pass(es), want the backlog split over several", passes)
 			}
-			if got := len(f.spy.messages(t)); got != m {
+			if got := len(f.messages()); got != m {
 				t.Errorf("sent %d messages, want %d", got, m)
 			}
 			for id := int64(1); id <= m; id++ {
@@ -812,8 +712,8 @@ func TestNearDeadline(t *testing.T) {
 // brokenStale fails every index read, as a throttled or missing table would.
 type brokenStale struct{ reclaim.Store }
 
-func (brokenStale) Stale(context.Context, string, time.Time, int32, store.Cursor) (store.Page, error) {
-	return store.Page{}, errors.New("ResourceNotFoundException: table gone")
+func (brokenStale) Stale(context.Context, string, time.Time, int32, string) (job.Page, error) {
+	return job.Page{}, errors.New("ResourceNotFoundException: table gone")
 }
 
 // TestHandle: the scheduled event of events/schedule.json runs one pass;
@@ -846,7 +746,7 @@ func TestHandle(t *testing.T) {
 			if (err != nil) != tt.wantErr {
 				t.Errorf("Handle = %v, want error %v", err, tt.wantErr)
 			}
-			if got := len(f.spy.messages(t)); got != tt.wantMsg {
+			if got := len(f.messages()); got != tt.wantMsg {
 				t.Errorf("%d messages sent, want %d", got, tt.wantMsg)
 			}
 		})

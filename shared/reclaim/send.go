@@ -10,8 +10,6 @@ import (
 
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/obs"
-	"github.com/ghclaim/ghclaim/shared/queue"
-	"github.com/ghclaim/ghclaim/shared/store"
 )
 
 // HoldUpTo is the largest pass whose batches are held to the schedule's
@@ -56,11 +54,11 @@ func (r *Reclaimer) send(ctx context.Context, now, stop time.Time, requeue []can
 	hold := len(jobs) <= HoldUpTo
 	var origin time.Time // the first send's instant; zero until then
 	var lag int64        // whole seconds the schedule slipped
-	for start := 0; start < len(jobs); start += queue.MaxBatch {
+	for start := 0; start < len(jobs); start += MaxBatch {
 		if r.past(ctx, stop) {
 			return false
 		}
-		batch := jobs[start:min(start+queue.MaxBatch, len(jobs))]
+		batch := jobs[start:min(start+MaxBatch, len(jobs))]
 		base := origin
 		if base.IsZero() {
 			base = now
@@ -69,13 +67,16 @@ func (r *Reclaimer) send(ctx context.Context, now, stop time.Time, requeue []can
 		var msgs []job.Message
 		for _, p := range batch {
 			due := base.Add(time.Duration(p.sec+lag) * time.Second)
-			version, ok, err := r.takeBack(ctx, p.c, job.Queued, due, string(p.c.reason), now, rep)
+			rec, ok, err := r.takeBack(ctx, p.c, job.Queued, due, string(p.c.reason), now, rep)
 			if err != nil {
 				*errs = append(*errs, err)
 			}
 			if ok {
+				// The whole record (attempt included) comes from the
+				// take-back: the index carries only what the sweep decides on.
+				p.c.rec = rec
 				taken = append(taken, p)
-				msgs = append(msgs, job.Message{JobID: p.c.rec.JobID, Version: version, Attempt: p.c.rec.Attempt})
+				msgs = append(msgs, job.Message{JobID: rec.JobID, Version: rec.Version, Attempt: rec.Attempt})
 			}
 		}
 		if len(taken) == 0 {
@@ -127,23 +128,29 @@ func (r *Reclaimer) decisionLog(c candidate) *slog.Logger {
 	return r.cfg.Logger.With(
 		slog.Int64(obs.KeyJobID, c.rec.JobID),
 		slog.String(obs.KeyReason, string(c.reason)),
-		slog.String(obs.KeyState, string(c.rec.State)),
+		slog.String(obs.KeyState, string(c.read)),
 		slog.Int(obs.KeyAttempt, c.rec.Attempt))
 }
 
-// takeBack moves c to state with due, conditional on the version read. It
-// reports ok when this pass won; a lost race is no error.
-func (r *Reclaimer) takeBack(ctx context.Context, c candidate, to job.State, due time.Time, why string, now time.Time, rep *Report) (int64, bool, error) {
-	version, err := r.store.TakeBack(ctx, c.rec, to, due, why, now)
-	if errors.Is(err, store.ErrConflict) {
+// takeBack moves c to state with due, conditional on the version read, and
+// returns the record as written. It reports ok when this pass won; a lost
+// race is no error (logged with the record the winner left, as the
+// conflict carries it).
+func (r *Reclaimer) takeBack(ctx context.Context, c candidate, to job.State, due time.Time, why string, now time.Time, rep *Report) (job.Record, bool, error) {
+	rec, err := r.store.TakeBack(ctx, c.rec, to, due, why, now)
+	if errors.Is(err, job.ErrConflict) {
 		rep.Raced++
-		r.decisionLog(c).InfoContext(ctx, "reclaim raced", slog.String("outcome", "raced"), slog.Int64(obs.KeyVersion, c.rec.Version))
-		return 0, false, nil
+		attrs := []any{slog.String("outcome", "raced"), slog.Int64(obs.KeyVersion, c.rec.Version)}
+		if cur, ok := job.CurrentOf(err); ok {
+			attrs = append(attrs, slog.String("now_state", string(cur.State)), slog.Int64("now_version", cur.Version))
+		}
+		r.decisionLog(c).InfoContext(ctx, "reclaim raced", attrs...)
+		return job.Record{}, false, nil
 	}
 	if err != nil {
 		rep.Failed++
 		r.decisionLog(c).ErrorContext(ctx, "reclaim failed", slog.String("outcome", "failed"), slog.Int64(obs.KeyVersion, c.rec.Version), slog.Any("err", err))
-		return 0, false, fmt.Errorf("reclaim job %d to %s: %w", c.rec.JobID, to, err)
+		return job.Record{}, false, fmt.Errorf("reclaim job %d to %s: %w", c.rec.JobID, to, err)
 	}
-	return version, true, nil
+	return rec, true, nil
 }

@@ -41,7 +41,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -78,9 +77,6 @@ type DynamoDB interface {
 }
 
 var _ DynamoDB = (*dynamodb.Client)(nil)
-
-// SweepIndex is the name of the sparse GSI the reclaimer reads.
-const SweepIndex = "sweep"
 
 // Options are the store's tunables: the domain's bookkeeping rules, which
 // infra/mem applies the same way. Zero values take the defaults.
@@ -442,123 +438,6 @@ func (s *Store) fenced(ctx context.Context, l Lease, update string, vals map[str
 		return fmt.Errorf("update job %d under lease: %w", l.JobID, err)
 	}
 	return nil
-}
-
-// TakeBack is the reclaimer's conditional take-back of a stale record it
-// read: it succeeds only if the record still has the state and version that
-// were read (and, for claiming, its lease has expired by now). To is Queued
-// (re-enqueue: version+1, due_at set; the caller sends the message after) or
-// Abandoned (max age passed). It returns the new version. Taking back an
-// expired lease records first_failure_at = now unless a failure already
-// did: the claimer died, and that attempt failed.
-func (s *Store) TakeBack(ctx context.Context, read job.Record, to job.State, due time.Time, reason string, now time.Time) (int64, error) {
-	nowMs := job.Millis(now)
-	vals := map[string]types.AttributeValue{
-		":read": str(string(read.State)),
-		":v":    n(read.Version),
-		":nv":   n(read.Version + 1),
-		":to":   str(string(to)),
-		":now":  n(nowMs),
-	}
-	cond := "#s = :read AND version = :v"
-	if read.State == job.Claiming {
-		cond += " AND lease_expires_at < :now"
-	}
-	var update string
-	switch to {
-	case job.Queued:
-		dueMs := job.Millis(due)
-		vals[":due"] = n(dueMs)
-		vals[":sweep"] = n(dueMs + s.opt.QueuedGrace.Milliseconds())
-		update = "SET #s = :to, version = :nv, due_at = :due, sweep_at = :sweep, updated_at = :now"
-		if read.State == job.Claiming {
-			// An expired lease is a failed attempt whose claimer died
-			// before it could say so. Start the max-age clock if no
-			// failure did: a job whose claimer dies every time would
-			// otherwise loop through the reclaimer forever.
-			update += ", first_failure_at = if_not_exists(first_failure_at, :now)"
-		}
-		update += " REMOVE lease_owner, lease_expires_at"
-	case job.Abandoned:
-		vals[":exp"] = n(now.Add(s.opt.RecordTTL).Unix())
-		vals[":em"] = str(truncate(reason))
-		update = "SET #s = :to, version = :nv, updated_at = :now, expires_at = :exp, last_error = :em " +
-			"REMOVE lease_owner, lease_expires_at, sweep_shard, sweep_at"
-	default:
-		return 0, fmt.Errorf("take back job %d: cannot move to %q", read.JobID, to)
-	}
-	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 &s.table,
-		Key:                       key(job.Key(read.JobID)),
-		UpdateExpression:          aws.String(update),
-		ConditionExpression:       aws.String(cond),
-		ExpressionAttributeNames:  map[string]string{"#s": "state"},
-		ExpressionAttributeValues: vals,
-	})
-	if isConditionFailed(err) {
-		return 0, ErrConflict
-	}
-	if err != nil {
-		return 0, fmt.Errorf("take back job %d: %w", read.JobID, err)
-	}
-	return read.Version + 1, nil
-}
-
-// Page is one page of stale records from the sweep index.
-type Page struct {
-	Records []job.Record
-	// Next is the key to continue from; nil when the shard is exhausted.
-	Next map[string]types.AttributeValue
-	// Undecodable lists the pk of every item of the page that is not a job
-	// record this code can read (written by hand, or by a newer version).
-	Undecodable []string
-}
-
-// Stale reads one page of records in shard whose sweep_at is before now,
-// oldest first. It is a Query on the sparse sweep index, never a Scan.
-func (s *Store) Stale(ctx context.Context, shard string, now time.Time, limit int32, start map[string]types.AttributeValue) (Page, error) {
-	in := &dynamodb.QueryInput{
-		TableName:              &s.table,
-		IndexName:              aws.String(SweepIndex),
-		KeyConditionExpression: aws.String("sweep_shard = :sh AND sweep_at < :now"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":sh":  str(shard),
-			":now": n(job.Millis(now)),
-		},
-		ExclusiveStartKey: start,
-	}
-	if limit > 0 {
-		in.Limit = aws.Int32(limit)
-	}
-	out, err := s.db.Query(ctx, in)
-	if err != nil {
-		return Page{}, fmt.Errorf("query sweep shard %s: %w", shard, err)
-	}
-	p := Page{Next: out.LastEvaluatedKey}
-	for _, it := range out.Items {
-		r, err := unmarshal(it)
-		if err != nil {
-			// One bad item must not hide every record behind it in the
-			// shard from the reclaimer forever: report it and go on.
-			pk := "?"
-			if v, ok := it["pk"].(*types.AttributeValueMemberS); ok {
-				pk = v.Value
-			}
-			p.Undecodable = append(p.Undecodable, pk)
-			continue
-		}
-		p.Records = append(p.Records, r)
-	}
-	return p, nil
-}
-
-// Shards lists the sweep shard keys ("0" … Shards-1).
-func (s *Store) Shards() []string {
-	out := make([]string, s.opt.Shards)
-	for i := range out {
-		out[i] = strconv.Itoa(i)
-	}
-	return out
 }
 
 // LoadRate reads the shared rate reading of an installation. It returns an

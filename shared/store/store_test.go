@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sync"
-	"sync/atomic"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,6 +17,7 @@ import (
 	"github.com/ghclaim/ghclaim/infra/contract"
 	"github.com/ghclaim/ghclaim/infra/emulator"
 	"github.com/ghclaim/ghclaim/shared/job"
+	"github.com/ghclaim/ghclaim/shared/reclaim"
 	"github.com/ghclaim/ghclaim/shared/store"
 	"github.com/ghclaim/ghclaim/shared/webhook"
 )
@@ -99,16 +100,69 @@ func (f fixture) get(t *testing.T, id int64) job.Record {
 // The DynamoDB adapter implements the flows' ports in their own types.
 var _ webhook.Store = (*store.Store)(nil)
 
+// The reclaimer's port too.
+var _ reclaim.Store = (*store.Store)(nil)
+
 // TestContract holds the DynamoDB adapter to the contract infra/mem is held
-// to. The sweep's listing (contract.TestStoreSweep) waits for Stale's
-// opaque string cursor; the pending subtests wait for Acquire and TakeBack
-// to return the current record in a *job.ConflictError (the claim and
-// reclaim conversions). Until then TestLeaseFencing, TestTakeBack and
-// TestStaleUsesTheSparseIndex below cover them.
+// to, the sweep's listing and its paging included. The pending subtests
+// wait for Acquire to return the current record in a *job.ConflictError
+// (the claim conversion); until then TestLeaseFencing below covers them.
 func TestContract(t *testing.T) {
 	t.Parallel()
-	contract.TestStoreCore(t, 100_000, func(*testing.T) contract.Core { return store.New(env.db, env.table, store.Options{}) },
-		"lease fencing", "acquire at a stale version of a queued record", "take back")
+	open := func(*testing.T) contract.Store { return store.New(env.db, env.table, store.Options{}) }
+	contract.TestStoreCore(t, 100_000, func(t *testing.T) contract.Core { return open(t) },
+		"lease fencing", "acquire at a stale version of a queued record")
+	contract.TestStoreSweep(t, 100_000, open)
+}
+
+// TestSweepIndexProjection: the table the template deploys projects into
+// the sweep index exactly store.SweepProjection (INCLUDE), not ALL: the
+// index is written only when sweep_at or a projected attribute changes.
+func TestSweepIndexProjection(t *testing.T) {
+	t.Parallel()
+	out, err := env.db.DescribeTable(context.Background(), &dynamodb.DescribeTableInput{TableName: &env.table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, gsi := range out.Table.GlobalSecondaryIndexes {
+		if aws.ToString(gsi.IndexName) != store.SweepIndex {
+			continue
+		}
+		p := gsi.Projection
+		got := slices.Sorted(slices.Values(p.NonKeyAttributes))
+		want := slices.Sorted(slices.Values(store.SweepProjection))
+		if p.ProjectionType != types.ProjectionTypeInclude || !slices.Equal(got, want) {
+			t.Fatalf("sweep projection %s %v, want INCLUDE %v", p.ProjectionType, got, want)
+		}
+		return
+	}
+	t.Fatalf("table %s has no %s index", env.table, store.SweepIndex)
+}
+
+// TestStaleCursor: a page's cursor continues its own shard only; anything
+// else fails with ErrBadCursor, naming the cursor.
+func TestStaleCursor(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	// Shard 5: ids 205 and 213, stale a year before every other test's.
+	old := t0.AddDate(-1, 0, 0)
+	f.s.CreateJob(ctx, rec(205), old)
+	f.s.CreateJob(ctx, rec(213), old)
+	p, err := f.s.Stale(ctx, "5", old.Add(time.Hour), 1, "")
+	if err != nil || p.Next == "" || len(p.Records) != 1 {
+		t.Fatalf("first page %+v, %v; want one record and a cursor", p, err)
+	}
+	if _, err := f.s.Stale(ctx, "5", old.Add(time.Hour), 1, p.Next); err != nil {
+		t.Fatalf("next page of the same shard: %v", err)
+	}
+	for _, bad := range []string{p.Next[:len(p.Next)-2], "!!", "e30"} {
+		if _, err := f.s.Stale(ctx, "5", old.Add(time.Hour), 1, bad); !errors.Is(err, store.ErrBadCursor) || !strings.Contains(err.Error(), bad) {
+			t.Errorf("cursor %q: got %v, want ErrBadCursor naming it", bad, err)
+		}
+	}
+	if _, err := f.s.Stale(ctx, "4", old.Add(time.Hour), 1, p.Next); !errors.Is(err, store.ErrBadCursor) {
+		t.Errorf("shard 5's cursor on shard 4: got %v, want ErrBadCursor", err)
+	}
 }
 
 // TestRecordItemShape: what the contract cannot see, the item's DynamoDB
@@ -190,98 +244,6 @@ func TestLeaseFencing(t *testing.T) {
 	}
 }
 
-func TestTakeBack(t *testing.T) {
-	f := setup(t)
-	ctx := context.Background()
-	f.s.CreateJob(ctx, rec(30), t0)
-	f.s.Acquire(ctx, 30, 1, "dead", t0.Add(time.Minute), t0)
-	read := f.get(t, 30)
-
-	if _, err := f.s.TakeBack(ctx, read, job.Queued, t0, "", t0.Add(30*time.Second)); !errors.Is(err, store.ErrConflict) {
-		t.Fatalf("live lease: got %v, want ErrConflict", err)
-	}
-
-	later := t0.Add(2 * time.Minute)
-	var wins, conflicts atomic.Int32
-	var wg sync.WaitGroup
-	for range 5 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, err := f.s.TakeBack(ctx, read, job.Queued, later.Add(time.Second), "lease expired", later)
-			switch {
-			case err == nil:
-				wins.Add(1)
-			case errors.Is(err, store.ErrConflict):
-				conflicts.Add(1)
-			default:
-				t.Errorf("TakeBack: %v", err)
-			}
-		}()
-	}
-	wg.Wait()
-	if wins.Load() != 1 || conflicts.Load() != 4 {
-		t.Fatalf("5 concurrent take-backs: %d won, %d conflicted; want 1 and 4", wins.Load(), conflicts.Load())
-	}
-	got := f.get(t, 30)
-	if got.State != job.Queued || got.Version != read.Version+1 || got.DueAt != later.Add(time.Second).UnixMilli() || got.LeaseOwner != "" {
-		t.Fatalf("after take-back: %+v", got)
-	}
-	dead := store.Lease{JobID: 30, Owner: "dead", Version: read.Version}
-	if err := f.s.Finish(ctx, dead, store.Outcome{State: job.Claimed}, later); !errors.Is(err, store.ErrLeaseLost) {
-		t.Fatalf("late claimer: got %v, want ErrLeaseLost", err)
-	}
-
-	again := f.get(t, 30)
-	if _, err := f.s.TakeBack(ctx, again, job.Abandoned, time.Time{}, "max age", later); err != nil {
-		t.Fatalf("abandon: %v", err)
-	}
-	if got := f.get(t, 30); got.State != job.Abandoned || got.SweepAt != 0 || got.LastError != "max age" {
-		t.Fatalf("after abandon: %+v", got)
-	}
-}
-
-func TestStaleUsesTheSparseIndex(t *testing.T) {
-	f := setup(t)
-	ctx := context.Background()
-	// A day before the other tests' t0, so records they leave in shard 0
-	// (504 of the conditions test) are not stale yet at this test's now.
-	t0 := t0.Add(-24 * time.Hour)
-	// Shard 0 of 8: ids 8, 16, 24, 32.
-	f.s.CreateJob(ctx, rec(8), t0)                                   // pending, stale after grace
-	f.s.CreateJob(ctx, rec(16), t0.Add(store.DefaultPendingGrace))   // pending, fresh
-	f.s.CreateJob(ctx, rec(24), t0)                                  // claimed: never stale
-	l, _, _ := f.s.Acquire(ctx, 24, 1, "a", t0.Add(time.Minute), t0) //
-	f.s.Finish(ctx, l, store.Outcome{State: job.Claimed}, t0)        //
-	f.s.CreateJob(ctx, rec(32), t0)                                  // claiming, lease expired
-	f.s.Acquire(ctx, 32, 1, "b", t0.Add(30*time.Second), t0)         //
-	f.s.CreateJob(ctx, rec(9), t0)                                   // other shard
-
-	now := t0.Add(store.DefaultPendingGrace + time.Minute)
-	var ids []int64
-	var start map[string]types.AttributeValue
-	for {
-		p, err := f.s.Stale(ctx, "0", now, 1, start)
-		if err != nil {
-			t.Fatalf("Stale: %v", err)
-		}
-		for _, r := range p.Records {
-			ids = append(ids, r.JobID)
-		}
-		if p.Next == nil {
-			break
-		}
-		start = p.Next
-	}
-	// Oldest first: the lease (t0+30s) before the pending grace.
-	if len(ids) != 2 || ids[0] != 32 || ids[1] != 8 {
-		t.Fatalf("stale in shard 0: got %v, want [32 8]", ids)
-	}
-	if got := f.s.Shards(); len(got) != 8 || got[0] != "0" || got[7] != "7" {
-		t.Errorf("Shards: got %v", got)
-	}
-}
-
 // TestStaleSkipsUndecodableItems: an item in the sweep index that is no job
 // record (written by hand, or by a newer version) is reported, not fatal:
 // the records behind it in its shard must still reach the reclaimer.
@@ -299,7 +261,7 @@ func TestStaleSkipsUndecodableItems(t *testing.T) {
 	}
 	f.s.CreateJob(ctx, rec(11), t0)
 	f.s.CreateJob(ctx, rec(19), t0)
-	p, err := f.s.Stale(ctx, "3", t0.Add(time.Hour), 0, nil)
+	p, err := f.s.Stale(ctx, "3", t0.Add(time.Hour), 0, "")
 	if err != nil {
 		t.Fatalf("Stale: %v", err)
 	}

@@ -1,0 +1,202 @@
+package store
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ghclaim/ghclaim/shared/job"
+)
+
+// SweepIndex is the name of the sparse GSI the reclaimer reads.
+const SweepIndex = "sweep"
+
+// SweepProjection lists the non-key attributes the sweep index projects
+// (template.yaml's INCLUDE list must say the same; a test checks it): what
+// the reclaimer decides on before it writes, and nothing else. The keys
+// (pk, sweep_shard, sweep_at) come with every index entry.
+//
+// Why so few: the index is written whenever a projected attribute changes,
+// so each one must change only together with sweep_at (every write that
+// moves state, version, the lease or first_failure_at moves sweep_at too),
+// and the rest of the record (attempt, pool, repo, installation, run id,
+// error text, updated_at) comes back from TakeBack's own write (ALL_NEW)
+// for the records the reclaimer does take back. Extend, which counts an
+// attempt under a live lease, therefore never touches the index.
+var SweepProjection = []string{"state", "version", "lease_expires_at", "first_failure_at"}
+
+// ErrBadCursor: a Stale cursor this store did not make (or made for another
+// shard).
+var ErrBadCursor = errors.New("store: bad sweep cursor")
+
+// sweepCursor is the sweep index's LastEvaluatedKey, which Stale hands out
+// as an opaque string: base64url of this JSON.
+type sweepCursor struct {
+	PK    string `json:"pk"`
+	Shard string `json:"sh"`
+	At    int64  `json:"at"`
+}
+
+func encodeCursor(key map[string]types.AttributeValue) (string, error) {
+	pk, ok1 := key["pk"].(*types.AttributeValueMemberS)
+	sh, ok2 := key["sweep_shard"].(*types.AttributeValueMemberS)
+	at, ok3 := num(key["sweep_at"])
+	if !ok1 || !ok2 || !ok3 || len(key) != 3 {
+		return "", fmt.Errorf("encode sweep cursor: unexpected LastEvaluatedKey of %d attributes", len(key))
+	}
+	b, err := json.Marshal(sweepCursor{PK: pk.Value, Shard: sh.Value, At: at})
+	if err != nil {
+		return "", fmt.Errorf("encode sweep cursor: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+func decodeCursor(c, shard string) (map[string]types.AttributeValue, error) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	var sc sweepCursor
+	if err == nil {
+		err = json.Unmarshal(b, &sc)
+	}
+	if err == nil && (sc.PK == "" || sc.Shard != shard) {
+		err = fmt.Errorf("made for shard %q, not for shard %q", sc.Shard, shard)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w %q: %v", ErrBadCursor, c, err)
+	}
+	return map[string]types.AttributeValue{"pk": str(sc.PK), "sweep_shard": str(sc.Shard), "sweep_at": n(sc.At)}, nil
+}
+
+// TakeBack is the reclaimer's conditional take-back of a stale record it
+// read: it succeeds only if the record still has the state and version that
+// were read (and, for claiming, its lease has expired by now). To is Queued
+// (re-enqueue: version+1, due_at set; the caller sends the message after) or
+// Abandoned (max age passed). It returns the whole record as written
+// (ALL_NEW: the sweep index carries only what the reclaimer decides on), or
+// a *job.ConflictError carrying the record as it is now when the condition
+// failed. Taking back an expired lease records first_failure_at = now
+// unless a failure already did: the claimer died, and that attempt failed.
+func (s *Store) TakeBack(ctx context.Context, read job.Record, to job.State, due time.Time, reason string, now time.Time) (job.Record, error) {
+	nowMs := job.Millis(now)
+	vals := map[string]types.AttributeValue{
+		":read": str(string(read.State)),
+		":v":    n(read.Version),
+		":nv":   n(read.Version + 1),
+		":to":   str(string(to)),
+		":now":  n(nowMs),
+	}
+	cond := "#s = :read AND version = :v"
+	if read.State == job.Claiming {
+		cond += " AND lease_expires_at < :now"
+	}
+	var update string
+	switch to {
+	case job.Queued:
+		dueMs := job.Millis(due)
+		vals[":due"] = n(dueMs)
+		vals[":sweep"] = n(dueMs + s.opt.QueuedGrace.Milliseconds())
+		update = "SET #s = :to, version = :nv, due_at = :due, sweep_at = :sweep, updated_at = :now"
+		if read.State == job.Claiming {
+			// An expired lease is a failed attempt whose claimer died
+			// before it could say so. Start the max-age clock if no
+			// failure did: a job whose claimer dies every time would
+			// otherwise loop through the reclaimer forever.
+			update += ", first_failure_at = if_not_exists(first_failure_at, :now)"
+		}
+		update += " REMOVE lease_owner, lease_expires_at"
+	case job.Abandoned:
+		vals[":exp"] = n(now.Add(s.opt.RecordTTL).Unix())
+		vals[":em"] = str(truncate(reason))
+		update = "SET #s = :to, version = :nv, updated_at = :now, expires_at = :exp, last_error = :em " +
+			"REMOVE lease_owner, lease_expires_at, sweep_shard, sweep_at"
+	default:
+		return job.Record{}, fmt.Errorf("take back job %d: cannot move to %q", read.JobID, to)
+	}
+	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           &s.table,
+		Key:                                 key(job.Key(read.JobID)),
+		UpdateExpression:                    aws.String(update),
+		ConditionExpression:                 aws.String(cond),
+		ExpressionAttributeNames:            map[string]string{"#s": "state"},
+		ExpressionAttributeValues:           vals,
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return job.Record{}, conflict("take back", read.JobID, ccf.Item)
+	}
+	if err != nil {
+		return job.Record{}, fmt.Errorf("take back job %d: %w", read.JobID, err)
+	}
+	return unmarshal(out.Attributes)
+}
+
+// Stale reads one page of records in shard whose sweep_at is before now,
+// oldest first, continuing after cursor ("" for the first page). It is a
+// Query on the sparse sweep index, never a Scan, and its records carry only
+// the index's projection (SweepProjection). The page's Next is an opaque
+// cursor, "" when the shard is exhausted; a cursor this store did not make
+// fails with ErrBadCursor.
+func (s *Store) Stale(ctx context.Context, shard string, now time.Time, limit int32, cursor string) (job.Page, error) {
+	in := &dynamodb.QueryInput{
+		TableName:              &s.table,
+		IndexName:              aws.String(SweepIndex),
+		KeyConditionExpression: aws.String("sweep_shard = :sh AND sweep_at < :now"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":sh":  str(shard),
+			":now": n(job.Millis(now)),
+		},
+	}
+	if cursor != "" {
+		start, err := decodeCursor(cursor, shard)
+		if err != nil {
+			return job.Page{}, fmt.Errorf("query sweep shard %s: %w", shard, err)
+		}
+		in.ExclusiveStartKey = start
+	}
+	if limit > 0 {
+		in.Limit = aws.Int32(limit)
+	}
+	out, err := s.db.Query(ctx, in)
+	if err != nil {
+		return job.Page{}, fmt.Errorf("query sweep shard %s: %w", shard, err)
+	}
+	var p job.Page
+	if len(out.LastEvaluatedKey) > 0 {
+		if p.Next, err = encodeCursor(out.LastEvaluatedKey); err != nil {
+			return job.Page{}, fmt.Errorf("query sweep shard %s: %w", shard, err)
+		}
+	}
+	for _, it := range out.Items {
+		r, err := unmarshal(it)
+		if err != nil {
+			// One bad item must not hide every record behind it in the
+			// shard from the reclaimer forever: report it and go on.
+			pk := "?"
+			if v, ok := it["pk"].(*types.AttributeValueMemberS); ok {
+				pk = v.Value
+			}
+			p.Undecodable = append(p.Undecodable, pk)
+			continue
+		}
+		p.Records = append(p.Records, r)
+	}
+	return p, nil
+}
+
+// Shards lists the sweep shard keys ("0" … Shards-1).
+func (s *Store) Shards() []string {
+	out := make([]string, s.opt.Shards)
+	for i := range out {
+		out[i] = strconv.Itoa(i)
+	}
+	return out
+}
