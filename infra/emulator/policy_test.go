@@ -245,8 +245,11 @@ func TestClaimerEC2PolicyIsLimitedToTheLaunchTemplates(t *testing.T) {
 			}
 		}
 		if hasAction(s, "iam:PassRole") {
-			if fmt.Sprint(s["Resource"]) != fmt.Sprint(ref("RunnerInstanceRoleArn")) {
-				t.Errorf("iam:PassRole on %v, want only !Ref RunnerInstanceRoleArn", s["Resource"])
+			// The created runner role, or the operator's own.
+			runnerRole := map[string]any{"Fn::If": []any{"CreateRunnerRole",
+				map[string]any{"Fn::GetAtt": []any{"RunnerRole", "Arn"}}, ref("RunnerInstanceRoleArn")}}
+			if fmt.Sprint(s["Resource"]) != fmt.Sprint(runnerRole) {
+				t.Errorf("iam:PassRole on %v, want only the runner role %v", s["Resource"], runnerRole)
 			}
 			eq, _ := cond["StringEquals"].(map[string]any)
 			if eq["iam:PassedToService"] != "ec2.amazonaws.com" {

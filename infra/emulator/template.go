@@ -25,6 +25,12 @@ var Kept = []string{
 	"AWS::KMS::Key",
 	"AWS::SSM::Parameter",
 	secretType,
+	// The runner scaffold: the claimer launches from its launch templates (their instance profile and
+	// security group with them). moto creates the role but enforces none of its policies.
+	"AWS::IAM::Role",
+	"AWS::IAM::InstanceProfile",
+	"AWS::EC2::SecurityGroup",
+	"AWS::EC2::LaunchTemplate",
 }
 
 const secretType = "AWS::SecretsManager::Secret"

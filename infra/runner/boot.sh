@@ -1,37 +1,71 @@
 #!/bin/bash
-# ghclaim runner boot script: the user data of a pool's EC2 launch template
-# (Amazon Linux 2023 or Ubuntu, with the actions runner unpacked in RUNNER_DIR
-# and the AWS CLI v2 on the AMI).
+# ghclaim runner boot script, run as root by the user data of a pool's EC2
+# launch template (template.yaml's scaffold embeds this very file; a test
+# keeps the two equal). It needs the actions runner unpacked in RUNNER_DIR,
+# owned by RUNNER_USER, the AWS CLI v2, iptables, curl and base64.
 #
 # The claimer (shared/provision, EC2 adapter) launches this instance with tags
 # ghclaim:runner-name, ghclaim:job-id, … and instance metadata tags enabled,
-# and leaves the runner's single-use JIT config in the SSM SecureString
-# /ghclaim/runners/<runner name>. This script reads its runner name from its
-# tags via IMDSv2, takes the config out of SSM (read, then delete), runs the
-# runner for exactly one job as a non-root user, and powers the machine off
-# when the runner exits. The launch sets InstanceInitiatedShutdownBehavior to
-# terminate, so powering off ends the instance. Any failure powers off too:
-# a machine without a runner must not linger (the claimer's retry starts anew).
+# then writes the runner's single-use JIT config to the SSM SecureString
+# /ghclaim/runners/<runner name>, tagged ghclaim:instance-arn = this
+# instance's ARN. The runner role may read and delete such a parameter only
+# when that tag equals ec2:SourceInstanceARN, so no other machine can read
+# it. This script, in this order:
+#  1. reads its runner name from its tags via IMDSv2 and waits (bounded,
+#     GHCLAIM_PARAM_WAIT seconds) for its parameter, which the claimer
+#     writes only after the launch;
+#  2. reads it with decryption, then deletes it: a config is read once;
+#  3. rejects the runner user's traffic to the instance metadata service
+#     (an iptables owner-match rule), so a job gets neither the instance
+#     role's credentials nor anything else IMDS holds, unless the pool's
+#     launch template opts in with GHCLAIM_JOBS_USE_INSTANCE_ROLE=true.
+#     REJECT, not DROP: an SDK in a job fails at once instead of waiting
+#     out its IMDS timeouts. Containers on a bridge network are kept away
+#     by the launch template's hop limit of 1 (their packets take a hop);
+#     the IPv6 IMDS endpoint is off there;
+#  4. runs the runner for exactly one job as RUNNER_USER and powers off when
+#     it exits. The launch sets InstanceInitiatedShutdownBehavior to
+#     terminate, so powering off ends the instance.
+# Any failure powers off too: a machine without a runner must not linger (the
+# claimer's reclaim starts anew). So does a runner that has not been
+# assigned a job within GHCLAIM_IDLE_LIMIT seconds (0: no limit): it is
+# stopped, the machine powers off, and the reclaimer re-attempts the job if
+# it is still queued.
 #
-# The JIT config is a credential. It never appears in a log: no `set -x`, no
-# echo, and it reaches the runner through ACTIONS_RUNNER_INPUT_JITCONFIG (the
-# runner reads it exactly like `./run.sh --jitconfig "$JIT"`, as
-# actions-runner-controller does) so it is not in any process's command
-# line, where `ps` or /proc/*/cmdline would show it.
+# The JIT config is a credential. It never appears in a log (no `set -x`, no
+# echo), in a command line (/proc/*/cmdline) or in an environment
+# (/proc/*/environ, which the job, running as RUNNER_USER, could read for
+# the runner's processes). `run.sh --jitconfig X` (or
+# ACTIONS_RUNNER_INPUT_JITCONFIG) would put it in one of the two: the
+# runner's Listener takes it there, decodes it (base64 of a JSON object
+# mapping file names to base64 contents) and writes those files (.runner,
+# .credentials, .credentials_rsaparams) into its root directory before
+# running (actions/runner src/Runner.Listener/Runner.cs, ExecuteCommand).
+# This script writes the same files itself, mode 0600 owned by RUNNER_USER,
+# and starts `run.sh` with no argument: the runner takes the path it takes
+# after decoding. What the job can still read is only those files, which
+# the runner keeps reading for its own session; they are worth this one
+# runner, which already runs that job.
 #
-# IAM permissions of the instance profile:
+# IAM permissions of the instance profile (template.yaml, RunnerRole):
 #   ssm:GetParameter, ssm:DeleteParameter
 #       on arn:aws:ssm:<region>:<account>:parameter/ghclaim/runners/*
-#   kms:Decrypt on the key of the parameters (the AWS managed key aws/ssm by
-#       default; its key policy already allows use through SSM within the
-#       account, a customer managed key needs the grant explicitly)
+#       only where ssm:resourceTag/ghclaim:instance-arn = ${ec2:SourceInstanceARN}
+#   nothing for KMS with the AWS managed key aws/ssm (its key policy allows
+#       use through SSM within the account; a customer managed key needs
+#       kms:Decrypt granted)
 #   No ec2:DescribeTags: the tags come from instance metadata, not the EC2 API.
 set -euo pipefail
 set +x
 
-RUNNER_USER=${RUNNER_USER:-runner}                  # non-root owner of RUNNER_DIR
+RUNNER_USER=${RUNNER_USER:-runner}
 RUNNER_DIR=${RUNNER_DIR:-/opt/actions-runner}
-IMDS=http://169.254.169.254/latest
+GHCLAIM_PARAM_WAIT=${GHCLAIM_PARAM_WAIT:-600}
+GHCLAIM_IDLE_LIMIT=${GHCLAIM_IDLE_LIMIT:-900}
+GHCLAIM_JOBS_USE_INSTANCE_ROLE=${GHCLAIM_JOBS_USE_INSTANCE_ROLE:-false}
+IMDS_IP=169.254.169.254
+IMDS=http://$IMDS_IP/latest
+POLL=5 # seconds between two reads of a parameter not yet written
 
 log() { echo "ghclaim-boot: $*"; }
 
@@ -51,32 +85,76 @@ fi
 param=/ghclaim/runners/$name
 log "runner $name, parameter $param"
 
-# Read with a few retries: the instance profile's credentials can take a
-# moment to appear right after launch.
+# 1-2. The claimer writes the parameter after the launch: wait for it, a
+# bounded number of polls (not a clock, so a stalled boot cannot stretch it).
 jit=
-for attempt in 1 2 3 4 5; do
+for ((i = 0; i * POLL < GHCLAIM_PARAM_WAIT; i++)); do
 	if jit=$(aws ssm get-parameter --region "$region" --name "$param" \
-		--with-decryption --query Parameter.Value --output text 2>/dev/null); then
+		--with-decryption --query Parameter.Value --output text 2>/dev/null) && [[ -n $jit ]]; then
 		break
 	fi
 	jit=
-	sleep $((attempt * 2))
+	sleep "$POLL"
 done
 if [[ -z $jit ]]; then
-	log "cannot read $param (missing: the claim was cleaned up, or access denied)"
+	log "no readable $param within ${GHCLAIM_PARAM_WAIT}s (cleaned up, or access denied)"
 	exit 1
 fi
-# Delete at once: the config is single-use and must not outlive the boot.
-# A failed delete is not fatal (the runner can still take the job); the
-# claimer's Cleanup or an operator removes leftovers.
-aws ssm delete-parameter --region "$region" --name "$param" >/dev/null 2>&1 ||
-	log "could not delete $param"
+if ! aws ssm delete-parameter --region "$region" --name "$param" >/dev/null 2>&1; then
+	log "cannot delete $param: not running a runner whose config could be read again"
+	exit 1
+fi
+
+# 3.
+if [[ $GHCLAIM_JOBS_USE_INSTANCE_ROLE == true ]]; then
+	log "the launch template gives jobs the instance role: IMDS stays reachable"
+else
+	iptables -w -I OUTPUT -d "$IMDS_IP" -m owner --uid-owner "$RUNNER_USER" -j REJECT
+	log "IMDS closed to $RUNNER_USER"
+fi
+
+# 4. The runner's own files, from the config; a file name is a bare
+# dot-name (no path), a content base64.
+json=$(base64 -d <<<"$jit")
+entry='"(\.[A-Za-z_]+)"[[:space:]]*:[[:space:]]*"([A-Za-z0-9+/=]*)"'
+files=0
+while [[ $json =~ $entry ]]; do
+	dst=$RUNNER_DIR/${BASH_REMATCH[1]}
+	rm -f "$dst"
+	(umask 077 && base64 -d <<<"${BASH_REMATCH[2]}" >"$dst")
+	chown "$RUNNER_USER" "$dst"
+	json=${json#*"${BASH_REMATCH[0]}"}
+	files=$((files + 1))
+done
+unset jit json entry
+if ((files == 0)); then
+	log "the JIT config holds no runner files"
+	exit 1
+fi
+
+# Stops a runner that took no job within the idle limit. The runner's
+# Listener starts a Worker, which logs to _diag/Worker_*, once a job is
+# assigned.
+idle_watch() {
+	sleep "$GHCLAIM_IDLE_LIMIT"
+	if compgen -G "$RUNNER_DIR/_diag/Worker_*" >/dev/null; then
+		log "runner took a job"
+		return
+	fi
+	log "no job within ${GHCLAIM_IDLE_LIMIT}s: stopping the runner"
+	kill -TERM "$1" 2>/dev/null || true
+}
 
 cd "$RUNNER_DIR"
-export ACTIONS_RUNNER_INPUT_JITCONFIG=$jit
-unset jit
 log "starting runner as $RUNNER_USER"
+sudo -u "$RUNNER_USER" ./run.sh &
+runner=$!
+watcher=
+if ((GHCLAIM_IDLE_LIMIT > 0)); then
+	idle_watch "$runner" &
+	watcher=$!
+fi
 status=0
-sudo -u "$RUNNER_USER" --preserve-env=ACTIONS_RUNNER_INPUT_JITCONFIG ./run.sh || status=$?
-unset ACTIONS_RUNNER_INPUT_JITCONFIG
+wait "$runner" || status=$?
+[[ -z $watcher ]] || kill "$watcher" 2>/dev/null || true
 log "runner exited with status $status"

@@ -50,27 +50,15 @@ type Parameters interface {
 // infra/runner/boot.sh as user data; this adapter adds only what is per job.
 //
 // Steps, each safe to repeat:
-//  1. Put the JIT config in the SSM SecureString ParameterName(runner name),
-//     overwriting, so a repeated attempt (which holds a freshly generated
-//     config) replaces the stale one an unbooted instance would otherwise read.
-//     The tier is Intelligent-Tiering: GitHub's config carries a 2048-bit RSA
-//     key and is 4.1-4.3 KB, over the Standard tier's 4,096 characters, which
-//     AWS refuses with a ValidationException (a claim failed for good), so
-//     SSM stores it as an Advanced parameter (8 KB). An Advanced parameter
-//     costs $0.05 a month, prorated, while it exists; the instance deletes
-//     it at boot and Cleanup on a failed claim, so each lives minutes.
-//     Intelligent-Tiering rather than Advanced keeps a config that fits in
-//     4 KB free, and never tries to move an existing Advanced parameter
-//     back to Standard on overwrite (which AWS refuses).
-//  2. Look for a pending or running instance tagged with the job id; if one
-//     exists, return it (Reused). This outlives the ClientToken's lifetime and
+//  1. Look for a pending or running instance tagged with the job id; if one
+//     exists, use it (Reused). This outlives the ClientToken's lifetime and
 //     also covers emulators that ignore ClientToken. Stopping, stopped and
 //     shutting-down machines are not reused: an ephemeral runner's machine
 //     only powers off after its runner has exited, so it cannot take the job.
-//  3. RunInstances with ClientToken IdempotencyKey(pool, job): EC2 answers a
-//     repeated token with the first call's instance instead of a second one.
-//     Every other argument is derived from the job and the pool only, because
-//     EC2 rejects a reused token with different arguments
+//  2. Otherwise RunInstances with ClientToken IdempotencyKey(pool, job): EC2
+//     answers a repeated token with the first call's instance instead of a
+//     second one. Every other argument is derived from the job and the pool
+//     only, because EC2 rejects a reused token with different arguments
 //     (IdempotentParameterMismatch). The pool can still change between two
 //     attempts (an operator edits its subnets or instance types): then,
 //     once the tag lookup confirms again that no machine of the job is
@@ -79,6 +67,30 @@ type Parameters interface {
 //     that is already gone (the token outlives its instance by at least
 //     24 h), it launches once more under RegistrationKey, a token of this
 //     request's fresh registration, rather than report the dead machine.
+//  3. Put the JIT config in the SSM SecureString ParameterName(runner name),
+//     tagged TagInstanceARN = the instance's ARN (see putConfig for a
+//     repeated attempt, which holds a freshly generated config and replaces
+//     the stale one). Launching first is what makes the tag possible: the
+//     runner role may read and delete a parameter only where that tag
+//     equals ec2:SourceInstanceARN, the ARN of the instance whose role
+//     credentials sign the request (IAM global condition keys,
+//     https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_condition-keys.html,
+//     "ec2:SourceInstanceArn"; ssm:GetParameter and ssm:DeleteParameter
+//     accept aws:ResourceTag / ssm:resourceTag conditions on the parameter
+//     resource, Service Authorization Reference, "Actions, resources, and
+//     condition keys for AWS Systems Manager"). So a job on one runner
+//     cannot read another runner's config, though parameter names are
+//     predictable. The instance boots meanwhile and waits for its
+//     parameter (infra/runner/boot.sh). PutParameter with Tags needs
+//     ssm:AddTagsToResource as well (template.yaml grants it for this tag key only).
+//     The tier is Intelligent-Tiering: GitHub's config carries a 2048-bit RSA
+//     key and is 4.1-4.3 KB, over the Standard tier's 4,096 characters, which
+//     AWS refuses with a ValidationException (a claim failed for good), so
+//     SSM stores it as an Advanced parameter (8 KB). An Advanced parameter
+//     costs $0.05 a month, prorated, while it exists; the instance deletes
+//     it at boot and Cleanup on a failed claim, so each lives minutes.
+//     Intelligent-Tiering rather than Advanced keeps a config that fits in
+//     4 KB free.
 //
 // The instance shuts itself down when the runner exits, and
 // InstanceInitiatedShutdownBehavior is set to terminate, so nothing is left
@@ -93,6 +105,7 @@ type Parameters interface {
 type EC2 struct {
 	instances  Instances
 	parameters Parameters
+	region     string // of the EC2 client: the instances' ARNs
 	log        *slog.Logger
 }
 
@@ -102,12 +115,20 @@ var (
 	_ Parameters  = (*ssm.Client)(nil)
 )
 
-// NewEC2 returns the EC2 adapter. log may be nil.
+// NewEC2 returns the EC2 adapter. log may be nil. The instances' Region,
+// part of the ARN their JIT configs are tagged with, is the client's
+// (instances has an Options method, as *ec2.Client does); Provision refuses
+// to run without one.
 func NewEC2(instances Instances, parameters Parameters, log *slog.Logger) *EC2 {
-	return &EC2{instances: instances, parameters: parameters, log: orDiscard(log)}
+	e := &EC2{instances: instances, parameters: parameters, log: orDiscard(log)}
+	if o, ok := instances.(interface{ Options() ec2.Options }); ok {
+		e.region = o.Options().Region
+	}
+	return e
 }
 
-// Provision puts the JIT config in SSM and starts (or finds) the job's instance.
+// Provision starts (or finds) the job's instance, then puts the JIT config
+// in SSM tagged with that instance's ARN.
 func (e *EC2) Provision(ctx context.Context, req Request) (Result, error) {
 	if err := req.Validate(); err != nil {
 		return Result{}, err
@@ -116,49 +137,112 @@ func (e *EC2) Provision(ctx context.Context, req Request) (Result, error) {
 		return Result{}, fmt.Errorf("%w: pool %q has provisioner type %q, want %q",
 			ErrInvalidRequest, req.Pool.Name, req.Pool.Provisioner.Type, pool.ProvisionerEC2)
 	}
-	name := ParameterName(req.RunnerName)
-	_, err := e.parameters.PutParameter(ctx, &ssm.PutParameterInput{
-		Name:        aws.String(name),
-		Value:       aws.String(req.JITConfig),
-		Type:        ssmtypes.ParameterTypeSecureString,
-		Overwrite:   aws.Bool(true),
-		Tier:        ssmtypes.ParameterTierIntelligentTiering,
-		Description: aws.String(fmt.Sprintf("ghclaim JIT runner config for job %d (%s); read and deleted by the instance at boot", req.JobID, req.Repo)),
-	})
-	if err != nil {
-		return Result{}, fmt.Errorf("provision job %d: put parameter %s: %w", req.JobID, name, err)
+	if e.region == "" {
+		return Result{}, fmt.Errorf("%w: the EC2 client has no region, so the instance ARN its JIT config is tagged with is unknown", ErrInvalidRequest)
 	}
+	inst, reused, err := e.instance(ctx, req)
+	if err != nil {
+		return Result{}, err
+	}
+	if err := e.putConfig(ctx, req, inst); err != nil {
+		return Result{}, err
+	}
+	e.logged(ctx, req, inst.id, reused)
+	return Result{InstanceID: inst.id, Reused: reused}, nil
+}
 
-	if id, err := e.existing(ctx, req.JobID); err != nil {
-		return Result{}, fmt.Errorf("provision job %d: look for an existing instance: %w", req.JobID, err)
-	} else if id != "" {
-		e.logged(ctx, req, id, true)
-		return Result{InstanceID: id, Reused: true}, nil
+// instance returns the job's live instance, launching it when there is none.
+func (e *EC2) instance(ctx context.Context, req Request) (launched, bool, error) {
+	if inst, err := e.existing(ctx, req.JobID); err != nil {
+		return launched{}, false, fmt.Errorf("provision job %d: look for an existing instance: %w", req.JobID, err)
+	} else if inst.id != "" {
+		return inst, true, nil
 	}
 
 	in := runInstancesInput(req)
-	id, state, reused, err := e.launch(ctx, req, in)
+	inst, state, reused, err := e.launch(ctx, req, in)
 	if err != nil {
-		return Result{}, err
+		return launched{}, false, err
 	}
 	if !reused && !alive(state) {
 		// The job's token already launched a machine that is gone (EC2
 		// answers a repeated token with its first instance, in its current
-		// state, for at least 24 h after termination), and step 2 found no
-		// live one. This request carries a fresh registration, so launch
+		// state, for at least 24 h after termination), and the lookup found
+		// no live one. This request carries a fresh registration, so launch
 		// under a token of that registration: a repeat of this very
 		// request still starts nothing new.
-		dead := id
+		dead := inst.id
 		in.ClientToken = aws.String(RegistrationKey(req.Pool.Name, req.JobID, req.JITConfig))
-		if id, state, reused, err = e.launch(ctx, req, in); err != nil {
-			return Result{}, err
+		if inst, state, reused, err = e.launch(ctx, req, in); err != nil {
+			return launched{}, false, err
 		}
 		if !reused && !alive(state) {
-			return Result{}, fmt.Errorf("provision job %d: the instances of its client tokens are gone (%s, %s is %s)", req.JobID, dead, id, state)
+			return launched{}, false, fmt.Errorf("provision job %d: the instances of its client tokens are gone (%s, %s is %s)", req.JobID, dead, inst.id, state)
 		}
 	}
-	e.logged(ctx, req, id, reused)
-	return Result{InstanceID: id, Reused: reused}, nil
+	return inst, reused, nil
+}
+
+// TagInstanceARN is the tag of a JIT config parameter naming the one
+// instance allowed to read it (the runner role's IAM condition).
+const TagInstanceARN = "ghclaim:instance-arn"
+
+// putConfig writes the JIT config, tagged with inst's ARN, in one
+// PutParameter: value and tag appear together, so the parameter is never
+// readable by another instance, nor untagged. SSM refuses Tags with
+// Overwrite, so a parameter left by an earlier attempt of the job
+// (ParameterAlreadyExists) is deleted and written again; the instance
+// waits for its parameter meanwhile. Retagging in place (AddTagsToResource
+// then an overwrite) was not chosen: between the two calls the parameter
+// carries either a stale config or a stale tag.
+func (e *EC2) putConfig(ctx context.Context, req Request, inst launched) error {
+	name := ParameterName(req.RunnerName)
+	arn := e.instanceARN(inst)
+	in := &ssm.PutParameterInput{
+		Name:        aws.String(name),
+		Value:       aws.String(req.JITConfig),
+		Type:        ssmtypes.ParameterTypeSecureString,
+		Tier:        ssmtypes.ParameterTierIntelligentTiering,
+		Description: aws.String(fmt.Sprintf("ghclaim JIT runner config for job %d (%s); read and deleted by %s at boot", req.JobID, req.Repo, inst.id)),
+		Tags:        []ssmtypes.Tag{{Key: aws.String(TagInstanceARN), Value: aws.String(arn)}},
+	}
+	_, err := e.parameters.PutParameter(ctx, in)
+	var exists *ssmtypes.ParameterAlreadyExists
+	if errors.As(err, &exists) {
+		_, err = e.parameters.DeleteParameter(ctx, &ssm.DeleteParameterInput{Name: aws.String(name)})
+		var notFound *ssmtypes.ParameterNotFound
+		if err != nil && !errors.As(err, &notFound) {
+			return fmt.Errorf("provision job %d: replace parameter %s: delete: %w", req.JobID, name, err)
+		}
+		_, err = e.parameters.PutParameter(ctx, in)
+	}
+	if err != nil {
+		return fmt.Errorf("provision job %d: put parameter %s: %w", req.JobID, name, err)
+	}
+	return nil
+}
+
+// launched is an instance of the job: its id and its owner account.
+type launched struct{ id, owner string }
+
+// instanceARN is the ARN that ec2:SourceInstanceARN carries in the
+// instance's own requests: partition and Region from the client, account
+// from the launch or lookup answer, so it costs no extra call.
+func (e *EC2) instanceARN(inst launched) string {
+	return "arn:" + Partition(e.region) + ":ec2:" + e.region + ":" + inst.owner + ":instance/" + inst.id
+}
+
+// Partition returns the AWS partition of region.
+func Partition(region string) string {
+	for _, p := range []struct{ prefix, partition string }{
+		{"cn-", "aws-cn"}, {"us-gov-", "aws-us-gov"}, {"us-isob-", "aws-iso-b"}, {"us-iso-", "aws-iso"},
+		{"eu-isoe-", "aws-iso-e"}, {"us-isof-", "aws-iso-f"},
+	} {
+		if strings.HasPrefix(region, p.prefix) {
+			return p.partition
+		}
+	}
+	return "aws"
 }
 
 // codeIdempotentParameterMismatch is EC2's answer to a ClientToken used
@@ -175,30 +259,30 @@ const codeIdempotentParameterMismatch = "IdempotentParameterMismatch"
 // the new arguments: every attempt with these arguments computes the same
 // one, so a repeat still starts nothing new, and a machine under the old
 // token is not alive, so the job still has at most one.
-func (e *EC2) launch(ctx context.Context, req Request, in *ec2.RunInstancesInput) (id string, state ec2types.InstanceStateName, reused bool, err error) {
-	id, state, err = e.run(ctx, req, in)
+func (e *EC2) launch(ctx context.Context, req Request, in *ec2.RunInstancesInput) (inst launched, state ec2types.InstanceStateName, reused bool, err error) {
+	inst, state, err = e.run(ctx, req, in)
 	var api smithy.APIError
 	if err == nil || !errors.As(err, &api) || api.ErrorCode() != codeIdempotentParameterMismatch {
-		return id, state, false, err
+		return inst, state, false, err
 	}
 	live, lerr := e.existing(ctx, req.JobID)
 	if lerr != nil {
-		return "", "", false, fmt.Errorf("provision job %d: look for an instance after a client token mismatch: %w", req.JobID, lerr)
+		return launched{}, "", false, fmt.Errorf("provision job %d: look for an instance after a client token mismatch: %w", req.JobID, lerr)
 	}
-	if live != "" {
+	if live.id != "" {
 		return live, "", true, nil
 	}
 	old := aws.ToString(in.ClientToken)
 	token, kerr := LaunchKey(req.JobID, old, in)
 	if kerr != nil {
-		return "", "", false, fmt.Errorf("provision job %d: %w", req.JobID, kerr)
+		return launched{}, "", false, fmt.Errorf("provision job %d: %w", req.JobID, kerr)
 	}
 	in.ClientToken = aws.String(token)
 	e.log.LogAttrs(ctx, slog.LevelInfo, "client token reused with other launch arguments: new token",
 		slog.Int64("job_id", req.JobID), slog.String("pool", req.Pool.Name),
 		slog.String("old_token", old), slog.String("token", aws.ToString(in.ClientToken)))
-	id, state, err = e.run(ctx, req, in)
-	return id, state, false, err
+	inst, state, err = e.run(ctx, req, in)
+	return inst, state, false, err
 }
 
 // LaunchKey is the ClientToken of a launch of jobID whose earlier token
@@ -217,20 +301,20 @@ func LaunchKey(jobID int64, oldToken string, in *ec2.RunInstancesInput) (string,
 
 // run calls RunInstances and returns the instance and its state ("" when
 // EC2 did not say).
-func (e *EC2) run(ctx context.Context, req Request, in *ec2.RunInstancesInput) (string, ec2types.InstanceStateName, error) {
+func (e *EC2) run(ctx context.Context, req Request, in *ec2.RunInstancesInput) (launched, ec2types.InstanceStateName, error) {
 	out, err := e.instances.RunInstances(ctx, in)
 	if err != nil {
-		return "", "", fmt.Errorf("provision job %d: run instances from %s: %w", req.JobID, req.Pool.Provisioner.LaunchTemplate, err)
+		return launched{}, "", fmt.Errorf("provision job %d: run instances from %s: %w", req.JobID, req.Pool.Provisioner.LaunchTemplate, err)
 	}
-	if len(out.Instances) == 0 || aws.ToString(out.Instances[0].InstanceId) == "" {
-		return "", "", fmt.Errorf("provision job %d: run instances returned no instance", req.JobID)
+	if len(out.Instances) == 0 || aws.ToString(out.Instances[0].InstanceId) == "" || aws.ToString(out.OwnerId) == "" {
+		return launched{}, "", fmt.Errorf("provision job %d: run instances returned no instance or no owner", req.JobID)
 	}
 	i := out.Instances[0]
 	var state ec2types.InstanceStateName
 	if i.State != nil {
 		state = i.State.Name
 	}
-	return aws.ToString(i.InstanceId), state, nil
+	return launched{id: aws.ToString(i.InstanceId), owner: aws.ToString(out.OwnerId)}, state, nil
 }
 
 // alive reports whether a launched instance can still run the job; an
@@ -257,9 +341,13 @@ func (e *EC2) Cleanup(ctx context.Context, req Request) error {
 	if err != nil {
 		return fmt.Errorf("clean up job %d: delete parameter %s: %w", req.JobID, name, err)
 	}
-	ids, err := e.live(ctx, req.JobID)
+	live, err := e.live(ctx, req.JobID)
 	if err != nil {
 		return fmt.Errorf("clean up job %d: find instances: %w", req.JobID, err)
+	}
+	ids := make([]string, 0, len(live))
+	for _, inst := range live {
+		ids = append(ids, inst.id)
 	}
 	if len(ids) > 0 {
 		if _, err := e.instances.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: ids}); err != nil {
@@ -275,34 +363,34 @@ func (e *EC2) Cleanup(ctx context.Context, req Request) error {
 
 // Running returns the id of a pending or running instance of req's job, or "".
 func (e *EC2) Running(ctx context.Context, req Request) (string, error) {
-	id, err := e.existing(ctx, req.JobID)
+	inst, err := e.existing(ctx, req.JobID)
 	if err != nil {
 		return "", fmt.Errorf("find instance of job %d: %w", req.JobID, err)
 	}
-	return id, nil
+	return inst.id, nil
 }
 
 var _ Finder = (*EC2)(nil)
 
-// existing returns the id of a pending or running instance tagged with
-// jobID, or "" when there is none. With several (which only a launch outside
-// ClientToken protection can cause) it picks the smallest id, so every
-// attempt agrees.
-func (e *EC2) existing(ctx context.Context, jobID int64) (string, error) {
-	ids, err := e.live(ctx, jobID)
-	if err != nil || len(ids) == 0 {
-		return "", err
+// existing returns a pending or running instance tagged with jobID, or the
+// zero launched when there is none. With several (which only a launch
+// outside ClientToken protection can cause) it picks the smallest id, so
+// every attempt agrees.
+func (e *EC2) existing(ctx context.Context, jobID int64) (launched, error) {
+	all, err := e.live(ctx, jobID)
+	if err != nil || len(all) == 0 {
+		return launched{}, err
 	}
-	return slices.MinFunc(ids, strings.Compare), nil
+	return slices.MinFunc(all, func(a, b launched) int { return strings.Compare(a.id, b.id) }), nil
 }
 
-// live returns the ids of every pending or running instance tagged with jobID.
-func (e *EC2) live(ctx context.Context, jobID int64) ([]string, error) {
+// live returns every pending or running instance tagged with jobID.
+func (e *EC2) live(ctx context.Context, jobID int64) ([]launched, error) {
 	in := &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
 		{Name: aws.String("tag:" + TagJobID), Values: []string{strconv.FormatInt(jobID, 10)}},
 		{Name: aws.String("instance-state-name"), Values: []string{"pending", "running"}},
 	}}
-	var ids []string
+	var all []launched
 	for {
 		out, err := e.instances.DescribeInstances(ctx, in)
 		if err != nil {
@@ -311,7 +399,7 @@ func (e *EC2) live(ctx context.Context, jobID int64) ([]string, error) {
 		for _, r := range out.Reservations {
 			for _, i := range r.Instances {
 				if id := aws.ToString(i.InstanceId); id != "" {
-					ids = append(ids, id)
+					all = append(all, launched{id: id, owner: aws.ToString(r.OwnerId)})
 				}
 			}
 		}
@@ -320,7 +408,7 @@ func (e *EC2) live(ctx context.Context, jobID int64) ([]string, error) {
 		}
 		in.NextToken = out.NextToken
 	}
-	return ids, nil
+	return all, nil
 }
 
 func (e *EC2) logged(ctx context.Context, req Request, instanceID string, reused bool) {

@@ -32,6 +32,7 @@ type fakeInstances struct {
 	runErr       error
 	terminated   []string
 	terminateErr error
+	calls        *callLog
 }
 
 func (f *fakeInstances) TerminateInstances(_ context.Context, in *ec2.TerminateInstancesInput, _ ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error) {
@@ -44,39 +45,72 @@ func (f *fakeInstances) TerminateInstances(_ context.Context, in *ec2.TerminateI
 	return &ec2.TerminateInstancesOutput{}, nil
 }
 
+// callLog records the order of EC2 and SSM calls across fakes.
+type callLog struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func (c *callLog) add(call string) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls = append(c.calls, call)
+}
+
+// fakeAccount and fakeRegion are what the EC2 doubles answer as OwnerId and
+// their client's Region.
+const (
+	fakeAccount = "123456789012"
+	fakeRegion  = "eu-west-1"
+)
+
+// Options gives the adapter the client's Region, as *ec2.Client does.
+func (f *fakeInstances) Options() ec2.Options { return ec2.Options{Region: fakeRegion} }
+
 func (f *fakeInstances) RunInstances(_ context.Context, in *ec2.RunInstancesInput, _ ...func(*ec2.Options)) (*ec2.RunInstancesOutput, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.calls.add("RunInstances")
 	f.runs = append(f.runs, in)
 	if f.runErr != nil {
 		return nil, f.runErr
 	}
-	return &ec2.RunInstancesOutput{Instances: []ec2types.Instance{{InstanceId: aws.String("i-0fresh")}}}, nil
+	return &ec2.RunInstancesOutput{OwnerId: aws.String(fakeAccount), Instances: []ec2types.Instance{{InstanceId: aws.String("i-0fresh")}}}, nil
 }
 
 func (f *fakeInstances) DescribeInstances(_ context.Context, in *ec2.DescribeInstancesInput, _ ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.describes = append(f.describes, in)
-	var r ec2types.Reservation
+	f.calls.add("DescribeInstances")
+	r := ec2types.Reservation{OwnerId: aws.String(fakeAccount)}
 	for _, id := range f.existing {
 		r.Instances = append(r.Instances, ec2types.Instance{InstanceId: aws.String(id)})
 	}
 	return &ec2.DescribeInstancesOutput{Reservations: []ec2types.Reservation{r}}, nil
 }
 
-// fakeParameters records SSM calls; deleteErr is returned by DeleteParameter.
+// fakeParameters records SSM calls and keeps the parameters, as strict as
+// SSM: Tags with Overwrite is a ValidationException, an existing name
+// without Overwrite is ParameterAlreadyExists, deleting a missing one is
+// ParameterNotFound. deleteErr is returned by DeleteParameter.
 type fakeParameters struct {
 	mu        sync.Mutex
 	puts      []*ssm.PutParameterInput
 	deletes   []string
+	stored    map[string]*ssm.PutParameterInput
 	putErr    error
 	deleteErr error
+	calls     *callLog
 }
 
 func (f *fakeParameters) PutParameter(_ context.Context, in *ssm.PutParameterInput, _ ...func(*ssm.Options)) (*ssm.PutParameterOutput, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.calls.add("PutParameter")
 	f.puts = append(f.puts, in)
 	if f.putErr != nil {
 		return nil, f.putErr
@@ -84,16 +118,35 @@ func (f *fakeParameters) PutParameter(_ context.Context, in *ssm.PutParameterInp
 	if err := provisiontest.CheckPutParameter(in); err != nil {
 		return nil, err // as AWS: a value too long for its tier
 	}
+	if len(in.Tags) > 0 && aws.ToBool(in.Overwrite) {
+		return nil, provisiontest.ClientError("SSM", "PutParameter", "ValidationException",
+			"Invalid request: tags and overwrite can't be used together. To create a parameter with tags, please remove overwrite flag. "+
+				"To update tags for an existing parameter, please use AddTagsToResource or RemoveTagsFromResource.")
+	}
+	name := aws.ToString(in.Name)
+	if _, ok := f.stored[name]; ok && !aws.ToBool(in.Overwrite) {
+		return nil, &ssmtypes.ParameterAlreadyExists{Message: aws.String("The parameter already exists. To overwrite this value, set the overwrite option in the request to true.")}
+	}
+	if f.stored == nil {
+		f.stored = map[string]*ssm.PutParameterInput{}
+	}
+	f.stored[name] = in
 	return &ssm.PutParameterOutput{Version: int64(len(f.puts)), Tier: ssmtypes.ParameterTierAdvanced}, nil
 }
 
 func (f *fakeParameters) DeleteParameter(_ context.Context, in *ssm.DeleteParameterInput, _ ...func(*ssm.Options)) (*ssm.DeleteParameterOutput, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.deletes = append(f.deletes, aws.ToString(in.Name))
+	f.calls.add("DeleteParameter")
+	name := aws.ToString(in.Name)
+	f.deletes = append(f.deletes, name)
 	if f.deleteErr != nil {
 		return nil, f.deleteErr
 	}
+	if _, ok := f.stored[name]; !ok {
+		return nil, &ssmtypes.ParameterNotFound{}
+	}
+	delete(f.stored, name)
 	return &ssm.DeleteParameterOutput{}, nil
 }
 
@@ -101,14 +154,16 @@ type ec2Fixture struct {
 	adapter *EC2
 	inst    *fakeInstances
 	params  *fakeParameters
+	calls   *callLog
 	logs    interface{ String() string }
 }
 
 func setupEC2(t *testing.T) ec2Fixture {
 	t.Helper()
 	log, buf := logBuffer()
-	inst, params := &fakeInstances{}, &fakeParameters{}
-	return ec2Fixture{adapter: NewEC2(inst, params, log), inst: inst, params: params, logs: buf}
+	calls := &callLog{}
+	inst, params := &fakeInstances{calls: calls}, &fakeParameters{calls: calls}
+	return ec2Fixture{adapter: NewEC2(inst, params, log), inst: inst, params: params, calls: calls, logs: buf}
 }
 
 func tagMap(tags []ec2types.Tag) map[string]string {
@@ -230,8 +285,8 @@ func TestEC2ProvisionPutsJITConfigOnlyInSecureString(t *testing.T) {
 		t.Errorf("parameter type: got %q, want SecureString", put.Type)
 	}
 	// GitHub's configs are over the Standard tier's 4,096 characters.
-	if !aws.ToBool(put.Overwrite) || put.Tier != ssmtypes.ParameterTierIntelligentTiering {
-		t.Errorf("overwrite %v tier %q: want true and Intelligent-Tiering", aws.ToBool(put.Overwrite), put.Tier)
+	if put.Tier != ssmtypes.ParameterTierIntelligentTiering {
+		t.Errorf("tier %q: want Intelligent-Tiering", put.Tier)
 	}
 	if d := aws.ToString(put.Description); !strings.Contains(d, "42") || strings.Contains(d, jit) {
 		t.Errorf("description %q: want the job id and never the config", d)
@@ -313,9 +368,9 @@ func TestEC2ProvisionErrors(t *testing.T) {
 	}{
 		{name: "run instances error keeps its AWS code", arrange: func(f *ec2Fixture) { f.inst.runErr = capacity },
 			req: func() Request { return request(ec2Pool(), 42) }, wantCode: "InsufficientInstanceCapacity", wantRuns: 1},
-		{name: "put parameter error launches nothing", arrange: func(f *ec2Fixture) {
+		{name: "put parameter error after the launch keeps its AWS code", arrange: func(f *ec2Fixture) {
 			f.params.putErr = &smithy.GenericAPIError{Code: "AccessDeniedException"}
-		}, req: func() Request { return request(ec2Pool(), 42) }, wantCode: "AccessDeniedException"},
+		}, req: func() Request { return request(ec2Pool(), 42) }, wantCode: "AccessDeniedException", wantRuns: 1},
 		{name: "dispatch pool is refused", arrange: func(*ec2Fixture) {},
 			req: func() Request { return request(dispatchPool("https://q"), 42) }, wantIs: ErrInvalidRequest},
 		{name: "invalid request calls nothing", arrange: func(*ec2Fixture) {},
@@ -425,5 +480,99 @@ func TestSubnet(t *testing.T) {
 				t.Errorf("Subnet(%v, %d): got %q, want %q", tt.subnets, tt.job, got, tt.want)
 			}
 		})
+	}
+}
+
+// The JIT config is written only once the instance exists, tagged with
+// that instance's ARN: the runner role's IAM condition lets exactly that
+// instance read it.
+func TestEC2ProvisionTagsConfigWithInstanceARN(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		existing  []string
+		wantCalls []string
+		wantID    string
+	}{
+		{name: "launched", wantCalls: []string{"DescribeInstances", "RunInstances", "PutParameter"}, wantID: "i-0fresh"},
+		{name: "reused", existing: []string{"i-0live"}, wantCalls: []string{"DescribeInstances", "PutParameter"}, wantID: "i-0live"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := setupEC2(t)
+			f.inst.existing = tt.existing
+			if _, err := f.adapter.Provision(context.Background(), request(ec2Pool(), 42)); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(f.calls.calls, tt.wantCalls) {
+				t.Errorf("calls: got %v, want %v", f.calls.calls, tt.wantCalls)
+			}
+			put := f.params.stored["/ghclaim/runners/linux-42"]
+			if put == nil {
+				t.Fatal("no parameter stored")
+			}
+			want := map[string]string{TagInstanceARN: "arn:aws:ec2:" + fakeRegion + ":" + fakeAccount + ":instance/" + tt.wantID}
+			got := map[string]string{}
+			for _, tg := range put.Tags {
+				got[aws.ToString(tg.Key)] = aws.ToString(tg.Value)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("parameter tags: got %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+// A repeated attempt finds the earlier attempt's parameter: SSM refuses
+// Tags with Overwrite, so the adapter deletes and writes it again, value
+// and tag together.
+func TestEC2ProvisionReplacesAnEarlierAttemptsConfig(t *testing.T) {
+	t.Parallel()
+	f := setupEC2(t)
+	first := request(ec2Pool(), 42)
+	if _, err := f.adapter.Provision(context.Background(), first); err != nil {
+		t.Fatal(err)
+	}
+	f.inst.existing = []string{"i-0fresh"}
+	second := first
+	second.JITConfig = "c2Vjb25kIGNvbmZpZw=="
+	res, err := f.adapter.Provision(context.Background(), second)
+	if err != nil {
+		t.Fatalf("second Provision: %v", err)
+	}
+	if res != (Result{InstanceID: "i-0fresh", Reused: true}) {
+		t.Errorf("second: got %+v, want i-0fresh reused", res)
+	}
+	put := f.params.stored["/ghclaim/runners/linux-42"]
+	if put == nil || aws.ToString(put.Value) != second.JITConfig || len(put.Tags) != 1 {
+		t.Fatalf("stored parameter: got %+v, want the second config with its tag", put)
+	}
+	if !reflect.DeepEqual(f.params.deletes, []string{"/ghclaim/runners/linux-42"}) {
+		t.Errorf("deletes: got %v, want the stale parameter once", f.params.deletes)
+	}
+}
+
+func TestEC2ProvisionWithoutRegionIsRefused(t *testing.T) {
+	t.Parallel()
+	params := &fakeParameters{}
+	e := NewEC2(struct{ Instances }{&fakeInstances{}}, params, nil) // hides Options
+	if _, err := e.Provision(context.Background(), request(ec2Pool(), 42)); !errors.Is(err, ErrInvalidRequest) {
+		t.Errorf("got %v, want ErrInvalidRequest", err)
+	}
+	if len(params.puts) != 0 {
+		t.Errorf("PutParameter calls: got %d, want none", len(params.puts))
+	}
+}
+
+func TestPartition(t *testing.T) {
+	t.Parallel()
+	for region, want := range map[string]string{
+		"us-east-1": "aws", "eu-central-2": "aws", "cn-north-1": "aws-cn", "cn-northwest-1": "aws-cn",
+		"us-gov-west-1": "aws-us-gov", "us-iso-east-1": "aws-iso", "us-isob-east-1": "aws-iso-b",
+	} {
+		if got := Partition(region); got != want {
+			t.Errorf("Partition(%q): got %q, want %q", region, got, want)
+		}
 	}
 }

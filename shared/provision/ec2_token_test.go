@@ -68,7 +68,7 @@ func (e *tokenEC2) RunInstances(_ context.Context, in *ec2.RunInstancesInput, _ 
 			return nil, provisiontest.ClientError("EC2", "RunInstances", "IdempotentParameterMismatch",
 				"Arguments on this idempotent request are inconsistent with arguments used in previous request(s).")
 		}
-		return &ec2.RunInstancesOutput{Instances: []ec2types.Instance{e.instance(id)}}, nil
+		return &ec2.RunInstancesOutput{OwnerId: aws.String(fakeAccount), Instances: []ec2types.Instance{e.instance(id)}}, nil
 	}
 	e.launched++
 	id := fmt.Sprintf("i-%04d", e.launched)
@@ -81,8 +81,11 @@ func (e *tokenEC2) RunInstances(_ context.Context, in *ec2.RunInstancesInput, _ 
 			e.jobOf[id] = tagMap(ts.Tags)[TagJobID]
 		}
 	}
-	return &ec2.RunInstancesOutput{Instances: []ec2types.Instance{e.instance(id)}}, nil
+	return &ec2.RunInstancesOutput{OwnerId: aws.String(fakeAccount), Instances: []ec2types.Instance{e.instance(id)}}, nil
 }
+
+// Options gives the adapter the client's Region, as *ec2.Client does.
+func (e *tokenEC2) Options() ec2.Options { return ec2.Options{Region: fakeRegion} }
 
 func (e *tokenEC2) DescribeInstances(_ context.Context, in *ec2.DescribeInstancesInput, _ ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error) {
 	e.mu.Lock()
@@ -99,7 +102,7 @@ func (e *tokenEC2) DescribeInstances(_ context.Context, in *ec2.DescribeInstance
 			}
 		}
 	}
-	var r ec2types.Reservation
+	r := ec2types.Reservation{OwnerId: aws.String(fakeAccount)}
 	for id, j := range e.jobOf {
 		if j != job || !states[string(e.state[id])] {
 			continue

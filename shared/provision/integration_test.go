@@ -144,6 +144,10 @@ func TestEC2AgainstMoto(t *testing.T) {
 					got.Parameter.Type, map[bool]string{true: "", false: " not"}[aws.ToString(got.Parameter.Value) == jit])
 			}
 
+			// Only this instance may read it: the tag names its ARN, which only
+			// exists once the instance does.
+			f.assertInstanceTag(t, name, inst)
+
 			for i := range 2 { // the second Cleanup finds nothing and still succeeds
 				if err := adapter.Cleanup(ctx, req); err != nil {
 					t.Fatalf("Cleanup %d: %v", i+1, err)
@@ -158,6 +162,32 @@ func TestEC2AgainstMoto(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// assertInstanceTag checks that parameter name carries TagInstanceARN =
+// inst's ARN, built from what EC2 itself reports (owner, Region).
+func (f awsFixture) assertInstanceTag(t *testing.T, name string, inst ec2types.Instance) {
+	t.Helper()
+	ctx := context.Background()
+	out, err := f.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{aws.ToString(inst.InstanceId)}})
+	if err != nil || len(out.Reservations) != 1 {
+		t.Fatalf("DescribeInstances %s: %v", aws.ToString(inst.InstanceId), err)
+	}
+	region := f.ec2.Options().Region
+	want := fmt.Sprintf("arn:%s:ec2:%s:%s:instance/%s", Partition(region), region,
+		aws.ToString(out.Reservations[0].OwnerId), aws.ToString(inst.InstanceId))
+	tags, err := f.ssm.ListTagsForResource(ctx, &ssm.ListTagsForResourceInput{
+		ResourceType: ssmtypes.ResourceTypeForTaggingParameter, ResourceId: aws.String(name)})
+	if err != nil {
+		t.Fatalf("ListTagsForResource %s: %v", name, err)
+	}
+	got := map[string]string{}
+	for _, tg := range tags.TagList {
+		got[aws.ToString(tg.Key)] = aws.ToString(tg.Value)
+	}
+	if got[TagInstanceARN] != want {
+		t.Errorf("parameter %s tag %s: got %q (tags %v), want %q", name, TagInstanceARN, got[TagInstanceARN], got, want)
 	}
 }
 

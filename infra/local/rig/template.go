@@ -56,6 +56,7 @@ func Functions(path string, params, refs map[string]string) (map[string]Function
 		}
 		return "", false
 	}
+	cond := conditions(doc, resolve)
 	globals := get(doc, "Globals", "Function")
 	out := map[string]Function{}
 	for name, id := range logicalIDs {
@@ -69,7 +70,7 @@ func Functions(path string, params, refs map[string]string) (map[string]Function
 				continue
 			}
 			if n := get(src, "Timeout"); n != nil {
-				s, err := scalar(n, resolve)
+				s, err := scalar(n, resolve, cond)
 				if err != nil {
 					return nil, fmt.Errorf("%s Timeout: %w", id, err)
 				}
@@ -80,7 +81,7 @@ func Functions(path string, params, refs map[string]string) (map[string]Function
 				fn.Timeout = time.Duration(secs) * time.Second
 			}
 			if n := get(src, "MemorySize"); n != nil {
-				s, err := scalar(n, resolve)
+				s, err := scalar(n, resolve, cond)
 				if err != nil {
 					return nil, fmt.Errorf("%s MemorySize: %w", id, err)
 				}
@@ -94,7 +95,7 @@ func Functions(path string, params, refs map[string]string) (map[string]Function
 			}
 			for i := 0; i+1 < len(vars.Content); i += 2 {
 				k := vars.Content[i].Value
-				v, err := scalar(vars.Content[i+1], resolve)
+				v, err := scalar(vars.Content[i+1], resolve, cond)
 				if err != nil {
 					return nil, fmt.Errorf("%s environment %s: %w", id, k, err)
 				}
@@ -106,8 +107,19 @@ func Functions(path string, params, refs map[string]string) (map[string]Function
 	return out, nil
 }
 
-// scalar is a literal, or a !Ref / {"Ref": …} resolved by resolve.
-func scalar(n *yaml.Node, resolve func(string) (string, bool)) (string, error) {
+// scalar is a literal, a !Ref / {"Ref": …} resolved by resolve, or an !If whose condition
+// cond decides (only the branch taken is read, as CloudFormation does).
+func scalar(n *yaml.Node, resolve func(string) (string, bool), cond func(string) (bool, error)) (string, error) {
+	if n.Kind == yaml.SequenceNode && n.Tag == "!If" && len(n.Content) == 3 {
+		ok, err := cond(n.Content[0].Value)
+		if err != nil {
+			return "", err
+		}
+		if ok {
+			return scalar(n.Content[1], resolve, cond)
+		}
+		return scalar(n.Content[2], resolve, cond)
+	}
 	ref := ""
 	switch {
 	case n.Kind == yaml.ScalarNode && n.Tag == "!Ref":
@@ -117,13 +129,58 @@ func scalar(n *yaml.Node, resolve func(string) (string, bool)) (string, error) {
 	case n.Kind == yaml.MappingNode && len(n.Content) == 2 && n.Content[0].Value == "Ref":
 		ref = n.Content[1].Value
 	default:
-		return "", fmt.Errorf("only literals and Ref are supported locally, got %s %q", n.Tag, n.Value)
+		return "", fmt.Errorf("only literals, Ref and If are supported locally, got %s %q", n.Tag, n.Value)
 	}
 	v, ok := resolve(ref)
 	if !ok {
 		return "", fmt.Errorf("Ref %s: neither a parameter nor a created resource", ref)
 	}
 	return v, nil
+}
+
+// conditions evaluates the template's conditions by name: Equals of literals and Refs, Not,
+// And, Or, Condition.
+func conditions(doc *yaml.Node, resolve func(string) (string, bool)) func(string) (bool, error) {
+	var byName func(string) (bool, error)
+	var eval func(*yaml.Node) (bool, error)
+	byName = func(name string) (bool, error) {
+		n := get(doc, "Conditions", name)
+		if n == nil {
+			return false, fmt.Errorf("condition %s: not defined", name)
+		}
+		v, err := eval(n)
+		if err != nil {
+			return false, fmt.Errorf("condition %s: %w", name, err)
+		}
+		return v, nil
+	}
+	eval = func(n *yaml.Node) (bool, error) {
+		switch {
+		case n.Tag == "!Condition" && n.Kind == yaml.ScalarNode:
+			return byName(n.Value)
+		case n.Tag == "!Not" && len(n.Content) == 1:
+			v, err := eval(n.Content[0])
+			return !v, err
+		case n.Tag == "!And" || n.Tag == "!Or":
+			and := n.Tag == "!And"
+			for _, c := range n.Content {
+				v, err := eval(c)
+				if err != nil || v != and {
+					return v, err
+				}
+			}
+			return and, nil
+		case n.Tag == "!Equals" && len(n.Content) == 2:
+			a, err := scalar(n.Content[0], resolve, byName)
+			if err != nil {
+				return false, err
+			}
+			b, err := scalar(n.Content[1], resolve, byName)
+			return a == b, err
+		}
+		return false, fmt.Errorf("only Equals, Not, And, Or and Condition are supported locally, got %s", n.Tag)
+	}
+	return byName
 }
 
 // get walks mapping keys.

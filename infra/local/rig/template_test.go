@@ -20,6 +20,12 @@ Parameters:
   LogLevel:
     Type: String
     Default: INFO
+  Pools:
+    Type: String
+    Default: ""
+Conditions:
+  HasPools: !Not [!Equals [!Ref Pools, ""]]
+  NoPools: !Not [!Condition HasPools]
 Globals:
   Function:
     Timeout: 3
@@ -28,6 +34,7 @@ Globals:
       Variables:
         TABLE_NAME: !Ref Table
         LOG_LEVEL: !Ref LogLevel
+        POOLS: !If [HasPools, !Ref Pools, !If [NoPools, "scaffold", !Sub "${Unreachable}"]]
 Resources:
   WebhookFunction:
     Properties:
@@ -48,7 +55,7 @@ Resources:
 	if err := os.WriteFile(path, []byte(tmpl), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	fns, err := rig.Functions(path, map[string]string{"RetryLadder": "1s,2s"},
+	fns, err := rig.Functions(path, map[string]string{"RetryLadder": "1s,2s", "Pools": "[pools]"},
 		map[string]string{"Table": "tbl-1", "WebhookSecret": "arn:secret"})
 	if err != nil {
 		t.Fatal(err)
@@ -61,6 +68,7 @@ Resources:
 		{"a parameter override", "claimer", "RETRY_LADDER", "1s,2s"},
 		{"the long Ref form", "webhook", "WEBHOOK_SECRET_ARN", "arn:secret"},
 		{"a literal", "claimer", "LITERAL", "x"},
+		{"the branch of an If its condition takes", "claimer", "POOLS", "[pools]"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -74,6 +82,13 @@ Resources:
 	}
 	if _, err := rig.Functions(path, nil, nil); err == nil {
 		t.Errorf("an unresolvable Ref (Table with no stack) must fail, naming the variable")
+	}
+	fns, err = rig.Functions(path, nil, map[string]string{"Table": "tbl-1", "WebhookSecret": "arn:secret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fns["webhook"].Env["POOLS"]; got != "scaffold" {
+		t.Errorf("POOLS with the default Pools: got %q, want the other branch, scaffold", got)
 	}
 }
 

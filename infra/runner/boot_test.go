@@ -1,0 +1,332 @@
+// Package runner tests infra/runner/boot.sh, the runner instances' boot
+// script, with bash and stubbed curl, aws, iptables, shutdown, sudo, chown
+// and sleep on PATH: the order of its steps, that every failure powers off,
+// and that the JIT config never reaches the runner's environment or
+// command line.
+package runner
+
+import (
+	"bufio"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// stubs are the commands boot.sh calls, each logging one line to $STUB/calls.
+// Behaviour is chosen by files in $STUB (never by environment variables
+// holding secrets: the runner stub dumps its environment).
+var stubs = map[string]string{
+	"curl": `url=${@: -1}
+echo "curl ${url#http://169.254.169.254/latest/}" >>"$STUB/calls"
+case $url in
+*/api/token) [[ ! -e $STUB/fail-token ]] || exit 22; echo TOKEN ;;
+*/placement/region) echo eu-west-1 ;;
+*/tags/instance/ghclaim:runner-name) [[ -e $STUB/name ]] || exit 22; cat "$STUB/name" ;;
+*) exit 22 ;;
+esac`,
+	"aws": `echo "aws $1 $2 $6" >>"$STUB/calls"
+case $2 in
+get-parameter) [[ -e $STUB/jit ]] || exit 255; cat "$STUB/jit" ;;
+delete-parameter) [[ ! -e $STUB/fail-delete ]] || exit 255 ;;
+esac`,
+	"iptables": `echo "iptables $*" >>"$STUB/calls"
+[[ ! -e $STUB/fail-iptables ]]`,
+	"shutdown": `echo "shutdown $*" >>"$STUB/calls"`,
+	"chown":    `echo "chown $1" >>"$STUB/calls"`,
+	"sudo": `echo "sudo $*" >>"$STUB/calls"
+[[ $1 == -u ]] && shift 2
+exec "$@"`,
+	// The idle timer blocks on the fifo "fire" when it exists, so a test
+	// decides when the limit is reached; the parameter polls return at once.
+	"sleep": `echo "sleep $1" >>"$STUB/calls"
+if [[ $1 == "$GHCLAIM_IDLE_LIMIT" && -p $STUB/fire ]]; then cat "$STUB/fire" >/dev/null; fi`,
+}
+
+// runScript is the runner's run.sh: it records its arguments, environment
+// and the config files it finds, then does what $STUB/runner-mode says.
+const runScript = `#!/bin/bash
+echo "run.sh $*" >>"$STUB/calls"
+env >"$STUB/runner.env"
+printf '%s\n' "$*" >"$STUB/runner.args"
+for f in .runner .credentials .credentials_rsaparams; do
+	[[ -e $f ]] && echo "$f $(stat -c %a "$f") $(cat "$f")" >>"$STUB/runner.files"
+done
+case $(cat "$STUB/runner-mode" 2>/dev/null) in
+fail) exit 1 ;;
+idle) read -r _ <"$STUB/never" ;;
+assigned)
+	mkdir -p _diag && touch _diag/Worker_20250101-000000-utc.log
+	echo go >"$STUB/fire"
+	read -r _ <"$STUB/release" ;;
+esac
+exit 0
+`
+
+// runnerFiles is what GitHub's JIT config carries: file name → content.
+var runnerFiles = map[string]string{
+	".runner":                `{"agentId":7,"agentName":"linux-42","ephemeral":true}`,
+	".credentials":           `{"scheme":"OAuthAccessToken","data":{"clientId":"c1"}}`,
+	".credentials_rsaparams": `{"d":"secret-rsa-private-exponent"}`,
+}
+
+// jitConfig encodes files as GitHub does: base64 of a JSON object of base64 contents.
+func jitConfig(t *testing.T, files map[string]string) string {
+	t.Helper()
+	enc := map[string]string{}
+	for k, v := range files {
+		enc[k] = base64.StdEncoding.EncodeToString([]byte(v))
+	}
+	b, err := json.Marshal(enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return base64.StdEncoding.EncodeToString(b)
+}
+
+type fixture struct {
+	stub, dir string
+	env       []string
+}
+
+func setup(t *testing.T) fixture {
+	t.Helper()
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash")
+	}
+	root := t.TempDir()
+	f := fixture{stub: filepath.Join(root, "stub"), dir: filepath.Join(root, "actions-runner")}
+	bin := filepath.Join(f.stub, "bin")
+	for _, d := range []string{bin, f.dir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, body := range stubs {
+		f.write(t, filepath.Join(bin, name), "#!/bin/bash\n"+body+"\n", 0o755)
+	}
+	f.write(t, filepath.Join(f.dir, "run.sh"), runScript, 0o755)
+	f.write(t, filepath.Join(f.stub, "name"), "linux-42", 0o644)
+	f.write(t, filepath.Join(f.stub, "jit"), jitConfig(t, runnerFiles), 0o600)
+	f.env = []string{
+		"PATH=" + bin + ":/usr/bin:/bin",
+		"STUB=" + f.stub,
+		"RUNNER_DIR=" + f.dir,
+		"RUNNER_USER=runner",
+		"GHCLAIM_IDLE_LIMIT=0",
+		"GHCLAIM_PARAM_WAIT=15",
+	}
+	return f
+}
+
+func (f fixture) write(t *testing.T, path, content string, mode os.FileMode) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (f fixture) touch(t *testing.T, name string) { f.write(t, filepath.Join(f.stub, name), "", 0o644) }
+
+func (f fixture) fifo(t *testing.T, name string) {
+	t.Helper()
+	if err := exec.Command("mkfifo", filepath.Join(f.stub, name)).Run(); err != nil {
+		t.Fatalf("mkfifo: %v", err)
+	}
+}
+
+// boot runs boot.sh; onLine sees each line of its output as it comes.
+func (f fixture) boot(t *testing.T, onLine func(string)) (calls []string, output string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "boot.sh")
+	cmd.Env = f.env
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		b.WriteString(sc.Text() + "\n")
+		if onLine != nil {
+			onLine(sc.Text())
+		}
+	}
+	_ = cmd.Wait() // boot.sh's own status does not matter: the machine is off
+	if ctx.Err() != nil {
+		t.Fatalf("boot.sh did not finish: %s", b.String())
+	}
+	data, err := os.ReadFile(filepath.Join(f.stub, "calls"))
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		if l != "" && !strings.HasPrefix(l, "curl ") && !strings.HasPrefix(l, "chown ") {
+			calls = append(calls, l)
+		}
+	}
+	return calls, b.String()
+}
+
+const (
+	getParam = "aws ssm get-parameter /ghclaim/runners/linux-42"
+	delParam = "aws ssm delete-parameter /ghclaim/runners/linux-42"
+	firewall = "iptables -w -I OUTPUT -d 169.254.169.254 -m owner --uid-owner runner -j REJECT"
+	start    = "sudo -u runner ./run.sh"
+	run      = "run.sh "
+	poweroff = "shutdown -h now"
+)
+
+func TestBootOrder(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	calls, out := f.boot(t, nil)
+	want := []string{getParam, delParam, firewall, start, run, poweroff}
+	if !slices.Equal(calls, want) {
+		t.Errorf("calls:\ngot  %q\nwant %q\noutput:\n%s", calls, want, out)
+	}
+	jit := jitConfig(t, runnerFiles)
+	if strings.Contains(out, jit) || strings.Contains(out, "secret-rsa") {
+		t.Errorf("the JIT config reached the output:\n%s", out)
+	}
+}
+
+// The runner's environment and command line never hold the config or
+// anything decoded from it; the runner finds its files, mode 0600.
+func TestBootKeepsTheConfigOutOfTheRunnersEnvironment(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.boot(t, nil)
+	jit := jitConfig(t, runnerFiles)
+	for _, name := range []string{"runner.env", "runner.args"} {
+		data, err := os.ReadFile(filepath.Join(f.stub, name))
+		if err != nil {
+			t.Fatalf("the runner did not run: %v", err)
+		}
+		for _, secret := range []string{jit, runnerFiles[".credentials_rsaparams"], "JITCONFIG"} {
+			if strings.Contains(string(data), secret) {
+				t.Errorf("%s holds %q:\n%s", name, secret, data)
+			}
+		}
+	}
+	data, err := os.ReadFile(filepath.Join(f.stub, "runner.files"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Split(strings.TrimSpace(string(data)), "\n")
+	var want []string
+	for _, name := range []string{".runner", ".credentials", ".credentials_rsaparams"} {
+		want = append(want, name+" 600 "+runnerFiles[name])
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("runner files:\ngot  %q\nwant %q", got, want)
+	}
+}
+
+func TestBootFailuresPowerOff(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		arrange func(*testing.T, fixture)
+		want    []string
+	}{
+		{name: "no IMDS token", arrange: func(t *testing.T, f fixture) { f.touch(t, "fail-token") },
+			want: []string{poweroff}},
+		{name: "no runner name tag", arrange: func(t *testing.T, f fixture) { _ = os.Remove(filepath.Join(f.stub, "name")) },
+			want: []string{poweroff}},
+		{name: "malformed runner name tag", arrange: func(t *testing.T, f fixture) { f.write(t, filepath.Join(f.stub, "name"), "../etc", 0o644) },
+			want: []string{poweroff}},
+		// GHCLAIM_PARAM_WAIT=15 s at one poll every 5 s: three reads, then off.
+		{name: "parameter never written", arrange: func(t *testing.T, f fixture) { _ = os.Remove(filepath.Join(f.stub, "jit")) },
+			want: []string{getParam, "sleep 5", getParam, "sleep 5", getParam, "sleep 5", poweroff}},
+		{name: "delete refused", arrange: func(t *testing.T, f fixture) { f.touch(t, "fail-delete") },
+			want: []string{getParam, delParam, poweroff}},
+		{name: "firewall refused", arrange: func(t *testing.T, f fixture) { f.touch(t, "fail-iptables") },
+			want: []string{getParam, delParam, firewall, poweroff}},
+		{name: "config holds no runner files", arrange: func(t *testing.T, f fixture) {
+			f.write(t, filepath.Join(f.stub, "jit"), base64.StdEncoding.EncodeToString([]byte(`{"../../etc/passwd":"eA=="}`)), 0o600)
+		}, want: []string{getParam, delParam, firewall, poweroff}},
+		{name: "config not base64", arrange: func(t *testing.T, f fixture) { f.write(t, filepath.Join(f.stub, "jit"), "not*base64", 0o600) },
+			want: []string{getParam, delParam, firewall, poweroff}},
+		{name: "runner fails", arrange: func(t *testing.T, f fixture) { f.write(t, filepath.Join(f.stub, "runner-mode"), "fail", 0o644) },
+			want: []string{getParam, delParam, firewall, start, run, poweroff}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := setup(t)
+			tt.arrange(t, f)
+			calls, out := f.boot(t, nil)
+			if !slices.Equal(calls, tt.want) {
+				t.Errorf("calls:\ngot  %q\nwant %q\noutput:\n%s", calls, tt.want, out)
+			}
+		})
+	}
+}
+
+// A pool whose launch template opts in gives its jobs the instance role:
+// no firewall rule.
+func TestBootOptInKeepsIMDSOpen(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.env = append(f.env, "GHCLAIM_JOBS_USE_INSTANCE_ROLE=true")
+	calls, out := f.boot(t, nil)
+	want := []string{getParam, delParam, start, run, poweroff}
+	if !slices.Equal(calls, want) {
+		t.Errorf("calls:\ngot  %q\nwant %q\noutput:\n%s", calls, want, out)
+	}
+}
+
+func TestBootIdleLimit(t *testing.T) {
+	t.Parallel()
+	t.Run("no job: the runner is stopped and the machine powers off", func(t *testing.T) {
+		t.Parallel()
+		f := setup(t)
+		f.env = append(f.env, "GHCLAIM_IDLE_LIMIT=900")
+		f.write(t, filepath.Join(f.stub, "runner-mode"), "idle", 0o644)
+		f.fifo(t, "never") // the idle runner waits on it forever
+		calls, out := f.boot(t, nil)
+		if !strings.Contains(out, "no job within 900s: stopping the runner") {
+			t.Errorf("output: got\n%s\nwant the idle stop", out)
+		}
+		if len(calls) == 0 || calls[len(calls)-1] != poweroff || !slices.Contains(calls, "sleep 900") {
+			t.Errorf("calls: got %q, want the 900 s timer and a power-off last", calls)
+		}
+	})
+	t.Run("a job taken in time is left running", func(t *testing.T) {
+		t.Parallel()
+		f := setup(t)
+		f.env = append(f.env, "GHCLAIM_IDLE_LIMIT=900")
+		f.write(t, filepath.Join(f.stub, "runner-mode"), "assigned", 0o644)
+		f.fifo(t, "fire")    // the runner takes a job, then the limit is reached
+		f.fifo(t, "release") // the runner finishes once the timer has decided
+		calls, out := f.boot(t, func(line string) {
+			if strings.Contains(line, "runner took a job") {
+				go func() { // opening a fifo blocks until the runner reads it
+					if w, err := os.OpenFile(filepath.Join(f.stub, "release"), os.O_WRONLY, 0); err == nil {
+						_, _ = w.WriteString("done\n")
+						_ = w.Close()
+					}
+				}()
+			}
+		})
+		if strings.Contains(out, "stopping the runner") || !strings.Contains(out, "runner exited with status 0") {
+			t.Errorf("output: got\n%s\nwant the runner to finish its job", out)
+		}
+		if calls[len(calls)-1] != poweroff {
+			t.Errorf("calls: got %q, want a power-off last", calls)
+		}
+	})
+}
