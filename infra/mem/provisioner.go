@@ -23,13 +23,15 @@ type Machine struct {
 // starts one machine per job, or finds the job's live machine and reuses
 // it (the job-tag lookup, so a repeated attempt never starts a second);
 // Running names the job's live machine ("" for dispatch pools, which
-// cannot tell); Cleanup removes the stored config and succeeds when there
-// is none. A failure set with Fail happens at the launch, after the config
+// cannot tell); Cleanup removes the stored config and ends the job's
+// machines (only the config with KeepMachines), and succeeds when there is
+// nothing left. A failure set with Fail happens at the launch, after the config
 // was stored, as RunInstances failing after PutParameter does.
 type Provisioner struct {
 	mu       sync.Mutex
 	seq      int
 	requests []pool.Request
+	cleanups []pool.Request
 	machines []Machine
 	params   map[string]string // runner name → JIT config
 	fail     error
@@ -94,21 +96,37 @@ func (p *Provisioner) Running(_ context.Context, req pool.Request) (string, erro
 	return p.live(req.JobID), nil
 }
 
-// Cleanup removes the runner's stored config, if any.
+// Cleanup removes the runner's stored config, if any, then ends the job's
+// machines unless req.KeepMachines.
 func (p *Provisioner) Cleanup(_ context.Context, req pool.Request) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !pool.RunnerNameRE.MatchString(req.RunnerName) {
 		return fmt.Errorf("%w: runner name %q", pool.ErrInvalidRequest, req.RunnerName)
 	}
+	p.cleanups = append(p.cleanups, req)
 	delete(p.params, req.RunnerName)
+	if !req.KeepMachines {
+		p.stop(req.JobID)
+	}
 	return nil
+}
+
+// Cleanups returns every Cleanup request so far, in order.
+func (p *Provisioner) Cleanups() []pool.Request {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]pool.Request(nil), p.cleanups...)
 }
 
 // Stop ends the job's machines, as an instance that powered off.
 func (p *Provisioner) Stop(jobID int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.stop(jobID)
+}
+
+func (p *Provisioner) stop(jobID int64) {
 	for i := range p.machines {
 		if p.machines[i].JobID == jobID {
 			p.machines[i].Stopped = true

@@ -503,23 +503,41 @@ func (f *flow) cleanUp(ctx context.Context, cu cleanup) {
 		f.c.d.Log.LogAttrs(ctx, slog.LevelWarn, "claim cleanup failed", slog.Int64(obs.KeyJobID, f.rec.JobID),
 			slog.String("step", what), slog.String(obs.KeyClass, fl.Class.String()), slog.String(obs.KeyReason, fl.Reason))
 	}
+	// gone: GitHub said the job's runner is absent, or deleted it now. Only
+	// then may the provisioner end the job's machines; a runner that is
+	// busy, or whose state is unknown, may be running a job on one.
+	gone, busy := false, false
 	r := cu.runner
 	if r == nil && cu.byName {
 		found, err := gh.FindRunner(ctx, inst, f.scope, f.owner, f.repo, f.name)
 		switch {
 		case err == nil:
 			r = &found
-		case !isNotFound(err):
+		case isNotFound(err):
+			gone = true
+		default:
 			fail("find runner", err)
 		}
 	}
-	if r != nil && !r.Busy {
-		if err := gh.DeleteRunner(ctx, inst, f.scope, f.owner, f.repo, r.ID); err != nil {
-			fail("delete runner", err)
+	if r != nil {
+		busy = r.Busy
+		if !busy {
+			err := gh.DeleteRunner(ctx, inst, f.scope, f.owner, f.repo, r.ID)
+			switch {
+			case err == nil:
+				gone = true
+			case ghapp.IsStillRunning(err):
+				busy = true // it took a job between the look and the delete
+			default:
+				fail("delete runner", err)
+			}
 		}
 	}
 	if cu.provisioned {
+		// The configuration always goes (a machine that already read it
+		// deleted it; one that has not will never run this job).
 		req := f.request(ghapp.Secret{})
+		req.KeepMachines = busy || !gone
 		if err := f.c.d.Provisioner.Cleanup(ctx, req); err != nil {
 			fail("provisioner cleanup", err)
 		}

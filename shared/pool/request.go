@@ -23,6 +23,12 @@ type Request struct {
 	// credential: never log it, never put it in an error. String, GoString
 	// and LogValue redact it.
 	JITConfig string
+	// KeepMachines asks Cleanup to remove the job's runner configuration
+	// only and leave its machines running: the caller could not tell
+	// whether the job's runner is busy (GitHub was not asked, or did not
+	// answer), and a machine whose runner runs a job must never be ended.
+	// A machine that never read its configuration powers itself off.
+	KeepMachines bool
 }
 
 // Result says where the job's runner runs.

@@ -328,6 +328,8 @@ func alive(s ec2types.InstanceStateName) bool {
 // the claim ended without a runner, so a machine of the job has nothing to
 // run. Both steps are safe to repeat (nothing left is success). The caller
 // must not clean up while the job's runner is busy: its machine is at work.
+// With req.KeepMachines (the runner's state is unknown) only the parameter
+// goes.
 func (e *EC2) Cleanup(ctx context.Context, req Request) error {
 	name := ParameterName(req.RunnerName)
 	if !runnerNameRE.MatchString(req.RunnerName) {
@@ -340,6 +342,12 @@ func (e *EC2) Cleanup(ctx context.Context, req Request) error {
 	}
 	if err != nil {
 		return fmt.Errorf("clean up job %d: delete parameter %s: %w", req.JobID, name, err)
+	}
+	if req.KeepMachines {
+		e.log.LogAttrs(ctx, slog.LevelInfo, "provision cleaned up",
+			slog.Int64("job_id", req.JobID), slog.String("pool", req.Pool.Name),
+			slog.String("runner_name", req.RunnerName), slog.String("parameter", name), slog.Bool("machines_kept", true))
+		return nil
 	}
 	live, err := e.live(ctx, req.JobID)
 	if err != nil {

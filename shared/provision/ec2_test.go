@@ -412,10 +412,12 @@ func TestEC2Cleanup(t *testing.T) {
 		delErr         error
 		existing       []string
 		terminateErr   error
+		keepMachines   bool
 		wantErr        bool
 		wantTerminated []string
 	}{
 		{name: "deletes the parameter"},
+		{name: "keep machines: the parameter only", existing: []string{"i-0a"}, keepMachines: true},
 		{name: "terminates the job's live machines", existing: []string{"i-0b", "i-0a"}, wantTerminated: []string{"i-0b", "i-0a"}},
 		{name: "already gone is success", delErr: &ssmtypes.ParameterNotFound{Message: aws.String("not found")}, existing: []string{"i-0a"}, wantTerminated: []string{"i-0a"}},
 		{name: "other errors are returned", delErr: throttled, existing: []string{"i-0a"}, wantErr: true},
@@ -427,7 +429,9 @@ func TestEC2Cleanup(t *testing.T) {
 			f := setupEC2(t)
 			f.params.deleteErr = tt.delErr
 			f.inst.existing, f.inst.terminateErr = tt.existing, tt.terminateErr
-			err := f.adapter.Cleanup(context.Background(), request(ec2Pool(), 42))
+			req := request(ec2Pool(), 42)
+			req.KeepMachines = tt.keepMachines
+			err := f.adapter.Cleanup(context.Background(), req)
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("Cleanup: got %v, want error %v", err, tt.wantErr)
 			}
