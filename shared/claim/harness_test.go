@@ -402,7 +402,7 @@ func (h *harness) record(t *testing.T, id int64) job.Record {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// As MarkQueued leaves it once the first message is out.
+	// Queued, as a released retry leaves it.
 	r = h.get(t, id)
 	r.State, r.DueAt = job.Queued, job.Millis(h.clock.Now())
 	r.SweepAt = r.DueAt + h.store.Timing().QueuedGrace.Milliseconds()

@@ -30,9 +30,6 @@ func TestSweepAttributesFollowEveryTransition(t *testing.T) {
 		wantSweep time.Time // zero: sweep attributes removed
 	}{
 		{name: "created pending", id: 501, run: func(*testing.T, int64) {}, wantState: job.Pending, wantSweep: t0.Add(store.DefaultPendingGrace)},
-		{name: "marked queued", id: 502, run: func(t *testing.T, id int64) {
-			must(t, f.s.MarkQueued(ctx, id, 1, due, t0))
-		}, wantState: job.Queued, wantSweep: due.Add(grace)},
 		{name: "leased", id: 503, run: func(t *testing.T, id int64) {
 			_, _, err := f.s.Acquire(ctx, id, 1, "a", lease, t0)
 			must(t, err)
@@ -43,12 +40,10 @@ func TestSweepAttributesFollowEveryTransition(t *testing.T) {
 			must(t, f.s.Release(ctx, l, store.Retry{Version: 3, Attempt: 1, Due: due}, t0))
 		}, wantState: job.Queued, wantSweep: due.Add(grace)},
 		{name: "taken back to queued", id: 505, run: func(t *testing.T, id int64) {
-			must(t, f.s.MarkQueued(ctx, id, 1, t0, t0))
 			_, err := f.s.TakeBack(ctx, f.get(t, id), job.Queued, due, "lost message", t0.Add(time.Hour))
 			must(t, err)
 		}, wantState: job.Queued, wantSweep: due.Add(grace)},
-		{name: "done while queued", id: 506, run: func(t *testing.T, id int64) {
-			must(t, f.s.MarkQueued(ctx, id, 1, due, t0))
+		{name: "done while pending", id: 506, run: func(t *testing.T, id int64) {
 			_, err := f.s.MarkDone(ctx, store.Done{JobID: id, RunnerName: "r"}, t0)
 			must(t, err)
 		}, wantState: job.Done},
@@ -181,7 +176,6 @@ func TestEveryConditionClauseHolds(t *testing.T) {
 		const id = 524
 		_, err := f.s.CreateJob(ctx, rec(id), t0)
 		must(t, err)
-		must(t, f.s.MarkQueued(ctx, id, 1, t0, t0))
 		read := f.get(t, id)
 		l, _, err := f.s.Acquire(ctx, id, 1, "a", until, t0)
 		must(t, err)
@@ -195,33 +189,6 @@ func TestEveryConditionClauseHolds(t *testing.T) {
 		}
 		if got := f.get(t, id); got.State != job.Queued || got.Version != 3 {
 			t.Fatalf("record %s v%d, want queued v3 untouched", got.State, got.Version)
-		}
-	})
-	t.Run("take back a pending record the webhook marked queued meanwhile", func(t *testing.T) {
-		// MarkQueued keeps the version: only the state tells the reclaimer
-		// that the outbox message did go out.
-		const id = 526
-		_, err := f.s.CreateJob(ctx, rec(id), t0)
-		must(t, err)
-		read := f.get(t, id)
-		must(t, f.s.MarkQueued(ctx, id, 1, t0, t0))
-		later := t0.Add(5 * time.Minute)
-		if _, err := f.s.TakeBack(ctx, read, job.Queued, later, "outbox lost", later); !errors.Is(err, store.ErrConflict) {
-			t.Fatalf("got %v, want ErrConflict (state changed at the same version)", err)
-		}
-		if got := f.get(t, id); got.State != job.Queued || got.Version != 1 {
-			t.Fatalf("record %s v%d, want queued v1 untouched", got.State, got.Version)
-		}
-	})
-	t.Run("mark queued at another version", func(t *testing.T) {
-		const id = 525
-		_, err := f.s.CreateJob(ctx, rec(id), t0)
-		must(t, err)
-		if err := f.s.MarkQueued(ctx, id, 2, t0, t0); !errors.Is(err, store.ErrConflict) {
-			t.Fatalf("got %v, want ErrConflict", err)
-		}
-		if got := f.get(t, id); got.State != job.Pending {
-			t.Fatalf("record %s, want pending", got.State)
 		}
 	})
 }

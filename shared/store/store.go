@@ -158,39 +158,6 @@ func conflict(op string, id int64, item map[string]types.AttributeValue) error {
 	return e
 }
 
-// MarkQueued moves a pending record to queued once its message is sent.
-// The webhook no longer calls it (the claimer leases a pending record as
-// readily, so the write bought nothing); the claim and reclaim tests still
-// use it to build queued records. ErrConflict means somebody moved the
-// record first.
-func (s *Store) MarkQueued(ctx context.Context, id, version int64, due, now time.Time) error {
-	dueMs := job.Millis(due)
-	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:           &s.table,
-		Key:                 key(job.Key(id)),
-		UpdateExpression:    aws.String("SET #s = :queued, due_at = :due, sweep_at = :sweep, updated_at = :now"),
-		ConditionExpression: aws.String("#s = :pending AND version = :v"),
-		ExpressionAttributeNames: map[string]string{
-			"#s": "state",
-		},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":queued":  str(string(job.Queued)),
-			":pending": str(string(job.Pending)),
-			":v":       n(version),
-			":due":     n(dueMs),
-			":sweep":   n(dueMs + s.opt.QueuedGrace.Milliseconds()),
-			":now":     n(job.Millis(now)),
-		},
-	})
-	if isConditionFailed(err) {
-		return ErrConflict
-	}
-	if err != nil {
-		return fmt.Errorf("mark job %d queued: %w", id, err)
-	}
-	return nil
-}
-
 // Done describes a job GitHub reported in progress or completed.
 type Done = job.Report
 
