@@ -19,15 +19,16 @@ func world(t *testing.T) chaos.World {
 	return chaos.World{AWS: srv.ConfigForTest(t), TableName: stack.TableName, QueueURL: stack.QueueURL}
 }
 
-// TestRunShort is `make chaos` in small: 40 jobs through the real
+// TestRunShort is `make chaos` in small: 24 jobs through the real
 // handlers with faults at every external call (10 %, so that it stays
 // short: at 20 % a claim attempt of ~10 calls succeeds one time in nine),
 // kills, duplicates and a rate-limit window. Nothing may be lost or
 // claimed twice.
 func TestRunShort(t *testing.T) {
+	t.Parallel()
 	w := world(t)
 	var logs bytes.Buffer
-	cfg := chaos.Config{Jobs: 40, FaultRate: 0.1, KillRate: 0.15, Seed: 42, DelayScale: 0.1, FunctionTimeout: 8 * time.Second,
+	cfg := chaos.Config{Jobs: 24, FaultRate: 0.1, KillRate: 0.15, Seed: 42, DelayScale: 0.1, FunctionTimeout: 5 * time.Second,
 		Settle: 150 * time.Second, Log: &logs}
 	if testing.Verbose() {
 		cfg.Progress = os.Stderr
