@@ -4,6 +4,7 @@
 #   make test    make lint + every test; integration tests start their own moto_server
 #                (pip install 'moto[server]') or use AWS_ENDPOINT_URL (LocalStack)
 #   make lint    gofmt, go vet, cfn-lint template.yaml
+#   make app     register the GitHub App and store its secrets in the stack (after sam deploy)
 #   sam build    runs the build-<LogicalId> targets below with ARTIFACTS_DIR set
 
 GO ?= go
@@ -70,6 +71,15 @@ LOAD_FLAGS ?=
 .PHONY: load
 load:
 	$(GO) run ./infra/load $(LOAD_FLAGS)
+
+# Setup after the first deploy (infra/app): serves a page on 127.0.0.1:8123 that registers the
+# GitHub App from a manifest (webhook URL from the stack's outputs), then stores its private key
+# and webhook secret in the stack's Secrets Manager secrets and prints what is left.
+# APP_FLAGS="-stack ghclaim -org my-org -name ghclaim-prod" (GHES: -github-url, -api-url).
+APP_FLAGS ?=
+.PHONY: app
+app:
+	$(GO) run ./infra/app/cmd/ghclaim-app $(APP_FLAGS)
 
 clean:
 	rm -rf bin .build .aws-sam
