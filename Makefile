@@ -4,6 +4,7 @@
 #   make test    make lint + every test; integration tests start their own moto_server
 #                (pip install 'moto[server]') or use AWS_ENDPOINT_URL (LocalStack)
 #   make lint    gofmt, go vet, cfn-lint template.yaml
+#   make app     register the GitHub App and store its secrets in the stack (after sam deploy)
 #   sam build    runs the build-<LogicalId> targets below with ARTIFACTS_DIR set
 
 GO ?= go
@@ -18,7 +19,7 @@ LAMBDA_FLAGS := -tags lambda.norpc -trimpath -ldflags="-s -w"
 BOOTSTRAPS := $(FUNCTIONS:%=bin/%/bootstrap)
 SAM_TARGETS := build-WebhookFunction build-ClaimerFunction build-ReclaimerFunction
 
-.PHONY: build test lint run local clean $(BOOTSTRAPS) $(SAM_TARGETS)
+.PHONY: build test lint browser run local clean $(BOOTSTRAPS) $(SAM_TARGETS)
 
 build: $(BOOTSTRAPS)
 
@@ -34,8 +35,18 @@ $(SAM_TARGETS):
 	$(if $(ARTIFACTS_DIR),,$(error ARTIFACTS_DIR is not set: $@ is run by sam build; use make build))
 	$(LAMBDA_ENV) $(GO) build $(LAMBDA_FLAGS) -o $(ARTIFACTS_DIR)/bootstrap ./functions/$(FUNCTION)
 
-test: lint
+test: lint browser
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+# infra/app's page is tested in a real headless Chromium (Debian's package). make test installs it
+# when it is missing, so a fresh machine and CI run that test instead of skipping it.
+browser:
+	@if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then \
+	  sudo=""; [ "$$(id -u)" -eq 0 ] || sudo="sudo"; \
+	  echo "installing chromium (Debian package) for infra/app's browser test"; \
+	  $$sudo apt-get update -qq >/dev/null && \
+	  DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq --no-install-recommends chromium >/dev/null; \
+	fi
 
 lint:
 	@out=$$(gofmt -l $$(find . -name '*.go' -not -path './.build/*')); if [ -n "$$out" ]; then printf 'gofmt would change:\n%s\n' "$$out"; exit 1; fi
@@ -70,6 +81,15 @@ LOAD_FLAGS ?=
 .PHONY: load
 load:
 	$(GO) run ./infra/load $(LOAD_FLAGS)
+
+# Setup after the first deploy (infra/app): serves a page on 127.0.0.1:8123 that registers the
+# GitHub App from a manifest (webhook URL from the stack's outputs), then stores its private key
+# and webhook secret in the stack's Secrets Manager secrets and prints what is left.
+# APP_FLAGS="-stack ghclaim -org my-org -name ghclaim-prod" (GHES: -github-url, -api-url).
+APP_FLAGS ?=
+.PHONY: app
+app:
+	$(GO) run ./infra/app/cmd/ghclaim-app $(APP_FLAGS)
 
 clean:
 	rm -rf bin .build .aws-sam

@@ -6,7 +6,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"os"
@@ -49,7 +48,6 @@ func run() error {
 	if err := policy.Validate(); err != nil {
 		return fmt.Errorf("retry policy: %w", err)
 	}
-	ctx := context.Background()
 	awsCfg, err := awsenv.Load(os.Getenv)
 	if err != nil {
 		return fmt.Errorf("aws config: %w", err)
@@ -58,10 +56,9 @@ func run() error {
 	if cfg.PrivateKeyARN != "" {
 		sm = secretsmanager.NewFromConfig(awsCfg)
 	}
-	key, err := secret.Resolve(ctx, sm, cfg.PrivateKeyARN, cfg.PrivateKey)
-	if err != nil {
-		return fmt.Errorf("github app private key: %w", err)
-	}
+	// The key is read when needed, through a TTL cache: a function started
+	// before make app wrote it keeps running (and waits) instead of failing.
+	key := secret.NewCache(sm, cfg.PrivateKeyARN, cfg.PrivateKey, secret.CacheOptions{})
 	log := obs.NewLogger(os.Stdout, cfg.LogLevel)
 
 	st := store.New(dynamodb.NewFromConfig(awsCfg), cfg.TableName, store.Options{
@@ -71,25 +68,25 @@ func run() error {
 		QueuedGrace:  cfg.QueuedGrace,
 	})
 	rates := ratelimit.NewTracker(st, ratelimit.DefaultPersistRule(), time.Now)
-	gh, err := ghapp.New(ghapp.Config{
-		AppID:      cfg.AppID,
-		PrivateKey: []byte(key),
-		BaseURL:    cfg.GitHubAPIURL,
+	gh, err := ghapp.NewKeyed(ghapp.Config{
+		AppID:   cfg.AppID,
+		BaseURL: cfg.GitHubAPIURL,
 		Wrap: func(installationID int64, base http.RoundTripper) http.RoundTripper {
 			return ratelimit.NewTransport(base, installationID, rates, time.Now)
 		},
-	})
+	}, key.Bytes)
 	if err != nil {
 		return err
 	}
 	sqsClient := sqs.NewFromConfig(awsCfg)
+	claims := queue.New(sqsClient, cfg.ClaimsQueueURL)
 	provisioners := provision.Registry{
 		pool.ProvisionerEC2:      provision.NewEC2(ec2.NewFromConfig(awsCfg), ssm.NewFromConfig(awsCfg), log),
 		pool.ProvisionerDispatch: provision.NewDispatch(sqsClient, log),
 	}
 	c, err := claim.New(claim.Deps{
 		Store:       st,
-		Queue:       queue.New(sqsClient, cfg.ClaimsQueueURL),
+		Queue:       claims,
 		GitHub:      gh,
 		Provisioner: provisioners,
 		Policy:      policy,
@@ -101,6 +98,6 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	lambda.Start(c.Handle)
+	lambda.Start(claim.Hold(c.Handle, gh.Ready, claims, claim.DefaultHoldDelay, log))
 	return nil
 }

@@ -43,7 +43,6 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	ctx := context.Background()
 	awsCfg, err := awsenv.Load(os.Getenv)
 	if err != nil {
 		return fmt.Errorf("aws config: %w", err)
@@ -52,10 +51,9 @@ func run() error {
 	if cfg.PrivateKeyARN != "" {
 		sm = secretsmanager.NewFromConfig(awsCfg)
 	}
-	key, err := secret.Resolve(ctx, sm, cfg.PrivateKeyARN, cfg.PrivateKey)
-	if err != nil {
-		return fmt.Errorf("github app private key: %w", err)
-	}
+	// The key is read when needed, through a TTL cache: a function started
+	// before make app wrote it keeps running (and waits) instead of failing.
+	key := secret.NewCache(sm, cfg.PrivateKeyARN, cfg.PrivateKey, secret.CacheOptions{})
 	log := obs.NewLogger(os.Stdout, cfg.LogLevel)
 
 	st := store.New(dynamodb.NewFromConfig(awsCfg), cfg.TableName, store.Options{
@@ -65,14 +63,13 @@ func run() error {
 		RecordTTL:    cfg.RecordTTL,
 	})
 	rates := ratelimit.NewTracker(st, ratelimit.DefaultPersistRule(), time.Now)
-	gh, err := ghapp.New(ghapp.Config{
-		AppID:      cfg.AppID,
-		PrivateKey: []byte(key),
-		BaseURL:    cfg.GitHubAPIURL,
+	gh, err := ghapp.NewKeyed(ghapp.Config{
+		AppID:   cfg.AppID,
+		BaseURL: cfg.GitHubAPIURL,
 		Wrap: func(installationID int64, base http.RoundTripper) http.RoundTripper {
 			return ratelimit.NewTransport(base, installationID, rates, time.Now)
 		},
-	})
+	}, key.Bytes)
 	if err != nil {
 		return err
 	}

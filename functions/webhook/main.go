@@ -4,7 +4,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"time"
@@ -35,7 +34,6 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	ctx := context.Background()
 	awsCfg, err := awsenv.Load(os.Getenv)
 	if err != nil {
 		return fmt.Errorf("aws config: %w", err)
@@ -44,14 +42,9 @@ func run() error {
 	if cfg.SecretARN != "" {
 		sm = secretsmanager.NewFromConfig(awsCfg)
 	}
-	value, err := secret.Resolve(ctx, sm, cfg.SecretARN, cfg.Secret)
-	if err != nil {
-		return fmt.Errorf("webhook secret: %w", err)
-	}
-	var secrets [][]byte
-	for _, s := range secret.Split(value) {
-		secrets = append(secrets, []byte(s))
-	}
+	// Read per delivery through a TTL cache: a secret written after this
+	// cold start (make app) or rotated is picked up; none yet answers 503.
+	secrets := secret.NewCache(sm, cfg.SecretARN, cfg.Secret, secret.CacheOptions{})
 	st := store.New(dynamodb.NewFromConfig(awsCfg), cfg.TableName, store.Options{
 		Shards:       cfg.SweepShards,
 		RecordTTL:    cfg.RecordTTL,
@@ -60,10 +53,10 @@ func run() error {
 	})
 	q := queue.New(sqs.NewFromConfig(awsCfg), cfg.ClaimsQueueURL)
 	h, err := webhook.New(webhook.Config{
-		Secrets:       secrets,
-		Pools:         cfg.Pools,
-		AllowedOwners: cfg.AllowedOwners,
-		MaxBodyBytes:  cfg.MaxBodyBytes,
+		CurrentSecrets: secrets.Rotation,
+		Pools:          cfg.Pools,
+		AllowedOwners:  cfg.AllowedOwners,
+		MaxBodyBytes:   cfg.MaxBodyBytes,
 	}, st, q, time.Now, obs.NewLogger(os.Stdout, cfg.LogLevel))
 	if err != nil {
 		return err

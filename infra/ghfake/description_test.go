@@ -59,6 +59,7 @@ func TestAnswersMatchGitHubDescription(t *testing.T) {
 		jwt    func(t *testing.T) string // App JWT instead of an installation token
 		token  string                    // overrides the installation token
 		prep   func(t *testing.T, f fixture)
+		code   bool // path's {code} is a fresh manifest code
 		status int
 	}{
 		{name: "token", route: ghfake.RouteAccessToken, path: "/app/installations/77/access_tokens", jwt: goodJWT, status: 201},
@@ -102,6 +103,9 @@ func TestAnswersMatchGitHubDescription(t *testing.T) {
 			prep: job(ghfake.Job{ID: 9, RunID: 3, Status: "completed", Conclusion: "cancelled"}), status: 200},
 		{name: "job unknown", route: ghfake.RouteJob, path: "/repos/octo/hello/actions/jobs/9", status: 404},
 
+		{name: "manifest conversion", route: ghfake.RouteManifestConversion, path: "/app-manifests/{code}/conversions", code: true, status: 201},
+		{name: "manifest conversion unknown code", route: ghfake.RouteManifestConversion, path: "/app-manifests/0123abcd/conversions", status: 404},
+
 		// Answers any route can give.
 		{name: "bad credentials", route: ghfake.RouteRepoRunners, path: "/repos/octo/hello/actions/runners", token: "ghs_nope", status: 401},
 		{name: "rate limit", route: ghfake.RouteRepoRunners, path: "/repos/octo/hello/actions/runners", status: 403,
@@ -125,7 +129,11 @@ func TestAnswersMatchGitHubDescription(t *testing.T) {
 				tt.prep(t, f)
 			}
 			method, _, _ := strings.Cut(tt.route, " ")
-			req, err := http.NewRequest(method, f.srv.URL+tt.path, strings.NewReader(tt.body))
+			path := tt.path
+			if tt.code {
+				path = strings.Replace(path, "{code}", manifestCode(t, f.srv.URL, "/settings/apps/new", testManifest), 1)
+			}
+			req, err := http.NewRequest(method, f.srv.URL+path, strings.NewReader(tt.body))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -161,6 +169,7 @@ func TestAnswersMatchGitHubDescription(t *testing.T) {
 	for _, r := range []string{
 		ghfake.RouteAccessToken, ghfake.RouteRepoJIT, ghfake.RouteOrgJIT, ghfake.RouteRepoRunners, ghfake.RouteOrgRunners,
 		ghfake.RouteRepoRunner, ghfake.RouteOrgRunner, ghfake.RouteRepoDeleteRunner, ghfake.RouteOrgDeleteRunner, ghfake.RouteJob,
+		ghfake.RouteManifestConversion,
 	} {
 		if !covered[r] {
 			t.Errorf("no success case for %s", r)

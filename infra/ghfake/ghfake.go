@@ -1,7 +1,9 @@
 // Package ghfake owns a stand-in for the slice of GitHub's REST API that
 // ghclaim calls: installation access tokens, just-in-time (JIT) runner
 // configuration, self-hosted runners (list by name, get, delete) and
-// workflow jobs. It is an http.Handler, served by httptest in tests and by a
+// workflow jobs, and the GitHub App manifest flow (the settings/apps/new
+// form and POST /app-manifests/{code}/conversions, see manifest.go). It is
+// an http.Handler, served by httptest in tests and by a
 // real listener under `make run`. WorkflowJobPayload builds the webhook
 // bodies GitHub sends, for the kits that deliver them.
 //
@@ -205,6 +207,9 @@ type Server struct {
 	runners    map[int64]*Runner
 	runnerSeq  int64
 	jobs       map[string]storedJob // jobKey → job
+	apps       map[string]*App      // manifest code → App
+	appSeq     int64
+	web        *http.ServeMux
 	faults     []*rule
 	requestSeq int
 	stats      Stats
@@ -234,6 +239,10 @@ func New(opts ...Option) *Server {
 	s.api.HandleFunc(RouteRepoDeleteRunner, s.deleteRunner)
 	s.api.HandleFunc(RouteOrgDeleteRunner, s.deleteRunner)
 	s.api.HandleFunc(RouteJob, s.getJob)
+	s.api.HandleFunc(RouteManifestConversion, s.convertManifest)
+	s.web = http.NewServeMux()
+	s.web.HandleFunc(WebNewApp, s.newApp)
+	s.web.HandleFunc(WebNewOrgApp, s.newApp)
 	s.control = s.controlMux()
 	return s
 }
@@ -257,6 +266,8 @@ func (s *Server) resetState() {
 	s.runners = map[int64]*Runner{}
 	s.runnerSeq = 0
 	s.jobs = map[string]storedJob{}
+	s.apps = map[string]*App{}
+	s.appSeq = 0
 	s.faults = nil
 	s.requestSeq = 0
 	s.stats = Stats{

@@ -26,6 +26,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.control.ServeHTTP(w, r)
 		return
 	}
+	if _, pattern := s.web.Handler(r); pattern != "" {
+		s.web.ServeHTTP(w, r) // github.com's pages, at the root even under a prefix
+		return
+	}
 	if s.prefix != "" {
 		rest, ok := strings.CutPrefix(r.URL.Path, s.prefix)
 		if !ok || !strings.HasPrefix(rest, "/") {
@@ -56,9 +60,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.stats.JITCalls++
 	}
 	fault := s.takeFault(route)
-	// Authenticate by installation token (every route but the token one).
+	// Authenticate by installation token (every route but the token one
+	// and the manifest conversion, which GitHub serves unauthenticated).
+	public := route == RouteAccessToken || route == RouteManifestConversion
 	inst, authed := int64(0), false
-	if route != RouteAccessToken && route != "" {
+	if !public && route != "" {
 		inst, authed = s.tokens[bearer(r)]
 		if authed {
 			s.stats.InstallationCalls[inst]++
@@ -91,7 +97,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "Not Found", docsREST)
 		return
 	}
-	if route != RouteAccessToken {
+	if !public {
 		if !authed {
 			copyHeader(w, h)
 			writeError(w, http.StatusUnauthorized, "Bad credentials", docsREST)

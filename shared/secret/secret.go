@@ -1,8 +1,16 @@
-// Package secret resolves the secrets a function needs once per cold start:
-// from Secrets Manager by ARN in AWS, or from a plain environment variable
-// in local runs. Webhook secrets may hold several values separated by
+// Package secret reads the secrets a function needs: from Secrets Manager by
+// ARN in AWS, or from a plain environment variable in local runs. Webhook
+// secrets may hold several values separated by
 // commas, so a secret can be rotated without downtime (GitHub signs with the
 // new one while we still accept the old).
+//
+// Functions read through a Cache with a TTL (default 5 minutes), not once
+// per cold start: a rotation, or the first write by `make app` into a
+// stack deployed before the GitHub App existed, reaches warm functions
+// without a redeploy, and a function started before its secret exists
+// keeps running and says so (ErrNotSet) instead of failing at init in a
+// crash loop. A failed read is remembered for a short Retry so a function
+// waiting for its secret does not ask Secrets Manager on every request.
 //
 // This package must never log, print or wrap a secret value into an error.
 package secret

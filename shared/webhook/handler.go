@@ -47,6 +47,12 @@ type Config struct {
 	// Secrets are the webhook secrets accepted at once (rotation); at least
 	// one non-empty secret is required.
 	Secrets [][]byte
+	// CurrentSecrets, when set, replaces Secrets: it is asked on every
+	// delivery (through a cache with a TTL in production), so a rotation
+	// or the first secret written by `make app` is used without a cold
+	// start. An error whose NotSet() is true (no secret yet) answers 503
+	// with ErrSecretNotSet's message; any other error 503 "unavailable".
+	CurrentSecrets func(ctx context.Context) ([][]byte, error)
 	// Pools are the runner pools, in match order.
 	Pools []pool.Pool
 	// AllowedOwners restricts claims to these repository owners
@@ -69,13 +75,7 @@ type Handler struct {
 
 // New returns a handler. now is read once per delivery.
 func New(cfg Config, st Store, q Queue, now func() time.Time, log *slog.Logger) (*Handler, error) {
-	usable := 0
-	for _, s := range cfg.Secrets {
-		if len(s) > 0 {
-			usable++
-		}
-	}
-	if usable == 0 {
+	if !anyUsable(cfg.Secrets) && cfg.CurrentSecrets == nil {
 		return nil, errors.New("webhook: no usable secret: every delivery would be refused")
 	}
 	if len(cfg.Pools) == 0 {
@@ -139,12 +139,15 @@ func (h *Handler) Handle(ctx context.Context, req events.LambdaFunctionURLReques
 	if status != 0 {
 		return h.reject(ctx, d, status, "bad_body", msg), nil
 	}
+	secrets, err := h.secrets(ctx)
+	if err != nil {
+		return h.noSecret(ctx, d, err), nil
+	}
 	sig := hdr["x-hub-signature-256"]
-	var err error
 	if sig == "" && hdr["x-hub-signature"] != "" {
 		err = ErrSignatureSHA1
 	} else {
-		err = Verify(body, sig, h.cfg.Secrets)
+		err = Verify(body, sig, secrets)
 	}
 	if err != nil {
 		return h.reject(ctx, d, http.StatusUnauthorized, "bad_signature", err.Error()), nil

@@ -34,6 +34,7 @@ const OPERATIONS = [
   "DELETE /repos/{owner}/{repo}/actions/runners/{runner_id}",
   "DELETE /orgs/{org}/actions/runners/{runner_id}",
   "GET /repos/{owner}/{repo}/actions/jobs/{job_id}",
+  "POST /app-manifests/{code}/conversions",
 ];
 
 // The webhooks ghclaim receives.

@@ -1,0 +1,338 @@
+package app_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+
+	"github.com/ghclaim/ghclaim/infra/app"
+	"github.com/ghclaim/ghclaim/infra/emulator"
+	"github.com/ghclaim/ghclaim/infra/ghfake"
+	"github.com/ghclaim/ghclaim/shared/secret"
+)
+
+const hookURL = "https://abc123.lambda-url.us-east-1.on.aws/"
+
+type fixture struct {
+	fake  *ghfake.Server
+	gh    *httptest.Server
+	stack *emulator.Stack
+	cf    *cloudformation.Client
+	sm    *secretsmanager.Client
+}
+
+func setup(t *testing.T) fixture {
+	t.Helper()
+	srv := emulator.ForTest(t)
+	stack := emulator.DeployForTest(t, srv)
+	cfg := srv.ConfigForTest(t)
+	fake := ghfake.New()
+	gh := httptest.NewServer(fake)
+	t.Cleanup(gh.Close)
+	return fixture{fake: fake, gh: gh, stack: stack, cf: cloudformation.NewFromConfig(cfg), sm: secretsmanager.NewFromConfig(cfg)}
+}
+
+func (f fixture) config(drive func(pageURL string)) app.Config {
+	return app.Config{
+		Stack:      f.stack.Name,
+		Name:       "ghclaim-e2e", // the default, ghclaim-<stack>, is too long for these stacks' names
+		WebhookURL: hookURL,       // moto's stack has no Function URL: its output is dropped
+		GitHubURL:  f.gh.URL,
+		APIURL:     f.gh.URL,
+		Addr:       "127.0.0.1:0",
+		Timeout:    time.Minute,
+		Listening:  func(u string) { go drive(u) },
+	}
+}
+
+func (f fixture) secretValue(t *testing.T, arn string) string {
+	t.Helper()
+	out, err := f.sm.GetSecretValue(context.Background(), &secretsmanager.GetSecretValueInput{SecretId: &arn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return aws.ToString(out.SecretString)
+}
+
+var (
+	formRe     = regexp.MustCompile(`<form id="manifest-form" method="post" action="([^"]+)">`)
+	manifestRe = regexp.MustCompile(`name="manifest" value="([^"]+)"`)
+)
+
+// pageForm reads the page's form: where it posts and the manifest.
+func pageForm(pageURL string) (action, manifest string, err error) {
+	resp, err := http.Get(pageURL)
+	if err != nil {
+		return "", "", err
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	fm, mm := formRe.FindSubmatch(page), manifestRe.FindSubmatch(page)
+	if fm == nil || mm == nil {
+		return "", "", fmt.Errorf("no manifest form in %s", page)
+	}
+	return html.UnescapeString(string(fm[1])), html.UnescapeString(string(mm[1])), nil
+}
+
+// submit plays the browser: GET the page, post its form where its action
+// says, follow GitHub's redirect back to the page's callback.
+func submit(pageURL string) (string, error) {
+	action, manifest, err := pageForm(pageURL)
+	if err != nil {
+		return "", err
+	}
+	resp, err := http.PostForm(action, url.Values{"manifest": {manifest}})
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b), nil
+}
+
+// TestFlowEndToEnd runs make app's whole flow against the GitHub stand-in
+// and moto: page → form post → GitHub's redirect with code and state →
+// conversion → both secrets stored in the stack's Secrets Manager secrets
+// (found through DescribeStacks) → next steps printed, and no secret in
+// the output or the pages.
+func TestFlowEndToEnd(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+
+	// A function started before make app: no key yet.
+	keyCache := secret.NewCache(f.sm, f.stack.GitHubAppPrivateKeyARN, "", secret.CacheOptions{})
+	if _, err := keyCache.Get(ctx); !errors.Is(err, secret.ErrNotSet) {
+		t.Fatalf("before make app: got %v, want ErrNotSet (the template's placeholder)", err)
+	}
+
+	pages := make(chan string, 1)
+	var out bytes.Buffer
+	res, err := app.Run(ctx, f.config(func(u string) {
+		body, err := submit(u)
+		if err != nil {
+			body = "error: " + err.Error()
+		}
+		pages <- body
+	}), f.cf, f.sm, &out)
+	if err != nil {
+		t.Fatalf("Run: %v\n%s", err, out.String())
+	}
+	done := <-pages
+
+	apps := f.fake.Apps()
+	if len(apps) != 1 || !apps[0].Converted {
+		t.Fatalf("fake apps %+v, want one, converted", apps)
+	}
+	a := apps[0]
+	if got := f.secretValue(t, f.stack.GitHubAppPrivateKeyARN); got != a.PEM {
+		t.Errorf("private key secret holds %d bytes, want the App's pem", len(got))
+	}
+	if got := f.secretValue(t, f.stack.WebhookSecretARN); got != a.WebhookSecret {
+		t.Errorf("webhook secret not the App's")
+	}
+	if res.AppID != a.ID || res.InstallURL != f.gh.URL+"/apps/"+a.Slug+"/installations/new" || a.Slug != "ghclaim-e2e" {
+		t.Errorf("result %+v, app %d %q", res, a.ID, a.Slug)
+	}
+
+	var m ghfake.Manifest
+	if err := json.Unmarshal(a.Manifest, &m); err != nil {
+		t.Fatal(err)
+	}
+	wantPerms := map[string]string{"administration": "write", "organization_self_hosted_runners": "write", "actions": "read", "metadata": "read"}
+	if fmt.Sprint(m.DefaultPermissions) != fmt.Sprint(wantPerms) || fmt.Sprint(m.DefaultEvents) != "[workflow_job]" ||
+		m.HookAttributes == nil || m.HookAttributes.URL != hookURL || m.Public || !strings.HasSuffix(m.RedirectURL, "/callback") {
+		t.Errorf("manifest GitHub received: %s", a.Manifest)
+	}
+
+	text := out.String()
+	for _, want := range []string{fmt.Sprintf("GitHubAppId=%d", a.ID), res.InstallURL, f.stack.GitHubAppPrivateKeyARN} {
+		if !strings.Contains(text, want) {
+			t.Errorf("output lacks %q:\n%s", want, text)
+		}
+	}
+	for name, s := range map[string]string{"pem": a.PEM, "webhook secret": a.WebhookSecret, "client secret": a.ClientSecret, "key body": pemBody(a.PEM)} {
+		if strings.Contains(text, s) || strings.Contains(done, s) {
+			t.Errorf("the %s reached the output or the page", name)
+		}
+	}
+	if !strings.Contains(done, "registered") || !strings.Contains(done, res.InstallURL) {
+		t.Errorf("callback page: %s", done)
+	}
+
+	// The same function, after the cache's retry: the key is there.
+	later := secret.NewCache(f.sm, f.stack.GitHubAppPrivateKeyARN, "", secret.CacheOptions{})
+	if v, err := later.Get(ctx); err != nil || v != a.PEM {
+		t.Errorf("after make app: got %d bytes, %v; want the pem", len(v), err)
+	}
+}
+
+func pemBody(p string) string {
+	lines := strings.Split(strings.TrimSpace(p), "\n")
+	if len(lines) < 3 {
+		return p
+	}
+	return lines[1]
+}
+
+// TestCallbackRefusesAForeignState: a redirect whose state is not the
+// page's converts nothing and stores nothing; the real one still works.
+func TestCallbackRefusesAForeignState(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	before := f.secretValue(t, f.stack.WebhookSecretARN)
+	var out bytes.Buffer
+	refused := make(chan int, 4)
+	_, err := app.Run(context.Background(), f.config(func(pageURL string) {
+		// A code GitHub really issued, delivered with someone else's state.
+		loc, err := postManifestFor(pageURL)
+		if err != nil {
+			refused <- -1
+			return
+		}
+		q := loc.Query()
+		q.Set("state", "0123456789abcdef0123456789abcdef")
+		forged := *loc
+		forged.RawQuery = q.Encode()
+		resp, err := http.Get(forged.String())
+		if err != nil {
+			refused <- -1
+			return
+		}
+		resp.Body.Close()
+		refused <- resp.StatusCode
+		if apps := f.fake.Apps(); len(apps) != 1 || apps[0].Converted {
+			refused <- -2
+		}
+		if _, err := submitTo(loc); err != nil { // the genuine redirect
+			refused <- -3
+		}
+	}), f.cf, f.sm, &out)
+	if got := <-refused; got != http.StatusBadRequest {
+		t.Fatalf("forged callback: got %d, want 400", got)
+	}
+	select {
+	case code := <-refused:
+		t.Fatalf("step failed: %d", code)
+	default:
+	}
+	if err != nil {
+		t.Fatalf("the genuine callback after a forged one: %v", err)
+	}
+	if after := f.secretValue(t, f.stack.WebhookSecretARN); after == before {
+		t.Error("the genuine callback stored nothing")
+	}
+}
+
+// postManifestFor posts the page's form to GitHub without following the
+// redirect, and returns where GitHub sends the browser.
+func postManifestFor(pageURL string) (*url.URL, error) {
+	action, manifest, err := pageForm(pageURL)
+	if err != nil {
+		return nil, err
+	}
+	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := c.PostForm(action, url.Values{"manifest": {manifest}})
+	if err != nil {
+		return nil, err
+	}
+	resp.Body.Close()
+	return url.Parse(resp.Header.Get("Location"))
+}
+
+func submitTo(u *url.URL) (int, error) {
+	resp, err := http.Get(u.String())
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// TestFormURL: a user's App, an organisation's, and GitHub Enterprise
+// Server's host, each with the state.
+func TestFormURL(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, org, github, want string
+	}{
+		{name: "user", github: "https://github.com", want: "https://github.com/settings/apps/new?state="},
+		{name: "org", org: "octo-org", github: "https://github.com", want: "https://github.com/organizations/octo-org/settings/apps/new?state="},
+		{name: "GHES org", org: "eng", github: "https://ghe.example.com/", want: "https://ghe.example.com/organizations/eng/settings/apps/new?state="},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got := app.FormURL(app.Config{Org: tt.org, GitHubURL: tt.github}, "s1")
+			if got != tt.want+"s1" {
+				t.Errorf("got %s, want %ss1", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestPageInHeadlessChromium drives the page with a real browser: Chromium
+// loads it, its script posts the form to the stand-in, follows GitHub's
+// redirect to the callback and renders the result. Skipped only when
+// Chromium is missing outside CI (.ci/run installs it).
+func TestPageInHeadlessChromium(t *testing.T) {
+	t.Parallel()
+	bin := chromium()
+	if bin == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("chromium is not installed and CI is set: .ci/run installs it (apt-get install chromium)")
+		}
+		t.Skip("chromium not installed (apt-get install chromium); CI runs this test")
+	}
+	f := setup(t)
+	dom := make(chan string, 1)
+	var out bytes.Buffer
+	res, err := app.Run(context.Background(), f.config(func(pageURL string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, bin, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+			"--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-extensions",
+			"--user-data-dir="+t.TempDir(), "--virtual-time-budget=10000", "--dump-dom", pageURL)
+		b, err := cmd.Output()
+		if err != nil {
+			b = append(b, []byte("\nchromium: "+err.Error())...)
+		}
+		dom <- string(b)
+	}), f.cf, f.sm, &out)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	got := <-dom
+	if !strings.Contains(got, `id="result"`) || !strings.Contains(got, "registered") || !strings.Contains(got, res.InstallURL) {
+		t.Errorf("chromium ended on:\n%s", got)
+	}
+	if apps := f.fake.Apps(); len(apps) != 1 || f.secretValue(t, f.stack.GitHubAppPrivateKeyARN) != apps[0].PEM {
+		t.Error("the browser's flow did not store the App's key")
+	}
+}
+
+func chromium() string {
+	for _, n := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(n); err == nil {
+			return p
+		}
+	}
+	return ""
+}

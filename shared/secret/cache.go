@@ -1,0 +1,162 @@
+package secret
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	smtypes "github.com/aws/aws-sdk-go-v2/service/secretsmanager/types"
+)
+
+// Defaults of CacheOptions.
+const (
+	// DefaultTTL is how long a value read from Secrets Manager is used
+	// before it is read again: a rotation, or the first write by
+	// `make app`, reaches warm functions within it.
+	DefaultTTL = 5 * time.Minute
+	// DefaultRetry is how long a failed read ("not set yet" included) is
+	// remembered, so a function waiting for its secret asks Secrets
+	// Manager at most once per DefaultRetry, not once per request.
+	DefaultRetry = 15 * time.Second
+)
+
+// Placeholders are values template.yaml creates its secrets with: they
+// count as "not set yet", never as a secret.
+var Placeholders = []string{"REPLACE-WITH-THE-GITHUB-APP-PRIVATE-KEY-PEM"}
+
+// ErrNotSet means the secret does not exist yet, is empty or still holds
+// its placeholder: nothing is wrong but the setup (`make app`) is not
+// done. It has NotSet() true, so consumers that must not import this
+// package (they would import Secrets Manager's types with it) recognise it
+// through errors.As on interface{ NotSet() bool }.
+var ErrNotSet error = notSetError{}
+
+type notSetError struct{}
+
+func (notSetError) Error() string { return "secret not set yet" }
+func (notSetError) NotSet() bool  { return true }
+func (notSetError) Is(target error) bool {
+	return target == ErrEmpty // an empty value is one way of not being set
+}
+
+// CacheOptions tunes a Cache; zero values take the defaults.
+type CacheOptions struct {
+	TTL   time.Duration
+	Retry time.Duration
+	Now   func() time.Time
+}
+
+// Cache returns a secret read from Secrets Manager by ARN, re-read at most
+// once per TTL, or a plain value (local runs) that never changes. It is
+// safe for concurrent use; one caller reads while the others wait.
+//
+// A read that fails after a good one keeps the last good value for another
+// Retry (Secrets Manager throttling must not turn into 401s for GitHub);
+// a secret that was deleted or emptied counts as not set at once.
+type Cache struct {
+	sm         SecretsManager
+	arn, plain string
+	o          CacheOptions
+
+	mu    sync.Mutex
+	value string
+	err   error
+	until time.Time
+	read  bool
+}
+
+// NewCache returns a cache over the secret named by arn, or over plain when
+// arn is empty (sm may then be nil).
+func NewCache(sm SecretsManager, arn, plain string, o CacheOptions) *Cache {
+	if o.TTL <= 0 {
+		o.TTL = DefaultTTL
+	}
+	if o.Retry <= 0 {
+		o.Retry = DefaultRetry
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &Cache{sm: sm, arn: arn, plain: plain, o: o}
+}
+
+// Get returns the current value, or an error wrapping ErrNotSet when there
+// is none yet. An error never carries the value.
+func (c *Cache) Get(ctx context.Context) (string, error) {
+	if c.arn == "" {
+		if strings.TrimSpace(c.plain) == "" {
+			return "", ErrNotSet
+		}
+		return c.plain, nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.o.Now()
+	if c.read && now.Before(c.until) {
+		return c.value, c.err
+	}
+	v, err := c.fetch(ctx)
+	switch {
+	case err == nil:
+		c.value, c.err, c.until = v, nil, now.Add(c.o.TTL)
+	case c.value != "" && !errors.Is(err, ErrNotSet):
+		c.until = now.Add(c.o.Retry) // keep the last good value through a blip
+	default:
+		c.value, c.err, c.until = "", err, now.Add(c.o.Retry)
+	}
+	c.read = true
+	return c.value, c.err
+}
+
+// Bytes is Get as bytes (a PEM private key).
+func (c *Cache) Bytes(ctx context.Context) ([]byte, error) {
+	v, err := c.Get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return []byte(v), nil
+}
+
+// Rotation returns Get's value split as a rotation list (see Split): the
+// webhook secrets accepted at once.
+func (c *Cache) Rotation(ctx context.Context) ([][]byte, error) {
+	v, err := c.Get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out [][]byte
+	for _, s := range Split(v) {
+		out = append(out, []byte(s))
+	}
+	return out, nil
+}
+
+func (c *Cache) fetch(ctx context.Context) (string, error) {
+	if c.sm == nil {
+		return "", fmt.Errorf("secret %s: no Secrets Manager client", c.arn)
+	}
+	out, err := c.sm.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: &c.arn})
+	var nf *smtypes.ResourceNotFoundException
+	switch {
+	case errors.As(err, &nf):
+		return "", fmt.Errorf("secret %s: %w", c.arn, ErrNotSet)
+	case err != nil:
+		return "", fmt.Errorf("secret %s: %w", c.arn, err)
+	case out.SecretString == nil || strings.TrimSpace(*out.SecretString) == "" || isPlaceholder(*out.SecretString):
+		return "", fmt.Errorf("secret %s: %w", c.arn, ErrNotSet)
+	}
+	return *out.SecretString, nil
+}
+
+func isPlaceholder(v string) bool {
+	for _, p := range Placeholders {
+		if strings.TrimSpace(v) == p {
+			return true
+		}
+	}
+	return false
+}

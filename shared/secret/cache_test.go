@@ -1,0 +1,148 @@
+package secret
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	smtypes "github.com/aws/aws-sdk-go-v2/service/secretsmanager/types"
+)
+
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time          { return c.t }
+func (c *clock) advance(d time.Duration) { c.t = c.t.Add(d) }
+
+func setupCache(t *testing.T, sm *fakeSM) (*Cache, *clock) {
+	t.Helper()
+	clk := &clock{t: time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)}
+	return NewCache(sm, "arn:aws:secretsmanager:us-east-1:1:secret:k", "", CacheOptions{TTL: 5 * time.Minute, Retry: 15 * time.Second, Now: clk.now}), clk
+}
+
+func notSet(err error) bool {
+	var ns interface{ NotSet() bool }
+	return errors.As(err, &ns) && ns.NotSet()
+}
+
+func TestCacheRereadsAfterTTL(t *testing.T) {
+	t.Parallel()
+	sm := &fakeSM{value: aws.String("old")}
+	c, clk := setupCache(t, sm)
+	ctx := context.Background()
+	for _, want := range []string{"old", "old"} {
+		if got, err := c.Get(ctx); err != nil || got != want {
+			t.Fatalf("got %q, %v; want %q", got, err, want)
+		}
+	}
+	sm.value = aws.String("new") // rotated
+	clk.advance(5*time.Minute - time.Nanosecond)
+	if got, _ := c.Get(ctx); got != "old" {
+		t.Fatalf("inside the TTL: got %q, want the cached old", got)
+	}
+	clk.advance(time.Nanosecond)
+	if got, _ := c.Get(ctx); got != "new" {
+		t.Fatalf("after the TTL: got %q, want new", got)
+	}
+	if len(sm.asked) != 2 {
+		t.Errorf("Secrets Manager asked %d times, want 2", len(sm.asked))
+	}
+}
+
+func TestCacheNotSetYetThenWritten(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		sm   *fakeSM
+	}{
+		{name: "secret without a value", sm: &fakeSM{err: &smtypes.ResourceNotFoundException{Message: aws.String("no AWSCURRENT")}}},
+		{name: "template placeholder", sm: &fakeSM{value: aws.String(Placeholders[0])}},
+		{name: "empty", sm: &fakeSM{value: aws.String(" ")}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, clk := setupCache(t, tt.sm)
+			ctx := context.Background()
+			_, err := c.Get(ctx)
+			if !errors.Is(err, ErrNotSet) || !notSet(err) {
+				t.Fatalf("got %v, want ErrNotSet recognisable by NotSet()", err)
+			}
+			tt.sm.value, tt.sm.err = aws.String("-----BEGIN RSA PRIVATE KEY-----"), nil // make app wrote it
+			clk.advance(15*time.Second - time.Nanosecond)
+			if _, err := c.Get(ctx); !errors.Is(err, ErrNotSet) {
+				t.Fatalf("inside Retry: got %v, want the remembered ErrNotSet", err)
+			}
+			clk.advance(time.Nanosecond)
+			if got, err := c.Get(ctx); err != nil || !strings.HasPrefix(got, "-----BEGIN") {
+				t.Fatalf("after Retry: got %q, %v; want the written value", got, err)
+			}
+			if len(tt.sm.asked) != 2 {
+				t.Errorf("Secrets Manager asked %d times, want 2", len(tt.sm.asked))
+			}
+		})
+	}
+}
+
+func TestCacheKeepsLastGoodValueThroughABlip(t *testing.T) {
+	t.Parallel()
+	sm := &fakeSM{value: aws.String("good")}
+	c, clk := setupCache(t, sm)
+	ctx := context.Background()
+	if _, err := c.Get(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sm.err = errors.New("ThrottlingException")
+	clk.advance(5 * time.Minute)
+	if got, err := c.Get(ctx); err != nil || got != "good" {
+		t.Fatalf("during a blip: got %q, %v; want the last good value", got, err)
+	}
+	sm.err, sm.value = nil, nil // then the secret is emptied: not set, at once
+	clk.advance(15 * time.Second)
+	if got, err := c.Get(ctx); !errors.Is(err, ErrNotSet) || got != "" {
+		t.Fatalf("emptied: got %q, %v; want ErrNotSet", got, err)
+	}
+}
+
+func TestCachePlain(t *testing.T) {
+	t.Parallel()
+	c := NewCache(nil, "", " new , old ", CacheOptions{})
+	got, err := c.Rotation(context.Background())
+	if err != nil || len(got) != 2 || string(got[0]) != "new" || string(got[1]) != "old" {
+		t.Fatalf("got %q, %v; want [new old]", got, err)
+	}
+	if _, err := NewCache(nil, "", " ", CacheOptions{}).Get(context.Background()); !errors.Is(err, ErrNotSet) {
+		t.Fatalf("got %v, want ErrNotSet", err)
+	}
+}
+
+func TestCacheErrorNeverCarriesTheValue(t *testing.T) {
+	t.Parallel()
+	sm := &fakeSM{value: aws.String("v3ry-s3cret")}
+	c, clk := setupCache(t, sm)
+	_, _ = c.Get(context.Background())
+	sm.value = nil
+	clk.advance(time.Hour)
+	_, err := c.Get(context.Background())
+	if err == nil || strings.Contains(err.Error(), "v3ry-s3cret") {
+		t.Fatalf("got %v, want an error without the value", err)
+	}
+}
+
+// TestPlaceholdersAreTheTemplates keeps Placeholders in step with the
+// SecretString template.yaml creates the private key secret with.
+func TestPlaceholdersAreTheTemplates(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../../template.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range Placeholders {
+		if !strings.Contains(string(b), "SecretString: "+p) {
+			t.Errorf("template.yaml has no secret created with %q", p)
+		}
+	}
+}
