@@ -130,6 +130,9 @@ func MeasureColdStarts(ctx context.Context, srv *emulator.Server, env *Env, boot
 		RequestContext: events.LambdaFunctionURLRequestContext{HTTP: events.LambdaFunctionURLRequestContextHTTPDescription{Method: "POST", Path: "/"}},
 		Body:           ping,
 	})
+	app := map[string]string{
+		"GITHUB_APP_ID": strconv.Itoa(appID), "GITHUB_APP_PRIVATE_KEY_ARN": env.Stack.GitHubAppPrivateKeyARN, "GITHUB_API_URL": gh.URL,
+	}
 	specs := []struct {
 		name    string
 		env     map[string]string
@@ -137,10 +140,9 @@ func MeasureColdStarts(ctx context.Context, srv *emulator.Server, env *Env, boot
 		timeout time.Duration
 	}{
 		{"webhook", map[string]string{"WEBHOOK_SECRET_ARN": env.Stack.WebhookSecretARN}, pingEvent, 10 * time.Second},
-		{"claimer", map[string]string{
-			"GITHUB_APP_ID": strconv.Itoa(appID), "GITHUB_APP_PRIVATE_KEY_ARN": env.Stack.GitHubAppPrivateKeyARN, "GITHUB_API_URL": gh.URL,
-		}, []byte(`{"Records":[]}`), ClaimTimeout},
-		{"reclaimer", nil, []byte(`{"version":"0","id":"bench","detail-type":"Scheduled Event","source":"aws.events","detail":{}}`), 55 * time.Second},
+		{"claimer", app, []byte(`{"Records":[]}`), ClaimTimeout},
+		// The reclaimer takes back what an abandoned attempt left: it needs the App too.
+		{"reclaimer", app, []byte(`{"version":"0","id":"bench","detail-type":"Scheduled Event","source":"aws.events","detail":{}}`), 55 * time.Second},
 	}
 	var out []ColdStart
 	for _, s := range specs {
