@@ -205,6 +205,7 @@ type Server struct {
 	runners    map[int64]*Runner
 	runnerSeq  int64
 	jobs       map[string]storedJob // jobKey → job
+	installs   map[int64]installationOf
 	faults     []*rule
 	requestSeq int
 	stats      Stats
@@ -234,6 +235,8 @@ func New(opts ...Option) *Server {
 	s.api.HandleFunc(RouteRepoDeleteRunner, s.deleteRunner)
 	s.api.HandleFunc(RouteOrgDeleteRunner, s.deleteRunner)
 	s.api.HandleFunc(RouteJob, s.getJob)
+	s.api.HandleFunc(RouteInstallations, s.listInstallations)
+	s.api.HandleFunc(RouteInstallRepos, s.listInstallRepos)
 	s.control = s.controlMux()
 	return s
 }
@@ -257,6 +260,7 @@ func (s *Server) resetState() {
 	s.runners = map[int64]*Runner{}
 	s.runnerSeq = 0
 	s.jobs = map[string]storedJob{}
+	s.installs = map[int64]installationOf{}
 	s.faults = nil
 	s.requestSeq = 0
 	s.stats = Stats{
