@@ -98,7 +98,7 @@ func (f *fixture) machine(t *testing.T, id int64) {
 
 func (f *fixture) record(id int64, s job.State, runner string) {
 	f.store.Put(job.Record{JobID: id, State: s, Version: 3, Repo: "octo/app", InstallationID: inst, Pool: "linux",
-		RunnerName: runner, RunID: 7, CreatedAt: t0.Add(-time.Hour).UnixMilli(), ExpiresAt: t0.Add(7 * 24 * time.Hour).Unix()})
+		RunnerName: runner, RunID: 7, CreatedAt: f.now.Add(-time.Hour).UnixMilli(), ExpiresAt: f.now.Add(7 * 24 * time.Hour).Unix()})
 }
 
 func (f *fixture) janitor(t *testing.T, gh janitor.GitHub) *janitor.Janitor {
@@ -231,7 +231,7 @@ func TestRunnerTurnsBusyBeforeDelete(t *testing.T) {
 func TestRunnersNotOurs(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	names := []string{"build-box", "linux", "linux-", "linux-12a", "linux-x-12", "windows-12", "Linux12", "linux-arm-12"}
+	names := []string{"build-box", "linux", "linux-", "linux-12a", "linux-x-12", "windows-12", "Linux12", "linux-arm-12", "linux-+12"}
 	for _, n := range names {
 		f.runner(t, n, "offline", false)
 	}
