@@ -1,6 +1,6 @@
 # ghclaim: build, test and lint (GNU make).
 #
-#   make build   three Lambda bootstraps in bin/<function>/bootstrap (linux/arm64, provided.al2023)
+#   make build   the Lambda bootstraps in bin/<function>/bootstrap (linux/arm64, provided.al2023)
 #   make test    make lint + every test; integration tests start their own moto_server
 #                (pip install 'moto[server]') or use AWS_ENDPOINT_URL (LocalStack)
 #   make lint    gofmt, go vet, cfn-lint template.yaml
@@ -8,7 +8,7 @@
 #   sam build    runs the build-<LogicalId> targets below with ARTIFACTS_DIR set
 
 GO ?= go
-FUNCTIONS := webhook claimer reclaimer
+FUNCTIONS := webhook claimer reclaimer janitor
 TEST_TIMEOUT ?= 10m
 
 # Static, stripped, reproducible arm64 binaries; lambda.norpc drops the legacy Go 1.x RPC
@@ -17,7 +17,7 @@ LAMBDA_ENV := CGO_ENABLED=0 GOOS=linux GOARCH=arm64
 LAMBDA_FLAGS := -tags lambda.norpc -trimpath -ldflags="-s -w"
 
 BOOTSTRAPS := $(FUNCTIONS:%=bin/%/bootstrap)
-SAM_TARGETS := build-WebhookFunction build-ClaimerFunction build-ReclaimerFunction
+SAM_TARGETS := build-WebhookFunction build-ClaimerFunction build-ReclaimerFunction build-JanitorFunction
 
 .PHONY: build test lint browser run local clean $(BOOTSTRAPS) $(SAM_TARGETS)
 
@@ -31,6 +31,7 @@ $(BOOTSTRAPS): bin/%/bootstrap:
 build-WebhookFunction: FUNCTION := webhook
 build-ClaimerFunction: FUNCTION := claimer
 build-ReclaimerFunction: FUNCTION := reclaimer
+build-JanitorFunction: FUNCTION := janitor
 $(SAM_TARGETS):
 	$(if $(ARTIFACTS_DIR),,$(error ARTIFACTS_DIR is not set: $@ is run by sam build; use make build))
 	$(LAMBDA_ENV) $(GO) build $(LAMBDA_FLAGS) -o $(ARTIFACTS_DIR)/bootstrap ./functions/$(FUNCTION)

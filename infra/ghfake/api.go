@@ -224,11 +224,7 @@ func (s *Server) sortedRunners(keep func(*Runner) bool) []Runner {
 
 func (s *Server) listRunners(w http.ResponseWriter, r *http.Request) {
 	scope, owner, repo := scopeOf(r)
-	q := r.URL.Query()
-	name := q.Get("name")
-	perPage, page := atoiDefault(q.Get("per_page"), 30), atoiDefault(q.Get("page"), 1)
-	perPage = min(max(perPage, 1), 100)
-	page = max(page, 1)
+	name := r.URL.Query().Get("name")
 	s.mu.Lock()
 	var all []apiRunnerBody
 	for _, rn := range s.sortedRunners(func(rn *Runner) bool {
@@ -237,11 +233,9 @@ func (s *Server) listRunners(w http.ResponseWriter, r *http.Request) {
 		all = append(all, apiRunner(&rn))
 	}
 	s.mu.Unlock()
-	start := min((page-1)*perPage, len(all))
-	end := min(start+perPage, len(all))
 	writeJSON(w, http.StatusOK, map[string]any{
 		"total_count": len(all),
-		"runners":     append([]apiRunnerBody{}, all[start:end]...),
+		"runners":     page(w, r, all),
 	})
 }
 

@@ -210,6 +210,7 @@ type Server struct {
 	apps       map[string]*App      // manifest code → App
 	appSeq     int64
 	web        *http.ServeMux
+	installs   map[int64]installationOf
 	faults     []*rule
 	requestSeq int
 	stats      Stats
@@ -243,6 +244,8 @@ func New(opts ...Option) *Server {
 	s.web = http.NewServeMux()
 	s.web.HandleFunc(WebNewApp, s.newApp)
 	s.web.HandleFunc(WebNewOrgApp, s.newApp)
+	s.api.HandleFunc(RouteInstallations, s.listInstallations)
+	s.api.HandleFunc(RouteInstallRepos, s.listInstallRepos)
 	s.control = s.controlMux()
 	return s
 }
@@ -268,6 +271,7 @@ func (s *Server) resetState() {
 	s.jobs = map[string]storedJob{}
 	s.apps = map[string]*App{}
 	s.appSeq = 0
+	s.installs = map[int64]installationOf{}
 	s.faults = nil
 	s.requestSeq = 0
 	s.stats = Stats{

@@ -60,9 +60,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.stats.JITCalls++
 	}
 	fault := s.takeFault(route)
-	// Authenticate by installation token (every route but the token one
-	// and the manifest conversion, which GitHub serves unauthenticated).
-	public := route == RouteAccessToken || route == RouteManifestConversion
+	// Authenticate by installation token (every route but the App's own,
+	// which check the App JWT themselves, and the manifest conversion,
+	// which GitHub serves unauthenticated).
+	public := appRoute(route) || route == RouteManifestConversion
 	inst, authed := int64(0), false
 	if !public && route != "" {
 		inst, authed = s.tokens[bearer(r)]
@@ -120,8 +121,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	rec := &recorder{header: http.Header{}, status: http.StatusOK}
 	s.api.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), ctxKey{}, inst)))
-	if route == RouteAccessToken {
-		// The token route charges the App's own budget; it tells us in
+	if appRoute(route) {
+		// The App's routes charge the App's own budget; it tells us in
 		// the header it set whether the JWT was good.
 		s.mu.Lock()
 		b := s.appBucket()
@@ -219,4 +220,10 @@ func (r *recorder) WriteHeader(code int) {
 func (r *recorder) Write(p []byte) (int, error) {
 	r.wrote = true
 	return r.body.Write(p)
+}
+
+// appRoute reports whether route is authenticated by the App JWT (and
+// charged to the App's budget) rather than an installation token.
+func appRoute(route string) bool {
+	return route == RouteAccessToken || route == RouteInstallations
 }

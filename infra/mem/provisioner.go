@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/ghclaim/ghclaim/shared/pool"
 )
@@ -13,6 +14,9 @@ type Machine struct {
 	ID         string
 	JobID      int64
 	RunnerName string
+	Pool       string
+	Repo       string
+	LaunchedAt time.Time
 	// Stopped: the machine is gone (a test ended it).
 	Stopped bool
 }
@@ -33,13 +37,17 @@ type Provisioner struct {
 	requests []pool.Request
 	cleanups []pool.Request
 	machines []Machine
-	params   map[string]string // runner name → JIT config
+	params   map[string]string         // runner name → JIT config
+	meta     map[string]pool.Parameter // runner name → its parameter's listing
+	now      func() time.Time
 	fail     error
 	failN    int // calls still to fail; < 0: every call
 }
 
 // NewProvisioner returns a provisioner with no machines.
-func NewProvisioner() *Provisioner { return &Provisioner{params: map[string]string{}} }
+func NewProvisioner() *Provisioner {
+	return &Provisioner{params: map[string]string{}, meta: map[string]pool.Parameter{}, now: time.Now}
+}
 
 // Fail makes the next n Provision calls fail with err at the launch (n ≤ 0:
 // every call until Fail(nil, 0)).
@@ -68,11 +76,14 @@ func (p *Provisioner) Provision(_ context.Context, req pool.Request) (pool.Resul
 		return pool.Result{}, fmt.Errorf("provision job %d: %w", req.JobID, p.fail)
 	}
 	if id := p.live(req.JobID); id != "" {
+		p.meta[req.RunnerName] = pool.Parameter{Name: configName(req.RunnerName), InstanceID: id, ModifiedAt: p.now()}
 		return pool.Result{InstanceID: id, Reused: true}, nil
 	}
 	p.seq++
-	m := Machine{ID: fmt.Sprintf("i-%017d", p.seq), JobID: req.JobID, RunnerName: req.RunnerName}
+	m := Machine{ID: fmt.Sprintf("i-%017d", p.seq), JobID: req.JobID, RunnerName: req.RunnerName,
+		Pool: req.Pool.Name, Repo: req.Repo, LaunchedAt: p.now()}
 	p.machines = append(p.machines, m)
+	p.meta[req.RunnerName] = pool.Parameter{Name: configName(req.RunnerName), InstanceID: m.ID, ModifiedAt: p.now()}
 	return pool.Result{InstanceID: m.ID}, nil
 }
 
@@ -106,6 +117,7 @@ func (p *Provisioner) Cleanup(_ context.Context, req pool.Request) error {
 	}
 	p.cleanups = append(p.cleanups, req)
 	delete(p.params, req.RunnerName)
+	delete(p.meta, req.RunnerName)
 	if !req.KeepMachines {
 		p.stop(req.JobID)
 	}

@@ -256,3 +256,39 @@ func LoadReclaimer(get Getenv) (Reclaimer, error) {
 	}
 	return c, r.err()
 }
+
+// Janitor is the janitor function's configuration: the GitHub App (runner
+// lists and deletes), the pools (which runner names are ours), the table
+// (job records and rate readings, read only).
+type Janitor struct {
+	TableName string
+	LogLevel  string
+	GitHubApp
+	Pools []pool.Pool
+	// UnknownGrace: a machine of a job with no record is ended only once
+	// launched this long ago (JANITOR_UNKNOWN_GRACE, default 1h).
+	UnknownGrace time.Duration
+	// ConfigGrace: a JIT config parameter is deleted only once this old
+	// (JANITOR_CONFIG_GRACE, default 15m).
+	ConfigGrace time.Duration
+	// MaxCalls bounds one pass's GitHub calls (JANITOR_MAX_CALLS, default 100).
+	MaxCalls int
+}
+
+// LoadJanitor reads the janitor's configuration.
+func LoadJanitor(get Getenv) (Janitor, error) {
+	r := &reader{get: get}
+	c := Janitor{
+		TableName:    r.required("TABLE_NAME"),
+		LogLevel:     strings.ToLower(strings.TrimSpace(get("LOG_LEVEL"))),
+		GitHubApp:    r.githubApp(),
+		Pools:        r.pools(),
+		UnknownGrace: r.duration("JANITOR_UNKNOWN_GRACE", time.Hour),
+		ConfigGrace:  r.duration("JANITOR_CONFIG_GRACE", 15*time.Minute),
+		MaxCalls:     int(r.integer("JANITOR_MAX_CALLS", 100, 1)),
+	}
+	if c.LogLevel == "" {
+		c.LogLevel = "info"
+	}
+	return c, r.err()
+}

@@ -1,0 +1,103 @@
+package ghfake
+
+import (
+	"cmp"
+	"fmt"
+	"net/http"
+	"slices"
+)
+
+// Routes of the App's installations: the list (App JWT) and an
+// installation's repositories (installation token).
+const (
+	RouteInstallations = "GET /app/installations"
+	RouteInstallRepos  = "GET /installation/repositories"
+	docsInstallations  = "https://docs.github.com/rest/apps/apps#list-installations-for-the-authenticated-app"
+)
+
+// installationOf is one installation as SetInstallation made it.
+type installationOf struct {
+	id    int64
+	owner string
+	org   bool
+	repos []string
+}
+
+// SetInstallation creates or replaces an installation of the App on owner
+// (an organisation when org) with access to repos (names without owner).
+// Only installations set here are listed; tokens are still minted for any id.
+func (s *Server) SetInstallation(id int64, owner string, org bool, repos ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.installs == nil {
+		s.installs = map[int64]installationOf{}
+	}
+	s.installs[id] = installationOf{id: id, owner: owner, org: org, repos: slices.Clone(repos)}
+}
+
+// page cuts all to the request's per_page/page and sets GitHub's Link
+// header when more follow, so clients page as they do on GitHub.
+func page[T any](w http.ResponseWriter, r *http.Request, all []T) []T {
+	q := r.URL.Query()
+	perPage, n := min(max(atoiDefault(q.Get("per_page"), 30), 1), 100), max(atoiDefault(q.Get("page"), 1), 1)
+	start := min((n-1)*perPage, len(all))
+	end := min(start+perPage, len(all))
+	if end < len(all) {
+		u := *r.URL
+		v := u.Query()
+		v.Set("page", fmt.Sprint(n+1))
+		v.Set("per_page", fmt.Sprint(perPage))
+		u.RawQuery = v.Encode()
+		w.Header().Set("Link", fmt.Sprintf(`<http://%s%s>; rel="next"`, r.Host, u.RequestURI()))
+	}
+	return append([]T{}, all[start:end]...)
+}
+
+func (s *Server) listInstallations(w http.ResponseWriter, r *http.Request) {
+	if msg := s.checkJWT(bearer(r)); msg != "" {
+		writeError(w, http.StatusUnauthorized, msg, docsREST)
+		return
+	}
+	s.mu.Lock()
+	var all []map[string]any
+	for _, in := range s.sortedInstalls() {
+		typ := "User"
+		if in.org {
+			typ = "Organization"
+		}
+		all = append(all, map[string]any{
+			"id":                   in.id,
+			"account":              map[string]any{"login": in.owner, "id": in.id, "type": typ},
+			"target_type":          typ,
+			"repository_selection": "selected",
+			"app_id":               s.appID,
+		})
+	}
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, page(w, r, all))
+}
+
+func (s *Server) listInstallRepos(w http.ResponseWriter, r *http.Request) {
+	inst, _ := r.Context().Value(ctxKey{}).(int64)
+	s.mu.Lock()
+	in := s.installs[inst]
+	var all []map[string]any
+	for i, name := range in.repos {
+		all = append(all, map[string]any{
+			"id": int64(i + 1), "name": name, "full_name": in.owner + "/" + name,
+			"owner": map[string]any{"login": in.owner}, "private": true,
+		})
+	}
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, map[string]any{"total_count": len(all), "repositories": page(w, r, all)})
+}
+
+// sortedInstalls returns the installations by id. Callers hold s.mu.
+func (s *Server) sortedInstalls() []installationOf {
+	out := make([]installationOf, 0, len(s.installs))
+	for _, in := range s.installs {
+		out = append(out, in)
+	}
+	slices.SortFunc(out, func(a, b installationOf) int { return cmp.Compare(a.id, b.id) })
+	return out
+}

@@ -1,0 +1,126 @@
+package janitor_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
+
+	"github.com/ghclaim/ghclaim/infra/emulator"
+	"github.com/ghclaim/ghclaim/shared/janitor"
+	"github.com/ghclaim/ghclaim/shared/job"
+	"github.com/ghclaim/ghclaim/shared/pool"
+	"github.com/ghclaim/ghclaim/shared/provision"
+)
+
+// TestEndToEnd (EC2 and SSM on moto through the real adapters; GitHub on
+// ghfake; the job store in memory): the idle runner of a finished job is
+// deleted and its real instance terminated, and a JIT config whose
+// instance is gone is deleted, while a busy runner's instance runs on.
+func TestEndToEnd(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := setup(t)
+	awsCfg := emulator.ForTest(t).ConfigForTest(t)
+	instances, params := ec2.NewFromConfig(awsCfg), ssm.NewFromConfig(awsCfg)
+	const idle, busy, gone = int64(5101), int64(5102), int64(5103)
+
+	launch := func(id int64) string {
+		t.Helper()
+		name := job.RunnerName("linux", id)
+		out, err := instances.RunInstances(ctx, &ec2.RunInstancesInput{
+			ImageId: aws.String("ami-03cf127a"), InstanceType: ec2types.InstanceTypeT3Micro, MinCount: aws.Int32(1), MaxCount: aws.Int32(1),
+			TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeInstance, Tags: []ec2types.Tag{
+				{Key: aws.String(provision.TagJobID), Value: aws.String(strconv.FormatInt(id, 10))},
+				{Key: aws.String(provision.TagPool), Value: aws.String("linux")},
+				{Key: aws.String(provision.TagRepo), Value: aws.String("octo/app")},
+				{Key: aws.String(provision.TagRunnerName), Value: aws.String(name)},
+			}}},
+		})
+		if err != nil {
+			t.Fatalf("launch machine of job %d: %v", id, err)
+		}
+		return aws.ToString(out.Instances[0].InstanceId)
+	}
+	put := func(id int64, instance string) string {
+		t.Helper()
+		name := provision.ParameterName(job.RunnerName("linux", id))
+		if _, err := params.PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(name), Value: aws.String("jit"),
+			Type: ssmtypes.ParameterTypeSecureString, Tags: []ssmtypes.Tag{{Key: aws.String(provision.TagInstanceARN),
+				Value: aws.String("arn:aws:ec2:us-east-1:123456789012:instance/" + instance)}}}); err != nil {
+			t.Fatalf("put parameter %s: %v", name, err)
+		}
+		return name
+	}
+	state := func(id string) ec2types.InstanceStateName {
+		t.Helper()
+		out, err := instances.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
+		if err != nil || len(out.Reservations) != 1 {
+			t.Fatalf("describe %s: %v", id, err)
+		}
+		return out.Reservations[0].Instances[0].State.Name
+	}
+	exists := func(name string) bool {
+		t.Helper()
+		_, err := params.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(name)})
+		var nf *ssmtypes.ParameterNotFound
+		if err != nil && !errors.As(err, &nf) {
+			t.Fatalf("get parameter %s: %v", name, err)
+		}
+		return err == nil
+	}
+
+	idleMachine, busyMachine := launch(idle), launch(busy)
+	idleParam, busyParam := put(idle, idleMachine), put(busy, busyMachine)
+	goneMachine := launch(gone)
+	if _, err := instances.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{goneMachine}}); err != nil {
+		t.Fatal(err)
+	}
+	goneParam := put(gone, goneMachine)
+	// moto dates parameters by the wall clock: the janitor's clock is an
+	// hour later, past every grace.
+	now := time.Now().Add(time.Hour)
+	f.now = now
+	f.runner(t, job.RunnerName("linux", idle), "online", false)
+	f.runner(t, job.RunnerName("linux", busy), "online", true)
+	f.record(idle, job.Done, "linux-999")
+	f.record(busy, job.Done, "linux-999")
+	f.record(gone, job.Failed, "")
+	j, err := janitor.New(janitor.Config{Store: f.store, GitHub: f.gh, Rates: f.rates, Pools: []pool.Pool{linux},
+		Provisioner: provision.Registry{pool.ProvisionerEC2: provision.NewEC2(instances, params, slog.New(slog.DiscardHandler))},
+		Leftovers:   provision.Leftovers{Instances: instances, Parameters: params},
+		Now:         func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := j.Run(ctx)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+
+	if rep.RunnersDeleted != 1 || rep.RunnersBusy != 1 || rep.Errors != 0 {
+		t.Errorf("report %+v, want 1 runner deleted, 1 busy, no error", rep)
+	}
+	if _, ok := f.fake.RunnerByName(job.RunnerName("linux", idle)); ok {
+		t.Error("idle runner of a finished job still registered")
+	}
+	if st := state(idleMachine); st != ec2types.InstanceStateNameShuttingDown && st != ec2types.InstanceStateNameTerminated {
+		t.Errorf("machine of the deleted runner is %s, want terminated", st)
+	}
+	if st := state(busyMachine); st != ec2types.InstanceStateNameRunning {
+		t.Errorf("machine of the busy runner is %s, want running", st)
+	}
+	for name, want := range map[string]bool{idleParam: false, busyParam: true, goneParam: false} {
+		if got := exists(name); got != want {
+			t.Errorf("parameter %s exists: %t, want %t", name, got, want)
+		}
+	}
+}

@@ -1,0 +1,547 @@
+// Package janitor owns the scheduled clean-up of what outlived its job:
+// runners named <pool>-<job_id> whose job is over, the machines of such
+// jobs, and JIT config parameters no live machine can read any more.
+//
+// One pass, in order:
+//  1. Runners. The App's installations come from GET /app/installations
+//     (one App-JWT call, the App's own budget), not from job records: the
+//     table cannot list its records without a Scan, and an installation
+//     whose records expired may still hold our runners. For each
+//     installation whose shared rate reading (rate#<id>) is not exhausted:
+//     org-scope pools list the organisation's runners; repo-scope pools
+//     list the installation's repositories (GET /installation/repositories)
+//     and then each repository's runners. Only runners named exactly
+//     <pool>-<digits> of a configured pool at that pool's scope are looked
+//     at; every other runner is never touched. For each, the job record
+//     decides:
+//     - non-terminal (queued … claimed): live, left alone (a claimed job's
+//     runner is watched by the reclaimer, not here);
+//     - terminal (done, failed, abandoned): deleted unless busy; GitHub's
+//     422 on the delete means it turned busy between the list and the
+//     delete: left alone and counted (busy_race). A deleted runner's job is
+//     then cleaned up by its provisioner (parameter deleted, machines
+//     terminated): its runner is gone, so nothing on them can run.
+//     - unknown (no record, or one past its TTL): the record is written
+//     before any runner is registered, so absence is never a race with a
+//     claim in flight; it means the record expired (7 days) or was removed.
+//     GitHub gives no creation time for a runner, and the janitor keeps no
+//     state between passes (its table access is GetItem only), so the
+//     grace is the runner's own status: an unknown runner is deleted only
+//     when offline and not busy. An online one holds a machine; the boot
+//     script's idle limit powers that machine off, the runner goes offline
+//     and a later pass deletes it.
+//  2. Machines: every live instance tagged ghclaim:job-id. One whose job is
+//     terminal, or unknown and launched more than UnknownGrace ago, is
+//     terminated through the provisioner (Cleanup) only when its runner is
+//     known to be gone: its scope was listed in full this pass and the
+//     runner was absent or deleted. A machine whose runner is present (busy,
+//     or a delete that failed), or whose scope was not listed (rate limit,
+//     budget, error), is left: a machine at work must never be ended.
+//  3. Parameters under /ghclaim/runners/ older than ConfigGrace whose
+//     instance-ARN tag names no live machine (or that carry no tag) are
+//     deleted: only that instance may read it, so nobody ever will. The
+//     grace covers the moment between a launch and its parameter write,
+//     and DescribeInstances' eventual consistency. Skipped when the
+//     machine listing failed.
+//
+// Bounded: a pass stops asking GitHub after MaxCalls calls (a list page
+// counts as one; whole lists are one call per 100 entries) and stops
+// altogether at its Budget or the invocation's deadline minus Reserve;
+// what is left waits for the next pass (Incomplete). Repositories are
+// visited in a new random order every pass, so a budget smaller than an
+// installation's repositories still covers them all over a few passes.
+// With the defaults (100 calls every 15 minutes) the janitor spends at
+// most 400 calls an hour across all installations, 8 % of one
+// installation's 5000.
+//
+// Each pass ends with one log line and one EMF metric line counting every
+// action. This package must never import an AWS service package, never
+// delete a runner it did not name, and never end a machine whose runner
+// may be busy.
+package janitor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ghclaim/ghclaim/shared/ghapp"
+	"github.com/ghclaim/ghclaim/shared/job"
+	"github.com/ghclaim/ghclaim/shared/obs"
+	"github.com/ghclaim/ghclaim/shared/pool"
+	"github.com/ghclaim/ghclaim/shared/ratelimit"
+)
+
+// Store reads job records (shared/store, infra/mem). Get fails with an
+// error wrapping job.ErrNotFound when there is none.
+type Store interface {
+	Get(ctx context.Context, id int64) (job.Record, error)
+}
+
+// GitHub is the part of the App client the janitor uses; *ghapp.Client
+// implements it. DeleteRunner treats a runner already gone as success and
+// fails with GitHub's 422 (ghapp.IsStillRunning) for a busy one.
+type GitHub interface {
+	Installations(ctx context.Context) ([]ghapp.Installation, error)
+	Repositories(ctx context.Context, installationID int64) ([]string, error)
+	ListRunners(ctx context.Context, installationID int64, scope, owner, repo string) ([]ghapp.Runner, error)
+	DeleteRunner(ctx context.Context, installationID int64, scope, owner, repo string, runnerID int64) error
+}
+
+// Rates is the installations' shared rate reading; *ratelimit.Tracker
+// implements it.
+type Rates interface {
+	Current(ctx context.Context, installationID int64) (ratelimit.Reading, error)
+}
+
+// Provisioner ends what provisioning left for a job (its JIT config and,
+// unless req.KeepMachines, its machines); provision.Registry implements it.
+type Provisioner interface {
+	Cleanup(ctx context.Context, req pool.Request) error
+}
+
+// Leftovers lists live machines and stored JIT configs;
+// provision.Leftovers implements it over EC2 and SSM.
+type Leftovers interface {
+	LiveMachines(ctx context.Context) ([]pool.Machine, error)
+	Configs(ctx context.Context) ([]pool.Parameter, error)
+	DeleteConfig(ctx context.Context, name string) error
+}
+
+var (
+	_ GitHub = (*ghapp.Client)(nil)
+	_ Rates  = (*ratelimit.Tracker)(nil)
+)
+
+// Defaults.
+const (
+	DefaultUnknownGrace = time.Hour
+	DefaultConfigGrace  = 15 * time.Minute
+	DefaultMaxCalls     = 100
+	DefaultBudget       = 2 * time.Minute
+	DefaultReserve      = 5 * time.Second
+)
+
+// Config is a janitor's settings and collaborators. Store, GitHub, Pools,
+// Provisioner and Leftovers are required; Rates is optional (no reading:
+// every installation is asked); every other zero value takes its default.
+type Config struct {
+	Store       Store
+	GitHub      GitHub
+	Rates       Rates
+	Provisioner Provisioner
+	Leftovers   Leftovers
+	Pools       []pool.Pool
+	// UnknownGrace: a machine of a job unknown to us is ended only once
+	// launched this long ago.
+	UnknownGrace time.Duration
+	// ConfigGrace: a parameter is deleted only once this old.
+	ConfigGrace time.Duration
+	// MaxCalls bounds the GitHub calls of one pass.
+	MaxCalls int
+	// Budget bounds one pass's time; Reserve is kept free before the
+	// invocation's deadline.
+	Budget  time.Duration
+	Reserve time.Duration
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+	// Perm orders repositories (math/rand/v2's Perm when nil).
+	Perm    func(n int) []int
+	Logger  *slog.Logger
+	Metrics *obs.Metrics
+}
+
+// Janitor removes what outlived its job. One pass at a time per instance.
+type Janitor struct{ cfg Config }
+
+// New validates cfg, fills its defaults and returns a janitor.
+func New(cfg Config) (*Janitor, error) {
+	switch {
+	case cfg.Store == nil:
+		return nil, errors.New("janitor: Config.Store is required")
+	case cfg.GitHub == nil:
+		return nil, errors.New("janitor: Config.GitHub is required")
+	case cfg.Provisioner == nil:
+		return nil, errors.New("janitor: Config.Provisioner is required")
+	case cfg.Leftovers == nil:
+		return nil, errors.New("janitor: Config.Leftovers is required")
+	case len(cfg.Pools) == 0:
+		return nil, errors.New("janitor: Config.Pools is required")
+	}
+	if cfg.UnknownGrace <= 0 {
+		cfg.UnknownGrace = DefaultUnknownGrace
+	}
+	if cfg.ConfigGrace <= 0 {
+		cfg.ConfigGrace = DefaultConfigGrace
+	}
+	if cfg.MaxCalls <= 0 {
+		cfg.MaxCalls = DefaultMaxCalls
+	}
+	if cfg.Budget <= 0 {
+		cfg.Budget = DefaultBudget
+	}
+	if cfg.Reserve <= 0 {
+		cfg.Reserve = DefaultReserve
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Perm == nil {
+		cfg.Perm = rand.Perm
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Janitor{cfg: cfg}, nil
+}
+
+// Report counts what one pass did.
+type Report struct {
+	RunnersDeleted    int // of a terminal job, or unknown and offline
+	RunnersBusy       int // of a terminal job, busy: left
+	BusyRace          int // turned busy between the list and the delete: left
+	RunnersLive       int // of a non-terminal job: left
+	UnknownKept       int // unknown job, runner online: left for now
+	MachinesEnded     int
+	MachinesKept      int // terminal or unknown job whose runner may still be there
+	ConfigsDeleted    int
+	RateLimited       int // installations not asked: rate reading exhausted
+	Errors            int
+	Incomplete        bool // the budget ran out; the next pass continues
+	ScopesListed      int
+	InstallationsSeen int
+}
+
+// Handle runs one pass as a scheduled Lambda handler.
+func (j *Janitor) Handle(ctx context.Context) error {
+	_, err := j.Run(ctx)
+	return err
+}
+
+// scopeKey names a listed scope, case-insensitively as GitHub compares.
+func scopeKey(scope, owner, repo string) string {
+	return strings.ToLower(scope + "|" + owner + "|" + repo)
+}
+
+// pass is one run's state.
+type pass struct {
+	now, by time.Time
+	calls   int
+	rep     Report
+	// listed maps a fully listed scope to the runner names still in it.
+	listed map[string]map[string]bool
+	// cleaned holds jobs whose provisioner cleanup ran this pass.
+	cleaned map[int64]bool
+}
+
+// Run makes one pass and reports it. Its error is the first listing that
+// failed as a whole (installations, machines); single failures are counted.
+func (j *Janitor) Run(ctx context.Context) (Report, error) {
+	now := j.cfg.Now()
+	p := &pass{now: now, by: now.Add(j.cfg.Budget), listed: map[string]map[string]bool{}, cleaned: map[int64]bool{}}
+	if dl, ok := ctx.Deadline(); ok && dl.Add(-j.cfg.Reserve).Before(p.by) {
+		p.by = dl.Add(-j.cfg.Reserve)
+	}
+	err := j.runners(ctx, p)
+	if merr := j.machines(ctx, p); err == nil {
+		err = merr
+	}
+	j.report(ctx, p.rep, err)
+	return p.rep, err
+}
+
+// spend takes one GitHub call from the pass's budget; false when none is left.
+func (j *Janitor) spend(p *pass) bool {
+	if p.calls >= j.cfg.MaxCalls || !j.cfg.Now().Before(p.by) {
+		p.rep.Incomplete = true
+		return false
+	}
+	p.calls++
+	return true
+}
+
+func (j *Janitor) hasScope(scope string) bool {
+	for _, pl := range j.cfg.Pools {
+		if pl.Scope == scope {
+			return true
+		}
+	}
+	return false
+}
+
+func (j *Janitor) runners(ctx context.Context, p *pass) error {
+	if !j.spend(p) {
+		return nil
+	}
+	insts, err := j.cfg.GitHub.Installations(ctx)
+	if err != nil {
+		p.rep.Errors++
+		return fmt.Errorf("janitor: %w", err)
+	}
+	for _, in := range insts {
+		p.rep.InstallationsSeen++
+		if j.cfg.Rates != nil {
+			// A read error is not fatal: GitHub answers for itself.
+			if rd, _ := j.cfg.Rates.Current(ctx, in.ID); rd.Exhausted(p.now) {
+				p.rep.RateLimited++
+				j.cfg.Logger.WarnContext(ctx, "janitor skips installation: rate limit exhausted",
+					slog.Int64("installation_id", in.ID), slog.Time("reset_at", rd.ResetAt))
+				continue
+			}
+		}
+		if in.Org && j.hasScope(pool.ScopeOrg) {
+			j.scope(ctx, p, in.ID, pool.ScopeOrg, in.Owner, "")
+		}
+		if !j.hasScope(pool.ScopeRepo) || !j.spend(p) {
+			continue
+		}
+		repos, err := j.cfg.GitHub.Repositories(ctx, in.ID)
+		if err != nil {
+			p.rep.Errors++
+			j.cfg.Logger.WarnContext(ctx, "janitor could not list repositories",
+				slog.Int64("installation_id", in.ID), slog.Any("err", err))
+			continue
+		}
+		for _, i := range j.cfg.Perm(len(repos)) {
+			j.scope(ctx, p, in.ID, pool.ScopeRepo, in.Owner, repos[i])
+		}
+	}
+	return nil
+}
+
+// ours returns the pool and job id a runner name names at scope, if any:
+// exactly <pool>-<digits> for a configured pool of that scope.
+func (j *Janitor) ours(name, scope string) (pool.Pool, int64, bool) {
+	for _, pl := range j.cfg.Pools {
+		if pl.Scope != scope {
+			continue
+		}
+		rest, ok := strings.CutPrefix(name, pl.Name+"-")
+		if !ok || rest == "" || strings.TrimLeft(rest, "0123456789") != "" {
+			continue
+		}
+		id, err := strconv.ParseInt(rest, 10, 64)
+		if err == nil && id > 0 {
+			return pl, id, true
+		}
+	}
+	return pool.Pool{}, 0, false
+}
+
+// over reports whether a job needs no runner any more: done, failed or
+// abandoned. Claimed is not over here (job.State.Terminal counts it): its
+// runner may still be waiting for the job.
+func over(s job.State) bool {
+	return s == job.Done || s == job.Failed || s == job.Abandoned
+}
+
+// record reads a job's record; found is false for none (or one past its TTL).
+func (j *Janitor) record(ctx context.Context, id int64, now time.Time) (rec job.Record, found bool, err error) {
+	rec, err = j.cfg.Store.Get(ctx, id)
+	switch {
+	case errors.Is(err, job.ErrNotFound):
+		return job.Record{}, false, nil
+	case err != nil:
+		return job.Record{}, false, err
+	case rec.Expired(now):
+		return job.Record{}, false, nil
+	}
+	return rec, true, nil
+}
+
+func (j *Janitor) scope(ctx context.Context, p *pass, inst int64, scope, owner, repo string) {
+	if !j.spend(p) {
+		return
+	}
+	log := j.cfg.Logger.With(slog.Int64("installation_id", inst), slog.String("scope", scope),
+		slog.String("owner", owner), slog.String("repo", repo))
+	runners, err := j.cfg.GitHub.ListRunners(ctx, inst, scope, owner, repo)
+	if err != nil {
+		p.rep.Errors++
+		log.WarnContext(ctx, "janitor could not list runners", slog.Any("err", err))
+		return
+	}
+	present := map[string]bool{}
+	for _, r := range runners {
+		present[r.Name] = true
+	}
+	p.rep.ScopesListed++
+	key := scopeKey(scope, owner, repo)
+	p.listed[key] = present
+	for _, r := range runners {
+		pl, id, ok := j.ours(r.Name, scope)
+		if !ok {
+			continue // never touch a runner that is not ours
+		}
+		rlog := log.With(slog.Int64(obs.KeyJobID, id), slog.String("runner_name", r.Name))
+		rec, found, err := j.record(ctx, id, p.now)
+		if err != nil {
+			p.rep.Errors++
+			rlog.WarnContext(ctx, "janitor could not read the job record", slog.Any("err", err))
+			continue
+		}
+		switch {
+		case found && !over(rec.State):
+			p.rep.RunnersLive++
+			continue
+		case r.Busy:
+			p.rep.RunnersBusy++
+			rlog.InfoContext(ctx, "janitor left a busy runner")
+			continue
+		case !found && r.Status != "offline":
+			p.rep.UnknownKept++
+			rlog.InfoContext(ctx, "janitor left an online runner of an unknown job", slog.String("status", r.Status))
+			continue
+		}
+		if !j.spend(p) {
+			return
+		}
+		if err := j.cfg.GitHub.DeleteRunner(ctx, inst, scope, owner, repo, r.ID); err != nil {
+			if ghapp.IsStillRunning(err) {
+				p.rep.BusyRace++
+				rlog.InfoContext(ctx, "janitor left a runner that turned busy before its delete")
+				continue
+			}
+			p.rep.Errors++
+			rlog.WarnContext(ctx, "janitor could not delete a runner", slog.Any("err", err))
+			continue
+		}
+		delete(present, r.Name)
+		p.rep.RunnersDeleted++
+		rlog.InfoContext(ctx, "janitor deleted a runner", slog.Bool("known", found), slog.String(obs.KeyState, string(rec.State)))
+		repoFull := rec.Repo
+		if !found {
+			repoFull = owner + "/" + repo
+		}
+		j.cleanup(ctx, p, pool.Request{JobID: id, RunID: rec.RunID, Repo: repoFull, Pool: pl, RunnerName: r.Name}, rlog)
+	}
+}
+
+// cleanup ends a job's leftovers with its provisioner, once per pass.
+func (j *Janitor) cleanup(ctx context.Context, p *pass, req pool.Request, log *slog.Logger) bool {
+	if p.cleaned[req.JobID] {
+		return true
+	}
+	if err := j.cfg.Provisioner.Cleanup(ctx, req); err != nil {
+		p.rep.Errors++
+		log.WarnContext(ctx, "janitor could not clean up the job's machines", slog.Any("err", err))
+		return false
+	}
+	p.cleaned[req.JobID] = true
+	return true
+}
+
+func (j *Janitor) machines(ctx context.Context, p *pass) error {
+	ms, err := j.cfg.Leftovers.LiveMachines(ctx)
+	if err != nil {
+		p.rep.Errors++
+		return fmt.Errorf("janitor: %w", err)
+	}
+	live := map[string]bool{}
+	for _, m := range ms {
+		if !j.cfg.Now().Before(p.by) {
+			p.rep.Incomplete = true
+			break
+		}
+		live[m.ID] = true
+		if p.cleaned[m.JobID] {
+			continue
+		}
+		if j.machine(ctx, p, m) {
+			delete(live, m.ID)
+		}
+	}
+	if p.rep.Incomplete {
+		return nil // the live set is partial: no config is judged on it
+	}
+	cs, err := j.cfg.Leftovers.Configs(ctx)
+	if err != nil {
+		p.rep.Errors++
+		return fmt.Errorf("janitor: %w", err)
+	}
+	for _, c := range cs {
+		if live[c.InstanceID] || p.now.Sub(c.ModifiedAt) < j.cfg.ConfigGrace {
+			continue
+		}
+		if err := j.cfg.Leftovers.DeleteConfig(ctx, c.Name); err != nil {
+			p.rep.Errors++
+			j.cfg.Logger.WarnContext(ctx, "janitor could not delete a parameter", slog.String("parameter", c.Name), slog.Any("err", err))
+			continue
+		}
+		p.rep.ConfigsDeleted++
+		j.cfg.Logger.InfoContext(ctx, "janitor deleted a parameter no live machine can read",
+			slog.String("parameter", c.Name), slog.String("instance_id", c.InstanceID))
+	}
+	return nil
+}
+
+// machine ends m when its job is over and its runner is known to be gone;
+// it reports whether it did.
+func (j *Janitor) machine(ctx context.Context, p *pass, m pool.Machine) bool {
+	log := j.cfg.Logger.With(slog.Int64(obs.KeyJobID, m.JobID), slog.String("instance_id", m.ID))
+	pl, ok := pool.Find(j.cfg.Pools, m.Pool)
+	if !ok {
+		return false // not a pool of ours (any more): not ours to judge
+	}
+	rec, found, err := j.record(ctx, m.JobID, p.now)
+	switch {
+	case err != nil:
+		p.rep.Errors++
+		log.WarnContext(ctx, "janitor could not read the job record", slog.Any("err", err))
+		return false
+	case found && !over(rec.State):
+		return false
+	case !found && p.now.Sub(m.LaunchedAt) < j.cfg.UnknownGrace:
+		return false
+	}
+	repo := m.Repo
+	if found {
+		repo = rec.Repo
+	}
+	owner, name, _ := strings.Cut(repo, "/")
+	scope := scopeKey(pool.ScopeRepo, owner, name)
+	if pl.Scope == pool.ScopeOrg {
+		scope = scopeKey(pool.ScopeOrg, owner, "")
+	}
+	runner := job.RunnerName(pl.Name, m.JobID)
+	present, listed := p.listed[scope]
+	if !listed || present[runner] {
+		p.rep.MachinesKept++
+		log.InfoContext(ctx, "janitor left a machine whose runner may be at work", slog.Bool("scope_listed", listed))
+		return false
+	}
+	if !j.cleanup(ctx, p, pool.Request{JobID: m.JobID, RunID: rec.RunID, Repo: repo, Pool: pl, RunnerName: runner}, log) {
+		return false
+	}
+	p.rep.MachinesEnded++
+	log.InfoContext(ctx, "janitor ended a machine of a finished job", slog.Bool("known", found))
+	return true
+}
+
+func (j *Janitor) report(ctx context.Context, r Report, err error) {
+	counts := []struct {
+		name string
+		v    int
+	}{
+		{"JanitorRunnersDeleted", r.RunnersDeleted}, {"JanitorRunnersBusy", r.RunnersBusy},
+		{"JanitorBusyRace", r.BusyRace}, {"JanitorRunnersLive", r.RunnersLive},
+		{"JanitorUnknownKept", r.UnknownKept}, {"JanitorMachinesEnded", r.MachinesEnded},
+		{"JanitorMachinesKept", r.MachinesKept}, {"JanitorConfigsDeleted", r.ConfigsDeleted},
+		{"JanitorRateLimited", r.RateLimited}, {"JanitorErrors", r.Errors},
+	}
+	attrs := []any{slog.Int("installations", r.InstallationsSeen), slog.Int("scopes", r.ScopesListed), slog.Bool("incomplete", r.Incomplete)}
+	for _, c := range counts {
+		j.cfg.Metrics.Add(c.name, float64(c.v))
+		attrs = append(attrs, slog.Int(strings.TrimPrefix(c.name, "Janitor"), c.v))
+	}
+	if err != nil {
+		attrs = append(attrs, slog.Any("err", err))
+	}
+	j.cfg.Logger.InfoContext(ctx, "janitor pass", attrs...)
+	j.cfg.Metrics.Flush()
+}

@@ -1,0 +1,341 @@
+package janitor_test
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ghclaim/ghclaim/infra/contract"
+	"github.com/ghclaim/ghclaim/infra/ghfake"
+	"github.com/ghclaim/ghclaim/infra/mem"
+	"github.com/ghclaim/ghclaim/shared/ghapp"
+	"github.com/ghclaim/ghclaim/shared/janitor"
+	"github.com/ghclaim/ghclaim/shared/job"
+	"github.com/ghclaim/ghclaim/shared/pool"
+	"github.com/ghclaim/ghclaim/shared/ratelimit"
+)
+
+const (
+	appID = int64(99)
+	inst  = int64(42)
+)
+
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+var appKey = sync.OnceValue(func() []byte {
+	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		panic(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(k)})
+})
+
+var linux = pool.Pool{Name: "linux", Labels: []string{"self-hosted", "linux"}, Scope: pool.ScopeRepo, RunnerGroupID: 1,
+	Provisioner: pool.Provisioner{Type: pool.ProvisionerEC2, LaunchTemplate: "lt-runner"}}
+
+// fixture is one janitor's world: GitHub (ghfake behind the real App
+// client), the job store and the provisioner in memory, a fixed clock.
+type fixture struct {
+	fake  *ghfake.Server
+	gh    *ghapp.Client
+	reg   *ghapp.Client // the claimer's client, which registers runners
+	store *mem.Store
+	prov  *mem.Provisioner
+	rates *ratelimit.Tracker
+	now   time.Time
+}
+
+func setup(t *testing.T) *fixture {
+	t.Helper()
+	f := &fixture{store: mem.NewStore(job.Timing{}), prov: mem.NewProvisioner(), now: t0}
+	clock := func() time.Time { return f.now }
+	f.prov.SetClock(clock)
+	f.fake = ghfake.New(ghfake.WithClock(clock), ghfake.WithAppID(appID))
+	f.fake.SetInstallation(inst, "octo", false, "app")
+	ts := httptest.NewServer(f.fake)
+	t.Cleanup(ts.Close)
+	f.rates = ratelimit.NewTracker(f.store, ratelimit.DefaultPersistRule(), clock)
+	gh, err := ghapp.New(ghapp.Config{AppID: appID, PrivateKey: appKey(), BaseURL: ts.URL, Now: clock,
+		Wrap: func(id int64, base http.RoundTripper) http.RoundTripper {
+			return ratelimit.NewTransport(base, id, f.rates, clock)
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.gh = gh
+	if f.reg, err = ghapp.New(ghapp.Config{AppID: appID, PrivateKey: appKey(), BaseURL: ts.URL, Now: clock}); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// runner registers the job's runner in octo/app and sets its status.
+func (f *fixture) runner(t *testing.T, name, status string, busy bool) {
+	t.Helper()
+	if _, err := f.reg.GenerateJIT(context.Background(), inst, ghapp.JITRequest{Scope: pool.ScopeRepo, Owner: "octo", Repo: "app", Name: name, Labels: linux.Labels}); err != nil {
+		t.Fatalf("register runner %s: %v", name, err)
+	}
+	if err := f.fake.SetRunner(name, status, busy); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// machine starts the job's machine and its JIT config, at the clock's now.
+func (f *fixture) machine(t *testing.T, id int64) {
+	t.Helper()
+	req := pool.Request{JobID: id, RunID: 7, Repo: "octo/app", Pool: linux, RunnerName: job.RunnerName("linux", id), JITConfig: "jit"}
+	if _, err := f.prov.Provision(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (f *fixture) record(id int64, s job.State, runner string) {
+	f.store.Put(job.Record{JobID: id, State: s, Version: 3, Repo: "octo/app", InstallationID: inst, Pool: "linux",
+		RunnerName: runner, RunID: 7, CreatedAt: f.now.Add(-time.Hour).UnixMilli(), ExpiresAt: f.now.Add(7 * 24 * time.Hour).Unix()})
+}
+
+func (f *fixture) janitor(t *testing.T, gh janitor.GitHub) *janitor.Janitor {
+	t.Helper()
+	if gh == nil {
+		gh = f.gh
+	}
+	j, err := janitor.New(janitor.Config{Store: f.store, GitHub: gh, Rates: f.rates, Provisioner: f.prov, Leftovers: f.prov,
+		Pools: []pool.Pool{linux}, Now: func() time.Time { return f.now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+func (f *fixture) run(t *testing.T, gh janitor.GitHub) janitor.Report {
+	t.Helper()
+	rep, err := f.janitor(t, gh).Run(context.Background())
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	return rep
+}
+
+// TestRunnersAndMachines: what one pass does to a job's runner and machine,
+// by the job's record and the runner's state.
+func TestRunnersAndMachines(t *testing.T) {
+	t.Parallel()
+	const id = int64(1001)
+	tests := []struct {
+		name        string
+		state       job.State // "": no record
+		runner      string    // "": none registered; else "online", "offline"
+		busy        bool
+		machineAge  time.Duration // < 0: no machine
+		wantRunner  bool          // still registered
+		wantMachine bool          // still running
+		want        janitor.Report
+	}{
+		{name: "idle runner of a cancelled job deleted, its machine ended", state: job.Done, runner: "online",
+			want: janitor.Report{RunnersDeleted: 1}},
+		{name: "busy runner of a finished job left with its machine", state: job.Done, runner: "online", busy: true,
+			wantRunner: true, wantMachine: true, want: janitor.Report{RunnersBusy: 1, MachinesKept: 1}},
+		{name: "failed job: idle runner deleted", state: job.Failed, runner: "offline", want: janitor.Report{RunnersDeleted: 1}},
+		{name: "claimed job is live: runner and machine left", state: job.Claimed, runner: "offline",
+			wantRunner: true, wantMachine: true, want: janitor.Report{RunnersLive: 1}},
+		{name: "abandoned job, runner already gone: machine ended", state: job.Abandoned,
+			want: janitor.Report{MachinesEnded: 1}},
+		{name: "unknown job, offline runner deleted", runner: "offline", machineAge: -1,
+			want: janitor.Report{RunnersDeleted: 1}},
+		{name: "unknown job, online runner left for its idle limit", runner: "online", machineAge: -1,
+			wantRunner: true, want: janitor.Report{UnknownKept: 1}},
+		{name: "unknown job, machine past the grace ended", machineAge: 2 * time.Hour,
+			want: janitor.Report{MachinesEnded: 1}},
+		{name: "unknown job, young machine left", machineAge: 10 * time.Minute, wantMachine: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := setup(t)
+			name := job.RunnerName("linux", id)
+			if tt.machineAge >= 0 {
+				f.now = t0.Add(-tt.machineAge)
+				f.machine(t, id)
+				f.now = t0
+			}
+			if tt.runner != "" {
+				f.runner(t, name, tt.runner, tt.busy)
+			}
+			if tt.state != "" {
+				f.record(id, tt.state, "linux-999")
+			}
+			rep := f.run(t, nil)
+			rep.InstallationsSeen, rep.ScopesListed, rep.ConfigsDeleted = 0, 0, 0
+			if rep != tt.want {
+				t.Errorf("report %+v, want %+v", rep, tt.want)
+			}
+			if _, ok := f.fake.RunnerByName(name); ok != tt.wantRunner {
+				t.Errorf("runner %s registered: %t, want %t", name, ok, tt.wantRunner)
+			}
+			if live := len(f.prov.Machines(id)) > 0; live != tt.wantMachine && tt.machineAge >= 0 {
+				t.Errorf("machine of job %d running: %t, want %t", id, live, tt.wantMachine)
+			}
+		})
+	}
+}
+
+// busyOnDelete turns the runner busy at GitHub just before the janitor's
+// delete reaches it: a job was assigned between the list and the delete.
+type busyOnDelete struct {
+	janitor.GitHub
+	fake *ghfake.Server
+	name string
+}
+
+func (b busyOnDelete) DeleteRunner(ctx context.Context, installationID int64, scope, owner, repo string, id int64) error {
+	if err := b.fake.SetRunner(b.name, "online", true); err != nil {
+		return err
+	}
+	return b.GitHub.DeleteRunner(ctx, installationID, scope, owner, repo, id)
+}
+
+// TestRunnerTurnsBusyBeforeDelete: GitHub's 422 on the delete means the
+// runner took a job after the list said idle: it is left, with its
+// machine, and counted.
+func TestRunnerTurnsBusyBeforeDelete(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	const id = int64(1002)
+	name := job.RunnerName("linux", id)
+	f.machine(t, id)
+	f.runner(t, name, "online", false)
+	f.record(id, job.Done, "linux-999")
+
+	rep := f.run(t, busyOnDelete{GitHub: f.gh, fake: f.fake, name: name})
+
+	if rep.BusyRace != 1 || rep.RunnersDeleted != 0 || rep.Errors != 0 || rep.MachinesEnded != 0 {
+		t.Errorf("report %+v, want 1 busy race, nothing deleted or ended, no error", rep)
+	}
+	if _, ok := f.fake.RunnerByName(name); !ok {
+		t.Errorf("runner %s was deleted, want it left (busy)", name)
+	}
+	if len(f.prov.Machines(id)) != 1 {
+		t.Errorf("machine of job %d ended, want it running (its runner is busy)", id)
+	}
+}
+
+// TestRunnersNotOurs: runners that are not <pool>-<digits> of a configured
+// pool are never touched, whatever their state.
+func TestRunnersNotOurs(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	names := []string{"build-box", "linux", "linux-", "linux-12a", "linux-x-12", "windows-12", "Linux12", "linux-arm-12", "linux-+12"}
+	for _, n := range names {
+		f.runner(t, n, "offline", false)
+	}
+	f.record(12, job.Done, "")
+
+	rep := f.run(t, nil)
+
+	if rep.RunnersDeleted != 0 || rep.Errors != 0 {
+		t.Errorf("report %+v, want nothing deleted", rep)
+	}
+	if got := len(f.fake.Runners()); got != len(names) {
+		t.Errorf("%d runners left, want all %d", got, len(names))
+	}
+	if calls := f.fake.Stats().Calls[ghfake.RouteRepoDeleteRunner]; calls != 0 {
+		t.Errorf("%d delete calls, want 0", calls)
+	}
+}
+
+// TestConfigsWithoutLiveMachine: a JIT config that no live machine may
+// read is deleted once past its grace; one a live machine waits for, or a
+// young one, is kept.
+func TestConfigsWithoutLiveMachine(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.machine(t, 2001) // a live claimed job's machine and its config
+	f.record(2001, job.Claimed, "")
+	live := f.prov.Machines(2001)[0].ID
+	f.prov.PutConfig("linux-2002", "i-00000000000000dead", t0.Add(-time.Hour))
+	f.prov.PutConfig("linux-2003", "", t0.Add(-time.Hour))
+	f.prov.PutConfig("linux-2004", "i-00000000000000dead", t0.Add(-time.Minute))
+	f.prov.PutConfig("linux-2005", live, t0.Add(-time.Hour))
+
+	rep := f.run(t, nil)
+
+	if rep.ConfigsDeleted != 2 {
+		t.Errorf("report %+v, want 2 configs deleted", rep)
+	}
+	for name, want := range map[string]bool{"linux-2001": true, "linux-2002": false, "linux-2003": false, "linux-2004": true, "linux-2005": true} {
+		if _, ok := f.prov.Config(name); ok != want {
+			t.Errorf("config %s kept: %t, want %t", name, ok, want)
+		}
+	}
+}
+
+// TestExhaustedInstallationNotAsked: an installation whose shared rate
+// reading is exhausted gets no call; its runners and machines wait.
+func TestExhaustedInstallationNotAsked(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	const id = int64(3001)
+	name := job.RunnerName("linux", id)
+	f.machine(t, id)
+	f.runner(t, name, "online", false)
+	f.record(id, job.Done, "linux-999")
+	rd := ratelimit.Reading{Limit: 5000, Remaining: 0, ResetAt: t0.Add(20 * time.Minute), ObservedAt: t0.Add(-time.Minute)}
+	if err := f.store.SaveRate(context.Background(), inst, rd); err != nil {
+		t.Fatal(err)
+	}
+	before := f.fake.Stats().InstallationCalls[inst]
+
+	rep := f.run(t, nil)
+
+	if rep.RateLimited != 1 || rep.RunnersDeleted != 0 || rep.MachinesEnded != 0 {
+		t.Errorf("report %+v, want 1 installation rate limited, nothing deleted or ended", rep)
+	}
+	if calls := f.fake.Stats().InstallationCalls[inst] - before; calls != 0 {
+		t.Errorf("%d calls for installation %d, want 0", calls, inst)
+	}
+	if _, ok := f.fake.RunnerByName(name); !ok || len(f.prov.Machines(id)) != 1 {
+		t.Errorf("runner or machine of job %d removed, want both left", id)
+	}
+}
+
+// TestBudgetBoundsAPass: a pass stops asking GitHub at MaxCalls and says
+// it is incomplete; the next one finishes.
+func TestBudgetBoundsAPass(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.fake.SetInstallation(inst, "octo", false, "app", "b", "c", "d")
+	f.runner(t, "linux-4001", "offline", false)
+	f.record(4001, job.Done, "")
+	j, err := janitor.New(janitor.Config{Store: f.store, GitHub: f.gh, Provisioner: f.prov, Leftovers: f.prov,
+		Pools: []pool.Pool{linux}, MaxCalls: 3, Now: func() time.Time { return f.now },
+		Perm: func(n int) []int { // octo/app last
+			out := make([]int, 0, n)
+			for i := 1; i < n; i++ {
+				out = append(out, i)
+			}
+			return append(out, 0)
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := j.Run(context.Background())
+	if err != nil || !rep.Incomplete || rep.ScopesListed != 1 || rep.RunnersDeleted != 0 {
+		t.Errorf("first pass %+v, %v: want incomplete after 1 scope (3 calls), nothing deleted", rep, err)
+	}
+	if _, ok := f.fake.RunnerByName("linux-4001"); !ok {
+		t.Error("runner deleted in a pass that never listed its repository")
+	}
+}
+
+// TestNoAWSServiceDependency: the janitor names its ports in domain types.
+func TestNoAWSServiceDependency(t *testing.T) {
+	t.Parallel()
+	contract.DepsFree(t, "github.com/ghclaim/ghclaim/shared/janitor")
+}

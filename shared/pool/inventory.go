@@ -1,0 +1,25 @@
+package pool
+
+import "time"
+
+// Machine is a live (pending or running) machine a provisioner started for
+// a job, as the janitor sees it: the inventory port's own type, so the
+// janitor lists machines without importing an adapter.
+type Machine struct {
+	ID         string // the EC2 instance id
+	JobID      int64  // its job-id tag
+	Pool       string // its pool tag
+	Repo       string // its repo tag, owner/name
+	RunnerName string // its runner-name tag
+	LaunchedAt time.Time
+}
+
+// Parameter is a stored JIT config waiting for its machine (an SSM
+// parameter under the runners' prefix), without its value.
+type Parameter struct {
+	Name string
+	// InstanceID is the one machine allowed to read it (from its
+	// instance-ARN tag); "" when untagged.
+	InstanceID string
+	ModifiedAt time.Time
+}

@@ -1,0 +1,142 @@
+package provision
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
+
+	"github.com/ghclaim/ghclaim/shared/pool"
+)
+
+// The janitor's view of what the EC2 adapter leaves behind: every live
+// machine it launched (by the TagJobID tag) and every JIT config parameter
+// under ParameterPrefix. Parameters are listed with DescribeParameters,
+// never GetParametersByPath, which would read the JIT configs themselves;
+// the instance each may be read by comes from its TagInstanceARN tag
+// (ListTagsForResource, one call per parameter; they live minutes, so few
+// exist at once).
+
+// Inventory is the part of the EC2 and SSM APIs the janitor's listing uses.
+type Inventory interface {
+	DescribeInstances(ctx context.Context, params *ec2.DescribeInstancesInput, optFns ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error)
+}
+
+// Catalog is the part of the SSM API the janitor's listing uses.
+type Catalog interface {
+	DescribeParameters(ctx context.Context, params *ssm.DescribeParametersInput, optFns ...func(*ssm.Options)) (*ssm.DescribeParametersOutput, error)
+	ListTagsForResource(ctx context.Context, params *ssm.ListTagsForResourceInput, optFns ...func(*ssm.Options)) (*ssm.ListTagsForResourceOutput, error)
+	DeleteParameter(ctx context.Context, params *ssm.DeleteParameterInput, optFns ...func(*ssm.Options)) (*ssm.DeleteParameterOutput, error)
+}
+
+var (
+	_ Inventory = (*ec2.Client)(nil)
+	_ Catalog   = (*ssm.Client)(nil)
+)
+
+// Leftovers lists the EC2 adapter's machines and parameters for the janitor.
+type Leftovers struct {
+	Instances  Inventory
+	Parameters Catalog
+}
+
+// LiveMachines returns every pending or running instance tagged TagJobID.
+func (l Leftovers) LiveMachines(ctx context.Context) ([]pool.Machine, error) {
+	in := &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
+		{Name: aws.String("tag-key"), Values: []string{TagJobID}},
+		{Name: aws.String("instance-state-name"), Values: []string{"pending", "running"}},
+	}}
+	var out []pool.Machine
+	for {
+		page, err := l.Instances.DescribeInstances(ctx, in)
+		if err != nil {
+			return nil, fmt.Errorf("list machines: %w", err)
+		}
+		for _, r := range page.Reservations {
+			for _, i := range r.Instances {
+				m := pool.Machine{ID: aws.ToString(i.InstanceId), LaunchedAt: aws.ToTime(i.LaunchTime)}
+				for _, t := range i.Tags {
+					switch v := aws.ToString(t.Value); aws.ToString(t.Key) {
+					case TagJobID:
+						m.JobID, _ = strconv.ParseInt(v, 10, 64)
+					case TagPool:
+						m.Pool = v
+					case TagRepo:
+						m.Repo = v
+					case TagRunnerName:
+						m.RunnerName = v
+					}
+				}
+				if m.ID != "" && m.JobID > 0 {
+					out = append(out, m)
+				}
+			}
+		}
+		if aws.ToString(page.NextToken) == "" {
+			return out, nil
+		}
+		in.NextToken = page.NextToken
+	}
+}
+
+// Configs returns every parameter under ParameterPrefix, without values.
+func (l Leftovers) Configs(ctx context.Context) ([]pool.Parameter, error) {
+	in := &ssm.DescribeParametersInput{ParameterFilters: []ssmtypes.ParameterStringFilter{
+		{Key: aws.String("Path"), Option: aws.String("OneLevel"), Values: []string{strings.TrimSuffix(ParameterPrefix, "/")}},
+	}}
+	var out []pool.Parameter
+	for {
+		page, err := l.Parameters.DescribeParameters(ctx, in)
+		if err != nil {
+			return nil, fmt.Errorf("list parameters: %w", err)
+		}
+		for _, p := range page.Parameters {
+			name := aws.ToString(p.Name)
+			if !strings.HasPrefix(name, ParameterPrefix) {
+				continue
+			}
+			tags, err := l.Parameters.ListTagsForResource(ctx, &ssm.ListTagsForResourceInput{
+				ResourceType: ssmtypes.ResourceTypeForTaggingParameter, ResourceId: aws.String(name)})
+			var nf *ssmtypes.InvalidResourceId
+			if errors.As(err, &nf) {
+				continue // deleted meanwhile (read by its machine)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("list parameters: tags of %s: %w", name, err)
+			}
+			par := pool.Parameter{Name: name, ModifiedAt: aws.ToTime(p.LastModifiedDate)}
+			for _, t := range tags.TagList {
+				if aws.ToString(t.Key) == TagInstanceARN {
+					v := aws.ToString(t.Value)
+					par.InstanceID = v[strings.LastIndex(v, "/")+1:]
+				}
+			}
+			out = append(out, par)
+		}
+		if aws.ToString(page.NextToken) == "" {
+			return out, nil
+		}
+		in.NextToken = page.NextToken
+	}
+}
+
+// DeleteConfig deletes a parameter under ParameterPrefix; one already gone
+// is success.
+func (l Leftovers) DeleteConfig(ctx context.Context, name string) error {
+	if !strings.HasPrefix(name, ParameterPrefix) || !runnerNameRE.MatchString(strings.TrimPrefix(name, ParameterPrefix)) {
+		return fmt.Errorf("%w: parameter %q is not a runner config", ErrInvalidRequest, name)
+	}
+	_, err := l.Parameters.DeleteParameter(ctx, &ssm.DeleteParameterInput{Name: aws.String(name)})
+	var nf *ssmtypes.ParameterNotFound
+	if err != nil && !errors.As(err, &nf) {
+		return fmt.Errorf("delete parameter %s: %w", name, err)
+	}
+	return nil
+}
