@@ -87,7 +87,9 @@ func run() error {
 		pool.ProvisionerEC2:      provision.NewEC2(ec2.NewFromConfig(awsCfg), ssm.NewFromConfig(awsCfg), log),
 		pool.ProvisionerDispatch: provision.NewDispatch(sqsClient, log),
 	}
-	c, err := claim.New(claim.Deps{
+	c, err := claim.New(claim.Config{
+		Pools:       cfg.Pools,
+		Lease:       cfg.Lease,
 		Store:       st,
 		Queue:       queue.New(sqsClient, cfg.ClaimsQueueURL),
 		GitHub:      gh,
@@ -95,9 +97,9 @@ func run() error {
 		Policy:      policy,
 		Rates:       rates,
 		Now:         time.Now,
-		Log:         log,
+		Logger:      log,
 		Metrics:     obs.NewMetrics(os.Stdout, map[string]string{"function": "claimer"}, time.Now),
-	}, claim.Options{Pools: cfg.Pools, Lease: cfg.Lease})
+	})
 	if err != nil {
 		return err
 	}
