@@ -36,7 +36,7 @@ import (
 const (
 	installation = int64(4242)
 	repo         = "octo-org/octo-repo"
-	seed1, seed2 = 7, 11
+	seed1        = 7
 )
 
 // clock is the injected clock. It starts near real time because
