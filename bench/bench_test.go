@@ -2,14 +2,11 @@ package bench_test
 
 import (
 	"context"
-	"io"
 	"testing"
 	"time"
 
 	"github.com/ghclaim/ghclaim/bench"
 	"github.com/ghclaim/ghclaim/infra/emulator"
-	"github.com/ghclaim/ghclaim/shared/obs"
-	"github.com/ghclaim/ghclaim/shared/reclaim"
 )
 
 // setup deploys a stack of its own for b on the shared emulator.
@@ -77,7 +74,11 @@ func BenchmarkReclaimPass(b *testing.B) {
 		base += 200
 		before := env.Count.Snapshot()
 		b.StartTimer()
-		rep, err := reclaim.New(env.Store, env.Queue, reclaim.Config{Logger: obs.NewLogger(io.Discard, "info")}).Run(ctx)
+		rc, err := bench.NewReclaimer(env)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rep, err := rc.Run(ctx)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -95,7 +95,8 @@ func NewClaims(ctx context.Context, env *Env, checkQueued bool, base int64) (*Cl
 		return nil, err
 	}
 	c := &Claims{env: env, GitHub: fake, gh: gh, DispatchURL: aws.ToString(q.QueueUrl), Pool: p, provisioned: map[int64]time.Time{}}
-	cl, err := claim.New(claim.Deps{
+	cl, err := claim.New(claim.Config{
+		Pools:       []pool.Pool{p},
 		Store:       env.Store,
 		Queue:       env.Queue,
 		GitHub:      app,
@@ -103,9 +104,9 @@ func NewClaims(ctx context.Context, env *Env, checkQueued bool, base int64) (*Cl
 		Policy:      backoff.Default(),
 		Rates:       rates,
 		Now:         time.Now,
-		Log:         log,
+		Logger:      log,
 		Metrics:     obs.NewMetrics(io.Discard, map[string]string{"function": "claimer"}, time.Now),
-	}, claim.Options{Pools: []pool.Pool{p}})
+	})
 	if err != nil {
 		gh.Close()
 		return nil, err

@@ -119,7 +119,10 @@ func MeasureReclaim(ctx context.Context, env *Env, backlog int, base int64, limi
 	}
 	r.SeedS = round(time.Since(t0).Seconds(), 2)
 
-	rc := reclaim.New(env.Store, env.Queue, reclaim.Config{Logger: obs.NewLogger(io.Discard, "info")})
+	rc, err := NewReclaimer(env)
+	if err != nil {
+		return r, err
+	}
 	before := env.Count.Snapshot()
 	start := time.Now()
 	for r.Swept < backlog && (limit <= 0 || time.Since(start) < limit) {
@@ -157,4 +160,10 @@ func MeasureReclaim(ctx context.Context, env *Env, backlog int, base int64, limi
 		r.ProjectedPasses = int(math.Ceil(float64(backlog) / r.PerPass))
 	}
 	return r, nil
+}
+
+// NewReclaimer returns the reclaimer every bench pass runs: production
+// defaults over env's store and queue, logs discarded.
+func NewReclaimer(env *Env) (*reclaim.Reclaimer, error) {
+	return reclaim.New(reclaim.Config{Store: env.Store, Queue: env.Queue, Logger: obs.NewLogger(io.Discard, "info")})
 }

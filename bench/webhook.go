@@ -58,8 +58,8 @@ func NewWebhook(env *Env, pools []pool.Pool, base int64) (*Webhook, error) {
 	if len(pools) == 0 {
 		pools = []pool.Pool{BenchPool}
 	}
-	h, err := webhook.New(webhook.Config{Secrets: [][]byte{[]byte(BenchSecret)}, Pools: pools},
-		env.Store, env.Queue, time.Now, obs.NewLogger(io.Discard, "info"))
+	h, err := webhook.New(webhook.Config{Secrets: [][]byte{[]byte(BenchSecret)}, Pools: pools,
+		Store: env.Store, Queue: env.Queue, Now: time.Now, Logger: obs.NewLogger(io.Discard, "info")})
 	if err != nil {
 		return nil, err
 	}

@@ -84,7 +84,9 @@ func run() error {
 		pool.ProvisionerEC2:      provision.NewEC2(ec2.NewFromConfig(awsCfg), ssm.NewFromConfig(awsCfg), log),
 		pool.ProvisionerDispatch: provision.NewDispatch(sqsClient, log),
 	}
-	c, err := claim.New(claim.Deps{
+	c, err := claim.New(claim.Config{
+		Pools:       cfg.Pools,
+		Lease:       cfg.Lease,
 		Store:       st,
 		Queue:       claims,
 		GitHub:      gh,
@@ -92,9 +94,9 @@ func run() error {
 		Policy:      policy,
 		Rates:       rates,
 		Now:         time.Now,
-		Log:         log,
+		Logger:      log,
 		Metrics:     obs.NewMetrics(os.Stdout, map[string]string{"function": "claimer"}, time.Now),
-	}, claim.Options{Pools: cfg.Pools, Lease: cfg.Lease})
+	})
 	if err != nil {
 		return err
 	}

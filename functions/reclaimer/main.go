@@ -74,7 +74,9 @@ func run() error {
 		return err
 	}
 	sqsClient := sqs.NewFromConfig(awsCfg)
-	r := reclaim.New(st, queue.New(sqsClient, cfg.ClaimsQueueURL), reclaim.Config{
+	r, err := reclaim.New(reclaim.Config{
+		Store:   st,
+		Queue:   queue.New(sqsClient, cfg.ClaimsQueueURL),
 		MaxAge:  cfg.MaxAge,
 		Budget:  cfg.Budget,
 		Now:     time.Now,
@@ -88,6 +90,9 @@ func run() error {
 			pool.ProvisionerDispatch: provision.NewDispatch(sqsClient, log),
 		}),
 	})
+	if err != nil {
+		return err
+	}
 	lambda.Start(r.Handle)
 	return nil
 }

@@ -57,7 +57,11 @@ func run() error {
 		Pools:          cfg.Pools,
 		AllowedOwners:  cfg.AllowedOwners,
 		MaxBodyBytes:   cfg.MaxBodyBytes,
-	}, st, q, time.Now, obs.NewLogger(os.Stdout, cfg.LogLevel))
+		Store:          st,
+		Queue:          q,
+		Now:            time.Now,
+		Logger:         obs.NewLogger(os.Stdout, cfg.LogLevel),
+	})
 	if err != nil {
 		return err
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/obs"
 	"github.com/ghclaim/ghclaim/shared/queue"
+	"github.com/ghclaim/ghclaim/shared/random"
 	"github.com/ghclaim/ghclaim/shared/reclaim"
 	"github.com/ghclaim/ghclaim/shared/store"
 )
@@ -43,7 +44,7 @@ func setup(t *testing.T) *run {
 		sem:   make(chan struct{}, 64),
 	}
 	r.stats.statuses = map[int]int{}
-	r.inj = NewInjector(NewRand(1), 0, nil)
+	r.inj = NewInjector(random.New(1), 0, nil)
 	r.log = obs.NewLogger(r.logs, "info")
 	if err := r.setUp(context.Background()); err != nil {
 		t.Fatal(err)
@@ -232,9 +233,14 @@ func TestRaceReclaimers(t *testing.T) {
 		leases[i] = l
 	}
 	newReclaimer := func(seed uint64) *reclaim.Reclaimer {
-		return reclaim.New(r.stores[fnReclaimer], r.queues[fnReclaimer], reclaim.Config{
-			Now: time.Now, Rand: &lockedRand{r: NewRand(seed)}, Logger: r.log, Budget: 20 * time.Second,
+		rc, err := reclaim.New(reclaim.Config{
+			Store: r.stores[fnReclaimer], Queue: r.queues[fnReclaimer],
+			Now: time.Now, Rand: random.New(seed), Logger: r.log, Budget: 20 * time.Second,
 		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rc
 	}
 	var wg sync.WaitGroup
 	late := make([]error, n)

@@ -35,7 +35,7 @@ package chaos
 
 import (
 	"fmt"
-	"math/rand/v2"
+	"github.com/ghclaim/ghclaim/shared/random"
 	"sort"
 	"strings"
 	"sync"
@@ -83,17 +83,11 @@ var Kinds = []Kind{Throttle, Server, Network, AfterEffect, Unknown, Fatal}
 // measures nothing about loss.
 var DefaultWeights = map[Kind]int{Throttle: 24, Server: 24, Network: 20, AfterEffect: 24, Unknown: 6, Fatal: 2}
 
-// Rand is the random source of an Injector; *math/rand/v2.Rand satisfies it.
-type Rand interface {
-	Float64() float64
-	IntN(n int) int
-}
-
 // Injector decides, call by call, whether a call fails and how, and counts
 // what it did. It is safe for concurrent use.
 type Injector struct {
 	mu      sync.Mutex
-	rnd     Rand
+	rnd     random.Source
 	rate    map[Target]float64
 	weights map[Kind]int
 	total   int
@@ -105,7 +99,7 @@ type Injector struct {
 
 // NewInjector returns an injector that fails each call with probability
 // rate (0–1), drawing from rnd. A nil weights map means DefaultWeights.
-func NewInjector(rnd Rand, rate float64, weights map[Kind]int) *Injector {
+func NewInjector(rnd random.Source, rate float64, weights map[Kind]int) *Injector {
 	if weights == nil {
 		weights = DefaultWeights
 	}
@@ -233,6 +227,3 @@ func (c Counts) String() string {
 	}
 	return strings.Join(parts, " ")
 }
-
-// NewRand returns the seeded source the injector and the plans use.
-func NewRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)) }

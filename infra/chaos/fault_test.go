@@ -16,6 +16,7 @@ import (
 	"github.com/ghclaim/ghclaim/shared/failure"
 	"github.com/ghclaim/ghclaim/shared/ghapp"
 	"github.com/ghclaim/ghclaim/shared/provision"
+	"github.com/ghclaim/ghclaim/shared/random"
 )
 
 // counting is a hand-written DynamoDB and SQS that counts the calls that
@@ -94,7 +95,7 @@ func (c *counting) Running(context.Context, provision.Request) (string, error) {
 
 // only is an injector that fails every call with kind k.
 func only(k chaos.Kind) *chaos.Injector {
-	return chaos.NewInjector(chaos.NewRand(1), 1, map[chaos.Kind]int{k: 1})
+	return chaos.NewInjector(random.New(1), 1, map[chaos.Kind]int{k: 1})
 }
 
 // TestFaultClasses pins every injected AWS fault to the error class
@@ -221,7 +222,7 @@ func TestInjectorRate(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			in := chaos.NewInjector(chaos.NewRand(3), tc.rate, nil)
+			in := chaos.NewInjector(random.New(3), tc.rate, nil)
 			const n = 20000
 			for range n {
 				in.Draw(chaos.TargetSQS, "claimer")
@@ -262,7 +263,7 @@ func TestKill(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			in := chaos.NewInjector(chaos.NewRand(1), 0, nil)
+			in := chaos.NewInjector(random.New(1), 0, nil)
 			c := &counting{}
 			db := &chaos.DynamoDB{Next: c, In: in}
 			ctx, cancel := context.WithCancel(context.Background())

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ghclaim/ghclaim/shared/job"
+	"github.com/ghclaim/ghclaim/shared/random"
 )
 
 // Script is what GitHub sends for one job, in which order.
@@ -55,7 +56,7 @@ type plan struct {
 }
 
 // Plan draws n jobs from rnd: ids, repos, pools and scripts.
-func Plan(rnd *rand.Rand, n int) []*plan {
+func Plan(rnd *random.Locked, n int) []*plan {
 	out := make([]*plan, n)
 	base := int64(7_000_000_000) + rnd.Int64N(1_000_000)*1000
 	for i := range out {

@@ -29,6 +29,7 @@ import (
 	"github.com/ghclaim/ghclaim/shared/pool"
 	"github.com/ghclaim/ghclaim/shared/provision"
 	"github.com/ghclaim/ghclaim/shared/queue"
+	"github.com/ghclaim/ghclaim/shared/random"
 	"github.com/ghclaim/ghclaim/shared/reclaim"
 	"github.com/ghclaim/ghclaim/shared/store"
 	"github.com/ghclaim/ghclaim/shared/webhook"
@@ -219,13 +220,13 @@ func Run(ctx context.Context, world World, cfg Config) (Report, error) {
 	started := time.Now()
 	r := &run{cfg: cfg, world: world, logs: newLogSink(cfg.Log), sem: make(chan struct{}, cfg.Senders)}
 	r.stats.statuses = map[int]int{}
-	r.inj = NewInjector(NewRand(cfg.Seed), cfg.FaultRate, nil)
+	r.inj = NewInjector(random.New(cfg.Seed), cfg.FaultRate, nil)
 	r.log = obs.NewLogger(r.logs, "info")
 	if err := r.setUp(ctx); err != nil {
 		return Report{}, err
 	}
 	defer r.tearDown()
-	r.plans = Plan(NewRand(cfg.Seed+1), cfg.Jobs)
+	r.plans = Plan(random.New(cfg.Seed+1), cfg.Jobs)
 
 	work, stopWork := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -304,8 +305,8 @@ func (r *run) setUp(ctx context.Context) error {
 	r.closers = append(r.closers, srv.Close)
 	r.throttle = Installations[1]
 
-	r.hook, err = webhook.New(webhook.Config{Secrets: [][]byte{Secret}, Pools: r.pools, AllowedOwners: Owners},
-		r.stores[fnWebhook], r.queues[fnWebhook], time.Now, r.log)
+	r.hook, err = webhook.New(webhook.Config{Secrets: [][]byte{Secret}, Pools: r.pools, AllowedOwners: Owners,
+		Store: r.stores[fnWebhook], Queue: r.queues[fnWebhook], Now: time.Now, Logger: r.log})
 	return err
 }
 
@@ -342,7 +343,10 @@ func (r *run) newClaimer(worker int) (*claim.Claimer, error) {
 	n := r.seedSeq.Add(1)
 	pol := backoff.Default()
 	pol.Ladder, pol.MaxAge = r.cfg.Ladder, r.cfg.MaxAge
-	return claim.New(claim.Deps{
+	return claim.New(claim.Config{
+		Pools: r.pools, Lease: r.cfg.Lease, SafetyMargin: r.cfg.FunctionTimeout / 3,
+		EarlyDelay: time.Second, RetrySoon: time.Second, RateRefresh: time.Second,
+		InstanceID:  "claimer-" + strconv.Itoa(worker) + "-" + strconv.FormatUint(n, 10),
 		Store:       r.stores[fnClaimer],
 		Queue:       r.queues[fnClaimer],
 		GitHub:      &GitHub{Next: gh},
@@ -350,13 +354,9 @@ func (r *run) newClaimer(worker int) (*claim.Claimer, error) {
 		Policy:      pol,
 		Rates:       rates,
 		Now:         time.Now,
-		Rand:        NewRand(r.cfg.Seed*1000 + n + 500),
-		Log:         r.log,
+		Rand:        random.New(r.cfg.Seed*1000 + n + 500),
+		Logger:      r.log,
 		Metrics:     obs.NewMetrics(r.logs, map[string]string{"function": "claimer"}, time.Now),
-	}, claim.Options{
-		Pools: r.pools, Lease: r.cfg.Lease, SafetyMargin: r.cfg.FunctionTimeout / 3,
-		EarlyDelay: time.Second, RetrySoon: time.Second, RateRefresh: time.Second,
-		InstanceID: "claimer-" + strconv.Itoa(worker) + "-" + strconv.FormatUint(n, 10),
 	})
 }
 
@@ -445,11 +445,15 @@ func (r *run) deleteHandled(ev events.SQSEvent, resp events.SQSEventResponse) {
 // reclaim runs a reclaimer on a compressed schedule. Two of them run at
 // different periods, so passes overlap now and then.
 func (r *run) reclaim(ctx context.Context, id int, every time.Duration) {
-	rc := reclaim.New(r.stores[fnReclaimer], r.queues[fnReclaimer], reclaim.Config{
+	rc, err := reclaim.New(reclaim.Config{
+		Store: r.stores[fnReclaimer], Queue: r.queues[fnReclaimer],
 		MaxAge: r.cfg.MaxAge, Budget: 4 * every, Reserve: every / 2, Now: time.Now,
-		Rand: &lockedRand{r: NewRand(r.cfg.Seed*7 + uint64(id))}, Logger: r.log,
+		Rand: random.New(r.cfg.Seed*7 + uint64(id)), Logger: r.log,
 		Metrics: obs.NewMetrics(r.logs, map[string]string{"function": "reclaimer"}, time.Now),
 	})
+	if err != nil {
+		panic(err) // a wiring mistake of this file: Store and Queue are set above
+	}
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -491,28 +495,6 @@ func (m *machineSet) has(id int64) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.ids[id]
-}
-
-type lockedRand struct {
-	mu sync.Mutex
-	r  Rand
-}
-
-func (l *lockedRand) Perm(n int) []int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	p := make([]int, n)
-	for i := range p {
-		j := l.r.IntN(i + 1)
-		p[i], p[j] = p[j], i
-	}
-	return p
-}
-
-func (l *lockedRand) Float64() float64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.r.Float64()
 }
 
 // settle waits (bounded by Settle) until every planned job's record is

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ghclaim/ghclaim/shared/claim"
 	"github.com/ghclaim/ghclaim/shared/job"
+	"github.com/ghclaim/ghclaim/shared/random"
 )
 
 // claimOne waits for the next claim message (its delay included) and runs
@@ -83,7 +84,7 @@ func TestTakeJobNeedsAMachine(t *testing.T) {
 			}
 
 			// Attempt 1: the runner is registered, the provisioner fails.
-			r.inj = NewInjector(NewRand(1), 0, map[Kind]int{tc.fault: 1})
+			r.inj = NewInjector(random.New(1), 0, map[Kind]int{tc.fault: 1})
 			r.inj.SetRate(TargetProvision, 1)
 			first, err := r.newClaimer(0)
 			if err != nil {

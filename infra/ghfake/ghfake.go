@@ -49,6 +49,7 @@ import (
 	"context"
 	"crypto/rsa"
 	"fmt"
+	"github.com/ghclaim/ghclaim/shared/clock"
 	"net/http"
 	"strings"
 	"sync"
@@ -151,7 +152,7 @@ func WithAppID(id int64) Option { return func(s *Server) { s.appID = id } }
 func WithPublicKey(k *rsa.PublicKey) Option { return func(s *Server) { s.pub = k } }
 
 // WithClock sets the clock used for token expiry and rate-limit resets.
-func WithClock(now func() time.Time) Option { return func(s *Server) { s.now = now } }
+func WithClock(now clock.Func) Option { return func(s *Server) { s.now = now } }
 
 // WithSleep sets how a Slow fault waits; it must return early with an
 // error when ctx ends.
@@ -186,7 +187,7 @@ func WithRunnerGroups(ids ...int64) Option {
 type Server struct {
 	appID    int64
 	pub      *rsa.PublicKey
-	now      func() time.Time
+	now      clock.Func
 	sleep    func(context.Context, time.Duration) error
 	maxDelay time.Duration
 	prefix   string

@@ -43,6 +43,7 @@ import (
 	"github.com/ghclaim/ghclaim/infra/local/functionurl"
 	"github.com/ghclaim/ghclaim/shared/pool"
 	"github.com/ghclaim/ghclaim/shared/queue"
+	"github.com/ghclaim/ghclaim/shared/random"
 	"github.com/ghclaim/ghclaim/shared/store"
 	"github.com/ghclaim/ghclaim/shared/webhook"
 )
@@ -145,8 +146,8 @@ func run(ctx context.Context, n, c int, dupShare, doneShare float64) (result, er
 	pools := []pool.Pool{{Name: "linux", Labels: []string{"self-hosted", "linux"}, Scope: pool.ScopeRepo, RunnerGroupID: 1,
 		Provisioner: pool.Provisioner{Type: pool.ProvisionerDispatch, QueueURL: "http://127.0.0.1/unused"}}}
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	h, err := webhook.New(webhook.Config{Secrets: [][]byte{chaos.Secret}, Pools: pools},
-		store.New(ddb, stack.TableName, store.Options{}), queue.New(sq, stack.QueueURL), time.Now, log)
+	h, err := webhook.New(webhook.Config{Secrets: [][]byte{chaos.Secret}, Pools: pools,
+		Store: store.New(ddb, stack.TableName, store.Options{}), Queue: queue.New(sq, stack.QueueURL), Now: time.Now, Logger: log})
 	if err != nil {
 		return result{}, err
 	}
@@ -169,7 +170,7 @@ func run(ctx context.Context, n, c int, dupShare, doneShare float64) (result, er
 	// state is exact.
 	var plan, later []delivery
 	queued := map[int64]bool{}
-	rnd := chaos.NewRand(7)
+	rnd := random.New(7)
 	for id := int64(1); len(plan)+len(later) < n; id++ {
 		j := chaos.Job{ID: 8_000_000 + id, RunID: 100 + id, Repo: "acme/app", InstallationID: 1, Labels: []string{"self-hosted", "linux"}, Private: true}
 		q := chaos.Delivery{GUID: fmt.Sprintf("q-%d", j.ID), Event: "workflow_job", Body: chaos.Payload(j, "queued", "")}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ghclaim/ghclaim/shared/clock"
 	"github.com/ghclaim/ghclaim/shared/job"
 )
 
@@ -36,7 +37,7 @@ func (s Sent) Arrival() time.Time { return s.At.Add(s.Delay) }
 // Queue is an in-memory claims queue: it records what was sent, deleted
 // and made visible again, against an injected clock.
 type Queue struct {
-	now func() time.Time
+	now clock.Func
 
 	mu         sync.Mutex
 	seq        int
@@ -52,7 +53,7 @@ type Queue struct {
 }
 
 // NewQueue returns an empty queue on the clock now.
-func NewQueue(now func() time.Time) *Queue {
+func NewQueue(now clock.Func) *Queue {
 	return &Queue{now: now, visibility: map[string]time.Duration{}}
 }
 

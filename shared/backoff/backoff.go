@@ -42,6 +42,7 @@ import (
 	"time"
 
 	"github.com/ghclaim/ghclaim/shared/failure"
+	"github.com/ghclaim/ghclaim/shared/random"
 )
 
 // Defaults from DESIGN.md's retry policy.
@@ -126,12 +127,6 @@ func (p Policy) Validate() error {
 	return nil
 }
 
-// Rand is the random source: Float64 returns a number in [0, 1).
-// *rand.Rand from math/rand/v2 satisfies it.
-type Rand interface {
-	Float64() float64
-}
-
 // Input is what Next decides from.
 type Input struct {
 	// Now is the moment of the failure, read once by the caller.
@@ -146,7 +141,7 @@ type Input struct {
 	Failure failure.Failure
 	// Rand is the random source. Nil means no jitter at all (the midpoint
 	// of every range), which only tests of other packages should want.
-	Rand Rand
+	Rand random.Source
 }
 
 // Basis says which rule produced a delay, for the one log line per decision.

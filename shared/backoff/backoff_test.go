@@ -25,6 +25,16 @@ func (s *seq) Float64() float64 {
 	return v
 }
 
+// IntN and Perm complete random.Source; the ladder draws only Float64.
+func (s *seq) IntN(n int) int { return int(s.Float64() * float64(n)) }
+func (s *seq) Perm(n int) []int {
+	p := make([]int, n)
+	for i := range p {
+		p[i] = i
+	}
+	return p
+}
+
 func fixed(vs ...float64) *seq { s := seq(vs); return &s }
 
 func TestParseLadder(t *testing.T) {

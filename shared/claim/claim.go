@@ -172,23 +172,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	mrand "math/rand/v2"
-	"sync"
 	"time"
 
+	"github.com/ghclaim/ghclaim/shared/clock"
 	"github.com/ghclaim/ghclaim/shared/obs"
 	"github.com/ghclaim/ghclaim/shared/pool"
+	"github.com/ghclaim/ghclaim/shared/random"
 	"github.com/ghclaim/ghclaim/shared/ratelimit"
 )
 
-// Rand is the randomness the claimer needs (jitter, spread); a seeded
-// *math/rand/v2.Rand satisfies it. It is used under a lock.
-type Rand interface {
-	Float64() float64
-	Perm(n int) []int
-}
-
-// Defaults of Options.
+// Defaults of Config.
 const (
 	DefaultLease        = 3 * time.Minute
 	DefaultConcurrency  = 4
@@ -204,8 +197,10 @@ const (
 	MaxConcurrency = 4
 )
 
-// Options tune a Claimer. Zero values take the defaults.
-type Options struct {
+// Config is a claimer's settings and collaborators. Store, Queue, GitHub,
+// Provisioner, Policy and Pools are required; every other zero value takes
+// its default (New fills them, in one place).
+type Config struct {
 	// Pools is RUNNER_POOLS; a record names its pool.
 	Pools []pool.Pool
 	// Lease must exceed the function's timeout.
@@ -228,42 +223,7 @@ type Options struct {
 	RateRefresh time.Duration
 	// InstanceID identifies this process in lease owners (default: random).
 	InstanceID string
-}
 
-func (o Options) withDefaults() Options {
-	if o.Lease <= 0 {
-		o.Lease = DefaultLease
-	}
-	if o.Concurrency <= 0 {
-		o.Concurrency = DefaultConcurrency
-	}
-	o.Concurrency = min(o.Concurrency, MaxConcurrency)
-	if o.SafetyMargin <= 0 {
-		o.SafetyMargin = DefaultSafetyMargin
-	}
-	if o.HandOffReserve <= 0 || o.HandOffReserve >= o.SafetyMargin {
-		o.HandOffReserve = min(DefaultHandOffReserve, o.SafetyMargin/2)
-	}
-	if o.EarlyDelay <= 0 {
-		o.EarlyDelay = DefaultEarlyDelay
-	}
-	if o.RetrySoon <= 0 {
-		o.RetrySoon = DefaultRetrySoon
-	}
-	if o.RateRefresh <= 0 {
-		o.RateRefresh = DefaultRateRefresh
-	}
-	if o.InstanceID == "" {
-		var b [6]byte
-		_, _ = rand.Read(b[:])
-		o.InstanceID = hex.EncodeToString(b[:])
-	}
-	return o
-}
-
-// Deps are the claimer's collaborators. All but Rates, Log and Metrics
-// are required.
-type Deps struct {
 	Store       Store
 	Queue       Queue
 	GitHub      GitHub
@@ -273,65 +233,88 @@ type Deps struct {
 	// rate transport feeds (nil: a tracker over Store that only sees
 	// readings learnt from errors and shared ones).
 	Rates RateState
-	// Now is the clock; Rand the random source (jitter, spread).
-	Now  func() time.Time
-	Rand Rand
-	Log  *slog.Logger
+	// Now is the clock (time.Now when nil); Rand the random source of
+	// jitter and spread (random.Global when nil).
+	Now  clock.Func
+	Rand random.Source
+	// Logger gets one line per decision (discarded when nil).
+	Logger *slog.Logger
 	// Metrics receives counts; Handle flushes them once per invocation.
 	Metrics *obs.Metrics
 }
 
+// withDefaults fills every zero setting; validate has run.
+func (c Config) withDefaults() Config {
+	if c.Lease <= 0 {
+		c.Lease = DefaultLease
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = DefaultConcurrency
+	}
+	c.Concurrency = min(c.Concurrency, MaxConcurrency)
+	if c.SafetyMargin <= 0 {
+		c.SafetyMargin = DefaultSafetyMargin
+	}
+	if c.HandOffReserve <= 0 || c.HandOffReserve >= c.SafetyMargin {
+		c.HandOffReserve = min(DefaultHandOffReserve, c.SafetyMargin/2)
+	}
+	if c.EarlyDelay <= 0 {
+		c.EarlyDelay = DefaultEarlyDelay
+	}
+	if c.RetrySoon <= 0 {
+		c.RetrySoon = DefaultRetrySoon
+	}
+	if c.RateRefresh <= 0 {
+		c.RateRefresh = DefaultRateRefresh
+	}
+	if c.InstanceID == "" {
+		var b [6]byte
+		_, _ = rand.Read(b[:])
+		c.InstanceID = hex.EncodeToString(b[:])
+	}
+	c.Now = clock.Or(c.Now)
+	c.Rand = random.Or(c.Rand)
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Rates == nil {
+		c.Rates = ratelimit.NewTracker(c.Store, ratelimit.DefaultPersistRule(), c.Now)
+	}
+	return c
+}
+
+// validate names the first missing collaborator.
+func (c Config) validate() error {
+	for _, f := range []struct {
+		name string
+		nil  bool
+	}{
+		{"Store", c.Store == nil}, {"Queue", c.Queue == nil}, {"GitHub", c.GitHub == nil},
+		{"Provisioner", c.Provisioner == nil}, {"Policy", c.Policy == nil}, {"Pools", len(c.Pools) == 0},
+	} {
+		if f.nil {
+			return fmt.Errorf("claim: Config.%s is required", f.name)
+		}
+	}
+	return nil
+}
+
 // Claimer handles claim messages. It is safe for concurrent use.
 type Claimer struct {
-	d     Deps
-	o     Options
+	cfg   Config
 	reads *rateReads
-
-	randMu sync.Mutex
 }
 
-// New returns a claimer.
-func New(d Deps, o Options) (*Claimer, error) {
-	switch {
-	case d.Store == nil, d.Queue == nil, d.GitHub == nil, d.Provisioner == nil, d.Policy == nil:
-		return nil, errors.New("claim: Store, Queue, GitHub, Provisioner and Policy are required")
-	case len(o.Pools) == 0:
-		return nil, errors.New("claim: no pools")
+// New validates cfg, fills its defaults and returns a claimer.
+func New(cfg Config) (*Claimer, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
-	if d.Now == nil {
-		d.Now = time.Now
-	}
-	if d.Rand == nil {
-		d.Rand = mrand.New(mrand.NewPCG(mrand.Uint64(), mrand.Uint64()))
-	}
-	if d.Log == nil {
-		d.Log = slog.New(slog.DiscardHandler)
-	}
-	if d.Rates == nil {
-		d.Rates = ratelimit.NewTracker(d.Store, ratelimit.DefaultPersistRule(), d.Now)
-	}
-	o = o.withDefaults()
-	return &Claimer{d: d, o: o, reads: &rateReads{refresh: o.RateRefresh, last: map[int64]time.Time{}}}, nil
+	cfg = cfg.withDefaults()
+	return &Claimer{cfg: cfg, reads: &rateReads{refresh: cfg.RateRefresh, last: map[int64]time.Time{}}}, nil
 }
 
-// lockedRand serialises the random source between workers.
-type lockedRand struct{ c *Claimer }
-
-func (l lockedRand) Float64() float64 {
-	l.c.randMu.Lock()
-	defer l.c.randMu.Unlock()
-	return l.c.d.Rand.Float64()
-}
-
-func (l lockedRand) Perm(n int) []int {
-	l.c.randMu.Lock()
-	defer l.c.randMu.Unlock()
-	return l.c.d.Rand.Perm(n)
-}
-
-func (c *Claimer) rnd() lockedRand { return lockedRand{c} }
-
-func (c *Claimer) count(name string) { c.d.Metrics.Add(name, 1) }
+func (c *Claimer) count(name string) { c.cfg.Metrics.Add(name, 1) }
 
 func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
 

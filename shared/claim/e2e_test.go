@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net/http/httptest"
 	"runtime"
 	"sync"
@@ -24,6 +23,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
+	"github.com/ghclaim/ghclaim/infra/clocktest"
 	"github.com/ghclaim/ghclaim/infra/emulator"
 	"github.com/ghclaim/ghclaim/infra/ghfake"
 	"github.com/ghclaim/ghclaim/infra/provisiontest"
@@ -33,6 +33,7 @@ import (
 	"github.com/ghclaim/ghclaim/shared/pool"
 	"github.com/ghclaim/ghclaim/shared/provision"
 	"github.com/ghclaim/ghclaim/shared/queue"
+	"github.com/ghclaim/ghclaim/shared/random"
 	"github.com/ghclaim/ghclaim/shared/reclaim"
 	"github.com/ghclaim/ghclaim/shared/store"
 )
@@ -88,7 +89,7 @@ func (r *sqsRecorder) Visibility(receipt string) (time.Duration, bool) {
 
 // world is one end-to-end test's stack on moto.
 type world struct {
-	clock    *clock
+	clock    *clocktest.Clock
 	store    *store.Store
 	sqs      *sqs.Client
 	rec      *sqsRecorder
@@ -170,11 +171,12 @@ func (w *world) launchTemplate(t *testing.T) string {
 func (w *world) claimer(t *testing.T, instance string) *claim.Claimer {
 	t.Helper()
 	gh, rates := newGitHub(t, w.store, w.ghURL, w.clock.Now, true)
-	c, err := claim.New(claim.Deps{
+	c, err := claim.New(claim.Config{
+		Pools: w.pools, InstanceID: instance,
 		Store: w.store, Queue: w.queue, GitHub: gh, Provisioner: w.spy, Policy: newPolicy(), Rates: rates,
-		Now: w.clock.Now, Rand: rand.New(rand.NewPCG(seed1, seed2)), Log: w.log,
+		Now: w.clock.Now, Rand: random.New(seed1), Logger: w.log,
 		Metrics: obs.NewMetrics(w.logs, map[string]string{"function": "claimer"}, w.clock.Now),
-	}, claim.Options{Pools: w.pools, InstanceID: instance})
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -399,7 +401,10 @@ func TestEarlyMessageStaysOutOfTheDLQ(t *testing.T) {
 				t.Fatal(err)
 			}
 			c := w.claimer(t, "early")
-			rc := reclaim.New(w.store, w.queue, reclaim.Config{Now: w.clock.Now, Rand: rand.New(rand.NewPCG(1, 2)), Logger: w.log})
+			rc, err := reclaim.New(reclaim.Config{Store: w.store, Queue: w.queue, Now: w.clock.Now, Rand: random.New(1), Logger: w.log})
+			if err != nil {
+				t.Fatal(err)
+			}
 			lastPass := t0
 
 			looks := map[string]int{} // receives of each message id

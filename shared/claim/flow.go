@@ -64,10 +64,10 @@ type flow struct {
 // was dealt with: it is not reported, so the event source mapping deletes
 // it. An error makes it a batch item failure.
 func (c *Claimer) handleMessage(ctx context.Context, sm events.SQSMessage, owner string) error {
-	f := &flow{c: c, sm: sm, now: c.d.Now(), work: ctx}
+	f := &flow{c: c, sm: sm, now: c.cfg.Now(), work: ctx}
 	if dl, ok := ctx.Deadline(); ok {
 		var cancel context.CancelFunc
-		f.work, cancel = context.WithDeadline(ctx, dl.Add(-c.o.HandOffReserve))
+		f.work, cancel = context.WithDeadline(ctx, dl.Add(-c.cfg.HandOffReserve))
 		defer cancel()
 	}
 	msg, err := job.DecodeMessage(sm.Body)
@@ -84,7 +84,7 @@ func (c *Claimer) handleMessage(ctx context.Context, sm events.SQSMessage, owner
 
 	// The lease write first: its refusal carries the record, so the
 	// decision needs no read.
-	lease, rec, err := c.d.Store.Acquire(ctx, msg.JobID, msg.Version, owner, c.leaseUntil(ctx, f.now), f.now)
+	lease, rec, err := c.cfg.Store.Acquire(ctx, msg.JobID, msg.Version, owner, c.leaseUntil(ctx, f.now), f.now)
 	var conflict *job.ConflictError
 	switch {
 	case errors.As(err, &conflict):
@@ -140,7 +140,7 @@ const maxEarlyWait = 12*time.Hour - time.Minute
 // comes back every EarlyDelay and dead-letters, which is worth an alarm.
 func (f *flow) early(ctx context.Context) error {
 	rec := f.rec
-	wait, reason := f.c.o.EarlyDelay, "no lease at the version below"
+	wait, reason := f.c.cfg.EarlyDelay, "no lease at the version below"
 	if rec.State == job.Claiming && f.msg.Version == rec.Version+1 {
 		exp := job.FromMillis(rec.LeaseExpiresAt)
 		if exp.Before(f.now) {
@@ -151,10 +151,10 @@ func (f *flow) early(ctx context.Context) error {
 			return nil
 		}
 		// One second past the expiry, so the next look finds it expired.
-		wait = min(max(exp.Sub(f.now)+time.Second, f.c.o.EarlyDelay), maxEarlyWait)
+		wait = min(max(exp.Sub(f.now)+time.Second, f.c.cfg.EarlyDelay), maxEarlyWait)
 		reason = "waiting out the sender's lease"
 	}
-	if err := f.c.d.Queue.RetryAfter(ctx, f.sm.ReceiptHandle, wait); err != nil {
+	if err := f.c.cfg.Queue.RetryAfter(ctx, f.sm.ReceiptHandle, wait); err != nil {
 		return f.infra(ctx, "retry early message", err)
 	}
 	f.decide(ctx, slog.LevelInfo, DecisionEarly, slog.Int64("record_version", rec.Version),
@@ -167,9 +167,9 @@ func (f *flow) early(ctx context.Context) error {
 // that disagree), so a live claimer never outlives its lease whatever
 // LEASE_DURATION says.
 func (c *Claimer) leaseUntil(ctx context.Context, now time.Time) time.Time {
-	until := now.Add(c.o.Lease)
+	until := now.Add(c.cfg.Lease)
 	if dl, ok := ctx.Deadline(); ok && until.Before(dl) {
-		until = dl.Add(c.o.Lease)
+		until = dl.Add(c.cfg.Lease)
 	}
 	return until
 }
@@ -179,7 +179,7 @@ func (c *Claimer) leaseUntil(ctx context.Context, now time.Time) time.Time {
 // written (see the package doc).
 func (f *flow) chain(ctx context.Context, rest time.Duration) error {
 	d := min(rest, job.MaxDelay)
-	if err := f.c.d.Queue.Send(ctx, f.msg, d); err != nil {
+	if err := f.c.cfg.Queue.Send(ctx, f.msg, d); err != nil {
 		return f.infra(ctx, "re-send chained message", err)
 	}
 	f.decide(ctx, slog.LevelInfo, DecisionChained, slog.Int64(obs.KeyDelay, d.Milliseconds()))
@@ -190,7 +190,7 @@ func (f *flow) chain(ctx context.Context, rest time.Duration) error {
 // claim runs one attempt under the lease.
 func (f *flow) claim(ctx context.Context) error {
 	c := f.c
-	p, ok := pool.Find(c.o.Pools, f.rec.Pool)
+	p, ok := pool.Find(c.cfg.Pools, f.rec.Pool)
 	if !ok {
 		// A deployment changed RUNNER_POOLS under a queued job: retry (the
 		// rollout may finish) until max age, rather than fail at once.
@@ -208,7 +208,7 @@ func (f *flow) claim(ctx context.Context) error {
 
 	rd, err := c.reading(ctx, f.rec.InstallationID, f.now)
 	if err != nil {
-		c.d.Log.LogAttrs(ctx, slog.LevelWarn, "claim rate state unreadable",
+		c.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "claim rate state unreadable",
 			slog.Int64(obs.KeyJobID, f.rec.JobID), slog.String("error", err.Error()))
 	}
 	if rd.Exhausted(f.now) {
@@ -220,14 +220,14 @@ func (f *flow) claim(ctx context.Context) error {
 	defer f.shareRate(ctx)
 
 	if p.CheckQueued {
-		st, err := c.d.GitHub.JobStatus(f.work, f.rec.InstallationID, f.rec.Owner(), f.rec.RepoName(), f.rec.JobID)
+		st, err := c.cfg.GitHub.JobStatus(f.work, f.rec.InstallationID, f.rec.Owner(), f.rec.RepoName(), f.rec.JobID)
 		switch fl := failure.Classify(err); {
 		case err != nil && fl.Class == failure.RateLimit:
 			// The JIT call would be refused too: do not spend another call.
 			return f.retryOrFail(ctx, err, nil)
 		case err != nil:
 			// The check is an optimisation: when it fails, claim anyway.
-			c.d.Log.LogAttrs(ctx, slog.LevelWarn, "claim job status check failed",
+			c.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "claim job status check failed",
 				slog.Int64(obs.KeyJobID, f.rec.JobID), slog.String(obs.KeyClass, fl.Class.String()),
 				slog.String(obs.KeyReason, fl.Reason))
 		case st == "in_progress" || st == "completed":
@@ -243,7 +243,7 @@ func (f *flow) claim(ctx context.Context) error {
 		return f.finish(ctx, job.Outcome{State: job.Claimed, Attempt: f.attempt, RunnerName: f.name}, DecisionReused, nil,
 			slog.Int64("runner_id", reused.ID), slog.String("runner_status", reused.Status), slog.Bool("runner_busy", reused.Busy))
 	}
-	res, err := c.d.Provisioner.Provision(f.work, f.request(jit.EncodedConfig))
+	res, err := c.cfg.Provisioner.Provision(f.work, f.request(jit.EncodedConfig))
 	if err != nil {
 		return f.retryOrFail(ctx, err, &ghapp.Runner{ID: jit.RunnerID, Name: jit.Name, Status: "offline"})
 	}
@@ -274,7 +274,7 @@ func (f *flow) request(config ghapp.Secret) pool.Request {
 // offline with no machine, it never will: it is deleted and a new config
 // generated.
 func (f *flow) register(ctx context.Context) (ghapp.JIT, *ghapp.Runner, error) {
-	gh, inst := f.c.d.GitHub, f.rec.InstallationID
+	gh, inst := f.c.cfg.GitHub, f.rec.InstallationID
 	req := ghapp.JITRequest{
 		Scope: f.scope, Owner: f.owner, Repo: f.repo, Name: f.name,
 		Labels: f.pool.Labels, RunnerGroupID: f.pool.RunnerGroupID,
@@ -321,7 +321,7 @@ func (f *flow) register(ctx context.Context) (ghapp.JIT, *ghapp.Runner, error) {
 // machineUp reports whether the provisioner knows of a live machine for the
 // job (EC2 looks by the job tag; dispatch cannot tell and says no).
 func (f *flow) machineUp(ctx context.Context) (bool, error) {
-	id, err := f.c.d.Provisioner.Running(ctx, f.request(ghapp.Secret{}))
+	id, err := f.c.cfg.Provisioner.Running(ctx, f.request(ghapp.Secret{}))
 	return id != "", err
 }
 
@@ -333,10 +333,10 @@ func (f *flow) retryOrFail(ctx context.Context, err error, registered *ghapp.Run
 		// Usually the transport saw the headers already; go-github's own
 		// pre-request check answers without a request, so record it here.
 		rd := ratelimit.Reading{Remaining: 0, ResetAt: fl.ResetAt, ObservedAt: f.now}
-		if l, ok := f.c.d.Rates.Latest(f.rec.InstallationID); ok {
+		if l, ok := f.c.cfg.Rates.Latest(f.rec.InstallationID); ok {
 			rd.Limit = l.Limit
 		}
-		f.c.d.Rates.Observe(f.rec.InstallationID, rd)
+		f.c.cfg.Rates.Observe(f.rec.InstallationID, rd)
 	}
 	if !fl.Retryable() {
 		return f.finish(ctx, job.Outcome{State: job.Failed, Attempt: f.attempt, ErrorClass: fl.Class.String(), Error: fl.Reason},
@@ -351,11 +351,11 @@ func (f *flow) retryOrFail(ctx context.Context, err error, registered *ghapp.Run
 // failure), and first_failure_at comes from the record: both survive
 // every re-send.
 func (f *flow) retry(ctx context.Context, fl failure.Failure, registered *ghapp.Runner) error {
-	in := backoff.Input{Now: f.now, Rung: max(f.attempt-1, 0), Failure: fl, Rand: f.c.rnd()}
+	in := backoff.Input{Now: f.now, Rung: max(f.attempt-1, 0), Failure: fl, Rand: f.c.cfg.Rand}
 	if f.rec.FirstFailureAt > 0 {
 		in.FirstFailureAt = job.FromMillis(f.rec.FirstFailureAt)
 	}
-	d := f.c.d.Policy.Next(in)
+	d := f.c.cfg.Policy.Next(in)
 	if d.GiveUp {
 		return f.finish(ctx, job.Outcome{State: job.Abandoned, Attempt: f.attempt, ErrorClass: fl.Class.String(), Error: fl.Reason},
 			DecisionAbandoned, &cleanup{runner: registered, byName: fl.Class != failure.RateLimit && f.name != "", provisioned: f.name != ""},
@@ -378,7 +378,7 @@ func (f *flow) retry(ctx context.Context, fl failure.Failure, registered *ghapp.
 // failure did), and a deferral past the maximum age abandons the job.
 func (f *flow) deferRate(ctx context.Context, rd ratelimit.Reading) error {
 	in := backoff.Input{
-		Now: f.now, Rung: f.rec.Attempt, Rand: f.c.rnd(),
+		Now: f.now, Rung: f.rec.Attempt, Rand: f.c.cfg.Rand,
 		Failure: failure.Failure{Class: failure.RateLimit, ResetAt: rd.ResetAt},
 	}
 	if f.rec.FirstFailureAt > 0 {
@@ -387,7 +387,7 @@ func (f *flow) deferRate(ctx context.Context, rd ratelimit.Reading) error {
 	// The policy's reset rule gives reset + jitter and its age rule the
 	// give-up; the rung it returns is not stored, because nothing was
 	// attempted.
-	d := f.c.d.Policy.Next(in)
+	d := f.c.cfg.Policy.Next(in)
 	reason := "deferred: installation rate limit exhausted until " + rd.ResetAt.UTC().Format(time.RFC3339)
 	if d.GiveUp {
 		// The budget is exhausted: no GitHub call, so an earlier attempt's
@@ -417,7 +417,7 @@ func (f *flow) handOff(ctx context.Context, delay time.Duration, attempt int, r 
 	if !nb.IsZero() {
 		next.NotBefore = job.Millis(nb)
 	}
-	if err := f.c.d.Queue.Send(ctx, next, time.Duration(secs)*time.Second); err != nil {
+	if err := f.c.cfg.Queue.Send(ctx, next, time.Duration(secs)*time.Second); err != nil {
 		// The lease stays: it expires and the reclaimer re-enqueues the job.
 		f.decide(ctx, slog.LevelError, DecisionHandOffLost, slog.String("error", err.Error()))
 		return err
@@ -427,7 +427,7 @@ func (f *flow) handOff(ctx context.Context, delay time.Duration, attempt int, r 
 	if !nb.IsZero() {
 		r.Due = nb
 	}
-	if err := f.c.d.Store.Release(ctx, f.lease, r, f.now); err != nil {
+	if err := f.c.cfg.Store.Release(ctx, f.lease, r, f.now); err != nil {
 		if errors.Is(err, job.ErrLeaseLost) {
 			f.leaseLost(ctx)
 			return nil
@@ -450,7 +450,7 @@ type cleanup struct {
 
 // finish ends the claim with a fenced write, then (only then) cleans up.
 func (f *flow) finish(ctx context.Context, o job.Outcome, decision string, cu *cleanup, attrs ...slog.Attr) error {
-	if err := f.c.d.Store.Finish(ctx, f.lease, o, f.now); err != nil {
+	if err := f.c.cfg.Store.Finish(ctx, f.lease, o, f.now); err != nil {
 		if errors.Is(err, job.ErrLeaseLost) {
 			f.leaseLost(ctx)
 			if o.State == job.Claimed {
@@ -483,11 +483,11 @@ func (f *flow) finish(ctx context.Context, o job.Outcome, decision string, cu *c
 // is removed (unless it is busy) and the provisioner cleans up, so the
 // machine's runner cannot connect and the machine powers off.
 func (f *flow) releaseSpare(ctx context.Context) {
-	rec, err := f.c.d.Store.Get(ctx, f.rec.JobID)
+	rec, err := f.c.cfg.Store.Get(ctx, f.rec.JobID)
 	if err != nil || rec.State != job.Done || strings.EqualFold(rec.RunnerName, f.name) {
 		return
 	}
-	f.c.d.Log.LogAttrs(ctx, slog.LevelInfo, "claim releases a spare runner",
+	f.c.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "claim releases a spare runner",
 		slog.Int64(obs.KeyJobID, f.rec.JobID), slog.String("runner_name", f.name), slog.String("taken_by", rec.RunnerName))
 	f.c.count("spare_released")
 	f.cleanUp(ctx, cleanup{byName: true, provisioned: true})
@@ -497,10 +497,10 @@ func (f *flow) releaseSpare(ctx context.Context) {
 // claim that ended without a runner. Best effort: a failure is logged (an
 // offline registration that never connects does no harm but clutter).
 func (f *flow) cleanUp(ctx context.Context, cu cleanup) {
-	gh, inst := f.c.d.GitHub, f.rec.InstallationID
+	gh, inst := f.c.cfg.GitHub, f.rec.InstallationID
 	fail := func(what string, err error) {
 		fl := failure.Classify(err)
-		f.c.d.Log.LogAttrs(ctx, slog.LevelWarn, "claim cleanup failed", slog.Int64(obs.KeyJobID, f.rec.JobID),
+		f.c.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "claim cleanup failed", slog.Int64(obs.KeyJobID, f.rec.JobID),
 			slog.String("step", what), slog.String(obs.KeyClass, fl.Class.String()), slog.String(obs.KeyReason, fl.Reason))
 	}
 	// gone: GitHub said the job's runner is absent, or deleted it now. Only
@@ -538,7 +538,7 @@ func (f *flow) cleanUp(ctx context.Context, cu cleanup) {
 		// deleted it; one that has not will never run this job).
 		req := f.request(ghapp.Secret{})
 		req.KeepMachines = busy || !gone
-		if err := f.c.d.Provisioner.Cleanup(ctx, req); err != nil {
+		if err := f.c.cfg.Provisioner.Cleanup(ctx, req); err != nil {
 			fail("provisioner cleanup", err)
 		}
 	}
@@ -547,8 +547,8 @@ func (f *flow) cleanUp(ctx context.Context, cu cleanup) {
 // shareRate shares this process's reading after an attempt that reached
 // GitHub, when the persist rule says another claimer's decision depends on it.
 func (f *flow) shareRate(ctx context.Context) {
-	if _, err := f.c.d.Rates.Persist(ctx, f.rec.InstallationID); err != nil {
-		f.c.d.Log.LogAttrs(ctx, slog.LevelWarn, "claim rate state not shared",
+	if _, err := f.c.cfg.Rates.Persist(ctx, f.rec.InstallationID); err != nil {
+		f.c.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "claim rate state not shared",
 			slog.Int64(obs.KeyJobID, f.rec.JobID), slog.String("error", err.Error()))
 	}
 }
@@ -566,9 +566,9 @@ func (f *flow) leaseLost(ctx context.Context) {
 func (f *flow) infra(ctx context.Context, step string, err error) error {
 	f.decide(ctx, slog.LevelError, DecisionInfraError, slog.String("step", step), slog.String("error", err.Error()))
 	f.c.count("infra_errors")
-	soon := f.c.o.RetrySoon + time.Duration(f.c.rnd().Float64()*float64(f.c.o.RetrySoon))
-	if rerr := f.c.d.Queue.RetryAfter(ctx, f.sm.ReceiptHandle, soon); rerr != nil {
-		f.c.d.Log.LogAttrs(ctx, slog.LevelWarn, "claim retry-after failed", slog.String("message_id", f.sm.MessageId), slog.String("error", rerr.Error()))
+	soon := f.c.cfg.RetrySoon + time.Duration(f.c.cfg.Rand.Float64()*float64(f.c.cfg.RetrySoon))
+	if rerr := f.c.cfg.Queue.RetryAfter(ctx, f.sm.ReceiptHandle, soon); rerr != nil {
+		f.c.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "claim retry-after failed", slog.String("message_id", f.sm.MessageId), slog.String("error", rerr.Error()))
 	}
 	return errorf("%s: %w", step, err)
 }
@@ -579,5 +579,5 @@ func (f *flow) decide(ctx context.Context, level slog.Level, decision string, at
 	if f.msg.JobID != 0 {
 		base = append(base, slog.Int64(obs.KeyJobID, f.msg.JobID), slog.Int64(obs.KeyVersion, f.msg.Version), slog.Int(obs.KeyAttempt, f.attempt))
 	}
-	f.c.d.Log.LogAttrs(ctx, level, "claim "+decision, append(base, attrs...)...)
+	f.c.cfg.Logger.LogAttrs(ctx, level, "claim "+decision, append(base, attrs...)...)
 }

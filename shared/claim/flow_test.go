@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"net/http"
 	"slices"
 	"sync"
@@ -16,6 +15,7 @@ import (
 	"github.com/ghclaim/ghclaim/infra/ghfake"
 	"github.com/ghclaim/ghclaim/shared/claim"
 	"github.com/ghclaim/ghclaim/shared/job"
+	"github.com/ghclaim/ghclaim/shared/random"
 	"github.com/ghclaim/ghclaim/shared/reclaim"
 )
 
@@ -249,7 +249,7 @@ func TestDeadlineReleasesUnstarted(t *testing.T) {
 	if h.spy.Calls() != 3 {
 		t.Fatalf("%d messages started, want 3", h.spy.Calls())
 	}
-	want := reclaim.Spread(7, rand.New(rand.NewPCG(5, seed2)))
+	want := reclaim.Spread(7, random.New(5))
 	if len(resp.BatchItemFailures) != 7 {
 		t.Fatalf("%d batch item failures, want 7", len(resp.BatchItemFailures))
 	}

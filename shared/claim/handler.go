@@ -25,8 +25,8 @@ var errNotHandled = errors.New("claim: message not handled yet")
 // an error only for a handler-level fault; per-message problems are batch
 // item failures.
 func (c *Claimer) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-	defer c.d.Metrics.Flush()
-	invocation := c.o.InstanceID
+	defer c.cfg.Metrics.Flush()
+	invocation := c.cfg.InstanceID
 	if lc, ok := lambdacontext.FromContext(ctx); ok && lc.AwsRequestID != "" {
 		invocation += "/" + lc.AwsRequestID
 	}
@@ -41,7 +41,7 @@ func (c *Claimer) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 	}
 	close(next)
 	var wg sync.WaitGroup
-	for range min(c.o.Concurrency, max(n, 1)) {
+	for range min(c.cfg.Concurrency, max(n, 1)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -94,7 +94,7 @@ func (c *Claimer) closeToDeadline(ctx context.Context) bool {
 		return true
 	}
 	dl, ok := ctx.Deadline()
-	return ok && dl.Sub(c.d.Now()) < c.o.SafetyMargin
+	return ok && dl.Sub(c.cfg.Now()) < c.cfg.SafetyMargin
 }
 
 // releaseUnstarted makes the messages nobody started visible again at
@@ -102,13 +102,13 @@ func (c *Claimer) closeToDeadline(ctx context.Context) bool {
 // A message whose visibility cannot be changed comes back after the
 // queue's visibility timeout instead: later, never lost.
 func (c *Claimer) releaseUnstarted(ctx context.Context, ev events.SQSEvent, idx []int) {
-	delays := reclaim.Spread(len(idx), c.rnd())
+	delays := reclaim.Spread(len(idx), c.cfg.Rand)
 	// The invocation is ending: do not let its deadline cancel the release.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	for k, i := range idx {
 		m := ev.Records[i]
-		err := c.d.Queue.RetryAfter(rctx, m.ReceiptHandle, delays[k])
+		err := c.cfg.Queue.RetryAfter(rctx, m.ReceiptHandle, delays[k])
 		attrs := []slog.Attr{
 			slog.String("decision", "deadline_release"),
 			slog.String("message_id", m.MessageId),
@@ -117,7 +117,7 @@ func (c *Claimer) releaseUnstarted(ctx context.Context, ev events.SQSEvent, idx 
 		if err != nil {
 			attrs = append(attrs, slog.String("error", err.Error()))
 		}
-		c.d.Log.LogAttrs(ctx, slog.LevelWarn, "claim deadline_release", attrs...)
+		c.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "claim deadline_release", attrs...)
 	}
-	c.d.Metrics.Add("deadline_released", float64(len(idx)))
+	c.cfg.Metrics.Add("deadline_released", float64(len(idx)))
 }

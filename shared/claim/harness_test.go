@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net/http/httptest"
 	"runtime"
 	"strings"
@@ -18,12 +17,14 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
+	"github.com/ghclaim/ghclaim/infra/clocktest"
 	"github.com/ghclaim/ghclaim/infra/ghfake"
 	"github.com/ghclaim/ghclaim/infra/mem"
 	"github.com/ghclaim/ghclaim/shared/claim"
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/obs"
 	"github.com/ghclaim/ghclaim/shared/pool"
+	"github.com/ghclaim/ghclaim/shared/random"
 )
 
 // The claim flow tests run on the in-memory ports (infra/mem: store,
@@ -35,36 +36,13 @@ import (
 const (
 	installation = int64(4242)
 	repo         = "octo-org/octo-repo"
-	seed1, seed2 = 7, 11
+	seed1        = 7
 )
 
 // clock is the injected clock. It starts near real time because
 // ghinstallation decides token refresh on the wall clock, and only moves
 // forward, when a test says so.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *clock { return &clock{t: time.Now().UTC().Truncate(time.Second)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-func (c *clock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = t
-}
+func newClock() *clocktest.Clock { return clocktest.New(time.Now().UTC().Truncate(time.Second)) }
 
 // logBuf collects every log line of a test (claimer and provisioners).
 type logBuf struct {
@@ -279,7 +257,7 @@ func (e *esm) settle(batch []events.SQSMessage, resp events.SQSEventResponse, cr
 }
 
 type harness struct {
-	clock  *clock
+	clock  *clocktest.Clock
 	store  *mem.Store
 	queue  *mem.Queue
 	esm    *esm
@@ -360,9 +338,11 @@ func (h *harness) claimer(t *testing.T, o claimerOpt) *claim.Claimer {
 		o.seed = seed1
 	}
 	gh, tracker := newGitHub(t, h.store, h.ghURL, h.clock.Now, !o.noTransport)
-	d := claim.Deps{
+	d := claim.Config{
+		Pools: h.pools, Concurrency: o.concurrency, InstanceID: o.instance, Lease: o.lease,
+		SafetyMargin: o.safety, HandOffReserve: o.reserve,
 		Store: h.store, Queue: h.queue, GitHub: gh, Provisioner: h.spy, Policy: newPolicy(), Rates: tracker,
-		Now: h.clock.Now, Rand: rand.New(rand.NewPCG(o.seed, seed2)), Log: h.log,
+		Now: h.clock.Now, Rand: random.New(o.seed), Logger: h.log,
 		Metrics: obs.NewMetrics(h.logs, map[string]string{"function": "claimer"}, h.clock.Now),
 	}
 	if o.noTransport {
@@ -380,8 +360,7 @@ func (h *harness) claimer(t *testing.T, o claimerOpt) *claim.Claimer {
 	if o.rates != nil {
 		d.Rates = o.rates(tracker)
 	}
-	c, err := claim.New(d, claim.Options{Pools: h.pools, Concurrency: o.concurrency, InstanceID: o.instance, Lease: o.lease,
-		SafetyMargin: o.safety, HandOffReserve: o.reserve})
+	c, err := claim.New(d)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -51,14 +51,14 @@ func (r *rateReads) due(inst int64, now time.Time) bool {
 // 403 and the claim is retried, which beats not claiming).
 func (c *Claimer) reading(ctx context.Context, inst int64, now time.Time) (ratelimit.Reading, error) {
 	if c.reads.due(inst, now) {
-		r, err := c.d.Rates.Current(ctx, inst)
+		r, err := c.cfg.Rates.Current(ctx, inst)
 		if err != nil && !r.Known() {
-			if l, ok := c.d.Rates.Latest(inst); ok {
+			if l, ok := c.cfg.Rates.Latest(inst); ok {
 				return l, err
 			}
 		}
 		return r, ignoreNoReading(err)
 	}
-	r, _ := c.d.Rates.Latest(inst)
+	r, _ := c.cfg.Rates.Latest(inst)
 	return r, nil
 }

@@ -20,19 +20,11 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/ghclaim/ghclaim/infra/clocktest"
 	"github.com/ghclaim/ghclaim/infra/ghfake"
 	"github.com/ghclaim/ghclaim/shared/failure"
 	"github.com/ghclaim/ghclaim/shared/ghapp"
 )
-
-// clock is a settable injected clock.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) set(t time.Time) { c.mu.Lock(); defer c.mu.Unlock(); c.t = t }
 
 func isTokenRequest(r *http.Request) bool { return strings.HasSuffix(r.URL.Path, "/access_tokens") }
 
@@ -150,11 +142,11 @@ func decode(t *testing.T, seg string, v any) {
 func TestTokenRefreshedBeforeExpiry(t *testing.T) {
 	t.Parallel()
 	t0 := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
-	clk := &clock{t: t0}
+	clk := clocktest.New(t0)
 	rec := &recording{}
 	f := setup(t, option{
-		fake: []ghfake.Option{ghfake.WithClock(clk.now)},
-		cfg:  func(c *ghapp.Config) { c.Now, c.Transport = clk.now, rec.transport() },
+		fake: []ghfake.Option{ghfake.WithClock(clk.Now)},
+		cfg:  func(c *ghapp.Config) { c.Now, c.Transport = clk.Now, rec.transport() },
 	})
 	f.fake.SetJob("octo", "hello", ghfake.Job{ID: 7, Status: "queued"})
 	steps := []struct {
@@ -170,7 +162,7 @@ func TestTokenRefreshedBeforeExpiry(t *testing.T) {
 	}
 	var tokens []string
 	for _, st := range steps {
-		clk.set(t0.Add(st.at))
+		clk.Set(t0.Add(st.at))
 		if _, err := f.client.JobStatus(context.Background(), inst, "octo", "hello", 7); err != nil {
 			t.Fatal(err)
 		}

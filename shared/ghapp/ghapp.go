@@ -70,6 +70,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ghclaim/ghclaim/shared/clock"
 	"github.com/google/go-github/v62/github"
 )
 
@@ -115,7 +116,7 @@ type Config struct {
 	Timeout time.Duration
 	// Now is the clock that dates App JWTs and decides when a cached
 	// installation token is refreshed; default time.Now.
-	Now func() time.Time
+	Now clock.Func
 }
 
 // Client is the GitHub App client. It is safe for concurrent use; build one
@@ -128,7 +129,7 @@ type Client struct {
 	tr      http.RoundTripper
 	wrap    func(int64, http.RoundTripper) http.RoundTripper
 	timeout time.Duration
-	now     func() time.Time
+	now     clock.Func
 
 	mu      sync.Mutex
 	clients map[int64]*github.Client
@@ -158,9 +159,7 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	cfg.Now = clock.Or(cfg.Now)
 	return &Client{
 		appID: cfg.AppID, key: key, apiRoot: root, baseURL: u,
 		tr: cfg.Transport, wrap: cfg.Wrap, timeout: cfg.Timeout, now: cfg.Now,

@@ -10,12 +10,12 @@ package obs
 
 import (
 	"encoding/json"
+	"github.com/ghclaim/ghclaim/shared/clock"
 	"io"
 	"log/slog"
 	"sort"
 	"strings"
 	"sync"
-	"time"
 )
 
 // Attribute keys shared by every function.
@@ -57,15 +57,13 @@ type Metrics struct {
 	w      io.Writer
 	dims   map[string]string
 	counts map[string]float64
-	now    func() time.Time
+	now    clock.Func
 }
 
 // NewMetrics returns a metric sink writing EMF to w with fixed dimensions
 // (e.g. {"function": "claimer"}).
-func NewMetrics(w io.Writer, dims map[string]string, now func() time.Time) *Metrics {
-	if now == nil {
-		now = time.Now
-	}
+func NewMetrics(w io.Writer, dims map[string]string, now clock.Func) *Metrics {
+	now = clock.Or(now)
 	return &Metrics{w: w, dims: dims, counts: map[string]float64{}, now: now}
 }
 

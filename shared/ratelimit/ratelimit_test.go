@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ghclaim/ghclaim/infra/clocktest"
 	"github.com/ghclaim/ghclaim/shared/ratelimit"
 )
 
@@ -120,15 +121,6 @@ func (s *fakeStore) SaveRate(_ context.Context, id int64, r ratelimit.Reading) e
 	return nil
 }
 
-// clock is a settable test clock.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Set(t time.Time) { c.mu.Lock(); defer c.mu.Unlock(); c.t = t }
-
 // stand-in answers GitHub-style: status, rate headers when given, and a
 // real error body.
 type answer struct {
@@ -141,7 +133,7 @@ type fixture struct {
 	client  *http.Client
 	tracker *ratelimit.Tracker
 	store   *fakeStore
-	clock   *clock
+	clock   *clocktest.Clock
 }
 
 const installation = 42
@@ -151,7 +143,7 @@ const installation = 42
 // whose transport feeds a Tracker.
 func setup(t *testing.T) *fixture {
 	t.Helper()
-	f := &fixture{store: newFakeStore(), clock: &clock{t: t0}}
+	f := &fixture{store: newFakeStore(), clock: clocktest.New(t0)}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var a answer
 		if _, err := fmt.Sscanf(r.Header.Get("X-Test-Answer"), "%d,%d", &a.status, &a.remaining); err != nil {

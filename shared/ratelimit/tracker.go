@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ghclaim/ghclaim/shared/clock"
 	"math"
 	"sync"
 	"time"
@@ -71,7 +72,7 @@ func (p PersistRule) dropThreshold(limits ...int) int {
 type Tracker struct {
 	store Store
 	rule  PersistRule
-	now   func() time.Time
+	now   clock.Func
 
 	mu sync.Mutex
 	by map[int64]*entry
@@ -87,10 +88,8 @@ var _ Observer = (*Tracker)(nil)
 
 // NewTracker returns a Tracker sharing through store with rule; now is the
 // clock of the write-age rule (time.Now in main).
-func NewTracker(store Store, rule PersistRule, now func() time.Time) *Tracker {
-	if now == nil {
-		now = time.Now
-	}
+func NewTracker(store Store, rule PersistRule, now clock.Func) *Tracker {
+	now = clock.Or(now)
 	return &Tracker{store: store, rule: rule, now: now, by: map[int64]*entry{}}
 }
 

@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"github.com/ghclaim/ghclaim/shared/clock"
 	"net/http"
 	"strconv"
 	"strings"
@@ -53,7 +54,7 @@ type Transport struct {
 	base           http.RoundTripper
 	installationID int64
 	observer       Observer
-	now            func() time.Time
+	now            clock.Func
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
@@ -61,13 +62,11 @@ var _ http.RoundTripper = (*Transport)(nil)
 // NewTransport wraps base (http.DefaultTransport when nil) for the client
 // of installationID. now is the clock for ObservedAt; main passes
 // time.Now, tests a fixed clock.
-func NewTransport(base http.RoundTripper, installationID int64, observer Observer, now func() time.Time) *Transport {
+func NewTransport(base http.RoundTripper, installationID int64, observer Observer, now clock.Func) *Transport {
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	if now == nil {
-		now = time.Now
-	}
+	now = clock.Or(now)
 	return &Transport{base: base, installationID: installationID, observer: observer, now: now}
 }
 

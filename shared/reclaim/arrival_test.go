@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ghclaim/ghclaim/shared/job"
+	"github.com/ghclaim/ghclaim/shared/random"
 	"github.com/ghclaim/ghclaim/shared/reclaim"
 )
 
@@ -110,8 +111,8 @@ func TestArrivalsAreSpread(t *testing.T) {
 						})
 					}
 					q := &arrivalQueue{clock: clock}
-					r := reclaim.New(st, q, reclaim.Config{
-						Now: clock.Now, Sleep: clock.Sleep, Rand: rand.New(rand.NewPCG(seed, 7)), Logger: slog.New(slog.DiscardHandler),
+					r := mustNew(t, reclaim.Config{Store: st, Queue: q,
+						Now: clock.Now, Sleep: clock.Sleep, Rand: random.New(seed), Logger: slog.New(slog.DiscardHandler),
 					})
 					rep, err := r.Run(context.Background())
 					if err != nil || rep.RequeuedTotal() != m {

@@ -145,7 +145,7 @@ func TestAbandonRemovesLeftovers(t *testing.T) {
 
 			p := pool.Pool{Name: "linux", Labels: []string{"self-hosted", "linux"}, Scope: pool.ScopeRepo,
 				Provisioner: pool.Provisioner{Type: pool.ProvisionerEC2, LaunchTemplate: "lt-runner"}}
-			rep := f.run(t, f.reclaimer(1, func(c *reclaim.Config) {
+			rep := f.run(t, f.reclaimer(t, 1, func(c *reclaim.Config) {
 				c.GitHub, c.Rates, c.Pools = gh, rates, []pool.Pool{p}
 				c.Provisioner = registryCleanup(provision.Registry{pool.ProvisionerEC2: provision.NewEC2(ec2.NewFromConfig(awsCfg), params, slog.New(slog.DiscardHandler))})
 			}))

@@ -76,14 +76,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/ghclaim/ghclaim/shared/clock"
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/obs"
 	"github.com/ghclaim/ghclaim/shared/pool"
+	"github.com/ghclaim/ghclaim/shared/random"
 )
 
 // Store is the job store as the reclaimer uses it (shared/store over
@@ -166,8 +167,13 @@ const (
 	DefaultReserve    = 5 * time.Second
 )
 
-// Config tunes a Reclaimer. Zero values take the defaults.
+// Config is a reclaimer's settings and collaborators. Store and Queue are
+// required; every other zero value takes its default (New fills them, in
+// one place).
 type Config struct {
+	// Store is the job store swept; Queue the claims queue re-enqueued to.
+	Store Store
+	Queue Queue
 	// MaxAge: a record failing for longer is abandoned, not re-enqueued.
 	MaxAge time.Duration
 	// Budget bounds one pass (collection gets the first half).
@@ -181,9 +187,10 @@ type Config struct {
 	// Reserve is kept free before the invocation's deadline.
 	Reserve time.Duration
 	// Now is the clock (time.Now when nil).
-	Now func() time.Time
-	// Rand feeds Spread (a process-wide source when nil).
-	Rand Rand
+	Now clock.Func
+	// Rand feeds Spread (random.Global when nil); it must be safe for
+	// concurrent use, as every random.Source is.
+	Rand random.Source
 	// Sleep holds a batch to its second boundary (a timer honouring ctx
 	// when nil); tests pass one that moves their clock.
 	Sleep func(ctx context.Context, d time.Duration) error
@@ -218,12 +225,8 @@ func (c Config) withDefaults() Config {
 	if c.Reserve <= 0 {
 		c.Reserve = DefaultReserve
 	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
-	if c.Rand == nil {
-		c.Rand = globalRand{}
-	}
+	c.Now = clock.Or(c.Now)
+	c.Rand = random.Or(c.Rand)
 	if c.Sleep == nil {
 		c.Sleep = sleep
 	}
@@ -244,25 +247,21 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// globalRand is math/rand/v2's process-wide source: randomly seeded and
-// safe for concurrent use.
-type globalRand struct{}
-
-func (globalRand) Perm(n int) []int { return rand.Perm(n) }
-func (globalRand) Float64() float64 { return rand.Float64() }
-
 // Reclaimer sweeps stale job records back into the claims queue. Lambda
-// runs one pass at a time per instance; concurrent Runs on one Reclaimer
-// need a Config.Rand that is safe for concurrent use (the default is).
+// runs one pass at a time per instance; concurrent Runs are safe.
 type Reclaimer struct {
-	store Store
-	queue Queue
-	cfg   Config
+	cfg Config
 }
 
-// New returns a reclaimer over st and q.
-func New(st Store, q Queue, cfg Config) *Reclaimer {
-	return &Reclaimer{store: st, queue: q, cfg: cfg.withDefaults()}
+// New validates cfg, fills its defaults and returns a reclaimer.
+func New(cfg Config) (*Reclaimer, error) {
+	switch {
+	case cfg.Store == nil:
+		return nil, errors.New("reclaim: Config.Store is required")
+	case cfg.Queue == nil:
+		return nil, errors.New("reclaim: Config.Queue is required")
+	}
+	return &Reclaimer{cfg: cfg.withDefaults()}, nil
 }
 
 // Report is what one pass did.
@@ -380,7 +379,7 @@ func (r *Reclaimer) collect(ctx context.Context, now, by time.Time, rep *Report)
 	}
 	// A new shard order on every pass: a pass that runs out of budget
 	// must not always leave the same shards for later.
-	shards := r.store.Shards()
+	shards := r.cfg.Store.Shards()
 	var active []cursor
 	for _, i := range r.cfg.Rand.Perm(len(shards)) {
 		active = append(active, cursor{shard: shards[i]})
@@ -394,7 +393,7 @@ func (r *Reclaimer) collect(ctx context.Context, now, by time.Time, rep *Report)
 				return found, nil
 			}
 			limit := min(int(r.cfg.PageSize), r.cfg.MaxRecords-len(found))
-			page, err := r.store.Stale(ctx, c.shard, now, int32(limit), c.next)
+			page, err := r.cfg.Store.Stale(ctx, c.shard, now, int32(limit), c.next)
 			if err != nil {
 				rep.Incomplete = true
 				return found, fmt.Errorf("reclaim: sweep shard %s: %w", c.shard, err)

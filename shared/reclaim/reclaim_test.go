@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"os"
 	"strconv"
 	"strings"
@@ -17,10 +16,12 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/ghclaim/ghclaim/infra/clocktest"
 	"github.com/ghclaim/ghclaim/infra/contract"
 	"github.com/ghclaim/ghclaim/infra/mem"
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/obs"
+	"github.com/ghclaim/ghclaim/shared/random"
 	"github.com/ghclaim/ghclaim/shared/reclaim"
 )
 
@@ -30,15 +31,6 @@ const lease = 3 * time.Minute
 
 // The store's default bookkeeping rules, which the tests' records follow.
 var timing = job.Timing{}.WithDefaults()
-
-// clock is the injected clock; tests move it explicitly.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Set(t time.Time) { c.mu.Lock(); c.t = t; c.mu.Unlock() }
 
 // TestDomainIsFreeOfAWS: the reclaimer speaks its own ports in the
 // domain's types; no AWS service client is in its build.
@@ -58,7 +50,7 @@ type sent struct {
 type fixture struct {
 	store *mem.Store
 	queue *mem.Queue
-	clock *clock
+	clock *clocktest.Clock
 	logs  *syncBuffer
 	emf   *syncBuffer
 }
@@ -77,7 +69,7 @@ func (b *syncBuffer) String() string { b.mu.Lock(); defer b.mu.Unlock(); return 
 
 func setup(t *testing.T) *fixture {
 	t.Helper()
-	c := &clock{t: t0}
+	c := clocktest.New(t0)
 	return &fixture{
 		store: mem.NewStore(job.Timing{}),
 		queue: mem.NewQueue(c.Now),
@@ -102,10 +94,10 @@ func (f *fixture) setFail(err error) {
 }
 
 // reclaimer returns a reclaimer on f's store, queue and clock, seeded.
-func (f *fixture) reclaimer(seed uint64, mod func(*reclaim.Config)) *reclaim.Reclaimer {
+func (f *fixture) reclaimer(t *testing.T, seed uint64, mod func(*reclaim.Config)) *reclaim.Reclaimer {
 	cfg := reclaim.Config{
 		Now:     f.clock.Now,
-		Rand:    rand.New(rand.NewPCG(seed, seed+1)),
+		Rand:    random.New(seed),
 		Logger:  slog.New(slog.NewJSONHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Metrics: obs.NewMetrics(f.emf, map[string]string{"function": "reclaimer"}, f.clock.Now),
 		Sleep:   func(context.Context, time.Duration) error { return nil },
@@ -113,7 +105,8 @@ func (f *fixture) reclaimer(seed uint64, mod func(*reclaim.Config)) *reclaim.Rec
 	if mod != nil {
 		mod(&cfg)
 	}
-	return reclaim.New(f.store, f.queue, cfg)
+	cfg.Store, cfg.Queue = f.store, f.queue
+	return mustNew(t, cfg)
 }
 
 func identity(id int64) job.Record {
@@ -180,7 +173,7 @@ func TestExpiredLeasesAreRequeuedSpread(t *testing.T) {
 	for id := int64(1); id <= m; id++ {
 		f.claiming(t, id, start, t0.Add(-time.Second)) // lease ended before now
 	}
-	rep := f.run(t, f.reclaimer(1, nil))
+	rep := f.run(t, f.reclaimer(t, 1, nil))
 
 	if got := rep.Requeued[reclaim.LeaseExpired]; got != m || rep.RequeuedTotal() != m {
 		t.Fatalf("requeued %v, want %d lease_expired", rep.Requeued, m)
@@ -293,8 +286,8 @@ func TestOverlappingPassesSendOnce(t *testing.T) {
 	errs := make([]error, 2)
 	var wg sync.WaitGroup
 	for i := range 2 {
-		r := reclaim.New(&gate{Store: f.store, arrive: &arrive}, f.queue, reclaim.Config{
-			Now: f.clock.Now, Rand: rand.New(rand.NewPCG(uint64(i), 9)), Logger: slog.New(slog.DiscardHandler),
+		r := mustNew(t, reclaim.Config{Store: &gate{Store: f.store, arrive: &arrive}, Queue: f.queue,
+			Now: f.clock.Now, Rand: random.New(uint64(i)), Logger: slog.New(slog.DiscardHandler),
 		})
 		wg.Go(func() { reps[i], errs[i] = r.Run(context.Background()) })
 	}
@@ -349,7 +342,7 @@ func TestLateClaimerChangesNothing(t *testing.T) {
 			t.Parallel()
 			f := setup(t)
 			l := f.claiming(t, 1, t0.Add(-lease-time.Minute), t0.Add(-time.Minute))
-			if rep := f.run(t, f.reclaimer(1, nil)); rep.Requeued[reclaim.LeaseExpired] != 1 {
+			if rep := f.run(t, f.reclaimer(t, 1, nil)); rep.Requeued[reclaim.LeaseExpired] != 1 {
 				t.Fatalf("reclaim: %+v, want 1 lease_expired", rep)
 			}
 			before := f.get(t, 1)
@@ -397,7 +390,7 @@ func TestWhatIsStale(t *testing.T) {
 		untouched[id] = f.get(t, id)
 	}
 
-	rep := f.run(t, f.reclaimer(1, nil))
+	rep := f.run(t, f.reclaimer(t, 1, nil))
 
 	want := map[reclaim.Reason]int{reclaim.OutboxLost: 1, reclaim.MessageLost: 1, reclaim.LeaseExpired: 1}
 	if fmt.Sprint(rep.Requeued) != fmt.Sprint(want) || rep.Scanned != 3 {
@@ -432,7 +425,7 @@ func TestLiveLeaseIsTrusted(t *testing.T) {
 	backdated.SweepAt = job.Millis(t0.Add(-time.Hour))
 	f.store.Put(backdated)
 	before := f.get(t, 1)
-	rep := f.run(t, f.reclaimer(1, nil))
+	rep := f.run(t, f.reclaimer(t, 1, nil))
 	if rep.Scanned != 1 || rep.Skipped != 1 || rep.RequeuedTotal() != 0 {
 		t.Errorf("report %+v, want 1 scanned and skipped", rep)
 	}
@@ -476,7 +469,7 @@ func TestMaxAge(t *testing.T) {
 		t.Fatalf("Acquire 3 again: %v", err)
 	}
 
-	rep := f.run(t, f.reclaimer(1, func(c *reclaim.Config) { c.MaxAge = maxAge }))
+	rep := f.run(t, f.reclaimer(t, 1, func(c *reclaim.Config) { c.MaxAge = maxAge }))
 
 	if rep.Abandoned != 2 || rep.RequeuedTotal() != 1 {
 		t.Errorf("report %+v, want 2 abandoned, 1 requeued", rep)
@@ -512,7 +505,7 @@ func TestSendFailureIsNotALoss(t *testing.T) {
 		f.claiming(t, id, t0.Add(-10*time.Minute), t0.Add(-time.Minute))
 	}
 	f.setFail(errors.New("sqs: service unavailable"))
-	rep, err := f.reclaimer(1, nil).Run(context.Background())
+	rep, err := f.reclaimer(t, 1, nil).Run(context.Background())
 	if err != nil {
 		t.Fatalf("Run with SQS down: got %v, want nil (the records are safe)", err)
 	}
@@ -526,11 +519,11 @@ func TestSendFailureIsNotALoss(t *testing.T) {
 	}
 	f.setFail(nil)
 	f.clock.Set(t0.Add(time.Minute))
-	if rep := f.run(t, f.reclaimer(2, nil)); rep.Scanned != 0 {
+	if rep := f.run(t, f.reclaimer(t, 2, nil)); rep.Scanned != 0 {
 		t.Errorf("a minute later: %+v, want nothing stale yet (queued grace)", rep)
 	}
 	f.clock.Set(t0.Add(reclaim.Window(m) + timing.QueuedGrace + time.Second))
-	if rep := f.run(t, f.reclaimer(3, nil)); rep.Requeued[reclaim.MessageLost] != m {
+	if rep := f.run(t, f.reclaimer(t, 3, nil)); rep.Requeued[reclaim.MessageLost] != m {
 		t.Errorf("after the queued grace: %+v, want %d message_lost", rep, m)
 	}
 	if got := len(f.messages()); got != m {
@@ -577,7 +570,7 @@ func TestDeadClaimerBackInTime(t *testing.T) {
 					t.Fatalf("only %d of %d back by %s", requeued, tt.m, now.Sub(death))
 				}
 				f.clock.Set(now)
-				requeued += f.run(t, f.reclaimer(uint64(now.Unix()), nil)).RequeuedTotal()
+				requeued += f.run(t, f.reclaimer(t, uint64(now.Unix()), nil)).RequeuedTotal()
 			}
 			msgs := f.messages()
 			if len(msgs) != int(tt.m) {
@@ -617,8 +610,8 @@ func TestShardsAndPaging(t *testing.T) {
 		f.pending(t, id, t0.Add(-time.Hour))
 	}
 	counter := &statCounter{Store: f.store, calls: map[string]int{}}
-	r := reclaim.New(counter, f.queue, reclaim.Config{
-		Now: f.clock.Now, Rand: rand.New(rand.NewPCG(1, 2)), Logger: slog.New(slog.DiscardHandler), PageSize: 2,
+	r := mustNew(t, reclaim.Config{Store: counter, Queue: f.queue,
+		Now: f.clock.Now, Rand: random.New(1), Logger: slog.New(slog.DiscardHandler), PageSize: 2,
 	})
 	rep := f.run(t, r)
 	if rep.Scanned != m || rep.Requeued[reclaim.OutboxLost] != m || rep.Incomplete {
@@ -670,7 +663,7 @@ func TestBoundedPasses(t *testing.T) {
 				if passes++; passes > 12 {
 					t.Fatalf("%d passes and %d of %d sent", passes, total, m)
 				}
-				r := f.reclaimer(uint64(passes), func(c *reclaim.Config) { tt.mod(c); c.Now = tick })
+				r := f.reclaimer(t, uint64(passes), func(c *reclaim.Config) { tt.mod(c); c.Now = tick })
 				rep := f.run(t, r)
 				total += rep.RequeuedTotal()
 				if passes == 1 && (!rep.Incomplete || rep.RequeuedTotal() == 0 || rep.RequeuedTotal() == m) {
@@ -700,7 +693,7 @@ func TestNearDeadline(t *testing.T) {
 	f.pending(t, 1, t0.Add(-time.Hour))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	rep, err := f.reclaimer(1, func(c *reclaim.Config) { c.Reserve = 2 * time.Minute }).Run(ctx)
+	rep, err := f.reclaimer(t, 1, func(c *reclaim.Config) { c.Reserve = 2 * time.Minute }).Run(ctx)
 	if err != nil || !rep.Incomplete || rep.Scanned != 0 {
 		t.Errorf("Run: %+v, %v; want an incomplete pass that read nothing", rep, err)
 	}
@@ -741,7 +734,7 @@ func TestHandle(t *testing.T) {
 	}
 	for _, tt := range tests { // sequential, in order: the first leaves job 1 stale
 		t.Run(tt.name, func(t *testing.T) {
-			r := reclaim.New(tt.store, f.queue, reclaim.Config{Now: f.clock.Now, Logger: slog.New(slog.DiscardHandler)})
+			r := mustNew(t, reclaim.Config{Store: tt.store, Queue: f.queue, Now: f.clock.Now, Logger: slog.New(slog.DiscardHandler)})
 			err := r.Handle(context.Background(), ev)
 			if (err != nil) != tt.wantErr {
 				t.Errorf("Handle = %v, want error %v", err, tt.wantErr)
@@ -795,6 +788,16 @@ func TestClaimerThatAlwaysDiesIsAbandoned(t *testing.T) {
 		}
 		now = now.Add(period)
 		f.clock.Set(now)
-		f.run(t, f.reclaimer(uint64(i), func(c *reclaim.Config) { c.MaxAge = maxAge }))
+		f.run(t, f.reclaimer(t, uint64(i), func(c *reclaim.Config) { c.MaxAge = maxAge }))
 	}
+}
+
+// mustNew returns a reclaimer over cfg, failing t when New refuses it.
+func mustNew(t *testing.T, cfg reclaim.Config) *reclaim.Reclaimer {
+	t.Helper()
+	r, err := reclaim.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/obs"
+	"github.com/ghclaim/ghclaim/shared/random"
 )
 
 // HoldUpTo is the largest pass whose batches are held to the schedule's
@@ -28,7 +29,7 @@ type planned struct {
 // plan places the jobs of a pass on whole seconds: Spread's delay rounded
 // up (a job is never early), in ascending order so batches go out in the
 // order their messages are due.
-func plan(requeue []candidate, rnd Rand) []planned {
+func plan(requeue []candidate, rnd random.Source) []planned {
 	delays := Spread(len(requeue), rnd)
 	out := make([]planned, len(requeue))
 	for i, c := range requeue {
@@ -101,7 +102,7 @@ func (r *Reclaimer) send(ctx context.Context, now, stop time.Time, requeue []can
 		for i, p := range taken {
 			delays[i] = time.Duration(p.sec+lag-e) * time.Second
 		}
-		for i, err := range r.queue.SendBatch(ctx, msgs, delays) {
+		for i, err := range r.cfg.Queue.SendBatch(ctx, msgs, delays) {
 			r.sent(ctx, taken[i].c, msgs[i].Version, delays[i], err, rep)
 		}
 	}
@@ -137,7 +138,7 @@ func (r *Reclaimer) decisionLog(c candidate) *slog.Logger {
 // race is no error (logged with the record the winner left, as the
 // conflict carries it).
 func (r *Reclaimer) takeBack(ctx context.Context, c candidate, to job.State, due time.Time, why string, now time.Time, rep *Report) (job.Record, bool, error) {
-	rec, err := r.store.TakeBack(ctx, c.rec, to, due, why, now)
+	rec, err := r.cfg.Store.TakeBack(ctx, c.rec, to, due, why, now)
 	if errors.Is(err, job.ErrConflict) {
 		rep.Raced++
 		attrs := []any{slog.String("outcome", "raced"), slog.Int64(obs.KeyVersion, c.rec.Version)}

@@ -1,18 +1,10 @@
 package reclaim
 
 import (
+	"github.com/ghclaim/ghclaim/shared/random"
 	"math/bits"
 	"time"
 )
-
-// Rand is the randomness Spread needs. *math/rand/v2.Rand satisfies it; a
-// test passes a seeded one to assert exact delays.
-type Rand interface {
-	// Perm returns a random permutation of 0…n-1.
-	Perm(n int) []int
-	// Float64 returns a uniform value in [0, 1).
-	Float64() float64
-}
 
 // Spread parameters (DESIGN.md, reclaimer).
 const (
@@ -57,7 +49,7 @@ func Window(m int) time.Duration {
 // bound survives the rounding.
 //
 // rnd must not be nil. Spread does no I/O and keeps no state.
-func Spread(m int, rnd Rand) []time.Duration {
+func Spread(m int, rnd random.Source) []time.Duration {
 	if m <= 0 {
 		return nil
 	}

@@ -176,6 +176,7 @@ type fixedRand struct {
 
 func (r fixedRand) Perm(int) []int   { return slices.Clone(r.perm) }
 func (r fixedRand) Float64() float64 { return r.f }
+func (r fixedRand) IntN(n int) int   { return int(r.f * float64(n)) } // completes random.Source; Spread draws none
 
 func fmtInts(xs []int) string {
 	b := make([]byte, 0, 4*len(xs))

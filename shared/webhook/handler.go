@@ -13,6 +13,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/ghclaim/ghclaim/shared/clock"
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/obs"
 	"github.com/ghclaim/ghclaim/shared/pool"
@@ -42,8 +43,17 @@ const (
 	DefaultBudget = 8 * time.Second
 )
 
-// Config is what the handler decides with.
+// Config is the handler's settings and collaborators. Secrets, Pools,
+// Store and Queue are required; every other zero value takes its default
+// (New fills them, in one place).
 type Config struct {
+	// Store records jobs; Queue carries their claim messages.
+	Store Store
+	Queue Queue
+	// Now is the clock, read once per delivery (time.Now when nil).
+	Now clock.Func
+	// Logger gets one line per decision (discarded when nil).
+	Logger *slog.Logger
 	// Secrets are the webhook secrets accepted at once (rotation); at least
 	// one non-empty secret is required.
 	Secrets [][]byte
@@ -66,23 +76,26 @@ type Config struct {
 
 // Handler answers GitHub webhook deliveries. It is safe for concurrent use.
 type Handler struct {
-	cfg   Config
-	store Store
-	queue Queue
-	now   func() time.Time
-	log   *slog.Logger
+	cfg Config
 }
 
-// New returns a handler. now is read once per delivery.
-func New(cfg Config, st Store, q Queue, now func() time.Time, log *slog.Logger) (*Handler, error) {
+// New validates cfg, fills its defaults and returns a handler.
+func New(cfg Config) (*Handler, error) {
 	if !anyUsable(cfg.Secrets) && cfg.CurrentSecrets == nil {
-		return nil, errors.New("webhook: no usable secret: every delivery would be refused")
+		return nil, errors.New("webhook: Config.Secrets has no usable secret and no Config.CurrentSecrets: every delivery would be refused")
 	}
 	if len(cfg.Pools) == 0 {
-		return nil, errors.New("webhook: no runner pools")
+		return nil, errors.New("webhook: Config.Pools is required")
 	}
-	if st == nil || q == nil || now == nil || log == nil {
-		return nil, errors.New("webhook: store, queue, clock and logger are required")
+	switch {
+	case cfg.Store == nil:
+		return nil, errors.New("webhook: Config.Store is required")
+	case cfg.Queue == nil:
+		return nil, errors.New("webhook: Config.Queue is required")
+	}
+	cfg.Now = clock.Or(cfg.Now)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBody
@@ -90,7 +103,7 @@ func New(cfg Config, st Store, q Queue, now func() time.Time, log *slog.Logger) 
 	if cfg.Budget <= 0 {
 		cfg.Budget = DefaultBudget
 	}
-	return &Handler{cfg: cfg, store: st, queue: q, now: now, log: log}, nil
+	return &Handler{cfg: cfg}, nil
 }
 
 // Reply is the JSON body of every answer.
@@ -126,7 +139,7 @@ type delivery struct {
 func (h *Handler) Handle(ctx context.Context, req events.LambdaFunctionURLRequest) (events.LambdaFunctionURLResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.Budget)
 	defer cancel()
-	now := h.now()
+	now := h.cfg.Now()
 	hdr := lowerKeys(req.Headers)
 	d := &delivery{id: hdr["x-github-delivery"], event: hdr["x-github-event"]}
 
@@ -197,7 +210,7 @@ func (h *Handler) Handle(ctx context.Context, req events.LambdaFunctionURLReques
 // GUID for the same job, or in_progress got here first) is refused by the
 // conditional put itself, and nothing is sent.
 func (h *Handler) queued(ctx context.Context, d *delivery, j Job, p pool.Pool, now time.Time) events.LambdaFunctionURLResponse {
-	rec, err := h.store.CreateJob(ctx, job.Record{
+	rec, err := h.cfg.Store.CreateJob(ctx, job.Record{
 		JobID: j.JobID, RunID: j.RunID, Repo: j.Repo, InstallationID: j.InstallationID,
 		Labels: j.Labels, Pool: p.Name,
 	}, now)
@@ -214,9 +227,9 @@ func (h *Handler) queued(ctx context.Context, d *delivery, j Job, p pool.Pool, n
 	// From here the record is durable: whatever fails next, the reclaimer
 	// finishes the job's hand-off (outbox), so the answer is 2xx.
 	outcome := "enqueued"
-	if err := h.queue.Send(ctx, job.Message{JobID: rec.JobID, Version: rec.Version, Attempt: 0}, 0); err != nil {
+	if err := h.cfg.Queue.Send(ctx, job.Message{JobID: rec.JobID, Version: rec.Version, Attempt: 0}, 0); err != nil {
 		outcome = "pending_send_failed"
-		h.log.LogAttrs(ctx, slog.LevelWarn, "send failed; the record stays pending for the reclaimer",
+		h.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "send failed; the record stays pending for the reclaimer",
 			h.attrs(d, slog.String("outcome", outcome), slog.String("error", err.Error()))...)
 	}
 	return h.answer(ctx, d, http.StatusAccepted, StatusAccepted, fmt.Sprintf("job %d accepted for pool %s", j.JobID, p.Name), outcome, slog.String("pool", p.Name))
@@ -224,7 +237,7 @@ func (h *Handler) queued(ctx context.Context, d *delivery, j Job, p pool.Pool, n
 
 // done marks the record of a job pool p serves done: one conditional upsert.
 func (h *Handler) done(ctx context.Context, d *delivery, j Job, p pool.Pool, now time.Time) events.LambdaFunctionURLResponse {
-	prev, err := h.store.MarkDone(ctx, job.Report{
+	prev, err := h.cfg.Store.MarkDone(ctx, job.Report{
 		JobID: j.JobID, RunID: j.RunID, Repo: j.Repo, InstallationID: j.InstallationID,
 		Labels: j.Labels, Pool: p.Name, RunnerName: j.RunnerName,
 	}, now)
@@ -301,13 +314,13 @@ func (h *Handler) attrs(d *delivery, extra ...slog.Attr) []slog.Attr {
 
 // answer logs the decision and builds a 2xx reply.
 func (h *Handler) answer(ctx context.Context, d *delivery, code int, status, msg, outcome string, extra ...slog.Attr) events.LambdaFunctionURLResponse {
-	h.log.LogAttrs(ctx, slog.LevelInfo, "delivery", h.attrs(d, append([]slog.Attr{slog.String("outcome", outcome), slog.Int("status", code)}, extra...)...)...)
+	h.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "delivery", h.attrs(d, append([]slog.Attr{slog.String("outcome", outcome), slog.Int("status", code)}, extra...)...)...)
 	return reply(code, Reply{Status: status, Message: msg})
 }
 
 // reject logs and answers a 4xx: the message names what is wrong.
 func (h *Handler) reject(ctx context.Context, d *delivery, code int, outcome, msg string) events.LambdaFunctionURLResponse {
-	h.log.LogAttrs(ctx, slog.LevelWarn, "delivery rejected",
+	h.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "delivery rejected",
 		h.attrs(d, slog.String("outcome", outcome), slog.Int("status", code), slog.String(obs.KeyReason, msg))...)
 	return reply(code, Reply{Status: StatusError, Message: msg})
 }
@@ -316,7 +329,7 @@ func (h *Handler) reject(ctx context.Context, d *delivery, code int, outcome, ms
 // (manual or by the App's redelivery job) starts cleanly. The error is
 // logged, never returned to the caller.
 func (h *Handler) fail(ctx context.Context, d *delivery, outcome string, err error) events.LambdaFunctionURLResponse {
-	h.log.LogAttrs(ctx, slog.LevelError, "delivery failed",
+	h.cfg.Logger.LogAttrs(ctx, slog.LevelError, "delivery failed",
 		h.attrs(d, slog.String("outcome", outcome), slog.Int("status", http.StatusInternalServerError), slog.String("error", err.Error()))...)
 	return reply(http.StatusInternalServerError, Reply{Status: StatusError, Message: "internal error: redeliver this delivery"})
 }

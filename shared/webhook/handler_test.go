@@ -541,7 +541,7 @@ func (d deadlineStore) CreateJob(ctx context.Context, r job.Record, now time.Tim
 func TestHandleRunsUnderABudget(t *testing.T) {
 	t.Parallel()
 	st := deadlineStore{Store: mem.NewStore(job.Timing{}), t: t}
-	h, err := New(Config{Secrets: [][]byte{[]byte(localSecret)}, Pools: testPools}, st, mem.NewQueue(time.Now), func() time.Time { return testNow }, discard())
+	h, err := New(Config{Secrets: [][]byte{[]byte(localSecret)}, Pools: testPools, Store: st, Queue: mem.NewQueue(time.Now), Now: func() time.Time { return testNow }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -561,14 +561,16 @@ func TestNewRefusesUnusableConfig(t *testing.T) {
 		cfg  Config
 		text string
 	}{
-		{name: "no secrets", cfg: Config{Pools: testPools}, text: "no usable secret"},
-		{name: "only empty secrets", cfg: Config{Pools: testPools, Secrets: [][]byte{{}}}, text: "no usable secret"},
-		{name: "no pools", cfg: Config{Secrets: [][]byte{[]byte("s")}}, text: "no runner pools"},
+		{name: "no secrets", cfg: Config{Pools: testPools}, text: "Config.Secrets has no usable secret"},
+		{name: "only empty secrets", cfg: Config{Pools: testPools, Secrets: [][]byte{{}}}, text: "Config.Secrets has no usable secret"},
+		{name: "no pools", cfg: Config{Secrets: [][]byte{[]byte("s")}}, text: "Config.Pools is required"},
+		{name: "no store", cfg: Config{Secrets: [][]byte{[]byte("s")}, Pools: testPools, Store: nil}, text: "Config.Store is required"},
+		{name: "no queue", cfg: Config{Secrets: [][]byte{[]byte("s")}, Pools: testPools, Store: mem.NewStore(job.Timing{})}, text: "Config.Queue is required"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := New(tt.cfg, mem.NewStore(job.Timing{}), mem.NewQueue(time.Now), time.Now, discard())
+			_, err := New(tt.cfg)
 			if err == nil || !strings.Contains(err.Error(), tt.text) {
 				t.Fatalf("New = %v, want an error saying %q", err, tt.text)
 			}

@@ -183,7 +183,8 @@ func setup(t testing.TB, mod func(*Config)) *fixture {
 		return f.sendErr
 	}
 	log := slog.New(slog.NewJSONHandler(&lockedWriter{w: f.logs}, nil))
-	h, err := New(cfg, f.st, f.q, now, log)
+	cfg.Store, cfg.Queue, cfg.Now, cfg.Logger = f.st, f.q, now, log
+	h, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

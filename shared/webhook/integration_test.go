@@ -92,8 +92,9 @@ func setupWorld(t *testing.T) *world {
 	}
 	counted.HTTPClient = w.wire
 	w.read = store.New(w.ddb, stack.TableName, store.Options{})
-	h, err := New(Config{Secrets: [][]byte{[]byte(localSecret)}, Pools: testPools}, store.New(dynamodb.NewFromConfig(counted), stack.TableName, store.Options{}),
-		queue.New(sqs.NewFromConfig(counted), stack.QueueURL), func() time.Time { return testNow }, slog.New(slog.NewJSONHandler(io.Discard, nil)))
+	h, err := New(Config{Secrets: [][]byte{[]byte(localSecret)}, Pools: testPools,
+		Store: store.New(dynamodb.NewFromConfig(counted), stack.TableName, store.Options{}),
+		Queue: queue.New(sqs.NewFromConfig(counted), stack.QueueURL), Now: func() time.Time { return testNow }, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -73,8 +73,8 @@ func TestCurrentSecrets(t *testing.T) {
 
 func TestNewAcceptsCurrentSecretsInsteadOfSecrets(t *testing.T) {
 	t.Parallel()
-	if _, err := New(Config{Pools: testPools, CurrentSecrets: func(context.Context) ([][]byte, error) { return nil, nil }},
-		mem.NewStore(job.Timing{}), mem.NewQueue(func() time.Time { return testNow }), func() time.Time { return testNow }, discard()); err != nil {
+	if _, err := New(Config{Pools: testPools, CurrentSecrets: func(context.Context) ([][]byte, error) { return nil, nil },
+		Store: mem.NewStore(job.Timing{}), Queue: mem.NewQueue(func() time.Time { return testNow })}); err != nil {
 		t.Fatalf("got %v, want a handler that waits for its secret", err)
 	}
 }

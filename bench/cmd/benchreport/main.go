@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"os/exec"
@@ -22,8 +21,6 @@ import (
 	"github.com/ghclaim/ghclaim/bench"
 	"github.com/ghclaim/ghclaim/infra/emulator"
 	"github.com/ghclaim/ghclaim/infra/local/bootstrap"
-	"github.com/ghclaim/ghclaim/shared/obs"
-	"github.com/ghclaim/ghclaim/shared/reclaim"
 )
 
 func main() {
@@ -199,7 +196,10 @@ var claimerInvocation time.Duration
 // idlePass runs the reclaimer on a table with nothing stale: the fixed
 // cost of the schedule.
 func idlePass(ctx context.Context, env *bench.Env) (time.Duration, map[string]int, error) {
-	rc := reclaim.New(env.Store, env.Queue, reclaim.Config{Logger: obs.NewLogger(io.Discard, "info")})
+	rc, err := bench.NewReclaimer(env)
+	if err != nil {
+		return 0, nil, err
+	}
 	var ds []time.Duration
 	var calls map[string]int
 	for range 5 {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/ghclaim/ghclaim/shared/clock"
 )
 
 // Schedule is an EventBridge schedule rule invoking one function with "Scheduled Event"s.
@@ -25,7 +26,7 @@ type Schedule struct {
 	Region  string
 	Account string
 	// Now stamps the event's time (default time.Now).
-	Now func() time.Time
+	Now clock.Func
 	// NewID returns event ids (default: a counter).
 	NewID func() string
 	// Log receives one line per failed invocation (default: discard).

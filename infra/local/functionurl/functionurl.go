@@ -28,6 +28,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/ghclaim/ghclaim/shared/clock"
 )
 
 // MaxRequestBytes is Lambda's limit on a synchronous invocation payload; a body near it would
@@ -48,7 +49,7 @@ type Handler struct {
 	// Region goes into the domain name.
 	Region string
 	// Now stamps requestContext.time/timeEpoch (default time.Now).
-	Now func() time.Time
+	Now clock.Func
 	// NewID returns requestContext.requestId values (default: a counter).
 	NewID func() string
 	// Log receives one line per failed invocation (default: discard).
