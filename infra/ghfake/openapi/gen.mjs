@@ -34,6 +34,9 @@ const OPERATIONS = [
   "DELETE /repos/{owner}/{repo}/actions/runners/{runner_id}",
   "DELETE /orgs/{org}/actions/runners/{runner_id}",
   "GET /repos/{owner}/{repo}/actions/jobs/{job_id}",
+  "GET /app/hook/deliveries",
+  "GET /app/hook/deliveries/{delivery_id}",
+  "POST /app/hook/deliveries/{delivery_id}/attempts",
 ];
 
 // The webhooks ghclaim receives.
