@@ -1,7 +1,8 @@
 // Package ghfake owns a stand-in for the slice of GitHub's REST API that
 // ghclaim calls: installation access tokens, just-in-time (JIT) runner
-// configuration, self-hosted runners (list by name, get, delete) and
-// workflow jobs. It is an http.Handler, served by httptest in tests and by a
+// configuration, self-hosted runners (list by name, get, delete),
+// workflow jobs, and the App's webhook delivery log with redelivery, whose
+// deliveries reach a webhook Target (deliveries.go). It is an http.Handler, served by httptest in tests and by a
 // real listener under `make run`. WorkflowJobPayload builds the webhook
 // bodies GitHub sends, for the kits that deliver them.
 //
@@ -208,16 +209,26 @@ type Server struct {
 	faults     []*rule
 	requestSeq int
 	stats      Stats
+
+	// The App's webhook delivery log (deliveries.go).
+	retention    time.Duration
+	target       Target
+	secret       string
+	deliveries   []HookDelivery
+	deliverySeq  int64
+	guidSeq      int
+	redeliveries map[string]int
 }
 
 // New returns a fake with no runners, no jobs and no faults.
 func New(opts ...Option) *Server {
 	s := &Server{
-		now:      time.Now,
-		sleep:    sleepCtx,
-		maxDelay: defaultMaxDelay,
-		limit:    defaultRateLimit,
-		groups:   map[int64]bool{defaultRunnerGroupID: true},
+		now:       time.Now,
+		sleep:     sleepCtx,
+		maxDelay:  defaultMaxDelay,
+		limit:     defaultRateLimit,
+		groups:    map[int64]bool{defaultRunnerGroupID: true},
+		retention: DefaultRetention,
 	}
 	for _, o := range opts {
 		o(s)
@@ -234,6 +245,9 @@ func New(opts ...Option) *Server {
 	s.api.HandleFunc(RouteRepoDeleteRunner, s.deleteRunner)
 	s.api.HandleFunc(RouteOrgDeleteRunner, s.deleteRunner)
 	s.api.HandleFunc(RouteJob, s.getJob)
+	s.api.HandleFunc(RouteDeliveries, s.listDeliveries)
+	s.api.HandleFunc(RouteDelivery, s.getDelivery)
+	s.api.HandleFunc(RouteRedeliver, s.redeliver)
 	s.control = s.controlMux()
 	return s
 }
@@ -259,6 +273,7 @@ func (s *Server) resetState() {
 	s.jobs = map[string]storedJob{}
 	s.faults = nil
 	s.requestSeq = 0
+	s.deliveries, s.deliverySeq, s.guidSeq, s.redeliveries = nil, 0, 0, map[string]int{}
 	s.stats = Stats{
 		TokenRequests:     map[int64]int{},
 		Calls:             map[string]int{},

@@ -56,9 +56,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.stats.JITCalls++
 	}
 	fault := s.takeFault(route)
-	// Authenticate by installation token (every route but the token one).
+	// Authenticate by installation token (every route but the App's own,
+	// which take the App JWT).
 	inst, authed := int64(0), false
-	if route != RouteAccessToken && route != "" {
+	app := appRoute(route)
+	if !app && route != "" {
 		inst, authed = s.tokens[bearer(r)]
 		if authed {
 			s.stats.InstallationCalls[inst]++
@@ -91,7 +93,26 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "Not Found", docsREST)
 		return
 	}
-	if route != RouteAccessToken {
+	if app && route != RouteAccessToken {
+		if msg := s.checkJWT(bearer(r)); msg != "" {
+			copyHeader(w, h)
+			writeError(w, http.StatusUnauthorized, msg, docsREST)
+			return
+		}
+		s.mu.Lock()
+		b := s.appBucket()
+		if b.remaining <= 0 {
+			setRate(h, b)
+			s.mu.Unlock()
+			copyHeader(w, h)
+			writeError(w, http.StatusForbidden, fmt.Sprintf("API rate limit exceeded for app ID %d.", s.appID), docsRateLimit)
+			return
+		}
+		b.remaining--
+		setRate(h, b)
+		s.mu.Unlock()
+	}
+	if !app {
 		if !authed {
 			copyHeader(w, h)
 			writeError(w, http.StatusUnauthorized, "Bad credentials", docsREST)
@@ -140,6 +161,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	copyHeader(w, rec.header)
 	w.WriteHeader(rec.status)
 	_, _ = w.Write(rec.body.Bytes())
+}
+
+// appRoute reports whether route is authenticated as the App (JWT) and
+// charged to the App's budget.
+func appRoute(route string) bool {
+	switch route {
+	case RouteAccessToken, RouteDeliveries, RouteDelivery, RouteRedeliver:
+		return true
+	}
+	return false
 }
 
 // wait sleeps a slow fault's delay, bounded; false when the client left.
