@@ -50,6 +50,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -353,4 +354,30 @@ func (r *Redeliverer) record(rep Report) {
 	r.c.Metrics.Flush()
 	r.c.Log.Info("redeliver: pass", "pages", rep.Pages, "read", rep.Read, "failed", rep.Failed,
 		"redelivered", rep.Redelivered, "spent", rep.Spent, "errors", rep.Errors, "stopped", rep.Stopped, "mark", rep.Mark.ID)
+}
+
+// AppBudget holds the App budget's latest reading: a ratelimit.Observer for
+// the ratelimit.Transport in front of the App client, read through
+// Config.Rate (AppBudget.Reading). The App is one budget, read by one pass
+// at a time, so the last answer wins (readings taken in the same
+// millisecond included, which ratelimit.Tracker would keep the first of).
+type AppBudget struct {
+	mu sync.Mutex
+	r  ratelimit.Reading
+}
+
+var _ ratelimit.Observer = (*AppBudget)(nil)
+
+// Observe keeps r.
+func (b *AppBudget) Observe(_ int64, r ratelimit.Reading) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.r = r
+}
+
+// Reading returns the latest reading (ok false: none yet).
+func (b *AppBudget) Reading() (ratelimit.Reading, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.r, b.r.Known()
 }
