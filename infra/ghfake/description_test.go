@@ -55,7 +55,9 @@ func TestAnswersMatchGitHubDescription(t *testing.T) {
 	deliveries := func(t *testing.T, f fixture) {
 		body := ghfake.WorkflowJobPayload(ghfake.Delivery{Action: "queued", Repo: "octo/hello", JobID: 9, RunID: 3, Labels: []string{"self-hosted"}, Installation: inst})
 		for _, code := range []int{200, 503} {
-			f.fake.SetWebhook(func(context.Context, http.Header, []byte) (int, []byte, error) { return code, []byte(`{"status":"x"}`), nil }, "s3cret")
+			f.fake.SetWebhook(func(context.Context, http.Header, []byte) (int, []byte, error) {
+				return code, []byte(`{"status":"x"}`), nil
+			}, "s3cret")
 			f.fake.Deliver(context.Background(), "workflow_job", "", body)
 		}
 		f.fake.SetWebhook(nil, "s3cret")
