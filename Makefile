@@ -8,7 +8,7 @@
 #   sam build    runs the build-<LogicalId> targets below with ARTIFACTS_DIR set
 
 GO ?= go
-FUNCTIONS := webhook claimer reclaimer janitor
+FUNCTIONS := webhook claimer reclaimer janitor redeliverer
 TEST_TIMEOUT ?= 10m
 
 # Static, stripped, reproducible arm64 binaries; lambda.norpc drops the legacy Go 1.x RPC
@@ -17,7 +17,7 @@ LAMBDA_ENV := CGO_ENABLED=0 GOOS=linux GOARCH=arm64
 LAMBDA_FLAGS := -tags lambda.norpc -trimpath -ldflags="-s -w"
 
 BOOTSTRAPS := $(FUNCTIONS:%=bin/%/bootstrap)
-SAM_TARGETS := build-WebhookFunction build-ClaimerFunction build-ReclaimerFunction build-JanitorFunction
+SAM_TARGETS := build-WebhookFunction build-ClaimerFunction build-ReclaimerFunction build-JanitorFunction build-RedelivererFunction
 
 .PHONY: build test lint browser run local clean $(BOOTSTRAPS) $(SAM_TARGETS)
 
@@ -32,6 +32,7 @@ build-WebhookFunction: FUNCTION := webhook
 build-ClaimerFunction: FUNCTION := claimer
 build-ReclaimerFunction: FUNCTION := reclaimer
 build-JanitorFunction: FUNCTION := janitor
+build-RedelivererFunction: FUNCTION := redeliverer
 $(SAM_TARGETS):
 	$(if $(ARTIFACTS_DIR),,$(error ARTIFACTS_DIR is not set: $@ is run by sam build; use make build))
 	$(LAMBDA_ENV) $(GO) build $(LAMBDA_FLAGS) -o $(ARTIFACTS_DIR)/bootstrap ./functions/$(FUNCTION)

@@ -51,6 +51,18 @@ func TestAnswersMatchGitHubDescription(t *testing.T) {
 	job := func(j ghfake.Job) func(t *testing.T, f fixture) {
 		return func(t *testing.T, f fixture) { f.fake.SetJob("octo", "hello", j) }
 	}
+	// deliveries logs three: delivered, refused with a 503, unreached.
+	deliveries := func(t *testing.T, f fixture) {
+		body := ghfake.WorkflowJobPayload(ghfake.Delivery{Action: "queued", Repo: "octo/hello", JobID: 9, RunID: 3, Labels: []string{"self-hosted"}, Installation: inst})
+		for _, code := range []int{200, 503} {
+			f.fake.SetWebhook(func(context.Context, http.Header, []byte) (int, []byte, error) {
+				return code, []byte(`{"status":"x"}`), nil
+			}, "s3cret")
+			f.fake.Deliver(context.Background(), "workflow_job", "", body)
+		}
+		f.fake.SetWebhook(nil, "s3cret")
+		f.fake.Deliver(context.Background(), "workflow_job", "", body)
+	}
 	tests := []struct {
 		name   string
 		route  string
@@ -105,6 +117,17 @@ func TestAnswersMatchGitHubDescription(t *testing.T) {
 
 		{name: "manifest conversion", route: ghfake.RouteManifestConversion, path: "/app-manifests/{code}/conversions", code: true, status: 201},
 		{name: "manifest conversion unknown code", route: ghfake.RouteManifestConversion, path: "/app-manifests/0123abcd/conversions", status: 404},
+		{name: "deliveries", route: ghfake.RouteDeliveries, path: "/app/hook/deliveries?per_page=2", jwt: goodJWT, prep: deliveries, status: 200},
+		{name: "deliveries last page", route: ghfake.RouteDeliveries, path: "/app/hook/deliveries?per_page=2&cursor=v1_2", jwt: goodJWT, prep: deliveries, status: 200},
+		{name: "deliveries none", route: ghfake.RouteDeliveries, path: "/app/hook/deliveries", jwt: goodJWT, status: 200},
+		{name: "deliveries bad cursor", route: ghfake.RouteDeliveries, path: "/app/hook/deliveries?cursor=zz", jwt: goodJWT, status: 400},
+		{name: "deliveries installation token", route: ghfake.RouteDeliveries, path: "/app/hook/deliveries", status: 401},
+		{name: "deliveries app rate limit", route: ghfake.RouteDeliveries, path: "/app/hook/deliveries", jwt: goodJWT, status: 403,
+			prep: func(t *testing.T, f fixture) { f.fake.SetAppRateLimit(5000, 0, t0.Add(time.Hour)) }},
+		{name: "delivery", route: ghfake.RouteDelivery, path: "/app/hook/deliveries/1", jwt: goodJWT, prep: deliveries, status: 200},
+		{name: "delivery unknown", route: ghfake.RouteDelivery, path: "/app/hook/deliveries/9", jwt: goodJWT, status: 404},
+		{name: "redeliver", route: ghfake.RouteRedeliver, path: "/app/hook/deliveries/2/attempts", jwt: goodJWT, prep: deliveries, status: 202},
+		{name: "redeliver unknown", route: ghfake.RouteRedeliver, path: "/app/hook/deliveries/9/attempts", jwt: goodJWT, status: 404},
 
 		// Answers any route can give.
 		{name: "bad credentials", route: ghfake.RouteRepoRunners, path: "/repos/octo/hello/actions/runners", token: "ghs_nope", status: 401},
@@ -170,6 +193,7 @@ func TestAnswersMatchGitHubDescription(t *testing.T) {
 		ghfake.RouteAccessToken, ghfake.RouteRepoJIT, ghfake.RouteOrgJIT, ghfake.RouteRepoRunners, ghfake.RouteOrgRunners,
 		ghfake.RouteRepoRunner, ghfake.RouteOrgRunner, ghfake.RouteRepoDeleteRunner, ghfake.RouteOrgDeleteRunner, ghfake.RouteJob,
 		ghfake.RouteManifestConversion,
+		ghfake.RouteDeliveries, ghfake.RouteDelivery, ghfake.RouteRedeliver,
 	} {
 		if !covered[r] {
 			t.Errorf("no success case for %s", r)

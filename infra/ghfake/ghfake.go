@@ -1,9 +1,11 @@
 // Package ghfake owns a stand-in for the slice of GitHub's REST API that
 // ghclaim calls: installation access tokens, just-in-time (JIT) runner
-// configuration, self-hosted runners (list by name, get, delete) and
-// workflow jobs, and the GitHub App manifest flow (the settings/apps/new
-// form and POST /app-manifests/{code}/conversions, see manifest.go). It is
-// an http.Handler, served by httptest in tests and by a
+// configuration, self-hosted runners (list by name, get, delete),
+// workflow jobs, the App's webhook delivery log with redelivery, whose
+// deliveries reach a webhook Target (deliveries.go), the App's installations
+// (installations.go) and the GitHub App manifest flow (the settings/apps/new
+// form and POST /app-manifests/{code}/conversions, manifest.go). It is an
+// http.Handler, served by httptest in tests and by a
 // real listener under `make run`. WorkflowJobPayload builds the webhook
 // bodies GitHub sends, for the kits that deliver them.
 //
@@ -215,16 +217,26 @@ type Server struct {
 	faults     []*rule
 	requestSeq int
 	stats      Stats
+
+	// The App's webhook delivery log (deliveries.go).
+	retention    time.Duration
+	target       Target
+	secret       string
+	deliveries   []HookDelivery
+	deliverySeq  int64
+	guidSeq      int
+	redeliveries map[string]int
 }
 
 // New returns a fake with no runners, no jobs and no faults.
 func New(opts ...Option) *Server {
 	s := &Server{
-		now:      time.Now,
-		sleep:    sleepCtx,
-		maxDelay: defaultMaxDelay,
-		limit:    defaultRateLimit,
-		groups:   map[int64]bool{defaultRunnerGroupID: true},
+		now:       time.Now,
+		sleep:     sleepCtx,
+		maxDelay:  defaultMaxDelay,
+		limit:     defaultRateLimit,
+		groups:    map[int64]bool{defaultRunnerGroupID: true},
+		retention: DefaultRetention,
 	}
 	for _, o := range opts {
 		o(s)
@@ -247,6 +259,9 @@ func New(opts ...Option) *Server {
 	s.web.HandleFunc(WebNewOrgApp, s.newApp)
 	s.api.HandleFunc(RouteInstallations, s.listInstallations)
 	s.api.HandleFunc(RouteInstallRepos, s.listInstallRepos)
+	s.api.HandleFunc(RouteDeliveries, s.listDeliveries)
+	s.api.HandleFunc(RouteDelivery, s.getDelivery)
+	s.api.HandleFunc(RouteRedeliver, s.redeliver)
 	s.control = s.controlMux()
 	return s
 }
@@ -275,6 +290,7 @@ func (s *Server) resetState() {
 	s.installs = map[int64]installationOf{}
 	s.faults = nil
 	s.requestSeq = 0
+	s.deliveries, s.deliverySeq, s.guidSeq, s.redeliveries = nil, 0, 0, map[string]int{}
 	s.stats = Stats{
 		TokenRequests:     map[int64]int{},
 		Calls:             map[string]int{},

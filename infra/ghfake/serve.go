@@ -61,10 +61,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	fault := s.takeFault(route)
 	// Authenticate by installation token (every route but the App's own,
-	// which check the App JWT themselves, and the manifest conversion,
-	// which GitHub serves unauthenticated).
-	public := appRoute(route) || route == RouteManifestConversion
+	// which take the App JWT, and the manifest conversion, which GitHub
+	// serves unauthenticated).
 	inst, authed := int64(0), false
+	app := appRoute(route)
+	public := app || route == RouteManifestConversion
 	if !public && route != "" {
 		inst, authed = s.tokens[bearer(r)]
 		if authed {
@@ -98,6 +99,25 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "Not Found", docsREST)
 		return
 	}
+	if app && route != RouteAccessToken {
+		if msg := s.checkJWT(bearer(r)); msg != "" {
+			copyHeader(w, h)
+			writeError(w, http.StatusUnauthorized, msg, docsREST)
+			return
+		}
+		s.mu.Lock()
+		b := s.appBucket()
+		if b.remaining <= 0 {
+			setRate(h, b)
+			s.mu.Unlock()
+			copyHeader(w, h)
+			writeError(w, http.StatusForbidden, fmt.Sprintf("API rate limit exceeded for app ID %d.", s.appID), docsRateLimit)
+			return
+		}
+		b.remaining--
+		setRate(h, b)
+		s.mu.Unlock()
+	}
 	if !public {
 		if !authed {
 			copyHeader(w, h)
@@ -121,9 +141,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	rec := &recorder{header: http.Header{}, status: http.StatusOK}
 	s.api.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), ctxKey{}, inst)))
-	if appRoute(route) {
-		// The App's routes charge the App's own budget; it tells us in
-		// the header it set whether the JWT was good.
+	if route == RouteAccessToken {
+		// The token exchange charges the App's own budget too (the other
+		// App routes were charged above, once their JWT checked out).
 		s.mu.Lock()
 		b := s.appBucket()
 		if b.remaining > 0 {
@@ -147,6 +167,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	copyHeader(w, rec.header)
 	w.WriteHeader(rec.status)
 	_, _ = w.Write(rec.body.Bytes())
+}
+
+// appRoute reports whether route is authenticated as the App (JWT) and
+// charged to the App's budget.
+func appRoute(route string) bool {
+	switch route {
+	case RouteAccessToken, RouteInstallations, RouteDeliveries, RouteDelivery, RouteRedeliver:
+		return true
+	}
+	return false
 }
 
 // wait sleeps a slow fault's delay, bounded; false when the client left.
@@ -224,6 +254,3 @@ func (r *recorder) Write(p []byte) (int, error) {
 
 // appRoute reports whether route is authenticated by the App JWT (and
 // charged to the App's budget) rather than an installation token.
-func appRoute(route string) bool {
-	return route == RouteAccessToken || route == RouteInstallations
-}

@@ -1,5 +1,5 @@
 // Package mem holds in-memory implementations of the ports the flows
-// (shared/claim, shared/webhook, shared/reclaim) speak, for their flow tests:
+// (shared/claim, shared/webhook, shared/reclaim, shared/redeliver) speak, for their flow tests:
 // no emulator, an injected clock, milliseconds a test.
 //
 // It is a test kit: nothing under functions/ or shared/ may import it. It
@@ -32,6 +32,7 @@ type Store struct {
 	mu    sync.Mutex
 	recs  map[int64]job.Record
 	rates map[int64]ratelimit.Reading
+	red   redeliveries
 	// Calls counts every call by method name, for tests of request counts.
 	calls map[string]int
 }

@@ -292,3 +292,44 @@ func LoadJanitor(get Getenv) (Janitor, error) {
 	}
 	return c, r.err()
 }
+
+// Redeliverer is the redeliverer function's configuration: the table (its
+// redeliver# items) and the GitHub App, whose JWT reads the delivery log.
+// It needs no queue and no pools.
+type Redeliverer struct {
+	TableName string
+	LogLevel  string
+	GitHubApp
+	// Window: failed deliveries older than this are never asked
+	// (REDELIVERY_WINDOW, default 3h, at most GitHub's 72h retention).
+	Window time.Duration
+	// MaxAttempts per delivery GUID (REDELIVERY_MAX_ATTEMPTS, default 3).
+	MaxAttempts int
+	// MinRemaining: a pass stops below this App budget
+	// (REDELIVERY_MIN_REMAINING, default 50).
+	MinRemaining int
+}
+
+// LoadRedeliverer reads the redeliverer's configuration.
+func LoadRedeliverer(get Getenv) (Redeliverer, error) {
+	r := &reader{get: get}
+	c := Redeliverer{
+		TableName:    r.required("TABLE_NAME"),
+		LogLevel:     strings.ToLower(strings.TrimSpace(get("LOG_LEVEL"))),
+		GitHubApp:    r.githubApp(),
+		Window:       r.duration("REDELIVERY_WINDOW", 3*time.Hour),
+		MaxAttempts:  int(r.integer("REDELIVERY_MAX_ATTEMPTS", 3, 1)),
+		MinRemaining: int(r.integer("REDELIVERY_MIN_REMAINING", 50, 0)),
+	}
+	if c.Window > 72*time.Hour {
+		r.fail("REDELIVERY_WINDOW", fmt.Errorf("%s is longer than GitHub's 72h retention of the delivery log", c.Window))
+	}
+	switch c.LogLevel {
+	case "":
+		c.LogLevel = "info"
+	case "debug", "info", "warn", "error":
+	default:
+		r.fail("LOG_LEVEL", fmt.Errorf("%q: want debug, info, warn or error", c.LogLevel))
+	}
+	return c, r.err()
+}

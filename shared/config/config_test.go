@@ -107,7 +107,7 @@ func TestErrorsNameTheVariable(t *testing.T) {
 			err := tt.load(env(m))
 			var ce *Error
 			if !errors.As(err, &ce) {
-				t.Fatalf("got %v, want a *config.Error", err)
+				t.Fatalf("got %v, want a *Error", err)
 			}
 			if !strings.Contains(err.Error(), tt.wantVar) {
 				t.Fatalf("got %q, want it to name %s", err, tt.wantVar)
@@ -119,3 +119,49 @@ func TestErrorsNameTheVariable(t *testing.T) {
 func webhook(g Getenv) error   { _, err := LoadWebhook(g); return err }
 func claimer(g Getenv) error   { _, err := LoadClaimer(g); return err }
 func reclaimer(g Getenv) error { _, err := LoadReclaimer(g); return err }
+
+func TestLoadRedeliverer(t *testing.T) {
+	t.Parallel()
+	base := map[string]string{"TABLE_NAME": "t", "GITHUB_APP_ID": "7", "GITHUB_APP_PRIVATE_KEY": "pem"}
+	tests := []struct {
+		name    string
+		set     map[string]string
+		badVar  string
+		window  time.Duration
+		attempt int
+	}{
+		{name: "defaults", window: 3 * time.Hour, attempt: 3},
+		{name: "set", set: map[string]string{"REDELIVERY_WINDOW": "72h", "REDELIVERY_MAX_ATTEMPTS": "5"}, window: 72 * time.Hour, attempt: 5},
+		{name: "window past retention", set: map[string]string{"REDELIVERY_WINDOW": "73h"}, badVar: "REDELIVERY_WINDOW"},
+		{name: "bad window", set: map[string]string{"REDELIVERY_WINDOW": "soon"}, badVar: "REDELIVERY_WINDOW"},
+		{name: "zero attempts", set: map[string]string{"REDELIVERY_MAX_ATTEMPTS": "0"}, badVar: "REDELIVERY_MAX_ATTEMPTS"},
+		{name: "no table", set: map[string]string{"TABLE_NAME": ""}, badVar: "TABLE_NAME"},
+		{name: "no app", set: map[string]string{"GITHUB_APP_ID": ""}, badVar: "GITHUB_APP_ID"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			env := map[string]string{}
+			for k, v := range base {
+				env[k] = v
+			}
+			for k, v := range tt.set {
+				env[k] = v
+			}
+			c, err := LoadRedeliverer(func(k string) string { return env[k] })
+			if tt.badVar != "" {
+				var ce *Error
+				if !errors.As(err, &ce) || ce.Var != tt.badVar {
+					t.Fatalf("err = %v, want a config error naming %s", err, tt.badVar)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Window != tt.window || c.MaxAttempts != tt.attempt {
+				t.Errorf("window, attempts = %s, %d, want %s, %d", c.Window, c.MaxAttempts, tt.window, tt.attempt)
+			}
+		})
+	}
+}

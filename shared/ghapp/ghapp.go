@@ -1,7 +1,10 @@
 // Package ghapp owns ghclaim's GitHub App client: App authentication
 // (App JWT → installation token, cached) and the four REST operations the
 // claimer needs — generate a JIT runner configuration, find a runner by
-// name, delete a runner, read a job's status — each exactly one GitHub call.
+// name, delete a runner, read a job's status — each exactly one GitHub call;
+// and, authenticated as the App itself (JWT, never an installation token),
+// the two the redeliverer needs: read the App's webhook delivery log and
+// ask for a redelivery (app.go).
 //
 // It must never retry, sleep, classify errors or log: the claimer owns the
 // retry policy (DESIGN.md), and a retry hidden here would spend rate budget
@@ -112,6 +115,10 @@ type Config struct {
 	// Wrap, when set, wraps each installation's authenticated transport,
 	// e.g. with the transport that records X-RateLimit-* readings.
 	Wrap func(installationID int64, base http.RoundTripper) http.RoundTripper
+	// WrapApp, when set, wraps the transport of the App's own
+	// JWT-authenticated client (the /app routes: the webhook delivery
+	// log), whose X-RateLimit-* describe the App's budget.
+	WrapApp func(base http.RoundTripper) http.RoundTripper
 	// Timeout bounds one HTTP exchange; default DefaultTimeout.
 	Timeout time.Duration
 	// Now is the clock that dates App JWTs and decides when a cached
@@ -130,6 +137,8 @@ type Client struct {
 	wrap    func(int64, http.RoundTripper) http.RoundTripper
 	timeout time.Duration
 	now     clock.Func
+	wrapApp func(http.RoundTripper) http.RoundTripper
+	appState
 
 	mu      sync.Mutex
 	clients map[int64]*github.Client
@@ -162,7 +171,7 @@ func New(cfg Config) (*Client, error) {
 	cfg.Now = clock.Or(cfg.Now)
 	return &Client{
 		appID: cfg.AppID, key: key, apiRoot: root, baseURL: u,
-		tr: cfg.Transport, wrap: cfg.Wrap, timeout: cfg.Timeout, now: cfg.Now,
+		tr: cfg.Transport, wrap: cfg.Wrap, wrapApp: cfg.WrapApp, timeout: cfg.Timeout, now: cfg.Now,
 		clients: map[int64]*github.Client{},
 	}, nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/ghclaim/ghclaim/infra/emulator"
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/reclaim"
+	"github.com/ghclaim/ghclaim/shared/redeliver"
 	"github.com/ghclaim/ghclaim/shared/store"
 	"github.com/ghclaim/ghclaim/shared/webhook"
 )
@@ -102,6 +103,18 @@ var _ webhook.Store = (*store.Store)(nil)
 
 // The reclaimer's port too.
 var _ reclaim.Store = (*store.Store)(nil)
+
+// The redeliverer's port too.
+var _ redeliver.Store = (*store.Store)(nil)
+
+// TestRedeliveryContract holds the redeliverer's items (mark, attempt
+// counts) on DynamoDB to the contract infra/mem is held to.
+func TestRedeliveryContract(t *testing.T) {
+	t.Parallel()
+	contract.TestRedeliveryStore(t, "store", func(*testing.T) contract.RedeliveryStore {
+		return store.New(env.db, env.table, store.Options{})
+	})
+}
 
 // TestContract holds the DynamoDB adapter to the contract infra/mem is held
 // to, the sweep's listing and its paging included. The pending subtests

@@ -35,6 +35,12 @@ const OPERATIONS = [
   "DELETE /orgs/{org}/actions/runners/{runner_id}",
   "GET /repos/{owner}/{repo}/actions/jobs/{job_id}",
   "POST /app-manifests/{code}/conversions",
+  "GET /app/hook/deliveries",
+  "GET /app/hook/deliveries/{delivery_id}",
+  "POST /app/hook/deliveries/{delivery_id}/attempts",
+  "GET /app",
+  "GET /app/installations",
+  "GET /installation/repositories",
 ];
 
 // The webhooks ghclaim receives.

@@ -22,7 +22,7 @@ import (
 )
 
 // Functions are the function names, each a main package under functions/.
-var Functions = []string{"webhook", "claimer", "reclaimer"}
+var Functions = []string{"webhook", "claimer", "reclaimer", "redeliverer"}
 
 // RIEPackage is the Runtime Interface Emulator's command, a tool of the module.
 const RIEPackage = "github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie"

@@ -125,6 +125,9 @@ type Rig struct {
 	Reclaimer *rie.Environment
 	Mapping   *eventsource.SQS
 	Schedule  *eventsource.Schedule
+	// Redeliverer runs on Redelivery, the RedeliverySchedule parameter's rate.
+	Redeliverer *rie.Environment
+	Redelivery  *eventsource.Schedule
 
 	log      *slog.Logger
 	servers  []*http.Server
@@ -312,6 +315,9 @@ func Start(ctx context.Context, o Options) (_ *Rig, err error) {
 	if r.Reclaimer, err = host("reclaimer", "reclaimer"); err != nil {
 		return nil, err
 	}
+	if r.Redeliverer, err = host("redeliverer", "redeliverer"); err != nil {
+		return nil, err
+	}
 
 	front := &functionurl.Handler{Function: r.Webhook, Log: r.log}
 	whAddr, err := r.serve(orDefault(o.WebhookAddr), front)
@@ -333,15 +339,26 @@ func Start(ctx context.Context, o Options) (_ *Rig, err error) {
 	r.Mapping = &eventsource.SQS{API: r.SQS, QueueURL: r.Stack.QueueURL, QueueARN: r.Stack.QueueARN, BatchSize: 10, Log: r.log}
 	r.Schedule = &eventsource.Schedule{Every: every, RuleARN: "arn:aws:events:us-east-1:123456789012:rule/" + stackName + "-Sweep", Log: r.log}
 
+	redeliverSched := params["RedeliverySchedule"]
+	if redeliverSched == "" {
+		redeliverSched = "rate(5 minutes)"
+	}
+	redeliverEvery, err := ParseRate(redeliverSched)
+	if err != nil {
+		return nil, err
+	}
+	r.Redelivery = &eventsource.Schedule{Every: redeliverEvery, RuleARN: "arn:aws:events:us-east-1:123456789012:rule/" + stackName + "-Redeliver", Log: r.log}
+
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	r.cancel = cancel
 	claimers := make([]eventsource.Invoker, len(r.Claimers))
 	for i, h := range r.Claimers {
 		claimers[i] = h
 	}
-	r.wg.Add(2)
+	r.wg.Add(3)
 	go func() { defer r.wg.Done(); _ = r.Mapping.Run(runCtx, claimers...) }()
 	go func() { defer r.wg.Done(); _ = r.Schedule.Run(runCtx, r.Reclaimer) }()
+	go func() { defer r.wg.Done(); _ = r.Redelivery.Run(runCtx, r.Redeliverer) }()
 	return r, nil
 }
 
@@ -377,7 +394,7 @@ func (r *Rig) Close() {
 			_ = srv.Shutdown(ctx)
 			cancel()
 		}
-		for _, h := range append([]*rie.Environment{r.Webhook, r.Reclaimer}, r.Claimers...) {
+		for _, h := range append([]*rie.Environment{r.Webhook, r.Reclaimer, r.Redeliverer}, r.Claimers...) {
 			if h != nil {
 				h.Close()
 			}

@@ -23,12 +23,13 @@ type Function struct {
 
 // logicalIDs maps the function names (functions/<name>) to their template resources.
 var logicalIDs = map[string]string{
-	"webhook":   "WebhookFunction",
-	"claimer":   "ClaimerFunction",
-	"reclaimer": "ReclaimerFunction",
+	"webhook":     "WebhookFunction",
+	"claimer":     "ClaimerFunction",
+	"reclaimer":   "ReclaimerFunction",
+	"redeliverer": "RedelivererFunction",
 }
 
-// Functions reads the three functions of the template at path. Refs resolve to params (then the
+// Functions reads the four functions of the template at path. Refs resolve to params (then the
 // parameter's default) or to refs (physical ids of the stack's resources); anything else in an
 // environment variable is an error naming it, so the local run never guesses.
 func Functions(path string, params, refs map[string]string) (map[string]Function, error) {

@@ -51,6 +51,9 @@ Resources:
   ReclaimerFunction:
     Properties:
       Timeout: 55
+  RedelivererFunction:
+    Properties:
+      Timeout: 60
 `
 	if err := os.WriteFile(path, []byte(tmpl), 0o600); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,85 @@
+package contract
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/ghclaim/ghclaim/shared/job"
+)
+
+// RedeliveryStore is the redeliverer's port (shared/redeliver.Store).
+type RedeliveryStore interface {
+	LoadMark(ctx context.Context) (job.DeliveryMark, error)
+	SaveMark(ctx context.Context, m job.DeliveryMark, now time.Time) error
+	CountRedelivery(ctx context.Context, guid string, max int, now time.Time) (int, error)
+}
+
+// TestRedeliveryStore holds a redeliverer store to its contract. GUIDs are
+// prefixed with prefix, so one table serves several runs; the mark is one
+// item per table, so the mark subtest builds on whatever mark it finds and
+// must not run beside another writer of the mark.
+func TestRedeliveryStore(t *testing.T, prefix string, open func(t *testing.T) RedeliveryStore) {
+	ctx := context.Background()
+	t.Run("mark moves forward only", func(t *testing.T) {
+		s := open(t)
+		var base int64
+		switch cur, err := s.LoadMark(ctx); {
+		case errors.Is(err, job.ErrNotFound):
+		case err != nil:
+			t.Fatalf("LoadMark: %v", err)
+		default:
+			base = cur.ID
+		}
+		at := T0.Add(1234567 * time.Microsecond) // sub-millisecond part: the table keeps milliseconds
+		want := job.DeliveryMark{ID: base + 10, DeliveredAt: T0.Add(1234 * time.Millisecond)}
+		if err := s.SaveMark(ctx, job.DeliveryMark{ID: base + 10, DeliveredAt: at}, T0); err != nil {
+			t.Fatalf("SaveMark: %v", err)
+		}
+		if err := s.SaveMark(ctx, job.DeliveryMark{ID: base + 5, DeliveredAt: T0}, T0); err != nil {
+			t.Fatalf("SaveMark of an older mark: %v, want a silent refusal", err)
+		}
+		got, err := s.LoadMark(ctx)
+		if err != nil {
+			t.Fatalf("LoadMark: %v", err)
+		}
+		if got.ID != want.ID || !got.DeliveredAt.Equal(want.DeliveredAt) {
+			t.Errorf("LoadMark = %+v, want %+v", got, want)
+		}
+	})
+	t.Run("attempts are bounded per guid", func(t *testing.T) {
+		s := open(t)
+		guid, other := prefix+"-bounded", prefix+"-other"
+		for want := 1; want <= 3; want++ {
+			n, err := s.CountRedelivery(ctx, guid, 3, T0)
+			if err != nil || n != want {
+				t.Fatalf("CountRedelivery #%d = %d, %v, want %d, nil", want, n, err, want)
+			}
+		}
+		if _, err := s.CountRedelivery(ctx, guid, 3, T0); !errors.Is(err, job.ErrAttemptsSpent) {
+			t.Fatalf("CountRedelivery past max: err = %v, want ErrAttemptsSpent", err)
+		}
+		if n, err := s.CountRedelivery(ctx, other, 3, T0); err != nil || n != 1 {
+			t.Errorf("CountRedelivery of another guid = %d, %v, want 1, nil", n, err)
+		}
+		// A higher bound (a changed RedeliveryMaxAttempts) allows more.
+		if n, err := s.CountRedelivery(ctx, guid, 4, T0); err != nil || n != 4 {
+			t.Errorf("CountRedelivery with max 4 = %d, %v, want 4, nil", n, err)
+		}
+	})
+	t.Run("an expired count is absent", func(t *testing.T) {
+		s := open(t)
+		guid := fmt.Sprintf("%s-expired", prefix)
+		if _, err := s.CountRedelivery(ctx, guid, 1, T0); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.CountRedelivery(ctx, guid, 1, T0.Add(job.RedeliveryTTL-time.Minute)); !errors.Is(err, job.ErrAttemptsSpent) {
+			t.Fatalf("inside its TTL: err = %v, want ErrAttemptsSpent", err)
+		}
+		if n, err := s.CountRedelivery(ctx, guid, 1, T0.Add(job.RedeliveryTTL+time.Minute)); err != nil || n != 1 {
+			t.Errorf("past its TTL = %d, %v, want 1, nil (TTL deletion is lazy: the count is gone)", n, err)
+		}
+	})
+}

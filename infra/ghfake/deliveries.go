@@ -1,0 +1,348 @@
+package ghfake
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The App's webhook delivery log, as GitHub keeps it: every delivery the
+// fake was asked to make (Deliver) or told about (RecordDelivery), newest
+// first, paged with an opaque cursor in the Link header, kept Retention (3
+// days, GitHub's) on the injected clock; and a redelivery that re-sends the
+// original body to the webhook Target (same GUID, new id, redelivery true)
+// and logs its outcome like any delivery. GitHub redelivers asynchronously;
+// the fake re-sends before it answers 202, so a test sees the outcome of a
+// redelivery as soon as the redeliverer's call returns.
+
+// Routes of the delivery log, authenticated by the App JWT and charged to
+// the App's own budget.
+const (
+	RouteDeliveries = "GET /app/hook/deliveries"
+	RouteDelivery   = "GET /app/hook/deliveries/{delivery_id}"
+	RouteRedeliver  = "POST /app/hook/deliveries/{delivery_id}/attempts"
+)
+
+const (
+	// DefaultRetention is how long GitHub keeps a delivery in the log.
+	DefaultRetention   = 72 * time.Hour
+	defaultDeliveryPer = 30
+	maxDeliveryPer     = 100
+	cursorPrefix       = "v1_"
+	docsDeliveries     = "https://docs.github.com/rest/apps/webhooks#list-deliveries-for-an-app-webhook"
+	// StatusOK is GitHub's status of a delivery answered 2xx.
+	StatusOK = "OK"
+	// StatusUnreachable is GitHub's status of a delivery that got no answer.
+	StatusUnreachable = "failed to connect to host"
+)
+
+// HookDelivery is one entry of the delivery log.
+type HookDelivery struct {
+	ID             int64     `json:"id"`
+	GUID           string    `json:"guid"`
+	DeliveredAt    time.Time `json:"delivered_at"`
+	Redelivery     bool      `json:"redelivery"`
+	Status         string    `json:"status"`
+	StatusCode     int       `json:"status_code"`
+	Event          string    `json:"event"`
+	Action         string    `json:"action,omitempty"`
+	InstallationID int64     `json:"installation_id,omitempty"`
+	RepositoryID   int64     `json:"repository_id,omitempty"`
+	// Header and Body are the request as sent (Body empty for an entry
+	// recorded without one: it cannot be redelivered to a Target).
+	Header http.Header `json:"-"`
+	Body   []byte      `json:"-"`
+	// Response is the body the endpoint answered.
+	Response string `json:"-"`
+}
+
+// OK reports whether the delivery reached the endpoint and got a 2xx.
+func (d HookDelivery) OK() bool { return d.Status == StatusOK }
+
+// Target receives webhook deliveries, as the App's webhook URL does: it
+// returns the status and body answered, or an error when no answer came
+// (connection refused, timeout).
+type Target func(ctx context.Context, header http.Header, body []byte) (int, []byte, error)
+
+// HTTPTarget posts deliveries to url with GitHub's 10 s timeout.
+func HTTPTarget(url string) Target {
+	client := &http.Client{Timeout: 10 * time.Second}
+	return func(ctx context.Context, h http.Header, body []byte) (int, []byte, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+		if err != nil {
+			return 0, nil, err
+		}
+		req.Header = h.Clone()
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0, nil, err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		return resp.StatusCode, b, nil
+	}
+}
+
+// WithRetention sets how long deliveries stay in the log (default 3 days).
+// GitHub prunes lazily; a longer retention lets a test prove that a
+// redeliverer does not rely on the pruning.
+func WithRetention(d time.Duration) Option { return func(s *Server) { s.retention = d } }
+
+// SetWebhook sets where deliveries go and the secret they are signed with
+// (X-Hub-Signature-256). A nil target makes every delivery fail unreached.
+func (s *Server) SetWebhook(t Target, secret string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.target, s.secret = t, secret
+}
+
+// SetAppRateLimit sets the App's own budget (the JWT-authenticated routes
+// and the token exchange).
+func (s *Server) SetAppRateLimit(limit, remaining int, reset time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.appRate = &bucket{limit: limit, remaining: remaining, reset: reset}
+}
+
+// Deliver sends one webhook delivery as GitHub does (signed, with a new
+// GUID when guid is ""), to the Target set by SetWebhook, and logs it with
+// its outcome.
+func (s *Server) Deliver(ctx context.Context, event, guid string, body []byte) HookDelivery {
+	if guid == "" {
+		s.mu.Lock()
+		s.guidSeq++
+		guid = fmt.Sprintf("00000000-0000-4000-8000-%012d", s.guidSeq)
+		s.mu.Unlock()
+	}
+	return s.send(ctx, HookDelivery{GUID: guid, Event: event, Body: body})
+}
+
+// send signs d's body, posts it to the target and logs the outcome.
+func (s *Server) send(ctx context.Context, d HookDelivery) HookDelivery {
+	s.mu.Lock()
+	target, secret := s.target, s.secret
+	s.mu.Unlock()
+	h := http.Header{}
+	for k, v := range d.Header {
+		h[k] = slices.Clone(v)
+	}
+	h.Set("Content-Type", "application/json")
+	h.Set("User-Agent", "GitHub-Hookshot/ghfake")
+	h.Set("X-GitHub-Event", d.Event)
+	h.Set("X-GitHub-Delivery", d.GUID)
+	h.Set("X-GitHub-Hook-ID", "4242")
+	h.Set("X-GitHub-Hook-Installation-Target-Type", "integration")
+	d.Header = h
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write(d.Body)
+	d.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(m.Sum(nil)))
+	var p struct {
+		Action       string `json:"action"`
+		Installation struct {
+			ID int64 `json:"id"`
+		} `json:"installation"`
+		Repository struct {
+			ID int64 `json:"id"`
+		} `json:"repository"`
+	}
+	_ = json.Unmarshal(d.Body, &p)
+	d.Action, d.InstallationID, d.RepositoryID = p.Action, p.Installation.ID, p.Repository.ID
+	d.Status, d.StatusCode = StatusUnreachable, 0
+	if target != nil {
+		code, resp, err := target(ctx, d.Header.Clone(), d.Body)
+		switch {
+		case err != nil:
+		case code >= 200 && code < 300:
+			d.Status, d.StatusCode, d.Response = StatusOK, code, string(resp)
+		default:
+			d.Status, d.StatusCode, d.Response = fmt.Sprintf("Invalid HTTP Response: %d", code), code, string(resp)
+		}
+	}
+	return s.RecordDelivery(d)
+}
+
+// RecordDelivery adds d to the log as it is (its outcome included), with a
+// new id; DeliveredAt defaults to the clock's now. It returns the entry.
+func (s *Server) RecordDelivery(d HookDelivery) HookDelivery {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.deliverySeq++
+	d.ID = s.deliverySeq
+	if d.DeliveredAt.IsZero() {
+		d.DeliveredAt = s.now()
+	}
+	d.DeliveredAt = d.DeliveredAt.UTC()
+	if d.Status == "" {
+		d.Status = StatusOK
+		if d.StatusCode < 200 || d.StatusCode >= 300 {
+			d.Status = fmt.Sprintf("Invalid HTTP Response: %d", d.StatusCode)
+		}
+	}
+	d.Header = d.Header.Clone()
+	d.Body = slices.Clone(d.Body)
+	s.deliveries = append(s.deliveries, d)
+	return d
+}
+
+// Deliveries returns the log as GitHub lists it: retained entries, newest first.
+func (s *Server) Deliveries() []HookDelivery {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.retained()
+}
+
+// retained returns the entries still kept, newest first, dropping the
+// others for good. Callers hold s.mu.
+func (s *Server) retained() []HookDelivery {
+	cut := s.now().Add(-s.retention)
+	kept := s.deliveries[:0]
+	for _, d := range s.deliveries {
+		if !d.DeliveredAt.Before(cut) {
+			kept = append(kept, d)
+		}
+	}
+	s.deliveries = kept
+	out := slices.Clone(kept)
+	slices.Reverse(out) // ids grow with time: newest first
+	return out
+}
+
+func (s *Server) delivery(id int64) (HookDelivery, bool) {
+	for _, d := range s.retained() {
+		if d.ID == id {
+			return d, true
+		}
+	}
+	return HookDelivery{}, false
+}
+
+// listDeliveries answers GET /app/hook/deliveries.
+func (s *Server) listDeliveries(w http.ResponseWriter, r *http.Request) {
+	per := defaultDeliveryPer
+	if v := r.URL.Query().Get("per_page"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			writeError(w, http.StatusBadRequest, "Bad request: per_page", docsDeliveries)
+			return
+		}
+		per = min(n, maxDeliveryPer)
+	}
+	before := int64(-1)
+	if c := r.URL.Query().Get("cursor"); c != "" {
+		id, err := strconv.ParseInt(strings.TrimPrefix(c, cursorPrefix), 10, 64)
+		if !strings.HasPrefix(c, cursorPrefix) || err != nil {
+			writeError(w, http.StatusBadRequest, "Bad request: cursor", docsDeliveries)
+			return
+		}
+		before = id
+	}
+	s.mu.Lock()
+	all := s.retained()
+	s.mu.Unlock()
+	var page []HookDelivery
+	more := false
+	for _, d := range all {
+		if before >= 0 && d.ID >= before {
+			continue
+		}
+		if len(page) == per {
+			more = true
+			break
+		}
+		page = append(page, d)
+	}
+	if more {
+		q := url.Values{"per_page": {strconv.Itoa(per)}, "cursor": {cursorPrefix + strconv.FormatInt(page[len(page)-1].ID, 10)}}
+		w.Header().Set("Link", fmt.Sprintf(`<http://%s%s/app/hook/deliveries?%s>; rel="next"`, r.Host, s.prefix, q.Encode()))
+	}
+	items := make([]map[string]any, 0, len(page))
+	for _, d := range page {
+		items = append(items, deliveryItem(d))
+	}
+	writeJSON(w, http.StatusOK, items)
+}
+
+// deliveryItem is GitHub's hook-delivery-item for d.
+func deliveryItem(d HookDelivery) map[string]any {
+	var action, inst, repo any
+	if d.Action != "" {
+		action = d.Action
+	}
+	if d.InstallationID != 0 {
+		inst = d.InstallationID
+	}
+	if d.RepositoryID != 0 {
+		repo = d.RepositoryID
+	}
+	return map[string]any{
+		"id": d.ID, "guid": d.GUID, "delivered_at": d.DeliveredAt.Format(time.RFC3339),
+		"redelivery": d.Redelivery, "duration": 0.05, "status": d.Status, "status_code": d.StatusCode,
+		"event": d.Event, "action": action, "installation_id": inst, "repository_id": repo, "throttled_at": nil,
+	}
+}
+
+// getDelivery answers GET /app/hook/deliveries/{delivery_id}: the entry
+// with the request and response.
+func (s *Server) getDelivery(w http.ResponseWriter, r *http.Request) {
+	d, ok := s.pathDelivery(r)
+	if !ok {
+		writeError(w, http.StatusNotFound, "Not Found", docsDeliveries)
+		return
+	}
+	item := deliveryItem(d)
+	headers := map[string]string{}
+	for k := range d.Header {
+		headers[k] = d.Header.Get(k)
+	}
+	var payload any
+	if json.Unmarshal(d.Body, &payload) != nil {
+		payload = nil
+	}
+	item["url"] = ""
+	item["request"] = map[string]any{"headers": headers, "payload": payload}
+	item["response"] = map[string]any{"headers": map[string]string{}, "payload": d.Response}
+	writeJSON(w, http.StatusOK, item)
+}
+
+// redeliver answers POST /app/hook/deliveries/{delivery_id}/attempts: the
+// original request goes to the Target again and is logged as a redelivery.
+func (s *Server) redeliver(w http.ResponseWriter, r *http.Request) {
+	d, ok := s.pathDelivery(r)
+	if !ok {
+		writeError(w, http.StatusNotFound, "Not Found", docsDeliveries)
+		return
+	}
+	s.mu.Lock()
+	s.redeliveries[d.GUID]++
+	s.mu.Unlock()
+	s.send(context.WithoutCancel(r.Context()), HookDelivery{GUID: d.GUID, Event: d.Event, Header: d.Header, Body: d.Body, Redelivery: true})
+	writeJSON(w, http.StatusAccepted, map[string]any{})
+}
+
+func (s *Server) pathDelivery(r *http.Request) (HookDelivery, bool) {
+	id, err := strconv.ParseInt(r.PathValue("delivery_id"), 10, 64)
+	if err != nil {
+		return HookDelivery{}, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.delivery(id)
+}
+
+// Redeliveries returns how many redeliveries of guid were asked.
+func (s *Server) Redeliveries(guid string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.redeliveries[guid]
+}

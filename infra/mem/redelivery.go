@@ -1,0 +1,67 @@
+package mem
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ghclaim/ghclaim/shared/job"
+)
+
+// redeliveries is the redeliverer's bookkeeping (shared/redeliver.Store):
+// the mark of the last completed pass and the attempt count per GUID.
+type redeliveries struct {
+	mark     job.DeliveryMark
+	hasMark  bool
+	attempts map[string]attemptCount
+}
+
+type attemptCount struct {
+	n         int
+	expiresAt int64 // epoch seconds, as the table's TTL attribute
+}
+
+// LoadMark returns the mark of the last completed pass, or an error
+// wrapping job.ErrNotFound.
+func (s *Store) LoadMark(_ context.Context) (job.DeliveryMark, error) {
+	defer s.enter("LoadMark")()
+	if !s.red.hasMark {
+		return job.DeliveryMark{}, fmt.Errorf("redelivery mark: %w", job.ErrNotFound)
+	}
+	return s.red.mark, nil
+}
+
+// SaveMark stores m unless the stored mark is at a higher ID.
+func (s *Store) SaveMark(_ context.Context, m job.DeliveryMark, _ time.Time) error {
+	defer s.enter("SaveMark")()
+	if s.red.hasMark && s.red.mark.ID > m.ID {
+		return nil
+	}
+	m.DeliveredAt = job.FromMillis(job.Millis(m.DeliveredAt)) // the table's precision
+	s.red.mark, s.red.hasMark = m, true
+	return nil
+}
+
+// CountRedelivery adds one to guid's attempts unless it has max already (an
+// error wrapping job.ErrAttemptsSpent). A count past its expires_at counts
+// as absent, as in the table (TTL deletion is lazy).
+func (s *Store) CountRedelivery(_ context.Context, guid string, max int, now time.Time) (int, error) {
+	defer s.enter("CountRedelivery")()
+	if guid == "" {
+		return 0, fmt.Errorf("count redelivery: empty guid")
+	}
+	if s.red.attempts == nil {
+		s.red.attempts = map[string]attemptCount{}
+	}
+	c := s.red.attempts[guid]
+	if c.expiresAt < now.Unix() {
+		c = attemptCount{}
+	}
+	if c.n >= max {
+		return c.n, fmt.Errorf("count redelivery %s: %w", guid, job.ErrAttemptsSpent)
+	}
+	c.n++
+	c.expiresAt = now.Add(job.RedeliveryTTL).Unix()
+	s.red.attempts[guid] = c
+	return c.n, nil
+}

@@ -1,0 +1,383 @@
+// Package redeliver owns the redeliverer: a scheduled pass that reads the
+// GitHub App's webhook delivery log and asks GitHub to deliver again the
+// workflow_job deliveries that never reached us (our endpoint down during a
+// deploy, throttled, answering 5xx), because GitHub never redelivers by
+// itself and a lost `queued` is a job that waits 24 h and fails.
+//
+// It must never import an AWS package (its ports speak shared/job and
+// shared/ghapp types; shared/store and *ghapp.Client implement them), never
+// ask for a delivery older than its window (GitHub keeps the log 3 days and
+// refuses older ones), and never ask more than MaxAttempts times per GUID.
+//
+// Design decisions:
+//   - One pass reads the log newest first (per_page 100, GitHub's cap) and
+//     stops at the first entry it already read (the job.DeliveryMark of
+//     the last completed pass, item redeliver#cursor) or at the first entry
+//     older than Window (default 3 h, at most 72 h): a pass every 5 minutes
+//     reads about one page. The mark moves only when a pass completed: a
+//     pass stopped by the rate floor, a rate limit or its time budget
+//     leaves it, and the next pass reads the same entries again (attempt
+//     counts keep that from asking twice too often).
+//   - Reading newest first, the first entry of a GUID is its latest
+//     delivery: when that one succeeded (a redelivery has the same GUID,
+//     Redelivery true), the GUID is done; when it failed (status_code not
+//     2xx, or status not "OK"), the GUID is a candidate. Candidates are
+//     redelivered oldest first, the order GitHub first sent them, so a
+//     job's `queued` goes before its `completed`.
+//   - Attempts are counted per GUID (redeliver#<guid>, TTL past GitHub's 3
+//     days) with a conditional write BEFORE the redelivery is asked: a
+//     crash between the two costs an attempt, never an unbounded loop. A
+//     GUID that spent MaxAttempts (default 3) is left, logged, counted.
+//   - No check that the job is already recorded: the log entry carries no
+//     job id, and learning it costs GET /app/hook/deliveries/{id} per
+//     candidate (one App call, plus a table read) to save one App call (the
+//     redelivery). Instead a redelivery of a job already recorded reaches
+//     the webhook, whose conditional put answers 200 "duplicate" and sends
+//     nothing (DESIGN.md: one message per job): the cost is one webhook
+//     invocation and one refused conditional write per such GUID, at most
+//     MaxAttempts, and only for deliveries that failed in the first place.
+//   - Rate-aware: the App's JWT has its own budget. Every answer's
+//     X-RateLimit-* (read by a ratelimit.Transport in front of the App
+//     client, handed here through Config.Rate) is checked before the next
+//     call: below MinRemaining the pass stops. A rate limit (403 with
+//     remaining 0, 429, secondary limit) stops the pass too; any other
+//     failure of one redelivery is logged and the pass goes on.
+package redeliver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/ghclaim/ghclaim/shared/failure"
+	"github.com/ghclaim/ghclaim/shared/ghapp"
+	"github.com/ghclaim/ghclaim/shared/job"
+	"github.com/ghclaim/ghclaim/shared/ratelimit"
+)
+
+// Defaults of Config.
+const (
+	DefaultWindow       = 3 * time.Hour
+	DefaultMaxAttempts  = 3
+	DefaultMinRemaining = 50
+	DefaultBudget       = 40 * time.Second
+	// MaxWindow is GitHub's retention of the delivery log.
+	MaxWindow = 72 * time.Hour
+	// EventWorkflowJob is the only event redelivered.
+	EventWorkflowJob = "workflow_job"
+)
+
+// GitHub is the App-level part of the GitHub client; *ghapp.Client
+// implements it.
+type GitHub interface {
+	ListHookDeliveries(ctx context.Context, cursor string, perPage int) (ghapp.DeliveryPage, error)
+	RedeliverHookDelivery(ctx context.Context, deliveryID int64) error
+}
+
+var _ GitHub = (*ghapp.Client)(nil)
+
+// Store is the redeliverer's bookkeeping; shared/store implements it over
+// DynamoDB, infra/mem in memory.
+type Store interface {
+	// LoadMark returns the mark of the last completed pass, or an error
+	// wrapping job.ErrNotFound when no pass has completed.
+	LoadMark(ctx context.Context) (job.DeliveryMark, error)
+	// SaveMark stores m unless the stored mark is newer (higher ID): that
+	// refusal is not an error.
+	SaveMark(ctx context.Context, m job.DeliveryMark, now time.Time) error
+	// CountRedelivery adds one to guid's attempt count and returns the new
+	// count, or an error wrapping job.ErrAttemptsSpent (nothing changed)
+	// when the count is already max.
+	CountRedelivery(ctx context.Context, guid string, max int, now time.Time) (int, error)
+}
+
+// Metrics counts outcomes (CloudWatch EMF); *obs.Metrics implements it.
+type Metrics interface {
+	Add(name string, v float64)
+	Flush()
+}
+
+// Config is what New needs. GitHub and Store are required.
+type Config struct {
+	GitHub GitHub
+	Store  Store
+	// Rate returns the App budget's latest reading (ok false: none yet).
+	Rate func() (ratelimit.Reading, bool)
+	// Window: deliveries older than this are never asked (≤ MaxWindow).
+	Window time.Duration
+	// MaxAttempts bounds the redeliveries asked per GUID.
+	MaxAttempts int
+	// MinRemaining: the pass stops when the App budget falls below it.
+	MinRemaining int
+	// Budget bounds one pass, so it ends well inside the invocation.
+	Budget time.Duration
+	// PerPage is the page size asked (default and cap: 100).
+	PerPage int
+	Now     func() time.Time
+	Log     *slog.Logger
+	Metrics Metrics
+}
+
+// Redeliverer runs passes. It is safe for sequential use by one invocation
+// at a time (Lambda's model).
+type Redeliverer struct{ c Config }
+
+// New validates cfg and fills its defaults.
+func New(cfg Config) (*Redeliverer, error) {
+	switch {
+	case cfg.GitHub == nil || cfg.Store == nil:
+		return nil, errors.New("redeliver: GitHub and Store are required")
+	case cfg.Window > MaxWindow:
+		return nil, fmt.Errorf("redeliver: window %s is longer than GitHub's %s retention", cfg.Window, MaxWindow)
+	case cfg.Window < 0 || cfg.MaxAttempts < 0 || cfg.MinRemaining < 0:
+		return nil, errors.New("redeliver: window, max attempts and min remaining must not be negative")
+	}
+	if cfg.Window == 0 {
+		cfg.Window = DefaultWindow
+	}
+	if cfg.MaxAttempts == 0 {
+		cfg.MaxAttempts = DefaultMaxAttempts
+	}
+	if cfg.MinRemaining == 0 {
+		cfg.MinRemaining = DefaultMinRemaining
+	}
+	if cfg.Budget <= 0 {
+		cfg.Budget = DefaultBudget
+	}
+	if cfg.PerPage <= 0 || cfg.PerPage > ghapp.MaxDeliveriesPage {
+		cfg.PerPage = ghapp.MaxDeliveriesPage
+	}
+	if cfg.Rate == nil {
+		cfg.Rate = func() (ratelimit.Reading, bool) { return ratelimit.Reading{}, false }
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = nopMetrics{}
+	}
+	return &Redeliverer{c: cfg}, nil
+}
+
+type nopMetrics struct{}
+
+func (nopMetrics) Add(string, float64) {}
+func (nopMetrics) Flush()              {}
+
+// Why a pass stopped before it was done.
+const (
+	StopRateFloor = "rate_floor" // the App budget fell below MinRemaining
+	StopRateLimit = "rate_limit" // GitHub refused with a rate limit
+	StopBudget    = "budget"     // the pass ran out of time
+)
+
+// Report is what one pass did.
+type Report struct {
+	Pages int
+	// Read counts log entries read (new since the mark, inside the window).
+	Read int
+	// Failed counts GUIDs of workflow_job whose latest delivery failed.
+	Failed int
+	// Redelivered counts redeliveries GitHub accepted.
+	Redelivered int
+	// Spent counts failed GUIDs left because they had MaxAttempts already.
+	Spent int
+	// Errors counts redeliveries refused for another reason than a rate limit.
+	Errors int
+	// Stopped is why the pass stopped early ("" when it completed).
+	Stopped string
+	// Mark is the mark the pass saved (zero when it saved none).
+	Mark job.DeliveryMark
+}
+
+// Handle is the Lambda handler for the EventBridge schedule. It returns an
+// error only when the pass could not run (the log or the table could not
+// be read): a pass that stopped early is normal.
+func (r *Redeliverer) Handle(ctx context.Context, _ events.CloudWatchEvent) error {
+	_, err := r.Run(ctx)
+	return err
+}
+
+// Run performs one pass (see the package doc).
+func (r *Redeliverer) Run(ctx context.Context) (Report, error) {
+	now := r.c.Now() // read once: window, budget and the table's TTLs share it
+	stop := now.Add(r.c.Budget)
+	if dl, ok := ctx.Deadline(); ok {
+		if left := time.Until(dl) - 5*time.Second; now.Add(left).Before(stop) {
+			stop = now.Add(left)
+		}
+	}
+	var rep Report
+	defer func() { r.record(rep) }()
+
+	mark, err := r.c.Store.LoadMark(ctx)
+	if err != nil && !errors.Is(err, job.ErrNotFound) {
+		return rep, fmt.Errorf("redeliver: load mark: %w", err)
+	}
+	oldest := now.Add(-r.c.Window)
+	candidates, newest, err := r.read(ctx, &rep, mark, oldest, stop)
+	if err != nil {
+		return rep, err
+	}
+	// Oldest first: the order GitHub first sent them.
+	slices.Reverse(candidates)
+	for _, d := range candidates {
+		if rep.Stopped != "" {
+			break
+		}
+		if why := r.shouldStop(stop); why != "" {
+			rep.Stopped = why
+			break
+		}
+		r.redeliver(ctx, &rep, d, now)
+	}
+	if rep.Stopped != "" || newest.ID <= mark.ID {
+		return rep, nil
+	}
+	if err := r.c.Store.SaveMark(ctx, newest, now); err != nil {
+		return rep, fmt.Errorf("redeliver: save mark: %w", err)
+	}
+	rep.Mark = newest
+	return rep, nil
+}
+
+// read pages through the log from the newest entry down to the mark or the
+// window's edge, and returns the failed workflow_job GUIDs' latest
+// deliveries, newest first, and the newest entry read.
+func (r *Redeliverer) read(ctx context.Context, rep *Report, mark job.DeliveryMark, oldest, stop time.Time) ([]ghapp.HookDelivery, job.DeliveryMark, error) {
+	var (
+		out    []ghapp.HookDelivery
+		newest = mark
+		seen   = map[string]bool{}
+		cursor string
+	)
+	for {
+		if why := r.shouldStop(stop); why != "" {
+			rep.Stopped = why
+			return out, newest, nil
+		}
+		page, err := r.c.GitHub.ListHookDeliveries(ctx, cursor, r.c.PerPage)
+		if err != nil {
+			if isRateLimit(err) {
+				rep.Stopped = StopRateLimit
+				r.c.Log.Warn("redeliver: delivery log rate limited", "class", failure.RateLimit.String(), "error", err.Error())
+				return out, newest, nil
+			}
+			return nil, newest, fmt.Errorf("redeliver: read delivery log: %w", err)
+		}
+		rep.Pages++
+		for _, d := range page.Deliveries {
+			if d.ID <= mark.ID || d.DeliveredAt.Before(oldest) {
+				return out, newest, nil // read before, or past the window: so is everything after
+			}
+			rep.Read++
+			if d.ID > newest.ID {
+				newest = job.DeliveryMark{ID: d.ID, DeliveredAt: d.DeliveredAt}
+			}
+			if seen[d.GUID] {
+				continue // an older delivery of a GUID already decided
+			}
+			seen[d.GUID] = true
+			if d.Event == EventWorkflowJob && !d.OK() {
+				out = append(out, d)
+				rep.Failed++
+			}
+		}
+		if page.Next == "" || len(page.Deliveries) == 0 {
+			return out, newest, nil
+		}
+		cursor = page.Next
+	}
+}
+
+// redeliver counts an attempt for d's GUID, then asks GitHub.
+func (r *Redeliverer) redeliver(ctx context.Context, rep *Report, d ghapp.HookDelivery, now time.Time) {
+	log := r.c.Log.With("delivery_id", d.GUID, "log_id", d.ID, "event", d.Event, "action", d.Action,
+		"status_code", d.StatusCode, "delivered_at", d.DeliveredAt)
+	n, err := r.c.Store.CountRedelivery(ctx, d.GUID, r.c.MaxAttempts, now)
+	if errors.Is(err, job.ErrAttemptsSpent) {
+		rep.Spent++
+		log.Warn("redeliver: attempts spent, delivery left", "max_attempts", r.c.MaxAttempts)
+		return
+	}
+	if err != nil {
+		rep.Errors++
+		log.Error("redeliver: count attempt", "error", err.Error())
+		return
+	}
+	log = log.With("attempt", n)
+	if err := r.c.GitHub.RedeliverHookDelivery(ctx, d.ID); err != nil {
+		f := failure.Classify(err)
+		if f.Class == failure.RateLimit {
+			rep.Stopped = StopRateLimit
+		} else {
+			rep.Errors++
+		}
+		log.Warn("redeliver: redelivery refused", "class", f.Class.String(), "error", err.Error())
+		return
+	}
+	rep.Redelivered++
+	log.Info("redeliver: redelivery asked")
+}
+
+// shouldStop says why the pass must not make another call ("" when it may).
+func (r *Redeliverer) shouldStop(stop time.Time) string {
+	if !r.c.Now().Before(stop) {
+		return StopBudget
+	}
+	if rd, ok := r.c.Rate(); ok && rd.Remaining < r.c.MinRemaining && rd.ResetAt.After(r.c.Now()) {
+		return StopRateFloor
+	}
+	return ""
+}
+
+func isRateLimit(err error) bool { return failure.Classify(err).Class == failure.RateLimit }
+
+func (r *Redeliverer) record(rep Report) {
+	r.c.Metrics.Add("DeliveriesRead", float64(rep.Read))
+	r.c.Metrics.Add("DeliveriesFailed", float64(rep.Failed))
+	r.c.Metrics.Add("Redelivered", float64(rep.Redelivered))
+	r.c.Metrics.Add("RedeliveryAttemptsSpent", float64(rep.Spent))
+	r.c.Metrics.Add("RedeliveryErrors", float64(rep.Errors))
+	if rep.Stopped != "" {
+		r.c.Metrics.Add("RedeliveryPassStopped", 1)
+	}
+	r.c.Metrics.Flush()
+	r.c.Log.Info("redeliver: pass", "pages", rep.Pages, "read", rep.Read, "failed", rep.Failed,
+		"redelivered", rep.Redelivered, "spent", rep.Spent, "errors", rep.Errors, "stopped", rep.Stopped, "mark", rep.Mark.ID)
+}
+
+// AppBudget holds the App budget's latest reading: a ratelimit.Observer for
+// the ratelimit.Transport in front of the App client, read through
+// Config.Rate (AppBudget.Reading). The App is one budget, read by one pass
+// at a time, so the last answer wins (readings taken in the same
+// millisecond included, which ratelimit.Tracker would keep the first of).
+type AppBudget struct {
+	mu sync.Mutex
+	r  ratelimit.Reading
+}
+
+var _ ratelimit.Observer = (*AppBudget)(nil)
+
+// Observe keeps r.
+func (b *AppBudget) Observe(_ int64, r ratelimit.Reading) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.r = r
+}
+
+// Reading returns the latest reading (ok false: none yet).
+func (b *AppBudget) Reading() (ratelimit.Reading, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.r, b.r.Known()
+}

@@ -1,0 +1,308 @@
+package redeliver_test
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ghclaim/ghclaim/infra/contract"
+	"github.com/ghclaim/ghclaim/infra/ghfake"
+	"github.com/ghclaim/ghclaim/infra/mem"
+	"github.com/ghclaim/ghclaim/shared/ghapp"
+	"github.com/ghclaim/ghclaim/shared/job"
+	"github.com/ghclaim/ghclaim/shared/ratelimit"
+	"github.com/ghclaim/ghclaim/shared/redeliver"
+)
+
+var _ redeliver.Store = (*mem.Store)(nil)
+
+const appID = 1234
+
+var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+// TestNoAWSServiceDependency: the flow speaks its ports in domain types.
+func TestNoAWSServiceDependency(t *testing.T) {
+	t.Parallel()
+	contract.DepsFree(t, "github.com/ghclaim/ghclaim/shared/redeliver")
+}
+
+var (
+	keyOnce sync.Once
+	rsaKey  *rsa.PrivateKey
+)
+
+func appKey(t *testing.T) *rsa.PrivateKey {
+	keyOnce.Do(func() {
+		k, err := rsa.GenerateKey(rand.Reader, 2048)
+		if err != nil {
+			panic(err)
+		}
+		rsaKey = k
+	})
+	return rsaKey
+}
+
+// clock is a settable injected clock.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+type fixture struct {
+	fake  *ghfake.Server
+	store *mem.Store
+	clock *clock
+	gh    *ghapp.Client
+	cfg   redeliver.Config
+}
+
+// setup serves ghfake over HTTP and builds the App client on it (JWT, a
+// rate-reading transport), a memory store and the injected clock.
+func setup(t *testing.T, opts ...ghfake.Option) *fixture {
+	t.Helper()
+	k := appKey(t)
+	c := &clock{t: t0}
+	fake := ghfake.New(append([]ghfake.Option{ghfake.WithAppID(appID), ghfake.WithPublicKey(&k.PublicKey), ghfake.WithClock(c.now)}, opts...)...)
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	budget := &redeliver.AppBudget{}
+	pemKey := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(k)})
+	gh, err := ghapp.New(ghapp.Config{AppID: appID, PrivateKey: pemKey, BaseURL: srv.URL, Now: c.now,
+		WrapApp: func(base http.RoundTripper) http.RoundTripper {
+			return ratelimit.NewTransport(base, 0, budget, c.now)
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := mem.NewStore(job.Timing{})
+	return &fixture{fake: fake, store: st, clock: c, gh: gh, cfg: redeliver.Config{
+		GitHub: gh, Store: st, Rate: budget.Reading, Now: c.now,
+	}}
+}
+
+func (f *fixture) run(t *testing.T) redeliver.Report {
+	t.Helper()
+	r, err := redeliver.New(f.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := r.Run(context.Background())
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	return rep
+}
+
+// record logs a delivery of guid answered code, age old.
+func (f *fixture) record(guid, event string, code int, age time.Duration) ghfake.HookDelivery {
+	return f.fake.RecordDelivery(ghfake.HookDelivery{GUID: guid, Event: event, Action: "queued", StatusCode: code,
+		DeliveredAt: f.clock.now().Add(-age), Body: []byte(`{"action":"queued"}`)})
+}
+
+// answer makes the webhook target answer code.
+func answer(code int) ghfake.Target {
+	return func(context.Context, http.Header, []byte) (int, []byte, error) { return code, nil, nil }
+}
+
+func TestPagingStopsAtTheMark(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.cfg.PerPage = 100
+	var failed []string
+	for i := range 250 {
+		guid := fmt.Sprintf("g-%03d", i)
+		switch {
+		case i%10 == 3:
+			f.record(guid, "workflow_job", 503, time.Duration(250-i)*time.Second)
+			failed = append(failed, guid)
+		case i%10 == 7:
+			f.record(guid, "ping", 500, time.Duration(250-i)*time.Second) // not a workflow_job: left
+		default:
+			f.record(guid, "workflow_job", 200, time.Duration(250-i)*time.Second)
+		}
+	}
+	f.fake.SetWebhook(answer(200), "s")
+	rep := f.run(t)
+	if rep.Pages != 3 || rep.Read != 250 || rep.Failed != len(failed) || rep.Redelivered != len(failed) || rep.Stopped != "" {
+		t.Fatalf("first pass = %+v, want 3 pages, 250 read, %d failed and redelivered", rep, len(failed))
+	}
+	for _, g := range failed {
+		if n := f.fake.Redeliveries(g); n != 1 {
+			t.Errorf("redeliveries of %s = %d, want 1", g, n)
+		}
+	}
+	if rep.Mark.ID != 250 {
+		t.Errorf("mark = %d, want the newest entry read, 250", rep.Mark.ID)
+	}
+
+	// The next pass reads only what is newer than the mark: the 25
+	// redeliveries (all OK now) and 5 new deliveries, one failed.
+	f.clock.add(5 * time.Minute)
+	for i := range 5 {
+		code := 200
+		if i == 2 {
+			code = 502
+		}
+		f.record(fmt.Sprintf("new-%d", i), "workflow_job", code, 0)
+	}
+	rep = f.run(t)
+	if rep.Pages != 1 || rep.Read != len(failed)+5 || rep.Redelivered != 1 {
+		t.Fatalf("second pass = %+v, want 1 page, %d read, 1 redelivered", rep, len(failed)+5)
+	}
+	if n := f.fake.Redeliveries("new-2"); n != 1 {
+		t.Errorf("redeliveries of new-2 = %d, want 1", n)
+	}
+	for _, g := range failed {
+		if n := f.fake.Redeliveries(g); n != 1 {
+			t.Errorf("after the second pass, redeliveries of %s = %d, want still 1", g, n)
+		}
+	}
+}
+
+func TestWindowEdge(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		retention time.Duration // ghfake's; GitHub prunes lazily
+		window    time.Duration
+		age       time.Duration
+		want      int
+	}{
+		{name: "3 days old is asked", retention: 96 * time.Hour, window: 72 * time.Hour, age: 72 * time.Hour, want: 1},
+		{name: "3 days and 1 s old is not asked, even while GitHub still lists it", retention: 96 * time.Hour, window: 72 * time.Hour, age: 72*time.Hour + time.Second, want: 0},
+		{name: "GitHub no longer lists it after 3 days", retention: ghfake.DefaultRetention, window: 72 * time.Hour, age: 72*time.Hour + time.Second, want: 0},
+		{name: "default window: 3 h", retention: 96 * time.Hour, age: 3*time.Hour + time.Second, want: 0},
+		{name: "default window: inside 3 h", retention: 96 * time.Hour, age: 3*time.Hour - time.Second, want: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := setup(t, ghfake.WithRetention(tt.retention))
+			f.cfg.Window = tt.window
+			f.record("old", "workflow_job", 503, tt.age)
+			f.fake.SetWebhook(answer(200), "s")
+			f.run(t)
+			if n := f.fake.Redeliveries("old"); n != tt.want {
+				t.Errorf("redeliveries = %d, want %d", n, tt.want)
+			}
+		})
+	}
+}
+
+func TestKeepsFailingGetsAtMostMaxAttempts(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.cfg.MaxAttempts = 3
+	f.fake.SetWebhook(answer(503), "s")
+	f.record("sick", "workflow_job", 503, time.Minute)
+	spent := 0
+	for range 6 {
+		spent += f.run(t).Spent
+		f.clock.add(5 * time.Minute)
+	}
+	if n := f.fake.Redeliveries("sick"); n != 3 {
+		t.Errorf("redeliveries = %d, want 3 (MaxAttempts)", n)
+	}
+	// The pass that reads the third failed redelivery leaves the GUID; the
+	// mark then moves past it and no later pass reads it again.
+	if spent != 1 {
+		t.Errorf("passes that left it as spent = %d, want 1", spent)
+	}
+}
+
+func TestSucceededRedeliveryStopsFurtherAttempts(t *testing.T) {
+	t.Parallel()
+	t.Run("our redelivery succeeded", func(t *testing.T) {
+		t.Parallel()
+		f := setup(t)
+		f.record("g", "workflow_job", 503, time.Minute)
+		f.fake.SetWebhook(answer(200), "s")
+		for range 3 {
+			f.run(t)
+			f.clock.add(5 * time.Minute)
+		}
+		if n := f.fake.Redeliveries("g"); n != 1 {
+			t.Errorf("redeliveries = %d, want 1", n)
+		}
+	})
+	t.Run("someone's redelivery succeeded", func(t *testing.T) {
+		t.Parallel()
+		f := setup(t)
+		f.record("g", "workflow_job", 503, 2*time.Minute)
+		f.fake.RecordDelivery(ghfake.HookDelivery{GUID: "g", Event: "workflow_job", StatusCode: 200, Redelivery: true, DeliveredAt: t0.Add(-time.Minute)})
+		rep := f.run(t)
+		if n := f.fake.Redeliveries("g"); n != 0 || rep.Failed != 0 {
+			t.Errorf("redeliveries = %d, failed = %d, want 0, 0", n, rep.Failed)
+		}
+	})
+}
+
+func TestRateLimitStopsThePass(t *testing.T) {
+	t.Parallel()
+	t.Run("budget below the floor", func(t *testing.T) {
+		t.Parallel()
+		f := setup(t)
+		f.cfg.MinRemaining = 50
+		f.fake.SetAppRateLimit(5000, 60, t0.Add(30*time.Minute))
+		f.fake.SetWebhook(answer(200), "s")
+		for i := range 20 {
+			f.record(fmt.Sprintf("g-%02d", i), "workflow_job", 503, time.Duration(20-i)*time.Second)
+		}
+		rep := f.run(t)
+		// 60 left: the list costs 1, then 10 redeliveries bring it to 49.
+		if rep.Stopped != redeliver.StopRateFloor || rep.Redelivered != 10 || rep.Mark.ID != 0 {
+			t.Fatalf("pass = %+v, want stopped at the floor after 10 redeliveries, no mark", rep)
+		}
+		if _, err := f.store.LoadMark(context.Background()); err == nil {
+			t.Errorf("a stopped pass saved a mark")
+		}
+		// After the reset the next pass finishes, each GUID asked once.
+		f.clock.add(31 * time.Minute)
+		rep = f.run(t)
+		if rep.Stopped != "" || rep.Redelivered != 10 {
+			t.Fatalf("pass after the reset = %+v, want complete with the 10 left", rep)
+		}
+		for i := range 20 {
+			if n := f.fake.Redeliveries(fmt.Sprintf("g-%02d", i)); n != 1 {
+				t.Errorf("redeliveries of g-%02d = %d, want 1", i, n)
+			}
+		}
+	})
+	t.Run("403 on the log", func(t *testing.T) {
+		t.Parallel()
+		f := setup(t)
+		f.fake.SetAppRateLimit(5000, 0, t0.Add(30*time.Minute))
+		f.record("g", "workflow_job", 503, time.Minute)
+		rep := f.run(t)
+		if rep.Stopped != redeliver.StopRateLimit || rep.Pages != 0 {
+			t.Errorf("pass = %+v, want stopped by the rate limit before any page", rep)
+		}
+	})
+	t.Run("429 on a redelivery", func(t *testing.T) {
+		t.Parallel()
+		f := setup(t)
+		f.fake.SetWebhook(answer(200), "s")
+		f.record("a", "workflow_job", 503, 2*time.Minute)
+		f.record("b", "workflow_job", 503, time.Minute)
+		f.fake.Fail(ghfake.RouteRedeliver, 1, ghfake.TooManyRequests(time.Minute))
+		rep := f.run(t)
+		if rep.Stopped != redeliver.StopRateLimit || rep.Redelivered != 0 || f.fake.Redeliveries("b") != 0 {
+			t.Errorf("pass = %+v, b redelivered %d times; want stopped at the 429, nothing more asked", rep, f.fake.Redeliveries("b"))
+		}
+	})
+}

@@ -1,0 +1,112 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ghclaim/ghclaim/shared/job"
+)
+
+// The redeliverer's items (shared/redeliver.Store): the mark
+// (pk redeliver#cursor: mark_id, delivered_at, updated_at) and one attempt
+// count per delivery GUID (pk redeliver#<guid>: attempts, expires_at).
+
+// LoadMark returns the mark of the last completed redeliverer pass, or an
+// error wrapping job.ErrNotFound.
+func (s *Store) LoadMark(ctx context.Context) (job.DeliveryMark, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.table, Key: key(job.MarkKey), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return job.DeliveryMark{}, fmt.Errorf("get redelivery mark: %w", err)
+	}
+	if out.Item == nil {
+		return job.DeliveryMark{}, fmt.Errorf("redelivery mark: %w", job.ErrNotFound)
+	}
+	id, ok1 := num(out.Item["mark_id"])
+	at, ok2 := num(out.Item["delivered_at"])
+	if !ok1 || !ok2 {
+		return job.DeliveryMark{}, fmt.Errorf("decode redelivery mark: mark_id or delivered_at missing")
+	}
+	return job.DeliveryMark{ID: id, DeliveredAt: job.FromMillis(at)}, nil
+}
+
+// SaveMark writes m unless the stored mark is at a higher id (a pass that
+// finished later read further).
+func (s *Store) SaveMark(ctx context.Context, m job.DeliveryMark, now time.Time) error {
+	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: &s.table,
+		Item: map[string]types.AttributeValue{
+			"pk": str(job.MarkKey), "mark_id": n(m.ID), "delivered_at": n(job.Millis(m.DeliveredAt)), "updated_at": n(job.Millis(now)),
+		},
+		ConditionExpression:       aws.String("attribute_not_exists(pk) OR mark_id <= :id"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":id": n(m.ID)},
+	})
+	if isConditionFailed(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("put redelivery mark %d: %w", m.ID, err)
+	}
+	return nil
+}
+
+// CountRedelivery adds one to guid's attempt count, conditional on the
+// count being below max, and renews its TTL. A count past its expires_at
+// counts as absent (TTL deletion is lazy): it is replaced by a fresh one.
+// When the count is at max: an error wrapping job.ErrAttemptsSpent.
+func (s *Store) CountRedelivery(ctx context.Context, guid string, max int, now time.Time) (int, error) {
+	if guid == "" {
+		return 0, fmt.Errorf("count redelivery: empty guid")
+	}
+	exp := n(now.Add(job.RedeliveryTTL).Unix())
+	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:           &s.table,
+		Key:                 key(job.RedeliveryKey(guid)),
+		UpdateExpression:    aws.String("ADD attempts :one SET expires_at = :exp"),
+		ConditionExpression: aws.String("attribute_not_exists(pk) OR (attempts < :max AND expires_at >= :nows)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":one": n(1), ":exp": exp, ":max": n(int64(max)), ":nows": n(now.Unix()),
+		},
+		ReturnValues:                        types.ReturnValueUpdatedNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	var ccf *types.ConditionalCheckFailedException
+	switch {
+	case errors.As(err, &ccf):
+		if e, ok := num(ccf.Item["expires_at"]); ok && e < now.Unix() {
+			return s.restartCount(ctx, guid, exp, now)
+		}
+		got, _ := num(ccf.Item["attempts"])
+		return int(got), fmt.Errorf("count redelivery %s: %w", guid, job.ErrAttemptsSpent)
+	case err != nil:
+		return 0, fmt.Errorf("count redelivery %s: %w", guid, err)
+	}
+	got, ok := num(out.Attributes["attempts"])
+	if !ok {
+		return 0, fmt.Errorf("count redelivery %s: answer without attempts", guid)
+	}
+	return int(got), nil
+}
+
+// restartCount replaces an expired count with a count of one, conditional
+// on it being still expired (a concurrent pass may have restarted it).
+func (s *Store) restartCount(ctx context.Context, guid string, exp types.AttributeValue, now time.Time) (int, error) {
+	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:                 &s.table,
+		Item:                      map[string]types.AttributeValue{"pk": str(job.RedeliveryKey(guid)), "attempts": n(1), "expires_at": exp},
+		ConditionExpression:       aws.String("attribute_not_exists(pk) OR expires_at < :nows"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":nows": n(now.Unix())},
+	})
+	if isConditionFailed(err) {
+		return 0, fmt.Errorf("count redelivery %s: restarted concurrently: %w", guid, job.ErrAttemptsSpent)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("count redelivery %s: %w", guid, err)
+	}
+	return 1, nil
+}
