@@ -1,5 +1,6 @@
 // Package ghfake owns a stand-in for the slice of GitHub's REST API that
-// ghclaim calls: installation access tokens, just-in-time (JIT) runner
+// ghclaim calls: the App itself and its installations (the operator CLI's
+// checks), installation access tokens, just-in-time (JIT) runner
 // configuration, self-hosted runners (list by name, get, delete) and
 // workflow jobs. It is an http.Handler, served by httptest in tests and by a
 // real listener under `make run`. WorkflowJobPayload builds the webhook
@@ -205,6 +206,7 @@ type Server struct {
 	runners    map[int64]*Runner
 	runnerSeq  int64
 	jobs       map[string]storedJob // jobKey → job
+	installs   map[int64]Installation
 	faults     []*rule
 	requestSeq int
 	stats      Stats
@@ -225,6 +227,8 @@ func New(opts ...Option) *Server {
 	s.resetState()
 	s.api = http.NewServeMux()
 	s.api.HandleFunc(RouteAccessToken, s.accessToken)
+	s.api.HandleFunc(RouteApp, s.getApp)
+	s.api.HandleFunc(RouteInstallations, s.listInstallations)
 	s.api.HandleFunc(RouteRepoJIT, s.generateJIT)
 	s.api.HandleFunc(RouteOrgJIT, s.generateJIT)
 	s.api.HandleFunc(RouteRepoRunners, s.listRunners)
@@ -257,6 +261,7 @@ func (s *Server) resetState() {
 	s.runners = map[int64]*Runner{}
 	s.runnerSeq = 0
 	s.jobs = map[string]storedJob{}
+	s.installs = map[int64]Installation{}
 	s.faults = nil
 	s.requestSeq = 0
 	s.stats = Stats{
@@ -266,7 +271,7 @@ func (s *Server) resetState() {
 	}
 }
 
-// Reset forgets every token, runner, job, fault, rate budget and counter.
+// Reset forgets every token, installation, runner, job, fault, rate budget and counter.
 func (s *Server) Reset() {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -56,9 +56,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.stats.JITCalls++
 	}
 	fault := s.takeFault(route)
-	// Authenticate by installation token (every route but the token one).
+	// Authenticate by installation token (every route but the App's own).
 	inst, authed := int64(0), false
-	if route != RouteAccessToken && route != "" {
+	if !appRoute(route) && route != "" {
 		inst, authed = s.tokens[bearer(r)]
 		if authed {
 			s.stats.InstallationCalls[inst]++
@@ -91,7 +91,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "Not Found", docsREST)
 		return
 	}
-	if route != RouteAccessToken {
+	if !appRoute(route) {
 		if !authed {
 			copyHeader(w, h)
 			writeError(w, http.StatusUnauthorized, "Bad credentials", docsREST)
@@ -114,8 +114,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	rec := &recorder{header: http.Header{}, status: http.StatusOK}
 	s.api.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), ctxKey{}, inst)))
-	if route == RouteAccessToken {
-		// The token route charges the App's own budget; it tells us in
+	if appRoute(route) {
+		// The App's routes charge the App's own budget; it tells us in
 		// the header it set whether the JWT was good.
 		s.mu.Lock()
 		b := s.appBucket()

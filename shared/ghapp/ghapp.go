@@ -1,7 +1,9 @@
 // Package ghapp owns ghclaim's GitHub App client: App authentication
 // (App JWT → installation token, cached) and the four REST operations the
 // claimer needs — generate a JIT runner configuration, find a runner by
-// name, delete a runner, read a job's status — each exactly one GitHub call.
+// name, delete a runner, read a job's status — each exactly one GitHub call —
+// plus, for the operator's CLI, the App's own reads (GET /app, GET
+// /app/installations), authenticated by the App JWT.
 //
 // It must never retry, sleep, classify errors or log: the claimer owns the
 // retry policy (DESIGN.md), and a retry hidden here would spend rate budget
