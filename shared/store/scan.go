@@ -52,6 +52,9 @@ type JobFilter struct {
 	States        []job.State
 	Pool          string
 	CreatedBefore time.Time
+	// PageSize caps the items read per page (Scan's Limit); 0 is
+	// DynamoDB's 1 MB page.
+	PageSize int32
 }
 
 // JobPage is one page of a job listing.
@@ -91,6 +94,9 @@ func (v *Inventory) Jobs(ctx context.Context, f JobFilter, cursor string) (JobPa
 		FilterExpression:          aws.String(strings.Join(conds, " AND ")),
 		ExpressionAttributeNames:  names,
 		ExpressionAttributeValues: vals,
+	}
+	if f.PageSize > 0 {
+		in.Limit = aws.Int32(f.PageSize)
 	}
 	if cursor != "" {
 		b, err := base64.RawURLEncoding.DecodeString(cursor)
