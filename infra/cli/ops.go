@@ -67,7 +67,10 @@ func (c *CLI) redrive(ctx context.Context, o *opts, _ []string) error {
 		fresh := 0
 		for _, m := range out.Messages {
 			if seen[aws.ToString(m.MessageId)] {
-				continue // came back within this run: counted already
+				// Left in the DLQ by this run and received again: counted
+				// already; visible again for the next run.
+				c.release(ctx, o.dep.DLQURL, m.ReceiptHandle)
+				continue
 			}
 			seen[aws.ToString(m.MessageId)] = true
 			fresh++
@@ -75,11 +78,13 @@ func (c *CLI) redrive(ctx context.Context, o *opts, _ []string) error {
 			if err != nil {
 				rep.Undecodable++
 				c.progress("message %s is not a claim message (%v): left in the DLQ", aws.ToString(m.MessageId), err)
+				c.release(ctx, o.dep.DLQURL, m.ReceiptHandle)
 				continue
 			}
 			if err := claims.Send(ctx, msg, 0); err != nil {
 				rep.SendFailed++
 				c.progress("job %d: send to the claims queue failed (%v): left in the DLQ", msg.JobID, err)
+				c.release(ctx, o.dep.DLQURL, m.ReceiptHandle)
 				continue
 			}
 			if _, err := c.cfg.SQS.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(o.dep.DLQURL), ReceiptHandle: m.ReceiptHandle}); err != nil {
@@ -105,6 +110,13 @@ func (c *CLI) redrive(ctx context.Context, o *opts, _ []string) error {
 		return failf("redrive left %d message(s) in the DLQ", rep.SendFailed+rep.Undecodable)
 	}
 	return nil
+}
+
+// release makes a DLQ message that stays there visible again at once, for
+// the next redrive (this one remembers it and does not take it twice).
+// When that fails it reappears after --visibility anyway.
+func (c *CLI) release(ctx context.Context, url string, handle *string) {
+	_, _ = c.cfg.SQS.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(url), ReceiptHandle: handle, VisibilityTimeout: 0})
 }
 
 // rateView is one installation's reading as printed.
