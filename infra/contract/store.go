@@ -43,6 +43,7 @@ type Core interface {
 	TakeBack(ctx context.Context, read job.Record, to job.State, due time.Time, reason string, now time.Time) (job.Record, error)
 	LoadRate(ctx context.Context, installationID int64) (ratelimit.Reading, error)
 	SaveRate(ctx context.Context, installationID int64, r ratelimit.Reading) error
+	Requeue(ctx context.Context, q job.Requeue, now time.Time) (job.Record, error)
 }
 
 // T0 is the suite's "now".
@@ -346,6 +347,75 @@ func TestStoreCore(t *testing.T, base int64, open func(t *testing.T) Core, pendi
 		}
 		if _, err := s.TakeBack(ctx, read, job.Done, time.Time{}, "", later); err == nil || errors.Is(err, job.ErrConflict) {
 			t.Fatalf("take back to done: got %v, want a refusal that is no conflict", err)
+		}
+	})
+
+	run("operator requeue", func(t *testing.T) {
+		j := id(13)
+		_, err := s.CreateJob(ctx, Rec(j), T0)
+		must(t, err)
+		l, _, err := s.Acquire(ctx, j, 1, "a", T0.Add(time.Minute), T0)
+		must(t, err)
+		ff := T0.Add(time.Second)
+		must(t, s.Release(ctx, l, job.Retry{Version: 3, Attempt: 2, FirstFailureAt: ff, Due: T0, ErrorClass: "server_side", Error: "502"}, T0))
+		l, _, err = s.Acquire(ctx, j, 3, "b", T0.Add(2*time.Minute), T0.Add(time.Minute))
+		must(t, err)
+		must(t, s.Finish(ctx, l, job.Outcome{State: job.Failed, Attempt: 3, ErrorClass: "non_retryable", Error: "404"}, T0.Add(time.Minute)))
+		failed := get(t, j)
+
+		now, due := T0.Add(time.Hour), T0.Add(time.Hour+time.Second)
+		stale := failed
+		stale.Version--
+		_, err = s.Requeue(ctx, job.Requeue{Read: stale, By: "alice", Due: due}, now)
+		conflict(t, "requeue of a stale read", err, job.Failed, failed.Version)
+
+		got, err := s.Requeue(ctx, job.Requeue{Read: failed, By: "alice", Due: due}, now)
+		must(t, err)
+		want := job.Transition{At: now.UnixMilli(), From: job.Failed, To: job.Queued, Attempt: 0, Error: "retried by operator alice", Actor: job.ActorOperator}
+		if got.State != job.Queued || got.Version != failed.Version+1 || got.Attempt != 0 || got.FirstFailureAt != 0 ||
+			got.LastError != "retried by operator alice" || got.LastErrorClass != "" || got.DueAt != due.UnixMilli() {
+			t.Fatalf("after requeue: %+v, want queued v%d, attempt 0, no first failure, the operator's note", got, failed.Version+1)
+		}
+		if got.SweepShard != job.Shard(j, tm.Shards) || got.SweepAt != due.Add(tm.QueuedGrace).UnixMilli() || got.ExpiresAt != now.Add(tm.RecordTTL).Unix() {
+			t.Errorf("a requeued record is back in the sweep index with a renewed TTL: %+v", got)
+		}
+		if len(got.History) != 1 || got.History[0] != want {
+			t.Errorf("history %+v, want [%+v]", got.History, want)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(get(t, j)) {
+			t.Errorf("requeue returned %+v, want the record as written %+v", got, get(t, j))
+		}
+		_, err = s.Requeue(ctx, job.Requeue{Read: failed, By: "bob", Due: due}, now)
+		conflict(t, "a second requeue of the same read", err, job.Queued, failed.Version+1)
+		if _, _, err := s.Acquire(ctx, j, failed.Version+1, "c", now.Add(time.Minute), now); err != nil {
+			t.Fatalf("a claimer takes the requeued job at its new version: %v", err)
+		}
+
+		if _, err := s.Requeue(ctx, job.Requeue{Read: get(t, j), By: "alice", Due: due}, now); err == nil || errors.Is(err, job.ErrConflict) {
+			t.Fatalf("requeue of a claiming job: got %v, want a refusal that is no conflict", err)
+		}
+		missing := Rec(id(14))
+		missing.State, missing.Version = job.Abandoned, 2
+		_, err = s.Requeue(ctx, job.Requeue{Read: missing, By: "alice", Due: due}, now)
+		if _, found := job.CurrentOf(err); !errors.Is(err, job.ErrConflict) || found {
+			t.Fatalf("requeue of no record: got %v (found %v), want a conflict carrying none", err, found)
+		}
+	})
+
+	run("operator requeue keeps the newest history", func(t *testing.T) {
+		j := id(15)
+		_, err := s.CreateJob(ctx, Rec(j), T0)
+		must(t, err)
+		_, err = s.TakeBack(ctx, get(t, j), job.Abandoned, time.Time{}, "max age", T0)
+		must(t, err)
+		read := get(t, j)
+		for i := range job.MaxHistory {
+			read.History = append(read.History, job.Transition{At: int64(i), From: job.Queued, To: job.Claiming, Actor: job.ActorClaimer})
+		}
+		got, err := s.Requeue(ctx, job.Requeue{Read: read, By: "alice", Due: T0}, T0)
+		must(t, err)
+		if len(got.History) != job.MaxHistory || got.History[0].At != 1 || got.History[job.MaxHistory-1].Actor != job.ActorOperator {
+			t.Fatalf("history of %d entries, first at %d; want the newest %d, the operator's last", len(got.History), got.History[0].At, job.MaxHistory)
 		}
 	})
 

@@ -77,6 +77,15 @@ func TestAnswersMatchGitHubDescription(t *testing.T) {
 		{name: "token", route: ghfake.RouteAccessToken, path: "/app/installations/77/access_tokens", jwt: goodJWT, status: 201},
 		{name: "token bad JWT", route: ghfake.RouteAccessToken, path: "/app/installations/77/access_tokens",
 			jwt: func(*testing.T) string { return "not.a.jwt" }, status: 401},
+		{name: "app", route: ghfake.RouteApp, path: "/app", jwt: goodJWT, status: 200},
+		{name: "app bad JWT", route: ghfake.RouteApp, path: "/app", jwt: func(*testing.T) string { return "not.a.jwt" }, status: 401},
+		{name: "installations", route: ghfake.RouteInstallations, path: "/app/installations", jwt: goodJWT, status: 200,
+			prep: func(t *testing.T, f fixture) {
+				f.fake.AddInstallation(ghfake.Installation{ID: 77, Account: "octo", Org: true})
+				f.fake.AddInstallation(ghfake.Installation{ID: 78, Account: "mona"})
+			}},
+		{name: "installations bad JWT", route: ghfake.RouteInstallations, path: "/app/installations",
+			jwt: func(*testing.T) string { return "not.a.jwt" }, status: 401},
 		{name: "token unknown installation", route: ghfake.RouteAccessToken, path: "/app/installations/0/access_tokens", jwt: goodJWT, status: 404},
 
 		{name: "repo jit", route: ghfake.RouteRepoJIT, path: "/repos/octo/hello/actions/runners/generate-jitconfig", body: jit, status: 201},
@@ -190,7 +199,7 @@ func TestAnswersMatchGitHubDescription(t *testing.T) {
 		})
 	}
 	for _, r := range []string{
-		ghfake.RouteAccessToken, ghfake.RouteRepoJIT, ghfake.RouteOrgJIT, ghfake.RouteRepoRunners, ghfake.RouteOrgRunners,
+		ghfake.RouteAccessToken, ghfake.RouteApp, ghfake.RouteInstallations, ghfake.RouteRepoJIT, ghfake.RouteOrgJIT, ghfake.RouteRepoRunners, ghfake.RouteOrgRunners,
 		ghfake.RouteRepoRunner, ghfake.RouteOrgRunner, ghfake.RouteRepoDeleteRunner, ghfake.RouteOrgDeleteRunner, ghfake.RouteJob,
 		ghfake.RouteManifestConversion,
 		ghfake.RouteDeliveries, ghfake.RouteDelivery, ghfake.RouteRedeliver,

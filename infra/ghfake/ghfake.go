@@ -1,5 +1,5 @@
 // Package ghfake owns a stand-in for the slice of GitHub's REST API that
-// ghclaim calls: installation access tokens, just-in-time (JIT) runner
+// ghclaim calls: the App itself (GET /app, for the operator CLI), installation access tokens, just-in-time (JIT) runner
 // configuration, self-hosted runners (list by name, get, delete),
 // workflow jobs, the App's webhook delivery log with redelivery, whose
 // deliveries reach a webhook Target (deliveries.go), the App's installations
@@ -244,6 +244,7 @@ func New(opts ...Option) *Server {
 	s.resetState()
 	s.api = http.NewServeMux()
 	s.api.HandleFunc(RouteAccessToken, s.accessToken)
+	s.api.HandleFunc(RouteApp, s.getApp)
 	s.api.HandleFunc(RouteRepoJIT, s.generateJIT)
 	s.api.HandleFunc(RouteOrgJIT, s.generateJIT)
 	s.api.HandleFunc(RouteRepoRunners, s.listRunners)
@@ -298,7 +299,7 @@ func (s *Server) resetState() {
 	}
 }
 
-// Reset forgets every token, runner, job, fault, rate budget and counter.
+// Reset forgets every token, installation, runner, job, fault, rate budget and counter.
 func (s *Server) Reset() {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -65,12 +65,17 @@ func (s *Server) listInstallations(w http.ResponseWriter, r *http.Request) {
 		if in.org {
 			typ = "Organization"
 		}
+		// GitHub's full shape (checked against its description): the
+		// account is described as both a user and an enterprise.
 		all = append(all, map[string]any{
-			"id":                   in.id,
-			"account":              map[string]any{"login": in.owner, "id": in.id, "type": typ},
-			"target_type":          typ,
-			"repository_selection": "selected",
-			"app_id":               s.appID,
+			"id": in.id, "app_id": s.appID, "app_slug": "ghclaim-fake", "target_id": in.id + 1000, "target_type": typ,
+			"single_file_name": nil, "repository_selection": "selected",
+			"access_tokens_url": fmt.Sprintf("https://api.github.com/app/installations/%d/access_tokens", in.id),
+			"html_url":          fmt.Sprintf("https://github.com/settings/installations/%d", in.id),
+			"repositories_url":  "https://api.github.com/installation/repositories",
+			"events":            []string{"workflow_job"}, "account": account(in.id+1000, in.owner, in.org, true),
+			"permissions": map[string]string{"administration": "write", "actions": "read", "metadata": "read"},
+			"created_at":  fakeEpoch, "updated_at": fakeEpoch, "suspended_by": nil, "suspended_at": nil,
 		})
 	}
 	s.mu.Unlock()

@@ -173,7 +173,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // charged to the App's budget.
 func appRoute(route string) bool {
 	switch route {
-	case RouteAccessToken, RouteInstallations, RouteDeliveries, RouteDelivery, RouteRedeliver:
+	case RouteAccessToken, RouteApp, RouteInstallations, RouteDeliveries, RouteDelivery, RouteRedeliver:
 		return true
 	}
 	return false

@@ -353,6 +353,9 @@ func clone(r job.Record) job.Record {
 	if r.Labels != nil {
 		r.Labels = append([]string(nil), r.Labels...)
 	}
+	if r.History != nil {
+		r.History = append([]job.Transition(nil), r.History...)
+	}
 	return r
 }
 
@@ -361,4 +364,29 @@ func truncate(s string) string {
 		return s[:maxError]
 	}
 	return s
+}
+
+// Requeue is an operator's retry of a failed or abandoned record read at
+// q.Read's state and version (as shared/store.Requeue): queued at
+// version+1, ladder reset, the operator's entry appended to the history.
+func (s *Store) Requeue(_ context.Context, q job.Requeue, now time.Time) (job.Record, error) {
+	defer s.enter("Requeue")()
+	read := q.Read
+	if !read.State.Retryable() {
+		return job.Record{}, fmt.Errorf("requeue job %d: a %s job is not retried (only failed or abandoned ones)", read.JobID, read.State)
+	}
+	cur, ok := s.recs[read.JobID]
+	if !ok || cur.State != read.State || cur.Version != read.Version {
+		return job.Record{}, &job.ConflictError{Op: "requeue", JobID: read.JobID, Current: clone(cur), Found: ok}
+	}
+	nowMs, due := job.Millis(now), job.Millis(q.Due)
+	note := job.RequeueNote(q.By)
+	cur.History = job.AppendHistory(read.History, job.Transition{At: nowMs, From: read.State, To: job.Queued, Error: note, Actor: job.ActorOperator})
+	cur.State, cur.Version, cur.Attempt, cur.FirstFailureAt = job.Queued, read.Version+1, 0, 0
+	cur.DueAt, cur.SweepShard, cur.SweepAt = due, job.Shard(read.JobID, s.t.Shards), due+s.t.QueuedGrace.Milliseconds()
+	cur.UpdatedAt, cur.ExpiresAt = nowMs, now.Add(s.t.RecordTTL).Unix()
+	cur.LastErrorClass, cur.LastError = "", truncate(note)
+	cur.LeaseOwner, cur.LeaseExpiresAt = "", 0
+	s.recs[read.JobID] = cur
+	return clone(cur), nil
 }

@@ -121,3 +121,21 @@ func (t jwtTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	out.Header.Set("Authorization", "Bearer "+jwt)
 	return t.next.RoundTrip(out)
 }
+
+// App is the GitHub App as GET /app describes it.
+type App struct {
+	ID   int64
+	Slug string
+	Name string
+}
+
+// App returns the App the key authenticates (GET /app): the operator's
+// check that the App id and private key belong together and GitHub is
+// reachable.
+func (c *Client) App(ctx context.Context) (App, error) {
+	a, _, err := c.app().Apps.Get(ctx, "")
+	if err != nil {
+		return App{}, fmt.Errorf("get app %d: %w", c.appID, err)
+	}
+	return App{ID: a.GetID(), Slug: a.GetSlug(), Name: a.GetName()}, nil
+}

@@ -4,7 +4,7 @@
 // name, delete a runner, read a job's status — each exactly one GitHub call;
 // and, authenticated as the App itself (JWT, never an installation token),
 // the two the redeliverer needs: read the App's webhook delivery log and
-// ask for a redelivery (app.go).
+// ask for a redelivery (app.go); and, for the operator CLI, GET /app.
 //
 // It must never retry, sleep, classify errors or log: the claimer owns the
 // retry policy (DESIGN.md), and a retry hidden here would spend rate budget

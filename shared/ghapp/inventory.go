@@ -3,7 +3,6 @@ package ghapp
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"strings"
 
 	"github.com/google/go-github/v62/github"
@@ -27,8 +26,7 @@ type Installation struct {
 // paged by 100), authenticated by an App JWT: it spends the App's own
 // budget, not an installation's.
 func (c *Client) Installations(ctx context.Context) ([]Installation, error) {
-	gh := github.NewClient(&http.Client{Transport: appTransport{c: c, next: c.tr}, Timeout: c.timeout})
-	gh.BaseURL = c.baseURL
+	gh := c.app()
 	var out []Installation
 	opts := &github.ListOptions{PerPage: 100}
 	for {
@@ -105,24 +103,4 @@ func (c *Client) ListRunners(ctx context.Context, installationID int64, scope, o
 		}
 		opts.Page = resp.NextPage
 	}
-}
-
-// appTransport authenticates each request with a fresh App JWT, for the
-// /app routes that an installation token cannot call.
-type appTransport struct {
-	c    *Client
-	next http.RoundTripper
-}
-
-func (t appTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	jwt, err := appJWT(t.c.key, t.c.appID, t.c.now())
-	if err != nil {
-		if req.Body != nil {
-			_ = req.Body.Close()
-		}
-		return nil, err
-	}
-	out := req.Clone(req.Context())
-	out.Header.Set("Authorization", "Bearer "+jwt)
-	return t.next.RoundTrip(out)
 }

@@ -83,6 +83,9 @@ type Record struct {
 	ExpiresAt      int64 // s; TTL, set at creation (the record is the dedup key) and renewed when it ends
 	SweepShard     string
 	SweepAt        int64 // ms; only on non-terminal records
+	// History is the record's transitions, oldest first, at most
+	// MaxHistory. Only an operator's retry appends to it so far.
+	History []Transition
 }
 
 // Owner is the repository owner (organisation or user) of the record's repo.

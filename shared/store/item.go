@@ -13,27 +13,61 @@ import (
 
 // recordItem is the DynamoDB shape of a job record (DESIGN.md, data model).
 type recordItem struct {
-	PK             string   `dynamodbav:"pk"`
-	State          string   `dynamodbav:"state"`
-	Version        int64    `dynamodbav:"version"`
-	Attempt        int      `dynamodbav:"attempt"`
-	FirstFailureAt int64    `dynamodbav:"first_failure_at,omitempty"`
-	DueAt          int64    `dynamodbav:"due_at,omitempty"`
-	LeaseOwner     string   `dynamodbav:"lease_owner,omitempty"`
-	LeaseExpiresAt int64    `dynamodbav:"lease_expires_at,omitempty"`
-	LastErrorClass string   `dynamodbav:"last_error_class,omitempty"`
-	LastError      string   `dynamodbav:"last_error,omitempty"`
-	Repo           string   `dynamodbav:"repo,omitempty"`
-	InstallationID int64    `dynamodbav:"installation_id,omitempty"`
-	Labels         []string `dynamodbav:"labels,omitempty"`
-	Pool           string   `dynamodbav:"pool,omitempty"`
-	RunnerName     string   `dynamodbav:"runner_name,omitempty"`
-	RunID          int64    `dynamodbav:"run_id,omitempty"`
-	CreatedAt      int64    `dynamodbav:"created_at,omitempty"`
-	UpdatedAt      int64    `dynamodbav:"updated_at,omitempty"`
-	ExpiresAt      int64    `dynamodbav:"expires_at,omitempty"`
-	SweepShard     string   `dynamodbav:"sweep_shard,omitempty"`
-	SweepAt        int64    `dynamodbav:"sweep_at,omitempty"`
+	PK             string           `dynamodbav:"pk"`
+	State          string           `dynamodbav:"state"`
+	Version        int64            `dynamodbav:"version"`
+	Attempt        int              `dynamodbav:"attempt"`
+	FirstFailureAt int64            `dynamodbav:"first_failure_at,omitempty"`
+	DueAt          int64            `dynamodbav:"due_at,omitempty"`
+	LeaseOwner     string           `dynamodbav:"lease_owner,omitempty"`
+	LeaseExpiresAt int64            `dynamodbav:"lease_expires_at,omitempty"`
+	LastErrorClass string           `dynamodbav:"last_error_class,omitempty"`
+	LastError      string           `dynamodbav:"last_error,omitempty"`
+	Repo           string           `dynamodbav:"repo,omitempty"`
+	InstallationID int64            `dynamodbav:"installation_id,omitempty"`
+	Labels         []string         `dynamodbav:"labels,omitempty"`
+	Pool           string           `dynamodbav:"pool,omitempty"`
+	RunnerName     string           `dynamodbav:"runner_name,omitempty"`
+	RunID          int64            `dynamodbav:"run_id,omitempty"`
+	CreatedAt      int64            `dynamodbav:"created_at,omitempty"`
+	UpdatedAt      int64            `dynamodbav:"updated_at,omitempty"`
+	ExpiresAt      int64            `dynamodbav:"expires_at,omitempty"`
+	SweepShard     string           `dynamodbav:"sweep_shard,omitempty"`
+	SweepAt        int64            `dynamodbav:"sweep_at,omitempty"`
+	History        []transitionItem `dynamodbav:"history,omitempty"`
+}
+
+// transitionItem is one entry of a record's history list (L of M).
+type transitionItem struct {
+	At      int64  `dynamodbav:"at"`
+	From    string `dynamodbav:"from"`
+	To      string `dynamodbav:"to"`
+	Attempt int    `dynamodbav:"attempt"`
+	Class   string `dynamodbav:"class,omitempty"`
+	Error   string `dynamodbav:"error,omitempty"`
+	Actor   string `dynamodbav:"actor"`
+}
+
+func historyItems(h []job.Transition) []transitionItem {
+	if len(h) == 0 {
+		return nil
+	}
+	out := make([]transitionItem, len(h))
+	for i, t := range h {
+		out[i] = transitionItem{At: t.At, From: string(t.From), To: string(t.To), Attempt: t.Attempt, Class: t.Class, Error: t.Error, Actor: t.Actor}
+	}
+	return out
+}
+
+func historyOf(items []transitionItem) []job.Transition {
+	if len(items) == 0 {
+		return nil
+	}
+	out := make([]job.Transition, len(items))
+	for i, t := range items {
+		out[i] = job.Transition{At: t.At, From: job.State(t.From), To: job.State(t.To), Attempt: t.Attempt, Class: t.Class, Error: t.Error, Actor: t.Actor}
+	}
+	return out
 }
 
 func marshal(r job.Record) (map[string]types.AttributeValue, error) {
@@ -44,6 +78,7 @@ func marshal(r job.Record) (map[string]types.AttributeValue, error) {
 		Repo: r.Repo, InstallationID: r.InstallationID, Labels: r.Labels, Pool: r.Pool,
 		RunnerName: r.RunnerName, RunID: r.RunID, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 		ExpiresAt: r.ExpiresAt, SweepShard: r.SweepShard, SweepAt: r.SweepAt,
+		History: historyItems(r.History),
 	}
 	m, err := attributevalue.MarshalMap(it)
 	if err != nil {
@@ -68,6 +103,7 @@ func unmarshal(m map[string]types.AttributeValue) (job.Record, error) {
 		Repo: it.Repo, InstallationID: it.InstallationID, Labels: it.Labels, Pool: it.Pool,
 		RunnerName: it.RunnerName, RunID: it.RunID, CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt,
 		ExpiresAt: it.ExpiresAt, SweepShard: it.SweepShard, SweepAt: it.SweepAt,
+		History: historyOf(it.History),
 	}, nil
 }
 

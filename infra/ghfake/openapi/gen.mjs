@@ -25,6 +25,8 @@ const WEBHOOKS_PKG = "@octokit/openapi-webhooks@12.1.0";
 // The REST operations ghclaim calls, as ghfake's Route* patterns.
 const OPERATIONS = [
   "POST /app/installations/{installation_id}/access_tokens",
+  "GET /app",
+  "GET /app/installations",
   "POST /repos/{owner}/{repo}/actions/runners/generate-jitconfig",
   "POST /orgs/{org}/actions/runners/generate-jitconfig",
   "GET /repos/{owner}/{repo}/actions/runners",
@@ -38,8 +40,6 @@ const OPERATIONS = [
   "GET /app/hook/deliveries",
   "GET /app/hook/deliveries/{delivery_id}",
   "POST /app/hook/deliveries/{delivery_id}/attempts",
-  "GET /app",
-  "GET /app/installations",
   "GET /installation/repositories",
 ];
 

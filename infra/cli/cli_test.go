@@ -1,0 +1,508 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/ghclaim/ghclaim/infra/cli"
+	"github.com/ghclaim/ghclaim/infra/emulator"
+	"github.com/ghclaim/ghclaim/infra/ghfake"
+	"github.com/ghclaim/ghclaim/shared/job"
+	"github.com/ghclaim/ghclaim/shared/ratelimit"
+	"github.com/ghclaim/ghclaim/shared/secret"
+	"github.com/ghclaim/ghclaim/shared/store"
+	"github.com/ghclaim/ghclaim/shared/webhook"
+)
+
+const appID = 4242
+
+// now is the CLI's clock in every test; records are written around it.
+var now = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+// One emulator, one stack, one GitHub stand-in for the package: each test
+// uses job ids of its own. Redrive tests use a stack of their own.
+var env struct {
+	srv     *emulator.Server
+	cfg     aws.Config
+	stack   *emulator.Stack
+	gh      *ghfake.Server
+	ghURL   string
+	hookURL string
+	hookKey string // the webhook secret, to prove it is never printed
+	pem     string
+}
+
+func TestMain(m *testing.M) {
+	os.Exit(func() int {
+		ctx := context.Background()
+		srv, err := emulator.Start(ctx)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer srv.Close()
+		env.srv = srv
+		if env.cfg, err = srv.Config(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		path, err := emulator.TemplatePath()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		if env.stack, err = emulator.Deploy(ctx, env.cfg, path, emulator.StackName("cli"), nil); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer env.stack.Delete(ctx)
+
+		key, err := rsa.GenerateKey(rand.Reader, 2048)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		env.pem = string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}))
+		sm := secretsmanager.NewFromConfig(env.cfg)
+		if _, err := sm.PutSecretValue(ctx, &secretsmanager.PutSecretValueInput{SecretId: &env.stack.GitHubAppPrivateKeyARN, SecretString: &env.pem}); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		if env.hookKey, err = secret.Resolve(ctx, sm, env.stack.WebhookSecretARN, ""); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		env.gh = ghfake.New(ghfake.WithAppID(appID), ghfake.WithPublicKey(&key.PublicKey))
+		env.gh.AddInstallation(ghfake.Installation{ID: 42, Account: "octo", Org: true})
+		gh := httptest.NewServer(env.gh)
+		defer gh.Close()
+		env.ghURL = gh.URL
+		// The webhook's signature check, as the function does it: 200 for a
+		// signed ping, 401 otherwise.
+		hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			body, _ := io.ReadAll(r.Body)
+			if webhook.Verify(body, r.Header.Get("X-Hub-Signature-256"), [][]byte{[]byte(env.hookKey)}) != nil || r.Header.Get("X-GitHub-Event") != "ping" {
+				w.WriteHeader(http.StatusUnauthorized)
+				return
+			}
+			w.WriteHeader(http.StatusOK)
+		}))
+		defer hook.Close()
+		env.hookURL = hook.URL
+		return m.Run()
+	}())
+}
+
+// result is one run of the CLI.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// run runs ghclaim with args against the package's stack (through
+// --stack) and GitHub stand-in.
+func run(t *testing.T, sqsAPI cli.SQS, args ...string) result {
+	t.Helper()
+	var out, errb bytes.Buffer
+	if sqsAPI == nil {
+		sqsAPI = sqs.NewFromConfig(env.cfg)
+	}
+	c := cli.New(cli.Config{
+		DynamoDB:       dynamodb.NewFromConfig(env.cfg),
+		SQS:            sqsAPI,
+		SecretsManager: secretsmanager.NewFromConfig(env.cfg),
+		CloudFormation: cloudformation.NewFromConfig(env.cfg),
+		EC2:            ec2.NewFromConfig(env.cfg),
+		Now:            func() time.Time { return now },
+		User:           "alice",
+		Stdout:         &out,
+		Stderr:         &errb,
+	})
+	r := result{code: c.Run(context.Background(), args), stdout: out.String(), stderr: errb.String()}
+	for _, s := range []string{env.hookKey, env.pem, "BEGIN RSA PRIVATE KEY"} {
+		if strings.Contains(r.stdout+r.stderr, s) {
+			t.Fatalf("ghclaim %v printed a secret", args)
+		}
+	}
+	t.Logf("$ ghclaim %s\n%s%s(exit %d)", strings.Join(args, " "), r.stdout, r.stderr, r.code)
+	return r
+}
+
+func gh(args ...string) []string {
+	return append(args, "--stack", env.stack.Name, "--app-id", strconv.Itoa(appID), "--github-api-url", env.ghURL)
+}
+
+func newStore() *store.Store {
+	return store.New(dynamodb.NewFromConfig(env.cfg), env.stack.TableName, store.Options{})
+}
+
+func rec(id int64, pool string) job.Record {
+	return job.Record{JobID: id, Repo: "octo/app", InstallationID: 42, Labels: []string{"self-hosted", "linux"}, Pool: pool, RunID: 9}
+}
+
+// seedFailed writes job id through the store as the claimer would leave a
+// job that failed for good at attempt 3.
+func seedFailed(t *testing.T, id int64, pool string, created time.Time) job.Record {
+	t.Helper()
+	ctx := context.Background()
+	s := newStore()
+	if _, err := s.CreateJob(ctx, rec(id, pool), created); err != nil {
+		t.Fatal(err)
+	}
+	l, _, err := s.Acquire(ctx, id, 1, "claimer-1", created.Add(time.Minute), created)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Release(ctx, l, job.Retry{Version: 3, Attempt: 2, FirstFailureAt: created, Due: created, ErrorClass: "server_side", Error: "502 Bad Gateway"}, created); err != nil {
+		t.Fatal(err)
+	}
+	l, _, err = s.Acquire(ctx, id, 3, "claimer-2", created.Add(2*time.Minute), created.Add(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Finish(ctx, l, job.Outcome{State: job.Failed, Attempt: 3, ErrorClass: "non_retryable", Error: "422 Validation Failed: runner group 7 not found"}, created.Add(2*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Get(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func decode[T any](t *testing.T, s string) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal([]byte(s), &v); err != nil {
+		t.Fatalf("--json output is not JSON: %v\n%s", err, s)
+	}
+	return v
+}
+
+func TestJobs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStore()
+	seedFailed(t, 7001, "jobs-x64", now.Add(-2*time.Hour))
+	if _, err := s.CreateJob(ctx, rec(7002, "jobs-x64"), now.Add(-10*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateJob(ctx, rec(7003, "jobs-arm64"), now.Add(-3*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+
+	r := run(t, nil, "jobs", "--stack", env.stack.Name, "--pool", "jobs-x64")
+	if r.code != 0 || !strings.Contains(r.stdout, "7001") || !strings.Contains(r.stdout, "7002") || strings.Contains(r.stdout, "7003") {
+		t.Fatalf("jobs --pool jobs-x64: exit %d, got\n%s\nwant 7001 and 7002, not 7003", r.code, r.stdout)
+	}
+
+	r = run(t, nil, "jobs", "--stack", env.stack.Name, "--pool", "jobs-x64", "--older-than", "1h", "--json")
+	got := decode[[]map[string]any](t, r.stdout)
+	if r.code != 0 || len(got) != 1 || got[0]["job_id"] != float64(7001) || got[0]["state"] != "failed" || got[0]["last_error_class"] != "non_retryable" {
+		t.Fatalf("jobs --older-than 1h --json: exit %d, got %v; want job 7001, failed", r.code, got)
+	}
+
+	r = run(t, nil, "jobs", "--stack", env.stack.Name, "--state", "pending", "--pool", "jobs-arm64", "--page-size", "1", "--json")
+	got = decode[[]map[string]any](t, r.stdout)
+	if r.code != 0 || len(got) != 1 || got[0]["job_id"] != float64(7003) {
+		t.Fatalf("jobs --state pending --pool jobs-arm64: got %v", got)
+	}
+	if !strings.Contains(r.stderr, "items read") {
+		t.Errorf("a listing of many pages shows no progress on stderr: %q", r.stderr)
+	}
+}
+
+func TestBadArguments(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown flag", []string{"jobs", "--bogus"}, "-bogus"},
+		{"bad state", []string{"jobs", "--stack", "x", "--state", "running"}, "--state"},
+		{"bad duration", []string{"jobs", "--older-than", "soon"}, "-older-than"},
+		{"job id not a number", []string{"job", "seven"}, `"seven"`},
+		{"job without id", []string{"job"}, "want 1 argument"},
+		{"retry with two ids", []string{"retry", "1", "2"}, "want 1 argument"},
+		{"no table", []string{"rate"}, "--table"},
+		{"unknown command", []string{"jbos"}, `"jbos"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := run(t, nil, tt.args...)
+			if r.code != cli.ExitUsage || !strings.Contains(r.stderr, tt.want) || !strings.Contains(r.stderr, "usage: ghclaim") {
+				t.Fatalf("exit %d, stderr %q; want exit 2 and a usage naming %s", r.code, r.stderr, tt.want)
+			}
+		})
+	}
+}
+
+func TestJob(t *testing.T) {
+	t.Parallel()
+	seedFailed(t, 7101, "job-x64", now.Add(-time.Hour))
+	env.gh.SetJob("octo", "app", ghfake.Job{ID: 7101, RunID: 9, Status: "queued", Labels: []string{"self-hosted", "linux"}})
+
+	r := run(t, nil, gh("job", "7101")...)
+	if r.code != 0 || !strings.Contains(r.stdout, "failed (version 4, attempt 3)") || !strings.Contains(r.stdout, "github") || !strings.Contains(r.stdout, "queued") {
+		t.Fatalf("job 7101: exit %d\n%s", r.code, r.stdout)
+	}
+	r = run(t, nil, gh("job", "7101", "--json")...)
+	got := decode[map[string]any](t, r.stdout)
+	if g, _ := got["github"].(map[string]any); r.code != 0 || got["state"] != "failed" || g["status"] != "queued" {
+		t.Fatalf("job --json: exit %d, got %v", r.code, got)
+	}
+
+	// GitHub out of reach: the record is still shown, the reason said.
+	r = run(t, nil, "job", "7101", "--stack", env.stack.Name, "--app-id", strconv.Itoa(appID), "--github-api-url", "http://127.0.0.1:1", "--json")
+	got = decode[map[string]any](t, r.stdout)
+	if g, _ := got["github"].(map[string]any); r.code != 0 || got["state"] != "failed" || g["status"] != nil || !strings.Contains(fmt.Sprint(g["error"]), "127.0.0.1:1") {
+		t.Fatalf("job with GitHub unreachable: exit %d, got %v; want the record and the reason", r.code, got)
+	}
+
+	r = run(t, nil, gh("job", "7199")...)
+	if r.code != cli.ExitFail || strings.TrimSpace(r.stderr) != "job 7199 not found" {
+		t.Fatalf("unknown job: exit %d, stderr %q; want exit 1, job 7199 not found", r.code, r.stderr)
+	}
+}
+
+func TestRetry(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	stack := env.stack
+	failed := seedFailed(t, 7201, "retry-x64", now.Add(-time.Hour))
+
+	r := run(t, nil, "retry", "7201", "--stack", stack.Name, "--json")
+	got := decode[map[string]any](t, r.stdout)
+	if r.code != 0 || got["state"] != "queued" || got["version"] != float64(failed.Version+1) || got["message_sent"] != true {
+		t.Fatalf("retry: exit %d, got %v", r.code, got)
+	}
+	rec, err := newStore().Get(ctx, 7201)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.State != job.Queued || rec.Attempt != 0 || rec.FirstFailureAt != 0 || rec.LastError != "retried by operator alice" {
+		t.Fatalf("record after retry: %+v", rec)
+	}
+	if n := len(rec.History); n != 1 || rec.History[0].Actor != job.ActorOperator || rec.History[0].From != job.Failed {
+		t.Fatalf("history after retry: %+v", rec.History)
+	}
+	// The claim message for the new version is on the claims queue.
+	if !drainFor(t, stack.QueueURL, job.Message{JobID: 7201, Version: failed.Version + 1}) {
+		t.Fatalf("no claim message for job 7201 v%d on the claims queue", failed.Version+1)
+	}
+
+	r = run(t, nil, "retry", "7201", "--stack", stack.Name)
+	if r.code != cli.ExitFail || !strings.Contains(r.stderr, "job 7201 is queued: only failed or abandoned jobs are retried") {
+		t.Fatalf("retry of a queued job: exit %d, stderr %q", r.code, r.stderr)
+	}
+	r = run(t, nil, "retry", "7299", "--stack", stack.Name)
+	if r.code != cli.ExitFail || strings.TrimSpace(r.stderr) != "job 7299 not found" {
+		t.Fatalf("retry of an unknown job: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// drainFor receives from url until it finds want (job and version).
+func drainFor(t *testing.T, url string, want job.Message) bool {
+	t.Helper()
+	api := sqs.NewFromConfig(env.cfg)
+	for range 5 {
+		out, err := api.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: &url, MaxNumberOfMessages: 10, WaitTimeSeconds: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range out.Messages {
+			got, err := job.DecodeMessage(aws.ToString(m.Body))
+			if err == nil && got.JobID == want.JobID && got.Version == want.Version {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func TestRate(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStore()
+	// 5001: exhausted a minute ago; 5002: at 0 but read an hour ago (stale).
+	must(t, s.SaveRate(ctx, 5001, ratelimit.Reading{Limit: 5000, Remaining: 0, ResetAt: now.Add(20 * time.Minute), ObservedAt: now.Add(-time.Minute)}))
+	must(t, s.SaveRate(ctx, 5002, ratelimit.Reading{Limit: 5000, Remaining: 0, ResetAt: now.Add(-30 * time.Minute), ObservedAt: now.Add(-time.Hour)}))
+	must(t, s.SaveRate(ctx, 5003, ratelimit.Reading{Limit: 15000, Remaining: 14000, ResetAt: now.Add(40 * time.Minute), ObservedAt: now.Add(-10 * time.Second)}))
+
+	r := run(t, nil, "rate", "--stack", env.stack.Name, "--json")
+	got := map[float64]map[string]any{}
+	for _, v := range decode[[]map[string]any](t, r.stdout) {
+		got[v["installation_id"].(float64)] = v
+	}
+	want := map[float64][2]any{5001: {"exhausted", float64(60)}, 5002: {"stale", float64(3600)}, 5003: {"ok", float64(10)}}
+	for id, w := range want {
+		if g := got[id]; g == nil || g["status"] != w[0] || g["age_seconds"] != w[1] {
+			t.Errorf("installation %v: got %v, want status %v, age %v s", id, g, w[0], w[1])
+		}
+	}
+	r = run(t, nil, "rate", "--stack", env.stack.Name)
+	if r.code != 0 || !strings.Contains(r.stdout, "READING AGE") || !strings.Contains(r.stdout, "1h0m0s") {
+		t.Fatalf("rate: exit %d\n%s", r.code, r.stdout)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// createLaunchTemplate makes a launch template on the emulator and returns its id.
+func createLaunchTemplate(t *testing.T, name string) string {
+	t.Helper()
+	out, err := ec2.NewFromConfig(env.cfg).CreateLaunchTemplate(context.Background(), &ec2.CreateLaunchTemplateInput{
+		LaunchTemplateName: aws.String(name),
+		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{InstanceType: ec2types.InstanceTypeM5Large},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return aws.ToString(out.LaunchTemplate.LaunchTemplateId)
+}
+
+var ltOnce sync.Once
+var ltID string
+
+func TestDoctor(t *testing.T) {
+	t.Parallel()
+	ltOnce.Do(func() { ltID = createLaunchTemplate(t, "ghclaim-doctor") })
+	pools := func(lts ...string) string {
+		var ps []string
+		for i, lt := range lts {
+			ps = append(ps, fmt.Sprintf(`{"name":"p%d","labels":["self-hosted"],"provisioner":{"type":"ec2","launch_template":%q}}`, i, lt))
+		}
+		return "[" + strings.Join(ps, ",") + "]"
+	}
+	type doc struct {
+		OK     bool `json:"ok"`
+		Checks []struct{ Name, Status, Detail string }
+	}
+	status := func(d doc) map[string]string {
+		m := map[string]string{}
+		for _, c := range d.Checks {
+			m[c.Name] = c.Status
+		}
+		return m
+	}
+
+	t.Run("healthy", func(t *testing.T) {
+		r := run(t, nil, gh("doctor", "--pools", pools(ltID), "--webhook-url", env.hookURL, "--json")...)
+		d := decode[doc](t, r.stdout)
+		if r.code != 0 || !d.OK {
+			t.Fatalf("doctor: exit %d, %+v", r.code, d)
+		}
+		want := map[string]string{"webhook secret": "ok", "app private key": "ok", "github app": "ok", "app installations": "ok", "launch template of pool p0": "ok", "webhook ping": "ok"}
+		if got := status(d); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("checks %v, want %v", got, want)
+		}
+		run(t, nil, gh("doctor", "--pools", pools(ltID), "--webhook-url", env.hookURL)...)
+	})
+
+	t.Run("a missing secret and a missing launch template", func(t *testing.T) {
+		missing := "arn:aws:secretsmanager:" + emulator.Region + ":123456789012:secret:ghclaim-nope-AbCdEf"
+		r := run(t, nil, gh("doctor", "--pools", pools(ltID, "lt-0123456789abcdef0"), "--webhook-url", env.hookURL,
+			"--webhook-secret-arn", missing, "--json")...)
+		d := decode[doc](t, r.stdout)
+		got := status(d)
+		if r.code != cli.ExitFail || d.OK || got["webhook secret"] != "fail" || got["launch template of pool p1"] != "fail" ||
+			got["launch template of pool p0"] != "ok" || got["webhook ping"] != "skip" {
+			t.Fatalf("doctor: exit %d, checks %v", r.code, got)
+		}
+		run(t, nil, gh("doctor", "--pools", pools(ltID, "lt-0123456789abcdef0"), "--webhook-url", env.hookURL, "--webhook-secret-arn", missing)...)
+	})
+
+	t.Run("the key is still the template's placeholder", func(t *testing.T) {
+		sm := secretsmanager.NewFromConfig(env.cfg)
+		out, err := sm.CreateSecret(context.Background(), &secretsmanager.CreateSecretInput{Name: aws.String("ghclaim-doctor-placeholder"), SecretString: aws.String("REPLACE-WITH-THE-GITHUB-APP-PRIVATE-KEY-PEM")})
+		must(t, err)
+		r := run(t, nil, gh("doctor", "--app-key-arn", aws.ToString(out.ARN), "--webhook-url", env.hookURL, "--json")...)
+		got := status(decode[doc](t, r.stdout))
+		if r.code != cli.ExitFail || got["app private key"] != "fail" || got["github app"] != "skip" || got["webhook ping"] != "ok" {
+			t.Fatalf("doctor: exit %d, checks %v", r.code, got)
+		}
+	})
+}
+
+// failingSend is the real SQS client whose SendMessage to the claims queue
+// fails, as a throttled or unreachable queue would.
+type failingSend struct {
+	*sqs.Client
+	sends int
+}
+
+func (f *failingSend) SendMessage(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
+	f.sends++
+	return nil, fmt.Errorf("send refused by the test")
+}
+
+func TestRedrive(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	api := sqs.NewFromConfig(env.cfg)
+	dlq := env.stack.DLQURL
+	for _, body := range []string{`{"job_id":7301,"version":3,"attempt":2}`, `{"job_id":7302,"version":1}`, `not a claim message`} {
+		_, err := api.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &dlq, MessageBody: aws.String(body)})
+		must(t, err)
+	}
+	inDLQ := func() int {
+		out, err := api.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: &dlq, AttributeNames: []sqstypes.QueueAttributeName{"ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"}})
+		must(t, err)
+		a, _ := strconv.Atoi(out.Attributes["ApproximateNumberOfMessages"])
+		b, _ := strconv.Atoi(out.Attributes["ApproximateNumberOfMessagesNotVisible"])
+		return a + b
+	}
+
+	// The claims queue refuses: nothing leaves the DLQ.
+	fail := &failingSend{Client: api}
+	r := run(t, fail, "redrive", "--stack", env.stack.Name, "--json")
+	rep := decode[map[string]float64](t, r.stdout)
+	if r.code != cli.ExitFail || rep["moved"] != 0 || rep["send_failed"] != 2 || rep["undecodable"] != 1 || fail.sends != 2 {
+		t.Fatalf("redrive with failing sends: exit %d, %v (%d sends)", r.code, rep, fail.sends)
+	}
+	if n := inDLQ(); n != 3 {
+		t.Fatalf("%d messages in the DLQ after failed sends, want all 3 still there", n)
+	}
+
+	r = run(t, nil, "redrive", "--stack", env.stack.Name)
+	if r.code != cli.ExitFail || !strings.Contains(r.stdout, "moved 2 message(s)") || !strings.Contains(r.stderr, "not a claim message") {
+		t.Fatalf("redrive: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if n := inDLQ(); n != 1 {
+		t.Fatalf("%d messages in the DLQ after the redrive, want only the undecodable one", n)
+	}
+	if !drainFor(t, env.stack.QueueURL, job.Message{JobID: 7301, Version: 3}) {
+		t.Fatal("job 7301 v3 is not on the claims queue after the redrive")
+	}
+}

@@ -1,0 +1,329 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/ghclaim/ghclaim/shared/ghapp"
+	"github.com/ghclaim/ghclaim/shared/job"
+	"github.com/ghclaim/ghclaim/shared/queue"
+	"github.com/ghclaim/ghclaim/shared/secret"
+	"github.com/ghclaim/ghclaim/shared/store"
+)
+
+func jobsFlags(fs *flag.FlagSet, o *opts) {
+	fs.StringVar(&o.states, "state", "", "only these states, comma-separated (pending, queued, claiming, claimed, failed, abandoned, done)")
+	fs.StringVar(&o.pool, "pool", "", "only this pool")
+	fs.DurationVar(&o.olderThan, "older-than", 0, "only jobs created longer ago than this (e.g. 30m, 2h)")
+	fs.IntVar(&o.pageSize, "page-size", 0, "items read per Scan page (0: DynamoDB's 1 MB pages)")
+}
+
+func retryFlags(fs *flag.FlagSet, o *opts) {
+	fs.StringVar(&o.by, "by", "", "operator name recorded with the retry (default $USER)")
+}
+
+// transitionView is a history entry as printed.
+type transitionView struct {
+	At      string `json:"at"`
+	From    string `json:"from"`
+	To      string `json:"to"`
+	Attempt int    `json:"attempt"`
+	Class   string `json:"class,omitempty"`
+	Error   string `json:"error,omitempty"`
+	Actor   string `json:"actor"`
+}
+
+// jobView is a job record as printed (--json).
+type jobView struct {
+	JobID          int64            `json:"job_id"`
+	State          string           `json:"state"`
+	Version        int64            `json:"version"`
+	Attempt        int              `json:"attempt"`
+	Pool           string           `json:"pool,omitempty"`
+	Repo           string           `json:"repo,omitempty"`
+	InstallationID int64            `json:"installation_id,omitempty"`
+	RunID          int64            `json:"run_id,omitempty"`
+	Labels         []string         `json:"labels,omitempty"`
+	RunnerName     string           `json:"runner_name,omitempty"`
+	CreatedAt      string           `json:"created_at,omitempty"`
+	UpdatedAt      string           `json:"updated_at,omitempty"`
+	DueAt          string           `json:"due_at,omitempty"`
+	FirstFailureAt string           `json:"first_failure_at,omitempty"`
+	LeaseExpiresAt string           `json:"lease_expires_at,omitempty"`
+	LastErrorClass string           `json:"last_error_class,omitempty"`
+	LastError      string           `json:"last_error,omitempty"`
+	History        []transitionView `json:"history,omitempty"`
+}
+
+func view(r job.Record) jobView {
+	v := jobView{
+		JobID: r.JobID, State: string(r.State), Version: r.Version, Attempt: r.Attempt, Pool: r.Pool, Repo: r.Repo,
+		InstallationID: r.InstallationID, RunID: r.RunID, Labels: r.Labels, RunnerName: r.RunnerName,
+		CreatedAt: stamp(r.CreatedAt), UpdatedAt: stamp(r.UpdatedAt), DueAt: stamp(r.DueAt),
+		FirstFailureAt: stamp(r.FirstFailureAt), LeaseExpiresAt: stamp(r.LeaseExpiresAt),
+		LastErrorClass: r.LastErrorClass, LastError: r.LastError,
+	}
+	for _, t := range r.History {
+		v.History = append(v.History, transitionView{At: stamp(t.At), From: string(t.From), To: string(t.To),
+			Attempt: t.Attempt, Class: t.Class, Error: t.Error, Actor: t.Actor})
+	}
+	return v
+}
+
+func (c *CLI) jobs(ctx context.Context, o *opts, _ []string) error {
+	f := store.JobFilter{Pool: o.pool, PageSize: int32(o.pageSize)}
+	if o.states != "" {
+		for _, s := range strings.Split(o.states, ",") {
+			st := job.State(strings.TrimSpace(s))
+			if !st.Valid() {
+				return usagef("invalid value %q for flag --state: not a state", s)
+			}
+			f.States = append(f.States, st)
+		}
+	}
+	if o.olderThan < 0 || o.pageSize < 0 {
+		return usagef("flags --older-than and --page-size must not be negative")
+	}
+	if err := c.resolve(ctx, o); err != nil {
+		return err
+	}
+	if err := need("table", o.dep.Table); err != nil {
+		return err
+	}
+	now := c.cfg.Now()
+	if o.olderThan > 0 {
+		f.CreatedBefore = now.Add(-o.olderThan)
+	}
+	inv := store.NewInventory(store.InventoryConfig{DB: c.cfg.DynamoDB, Table: o.dep.Table})
+	var recs []job.Record
+	var undecodable []string
+	scanned, pages, cursor := 0, 0, ""
+	for {
+		p, err := inv.Jobs(ctx, f, cursor)
+		if err != nil {
+			return err
+		}
+		pages++
+		scanned += p.Scanned
+		recs = append(recs, p.Records...)
+		undecodable = append(undecodable, p.Undecodable...)
+		if p.Next == "" {
+			break
+		}
+		c.progress("page %d: %d items read, %d jobs match so far…", pages, scanned, len(recs))
+		cursor = p.Next
+	}
+	sort.Slice(recs, func(i, j int) bool {
+		if recs[i].CreatedAt != recs[j].CreatedAt {
+			return recs[i].CreatedAt < recs[j].CreatedAt
+		}
+		return recs[i].JobID < recs[j].JobID
+	})
+	for _, k := range undecodable {
+		c.progress("item %s is not a job record this version can read; skipped", k)
+	}
+	if o.json {
+		out := make([]jobView, 0, len(recs))
+		for _, r := range recs {
+			out = append(out, view(r))
+		}
+		return c.printJSON(out)
+	}
+	w := tabwriter.NewWriter(c.cfg.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "JOB\tSTATE\tVERSION\tATTEMPT\tPOOL\tREPO\tAGE\tLAST ERROR")
+	for _, r := range recs {
+		fmt.Fprintf(w, "%d\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", r.JobID, r.State, r.Version, r.Attempt, r.Pool, r.Repo,
+			ago(now, r.CreatedAt), oneLine(r.LastError, 60))
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(c.cfg.Stdout, "%d jobs (%d items read)\n", len(recs), scanned)
+	return nil
+}
+
+// get reads a job, turning "not found" into the operator's message.
+func (c *CLI) get(ctx context.Context, d deployment, id int64) (job.Record, error) {
+	r, err := c.store(d).Get(ctx, id)
+	if errors.Is(err, job.ErrNotFound) {
+		return job.Record{}, failf("job %d not found", id)
+	}
+	return r, err
+}
+
+// githubView is what GitHub says about a job, or why it could not be asked.
+type githubView struct {
+	Status string `json:"status,omitempty"`
+	Error  string `json:"error,omitempty"`
+}
+
+func (c *CLI) job(ctx context.Context, o *opts, args []string) error {
+	id, err := parseID(args[0])
+	if err != nil {
+		return err
+	}
+	if err := c.resolve(ctx, o); err != nil {
+		return err
+	}
+	if err := need("table", o.dep.Table); err != nil {
+		return err
+	}
+	r, err := c.get(ctx, o.dep, id)
+	if err != nil {
+		return err
+	}
+	gh := c.githubStatus(ctx, o.dep, r)
+	if o.json {
+		return c.printJSON(struct {
+			jobView
+			GitHub githubView `json:"github"`
+		}{view(r), gh})
+	}
+	now := c.cfg.Now()
+	w := tabwriter.NewWriter(c.cfg.Stdout, 0, 4, 2, ' ', 0)
+	row := func(k, v string) {
+		if v != "" {
+			fmt.Fprintf(w, "%s\t%s\n", k, v)
+		}
+	}
+	row("job", fmt.Sprint(r.JobID))
+	row("state", fmt.Sprintf("%s (version %d, attempt %d)", r.State, r.Version, r.Attempt))
+	row("repo", r.Repo)
+	row("pool", r.Pool)
+	row("labels", strings.Join(r.Labels, ", "))
+	row("installation", nonzero(r.InstallationID))
+	row("runner", r.RunnerName)
+	row("created", withAge(now, r.CreatedAt))
+	row("updated", withAge(now, r.UpdatedAt))
+	row("first failure", withAge(now, r.FirstFailureAt))
+	if r.LastErrorClass != "" || r.LastError != "" {
+		row("last error", strings.TrimSpace(fmt.Sprintf("[%s] %s", r.LastErrorClass, oneLine(r.LastError, 200))))
+	}
+	if gh.Error != "" {
+		row("github", "unavailable: "+gh.Error)
+	} else {
+		row("github", gh.Status)
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if len(r.History) > 0 {
+		fmt.Fprintln(c.cfg.Stdout, "\nhistory:")
+		w = tabwriter.NewWriter(c.cfg.Stdout, 0, 4, 2, ' ', 0)
+		for _, t := range r.History {
+			fmt.Fprintf(w, "  %s\t%s → %s\tattempt %d\t%s\t%s\n", stamp(t.At), t.From, t.To, t.Attempt, t.Actor,
+				strings.TrimSpace(t.Class+" "+oneLine(t.Error, 80)))
+		}
+		return w.Flush()
+	}
+	return nil
+}
+
+func nonzero(v int64) string {
+	if v == 0 {
+		return ""
+	}
+	return fmt.Sprint(v)
+}
+
+func withAge(now time.Time, ms int64) string {
+	if ms == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s (%s ago)", stamp(ms), ago(now, ms))
+}
+
+// githubApp builds the App client from the key secret, or says why not.
+func (c *CLI) githubApp(ctx context.Context, d deployment) (*ghapp.Client, error) {
+	if d.AppID == 0 {
+		return nil, errors.New("no GitHub App id (--app-id or --stack)")
+	}
+	if d.AppKeyARN == "" {
+		return nil, errors.New("no App private key (--app-key-arn or --stack)")
+	}
+	key, err := secret.Resolve(ctx, c.cfg.SecretsManager, d.AppKeyARN, "")
+	if err != nil {
+		return nil, fmt.Errorf("App private key: %w", err)
+	}
+	return ghapp.New(ghapp.Config{AppID: d.AppID, PrivateKey: []byte(key), BaseURL: d.GitHubAPI, Transport: c.cfg.HTTP, Now: c.cfg.Now})
+}
+
+// githubStatus asks GitHub for the job's status through the App; a GitHub
+// that cannot be asked is reported, not fatal: the record is still shown.
+func (c *CLI) githubStatus(ctx context.Context, d deployment, r job.Record) githubView {
+	if r.InstallationID == 0 || r.RepoName() == "" {
+		return githubView{Error: "the record names no installation or repository"}
+	}
+	app, err := c.githubApp(ctx, d)
+	if err != nil {
+		return githubView{Error: err.Error()}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	st, err := app.JobStatus(ctx, r.InstallationID, r.Owner(), r.RepoName(), r.JobID)
+	if err != nil {
+		return githubView{Error: err.Error()}
+	}
+	return githubView{Status: st}
+}
+
+func (c *CLI) retry(ctx context.Context, o *opts, args []string) error {
+	id, err := parseID(args[0])
+	if err != nil {
+		return err
+	}
+	if err := c.resolve(ctx, o); err != nil {
+		return err
+	}
+	if err := need("table", o.dep.Table, "queue-url", o.dep.QueueURL); err != nil {
+		return err
+	}
+	by := o.by
+	if by == "" {
+		by = c.cfg.User
+	}
+	r, err := c.get(ctx, o.dep, id)
+	if err != nil {
+		return err
+	}
+	if !r.State.Retryable() {
+		return failf("job %d is %s: only failed or abandoned jobs are retried", id, r.State)
+	}
+	now := c.cfg.Now()
+	nr, err := c.store(o.dep).Requeue(ctx, job.Requeue{Read: r, By: by, Due: now}, now)
+	if errors.Is(err, job.ErrConflict) {
+		if cur, ok := job.CurrentOf(err); ok {
+			return failf("job %d changed while retrying it (now %s, version %d): nothing written; look again", id, cur.State, cur.Version)
+		}
+		return failf("job %d not found", id)
+	}
+	if err != nil {
+		return err
+	}
+	sendErr := queue.New(c.cfg.SQS, o.dep.QueueURL).Send(ctx, job.Message{JobID: id, Version: nr.Version, Attempt: 0}, 0)
+	if o.json {
+		out := struct {
+			jobView
+			From        string `json:"from"`
+			MessageSent bool   `json:"message_sent"`
+		}{view(nr), string(r.State), sendErr == nil}
+		if err := c.printJSON(out); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(c.cfg.Stdout, "job %d: %s v%d → queued v%d (attempt 0), retried by operator %s\n", id, r.State, r.Version, nr.Version, by)
+	}
+	if sendErr != nil {
+		return failf("job %d is queued at version %d but its claim message was not sent (%v): the reclaimer sends it after the queued grace", id, nr.Version, sendErr)
+	}
+	if !o.json {
+		fmt.Fprintf(c.cfg.Stdout, "claim message sent (job %d, version %d)\n", id, nr.Version)
+	}
+	return nil
+}

@@ -1,0 +1,388 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/ghclaim/ghclaim/shared/ghapp"
+	"github.com/ghclaim/ghclaim/shared/job"
+	"github.com/ghclaim/ghclaim/shared/pool"
+	"github.com/ghclaim/ghclaim/shared/queue"
+	"github.com/ghclaim/ghclaim/shared/ratelimit"
+	"github.com/ghclaim/ghclaim/shared/secret"
+	"github.com/ghclaim/ghclaim/shared/store"
+	"github.com/ghclaim/ghclaim/shared/webhook"
+)
+
+func redriveFlags(fs *flag.FlagSet, o *opts) {
+	fs.IntVar(&o.max, "max", 0, "move at most this many messages (0: until the DLQ is empty)")
+	fs.DurationVar(&o.visibility, "visibility", time.Minute, "how long a received DLQ message stays hidden; one that could not be moved reappears after it")
+}
+
+// redriveReport counts what redrive did.
+type redriveReport struct {
+	Moved       int `json:"moved"`
+	Undecodable int `json:"undecodable"`
+	SendFailed  int `json:"send_failed"`
+	// NotDeleted: sent, but the DLQ copy could not be deleted (it comes back;
+	// its second copy is a duplicate the version drops).
+	NotDeleted int `json:"not_deleted"`
+}
+
+func (c *CLI) redrive(ctx context.Context, o *opts, _ []string) error {
+	if o.max < 0 || o.visibility < time.Second {
+		return usagef("flag --max must not be negative and --visibility at least 1s")
+	}
+	if err := c.resolve(ctx, o); err != nil {
+		return err
+	}
+	if err := need("dlq-url", o.dep.DLQURL, "queue-url", o.dep.QueueURL); err != nil {
+		return err
+	}
+	claims := queue.New(c.cfg.SQS, o.dep.QueueURL)
+	var rep redriveReport
+	seen := map[string]bool{}
+	for o.max == 0 || rep.Moved+rep.SendFailed+rep.Undecodable < o.max {
+		out, err := c.cfg.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+			QueueUrl: aws.String(o.dep.DLQURL), MaxNumberOfMessages: 10, WaitTimeSeconds: 0,
+			VisibilityTimeout: int32(o.visibility / time.Second),
+		})
+		if err != nil {
+			return fmt.Errorf("receive from the DLQ: %w (moved %d so far)", err, rep.Moved)
+		}
+		fresh := 0
+		for _, m := range out.Messages {
+			if seen[aws.ToString(m.MessageId)] {
+				// Left in the DLQ by this run and received again: counted
+				// already; visible again for the next run.
+				c.release(ctx, o.dep.DLQURL, m.ReceiptHandle)
+				continue
+			}
+			seen[aws.ToString(m.MessageId)] = true
+			fresh++
+			msg, err := job.DecodeMessage(aws.ToString(m.Body))
+			if err != nil {
+				rep.Undecodable++
+				c.progress("message %s is not a claim message (%v): left in the DLQ", aws.ToString(m.MessageId), err)
+				c.release(ctx, o.dep.DLQURL, m.ReceiptHandle)
+				continue
+			}
+			if err := claims.Send(ctx, msg, 0); err != nil {
+				rep.SendFailed++
+				c.progress("job %d: send to the claims queue failed (%v): left in the DLQ", msg.JobID, err)
+				c.release(ctx, o.dep.DLQURL, m.ReceiptHandle)
+				continue
+			}
+			if _, err := c.cfg.SQS.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(o.dep.DLQURL), ReceiptHandle: m.ReceiptHandle}); err != nil {
+				rep.NotDeleted++
+				c.progress("job %d: sent, but not deleted from the DLQ (%v)", msg.JobID, err)
+			}
+			rep.Moved++
+		}
+		if fresh == 0 {
+			break
+		}
+		c.progress("%d moved so far…", rep.Moved)
+	}
+	if o.json {
+		if err := c.printJSON(rep); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(c.cfg.Stdout, "moved %d message(s) to the claims queue; %d undecodable and %d failed sends left in the DLQ\n",
+			rep.Moved, rep.Undecodable, rep.SendFailed)
+	}
+	if rep.SendFailed > 0 || rep.Undecodable > 0 {
+		return failf("redrive left %d message(s) in the DLQ", rep.SendFailed+rep.Undecodable)
+	}
+	return nil
+}
+
+// release makes a DLQ message that stays there visible again at once, for
+// the next redrive (this one remembers it and does not take it twice).
+// When that fails it reappears after --visibility anyway.
+func (c *CLI) release(ctx context.Context, url string, handle *string) {
+	_, _ = c.cfg.SQS.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(url), ReceiptHandle: handle, VisibilityTimeout: 0})
+}
+
+// rateView is one installation's reading as printed.
+type rateView struct {
+	InstallationID int64  `json:"installation_id"`
+	Limit          int    `json:"limit"`
+	Remaining      int    `json:"remaining"`
+	ResetAt        string `json:"reset_at"`
+	ObservedAt     string `json:"observed_at"`
+	AgeSeconds     int64  `json:"age_seconds"`
+	// Status is "exhausted" (the claimers defer), "stale" (older than
+	// ratelimit.Freshness: it says little about now) or "ok".
+	Status string `json:"status"`
+}
+
+func (c *CLI) rate(ctx context.Context, o *opts, _ []string) error {
+	if err := c.resolve(ctx, o); err != nil {
+		return err
+	}
+	if err := need("table", o.dep.Table); err != nil {
+		return err
+	}
+	rates, err := store.NewInventory(store.InventoryConfig{DB: c.cfg.DynamoDB, Table: o.dep.Table}).Rates(ctx)
+	if err != nil {
+		return err
+	}
+	now := c.cfg.Now()
+	out := []rateView{}
+	for _, id := range slices.Sorted(maps.Keys(rates)) {
+		r := rates[id]
+		st := "ok"
+		switch {
+		case r.Exhausted(now):
+			st = "exhausted"
+		case now.Sub(r.ObservedAt) >= ratelimit.Freshness:
+			st = "stale"
+		}
+		out = append(out, rateView{InstallationID: id, Limit: r.Limit, Remaining: r.Remaining,
+			ResetAt: r.ResetAt.UTC().Format(time.RFC3339), ObservedAt: r.ObservedAt.UTC().Format(time.RFC3339),
+			AgeSeconds: int64(now.Sub(r.ObservedAt) / time.Second), Status: st})
+	}
+	if o.json {
+		return c.printJSON(out)
+	}
+	w := tabwriter.NewWriter(c.cfg.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "INSTALLATION\tLIMIT\tREMAINING\tRESET IN\tREADING AGE\tSTATUS")
+	for _, v := range out {
+		r := rates[v.InstallationID]
+		fmt.Fprintf(w, "%d\t%d\t%d\t%s\t%s\t%s\n", v.InstallationID, v.Limit, v.Remaining,
+			r.ResetAt.Sub(now).Truncate(time.Second), now.Sub(r.ObservedAt).Truncate(time.Second), v.Status)
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if len(out) == 0 {
+		fmt.Fprintln(c.cfg.Stdout, "no rate readings yet (no claimer has called GitHub)")
+	}
+	return nil
+}
+
+// check is one doctor finding.
+type check struct {
+	Name   string `json:"name"`
+	Status string `json:"status"` // ok, fail, skip
+	Detail string `json:"detail"`
+}
+
+func (c *CLI) doctor(ctx context.Context, o *opts, _ []string) error {
+	if err := c.resolve(ctx, o); err != nil {
+		return err
+	}
+	d := o.dep
+	var checks []check
+	add := func(name, status, format string, a ...any) {
+		checks = append(checks, check{Name: name, Status: status, Detail: fmt.Sprintf(format, a...)})
+	}
+
+	// Secrets: set, never shown.
+	var hookSecrets []string
+	if d.WebhookSecretARN == "" {
+		add("webhook secret", "fail", "no secret ARN (--webhook-secret-arn or --stack)")
+	} else if v, err := secret.Resolve(ctx, c.cfg.SecretsManager, d.WebhookSecretARN, ""); err != nil {
+		add("webhook secret", "fail", "%v", err)
+	} else {
+		hookSecrets = secret.Split(v)
+		add("webhook secret", "ok", "set (%d value(s))", len(hookSecrets))
+	}
+	var app *ghapp.Client
+	keyOK := false
+	if d.AppKeyARN == "" {
+		add("app private key", "fail", "no secret ARN (--app-key-arn or --stack)")
+	} else if v, err := secret.Resolve(ctx, c.cfg.SecretsManager, d.AppKeyARN, ""); err != nil {
+		add("app private key", "fail", "%v", err)
+	} else if _, err := ghapp.New(ghapp.Config{AppID: 1, PrivateKey: []byte(v)}); err != nil {
+		add("app private key", "fail", "secret %s is set but is no usable key: %v (still the template's placeholder?)", d.AppKeyARN, strings.TrimPrefix(err.Error(), "ghapp: private key: "))
+	} else {
+		keyOK = true
+		add("app private key", "ok", "set, an RSA private key (PEM)")
+	}
+
+	// The App: reachable with this id and key, and installed.
+	switch {
+	case !keyOK:
+		add("github app", "skip", "needs the private key")
+	case d.AppID == 0:
+		add("github app", "fail", "no App id (--app-id or the stack's GitHubAppId)")
+	default:
+		var err error
+		app, err = c.githubApp(ctx, d)
+		if err != nil {
+			add("github app", "fail", "%v", err)
+			break
+		}
+		a, err := app.App(ctx)
+		if err != nil {
+			add("github app", "fail", "%v", err)
+			app = nil
+			break
+		}
+		add("github app", "ok", "%s (id %d) at %s", a.Slug, a.ID, apiOrDefault(d.GitHubAPI))
+	}
+	if app == nil {
+		add("app installations", "skip", "needs the App")
+	} else if ins, err := app.Installations(ctx); err != nil {
+		add("app installations", "fail", "%v", err)
+	} else if len(ins) == 0 {
+		add("app installations", "fail", "the App is not installed on any account: install it where the jobs run")
+	} else {
+		var names []string
+		for _, in := range ins {
+			names = append(names, fmt.Sprintf("%s (%d)", in.Owner, in.ID))
+		}
+		add("app installations", "ok", "%s", strings.Join(names, ", "))
+	}
+
+	// Launch templates of the ec2 pools.
+	pools, err := c.pools(d)
+	switch {
+	case err != nil:
+		add("launch templates", "fail", "%v", err)
+	case len(pools) == 0:
+		add("launch templates", "skip", "no ec2 pools (--pools, or the stack's RunnerPools)")
+	default:
+		for _, p := range pools {
+			name := "launch template of pool " + p.Name
+			lt := p.Provisioner.LaunchTemplate
+			in := &ec2.DescribeLaunchTemplatesInput{}
+			if strings.HasPrefix(lt, "lt-") {
+				in.LaunchTemplateIds = []string{lt}
+			} else {
+				in.LaunchTemplateNames = []string{lt}
+			}
+			out, err := c.cfg.EC2.DescribeLaunchTemplates(ctx, in)
+			switch {
+			case err != nil:
+				add(name, "fail", "%s: %v", lt, err)
+			case len(out.LaunchTemplates) == 0:
+				add(name, "fail", "%s: not found", lt)
+			default:
+				add(name, "ok", "%s (%s)", lt, aws.ToString(out.LaunchTemplates[0].LaunchTemplateName))
+			}
+		}
+	}
+
+	// The webhook answers a signed ping.
+	switch {
+	case d.WebhookURL == "":
+		add("webhook ping", "skip", "no webhook URL (--webhook-url or the stack's WebhookUrl)")
+	case len(hookSecrets) == 0:
+		add("webhook ping", "skip", "needs the webhook secret")
+	default:
+		status, err := c.ping(ctx, d.WebhookURL, hookSecrets[0])
+		switch {
+		case err != nil:
+			add("webhook ping", "fail", "%v", err)
+		case status != http.StatusOK:
+			add("webhook ping", "fail", "%s answered %d to a signed ping, want 200 (a 401 means the secrets differ)", d.WebhookURL, status)
+		default:
+			add("webhook ping", "ok", "%s answered 200 to a signed ping", d.WebhookURL)
+		}
+	}
+
+	failed := 0
+	for _, ch := range checks {
+		if ch.Status == "fail" {
+			failed++
+		}
+	}
+	if o.json {
+		if err := c.printJSON(struct {
+			OK     bool    `json:"ok"`
+			Checks []check `json:"checks"`
+		}{failed == 0, checks}); err != nil {
+			return err
+		}
+	} else {
+		w := tabwriter.NewWriter(c.cfg.Stdout, 0, 4, 2, ' ', 0)
+		for _, ch := range checks {
+			fmt.Fprintf(w, "%s\t%s\t%s\n", strings.ToUpper(ch.Status), ch.Name, ch.Detail)
+		}
+		if err := w.Flush(); err != nil {
+			return err
+		}
+	}
+	if failed > 0 {
+		return failf("doctor: %d check(s) failed", failed)
+	}
+	return nil
+}
+
+func apiOrDefault(u string) string {
+	if u == "" {
+		return ghapp.DefaultBaseURL
+	}
+	return u
+}
+
+// pools returns the ec2 pools doctor checks: --pools or the stack's
+// RunnerPools, else the runner scaffold's two pools.
+func (c *CLI) pools(d deployment) ([]pool.Pool, error) {
+	var all []pool.Pool
+	switch {
+	case d.Pools != "":
+		ps, err := pool.Parse(d.Pools)
+		if err != nil {
+			return nil, fmt.Errorf("RUNNER_POOLS: %w", err)
+		}
+		all = ps
+	default:
+		for name, lt := range map[string]string{"linux-x64": d.scaffoldX64, "linux-arm64": d.scaffoldArm64} {
+			if lt != "" {
+				all = append(all, pool.Pool{Name: name, Provisioner: pool.Provisioner{Type: pool.ProvisionerEC2, LaunchTemplate: lt}})
+			}
+		}
+		slices.SortFunc(all, func(a, b pool.Pool) int { return strings.Compare(a.Name, b.Name) })
+	}
+	var ec2Pools []pool.Pool
+	for _, p := range all {
+		if p.Provisioner.Type == pool.ProvisionerEC2 {
+			ec2Pools = append(ec2Pools, p)
+		}
+	}
+	return ec2Pools, nil
+}
+
+// ping posts a ping event signed with secret, as GitHub does when a hook
+// is created, and returns the status.
+func (c *CLI) ping(ctx context.Context, url, secret string) (int, error) {
+	body := []byte(`{"zen":"Keep it logically awesome.","hook_id":1,"hook":{"type":"App","id":1,"events":["workflow_job"]}}`)
+	var guid [16]byte
+	_, _ = rand.Read(guid[:])
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return 0, fmt.Errorf("webhook URL %q: %w", url, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "GitHub-Hookshot/ghclaim-doctor")
+	req.Header.Set("X-GitHub-Event", "ping")
+	req.Header.Set("X-GitHub-Delivery", hex.EncodeToString(guid[:]))
+	req.Header.Set("X-Hub-Signature-256", webhook.SignatureValue(body, []byte(secret)))
+	resp, err := (&http.Client{Transport: c.cfg.HTTP}).Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("post a ping to %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	return resp.StatusCode, nil
+}

@@ -1,0 +1,74 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ghclaim/ghclaim/shared/job"
+)
+
+// Requeue is an operator's retry of a failed or abandoned job (ghclaim
+// retry): one conditional write, on the state and version the operator
+// read, that moves the record back to queued at version+1 with the ladder
+// reset (attempt 0, first_failure_at removed), due at q.Due, back in the
+// sweep index (so a message that never arrives is found by the reclaimer,
+// as for any queued record), last_error "retried by operator <by>", and
+// the operator's entry appended to the read record's history (newest
+// job.MaxHistory kept: the version condition makes writing the whole list
+// safe). It returns the record as written, or a *job.ConflictError carrying
+// the record as it is now (not found when there is none). The caller sends
+// the claim message for the new version afterwards.
+func (s *Store) Requeue(ctx context.Context, q job.Requeue, now time.Time) (job.Record, error) {
+	r := q.Read
+	if !r.State.Retryable() {
+		return job.Record{}, fmt.Errorf("requeue job %d: a %s job is not retried (only failed or abandoned ones)", r.JobID, r.State)
+	}
+	nowMs, dueMs := job.Millis(now), job.Millis(q.Due)
+	note := job.RequeueNote(q.By)
+	hist, err := attributevalue.Marshal(historyItems(job.AppendHistory(r.History, job.Transition{
+		At: nowMs, From: r.State, To: job.Queued, Attempt: 0, Error: note, Actor: job.ActorOperator,
+	})))
+	if err != nil {
+		return job.Record{}, fmt.Errorf("requeue job %d: %w", r.JobID, err)
+	}
+	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: &s.table,
+		Key:       key(job.Key(r.JobID)),
+		UpdateExpression: aws.String("SET #s = :queued, version = :nv, attempt = :zero, due_at = :due, " +
+			"sweep_shard = :shard, sweep_at = :sweep, updated_at = :now, expires_at = :exp, last_error = :note, history = :h " +
+			"REMOVE first_failure_at, last_error_class, lease_owner, lease_expires_at"),
+		ConditionExpression:      aws.String("#s = :read AND version = :v"),
+		ExpressionAttributeNames: map[string]string{"#s": "state"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":queued": str(string(job.Queued)),
+			":read":   str(string(r.State)),
+			":v":      n(r.Version),
+			":nv":     n(r.Version + 1),
+			":zero":   n(0),
+			":due":    n(dueMs),
+			":shard":  str(job.Shard(r.JobID, s.opt.Shards)),
+			":sweep":  n(dueMs + s.opt.QueuedGrace.Milliseconds()),
+			":now":    n(nowMs),
+			":exp":    n(now.Add(s.opt.RecordTTL).Unix()),
+			":note":   str(truncate(note)),
+			":h":      hist,
+		},
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return job.Record{}, conflict("requeue", r.JobID, ccf.Item)
+	}
+	if err != nil {
+		return job.Record{}, fmt.Errorf("requeue job %d: %w", r.JobID, err)
+	}
+	return unmarshal(out.Attributes)
+}
