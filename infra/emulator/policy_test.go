@@ -202,7 +202,7 @@ func TestClaimerEC2PolicyIsLimitedToTheLaunchTemplates(t *testing.T) {
 	// Created by the launch: allowed only through a launch template (ec2:LaunchTemplate).
 	created := []string{"instance", "volume", "network-interface"}
 	// Used by the launch, not created: they carry no guarantee that a launch template is used.
-	used := []string{"subnet", "security-group", "image", "snapshot", "key-pair", "launch-template"}
+	used := []string{"subnet", "security-group", "image", "snapshot", "key-pair", "launch-template", "spot-instances-request"}
 
 	launchesInstances := false
 	for _, s := range stmts {
@@ -235,8 +235,8 @@ func TestClaimerEC2PolicyIsLimitedToTheLaunchTemplates(t *testing.T) {
 		}
 		if hasAction(s, "ec2:CreateTags") {
 			eq, _ := cond["StringEquals"].(map[string]any)
-			if eq["ec2:CreateAction"] != "RunInstances" {
-				t.Errorf("CreateTags %v: want condition StringEquals ec2:CreateAction = RunInstances (never retag someone else's resource)", s)
+			if a := fmt.Sprint(eq["ec2:CreateAction"]); a != "[RunInstances CreateFleet]" {
+				t.Errorf("CreateTags %v: want condition StringEquals ec2:CreateAction = RunInstances or CreateFleet (never retag someone else's resource)", s)
 			}
 			for _, r := range list(s["Resource"]) {
 				if typ := ec2ResourceType(t, r); !slices.Contains(created, typ) {

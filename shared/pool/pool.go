@@ -30,6 +30,13 @@ const (
 	ProvisionerDispatch = "dispatch"
 )
 
+// Purchase options of an ec2 pool (Provisioner.Capacity).
+const (
+	CapacityOnDemand         = "on-demand"
+	CapacitySpot             = "spot"
+	CapacitySpotThenOnDemand = "spot-then-on-demand"
+)
+
 // Provisioner says how a pool's machines are started.
 type Provisioner struct {
 	// Type is "ec2" or "dispatch".
@@ -38,12 +45,17 @@ type Provisioner struct {
 	LaunchTemplate string `json:"launch_template,omitempty"`
 	// LaunchTemplateVersion defaults to "$Default" (ec2).
 	LaunchTemplateVersion string `json:"launch_template_version,omitempty"`
-	// Subnets optionally overrides the launch template's subnet; one is
-	// chosen per job, deterministically (ec2).
+	// Subnets optionally overrides the launch template's subnet: every
+	// subnet is an option of the launch, the job's own first (job id mod
+	// len, so consecutive jobs spread over the zones) (ec2).
 	Subnets []string `json:"subnets,omitempty"`
 	// InstanceTypes optionally overrides the launch template's instance
-	// type; the first is used (ec2).
+	// type: every type is an option of the launch, preferred first (ec2).
 	InstanceTypes []string `json:"instance_types,omitempty"`
+	// Capacity is the purchase option: CapacityOnDemand (the default),
+	// CapacitySpot, or CapacitySpotThenOnDemand (spot, and on-demand when no
+	// spot option has capacity) (ec2).
+	Capacity string `json:"capacity,omitempty"`
 	// QueueURL is the SQS queue that pull-based hosts read (dispatch).
 	QueueURL string `json:"queue_url,omitempty"`
 }
@@ -92,6 +104,9 @@ func Parse(text string) ([]Pool, error) {
 		if p.Provisioner.Type == ProvisionerEC2 && p.Provisioner.LaunchTemplateVersion == "" {
 			p.Provisioner.LaunchTemplateVersion = "$Default"
 		}
+		if p.Provisioner.Type == ProvisionerEC2 && p.Provisioner.Capacity == "" {
+			p.Provisioner.Capacity = CapacityOnDemand
+		}
 		if err := p.Validate(); err != nil {
 			return nil, fmt.Errorf("pool %d (%q): %w", i, p.Name, err)
 		}
@@ -126,6 +141,12 @@ func (p Pool) Validate() error {
 	case ProvisionerEC2:
 		if p.Provisioner.LaunchTemplate == "" {
 			return errors.New("provisioner.launch_template: required for type ec2")
+		}
+		switch p.Provisioner.Capacity {
+		case "", CapacityOnDemand, CapacitySpot, CapacitySpotThenOnDemand:
+		default:
+			return fmt.Errorf("provisioner.capacity %q: want %q, %q or %q",
+				p.Provisioner.Capacity, CapacityOnDemand, CapacitySpot, CapacitySpotThenOnDemand)
 		}
 	case ProvisionerDispatch:
 		if p.Provisioner.QueueURL == "" {

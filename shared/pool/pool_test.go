@@ -22,6 +22,10 @@ func TestParseFillsDefaults(t *testing.T) {
 	if ps[0].Scope != ScopeRepo || ps[0].RunnerGroupID != 1 || ps[0].Provisioner.LaunchTemplateVersion != "$Default" {
 		t.Errorf("defaults not filled: %+v", ps[0])
 	}
+	if ps[0].Provisioner.Capacity != CapacityOnDemand || ps[1].Provisioner.Capacity != "" {
+		t.Errorf("capacity: got %q and %q, want on-demand for the ec2 pool and none for dispatch",
+			ps[0].Provisioner.Capacity, ps[1].Provisioner.Capacity)
+	}
 	if ps[1].Scope != ScopeOrg || ps[1].RunnerGroupID != 3 || !ps[1].AllowPublic {
 		t.Errorf("explicit values lost: %+v", ps[1])
 	}
@@ -41,6 +45,7 @@ func TestParseErrorsNameTheProblem(t *testing.T) {
 		{"bad scope", `[{"name":"a","labels":["x"],"scope":"enterprise","provisioner":{"type":"ec2","launch_template":"lt"}}]`, "scope"},
 		{"ec2 without template", `[{"name":"a","labels":["x"],"provisioner":{"type":"ec2"}}]`, "launch_template"},
 		{"dispatch without queue", `[{"name":"a","labels":["x"],"provisioner":{"type":"dispatch"}}]`, "queue_url"},
+		{"bad capacity", `[{"name":"a","labels":["x"],"provisioner":{"type":"ec2","launch_template":"lt","capacity":"reserved"}}]`, `provisioner.capacity "reserved"`},
 		{"unknown provisioner", `[{"name":"a","labels":["x"],"provisioner":{"type":"k8s"}}]`, "provisioner.type"},
 		{"duplicate name", `[{"name":"a","labels":["x"],"provisioner":{"type":"ec2","launch_template":"lt"}},{"name":"a","labels":["y"],"provisioner":{"type":"ec2","launch_template":"lt"}}]`, "used twice"},
 	}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -34,7 +35,7 @@ const (
 
 // Instances is the part of the EC2 API the EC2 adapter uses.
 type Instances interface {
-	RunInstances(ctx context.Context, params *ec2.RunInstancesInput, optFns ...func(*ec2.Options)) (*ec2.RunInstancesOutput, error)
+	CreateFleet(ctx context.Context, params *ec2.CreateFleetInput, optFns ...func(*ec2.Options)) (*ec2.CreateFleetOutput, error)
 	DescribeInstances(ctx context.Context, params *ec2.DescribeInstancesInput, optFns ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error)
 	TerminateInstances(ctx context.Context, params *ec2.TerminateInstancesInput, optFns ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error)
 }
@@ -51,22 +52,17 @@ type Parameters interface {
 //
 // Steps, each safe to repeat:
 //  1. Look for a pending or running instance tagged with the job id; if one
-//     exists, use it (Reused). This outlives the ClientToken's lifetime and
-//     also covers emulators that ignore ClientToken. Stopping, stopped and
+//     exists, use it (Reused). This is the guard across attempts and also
+//     covers emulators that ignore ClientToken. Stopping, stopped and
 //     shutting-down machines are not reused: an ephemeral runner's machine
 //     only powers off after its runner has exited, so it cannot take the job.
-//  2. Otherwise RunInstances with ClientToken IdempotencyKey(pool, job): EC2
-//     answers a repeated token with the first call's instance instead of a
-//     second one. Every other argument is derived from the job and the pool
-//     only, because EC2 rejects a reused token with different arguments
-//     (IdempotentParameterMismatch). The pool can still change between two
-//     attempts (an operator edits its subnets or instance types): then,
-//     once the tag lookup confirms again that no machine of the job is
-//     alive, it launches under LaunchKey, derived from the job, the old
-//     token and the new arguments (see launch). When the token answers with a machine
-//     that is already gone (the token outlives its instance by at least
-//     24 h), it launches once more under RegistrationKey, a token of this
-//     request's fresh registration, rather than report the dead machine.
+//  2. Otherwise CreateFleet type instant, one instance, per market of the
+//     pool's capacity (spot, then on-demand) until one answers with an
+//     instance, each with ClientToken FleetKey (see the package doc) and
+//     arguments derived from the request only (fleetInput); a token reused
+//     with other arguments is recovered as launch says. Then
+//     DescribeInstances of that instance for its owner (an instant fleet's
+//     answer has none), waiting while EC2 does not know it yet.
 //  3. Put the JIT config in the SSM SecureString ParameterName(runner name),
 //     tagged TagInstanceARN = the instance's ARN (see putConfig for a
 //     repeated attempt, which holds a freshly generated config and replaces
@@ -92,16 +88,16 @@ type Parameters interface {
 //     Intelligent-Tiering rather than Advanced keeps a config that fits in
 //     4 KB free.
 //
-// The instance shuts itself down when the runner exits, and
-// InstanceInitiatedShutdownBehavior is set to terminate, so nothing is left
-// running. Cleanup (a claim that ended without a runner, an abandoned
+// The instance shuts itself down when the runner exits, and the launch
+// template's shutdown behaviour terminate leaves nothing running. Cleanup (a claim that ended without a runner, an abandoned
 // attempt) terminates the job's pending or running instances itself rather
 // than wait for one to find no config and power off: a machine whose
 // runner is gone would otherwise boot and idle at the instance's price.
 // The functions may terminate only instances that carry the TagJobID tag
-// (template.yaml: an aws:ResourceTag condition). IMDSv2 is required and instance metadata tags are enabled on every
-// launch (these three metadata options override the launch template's),
-// because the boot script finds its runner name in its tags.
+// (template.yaml: an aws:ResourceTag condition). The launch template must
+// require IMDSv2 and enable instance metadata tags (a fleet cannot
+// override metadata options), because the boot script finds its runner
+// name in its tags.
 type EC2 struct {
 	instances  Instances
 	parameters Parameters
@@ -151,37 +147,172 @@ func (e *EC2) Provision(ctx context.Context, req Request) (Result, error) {
 	return Result{InstanceID: inst.id, Reused: reused}, nil
 }
 
-// instance returns the job's live instance, launching it when there is none.
+// instance returns the job's live instance, launching it when there is
+// none: one instant fleet per purchase option of the pool, in order, until
+// one answers with an instance.
 func (e *EC2) instance(ctx context.Context, req Request) (launched, bool, error) {
 	if inst, err := e.existing(ctx, req.JobID); err != nil {
 		return launched{}, false, fmt.Errorf("provision job %d: look for an existing instance: %w", req.JobID, err)
 	} else if inst.id != "" {
 		return inst, true, nil
 	}
-
-	in := runInstancesInput(req)
-	inst, state, reused, err := e.launch(ctx, req, in)
-	if err != nil {
-		return launched{}, false, err
-	}
-	if !reused && !alive(state) {
-		// The job's token already launched a machine that is gone (EC2
-		// answers a repeated token with its first instance, in its current
-		// state, for at least 24 h after termination), and the lookup found
-		// no live one. This request carries a fresh registration, so launch
-		// under a token of that registration: a repeat of this very
-		// request still starts nothing new.
-		dead := inst.id
-		in.ClientToken = aws.String(RegistrationKey(req.Pool.Name, req.JobID, req.JITConfig))
-		if inst, state, reused, err = e.launch(ctx, req, in); err != nil {
+	var failed []ec2types.CreateFleetError
+	for _, market := range Markets(req.Pool.Provisioner.Capacity) {
+		out, reused, err := e.launch(ctx, req, fleetInput(req, market))
+		if err != nil {
 			return launched{}, false, err
 		}
-		if !reused && !alive(state) {
-			return launched{}, false, fmt.Errorf("provision job %d: the instances of its client tokens are gone (%s, %s is %s)", req.JobID, dead, inst.id, state)
+		if reused.id != "" {
+			return reused, true, nil
+		}
+		if id := fleetInstance(out); id != "" {
+			inst, err := e.describe(ctx, req, id)
+			return inst, false, err
+		}
+		// No capacity (or no permission) for any option of this market:
+		// the fleet tried them all; the next market gets its turn.
+		failed = append(failed, out.Errors...)
+		e.log.LogAttrs(ctx, slog.LevelInfo, "no instance from fleet",
+			slog.Int64("job_id", req.JobID), slog.String("pool", req.Pool.Name),
+			slog.String("market", string(market)), slog.String("errors", fleetErrors(out.Errors)))
+	}
+	return launched{}, false, fmt.Errorf("provision job %d: launch from %s: %w", req.JobID, req.Pool.Provisioner.LaunchTemplate, &FleetError{Errors: failed})
+}
+
+// Markets lists the purchase options tried, in order, for a pool's capacity.
+func Markets(capacity string) []ec2types.DefaultTargetCapacityType {
+	switch capacity {
+	case pool.CapacitySpot:
+		return []ec2types.DefaultTargetCapacityType{ec2types.DefaultTargetCapacityTypeSpot}
+	case pool.CapacitySpotThenOnDemand:
+		return []ec2types.DefaultTargetCapacityType{ec2types.DefaultTargetCapacityTypeSpot, ec2types.DefaultTargetCapacityTypeOnDemand}
+	default:
+		return []ec2types.DefaultTargetCapacityType{ec2types.DefaultTargetCapacityTypeOnDemand}
+	}
+}
+
+// fleetInstance returns the instance an instant fleet launched, or "". An
+// answer may carry both errors (options without capacity) and an instance:
+// the instance counts.
+func fleetInstance(out *ec2.CreateFleetOutput) string {
+	for _, i := range out.Instances {
+		for _, id := range i.InstanceIds {
+			if id != "" {
+				return id
+			}
 		}
 	}
-	return inst, reused, nil
+	return ""
 }
+
+// capacityCodes are the per-option errors of a fleet that mean "no
+// capacity there now", which another option, market or a later attempt
+// may have.
+var capacityCodes = []string{
+	"InsufficientInstanceCapacity", "InsufficientCapacity", "UnfulfillableCapacity",
+	"InsufficientHostCapacity", "MaxSpotInstanceCountExceeded", "SpotMaxPriceTooLow",
+}
+
+// FleetError is the failure of a launch whose every option (instance type
+// × subnet, every market) came back without an instance. It is a
+// smithy.APIError, so shared/failure classifies it by code: when any
+// option lacked capacity, the code is that capacity error and the fault is
+// the server's (class server_side: the retry ladder); otherwise the first
+// option's code decides (InvalidLaunchTemplateId.*, UnauthorizedOperation:
+// failed for good).
+type FleetError struct {
+	Errors []ec2types.CreateFleetError
+}
+
+var _ smithy.APIError = (*FleetError)(nil)
+
+func (f *FleetError) capacity() string {
+	for _, e := range f.Errors {
+		if c := aws.ToString(e.ErrorCode); slices.Contains(capacityCodes, c) {
+			return c
+		}
+	}
+	return ""
+}
+
+// ErrorCode implements smithy.APIError.
+func (f *FleetError) ErrorCode() string {
+	if c := f.capacity(); c != "" {
+		return c
+	}
+	if len(f.Errors) > 0 && aws.ToString(f.Errors[0].ErrorCode) != "" {
+		return aws.ToString(f.Errors[0].ErrorCode)
+	}
+	return "UnfulfillableCapacity"
+}
+
+// ErrorMessage implements smithy.APIError.
+func (f *FleetError) ErrorMessage() string { return fleetErrors(f.Errors) }
+
+// ErrorFault implements smithy.APIError.
+func (f *FleetError) ErrorFault() smithy.ErrorFault {
+	if f.capacity() != "" || len(f.Errors) == 0 {
+		return smithy.FaultServer
+	}
+	return smithy.FaultClient
+}
+
+func (f *FleetError) Error() string {
+	return "no instance from any option: " + f.ErrorCode() + ": " + f.ErrorMessage()
+}
+
+// fleetErrors summarises per-option errors: "code (type in subnet): message; ...".
+func fleetErrors(errs []ec2types.CreateFleetError) string {
+	var b strings.Builder
+	for i, e := range errs {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(aws.ToString(e.ErrorCode))
+		if lo := e.LaunchTemplateAndOverrides; lo != nil && lo.Overrides != nil {
+			fmt.Fprintf(&b, " (%s in %s)", lo.Overrides.InstanceType, aws.ToString(lo.Overrides.SubnetId))
+		}
+		if m := aws.ToString(e.ErrorMessage); m != "" {
+			b.WriteString(": " + m)
+		}
+	}
+	return b.String()
+}
+
+// describe returns the launched instance's owner (part of its ARN; a fleet
+// answer carries none), waiting while EC2's eventually consistent reads do
+// not know the fresh instance yet. An instance already gone is an error: its
+// token answered with a machine launched earlier for the same registration,
+// and a later attempt (a new registration, a new token) launches anew.
+func (e *EC2) describe(ctx context.Context, req Request, id string) (launched, error) {
+	out, err := ec2.NewInstanceExistsWaiter(e.instances).WaitForOutput(ctx,
+		&ec2.DescribeInstancesInput{InstanceIds: []string{id}}, describeWait)
+	if err != nil {
+		return launched{}, fmt.Errorf("provision job %d: describe launched instance %s: %w", req.JobID, id, err)
+	}
+	for _, r := range out.Reservations {
+		for _, i := range r.Instances {
+			if aws.ToString(i.InstanceId) != id {
+				continue
+			}
+			var state ec2types.InstanceStateName
+			if i.State != nil {
+				state = i.State.Name
+			}
+			if !alive(state) {
+				return launched{}, fmt.Errorf("provision job %d: the instance of its client token, %s, is %s", req.JobID, id, state)
+			}
+			if aws.ToString(r.OwnerId) == "" {
+				return launched{}, fmt.Errorf("provision job %d: instance %s has no owner", req.JobID, id)
+			}
+			return launched{id: id, owner: aws.ToString(r.OwnerId)}, nil
+		}
+	}
+	return launched{}, fmt.Errorf("provision job %d: launched instance %s not described", req.JobID, id)
+}
+
+// describeWait bounds the wait for a fresh instance to be readable.
+const describeWait = 2 * time.Minute
 
 // TagInstanceARN is the tag of a JIT config parameter naming the one
 // instance allowed to read it (the runner role's IAM condition).
@@ -249,47 +380,46 @@ func Partition(region string) string {
 // before with other arguments.
 const codeIdempotentParameterMismatch = "IdempotentParameterMismatch"
 
-// launch runs in. When EC2 refuses its ClientToken because an earlier call
-// used it with other arguments (the pool's subnets, instance types or
-// launch template changed between two attempts of the job), it looks for a
-// live machine of the job once more, because the tag lookup before the
-// launch may have missed a machine started moments ago (DescribeInstances
-// is eventually consistent), and reuses it (reused). Only when there is
-// none does it launch under LaunchKey, a token of the job's old token and
-// the new arguments: every attempt with these arguments computes the same
-// one, so a repeat still starts nothing new, and a machine under the old
-// token is not alive, so the job still has at most one.
-func (e *EC2) launch(ctx context.Context, req Request, in *ec2.RunInstancesInput) (inst launched, state ec2types.InstanceStateName, reused bool, err error) {
-	inst, state, err = e.run(ctx, req, in)
+// launch creates the instant fleet in. When EC2 refuses its ClientToken
+// because an earlier call used it with other arguments (the pool's subnets,
+// instance types or launch template changed between two calls for the same
+// registration), it looks for a live machine of the job once more, because
+// the tag lookup before the launch may have missed a machine started
+// moments ago (DescribeInstances is eventually consistent), and returns it
+// as reused. Only when there is none does it launch under LaunchKey, a
+// token of the old token and the new arguments: every call with these
+// arguments computes the same one, so a repeat still starts nothing new.
+func (e *EC2) launch(ctx context.Context, req Request, in *ec2.CreateFleetInput) (*ec2.CreateFleetOutput, launched, error) {
+	out, err := e.fleet(ctx, req, in)
 	var api smithy.APIError
 	if err == nil || !errors.As(err, &api) || api.ErrorCode() != codeIdempotentParameterMismatch {
-		return inst, state, false, err
+		return out, launched{}, err
 	}
 	live, lerr := e.existing(ctx, req.JobID)
 	if lerr != nil {
-		return launched{}, "", false, fmt.Errorf("provision job %d: look for an instance after a client token mismatch: %w", req.JobID, lerr)
+		return nil, launched{}, fmt.Errorf("provision job %d: look for an instance after a client token mismatch: %w", req.JobID, lerr)
 	}
 	if live.id != "" {
-		return live, "", true, nil
+		return nil, live, nil
 	}
 	old := aws.ToString(in.ClientToken)
 	token, kerr := LaunchKey(req.JobID, old, in)
 	if kerr != nil {
-		return launched{}, "", false, fmt.Errorf("provision job %d: %w", req.JobID, kerr)
+		return nil, launched{}, fmt.Errorf("provision job %d: %w", req.JobID, kerr)
 	}
 	in.ClientToken = aws.String(token)
 	e.log.LogAttrs(ctx, slog.LevelInfo, "client token reused with other launch arguments: new token",
 		slog.Int64("job_id", req.JobID), slog.String("pool", req.Pool.Name),
-		slog.String("old_token", old), slog.String("token", aws.ToString(in.ClientToken)))
-	inst, state, err = e.run(ctx, req, in)
-	return inst, state, false, err
+		slog.String("old_token", old), slog.String("token", token))
+	out, err = e.fleet(ctx, req, in)
+	return out, launched{}, err
 }
 
 // LaunchKey is the ClientToken of a launch of jobID whose earlier token
 // was used with other arguments: "ghclaim-<job_id>-<digest of the old
 // token and the arguments of in, ClientToken aside>". It is a function of
-// the job and the launch only, so every attempt agrees on it.
-func LaunchKey(jobID int64, oldToken string, in *ec2.RunInstancesInput) (string, error) {
+// the job and the launch only, so every call agrees on it.
+func LaunchKey(jobID int64, oldToken string, in *ec2.CreateFleetInput) (string, error) {
 	args := *in
 	args.ClientToken = nil
 	b, err := json.Marshal(&args)
@@ -299,22 +429,13 @@ func LaunchKey(jobID int64, oldToken string, in *ec2.RunInstancesInput) (string,
 	return "ghclaim-" + strconv.FormatInt(jobID, 10) + "-" + shortHash(oldToken+"\n"+string(b)), nil
 }
 
-// run calls RunInstances and returns the instance and its state ("" when
-// EC2 did not say).
-func (e *EC2) run(ctx context.Context, req Request, in *ec2.RunInstancesInput) (launched, ec2types.InstanceStateName, error) {
-	out, err := e.instances.RunInstances(ctx, in)
+// fleet calls CreateFleet.
+func (e *EC2) fleet(ctx context.Context, req Request, in *ec2.CreateFleetInput) (*ec2.CreateFleetOutput, error) {
+	out, err := e.instances.CreateFleet(ctx, in)
 	if err != nil {
-		return launched{}, "", fmt.Errorf("provision job %d: run instances from %s: %w", req.JobID, req.Pool.Provisioner.LaunchTemplate, err)
+		return nil, fmt.Errorf("provision job %d: create fleet from %s: %w", req.JobID, req.Pool.Provisioner.LaunchTemplate, err)
 	}
-	if len(out.Instances) == 0 || aws.ToString(out.Instances[0].InstanceId) == "" || aws.ToString(out.OwnerId) == "" {
-		return launched{}, "", fmt.Errorf("provision job %d: run instances returned no instance or no owner", req.JobID)
-	}
-	i := out.Instances[0]
-	var state ec2types.InstanceStateName
-	if i.State != nil {
-		state = i.State.Name
-	}
-	return launched{id: aws.ToString(i.InstanceId), owner: aws.ToString(out.OwnerId)}, state, nil
+	return out, nil
 }
 
 // alive reports whether a launched instance can still run the job; an
@@ -427,13 +548,18 @@ func (e *EC2) logged(ctx context.Context, req Request, instanceID string, reused
 		slog.Bool("reused", reused))
 }
 
-// runInstancesInput builds the launch request. It is a pure function of the
-// request so that a repeated attempt sends byte-identical arguments with the
-// same ClientToken. It sets no UserData: the launch template's boot script
-// stays in force, and the JIT config travels through SSM only.
-func runInstancesInput(req Request) *ec2.RunInstancesInput {
+// fleetInput builds the launch request of one market: an instant fleet of
+// one instance from the pool's launch template, with one override per
+// instance type × subnet. It is a pure function of the request and the
+// market so that a repeated call sends identical arguments with the same
+// ClientToken. Spot takes price-capacity-optimized (the pools least likely
+// to be interrupted, at a low price); on-demand takes the options in order
+// (prioritized): the preferred type first, each in the job's subnet
+// first. It sets no user data (the launch template's boot script stays in
+// force; the JIT config travels through SSM only).
+func fleetInput(req Request, market ec2types.DefaultTargetCapacityType) *ec2.CreateFleetInput {
 	p := req.Pool.Provisioner
-	lt := &ec2types.LaunchTemplateSpecification{Version: aws.String(cmp.Or(p.LaunchTemplateVersion, "$Default"))}
+	lt := &ec2types.FleetLaunchTemplateSpecificationRequest{Version: aws.String(cmp.Or(p.LaunchTemplateVersion, "$Default"))}
 	if strings.HasPrefix(p.LaunchTemplate, "lt-") {
 		lt.LaunchTemplateId = aws.String(p.LaunchTemplate)
 	} else {
@@ -447,35 +573,74 @@ func runInstancesInput(req Request) *ec2.RunInstancesInput {
 		{Key: aws.String(TagRunnerName), Value: aws.String(req.RunnerName)},
 		{Key: aws.String(TagPool), Value: aws.String(req.Pool.Name)},
 	}
-	in := &ec2.RunInstancesInput{
-		MinCount:                          aws.Int32(1),
-		MaxCount:                          aws.Int32(1),
-		LaunchTemplate:                    lt,
-		ClientToken:                       aws.String(IdempotencyKey(req.Pool.Name, req.JobID)),
-		InstanceInitiatedShutdownBehavior: ec2types.ShutdownBehaviorTerminate,
-		MetadataOptions: &ec2types.InstanceMetadataOptionsRequest{
-			HttpEndpoint:         ec2types.InstanceMetadataEndpointStateEnabled,
-			HttpTokens:           ec2types.HttpTokensStateRequired,
-			InstanceMetadataTags: ec2types.InstanceMetadataTagsStateEnabled,
+	in := &ec2.CreateFleetInput{
+		Type:        ec2types.FleetTypeInstant,
+		ClientToken: aws.String(FleetKey(req.Pool.Name, req.JobID, req.JITConfig, market)),
+		TargetCapacitySpecification: &ec2types.TargetCapacitySpecificationRequest{
+			TotalTargetCapacity: aws.Int32(1), DefaultTargetCapacityType: market,
 		},
-		TagSpecifications: []ec2types.TagSpecification{
-			{ResourceType: ec2types.ResourceTypeInstance, Tags: tags},
-			{ResourceType: ec2types.ResourceTypeVolume, Tags: slices.Clone(tags)},
-		},
+		LaunchTemplateConfigs: []ec2types.FleetLaunchTemplateConfigRequest{{
+			LaunchTemplateSpecification: lt,
+			Overrides:                   Overrides(p.InstanceTypes, p.Subnets, req.JobID),
+		}},
+		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeInstance, Tags: tags}},
 	}
-	if len(p.InstanceTypes) > 0 {
-		in.InstanceType = ec2types.InstanceType(p.InstanceTypes[0])
-	}
-	if s := Subnet(p.Subnets, req.JobID); s != "" {
-		in.SubnetId = aws.String(s)
+	if market == ec2types.DefaultTargetCapacityTypeSpot {
+		in.SpotOptions = &ec2types.SpotOptionsRequest{
+			AllocationStrategy:           ec2types.SpotAllocationStrategyPriceCapacityOptimized,
+			InstanceInterruptionBehavior: ec2types.SpotInstanceInterruptionBehaviorTerminate,
+		}
+	} else {
+		in.OnDemandOptions = &ec2types.OnDemandOptionsRequest{AllocationStrategy: ec2types.FleetOnDemandAllocationStrategyPrioritized}
 	}
 	return in
 }
 
-// Subnet picks one of subnets by job id (job id mod len), so consecutive jobs
+// Overrides lists a launch's options: every instance type (preferred
+// first) in every subnet (the job's own first, Subnet), Priority 0 the
+// most wanted. Without types or subnets the launch template decides that
+// half; without both there is no override.
+func Overrides(types, subnets []string, jobID int64) []ec2types.FleetLaunchTemplateOverridesRequest {
+	first := 0
+	if s := Subnet(subnets, jobID); s != "" {
+		first = slices.Index(subnets, s)
+	}
+	order := append(slices.Clone(subnets[first:]), subnets[:first]...)
+	var out []ec2types.FleetLaunchTemplateOverridesRequest
+	add := func(typ, subnet string) {
+		o := ec2types.FleetLaunchTemplateOverridesRequest{Priority: aws.Float64(float64(len(out)))}
+		if typ != "" {
+			o.InstanceType = ec2types.InstanceType(typ)
+		}
+		if subnet != "" {
+			o.SubnetId = aws.String(subnet)
+		}
+		out = append(out, o)
+	}
+	switch {
+	case len(types) == 0 && len(order) == 0:
+	case len(types) == 0:
+		for _, s := range order {
+			add("", s)
+		}
+	case len(order) == 0:
+		for _, t := range types {
+			add(t, "")
+		}
+	default:
+		for _, t := range types {
+			for _, s := range order {
+				add(t, s)
+			}
+		}
+	}
+	return out
+}
+
+// Subnet picks the job's first subnet (job id mod len), so consecutive jobs
 // spread over the pool's subnets (and their availability zones) while every
-// attempt for one job lands in the same subnet, as ClientToken requires.
-// It returns "" when subnets is empty (the launch template decides).
+// call for one job sends the same options, as ClientToken requires. It
+// returns "" when subnets is empty (the launch template decides).
 func Subnet(subnets []string, jobID int64) string {
 	if len(subnets) == 0 {
 		return ""

@@ -26,10 +26,10 @@ import (
 // returns for any filter (tests check the filters separately).
 type fakeInstances struct {
 	mu           sync.Mutex
-	runs         []*ec2.RunInstancesInput
+	fleets       []*ec2.CreateFleetInput
 	describes    []*ec2.DescribeInstancesInput
 	existing     []string
-	runErr       error
+	fleetErr     error
 	terminated   []string
 	terminateErr error
 	calls        *callLog
@@ -70,15 +70,15 @@ const (
 // Options gives the adapter the client's Region, as *ec2.Client does.
 func (f *fakeInstances) Options() ec2.Options { return ec2.Options{Region: fakeRegion} }
 
-func (f *fakeInstances) RunInstances(_ context.Context, in *ec2.RunInstancesInput, _ ...func(*ec2.Options)) (*ec2.RunInstancesOutput, error) {
+func (f *fakeInstances) CreateFleet(_ context.Context, in *ec2.CreateFleetInput, _ ...func(*ec2.Options)) (*ec2.CreateFleetOutput, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.calls.add("RunInstances")
-	f.runs = append(f.runs, in)
-	if f.runErr != nil {
-		return nil, f.runErr
+	f.calls.add("CreateFleet")
+	f.fleets = append(f.fleets, in)
+	if f.fleetErr != nil {
+		return nil, f.fleetErr
 	}
-	return &ec2.RunInstancesOutput{OwnerId: aws.String(fakeAccount), Instances: []ec2types.Instance{{InstanceId: aws.String("i-0fresh")}}}, nil
+	return &ec2.CreateFleetOutput{Instances: []ec2types.CreateFleetInstance{{InstanceIds: []string{"i-0fresh"}}}}, nil
 }
 
 func (f *fakeInstances) DescribeInstances(_ context.Context, in *ec2.DescribeInstancesInput, _ ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error) {
@@ -87,6 +87,12 @@ func (f *fakeInstances) DescribeInstances(_ context.Context, in *ec2.DescribeIns
 	f.describes = append(f.describes, in)
 	f.calls.add("DescribeInstances")
 	r := ec2types.Reservation{OwnerId: aws.String(fakeAccount)}
+	if len(in.InstanceIds) > 0 { // the launched instance, read for its owner
+		for _, id := range in.InstanceIds {
+			r.Instances = append(r.Instances, ec2types.Instance{InstanceId: aws.String(id), State: &ec2types.InstanceState{Name: ec2types.InstanceStateNamePending}})
+		}
+		return &ec2.DescribeInstancesOutput{Reservations: []ec2types.Reservation{r}}, nil
+	}
 	for _, id := range f.existing {
 		r.Instances = append(r.Instances, ec2types.Instance{InstanceId: aws.String(id)})
 	}
@@ -181,25 +187,38 @@ func TestEC2ProvisionLaunchArguments(t *testing.T) {
 	byName.Provisioner.LaunchTemplateVersion = ""
 	bare := ec2Pool()
 	bare.Provisioner.Subnets, bare.Provisioner.InstanceTypes = nil, nil
+	spot := ec2Pool()
+	spot.Provisioner.Capacity = pool.CapacitySpot
+	all := func(first ...string) []string { // type/subnet options, c7g.large first
+		var out []string
+		for _, typ := range []string{"c7g.large", "m7g.large"} {
+			for _, s := range first {
+				out = append(out, typ+"/"+s)
+			}
+		}
+		return out
+	}
 
 	tests := []struct {
-		name         string
-		pool         pool.Pool
-		job          int64
-		wantLTID     string
-		wantLTName   string
-		wantVersion  string
-		wantSubnet   string
-		wantInstType ec2types.InstanceType
+		name        string
+		pool        pool.Pool
+		job         int64
+		wantLTID    string
+		wantLTName  string
+		wantVersion string
+		wantOptions []string
+		wantSpot    bool
 	}{
-		{name: "template id, job 42 takes subnet 42 mod 3 = 0", pool: ec2Pool(), job: 42,
-			wantLTID: "lt-0123456789abcdef0", wantVersion: "7", wantSubnet: "subnet-a", wantInstType: "c7g.large"},
-		{name: "template id, job 43 takes the next subnet", pool: ec2Pool(), job: 43,
-			wantLTID: "lt-0123456789abcdef0", wantVersion: "7", wantSubnet: "subnet-b", wantInstType: "c7g.large"},
+		{name: "template id, job 42 starts at subnet 42 mod 3 = 0", pool: ec2Pool(), job: 42,
+			wantLTID: "lt-0123456789abcdef0", wantVersion: "7", wantOptions: all("subnet-a", "subnet-b", "subnet-c")},
+		{name: "template id, job 43 starts at the next subnet", pool: ec2Pool(), job: 43,
+			wantLTID: "lt-0123456789abcdef0", wantVersion: "7", wantOptions: all("subnet-b", "subnet-c", "subnet-a")},
 		{name: "template name, default version", pool: byName, job: 44,
-			wantLTName: "runner-linux", wantVersion: "$Default", wantSubnet: "subnet-c", wantInstType: "c7g.large"},
+			wantLTName: "runner-linux", wantVersion: "$Default", wantOptions: all("subnet-c", "subnet-a", "subnet-b")},
 		{name: "no overrides: the template decides", pool: bare, job: 45,
 			wantLTID: "lt-0123456789abcdef0", wantVersion: "7"},
+		{name: "spot: price-capacity-optimized", pool: spot, job: 42, wantSpot: true,
+			wantLTID: "lt-0123456789abcdef0", wantVersion: "7", wantOptions: all("subnet-a", "subnet-b", "subnet-c")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -213,50 +232,56 @@ func TestEC2ProvisionLaunchArguments(t *testing.T) {
 			if res != (Result{InstanceID: "i-0fresh"}) {
 				t.Errorf("result: got %+v, want the launched instance, not reused", res)
 			}
-			if len(f.inst.runs) != 1 {
-				t.Fatalf("RunInstances calls: got %d, want 1", len(f.inst.runs))
+			if len(f.inst.fleets) != 1 {
+				t.Fatalf("CreateFleet calls: got %d, want 1", len(f.inst.fleets))
 			}
-			in := f.inst.runs[0]
-			lt := in.LaunchTemplate
+			in := f.inst.fleets[0]
+			if in.Type != ec2types.FleetTypeInstant || aws.ToInt32(in.TargetCapacitySpecification.TotalTargetCapacity) != 1 {
+				t.Errorf("fleet: got type %q of %d, want instant of 1", in.Type, aws.ToInt32(in.TargetCapacitySpecification.TotalTargetCapacity))
+			}
+			market := ec2types.DefaultTargetCapacityTypeOnDemand
+			if tt.wantSpot {
+				market = ec2types.DefaultTargetCapacityTypeSpot
+				if in.SpotOptions == nil || in.SpotOptions.AllocationStrategy != ec2types.SpotAllocationStrategyPriceCapacityOptimized || in.OnDemandOptions != nil {
+					t.Errorf("spot options %+v, want price-capacity-optimized and no on-demand options", in.SpotOptions)
+				}
+			} else if in.OnDemandOptions == nil || in.OnDemandOptions.AllocationStrategy != ec2types.FleetOnDemandAllocationStrategyPrioritized || in.SpotOptions != nil {
+				t.Errorf("on-demand options %+v, want prioritized and no spot options", in.OnDemandOptions)
+			}
+			if got := in.TargetCapacitySpecification.DefaultTargetCapacityType; got != market {
+				t.Errorf("market: got %q, want %q", got, market)
+			}
+			if len(in.LaunchTemplateConfigs) != 1 {
+				t.Fatalf("launch template configs: got %d, want 1", len(in.LaunchTemplateConfigs))
+			}
+			lt := in.LaunchTemplateConfigs[0].LaunchTemplateSpecification
 			if aws.ToString(lt.LaunchTemplateId) != tt.wantLTID || aws.ToString(lt.LaunchTemplateName) != tt.wantLTName || aws.ToString(lt.Version) != tt.wantVersion {
 				t.Errorf("launch template: got id %q name %q version %q, want %q %q %q",
 					aws.ToString(lt.LaunchTemplateId), aws.ToString(lt.LaunchTemplateName), aws.ToString(lt.Version),
 					tt.wantLTID, tt.wantLTName, tt.wantVersion)
 			}
-			if aws.ToInt32(in.MinCount) != 1 || aws.ToInt32(in.MaxCount) != 1 {
-				t.Errorf("count: got min %d max %d, want 1 and 1", aws.ToInt32(in.MinCount), aws.ToInt32(in.MaxCount))
+			var options []string
+			for i, o := range in.LaunchTemplateConfigs[0].Overrides {
+				options = append(options, string(o.InstanceType)+"/"+aws.ToString(o.SubnetId))
+				if aws.ToFloat64(o.Priority) != float64(i) {
+					t.Errorf("override %d: priority %v, want %d (listed in preference order)", i, aws.ToFloat64(o.Priority), i)
+				}
 			}
-			if got := aws.ToString(in.SubnetId); got != tt.wantSubnet {
-				t.Errorf("subnet: got %q, want %q", got, tt.wantSubnet)
+			if !reflect.DeepEqual(options, tt.wantOptions) {
+				t.Errorf("options: got %v, want %v", options, tt.wantOptions)
 			}
-			if in.InstanceType != tt.wantInstType {
-				t.Errorf("instance type: got %q, want %q", in.InstanceType, tt.wantInstType)
-			}
-			if got, want := aws.ToString(in.ClientToken), IdempotencyKey(tt.pool.Name, tt.job); got != want {
-				t.Errorf("client token: got %q, want %q", got, want)
-			}
-			if in.InstanceInitiatedShutdownBehavior != ec2types.ShutdownBehaviorTerminate {
-				t.Errorf("shutdown behaviour: got %q, want terminate (ephemeral)", in.InstanceInitiatedShutdownBehavior)
-			}
-			if m := in.MetadataOptions; m == nil || m.HttpTokens != ec2types.HttpTokensStateRequired || m.InstanceMetadataTags != ec2types.InstanceMetadataTagsStateEnabled {
-				t.Errorf("metadata options: got %+v, want IMDSv2 required and instance tags enabled (boot.sh reads its runner name there)", m)
-			}
-			if in.UserData != nil {
-				t.Errorf("user data: got %q, want none (the launch template's boot script stays)", aws.ToString(in.UserData))
+			if got, want := aws.ToString(in.ClientToken), FleetKey(tt.pool.Name, tt.job, jit, market); got != want || len(got) > 64 {
+				t.Errorf("client token: got %q, want %q (at most 64 characters)", got, want)
 			}
 			wantTags := map[string]string{
 				"Name": req.RunnerName, TagJobID: itoa(tt.job), TagRunID: itoa(req.RunID),
 				TagRepo: "octo/hello", TagRunnerName: req.RunnerName, TagPool: tt.pool.Name,
 			}
-			seen := map[ec2types.ResourceType]bool{}
-			for _, spec := range in.TagSpecifications {
-				seen[spec.ResourceType] = true
-				if got := tagMap(spec.Tags); !reflect.DeepEqual(got, wantTags) {
-					t.Errorf("%s tags: got %v, want %v", spec.ResourceType, got, wantTags)
-				}
+			if len(in.TagSpecifications) != 1 || in.TagSpecifications[0].ResourceType != ec2types.ResourceTypeInstance {
+				t.Fatalf("tag specifications %+v, want instance only (an instant fleet tags no volumes)", in.TagSpecifications)
 			}
-			if !seen[ec2types.ResourceTypeInstance] || !seen[ec2types.ResourceTypeVolume] || len(in.TagSpecifications) != 2 {
-				t.Errorf("tag specifications: got %v, want instance and volume", seen)
+			if got := tagMap(in.TagSpecifications[0].Tags); !reflect.DeepEqual(got, wantTags) {
+				t.Errorf("instance tags: got %v, want %v", got, wantTags)
 			}
 		})
 	}
@@ -292,12 +317,12 @@ func TestEC2ProvisionPutsJITConfigOnlyInSecureString(t *testing.T) {
 		t.Errorf("description %q: want the job id and never the config", d)
 	}
 
-	launch, err := json.Marshal(f.inst.runs)
+	launch, err := json.Marshal(f.inst.fleets)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(string(launch), jit) {
-		t.Errorf("JIT config found in the RunInstances input: %s", launch)
+		t.Errorf("JIT config found in the CreateFleet input: %s", launch)
 	}
 	if logs := f.logs.String(); strings.Contains(logs, jit) || !strings.Contains(logs, `"job_id":42`) || !strings.Contains(logs, `"instance_id":"i-0fresh"`) {
 		t.Errorf("logs: got %s, want one decision line with job_id and instance_id and no JIT config", logs)
@@ -313,18 +338,18 @@ func TestEC2ProvisionRepeatedIsIdentical(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if len(f.inst.runs) != 2 {
-		t.Fatalf("RunInstances calls: got %d, want 2 (the fake has no existing instance)", len(f.inst.runs))
+	if len(f.inst.fleets) != 2 {
+		t.Fatalf("CreateFleet calls: got %d, want 2 (the fake has no existing instance)", len(f.inst.fleets))
 	}
-	// EC2 answers a repeated ClientToken with the first instance only when
+	// EC2 answers a repeated ClientToken with the first answer only when
 	// every argument matches (else IdempotentParameterMismatch).
-	if !reflect.DeepEqual(f.inst.runs[0], f.inst.runs[1]) {
-		a, _ := json.Marshal(f.inst.runs[0])
-		b, _ := json.Marshal(f.inst.runs[1])
-		t.Errorf("repeated attempt sent different launch arguments:\n%s\n%s", a, b)
+	if !reflect.DeepEqual(f.inst.fleets[0], f.inst.fleets[1]) {
+		a, _ := json.Marshal(f.inst.fleets[0])
+		b, _ := json.Marshal(f.inst.fleets[1])
+		t.Errorf("repeated request sent different launch arguments:\n%s\n%s", a, b)
 	}
-	if aws.ToString(f.inst.runs[0].ClientToken) != "ghclaim-linux-77" {
-		t.Errorf("client token: got %q, want ghclaim-linux-77", aws.ToString(f.inst.runs[0].ClientToken))
+	if got := aws.ToString(f.inst.fleets[0].ClientToken); !strings.HasPrefix(got, "ghclaim-77-") || !strings.HasSuffix(got, "-od") {
+		t.Errorf("client token: got %q, want ghclaim-77-<digest>-od", got)
 	}
 }
 
@@ -339,8 +364,8 @@ func TestEC2ProvisionReusesTaggedInstance(t *testing.T) {
 	if res != (Result{InstanceID: "i-0aaa", Reused: true}) {
 		t.Errorf("result: got %+v, want the smallest existing id, reused", res)
 	}
-	if len(f.inst.runs) != 0 {
-		t.Errorf("RunInstances calls: got %d, want none when the job's instance exists", len(f.inst.runs))
+	if len(f.inst.fleets) != 0 {
+		t.Errorf("CreateFleet calls: got %d, want none when the job's instance exists", len(f.inst.fleets))
 	}
 	if len(f.params.puts) != 1 {
 		t.Errorf("PutParameter calls: got %d, want 1 (an unbooted instance must read the fresh config)", len(f.params.puts))
@@ -357,7 +382,7 @@ func TestEC2ProvisionReusesTaggedInstance(t *testing.T) {
 
 func TestEC2ProvisionErrors(t *testing.T) {
 	t.Parallel()
-	capacity := &smithy.GenericAPIError{Code: "InsufficientInstanceCapacity", Message: "no c7g.large in us-east-1a"}
+	throttled := &smithy.GenericAPIError{Code: "RequestLimitExceeded", Message: "Request limit exceeded."}
 	tests := []struct {
 		name     string
 		arrange  func(*ec2Fixture)
@@ -366,8 +391,8 @@ func TestEC2ProvisionErrors(t *testing.T) {
 		wantIs   error
 		wantRuns int
 	}{
-		{name: "run instances error keeps its AWS code", arrange: func(f *ec2Fixture) { f.inst.runErr = capacity },
-			req: func() Request { return request(ec2Pool(), 42) }, wantCode: "InsufficientInstanceCapacity", wantRuns: 1},
+		{name: "create fleet error keeps its AWS code", arrange: func(f *ec2Fixture) { f.inst.fleetErr = throttled },
+			req: func() Request { return request(ec2Pool(), 42) }, wantCode: "RequestLimitExceeded", wantRuns: 1},
 		{name: "put parameter error after the launch keeps its AWS code", arrange: func(f *ec2Fixture) {
 			f.params.putErr = &smithy.GenericAPIError{Code: "AccessDeniedException"}
 		}, req: func() Request { return request(ec2Pool(), 42) }, wantCode: "AccessDeniedException", wantRuns: 1},
@@ -397,8 +422,8 @@ func TestEC2ProvisionErrors(t *testing.T) {
 			if strings.Contains(err.Error(), jit) {
 				t.Errorf("JIT config in error: %v", err)
 			}
-			if len(f.inst.runs) != tt.wantRuns {
-				t.Errorf("RunInstances calls: got %d, want %d", len(f.inst.runs), tt.wantRuns)
+			if len(f.inst.fleets) != tt.wantRuns {
+				t.Errorf("CreateFleet calls: got %d, want %d", len(f.inst.fleets), tt.wantRuns)
 			}
 		})
 	}
@@ -498,7 +523,7 @@ func TestEC2ProvisionTagsConfigWithInstanceARN(t *testing.T) {
 		wantCalls []string
 		wantID    string
 	}{
-		{name: "launched", wantCalls: []string{"DescribeInstances", "RunInstances", "PutParameter"}, wantID: "i-0fresh"},
+		{name: "launched", wantCalls: []string{"DescribeInstances", "CreateFleet", "DescribeInstances", "PutParameter"}, wantID: "i-0fresh"},
 		{name: "reused", existing: []string{"i-0live"}, wantCalls: []string{"DescribeInstances", "PutParameter"}, wantID: "i-0live"},
 	}
 	for _, tt := range tests {

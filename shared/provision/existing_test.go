@@ -35,8 +35,8 @@ func TestEC2EveryAttemptAgreesOnTheMachine(t *testing.T) {
 			if err != nil || id != "i-0aaa" {
 				t.Errorf("Running: got %q, %v; want i-0aaa", id, err)
 			}
-			if len(f.inst.runs) != 0 {
-				t.Errorf("RunInstances calls: got %d, want none", len(f.inst.runs))
+			if len(f.inst.fleets) != 0 {
+				t.Errorf("CreateFleet calls: got %d, want none", len(f.inst.fleets))
 			}
 		})
 	}

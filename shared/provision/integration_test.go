@@ -20,8 +20,10 @@ import (
 )
 
 // These tests talk HTTP to moto_server through the real SDK clients. moto
-// 5.2 does NOT honour RunInstances ClientToken (a repeated token starts a
-// second instance; see TestMotoIgnoresClientToken), so here the single
+// 5.2 launches instant fleets (CreateFleet: the launch template's image,
+// the overrides' type and subnet, the instance tags) but does NOT honour
+// their ClientToken (a repeated token starts a second instance; see
+// TestMotoIgnoresClientToken), nor report per-option capacity errors, so here the single
 // instance per job is the work of the adapter's tag lookup, which real EC2
 // needs too once the token has expired.
 
@@ -201,14 +203,14 @@ func TestMotoIgnoresClientToken(t *testing.T) {
 	f.launchTemplate(t, "runner-token")
 	p := ec2Pool()
 	p.Provisioner.LaunchTemplate, p.Provisioner.LaunchTemplateVersion, p.Provisioner.Subnets = "runner-token", "$Latest", nil
-	in := runInstancesInput(request(p, 5003))
+	in := fleetInput(request(p, 5003), ec2types.DefaultTargetCapacityTypeOnDemand)
 	var ids []string
 	for range 2 {
-		out, err := f.ec2.RunInstances(ctx, in)
+		out, err := f.ec2.CreateFleet(ctx, in)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ids = append(ids, aws.ToString(out.Instances[0].InstanceId))
+		ids = append(ids, fleetInstance(out))
 	}
 	if ids[0] == ids[1] {
 		t.Fatalf("moto now honours ClientToken (both calls returned %s): update the comment on this file", ids[0])

@@ -5,36 +5,58 @@
 //
 // Two adapters implement Provisioner, picked per pool by Registry:
 //
-//   - EC2 (pool provisioner type "ec2") writes the JIT config to an SSM
-//     SecureString parameter /ghclaim/runners/<runner_name>, then launches
-//     one instance from the pool's launch template with a ClientToken derived
-//     from the job. The instance finds its runner name in its own tags
-//     through IMDSv2 (instance metadata tags are switched on per launch), reads
+//   - EC2 (pool provisioner type "ec2") launches one instance from the
+//     pool's launch template (an instant EC2 Fleet, see Capacity), then
+//     writes the JIT config to an SSM SecureString parameter
+//     /ghclaim/runners/<runner_name> tagged with that instance's ARN. The
+//     instance finds its runner name in its own tags through IMDSv2
+//     (instance metadata tags, switched on by the launch template), reads
 //     and deletes the parameter at boot (infra/runner/boot.sh) and powers off
 //     when the runner exits. The JIT config is never in user data: user data
 //     is readable by anyone with ec2:DescribeInstanceAttribute for the life of
-//     the instance, and RunInstances user data would replace the launch
+//     the instance, and per-launch user data would replace the launch
 //     template's boot script anyway.
 //   - Dispatch (type "dispatch") sends one SQS message carrying the JIT
 //     config to the pool's queue for a host that pulls work (see Dispatch for
 //     its deduplication rules).
 //
-// Idempotency, the reason this package exists. EC2 returns the instance of
-// the first call for a repeated ClientToken, but only while the token lives
-// (AWS documents at least 24 h, not forever), so before launching the EC2
-// adapter also looks for a pending or running instance tagged with the job's
-// id and reuses it (Result.Reused). Both guards use only values derived from
-// the job and the pool, never time or randomness, so any claimer, on any
-// attempt, computes the same key. The token outlives its instance, though:
-// once the job's first machine is gone, EC2 answers the job's token with
-// that dead machine forever (24 h at least), so a later registration of the
-// job launches under RegistrationKey, derived from the job and its JIT
-// config, instead of being reported as provisioned with no machine at all.
+// Idempotency, the reason this package exists. Before launching, the EC2
+// adapter looks for a pending or running instance tagged with the job's id
+// and reuses it (Result.Reused): that lookup is the guard across attempts,
+// and it holds whatever the tokens do. Each launch call carries a
+// ClientToken (FleetKey) derived from the job, the pool and the attempt's
+// runner registration, never time or randomness: a repeat of one request
+// (an SDK retry after a lost answer, a duplicate run of the same attempt)
+// gets the first call's answer instead of a second machine. The token is
+// per registration, not per job, because EC2 answers a repeated token with
+// its first answer for at least 24 h: for an instant fleet that found no
+// capacity that is an empty answer (a successful request), and a per-job
+// token would replay it on every later attempt until the job is abandoned.
 // And EC2 refuses a token reused with other arguments
 // (IdempotentParameterMismatch): when an operator changes a pool's subnets
-// or instance types between two attempts of a job, the adapter looks for a
-// live machine of the job once more and, finding none, launches under
-// LaunchKey, derived from the job, the old token and the new arguments.
+// or instance types between two calls of one registration, the adapter
+// looks for a live machine of the job once more and, finding none,
+// launches under LaunchKey, derived from the job, the old token and the
+// new arguments.
+//
+// Capacity. A pool lists several instance types and subnets; one launch is
+// an EC2 Fleet of type instant (CreateFleet) for one instance whose
+// overrides are every type × subnet, so a zone or type without capacity
+// (InsufficientInstanceCapacity) costs no attempt: the fleet moves to the
+// next option within the call (spot: price-capacity-optimized; on-demand:
+// prioritized, preferred type first, the job's subnet first so jobs spread
+// over zones). Capacity "spot-then-on-demand" makes a second fleet, on
+// demand, under its own token, when the spot one launched nothing. Only
+// when every option of every market failed does the attempt fail
+// (FleetError: server_side while any option lacked capacity, so the retry
+// ladder tries again later; a permission or template error fails for
+// good). RunInstances was the launch before: one type in one subnet per
+// call, so a zone out of capacity failed the attempt and the next attempt
+// asked the same zone for the same type, for up to 90 minutes. A fleet
+// cannot set metadata options or the shutdown behaviour per launch: the
+// pool's launch template must set IMDSv2 required, instance metadata tags
+// on and shutdown behaviour terminate (the scaffold's do), and only
+// instances are tagged (an instant fleet tags no volumes).
 //
 // This package must never log, wrap into an error, or put into user data or
 // tags a JIT config: a JIT config is a credential that registers a runner in
@@ -52,6 +74,8 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	"github.com/ghclaim/ghclaim/shared/pool"
 )
@@ -82,26 +106,22 @@ var runnerNameRE = pool.RunnerNameRE
 
 func redactedOrEmpty(s string) string { return pool.Redacted(s) }
 
-// IdempotencyKey is the key derived from the job that makes a repeated
-// attempt start nothing new: "ghclaim-<pool>-<job_id>". EC2 limits a
-// ClientToken to 64 ASCII characters; when a long pool name would exceed
-// that, the pool name is replaced by a stable hash of it.
-func IdempotencyKey(poolName string, jobID int64) string {
-	id := strconv.FormatInt(jobID, 10)
-	key := "ghclaim-" + poolName + "-" + id
-	if len(key) <= 64 {
-		return key
+// FleetKey is the ClientToken of a launch in market for one runner
+// registration of a job: "ghclaim-<job_id>-<digest of pool and JIT
+// config>-<spot|od>", at most 64 characters as EC2 requires. Each market
+// has its own token (EC2 refuses a token reused with other arguments), and
+// each registration too: an instant fleet that found no capacity is a
+// successful request, answered again with the same empty answer for the
+// token's life (24 h at least), so a token per job would pin every later
+// attempt to the first one's failure. The claimer registers anew on every
+// attempt, so a later attempt gets a fresh answer, while a repeat of one
+// request (same registration) gets its first answer and no second machine.
+func FleetKey(poolName string, jobID int64, jitConfig string, market ec2types.DefaultTargetCapacityType) string {
+	m := "od"
+	if market == ec2types.DefaultTargetCapacityTypeSpot {
+		m = "spot"
 	}
-	return "ghclaim-" + shortHash(poolName) + "-" + id
-}
-
-// RegistrationKey is the ClientToken of a launch for one runner
-// registration of a job: "ghclaim-<job_id>-<digest of pool and JIT config>".
-// It is used only when IdempotencyKey's instance is already gone; every
-// registration has its own config, so a repeat of the same request finds
-// its own machine again and a later registration gets a new one.
-func RegistrationKey(poolName string, jobID int64, jitConfig string) string {
-	return "ghclaim-" + strconv.FormatInt(jobID, 10) + "-" + shortHash(poolName+"\n"+jitConfig)
+	return "ghclaim-" + strconv.FormatInt(jobID, 10) + "-" + shortHash(poolName+"\n"+jitConfig) + "-" + m
 }
 
 // ParameterPrefix is the SSM path under which JIT configs wait for their

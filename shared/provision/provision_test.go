@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"log/slog"
 	"strings"
 	"testing"
@@ -111,36 +112,26 @@ func TestRequestValidate(t *testing.T) {
 	}
 }
 
-func TestIdempotencyKey(t *testing.T) {
+func TestFleetKey(t *testing.T) {
 	t.Parallel()
+	spot, od := ec2types.DefaultTargetCapacityTypeSpot, ec2types.DefaultTargetCapacityTypeOnDemand
 	long := strings.Repeat("p", 40)
-	tests := []struct {
-		name string
-		pool string
-		job  int64
-		want string
-	}{
-		{name: "short pool", pool: "linux", job: 42, want: "ghclaim-linux-42"},
-		{name: "long pool, large id, hashed", pool: long, job: 9223372036854775807, want: "ghclaim-" + shortHash(long) + "-9223372036854775807"},
-		{name: "fits exactly", pool: strings.Repeat("q", 36), job: 1234567890123456789, want: "ghclaim-" + strings.Repeat("q", 36) + "-1234567890123456789"},
+	got := FleetKey(long, 9223372036854775807, jit, spot)
+	if len(got) > 64 || !strings.HasPrefix(got, "ghclaim-9223372036854775807-") || !strings.HasSuffix(got, "-spot") {
+		t.Errorf("got %q (%d characters), want ghclaim-<job>-<digest>-spot within EC2's 64", got, len(got))
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			got := IdempotencyKey(tt.pool, tt.job)
-			if got != tt.want {
-				t.Errorf("got %q, want %q", got, tt.want)
-			}
-			if len(got) > 64 {
-				t.Errorf("got %d characters, EC2 allows 64", len(got))
-			}
-			if again := IdempotencyKey(tt.pool, tt.job); again != got {
-				t.Errorf("not stable: %q then %q", got, again)
-			}
-		})
+	if again := FleetKey(long, 9223372036854775807, jit, spot); again != got {
+		t.Errorf("not stable: %q then %q", got, again)
 	}
-	if IdempotencyKey(long, 1) == IdempotencyKey(long+"x", 1) {
-		t.Error("different long pools share a key")
+	for name, other := range map[string]string{
+		"on-demand":            FleetKey(long, 9223372036854775807, jit, od),
+		"another pool":         FleetKey(long+"x", 9223372036854775807, jit, spot),
+		"another job":          FleetKey(long, 1, jit, spot),
+		"another registration": FleetKey(long, 9223372036854775807, "fresh-"+jit, spot),
+	} {
+		if other == got {
+			t.Errorf("%s shares the token %q", name, got)
+		}
 	}
 }
 
