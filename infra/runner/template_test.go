@@ -92,7 +92,7 @@ func TestTemplateDefaultPoolsParse(t *testing.T) {
 	text := inner.Content[1].Content[0].Value
 	for k, val := range map[string]string{
 		"${X64}": "lt-0aaa", "${Arm64}": "lt-0bbb", "${Subnets}": `subnet-1","subnet-2`,
-		"${TypesX64}": `m7i.large","m6i.large`, "${TypesArm64}": `m7g.large`,
+		"${TypesX64}": `m7i.large","m6i.large`, "${TypesArm64}": `m7g.large`, "${Capacity}": "spot-then-on-demand",
 	} {
 		if !strings.Contains(text, k) {
 			t.Errorf("default pools do not use %s", k)
