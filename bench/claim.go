@@ -100,7 +100,11 @@ func NewClaims(ctx context.Context, env *Env, checkQueued bool, base int64) (*Cl
 		Store:       env.Store,
 		Queue:       env.Queue,
 		GitHub:      app,
-		Provisioner: &timedProvisioner{next: provision.Registry{pool.ProvisionerDispatch: provision.NewDispatch(env.SQS, log)}, c: c},
+		// The provisioner's own send (the JIT config to the dispatch queue)
+		// is the machine's start, not ghclaim's overhead: an EC2 pool makes
+		// EC2 and SSM calls there instead. It is not counted as a job's SQS
+		// request, so the figures compare with a plain queue's.
+		Provisioner: &timedProvisioner{next: provision.Registry{pool.ProvisionerDispatch: provision.NewDispatch(sqs.NewFromConfig(env.Raw), log)}, c: c},
 		Policy:      backoff.Default(),
 		Rates:       rates,
 		Now:         time.Now,

@@ -112,6 +112,9 @@ func (r Report) Markdown(w io.Writer) {
 		c := r.Claims[0]
 		p("| claims per second per instance (GitHub answering at once) | %.1f |", c.ClaimsPerS)
 		p("| DynamoDB / SQS requests per job, webhook to claimed | %.2f / %.2f |", c.DynamoDBPerJob, c.SQSPerJob)
+		if ddb, sqsN, idx, ok := jobLife(r.Lifecycle, c); ok {
+			p("| per job life (queued + claim + in_progress + completed): DynamoDB / SQS requests, sweep-index WRU (targets ≤ 5 / ≤ 1.3 / ≤ 3) | **%.2f / %.2f / %.2f** |", ddb, sqsN, idx)
+		}
 	}
 	if r.TimeToClaim.Jobs > 0 {
 		t := r.TimeToClaim.Time
@@ -299,4 +302,38 @@ func (r Report) Markdown(w io.Writer) {
 	p("## Go benchmarks")
 	p("")
 	p("`go test -run '^$' -bench . -benchmem -count 6 ./bench/ > new.txt` on two commits, then `benchstat old.txt new.txt`.")
+}
+
+// jobLife adds up a job's whole life from one run: the webhook's three
+// deliveries (the lifecycle measure) plus the claimer's and the event
+// source mapping's requests per claimed job. The sweep index's write units
+// of the claim are the claim figure's less the queued delivery's (counted in
+// the lifecycle already). The provisioner's own calls are the machine's
+// start, not counted (see Claims).
+func jobLife(life []Delivery, c ClaimResult) (ddb, sqsN, idx float64, ok bool) {
+	if len(life) == 0 {
+		return 0, 0, 0, false
+	}
+	svc := func(calls map[string]float64, prefix string) float64 {
+		t := 0.0
+		for op, k := range calls {
+			if strings.HasPrefix(op, prefix) {
+				t += k
+			}
+		}
+		return t
+	}
+	var queuedIdx float64
+	for _, d := range life {
+		ddb += svc(d.Calls, "DynamoDB.")
+		sqsN += svc(d.Calls, "SQS.")
+		idx += d.Units.GSIWRU
+		if d.Action == "queued" {
+			queuedIdx = d.Units.GSIWRU
+		}
+	}
+	ddb += svc(c.ClaimerPerJob, "DynamoDB.") + svc(c.PollerPerJob, "DynamoDB.")
+	sqsN += svc(c.ClaimerPerJob, "SQS.") + svc(c.PollerPerJob, "SQS.")
+	idx += c.Units.GSIWRU - queuedIdx
+	return ddb, sqsN, idx, true
 }

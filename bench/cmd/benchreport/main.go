@@ -257,7 +257,7 @@ func costModel(rep bench.Report, idle time.Duration, idleCalls map[string]int) b
 		"ghclaim per job: three webhook invocations (queued, in_progress, completed; GitHub sends all three) with the requests and mean durations measured in section 1, one claimer invocation (unbatched: the light-traffic worst case) with the requests measured in section 2 and the mean invocation time of section 3, and Lambda's poller receiving and deleting its message (2 SQS requests).",
 		"Baseline per job: 3 Lambda invocations + 1 queue round trip (send, receive, delete: 3 SQS requests) and no database, each invocation as long as our queued delivery.",
 		"Durations are the emulator's (each request takes milliseconds of Python), billed per started millisecond; on AWS they are shorter, which lowers the Lambda share of both columns alike.",
-		"DynamoDB units are estimated from the requests (items are under 1 KB: one WRU per write, conditional failures included; the sweep index projects ALL attributes, so writes to an indexed record write the index too, two units when sweep_at moves). moto does not meter capacity.",
+		"DynamoDB units are estimated from the requests (items are under 1 KB: one WRU per write, conditional failures included; the sweep index projects only state, version, lease_expires_at and first_failure_at, so a write touches the index only when it moves sweep_at or changes one of those: one unit to put or remove an index entry, two when sweep_at moves). moto does not meter capacity.",
 		"Not included: CloudWatch Logs ingestion (one JSON line per decision), the poller's empty long-poll receives (a fixed cost per queue, the same for any SQS-fed design), data transfer, free tiers.",
 	}
 	return c
