@@ -96,10 +96,10 @@ func NewClaims(ctx context.Context, env *Env, checkQueued bool, base int64) (*Cl
 	}
 	c := &Claims{env: env, GitHub: fake, gh: gh, DispatchURL: aws.ToString(q.QueueUrl), Pool: p, provisioned: map[int64]time.Time{}}
 	cl, err := claim.New(claim.Config{
-		Pools:       []pool.Pool{p},
-		Store:       env.Store,
-		Queue:       env.Queue,
-		GitHub:      app,
+		Pools:  []pool.Pool{p},
+		Store:  env.Store,
+		Queue:  env.Queue,
+		GitHub: app,
 		// The provisioner's own send (the JIT config to the dispatch queue)
 		// is the machine's start, not ghclaim's overhead: an EC2 pool makes
 		// EC2 and SSM calls there instead. It is not counted as a job's SQS
