@@ -148,7 +148,7 @@ func (q *Queue) Delete(_ context.Context, receiptHandle string) error {
 }
 
 // RetryAfter records the visibility asked for a received message. Like SQS
-// it refuses more than 12 hours.
+// it refuses a visibility that would end 12 hours or more after the receive.
 func (q *Queue) RetryAfter(_ context.Context, receiptHandle string, d time.Duration) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -156,8 +156,10 @@ func (q *Queue) RetryAfter(_ context.Context, receiptHandle string, d time.Durat
 		return err
 	}
 	secs := time.Duration(math.Ceil(max(d, 0).Seconds())) * time.Second
-	if secs > maxVisibility {
-		return fmt.Errorf("change message visibility: InvalidParameterValue: %s is over 12 hours", secs)
+	// SQS counts the 12 hours from the receive, which always lies a little
+	// in the past: 12 h itself is already beyond the limit.
+	if secs >= maxVisibility {
+		return fmt.Errorf("change message visibility: InvalidParameterValue: total visibility %s is beyond the 12 hour limit", secs)
 	}
 	q.visibility[receiptHandle] = secs
 	return nil
