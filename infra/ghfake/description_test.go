@@ -86,6 +86,8 @@ func TestAnswersMatchGitHubDescription(t *testing.T) {
 			}},
 		{name: "installations bad JWT", route: ghfake.RouteInstallations, path: "/app/installations",
 			jwt: func(*testing.T) string { return "not.a.jwt" }, status: 401},
+		{name: "installation repositories", route: ghfake.RouteInstallRepos, path: "/installation/repositories", status: 200,
+			prep: func(t *testing.T, f fixture) { f.fake.SetInstallation(inst, "octo", true, "hello", "world") }},
 		{name: "token unknown installation", route: ghfake.RouteAccessToken, path: "/app/installations/0/access_tokens", jwt: goodJWT, status: 404},
 
 		{name: "repo jit", route: ghfake.RouteRepoJIT, path: "/repos/octo/hello/actions/runners/generate-jitconfig", body: jit, status: 201},
@@ -202,7 +204,7 @@ func TestAnswersMatchGitHubDescription(t *testing.T) {
 		ghfake.RouteAccessToken, ghfake.RouteApp, ghfake.RouteInstallations, ghfake.RouteRepoJIT, ghfake.RouteOrgJIT, ghfake.RouteRepoRunners, ghfake.RouteOrgRunners,
 		ghfake.RouteRepoRunner, ghfake.RouteOrgRunner, ghfake.RouteRepoDeleteRunner, ghfake.RouteOrgDeleteRunner, ghfake.RouteJob,
 		ghfake.RouteManifestConversion,
-		ghfake.RouteDeliveries, ghfake.RouteDelivery, ghfake.RouteRedeliver,
+		ghfake.RouteDeliveries, ghfake.RouteDelivery, ghfake.RouteRedeliver, ghfake.RouteInstallRepos,
 	} {
 		if !covered[r] {
 			t.Errorf("no success case for %s", r)

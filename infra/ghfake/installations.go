@@ -88,10 +88,7 @@ func (s *Server) listInstallRepos(w http.ResponseWriter, r *http.Request) {
 	in := s.installs[inst]
 	var all []map[string]any
 	for i, name := range in.repos {
-		all = append(all, map[string]any{
-			"id": int64(i + 1), "name": name, "full_name": in.owner + "/" + name,
-			"owner": map[string]any{"login": in.owner}, "private": true,
-		})
+		all = append(all, restRepository(int64(i+1), in.owner, name, in.org))
 	}
 	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, map[string]any{"total_count": len(all), "repositories": page(w, r, all)})
@@ -105,4 +102,40 @@ func (s *Server) sortedInstalls() []installationOf {
 	}
 	slices.SortFunc(out, func(a, b installationOf) int { return cmp.Compare(a.id, b.id) })
 	return out
+}
+
+// restRepository is a repository as GitHub's REST answers describe it (the
+// "repository" schema: every required field, checked against GitHub's
+// description in description_test.go).
+func restRepository(id int64, owner, name string, org bool) map[string]any {
+	full := owner + "/" + name
+	api := "https://api.github.com/repos/" + full
+	r := map[string]any{
+		"id": id, "node_id": fmt.Sprintf("R_fake%d", id), "name": name, "full_name": full,
+		"owner": account(id+2000, owner, org, false), "private": true, "fork": false, "archived": false, "disabled": false,
+		"description": nil, "homepage": nil, "language": nil, "mirror_url": nil, "license": nil,
+		"html_url": "https://github.com/" + full, "url": api, "clone_url": "https://github.com/" + full + ".git",
+		"git_url": "git://github.com/" + full + ".git", "ssh_url": "git@github.com:" + full + ".git", "svn_url": "https://github.com/" + full,
+		"default_branch": "main", "forks": 0, "forks_count": 0, "open_issues": 0, "open_issues_count": 0, "size": 0,
+		"stargazers_count": 0, "watchers": 0, "watchers_count": 0,
+		"has_downloads": true, "has_issues": true, "has_projects": true, "has_wiki": true, "has_pages": false,
+		"pushed_at": fakeEpoch, "created_at": fakeEpoch, "updated_at": fakeEpoch,
+	}
+	for _, k := range []string{"contributors", "deployments", "downloads", "events", "forks", "hooks", "languages", "merges",
+		"stargazers", "subscribers", "subscription", "tags", "teams"} {
+		r[k+"_url"] = api + "/" + k
+	}
+	for k, tmpl := range map[string]string{
+		"archive": "/{archive_format}{/ref}", "assignees": "/assignees{/user}", "blobs": "/git/blobs{/sha}",
+		"branches": "/branches{/branch}", "collaborators": "/collaborators{/collaborator}", "comments": "/comments{/number}",
+		"commits": "/commits{/sha}", "compare": "/compare/{base}...{head}", "contents": "/contents/{+path}",
+		"git_commits": "/git/commits{/sha}", "git_refs": "/git/refs{/sha}", "git_tags": "/git/tags{/sha}",
+		"issue_comment": "/issues/comments{/number}", "issue_events": "/issues/events{/number}", "issues": "/issues{/number}",
+		"keys": "/keys{/key_id}", "labels": "/labels{/name}", "milestones": "/milestones{/number}",
+		"notifications": "/notifications{?since,all,participating}", "pulls": "/pulls{/number}", "releases": "/releases{/id}",
+		"statuses": "/statuses/{sha}", "trees": "/git/trees{/sha}",
+	} {
+		r[k+"_url"] = api + tmpl
+	}
+	return r
 }
