@@ -308,7 +308,8 @@ func MeasureClaims(ctx context.Context, c *Claims, n int) (ClaimResult, error) {
 	add(&all, po)
 	r.DynamoDBPerJob = round(float64(all.Service("DynamoDB"))/float64(n), 2)
 	r.SQSPerJob = round(float64(all.Service("SQS"))/float64(n), 2)
-	r.Units = Units{WRU: round(all.Units.WRU/float64(n), 2), GSIWRU: round(all.Units.GSIWRU/float64(n), 2), RRU: round(all.Units.RRU/float64(n), 2)}
+	r.Units = Units{WRU: round(all.Units.WRU/float64(n), 2), GSIWRU: round(all.Units.GSIWRU/float64(n), 2),
+		GSIWrites: round(all.Units.GSIWrites/float64(n), 2), RRU: round(all.Units.RRU/float64(n), 2)}
 	r.ClaimerUsage = FromSnapshot(cl).Times(1 / float64(n))
 
 	gh := c.GitHub.Stats()

@@ -41,6 +41,9 @@ type Units struct {
 	// GSIWRU: writes the sweep index (projection INCLUDE of
 	// store.SweepProjection) receives.
 	GSIWRU float64 `json:"gsi_wru"`
+	// GSIWrites: requests that wrote the sweep index at all (an update
+	// that moves sweep_at is one write, billed as two units).
+	GSIWrites float64 `json:"gsi_writes"`
 	// RRU: one per strongly consistent read up to 4 KB, half for an
 	// eventually consistent one (every GSI Query).
 	RRU float64 `json:"rru"`
@@ -100,6 +103,9 @@ func (c *Counter) record(op string, d time.Duration, u Units) {
 	c.busy += d
 	c.units.WRU += u.WRU
 	c.units.GSIWRU += u.GSIWRU
+	if u.GSIWRU > 0 {
+		c.units.GSIWrites++
+	}
 	c.units.RRU += u.RRU
 	c.mu.Unlock()
 }
@@ -220,7 +226,8 @@ func (c *Counter) Snapshot() Snapshot {
 // Since is the difference s − earlier.
 func (s Snapshot) Since(earlier Snapshot) Snapshot {
 	d := Snapshot{Calls: map[string]int{}, OpBusy: map[string]time.Duration{}, Busy: s.Busy - earlier.Busy,
-		Units: Units{WRU: s.Units.WRU - earlier.Units.WRU, GSIWRU: s.Units.GSIWRU - earlier.Units.GSIWRU, RRU: s.Units.RRU - earlier.Units.RRU}}
+		Units: Units{WRU: s.Units.WRU - earlier.Units.WRU, GSIWRU: s.Units.GSIWRU - earlier.Units.GSIWRU,
+			GSIWrites: s.Units.GSIWrites - earlier.Units.GSIWrites, RRU: s.Units.RRU - earlier.Units.RRU}}
 	for k, v := range s.Calls {
 		if n := v - earlier.Calls[k]; n != 0 {
 			d.Calls[k] = n
