@@ -272,6 +272,7 @@ func add(into *Snapshot, d Snapshot) {
 	}
 	into.Busy += d.Busy
 	into.Units.WRU += d.Units.WRU
+	into.Units.GSIWrites += d.Units.GSIWrites
 	into.Units.GSIWRU += d.Units.GSIWRU
 	into.Units.RRU += d.Units.RRU
 }
