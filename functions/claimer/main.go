@@ -95,7 +95,7 @@ func run() error {
 		Rates:       rates,
 		Now:         time.Now,
 		Logger:      log,
-		Metrics:     obs.NewMetrics(os.Stdout, map[string]string{"function": "claimer"}, time.Now),
+		Metrics:     obs.NewMetricsIn(cfg.MetricsNamespace, os.Stdout, map[string]string{"function": "claimer"}, time.Now),
 	})
 	if err != nil {
 		return err

@@ -87,7 +87,7 @@ func run() error {
 		MaxCalls:     cfg.MaxCalls,
 		Now:          time.Now,
 		Logger:       log,
-		Metrics:      obs.NewMetrics(os.Stdout, map[string]string{"function": "janitor"}, time.Now),
+		Metrics:      obs.NewMetricsIn(cfg.MetricsNamespace, os.Stdout, map[string]string{"function": "janitor"}, time.Now),
 	})
 	if err != nil {
 		return err

@@ -81,7 +81,7 @@ func run() error {
 		Budget:  cfg.Budget,
 		Now:     time.Now,
 		Logger:  log,
-		Metrics: obs.NewMetrics(os.Stdout, map[string]string{"function": "reclaimer"}, time.Now),
+		Metrics: obs.NewMetricsIn(cfg.MetricsNamespace, os.Stdout, map[string]string{"function": "reclaimer"}, time.Now),
 		GitHub:  gh,
 		Rates:   rates,
 		Pools:   cfg.Pools,

@@ -71,7 +71,7 @@ func run() error {
 		MinRemaining: cfg.MinRemaining,
 		Now:          time.Now,
 		Log:          obs.NewLogger(os.Stdout, cfg.LogLevel),
-		Metrics:      obs.NewMetrics(os.Stdout, map[string]string{"function": "redeliverer"}, time.Now),
+		Metrics:      obs.NewMetricsIn(cfg.MetricsNamespace, os.Stdout, map[string]string{"function": "redeliverer"}, time.Now),
 	})
 	if err != nil {
 		return err

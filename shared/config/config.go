@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/ghclaim/ghclaim/shared/job"
+	"github.com/ghclaim/ghclaim/shared/obs"
 	"github.com/ghclaim/ghclaim/shared/pool"
 )
 
@@ -59,6 +60,9 @@ type Common struct {
 	QueuedGrace    time.Duration
 	RecordTTL      time.Duration
 	LogLevel       string
+	// MetricsNamespace is the CloudWatch namespace of the EMF metrics
+	// (METRICS_NAMESPACE; template.yaml passes the stack's name by default).
+	MetricsNamespace string
 }
 
 // Webhook is the webhook function's configuration.
@@ -160,6 +164,7 @@ func (r *reader) common() Common {
 		RecordTTL:      r.duration("RECORD_TTL", DefaultRecordTTL),
 		LogLevel:       strings.ToLower(strings.TrimSpace(r.get("LOG_LEVEL"))),
 	}
+	c.MetricsNamespace = r.namespace()
 	// The job record is the webhook's dedup key: it must outlive GitHub's
 	// 3-day manual-redelivery window, or a redelivery would claim again.
 	if c.RecordTTL < 72*time.Hour {
@@ -173,6 +178,35 @@ func (r *reader) common() Common {
 		r.fail("LOG_LEVEL", fmt.Errorf("%q: want debug, info, warn or error", c.LogLevel))
 	}
 	return c
+}
+
+// namespace reads METRICS_NAMESPACE under CloudWatch's rules for a
+// namespace (PutMetricData): 1-255 of A-Z a-z 0-9 . - _ / # : and space,
+// not starting with the reserved "AWS/". A namespace CloudWatch refuses
+// would drop every EMF line silently, so it fails the cold start instead.
+func (r *reader) namespace() string {
+	const v = "METRICS_NAMESPACE"
+	s := strings.TrimSpace(r.get(v))
+	if s == "" {
+		return obs.Namespace
+	}
+	switch {
+	case len(s) > 255:
+		r.fail(v, fmt.Errorf("%d characters; CloudWatch allows at most 255", len(s)))
+	case strings.HasPrefix(s, "AWS/"):
+		r.fail(v, fmt.Errorf("%q: the AWS/ prefix is reserved for AWS services", s))
+	case strings.IndexFunc(s, badNamespaceRune) >= 0:
+		r.fail(v, fmt.Errorf("%q: CloudWatch allows only letters, digits, space and . - _ / # :", s))
+	}
+	return s
+}
+
+func badNamespaceRune(c rune) bool {
+	switch {
+	case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		return false
+	}
+	return !strings.ContainsRune(".-_/#: ", c)
 }
 
 func (r *reader) githubApp() GitHubApp {
@@ -261,8 +295,9 @@ func LoadReclaimer(get Getenv) (Reclaimer, error) {
 // lists and deletes), the pools (which runner names are ours), the table
 // (job records and rate readings, read only).
 type Janitor struct {
-	TableName string
-	LogLevel  string
+	TableName        string
+	LogLevel         string
+	MetricsNamespace string
 	GitHubApp
 	Pools []pool.Pool
 	// UnknownGrace: a machine of a job with no record is ended only once
@@ -279,13 +314,14 @@ type Janitor struct {
 func LoadJanitor(get Getenv) (Janitor, error) {
 	r := &reader{get: get}
 	c := Janitor{
-		TableName:    r.required("TABLE_NAME"),
-		LogLevel:     strings.ToLower(strings.TrimSpace(get("LOG_LEVEL"))),
-		GitHubApp:    r.githubApp(),
-		Pools:        r.pools(),
-		UnknownGrace: r.duration("JANITOR_UNKNOWN_GRACE", time.Hour),
-		ConfigGrace:  r.duration("JANITOR_CONFIG_GRACE", 15*time.Minute),
-		MaxCalls:     int(r.integer("JANITOR_MAX_CALLS", 100, 1)),
+		TableName:        r.required("TABLE_NAME"),
+		LogLevel:         strings.ToLower(strings.TrimSpace(get("LOG_LEVEL"))),
+		MetricsNamespace: r.namespace(),
+		GitHubApp:        r.githubApp(),
+		Pools:            r.pools(),
+		UnknownGrace:     r.duration("JANITOR_UNKNOWN_GRACE", time.Hour),
+		ConfigGrace:      r.duration("JANITOR_CONFIG_GRACE", 15*time.Minute),
+		MaxCalls:         int(r.integer("JANITOR_MAX_CALLS", 100, 1)),
 	}
 	if c.LogLevel == "" {
 		c.LogLevel = "info"
@@ -297,8 +333,9 @@ func LoadJanitor(get Getenv) (Janitor, error) {
 // redeliver# items) and the GitHub App, whose JWT reads the delivery log.
 // It needs no queue and no pools.
 type Redeliverer struct {
-	TableName string
-	LogLevel  string
+	TableName        string
+	LogLevel         string
+	MetricsNamespace string
 	GitHubApp
 	// Window: failed deliveries older than this are never asked
 	// (REDELIVERY_WINDOW, default 3h, at most GitHub's 72h retention).
@@ -314,12 +351,13 @@ type Redeliverer struct {
 func LoadRedeliverer(get Getenv) (Redeliverer, error) {
 	r := &reader{get: get}
 	c := Redeliverer{
-		TableName:    r.required("TABLE_NAME"),
-		LogLevel:     strings.ToLower(strings.TrimSpace(get("LOG_LEVEL"))),
-		GitHubApp:    r.githubApp(),
-		Window:       r.duration("REDELIVERY_WINDOW", 3*time.Hour),
-		MaxAttempts:  int(r.integer("REDELIVERY_MAX_ATTEMPTS", 3, 1)),
-		MinRemaining: int(r.integer("REDELIVERY_MIN_REMAINING", 50, 0)),
+		TableName:        r.required("TABLE_NAME"),
+		LogLevel:         strings.ToLower(strings.TrimSpace(get("LOG_LEVEL"))),
+		MetricsNamespace: r.namespace(),
+		GitHubApp:        r.githubApp(),
+		Window:           r.duration("REDELIVERY_WINDOW", 3*time.Hour),
+		MaxAttempts:      int(r.integer("REDELIVERY_MAX_ATTEMPTS", 3, 1)),
+		MinRemaining:     int(r.integer("REDELIVERY_MIN_REMAINING", 50, 0)),
 	}
 	if c.Window > 72*time.Hour {
 		r.fail("REDELIVERY_WINDOW", fmt.Errorf("%s is longer than GitHub's 72h retention of the delivery log", c.Window))

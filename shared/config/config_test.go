@@ -165,3 +165,48 @@ func TestLoadRedeliverer(t *testing.T) {
 		})
 	}
 }
+
+func TestMetricsNamespace(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		value   string
+		want    string
+		wantErr string
+	}{
+		{name: "unset: the default", value: "", want: "ghclaim"},
+		{name: "a stack name", value: "ghclaim-prod", want: "ghclaim-prod"},
+		{name: "every allowed character", value: "Team/ci.runners_2#eu: west-1", want: "Team/ci.runners_2#eu: west-1"},
+		{name: "AWS prefix is reserved", value: "AWS/Lambda", wantErr: "reserved"},
+		{name: "a character CloudWatch refuses", value: "ghclaim$prod", wantErr: "only letters"},
+		{name: "non-ASCII", value: "ghcläim", wantErr: "only letters"},
+		{name: "too long", value: strings.Repeat("n", 256), wantErr: "at most 255"},
+	}
+	loaders := map[string]func(Getenv) (string, error){
+		"webhook":     func(g Getenv) (string, error) { c, err := LoadWebhook(g); return c.MetricsNamespace, err },
+		"claimer":     func(g Getenv) (string, error) { c, err := LoadClaimer(g); return c.MetricsNamespace, err },
+		"reclaimer":   func(g Getenv) (string, error) { c, err := LoadReclaimer(g); return c.MetricsNamespace, err },
+		"janitor":     func(g Getenv) (string, error) { c, err := LoadJanitor(g); return c.MetricsNamespace, err },
+		"redeliverer": func(g Getenv) (string, error) { c, err := LoadRedeliverer(g); return c.MetricsNamespace, err },
+	}
+	for _, tt := range tests {
+		for fn, load := range loaders {
+			t.Run(tt.name+"/"+fn, func(t *testing.T) {
+				t.Parallel()
+				m := base()
+				m["METRICS_NAMESPACE"] = tt.value
+				got, err := load(env(m))
+				if tt.wantErr == "" {
+					if err != nil || got != tt.want {
+						t.Fatalf("got %q, %v, want %q", got, err, tt.want)
+					}
+					return
+				}
+				var ce *Error
+				if !errors.As(err, &ce) || ce.Var != "METRICS_NAMESPACE" || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("got error %v, want a METRICS_NAMESPACE error containing %q", err, tt.wantErr)
+				}
+			})
+		}
+	}
+}

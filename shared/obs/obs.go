@@ -48,23 +48,37 @@ func NewLogger(w io.Writer, level string) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: Level(level)}))
 }
 
-// Namespace is the CloudWatch namespace of ghclaim's metrics.
+// Namespace is the CloudWatch namespace of metrics when none is configured
+// (tests, local runs). A deployment names its own (METRICS_NAMESPACE, by
+// default the stack's name), so two stacks in one account and Region never
+// add up into one set of metrics and alarms.
 const Namespace = "ghclaim"
 
 // Metrics writes counts as one EMF line per flush.
 type Metrics struct {
-	mu     sync.Mutex
-	w      io.Writer
-	dims   map[string]string
-	counts map[string]float64
-	now    clock.Func
+	mu        sync.Mutex
+	w         io.Writer
+	namespace string
+	dims      map[string]string
+	counts    map[string]float64
+	now       clock.Func
 }
 
-// NewMetrics returns a metric sink writing EMF to w with fixed dimensions
-// (e.g. {"function": "claimer"}).
+// NewMetrics returns a metric sink writing EMF to w in Namespace with fixed
+// dimensions (e.g. {"function": "claimer"}).
 func NewMetrics(w io.Writer, dims map[string]string, now clock.Func) *Metrics {
-	now = clock.Or(now)
-	return &Metrics{w: w, dims: dims, counts: map[string]float64{}, now: now}
+	return NewMetricsIn(Namespace, w, dims, now)
+}
+
+// NewMetricsIn is NewMetrics in the CloudWatch namespace ns (Namespace
+// when empty). The alarms of template.yaml watch these metrics by name,
+// namespace and exact dimension set: EMF publishes a metric under the
+// dimension set it is written with, and nothing else.
+func NewMetricsIn(ns string, w io.Writer, dims map[string]string, now clock.Func) *Metrics {
+	if ns == "" {
+		ns = Namespace
+	}
+	return &Metrics{w: w, namespace: ns, dims: dims, counts: map[string]float64{}, now: clock.Or(now)}
 }
 
 // Add adds v to the named count.
@@ -109,7 +123,7 @@ func (m *Metrics) Flush() {
 	doc["_aws"] = map[string]any{
 		"Timestamp": m.now().UnixMilli(),
 		"CloudWatchMetrics": []map[string]any{{
-			"Namespace":  Namespace,
+			"Namespace":  m.namespace,
 			"Dimensions": [][]string{dimKeys},
 			"Metrics":    defs,
 		}},

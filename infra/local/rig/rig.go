@@ -258,13 +258,7 @@ func Start(ctx context.Context, o Options) (_ *Rig, err error) {
 	}
 	r.WebhookSecret = aws.ToString(sec.SecretString)
 
-	refs := map[string]string{}
-	for id, phys := range r.Stack.Resources {
-		refs[id] = phys
-	}
-	refs["Table"], refs["ClaimsQueue"] = r.Stack.TableName, r.Stack.QueueURL
-	refs["WebhookSecret"], refs["GitHubAppPrivateKey"] = r.Stack.WebhookSecretARN, r.Stack.GitHubAppPrivateKeyARN
-	if r.Functions, err = Functions(tmpl, params, refs); err != nil {
+	if r.Functions, err = Functions(tmpl, params, stackRefs(r.Stack)); err != nil {
 		<-builds
 		return nil, err
 	}
@@ -434,4 +428,18 @@ func orDefault(addr string) string {
 
 func emulatorIsExternal() bool {
 	return os.Getenv(emulator.EndpointEnv) != ""
+}
+
+// stackRefs is what a Ref in the functions' environment resolves to on the emulated stack: the
+// physical ids of its resources, and the pseudo parameter AWS::StackName (the default metrics
+// namespace).
+func stackRefs(s *emulator.Stack) map[string]string {
+	refs := map[string]string{}
+	for id, phys := range s.Resources {
+		refs[id] = phys
+	}
+	refs["Table"], refs["ClaimsQueue"] = s.TableName, s.QueueURL
+	refs["WebhookSecret"], refs["GitHubAppPrivateKey"] = s.WebhookSecretARN, s.GitHubAppPrivateKeyARN
+	refs["AWS::StackName"] = s.Name
+	return refs
 }
