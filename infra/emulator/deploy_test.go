@@ -297,3 +297,30 @@ func TestTemplateInvariants(t *testing.T) {
 		})
 	}
 }
+
+// What moto can create of the operations side is created (the log groups); the rest (alarms,
+// dashboard) is reported as dropped, not silently lost.
+func TestDeployCreatesLogGroupsAndReportsAlarmsDropped(t *testing.T) {
+	t.Parallel()
+	srv := ForTest(t)
+	stack := DeployForTest(t, srv)
+	resources := projectTemplate(t)["Resources"].(map[string]any)
+	groups, dropped := 0, 0
+	for _, id := range sortedKeys(resources) {
+		switch resources[id].(map[string]any)["Type"] {
+		case "AWS::Logs::LogGroup":
+			groups++
+			if stack.Resources[id] == "" {
+				t.Errorf("log group %s was not created (created: %v)", id, sortedKeys(stack.Resources))
+			}
+		case "AWS::CloudWatch::Alarm", "AWS::CloudWatch::Dashboard":
+			dropped++
+			if !slices.Contains(stack.Dropped, id) {
+				t.Errorf("%s is neither created nor reported dropped", id)
+			}
+		}
+	}
+	if groups == 0 || dropped == 0 {
+		t.Fatalf("template has %d log groups and %d alarms/dashboards: nothing checked", groups, dropped)
+	}
+}

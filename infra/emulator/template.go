@@ -31,6 +31,10 @@ var Kept = []string{
 	"AWS::IAM::InstanceProfile",
 	"AWS::EC2::SecurityGroup",
 	"AWS::EC2::LaunchTemplate",
+	// The functions' log groups (their retention): moto creates them, so a template mistake in
+	// them fails here rather than on AWS. Alarms (moto's CloudFormation has no AWS::CloudWatch::Alarm)
+	// and the dashboard (it names the functions) are dropped.
+	"AWS::Logs::LogGroup",
 }
 
 const secretType = "AWS::SecretsManager::Secret"
