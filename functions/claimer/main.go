@@ -6,6 +6,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"os"
@@ -18,7 +19,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
-	"github.com/ghclaim/ghclaim/shared/awsenv"
 	"github.com/ghclaim/ghclaim/shared/backoff"
 	"github.com/ghclaim/ghclaim/shared/claim"
 	"github.com/ghclaim/ghclaim/shared/config"
@@ -40,17 +40,13 @@ func main() {
 }
 
 func run() error {
-	cfg, err := config.LoadClaimer(os.Getenv)
+	cfg, awsCfg, err := config.Start(context.Background(), os.Getenv, config.LoadClaimer)
 	if err != nil {
 		return err
 	}
 	policy := backoff.Policy{Ladder: cfg.Ladder, Jitter: backoff.DefaultJitter, MaxAge: cfg.MaxAge}
 	if err := policy.Validate(); err != nil {
 		return fmt.Errorf("retry policy: %w", err)
-	}
-	awsCfg, err := awsenv.Load(os.Getenv)
-	if err != nil {
-		return fmt.Errorf("aws config: %w", err)
 	}
 	var sm secret.SecretsManager
 	if cfg.PrivateKeyARN != "" {

@@ -18,7 +18,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
-	"github.com/ghclaim/ghclaim/shared/awsenv"
 	"github.com/ghclaim/ghclaim/shared/config"
 	"github.com/ghclaim/ghclaim/shared/ghapp"
 	"github.com/ghclaim/ghclaim/shared/janitor"
@@ -38,15 +37,11 @@ func main() {
 }
 
 func run() error {
-	cfg, err := config.LoadJanitor(os.Getenv)
+	cfg, awsCfg, err := config.Start(context.Background(), os.Getenv, config.LoadJanitor)
 	if err != nil {
 		return err
 	}
 	ctx := context.Background()
-	awsCfg, err := awsenv.Load(os.Getenv)
-	if err != nil {
-		return fmt.Errorf("aws config: %w", err)
-	}
 	var sm secret.SecretsManager
 	if cfg.PrivateKeyARN != "" {
 		sm = secretsmanager.NewFromConfig(awsCfg)

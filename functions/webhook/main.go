@@ -4,6 +4,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"time"
@@ -13,7 +14,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/ghclaim/ghclaim/shared/awsenv"
 	"github.com/ghclaim/ghclaim/shared/config"
 	"github.com/ghclaim/ghclaim/shared/obs"
 	"github.com/ghclaim/ghclaim/shared/queue"
@@ -30,13 +30,9 @@ func main() {
 }
 
 func run() error {
-	cfg, err := config.LoadWebhook(os.Getenv)
+	cfg, awsCfg, err := config.Start(context.Background(), os.Getenv, config.LoadWebhook)
 	if err != nil {
 		return err
-	}
-	awsCfg, err := awsenv.Load(os.Getenv)
-	if err != nil {
-		return fmt.Errorf("aws config: %w", err)
 	}
 	var sm secret.SecretsManager
 	if cfg.SecretARN != "" {

@@ -10,6 +10,13 @@
 // Manager secrets that main resolves once per cold start; the plain
 // WEBHOOK_SECRET / GITHUB_APP_PRIVATE_KEY are for local runs only. This
 // package must never log or print a secret value.
+//
+// RUNNER_POOLS may come from an SSM parameter instead (RUNNER_POOLS_PARAMETER,
+// read by Start): an environment holds ~4 KB, about nine pools. It is read
+// once per cold start, not with a TTL, because the flows take their pools
+// as a slice at construction; a re-read would need them to take a function.
+// METRICS_NAMESPACE is checked against CloudWatch's namespace rules here, as
+// a namespace CloudWatch refuses would drop every metric line silently.
 package config
 
 import (
@@ -149,7 +156,11 @@ func (r *reader) integer(v string, def int64, min int64) int64 {
 func (r *reader) pools() []pool.Pool {
 	ps, err := pool.Parse(r.get("RUNNER_POOLS"))
 	if err != nil {
-		r.fail("RUNNER_POOLS", err)
+		v := "RUNNER_POOLS"
+		if p := strings.TrimSpace(r.get(PoolsParameterVar)); p != "" {
+			v += " (SSM parameter " + p + ")"
+		}
+		r.fail(v, err)
 	}
 	return ps
 }

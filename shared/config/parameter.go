@@ -1,0 +1,82 @@
+package config
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+
+	"github.com/ghclaim/ghclaim/shared/awsenv"
+)
+
+// SSM is the part of the SSM API the pools parameter needs.
+type SSM interface {
+	GetParameter(ctx context.Context, in *ssm.GetParameterInput, optFns ...func(*ssm.Options)) (*ssm.GetParameterOutput, error)
+}
+
+var _ SSM = (*ssm.Client)(nil)
+
+// PoolsParameterVar names the SSM parameter (String or SecureString) that
+// holds RUNNER_POOLS when the environment's ~4 KB is too small for the pools.
+const PoolsParameterVar = "RUNNER_POOLS_PARAMETER"
+
+// WithPoolsParameter returns get with RUNNER_POOLS read from the SSM
+// parameter named by RUNNER_POOLS_PARAMETER, decrypted, when that variable
+// is set; the parameter then wins over RUNNER_POOLS. Unset, it returns get
+// as is and never calls SSM (client may be nil). It reads once, at start-up:
+// a changed parameter reaches the functions at their next cold start (a
+// re-read with a TTL would need the flows to take their pools through a
+// function instead of a slice).
+func WithPoolsParameter(ctx context.Context, client SSM, get Getenv) (Getenv, error) {
+	name := strings.TrimSpace(get(PoolsParameterVar))
+	if name == "" {
+		return get, nil
+	}
+	fail := func(err error) (Getenv, error) {
+		return nil, &Error{Var: PoolsParameterVar, Err: fmt.Errorf("SSM parameter %s: %w", name, err)}
+	}
+	if client == nil {
+		return fail(errors.New("no SSM client"))
+	}
+	decrypt := true
+	out, err := client.GetParameter(ctx, &ssm.GetParameterInput{Name: &name, WithDecryption: &decrypt})
+	if err != nil {
+		return fail(err)
+	}
+	if out.Parameter == nil || out.Parameter.Value == nil || strings.TrimSpace(*out.Parameter.Value) == "" {
+		return fail(errors.New("holds no value"))
+	}
+	pools := *out.Parameter.Value
+	return func(k string) string {
+		if k == "RUNNER_POOLS" {
+			return pools
+		}
+		return get(k)
+	}, nil
+}
+
+// Start is a function's start-up read: its AWS config from the environment
+// (shared/awsenv), RUNNER_POOLS from the SSM parameter RUNNER_POOLS_PARAMETER
+// names when it names one, then its own settings through load (LoadClaimer,
+// …). The functions that use pools start through it, so they read the
+// parameter alike.
+func Start[C any](ctx context.Context, get Getenv, load func(Getenv) (C, error)) (C, aws.Config, error) {
+	var zero C
+	awsCfg, err := awsenv.Load(get)
+	if err != nil {
+		return zero, aws.Config{}, fmt.Errorf("aws config: %w", err)
+	}
+	var client SSM
+	if strings.TrimSpace(get(PoolsParameterVar)) != "" {
+		client = ssm.NewFromConfig(awsCfg)
+	}
+	get, err = WithPoolsParameter(ctx, client, get)
+	if err != nil {
+		return zero, aws.Config{}, err
+	}
+	c, err := load(get)
+	return c, awsCfg, err
+}

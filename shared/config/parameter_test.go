@@ -1,0 +1,79 @@
+package config
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
+)
+
+// fakeSSM holds parameters by name; reading one without decryption is refused, as a
+// SecureString read that way would hand back ciphertext.
+type fakeSSM struct {
+	values map[string]string
+	calls  int
+}
+
+func (f *fakeSSM) GetParameter(_ context.Context, in *ssm.GetParameterInput, _ ...func(*ssm.Options)) (*ssm.GetParameterOutput, error) {
+	f.calls++
+	if !aws.ToBool(in.WithDecryption) {
+		return nil, errors.New("read without decryption")
+	}
+	v, ok := f.values[aws.ToString(in.Name)]
+	if !ok {
+		return nil, &ssmtypes.ParameterNotFound{Message: aws.String("not found")}
+	}
+	return &ssm.GetParameterOutput{Parameter: &ssmtypes.Parameter{Name: in.Name, Value: aws.String(v)}}, nil
+}
+
+const twoPools = `[{"name":"a","labels":["self-hosted","a"],"provisioner":{"type":"ec2","launch_template":"lt-1"}},` +
+	`{"name":"b","labels":["self-hosted","b"],"provisioner":{"type":"ec2","launch_template":"lt-2"}}]`
+
+func TestPoolsFromParameter(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		parameter string
+		stored    map[string]string
+		wantPools int
+		wantCalls int
+		wantErr   string // the error names this
+		wantVar   string
+	}{
+		{name: "unset: the environment's pools, no SSM call", wantPools: 1},
+		{name: "the parameter wins over the environment", parameter: "/ghclaim/pools", stored: map[string]string{"/ghclaim/pools": twoPools}, wantPools: 2, wantCalls: 1},
+		{name: "missing parameter", parameter: "/ghclaim/nope", stored: map[string]string{}, wantCalls: 1, wantErr: "/ghclaim/nope", wantVar: PoolsParameterVar},
+		{name: "blank parameter", parameter: "/ghclaim/blank", stored: map[string]string{"/ghclaim/blank": "  "}, wantCalls: 1, wantErr: "/ghclaim/blank", wantVar: PoolsParameterVar},
+		{name: "bad pools in the parameter", parameter: "/ghclaim/bad", stored: map[string]string{"/ghclaim/bad": `[]`}, wantCalls: 1, wantErr: "/ghclaim/bad", wantVar: "RUNNER_POOLS (SSM parameter /ghclaim/bad)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			m := base()
+			m[PoolsParameterVar] = tt.parameter
+			fake := &fakeSSM{values: tt.stored}
+			get, err := WithPoolsParameter(context.Background(), fake, env(m))
+			var c Claimer
+			if err == nil {
+				c, err = LoadClaimer(get)
+			}
+			if fake.calls != tt.wantCalls {
+				t.Errorf("got %d SSM calls, want %d", fake.calls, tt.wantCalls)
+			}
+			if tt.wantErr == "" {
+				if err != nil || len(c.Pools) != tt.wantPools {
+					t.Fatalf("got %d pools, %v, want %d pools", len(c.Pools), err, tt.wantPools)
+				}
+				return
+			}
+			var ce *Error
+			if !errors.As(err, &ce) || ce.Var != tt.wantVar || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("got error %v, want one on %s naming %s", err, tt.wantVar, tt.wantErr)
+			}
+		})
+	}
+}
