@@ -280,7 +280,7 @@ func (r *run) account(ctx context.Context) (Report, error) {
 		case !ok:
 			rep.Lost++
 			lose(id, "no record (%s)", p.Script)
-		case !rec.State.Terminal():
+		case !rec.State.Settled():
 			rep.Lost++
 			lose(id, "stuck %s at version %d attempt %d (%s)", rec.State, rec.Version, rec.Attempt, p.Script)
 		case rec.State == job.Claimed:

@@ -506,7 +506,7 @@ func (r *run) settle(ctx context.Context) {
 		if err == nil {
 			open := 0
 			for _, p := range r.plans {
-				if rec, ok := recs[p.Job.ID]; !ok || !rec.State.Terminal() {
+				if rec, ok := recs[p.Job.ID]; !ok || !rec.State.Settled() {
 					open++
 				}
 			}

@@ -41,6 +41,7 @@ type Core interface {
 	Release(ctx context.Context, l job.Lease, r job.Retry, now time.Time) error
 	Finish(ctx context.Context, l job.Lease, o job.Outcome, now time.Time) error
 	TakeBack(ctx context.Context, read job.Record, to job.State, due time.Time, reason string, now time.Time) (job.Record, error)
+	Recheck(ctx context.Context, read job.Record, due time.Time, counted bool, now time.Time) (job.Record, error)
 	LoadRate(ctx context.Context, installationID int64) (ratelimit.Reading, error)
 	SaveRate(ctx context.Context, installationID int64, r ratelimit.Reading) error
 	Requeue(ctx context.Context, q job.Requeue, now time.Time) (job.Record, error)
@@ -205,8 +206,8 @@ func TestStoreCore(t *testing.T, base int64, open func(t *testing.T) Core, pendi
 		if got.State != job.Claimed || got.RunnerName != "linux-7" || got.FirstFailureAt != ff.UnixMilli() || got.Attempt != 2 {
 			t.Fatalf("after finish: %+v", got)
 		}
-		if got.SweepShard != "" || got.SweepAt != 0 || got.ExpiresAt != T0.Add(tm.RecordTTL).Unix() {
-			t.Errorf("an ended record leaves the sweep index and keeps a TTL: %+v", got)
+		if got.SweepShard != job.Shard(j, tm.Shards) || got.SweepAt != T0.Add(job.DefaultRunnerStartGrace).UnixMilli() || got.ExpiresAt != T0.Add(tm.RecordTTL).Unix() {
+			t.Errorf("a claimed record stays in the sweep index until the runner-start grace (default) and keeps a TTL: %+v", got)
 		}
 		if err := s.Finish(ctx, lease2, job.Outcome{State: job.Claimed}, T0); !errors.Is(err, job.ErrLeaseLost) {
 			t.Fatalf("finish twice: got %v, want ErrLeaseLost", err)
@@ -350,6 +351,107 @@ func TestStoreCore(t *testing.T, base int64, open func(t *testing.T) Core, pendi
 		}
 	})
 
+	// claimed leases job j and finishes it claimed with grace at T0.
+	claimed := func(t *testing.T, j int64, grace time.Duration) job.Record {
+		t.Helper()
+		_, err := s.CreateJob(ctx, Rec(j), T0)
+		must(t, err)
+		l, _, err := s.Acquire(ctx, j, 1, "a", T0.Add(time.Minute), T0)
+		must(t, err)
+		must(t, s.Finish(ctx, l, job.Outcome{State: job.Claimed, Attempt: 1, RunnerName: "linux-x", RunnerStartGrace: grace}, T0))
+		return get(t, j)
+	}
+
+	run("claimed stays in the sweep with the caller's runner-start grace", func(t *testing.T) {
+		j := id(17)
+		got := claimed(t, j, 25*time.Minute)
+		if got.State != job.Claimed || got.Version != 2 || got.SweepShard != job.Shard(j, tm.Shards) ||
+			got.SweepAt != T0.Add(25*time.Minute).UnixMilli() || got.LeaseOwner != "" || got.LeaseExpiresAt != 0 {
+			t.Fatalf("claimed: %+v, want claimed v2 in shard %s with sweep_at = finish + 25m and no lease", got, job.Shard(j, tm.Shards))
+		}
+	})
+
+	run("done from claimed leaves the sweep", func(t *testing.T) {
+		j := id(18)
+		claimed(t, j, 0)
+		prev, err := s.MarkDone(ctx, job.Report{JobID: j, RunnerName: "linux-x"}, T0.Add(time.Minute))
+		if err != nil || prev != job.Claimed {
+			t.Fatalf("done from claimed: got %q, %v, want claimed, nil", prev, err)
+		}
+		if got := get(t, j); got.State != job.Done || got.Version != 3 || got.SweepShard != "" || got.SweepAt != 0 {
+			t.Fatalf("after done: %+v, want done v3 out of the sweep", got)
+		}
+	})
+
+	run("a new attempt for a claimed record", func(t *testing.T) {
+		j := id(19)
+		read := claimed(t, j, 0)
+		now := T0.Add(11 * time.Minute)
+		due := now.Add(3 * time.Second)
+		got, err := s.TakeBack(ctx, read, job.Queued, due, "runner_lost", now)
+		must(t, err)
+		if got.State != job.Queued || got.Version != 3 || got.Attempt != 2 || got.Replacements != 1 || got.LivenessChecks != 0 ||
+			got.FirstFailureAt != now.UnixMilli() || got.DueAt != due.UnixMilli() || got.SweepAt != due.Add(tm.QueuedGrace).UnixMilli() {
+			t.Fatalf("new attempt: %+v, want queued v3, attempt 2, replacements 1, first failure now, due %d", got, due.UnixMilli())
+		}
+		_, err = s.TakeBack(ctx, read, job.Queued, due, "runner_lost", now)
+		conflict(t, "a second new attempt from the same read", err, job.Queued, 3)
+		// Claimed again, then replaced again: the replacements add up and
+		// the first failure stays the first.
+		l, _, err := s.Acquire(ctx, j, 3, "b", now.Add(time.Minute), now)
+		must(t, err)
+		must(t, s.Finish(ctx, l, job.Outcome{State: job.Claimed, Attempt: 2}, now))
+		again := get(t, j)
+		later := now.Add(20 * time.Minute)
+		got, err = s.TakeBack(ctx, again, job.Queued, later, "runner_taken", later)
+		must(t, err)
+		if got.Replacements != 2 || got.Attempt != 3 || got.FirstFailureAt != now.UnixMilli() {
+			t.Fatalf("second new attempt: %+v, want replacements 2, attempt 3, first failure kept", got)
+		}
+	})
+
+	run("recheck of a claimed record", func(t *testing.T) {
+		j := id(20)
+		read := claimed(t, j, 0)
+		now := T0.Add(11 * time.Minute)
+		got, err := s.Recheck(ctx, read, now.Add(10*time.Minute), true, now)
+		must(t, err)
+		if got.State != job.Claimed || got.Version != read.Version || got.LivenessChecks != 1 || got.SweepAt != now.Add(10*time.Minute).UnixMilli() ||
+			got.SweepShard != job.Shard(j, tm.Shards) {
+			t.Fatalf("counted recheck: %+v, want claimed v%d, 1 check, sweep_at pushed", got, read.Version)
+		}
+		got, err = s.Recheck(ctx, read, now.Add(20*time.Minute), false, now)
+		must(t, err)
+		if got.LivenessChecks != 1 || got.SweepAt != now.Add(20*time.Minute).UnixMilli() {
+			t.Fatalf("uncounted recheck: %+v, want 1 check still, sweep_at pushed again", got)
+		}
+		// A new attempt resets the checks; the old read is then refused.
+		_, err = s.TakeBack(ctx, got, job.Queued, now, "runner_lost", now)
+		must(t, err)
+		if got := get(t, j); got.LivenessChecks != 0 {
+			t.Fatalf("checks %d after a new attempt, want 0", got.LivenessChecks)
+		}
+		_, err = s.Recheck(ctx, read, now, true, now)
+		conflict(t, "recheck after the record moved on", err, job.Queued, read.Version+1)
+		if _, err := s.Recheck(ctx, get(t, j), now, true, now); err == nil || errors.Is(err, job.ErrConflict) {
+			t.Fatalf("recheck of a queued read: got %v, want a usage error", err)
+		}
+	})
+
+	run("claimed record abandoned", func(t *testing.T) {
+		j := id(21)
+		read := claimed(t, j, 0)
+		now := T0.Add(2 * time.Hour)
+		got, err := s.TakeBack(ctx, read, job.Abandoned, time.Time{}, "replacement cap", now)
+		must(t, err)
+		if got.State != job.Abandoned || got.Version != 3 || got.SweepShard != "" || got.SweepAt != 0 || got.LastError != "replacement cap" {
+			t.Fatalf("abandoned from claimed: %+v", got)
+		}
+		if _, err := s.MarkDone(ctx, job.Report{JobID: j}, now); !errors.Is(err, job.ErrTerminal) {
+			t.Fatalf("done after abandoned: got %v, want ErrTerminal", err)
+		}
+	})
+
 	run("operator requeue", func(t *testing.T) {
 		j := id(13)
 		_, err := s.CreateJob(ctx, Rec(j), T0)
@@ -452,11 +554,11 @@ func TestStoreSweep(t *testing.T, base int64, open func(t *testing.T) Store) {
 		must(t, err)
 		_, err = s.CreateJob(ctx, Rec(b), T0.Add(tm.PendingGrace)) // pending, fresh
 		must(t, err)
-		_, err = s.CreateJob(ctx, Rec(c), T0) // claimed: never stale
+		_, err = s.CreateJob(ctx, Rec(c), T0) // claimed: not stale within its runner-start grace
 		must(t, err)
 		l, _, err := s.Acquire(ctx, c, 1, "a", T0.Add(time.Minute), T0)
 		must(t, err)
-		must(t, s.Finish(ctx, l, job.Outcome{State: job.Claimed}, T0))
+		must(t, s.Finish(ctx, l, job.Outcome{State: job.Claimed, RunnerStartGrace: time.Hour}, T0))
 		_, err = s.CreateJob(ctx, Rec(d), T0) // claiming, lease expired
 		must(t, err)
 		_, _, err = s.Acquire(ctx, d, 1, "b", T0.Add(30*time.Second), T0)

@@ -102,7 +102,7 @@ func (s *Store) MarkDone(_ context.Context, d job.Report, now time.Time) (job.St
 	cur, ok := s.recs[d.JobID]
 	if ok {
 		switch cur.State {
-		case job.Pending, job.Queued, job.Claiming:
+		case job.Pending, job.Queued, job.Claiming, job.Claimed:
 		default:
 			return "", job.ErrTerminal
 		}
@@ -208,7 +208,16 @@ func (s *Store) Finish(_ context.Context, l job.Lease, o job.Outcome, now time.T
 	if o.ErrorClass != "" {
 		cur.LastErrorClass, cur.LastError = o.ErrorClass, truncate(o.Error)
 	}
-	cur.LeaseOwner, cur.LeaseExpiresAt, cur.SweepShard, cur.SweepAt = "", 0, "", 0
+	if o.State == job.Claimed {
+		// Stays in the sweep index until a runner of ours takes the job.
+		g := o.RunnerStartGrace
+		if g <= 0 {
+			g = job.DefaultRunnerStartGrace
+		}
+		cur.LeaseOwner, cur.LeaseExpiresAt, cur.SweepAt = "", 0, job.Millis(now.Add(g))
+	} else {
+		cur.LeaseOwner, cur.LeaseExpiresAt, cur.SweepShard, cur.SweepAt = "", 0, "", 0
+	}
 	s.recs[l.JobID] = cur
 	return nil
 }
@@ -249,8 +258,13 @@ func (s *Store) TakeBack(_ context.Context, read job.Record, to job.State, due t
 	if to == job.Queued {
 		d := job.Millis(due)
 		cur.State, cur.DueAt, cur.SweepAt = job.Queued, d, d+s.t.QueuedGrace.Milliseconds()
-		if read.State == job.Claiming && cur.FirstFailureAt == 0 {
+		if (read.State == job.Claiming || read.State == job.Claimed) && cur.FirstFailureAt == 0 {
 			cur.FirstFailureAt = nowMs
+		}
+		if read.State == job.Claimed {
+			cur.Attempt++
+			cur.Replacements++
+			cur.LivenessChecks = 0
 		}
 	} else {
 		cur.State, cur.ExpiresAt, cur.LastError = job.Abandoned, now.Add(s.t.RecordTTL).Unix(), truncate(reason)
@@ -338,6 +352,25 @@ func (s *Store) SaveRate(_ context.Context, installationID int64, r ratelimit.Re
 	r.ResetAt, r.ObservedAt = job.FromMillis(job.Millis(r.ResetAt)), job.FromMillis(job.Millis(r.ObservedAt))
 	s.rates[installationID] = r
 	return nil
+}
+
+// Recheck moves a claimed record's sweep_at to due (liveness_checks+1 when
+// counted), conditional on the state and version read.
+func (s *Store) Recheck(_ context.Context, read job.Record, due time.Time, counted bool, now time.Time) (job.Record, error) {
+	defer s.enter("Recheck")()
+	if read.State != job.Claimed {
+		return job.Record{}, fmt.Errorf("recheck job %d: %q is not claimed", read.JobID, read.State)
+	}
+	cur, ok := s.recs[read.JobID]
+	if !ok || cur.State != job.Claimed || cur.Version != read.Version {
+		return job.Record{}, &job.ConflictError{Op: "recheck", JobID: read.JobID, Current: clone(cur), Found: ok}
+	}
+	cur.SweepAt, cur.UpdatedAt = job.Millis(due), job.Millis(now)
+	if counted {
+		cur.LivenessChecks++
+	}
+	s.recs[read.JobID] = cur
+	return clone(cur), nil
 }
 
 // projected is r as the sweep index holds it: job id (pk), the index keys

@@ -108,11 +108,11 @@ func (f *flow) refused(ctx context.Context, ce *job.ConflictError) error {
 	}
 	rec := ce.Current
 	f.rec, f.attempt = rec, rec.Attempt
-	if f.msg.Version > rec.Version && !rec.State.Terminal() {
+	if f.msg.Version > rec.Version && !rec.State.Settled() {
 		return f.early(ctx)
 	}
 	reason := "lease taken or record moved"
-	if rec.State.Terminal() || f.msg.Version < rec.Version {
+	if rec.State.Settled() || f.msg.Version < rec.Version {
 		reason = "older than the record, or the record is terminal"
 	}
 	f.decide(ctx, slog.LevelInfo, DecisionDuplicate, slog.String(obs.KeyState, string(rec.State)),
@@ -240,7 +240,7 @@ func (f *flow) claim(ctx context.Context) error {
 		return f.retryOrFail(ctx, err, nil)
 	}
 	if reused != nil {
-		return f.finish(ctx, job.Outcome{State: job.Claimed, Attempt: f.attempt, RunnerName: f.name}, DecisionReused, nil,
+		return f.finish(ctx, job.Outcome{State: job.Claimed, Attempt: f.attempt, RunnerName: f.name, RunnerStartGrace: f.pool.StartGrace()}, DecisionReused, nil,
 			slog.Int64("runner_id", reused.ID), slog.String("runner_status", reused.Status), slog.Bool("runner_busy", reused.Busy))
 	}
 	res, err := c.cfg.Provisioner.Provision(f.work, f.request(jit.EncodedConfig))
@@ -254,7 +254,7 @@ func (f *flow) claim(ctx context.Context) error {
 	if res.MessageID != "" {
 		attrs = append(attrs, slog.String("dispatch_message_id", res.MessageID))
 	}
-	return f.finish(ctx, job.Outcome{State: job.Claimed, Attempt: f.attempt, RunnerName: f.name}, DecisionClaimed, nil, attrs...)
+	return f.finish(ctx, job.Outcome{State: job.Claimed, Attempt: f.attempt, RunnerName: f.name, RunnerStartGrace: f.pool.StartGrace()}, DecisionClaimed, nil, attrs...)
 }
 
 // request is the provisioner's request. The JIT config leaves its

@@ -334,7 +334,7 @@ func (j *Janitor) ours(name, scope string) (pool.Pool, int64, bool) {
 }
 
 // over reports whether a job needs no runner any more: done, failed or
-// abandoned. Claimed is not over here (job.State.Terminal counts it): its
+// abandoned. Claimed is not over here (it is not terminal either): its
 // runner may still be waiting for the job.
 func over(s job.State) bool {
 	return s == job.Done || s == job.Failed || s == job.Abandoned

@@ -18,7 +18,9 @@ import (
 )
 
 // State is where a job record stands. See DESIGN.md: pending → queued ⇄
-// claiming → claimed | failed | abandoned; any non-terminal state → done.
+// claiming → claimed | failed | abandoned; claimed → queued when no runner
+// of ours took the job within the runner-start grace (a new attempt); any
+// state but failed/abandoned → done.
 type State string
 
 // The states of a job record.
@@ -31,7 +33,9 @@ const (
 	Queued State = "queued"
 	// Claiming: a claimer holds the lease until LeaseExpiresAt.
 	Claiming State = "claiming"
-	// Claimed: a runner was registered and provisioned for the job.
+	// Claimed: a runner was registered and provisioned for the job. Not
+	// terminal: the record stays in the sweep index until a runner of ours
+	// takes the job, so the reclaimer can check that one did.
 	Claimed State = "claimed"
 	// Failed: a non-retryable error ended the claim; LastError says why.
 	Failed State = "failed"
@@ -41,14 +45,20 @@ const (
 	Done State = "done"
 )
 
-// Terminal reports whether no further transition may leave s.
+// Terminal reports whether no further transition may leave s: done,
+// failed, abandoned. Claimed is not terminal (liveness after the claim).
 func (s State) Terminal() bool {
 	switch s {
-	case Claimed, Failed, Abandoned, Done:
+	case Failed, Abandoned, Done:
 		return true
 	}
 	return false
 }
+
+// Settled reports whether a claimer has nothing left to do for s: terminal,
+// or claimed (only the reclaimer's liveness check or GitHub's in_progress
+// moves a claimed record on; a claim message for it is a duplicate).
+func (s State) Settled() bool { return s == Claimed || s.Terminal() }
 
 // Valid reports whether s is one of the known states.
 func (s State) Valid() bool {
@@ -83,6 +93,12 @@ type Record struct {
 	ExpiresAt      int64 // s; TTL, set at creation (the record is the dedup key) and renewed when it ends
 	SweepShard     string
 	SweepAt        int64 // ms; only on non-terminal records
+	// Replacements counts the new attempts the reclaimer (or the webhook)
+	// started because the claimed runner never took the job.
+	Replacements int
+	// LivenessChecks counts the reclaimer's checks of a claimed record
+	// that found its runner online but idle (bounded; reset by a new attempt).
+	LivenessChecks int
 	// History is the record's transitions, oldest first, at most
 	// MaxHistory. Only an operator's retry appends to it so far.
 	History []Transition

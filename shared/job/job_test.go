@@ -4,10 +4,13 @@ import "testing"
 
 func TestStates(t *testing.T) {
 	t.Parallel()
-	terminal := map[State]bool{Pending: false, Queued: false, Claiming: false, Claimed: true, Failed: true, Abandoned: true, Done: true}
+	// Claimed is not terminal (the reclaimer checks that its runner took
+	// the job) but settled: a claimer has nothing left to do for it.
+	terminal := map[State]bool{Pending: false, Queued: false, Claiming: false, Claimed: false, Failed: true, Abandoned: true, Done: true}
+	settled := map[State]bool{Pending: false, Queued: false, Claiming: false, Claimed: true, Failed: true, Abandoned: true, Done: true}
 	for s, want := range terminal {
-		if s.Terminal() != want || !s.Valid() {
-			t.Errorf("%s: terminal %v valid %v, want terminal %v and valid", s, s.Terminal(), s.Valid(), want)
+		if s.Terminal() != want || s.Settled() != settled[s] || !s.Valid() {
+			t.Errorf("%s: terminal %v settled %v valid %v, want terminal %v, settled %v and valid", s, s.Terminal(), s.Settled(), s.Valid(), want, settled[s])
 		}
 	}
 	if State("running").Valid() {

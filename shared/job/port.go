@@ -82,7 +82,15 @@ type Outcome struct {
 	RunnerName string
 	ErrorClass string
 	Error      string
+	// RunnerStartGrace (Claimed only): the record stays in the sweep index
+	// with sweep_at = now + this, so the reclaimer checks that a runner of
+	// ours took the job. Zero means DefaultRunnerStartGrace.
+	RunnerStartGrace time.Duration
 }
+
+// DefaultRunnerStartGrace is RUNNER_START_GRACE: how long a claimed job
+// may wait for its runner before the reclaimer checks on it.
+const DefaultRunnerStartGrace = 10 * time.Minute
 
 // Report is a job GitHub reported in progress or completed: the webhook marks
 // its record done with it.

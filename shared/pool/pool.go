@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 )
 
 // Scopes at which a JIT runner is registered.
@@ -73,6 +74,23 @@ type Pool struct {
 	// claiming it (one more API call per claim).
 	CheckQueued bool        `json:"check_queued"`
 	Provisioner Provisioner `json:"provisioner"`
+	// RunnerStartGrace (a Go duration, "10m" by default) is how long a
+	// claimed job may wait for its runner to take it before the reclaimer
+	// checks on it: longer than the machine's boot, shorter than users wait.
+	RunnerStartGrace string `json:"runner_start_grace,omitempty"`
+}
+
+// Bounds of a pool's runner_start_grace.
+const (
+	MinRunnerStartGrace = time.Minute
+	MaxRunnerStartGrace = 6 * time.Hour
+)
+
+// StartGrace is the pool's runner-start grace; zero when not set (the
+// store then applies job.DefaultRunnerStartGrace). Validate has checked it.
+func (p Pool) StartGrace() time.Duration {
+	d, _ := time.ParseDuration(p.RunnerStartGrace)
+	return d
 }
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$`)
@@ -120,6 +138,12 @@ func Parse(text string) ([]Pool, error) {
 
 // Validate checks one pool after defaults are filled.
 func (p Pool) Validate() error {
+	if p.RunnerStartGrace != "" {
+		d, err := time.ParseDuration(p.RunnerStartGrace)
+		if err != nil || d < MinRunnerStartGrace || d > MaxRunnerStartGrace {
+			return fmt.Errorf("runner_start_grace %q: want a duration from %s to %s", p.RunnerStartGrace, MinRunnerStartGrace, MaxRunnerStartGrace)
+		}
+	}
 	if !nameRE.MatchString(p.Name) {
 		return fmt.Errorf("name %q: want 1-40 letters, digits, '-', '_' or '.'", p.Name)
 	}

@@ -1,6 +1,8 @@
 package pool
 
 import (
+	"time"
+
 	"strings"
 	"testing"
 )
@@ -85,6 +87,34 @@ func TestMatch(t *testing.T) {
 			p, ok := Match(ps, tt.labels)
 			if got := p.Name; ok != (tt.want != "") || got != tt.want {
 				t.Fatalf("got %q (matched %v), want %q", got, ok, tt.want)
+			}
+		})
+	}
+}
+
+func TestRunnerStartGrace(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		grace string
+		want  time.Duration
+		ok    bool
+	}{
+		{name: "unset", grace: "", want: 0, ok: true},
+		{name: "minutes", grace: "15m", want: 15 * time.Minute, ok: true},
+		{name: "too short", grace: "10s"},
+		{name: "too long", grace: "7h"},
+		{name: "not a duration", grace: "ten minutes"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			pools, err := Parse(`[{"name":"linux","labels":["self-hosted"],"provisioner":{"type":"dispatch","queue_url":"q"},"runner_start_grace":"` + tt.grace + `"}]`)
+			if (err == nil) != tt.ok {
+				t.Fatalf("Parse: got err %v, want ok %v", err, tt.ok)
+			}
+			if err == nil && pools[0].StartGrace() != tt.want {
+				t.Fatalf("StartGrace: got %s, want %s", pools[0].StartGrace(), tt.want)
 			}
 		})
 	}

@@ -373,9 +373,9 @@ func TestWhatIsStale(t *testing.T) {
 	f.queued(t, 13, t0, t0.Add(5*time.Minute))                                   // before due
 	f.claiming(t, 14, t0.Add(-time.Minute), t0.Add(lease))                       // live lease
 	f.claiming(t, 15, t0.Add(-lease), t0)                                        // lease ends exactly now: still live
-	// Terminal.
+	// Terminal, or claimed within its runner-start grace.
 	l := f.claiming(t, 21, t0.Add(-time.Hour), t0.Add(-50*time.Minute))
-	if err := f.store.Finish(ctx, l, job.Outcome{State: job.Claimed, Attempt: 1, RunnerName: "linux-21"}, t0.Add(-55*time.Minute)); err != nil {
+	if err := f.store.Finish(ctx, l, job.Outcome{State: job.Claimed, Attempt: 1, RunnerName: "linux-21", RunnerStartGrace: 2 * time.Hour}, t0.Add(-55*time.Minute)); err != nil {
 		t.Fatalf("Finish 21: %v", err)
 	}
 	f.pending(t, 22, t0.Add(-time.Hour))

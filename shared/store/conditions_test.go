@@ -58,6 +58,32 @@ func TestSweepAttributesFollowEveryTransition(t *testing.T) {
 			must(t, err)
 			must(t, f.s.Finish(ctx, l, store.Outcome{State: job.Failed, Attempt: 1, ErrorClass: "non_retryable", Error: "404"}, t0))
 		}, wantState: job.Failed},
+		{name: "claimed", id: 510, run: func(t *testing.T, id int64) {
+			l, _, err := f.s.Acquire(ctx, id, 1, "a", lease, t0)
+			must(t, err)
+			must(t, f.s.Finish(ctx, l, store.Outcome{State: job.Claimed, Attempt: 1, RunnerStartGrace: 20 * time.Minute}, t0))
+		}, wantState: job.Claimed, wantSweep: t0.Add(20 * time.Minute)},
+		{name: "claimed, checked again", id: 511, run: func(t *testing.T, id int64) {
+			l, _, err := f.s.Acquire(ctx, id, 1, "a", lease, t0)
+			must(t, err)
+			must(t, f.s.Finish(ctx, l, store.Outcome{State: job.Claimed, Attempt: 1}, t0))
+			_, err = f.s.Recheck(ctx, f.get(t, id), t0.Add(time.Hour), true, t0.Add(11*time.Minute))
+			must(t, err)
+		}, wantState: job.Claimed, wantSweep: t0.Add(time.Hour)},
+		{name: "claimed, new attempt", id: 512, run: func(t *testing.T, id int64) {
+			l, _, err := f.s.Acquire(ctx, id, 1, "a", lease, t0)
+			must(t, err)
+			must(t, f.s.Finish(ctx, l, store.Outcome{State: job.Claimed, Attempt: 1}, t0))
+			_, err = f.s.TakeBack(ctx, f.get(t, id), job.Queued, due, "runner lost", t0.Add(11*time.Minute))
+			must(t, err)
+		}, wantState: job.Queued, wantSweep: due.Add(grace)},
+		{name: "done while claimed", id: 513, run: func(t *testing.T, id int64) {
+			l, _, err := f.s.Acquire(ctx, id, 1, "a", lease, t0)
+			must(t, err)
+			must(t, f.s.Finish(ctx, l, store.Outcome{State: job.Claimed, Attempt: 1}, t0))
+			_, err = f.s.MarkDone(ctx, store.Done{JobID: id}, t0)
+			must(t, err)
+		}, wantState: job.Done},
 		{name: "abandoned by the reclaimer", id: 509, run: func(t *testing.T, id int64) {
 			_, err := f.s.TakeBack(ctx, f.get(t, id), job.Abandoned, time.Time{}, "max age", t0.Add(time.Hour))
 			must(t, err)

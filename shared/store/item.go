@@ -34,6 +34,8 @@ type recordItem struct {
 	ExpiresAt      int64            `dynamodbav:"expires_at,omitempty"`
 	SweepShard     string           `dynamodbav:"sweep_shard,omitempty"`
 	SweepAt        int64            `dynamodbav:"sweep_at,omitempty"`
+	Replacements   int              `dynamodbav:"replacements,omitempty"`
+	LivenessChecks int              `dynamodbav:"liveness_checks,omitempty"`
 	History        []transitionItem `dynamodbav:"history,omitempty"`
 }
 
@@ -78,6 +80,7 @@ func marshal(r job.Record) (map[string]types.AttributeValue, error) {
 		Repo: r.Repo, InstallationID: r.InstallationID, Labels: r.Labels, Pool: r.Pool,
 		RunnerName: r.RunnerName, RunID: r.RunID, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 		ExpiresAt: r.ExpiresAt, SweepShard: r.SweepShard, SweepAt: r.SweepAt,
+		Replacements: r.Replacements, LivenessChecks: r.LivenessChecks,
 		History: historyItems(r.History),
 	}
 	m, err := attributevalue.MarshalMap(it)
@@ -103,6 +106,7 @@ func unmarshal(m map[string]types.AttributeValue) (job.Record, error) {
 		Repo: it.Repo, InstallationID: it.InstallationID, Labels: it.Labels, Pool: it.Pool,
 		RunnerName: it.RunnerName, RunID: it.RunID, CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt,
 		ExpiresAt: it.ExpiresAt, SweepShard: it.SweepShard, SweepAt: it.SweepAt,
+		Replacements: it.Replacements, LivenessChecks: it.LivenessChecks,
 		History: historyOf(it.History),
 	}, nil
 }

@@ -179,6 +179,7 @@ func (s *Store) MarkDone(ctx context.Context, d job.Report, now time.Time) (job.
 		":pending":  str(string(job.Pending)),
 		":queued":   str(string(job.Queued)),
 		":claiming": str(string(job.Claiming)),
+		":claimed":  str(string(job.Claimed)),
 		":repo":     str(d.Repo),
 		":inst":     n(d.InstallationID),
 		":run":      n(d.RunID),
@@ -207,7 +208,7 @@ func (s *Store) MarkDone(ctx context.Context, d job.Report, now time.Time) (job.
 		TableName:                 &s.table,
 		Key:                       key(job.Key(d.JobID)),
 		UpdateExpression:          aws.String(set + " REMOVE sweep_shard, sweep_at, lease_owner, lease_expires_at"),
-		ConditionExpression:       aws.String("attribute_not_exists(pk) OR #s IN (:pending, :queued, :claiming)"),
+		ConditionExpression:       aws.String("attribute_not_exists(pk) OR #s IN (:pending, :queued, :claiming, :claimed)"),
 		ExpressionAttributeNames:  names,
 		ExpressionAttributeValues: vals,
 		ReturnValues:              types.ReturnValueUpdatedOld,
@@ -341,9 +342,13 @@ func (s *Store) Release(ctx context.Context, l Lease, r Retry, now time.Time) er
 // Outcome is the end of a claim: Claimed, Failed, Abandoned or Done.
 type Outcome = job.Outcome
 
-// Finish moves a leased record to a terminal state. It is fenced by l.
-// Done is accepted too: a claimer that asked GitHub (pool check_queued) and
-// learnt the job is already in progress or completed ends the claim there.
+// Finish ends a leased claim: claimed, failed, abandoned or done. It is
+// fenced by l. Done is accepted too: a claimer that asked GitHub (pool
+// check_queued) and learnt the job is already in progress or completed ends
+// the claim there. Claimed keeps the record in the sweep index with
+// sweep_at = now + o.RunnerStartGrace (the caller's pool setting), so the
+// reclaimer checks that a runner of ours took the job; the terminal states
+// leave the index.
 func (s *Store) Finish(ctx context.Context, l Lease, o Outcome, now time.Time) error {
 	if o.State != job.Claimed && o.State != job.Failed && o.State != job.Abandoned && o.State != job.Done {
 		return fmt.Errorf("finish job %d: %q is not a claim outcome", l.JobID, o.State)
@@ -367,7 +372,20 @@ func (s *Store) Finish(ctx context.Context, l Lease, o Outcome, now time.Time) e
 		vals[":em"] = str(truncate(o.Error))
 		set += ", last_error_class = :ec, last_error = :em"
 	}
+	if o.State == job.Claimed {
+		vals[":sweep"] = n(job.Millis(now.Add(startGrace(o.RunnerStartGrace))))
+		set += ", sweep_at = :sweep"
+		return s.fenced(ctx, l, set+" REMOVE lease_owner, lease_expires_at", vals)
+	}
 	return s.fenced(ctx, l, set+" REMOVE lease_owner, lease_expires_at, sweep_shard, sweep_at", vals)
+}
+
+// startGrace is g, or the default runner-start grace when g is not set.
+func startGrace(g time.Duration) time.Duration {
+	if g <= 0 {
+		return job.DefaultRunnerStartGrace
+	}
+	return g
 }
 
 // Extend records progress under a held lease: the attempt counter (an

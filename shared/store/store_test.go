@@ -248,8 +248,8 @@ func TestLeaseFencing(t *testing.T) {
 	if got.State != job.Claimed || got.RunnerName != "linux-7" || got.FirstFailureAt != ff.UnixMilli() || got.Attempt != 2 {
 		t.Fatalf("after Finish: %+v", got)
 	}
-	if got.SweepShard != "" || got.SweepAt != 0 || got.ExpiresAt == 0 {
-		t.Errorf("terminal record must leave the sweep index and get a TTL: %+v", got)
+	if got.SweepShard != job.Shard(7, store.DefaultShards) || got.SweepAt != t0.Add(job.DefaultRunnerStartGrace).UnixMilli() || got.ExpiresAt == 0 {
+		t.Errorf("a claimed record stays in the sweep index until its runner-start grace and gets a TTL: %+v", got)
 	}
 }
 

@@ -75,7 +75,8 @@ func decodeCursor(c, shard string) (map[string]types.AttributeValue, error) {
 }
 
 // TakeBack is the reclaimer's conditional take-back of a stale record it
-// read: it succeeds only if the record still has the state and version that
+// read (a claimed one included: a new attempt when its runner never took
+// the job, which also counts the attempt and the replacement): it succeeds only if the record still has the state and version that
 // were read (and, for claiming, its lease has expired by now). To is Queued
 // (re-enqueue: version+1, due_at set; the caller sends the message after) or
 // Abandoned (max age passed). It returns the whole record as written
@@ -96,6 +97,7 @@ func (s *Store) TakeBack(ctx context.Context, read job.Record, to job.State, due
 	if read.State == job.Claiming {
 		cond += " AND lease_expires_at < :now"
 	}
+
 	var update string
 	switch to {
 	case job.Queued:
@@ -110,6 +112,16 @@ func (s *Store) TakeBack(ctx context.Context, read job.Record, to job.State, due
 			// otherwise loop through the reclaimer forever.
 			update += ", first_failure_at = if_not_exists(first_failure_at, :now)"
 		}
+		if read.State == job.Claimed {
+			// A new attempt: the runner never took the job. The ladder
+			// advances, the max-age clock starts, the replacement is
+			// counted (capped by the caller) and the idle checks restart.
+			vals[":one"] = n(1)
+			vals[":zero"] = n(0)
+			update += ", first_failure_at = if_not_exists(first_failure_at, :now)" +
+				", attempt = if_not_exists(attempt, :zero) + :one" +
+				", replacements = if_not_exists(replacements, :zero) + :one, liveness_checks = :zero"
+		}
 		update += " REMOVE lease_owner, lease_expires_at"
 	case job.Abandoned:
 		vals[":exp"] = n(now.Add(s.opt.RecordTTL).Unix())
@@ -119,9 +131,16 @@ func (s *Store) TakeBack(ctx context.Context, read job.Record, to job.State, due
 	default:
 		return job.Record{}, fmt.Errorf("take back job %d: cannot move to %q", read.JobID, to)
 	}
+	return s.conditional(ctx, "take back", read.JobID, update, cond, vals)
+}
+
+// conditional is one conditional update of job id's record that returns
+// the record as written (ALL_NEW), or a *job.ConflictError carrying the
+// record as it is now when the condition failed (op names the write).
+func (s *Store) conditional(ctx context.Context, op string, id int64, update, cond string, vals map[string]types.AttributeValue) (job.Record, error) {
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           &s.table,
-		Key:                                 key(job.Key(read.JobID)),
+		Key:                                 key(job.Key(id)),
 		UpdateExpression:                    aws.String(update),
 		ConditionExpression:                 aws.String(cond),
 		ExpressionAttributeNames:            map[string]string{"#s": "state"},
@@ -131,12 +150,38 @@ func (s *Store) TakeBack(ctx context.Context, read job.Record, to job.State, due
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
-		return job.Record{}, conflict("take back", read.JobID, ccf.Item)
+		return job.Record{}, conflict(op, id, ccf.Item)
 	}
 	if err != nil {
-		return job.Record{}, fmt.Errorf("take back job %d: %w", read.JobID, err)
+		return job.Record{}, fmt.Errorf("%s job %d: %w", op, id, err)
 	}
 	return unmarshal(out.Attributes)
+}
+
+// Recheck is the reclaimer's "check again later" on a claimed record it
+// read: sweep_at moves to due, and liveness_checks grows by one when
+// counted (a check that found the runner online but idle; a check skipped
+// for an exhausted rate limit or a GitHub error is not counted). It is
+// conditional on the state (claimed) and version read and does not bump
+// the version (no message follows). A refusal is a *job.ConflictError
+// carrying the record as it is now.
+func (s *Store) Recheck(ctx context.Context, read job.Record, due time.Time, counted bool, now time.Time) (job.Record, error) {
+	if read.State != job.Claimed {
+		return job.Record{}, fmt.Errorf("recheck job %d: %q is not claimed", read.JobID, read.State)
+	}
+	vals := map[string]types.AttributeValue{
+		":read":  str(string(job.Claimed)),
+		":v":     n(read.Version),
+		":sweep": n(job.Millis(due)),
+		":now":   n(job.Millis(now)),
+	}
+	update := "SET sweep_at = :sweep, updated_at = :now"
+	if counted {
+		vals[":one"] = n(1)
+		vals[":zero"] = n(0)
+		update += ", liveness_checks = if_not_exists(liveness_checks, :zero) + :one"
+	}
+	return s.conditional(ctx, "recheck", read.JobID, update, "#s = :read AND version = :v", vals)
 }
 
 // Stale reads one page of records in shard whose sweep_at is before now,

@@ -261,7 +261,7 @@ func (p *Player) Refresh(ctx context.Context) {
 			continue
 		}
 		line := fmt.Sprintf("%s attempt %d", rec.State, rec.Attempt)
-		if rec.LastErrorClass != "" && !rec.State.Terminal() {
+		if rec.LastErrorClass != "" && !rec.State.Settled() {
 			line += " (last error: " + rec.LastErrorClass + ")"
 		}
 		if rec.State == job.Claimed || rec.State == job.Done {
@@ -312,7 +312,7 @@ func (p *Player) Settled(ctx context.Context, cs ...Case) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		if !rec.State.Terminal() {
+		if !rec.State.Settled() {
 			return false, nil
 		}
 	}
@@ -358,7 +358,7 @@ func (p *Player) Judge(ctx context.Context) ([]Result, error) {
 		default:
 			res.Record, res.Found = rec, true
 		}
-		if res.Found && rec.State.Terminal() {
+		if res.Found && rec.State.Settled() {
 			if at, ok := p.queuedAt[c.Job.ID]; ok {
 				res.ClaimTime = job.FromMillis(rec.UpdatedAt).Sub(at)
 			}
