@@ -95,6 +95,6 @@ func run() error {
 // cleanup adapts the provisioners to the reclaimer's port.
 func cleanup(reg provision.Registry) reclaim.Provisioner {
 	return reclaim.ProvisionerFunc(func(ctx context.Context, l reclaim.Leftover) error {
-		return reg.Cleanup(ctx, provision.Request{JobID: l.JobID, RunID: l.RunID, Repo: l.Repo, Pool: l.Pool, RunnerName: l.RunnerName})
+		return reg.Cleanup(ctx, provision.Request{JobID: l.JobID, RunID: l.RunID, Repo: l.Repo, Pool: l.Pool, RunnerName: l.RunnerName, KeepMachines: l.KeepMachines})
 	})
 }

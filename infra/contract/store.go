@@ -390,9 +390,9 @@ func TestStoreCore(t *testing.T, base int64, open func(t *testing.T) Core, pendi
 		due := now.Add(3 * time.Second)
 		got, err := s.TakeBack(ctx, read, job.Queued, due, "runner_lost", now)
 		must(t, err)
-		if got.State != job.Queued || got.Version != 3 || got.Attempt != 2 || got.Replacements != 1 || got.LivenessChecks != 0 ||
+		if got.State != job.Queued || got.Version != 3 || got.Attempt != 1 || got.Replacements != 1 || got.LivenessChecks != 0 ||
 			got.FirstFailureAt != now.UnixMilli() || got.DueAt != due.UnixMilli() || got.SweepAt != due.Add(tm.QueuedGrace).UnixMilli() {
-			t.Fatalf("new attempt: %+v, want queued v3, attempt 2, replacements 1, first failure now, due %d", got, due.UnixMilli())
+			t.Fatalf("new attempt: %+v, want queued v3, attempt 1 (the claimer counts the next), replacements 1, first failure now, due %d", got, due.UnixMilli())
 		}
 		_, err = s.TakeBack(ctx, read, job.Queued, due, "runner_lost", now)
 		conflict(t, "a second new attempt from the same read", err, job.Queued, 3)
@@ -405,8 +405,8 @@ func TestStoreCore(t *testing.T, base int64, open func(t *testing.T) Core, pendi
 		later := now.Add(20 * time.Minute)
 		got, err = s.TakeBack(ctx, again, job.Queued, later, "runner_taken", later)
 		must(t, err)
-		if got.Replacements != 2 || got.Attempt != 3 || got.FirstFailureAt != now.UnixMilli() {
-			t.Fatalf("second new attempt: %+v, want replacements 2, attempt 3, first failure kept", got)
+		if got.Replacements != 2 || got.Attempt != 2 || got.FirstFailureAt != now.UnixMilli() {
+			t.Fatalf("second new attempt: %+v, want replacements 2, attempt 2, first failure kept", got)
 		}
 	})
 

@@ -262,7 +262,6 @@ func (s *Store) TakeBack(_ context.Context, read job.Record, to job.State, due t
 			cur.FirstFailureAt = nowMs
 		}
 		if read.State == job.Claimed {
-			cur.Attempt++
 			cur.Replacements++
 			cur.LivenessChecks = 0
 		}

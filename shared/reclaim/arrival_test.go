@@ -48,8 +48,9 @@ func (c *latencyClock) Sleep(_ context.Context, d time.Duration) error {
 
 // memStore holds m stale records in one shard; every call costs latency.
 type memStore struct {
-	clock *latencyClock
-	recs  []job.Record
+	reclaim.Store // the liveness methods: never called, no record is claimed
+	clock         *latencyClock
+	recs          []job.Record
 }
 
 func (s *memStore) Shards() []string { return []string{"0"} }

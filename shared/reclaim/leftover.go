@@ -20,6 +20,9 @@ import (
 type GitHub interface {
 	FindRunner(ctx context.Context, installationID int64, scope, owner, repo, name string) (ghapp.Runner, error)
 	DeleteRunner(ctx context.Context, installationID int64, scope, owner, repo string, runnerID int64) error
+	// JobStatus is the liveness check's second question: "queued",
+	// "in_progress", "completed"…
+	JobStatus(ctx context.Context, installationID int64, owner, repo string, jobID int64) (string, error)
 }
 
 // Leftover names what an abandoned attempt may have left with its pool's
@@ -33,6 +36,9 @@ type Leftover struct {
 	Repo       string // owner/name
 	Pool       pool.Pool
 	RunnerName string
+	// KeepMachines: remove the runner's configuration only; the runner
+	// may be at work (busy, or its state unknown).
+	KeepMachines bool
 }
 
 // Provisioner removes what provisioning left for a job (the SSM parameter

@@ -8,8 +8,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"sync"
 	"testing"
@@ -35,7 +33,7 @@ import (
 // provisioners, as functions/reclaimer wires it.
 func registryCleanup(reg provision.Registry) reclaim.Provisioner {
 	return reclaim.ProvisionerFunc(func(ctx context.Context, l reclaim.Leftover) error {
-		return reg.Cleanup(ctx, provision.Request{JobID: l.JobID, RunID: l.RunID, Repo: l.Repo, Pool: l.Pool, RunnerName: l.RunnerName})
+		return reg.Cleanup(ctx, provision.Request{JobID: l.JobID, RunID: l.RunID, Repo: l.Repo, Pool: l.Pool, RunnerName: l.RunnerName, KeepMachines: l.KeepMachines})
 	})
 }
 
@@ -84,19 +82,9 @@ func TestAbandonRemovesLeftovers(t *testing.T) {
 			id := int64(300 + i) // SSM parameters are global to the emulator
 			name := job.RunnerName("linux", id)
 
-			fake := ghfake.New(ghfake.WithClock(f.clock.Now), ghfake.WithAppID(appID))
-			ts := httptest.NewServer(fake)
-			t.Cleanup(ts.Close)
-			rates := ratelimit.NewTracker(f.store, ratelimit.DefaultPersistRule(), f.clock.Now)
-			gh, err := ghapp.New(ghapp.Config{AppID: appID, PrivateKey: appKey(), BaseURL: ts.URL,
-				Wrap: func(inst int64, base http.RoundTripper) http.RoundTripper {
-					return ratelimit.NewTransport(base, inst, rates, f.clock.Now)
-				}})
-			if err != nil {
-				t.Fatal(err)
-			}
+			fake, gh, rates, url := f.github(t)
 			// What the dead attempt left: a registered runner, its JIT config in SSM.
-			dead, err := ghapp.New(ghapp.Config{AppID: appID, PrivateKey: appKey(), BaseURL: ts.URL})
+			dead, err := ghapp.New(ghapp.Config{AppID: appID, PrivateKey: appKey(), BaseURL: url})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -13,6 +13,8 @@
 //     truth, sweep_at only a hint.
 //   - pending: the webhook's outbox send was lost (OutboxLost).
 //   - queued: the message was lost or dead-lettered (MessageLost).
+//   - claimed: past its runner-start grace; the liveness check decides
+//     (done, check again, or a new attempt: see liveness.go).
 //   - anything else is skipped (terminal records leave the index; this is
 //     only defence).
 //
@@ -104,6 +106,14 @@ type Store interface {
 	// *job.ConflictError (errors.Is job.ErrConflict) carrying the record
 	// as it is now.
 	TakeBack(ctx context.Context, read job.Record, to job.State, due time.Time, reason string, now time.Time) (job.Record, error)
+	// Get reads a whole record (a claimed one past its grace: the index
+	// does not carry its identity).
+	Get(ctx context.Context, id int64) (job.Record, error)
+	// Recheck moves a claimed record's sweep_at to due (liveness_checks+1
+	// when counted), conditional on the state and version read.
+	Recheck(ctx context.Context, read job.Record, due time.Time, counted bool, now time.Time) (job.Record, error)
+	// MarkDone moves the record to done (GitHub has the job at work).
+	MarkDone(ctx context.Context, d job.Report, now time.Time) (job.State, error)
 }
 
 // Queue is the claims queue as the reclaimer uses it (shared/queue over
@@ -130,7 +140,7 @@ const (
 )
 
 // Reasons lists every Reason, in a fixed order (metrics, reports).
-var Reasons = []Reason{LeaseExpired, OutboxLost, MessageLost}
+var Reasons = []Reason{LeaseExpired, OutboxLost, MessageLost, RunnerLost, RunnerTaken}
 
 // Classify decides why a record the sweep index called stale should be
 // taken back, or reports false when it must be left alone: a claiming record
@@ -148,6 +158,9 @@ func Classify(r job.Record, now time.Time) (Reason, bool) {
 		return OutboxLost, true
 	case job.Queued:
 		return MessageLost, true
+	case job.Claimed:
+		// Provisional: the liveness check decides (RunnerLost or RunnerTaken).
+		return RunnerLost, true
 	}
 	return "", false
 }
@@ -207,6 +220,13 @@ type Config struct {
 	Provisioner Provisioner
 	Rates       Rates
 	Pools       []pool.Pool
+
+	// MaxReplacements caps the new attempts of a claimed job whose runner
+	// never took it; past it the job is abandoned.
+	MaxReplacements int
+	// MaxLivenessChecks bounds how often an online but idle runner is
+	// given another grace before it counts as lost.
+	MaxLivenessChecks int
 }
 
 func (c Config) withDefaults() Config {
@@ -224,6 +244,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Reserve <= 0 {
 		c.Reserve = DefaultReserve
+	}
+	if c.MaxReplacements <= 0 {
+		c.MaxReplacements = DefaultMaxReplacements
+	}
+	if c.MaxLivenessChecks <= 0 {
+		c.MaxLivenessChecks = DefaultMaxLivenessChecks
 	}
 	c.Now = clock.Or(c.Now)
 	c.Rand = random.Or(c.Rand)
@@ -292,6 +318,18 @@ type Report struct {
 	CleanupRateLimited int
 	// CleanupFailed counts abandons whose cleanup failed in part (logged).
 	CleanupFailed int
+	// LivenessChecks counts claimed records whose runner was online but
+	// idle: checked again after another grace.
+	LivenessChecks int
+	// LivenessDone counts claimed records GitHub had at work already (a
+	// missed delivery): moved to done.
+	LivenessDone int
+	// LivenessRateLimited counts liveness checks deferred because the
+	// installation's rate limit was exhausted (GitHub not asked).
+	LivenessRateLimited int
+	// LivenessFailed counts liveness checks GitHub failed (checked again
+	// after a grace).
+	LivenessFailed int
 	// Incomplete is set when the pass stopped before the index was
 	// exhausted (budget, deadline or MaxRecords); the next pass goes on.
 	Incomplete bool
@@ -313,6 +351,7 @@ type candidate struct {
 	rec    job.Record
 	read   job.State
 	reason Reason
+	why    string // the abandon reason, when not max age
 }
 
 // Handle is the Lambda handler for the EventBridge schedule. It returns an
@@ -343,14 +382,29 @@ func (r *Reclaimer) Run(ctx context.Context) (Report, error) {
 	found, collectErr := r.collect(ctx, now, collectBy, &rep)
 
 	var requeue, abandon []candidate
+	errs := []error{collectErr}
 	for _, c := range found {
+		if c.read == job.Claimed {
+			if r.past(ctx, stop) {
+				rep.Incomplete = true
+				continue
+			}
+			next, to, err := r.liveness(ctx, c, now, &rep)
+			errs = append(errs, err)
+			switch to {
+			case job.Queued:
+				requeue = append(requeue, next)
+			case job.Abandoned:
+				abandon = append(abandon, next)
+			}
+			continue
+		}
 		if PastMaxAge(c.rec, now, r.cfg.MaxAge) {
 			abandon = append(abandon, c)
 		} else {
 			requeue = append(requeue, c)
 		}
 	}
-	errs := []error{collectErr}
 	if !r.send(ctx, now, stop, requeue, &rep, &errs) {
 		rep.Incomplete = true
 	}
@@ -429,8 +483,11 @@ func (r *Reclaimer) collect(ctx context.Context, now, by time.Time, rep *Report)
 
 // abandon moves c to abandoned: it has been failing for longer than MaxAge.
 func (r *Reclaimer) abandon(ctx context.Context, c candidate, now time.Time, rep *Report) error {
-	why := fmt.Sprintf("reclaimer: max age %s passed since the first failure at %s (%s)",
-		r.cfg.MaxAge, job.FromMillis(c.rec.FirstFailureAt).UTC().Format(time.RFC3339), c.reason)
+	why := c.why
+	if why == "" {
+		why = fmt.Sprintf("reclaimer: max age %s passed since the first failure at %s (%s)",
+			r.cfg.MaxAge, job.FromMillis(c.rec.FirstFailureAt).UTC().Format(time.RFC3339), c.reason)
+	}
 	rec, ok, err := r.takeBack(ctx, c, job.Abandoned, time.Time{}, why, now, rep)
 	if !ok {
 		return err
@@ -457,6 +514,12 @@ const (
 	// later because the installation's rate limit was exhausted.
 	MetricCleanupRateLimited = "ReclaimCleanupRateLimited"
 	MetricCleanupFailed      = "ReclaimCleanupFailed"
+	// Liveness after the claim: re-attempts are Reclaimed.runner_lost and
+	// Reclaimed.runner_taken (taken runners); these count the rest.
+	MetricLivenessChecks      = "ReclaimLivenessChecks"
+	MetricLivenessDone        = "ReclaimLivenessDone"
+	MetricLivenessRateLimited = "ReclaimLivenessRateLimited"
+	MetricLivenessFailed      = "ReclaimLivenessFailed"
 )
 
 // MetricFor is the metric name of the re-enqueue count for reason.
@@ -485,6 +548,10 @@ func (r *Reclaimer) summarize(rep Report, err error) {
 	m.Add(MetricUnreadable, float64(rep.Unreadable))
 	m.Add(MetricCleanupRateLimited, float64(rep.CleanupRateLimited))
 	m.Add(MetricCleanupFailed, float64(rep.CleanupFailed))
+	m.Add(MetricLivenessChecks, float64(rep.LivenessChecks))
+	m.Add(MetricLivenessDone, float64(rep.LivenessDone))
+	m.Add(MetricLivenessRateLimited, float64(rep.LivenessRateLimited))
+	m.Add(MetricLivenessFailed, float64(rep.LivenessFailed))
 	m.Flush()
 
 	attrs = append(attrs,
@@ -497,6 +564,10 @@ func (r *Reclaimer) summarize(rep Report, err error) {
 		slog.Int("cleaned_up", rep.CleanedUp),
 		slog.Int("cleanup_rate_limited", rep.CleanupRateLimited),
 		slog.Int("cleanup_failed", rep.CleanupFailed),
+		slog.Int("liveness_checks", rep.LivenessChecks),
+		slog.Int("liveness_done", rep.LivenessDone),
+		slog.Int("liveness_rate_limited", rep.LivenessRateLimited),
+		slog.Int("liveness_failed", rep.LivenessFailed),
 		slog.Bool("incomplete", rep.Incomplete))
 	level := slog.LevelInfo
 	if err != nil {

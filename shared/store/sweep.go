@@ -76,7 +76,7 @@ func decodeCursor(c, shard string) (map[string]types.AttributeValue, error) {
 
 // TakeBack is the reclaimer's conditional take-back of a stale record it
 // read (a claimed one included: a new attempt when its runner never took
-// the job, which also counts the attempt and the replacement): it succeeds only if the record still has the state and version that
+// the job, which also counts the replacement): it succeeds only if the record still has the state and version that
 // were read (and, for claiming, its lease has expired by now). To is Queued
 // (re-enqueue: version+1, due_at set; the caller sends the message after) or
 // Abandoned (max age passed). It returns the whole record as written
@@ -113,13 +113,14 @@ func (s *Store) TakeBack(ctx context.Context, read job.Record, to job.State, due
 			update += ", first_failure_at = if_not_exists(first_failure_at, :now)"
 		}
 		if read.State == job.Claimed {
-			// A new attempt: the runner never took the job. The ladder
-			// advances, the max-age clock starts, the replacement is
-			// counted (capped by the caller) and the idle checks restart.
+			// A new attempt: the runner never took the job. The max-age
+			// clock starts, the replacement is counted (capped by the
+			// caller) and the idle checks restart. The ladder advances
+			// with the claimer's next attempt, which counts itself
+			// (attempt counts attempts that reached GitHub).
 			vals[":one"] = n(1)
 			vals[":zero"] = n(0)
 			update += ", first_failure_at = if_not_exists(first_failure_at, :now)" +
-				", attempt = if_not_exists(attempt, :zero) + :one" +
 				", replacements = if_not_exists(replacements, :zero) + :one, liveness_checks = :zero"
 		}
 		update += " REMOVE lease_owner, lease_expires_at"

@@ -1,0 +1,325 @@
+package reclaim_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/ghclaim/ghclaim/infra/ghfake"
+	"github.com/ghclaim/ghclaim/infra/mem"
+	"github.com/ghclaim/ghclaim/shared/backoff"
+	"github.com/ghclaim/ghclaim/shared/claim"
+	"github.com/ghclaim/ghclaim/shared/ghapp"
+	"github.com/ghclaim/ghclaim/shared/job"
+	"github.com/ghclaim/ghclaim/shared/pool"
+	"github.com/ghclaim/ghclaim/shared/random"
+	"github.com/ghclaim/ghclaim/shared/ratelimit"
+	"github.com/ghclaim/ghclaim/shared/reclaim"
+)
+
+// live is a liveness flow test's world: f's store, queue and clock, the
+// GitHub stand-in behind the real App client (rate transport included) and
+// the in-memory provisioner.
+type live struct {
+	*fixture
+	fake  *ghfake.Server
+	gh    *ghapp.Client
+	rates *ratelimit.Tracker
+	prov  *mem.Provisioner
+	pools []pool.Pool
+}
+
+const liveGrace = 10 * time.Minute
+
+func setupLive(t *testing.T) *live {
+	t.Helper()
+	f := setup(t)
+	fake, gh, rates, _ := f.github(t)
+	pools := []pool.Pool{{Name: "linux", Labels: []string{"self-hosted", "linux"}, Scope: pool.ScopeRepo, RunnerGroupID: 1,
+		RunnerStartGrace: liveGrace.String(), Provisioner: pool.Provisioner{Type: pool.ProvisionerDispatch, QueueURL: "q"}}}
+	return &live{fixture: f, fake: fake, gh: gh, rates: rates, prov: mem.NewProvisioner(), pools: pools}
+}
+
+// github starts the GitHub stand-in on f's clock and returns it, the App
+// client over it (through the rate transport, sharing readings in f's
+// store), that tracker, and the stand-in's URL.
+func (f *fixture) github(t *testing.T) (*ghfake.Server, *ghapp.Client, *ratelimit.Tracker, string) {
+	t.Helper()
+	fake := ghfake.New(ghfake.WithClock(f.clock.Now), ghfake.WithAppID(appID))
+	ts := httptest.NewServer(fake)
+	t.Cleanup(ts.Close)
+	rates := ratelimit.NewTracker(f.store, ratelimit.DefaultPersistRule(), f.clock.Now)
+	gh, err := ghapp.New(ghapp.Config{AppID: appID, PrivateKey: appKey(), BaseURL: ts.URL,
+		Wrap: func(inst int64, base http.RoundTripper) http.RoundTripper {
+			return ratelimit.NewTransport(base, inst, rates, f.clock.Now)
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fake, gh, rates, ts.URL
+}
+
+// reclaimer is f's reclaimer with the liveness collaborators wired.
+func (l *live) reclaimer(t *testing.T, mod func(*reclaim.Config)) *reclaim.Reclaimer {
+	return l.fixture.reclaimer(t, 1, func(c *reclaim.Config) {
+		c.GitHub, c.Rates, c.Pools = l.gh, l.rates, l.pools
+		c.Provisioner = reclaim.ProvisionerFunc(func(ctx context.Context, lo reclaim.Leftover) error {
+			return l.prov.Cleanup(ctx, pool.Request{JobID: lo.JobID, RunID: lo.RunID, Repo: lo.Repo, Pool: lo.Pool, RunnerName: lo.RunnerName, KeepMachines: lo.KeepMachines})
+		})
+		if mod != nil {
+			mod(c)
+		}
+	})
+}
+
+// claimed has job id claimed at at as a claimer leaves it: its runner
+// registered (offline: not booted yet), its machine started, the job
+// queued at GitHub.
+func (l *live) claimed(t *testing.T, id int64, at time.Time) ghapp.JIT {
+	t.Helper()
+	ctx := context.Background()
+	lease := l.claiming(t, id, at, at.Add(lease))
+	name := job.RunnerName("linux", id)
+	jit, err := l.gh.GenerateJIT(ctx, 42, ghapp.JITRequest{Scope: pool.ScopeRepo, Owner: "octo", Repo: "app", Name: name, Labels: []string{"self-hosted", "linux"}})
+	if err != nil {
+		t.Fatalf("register runner: %v", err)
+	}
+	if _, err := l.prov.Provision(ctx, pool.Request{JobID: id, RunID: 7, Repo: "octo/app", Pool: l.pools[0], RunnerName: name, JITConfig: jit.EncodedConfig.Reveal()}); err != nil {
+		t.Fatalf("provision: %v", err)
+	}
+	if err := l.store.Finish(ctx, lease, job.Outcome{State: job.Claimed, Attempt: 1, RunnerName: name, RunnerStartGrace: l.pools[0].StartGrace()}, at); err != nil {
+		t.Fatalf("finish claimed: %v", err)
+	}
+	l.fake.SetJob("octo", "app", ghfake.Job{ID: id, RunID: 7, Status: "queued", Labels: []string{"self-hosted", "linux"}})
+	return jit
+}
+
+func (l *live) machinesLive(id int64) int {
+	n := 0
+	for _, m := range l.prov.Machines(id) {
+		if !m.Stopped {
+			n++
+		}
+	}
+	return n
+}
+
+func (l *live) githubCalls() int {
+	n := 0
+	for route, c := range l.fake.Stats().Calls {
+		if route == ghfake.RouteRepoRunners || route == ghfake.RouteJob || route == ghfake.RouteRepoDeleteRunner {
+			n += c
+		}
+	}
+	return n
+}
+
+// TestLiveness: a claimed job past its runner-start grace is checked at
+// GitHub and moved on: a new attempt when its runner never came (offline,
+// missing) or was taken by another job; checked again, bounded, while its
+// runner is online but idle; done when GitHub has it at work already; left
+// for later, GitHub not asked, while the installation is exhausted;
+// abandoned at the replacement cap.
+func TestLiveness(t *testing.T) {
+	t.Parallel()
+	const id = int64(700)
+	name := job.RunnerName("linux", id)
+	tests := []struct {
+		name    string
+		prepare func(t *testing.T, l *live)
+		// want
+		state        job.State
+		reason       reclaim.Reason // the requeue's reason ("" none)
+		runnerGone   bool
+		machinesLive int
+		checks       int // liveness_checks after the pass
+		githubCalls  int
+		report       func(r reclaim.Report) bool
+	}{
+		{name: "machine never booted: new attempt, runner and machine removed",
+			state: job.Queued, reason: reclaim.RunnerLost, runnerGone: true, machinesLive: 0, githubCalls: 3},
+		{name: "runner missing: new attempt, machine removed",
+			prepare: func(t *testing.T, l *live) {
+				r, _ := l.fake.RunnerByName(name)
+				if err := l.gh.DeleteRunner(context.Background(), 42, pool.ScopeRepo, "octo", "app", r.ID); err != nil {
+					t.Fatal(err)
+				}
+			},
+			state: job.Queued, reason: reclaim.RunnerLost, runnerGone: true, machinesLive: 0, githubCalls: 2},
+		{name: "runner online and idle: checked again, nothing removed",
+			prepare: func(t *testing.T, l *live) { must(t, l.fake.SetRunner(name, "online", false)) },
+			state:   job.Claimed, machinesLive: 1, checks: 1, githubCalls: 1,
+			report: func(r reclaim.Report) bool { return r.LivenessChecks == 1 }},
+		{name: "runner busy with another job: new attempt, busy runner and its machine left",
+			prepare: func(t *testing.T, l *live) { must(t, l.fake.SetRunner(name, "online", true)) },
+			state:   job.Queued, reason: reclaim.RunnerTaken, machinesLive: 1, githubCalls: 2},
+		{name: "job in progress at GitHub (missed delivery): done",
+			prepare: func(t *testing.T, l *live) {
+				l.fake.SetJob("octo", "app", ghfake.Job{ID: id, RunID: 7, Status: "in_progress", RunnerName: name})
+				must(t, l.fake.SetRunner(name, "online", true))
+			},
+			state: job.Done, machinesLive: 1, githubCalls: 2,
+			report: func(r reclaim.Report) bool { return r.LivenessDone == 1 }},
+		{name: "installation exhausted: GitHub not asked, checked later",
+			prepare: func(t *testing.T, l *live) {
+				rd := ratelimit.Reading{Limit: 5000, Remaining: 0, ResetAt: t0.Add(time.Hour), ObservedAt: t0.Add(-time.Minute)}
+				must(t, l.store.SaveRate(context.Background(), 42, rd))
+				// A tracker of a fresh instance: the shared reading, not this one's last answer.
+				l.rates = ratelimit.NewTracker(l.store, ratelimit.DefaultPersistRule(), l.clock.Now)
+			},
+			state: job.Claimed, machinesLive: 1, githubCalls: 0,
+			report: func(r reclaim.Report) bool { return r.LivenessRateLimited == 1 }},
+		{name: "replacement cap: abandoned, runner and machine removed",
+			prepare: func(t *testing.T, l *live) {
+				r := l.get(t, id)
+				r.Replacements = reclaim.DefaultMaxReplacements
+				l.store.Put(r)
+			},
+			state: job.Abandoned, runnerGone: true, machinesLive: 0, githubCalls: 3,
+			report: func(r reclaim.Report) bool { return r.Abandoned == 1 }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			l := setupLive(t)
+			claimedAt := t0.Add(-liveGrace - time.Second)
+			l.claimed(t, id, claimedAt)
+			if tt.prepare != nil {
+				tt.prepare(t, l)
+			}
+			before := l.get(t, id)
+			calls := l.githubCalls()
+
+			rep := l.run(t, l.reclaimer(t, nil))
+
+			got := l.get(t, id)
+			if got.State != tt.state {
+				t.Fatalf("state %s, want %s (report %+v)", got.State, tt.state, rep)
+			}
+			if n := l.githubCalls() - calls; n != tt.githubCalls {
+				t.Errorf("%d GitHub calls, want %d", n, tt.githubCalls)
+			}
+			_, registered := l.fake.RunnerByName(name)
+			if registered == tt.runnerGone {
+				t.Errorf("runner registered %v, want %v", registered, !tt.runnerGone)
+			}
+			if n := l.machinesLive(id); n != tt.machinesLive {
+				t.Errorf("%d live machines, want %d", n, tt.machinesLive)
+			}
+			if tt.report != nil && !tt.report(rep) {
+				t.Errorf("report %+v", rep)
+			}
+			msgs := l.messages()
+			switch {
+			case tt.reason != "":
+				if rep.Requeued[tt.reason] != 1 || len(msgs) != 1 || msgs[0].msg.Version != before.Version+1 {
+					t.Fatalf("requeued %v, messages %+v, want one %s message at version %d", rep.Requeued, msgs, tt.reason, before.Version+1)
+				}
+				if got.Attempt != before.Attempt || got.Replacements != 1 || got.FirstFailureAt != job.Millis(t0) {
+					t.Errorf("new attempt %+v, want attempt %d (the claimer counts the next), replacements 1, max-age clock started", got, before.Attempt)
+				}
+			case len(msgs) != 0:
+				t.Errorf("messages %+v, want none", msgs)
+			}
+			if tt.state == job.Claimed {
+				if got.LivenessChecks != tt.checks || got.SweepAt <= job.Millis(t0) {
+					t.Errorf("checked again: %+v, want %d checks and sweep_at after now", got, tt.checks)
+				}
+			}
+		})
+	}
+}
+
+// TestLivenessIdleIsBounded: an online runner that GitHub never assigns is
+// given MaxLivenessChecks more graces, then treated as lost.
+func TestLivenessIdleIsBounded(t *testing.T) {
+	t.Parallel()
+	l := setupLive(t)
+	const id = int64(701)
+	l.claimed(t, id, t0.Add(-liveGrace-time.Second))
+	must(t, l.fake.SetRunner(job.RunnerName("linux", id), "online", false))
+	rc := l.reclaimer(t, func(c *reclaim.Config) { c.MaxLivenessChecks = 2 })
+	for i := 1; i <= 2; i++ {
+		rep := l.run(t, rc)
+		if got := l.get(t, id); got.State != job.Claimed || got.LivenessChecks != i || rep.LivenessChecks != 1 {
+			t.Fatalf("check %d: %+v, report %+v", i, got, rep)
+		}
+		l.clock.Advance(liveGrace + time.Second)
+	}
+	rep := l.run(t, rc)
+	if got := l.get(t, id); got.State != job.Queued || rep.Requeued[reclaim.RunnerLost] != 1 {
+		t.Fatalf("after %d idle checks: %+v, report %+v, want a new attempt", 2, got, rep)
+	}
+	if _, ok := l.fake.RunnerByName(job.RunnerName("linux", id)); ok {
+		t.Errorf("the idle runner is still registered")
+	}
+}
+
+// TestNeverBootedJobRunsOnASecondRunner: the whole path: a claimed job
+// whose machine never boots is found after its grace, its first runner and
+// machine removed, and the claimer claims it again with a new runner on a
+// new machine.
+func TestNeverBootedJobRunsOnASecondRunner(t *testing.T) {
+	t.Parallel()
+	l := setupLive(t)
+	const id = int64(702)
+	name := job.RunnerName("linux", id)
+	first := l.claimed(t, id, t0.Add(-liveGrace-time.Second))
+	firstMachine := l.prov.Machines(id)[0].ID
+
+	l.run(t, l.reclaimer(t, nil))
+	msgs := l.messages()
+	if len(msgs) != 1 {
+		t.Fatalf("messages %+v, want one", msgs)
+	}
+
+	c, err := claim.New(claim.Config{
+		Pools: l.pools, Store: l.store, Queue: l.queue, GitHub: l.gh, Provisioner: l.prov, Policy: backoff.Default(),
+		Rates: l.rates, Now: l.clock.Now, Rand: random.New(1), Logger: slog.New(slog.NewJSONHandler(l.logs, nil)), InstanceID: "claimer-2",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := json.Marshal(msgs[0].msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.clock.Advance(msgs[0].delay)
+	resp, err := c.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{{MessageId: "m2", ReceiptHandle: "rh-2", Body: string(body), EventSource: "aws:sqs"}}})
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("claim: %+v, %v", resp, err)
+	}
+	got := l.get(t, id)
+	if got.State != job.Claimed || got.Attempt != 2 || got.Replacements != 1 {
+		t.Fatalf("after the second claim: %+v, want claimed, attempt 2, one replacement", got)
+	}
+	second, ok := l.fake.RunnerByName(name)
+	if !ok || second.ID == first.RunnerID {
+		t.Fatalf("runner %+v (registered %v), want a new registration (first id %d)", second, ok, first.RunnerID)
+	}
+	var live []mem.Machine
+	for _, m := range l.prov.Machines(id) {
+		if !m.Stopped {
+			live = append(live, m)
+		}
+	}
+	if len(live) != 1 || live[0].ID == firstMachine {
+		t.Fatalf("live machines %+v, want one new machine (first %s stopped)", live, firstMachine)
+	}
+	if got.SweepAt != job.Millis(l.clock.Now().Add(liveGrace)) {
+		t.Errorf("sweep_at %d, want the new claim + grace", got.SweepAt)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
