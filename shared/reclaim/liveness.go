@@ -30,8 +30,9 @@ import (
 //   - offline, missing, or busy: the job's status decides (a second call,
 //     only then: GitHub's runner object does not say which job a busy runner
 //     runs). In progress or completed: done (the delivery was missed).
-//     Still queued: a new attempt (the runner never booted, died, or was
-//     busy with another job: "taken").
+//     Still queued and the runner offline or missing: a new attempt (the
+//     machine never booted, or the runner died). Still queued and the
+//     runner busy: it was taken by another job (see below).
 //
 // Call budget per claimed record past its grace: one call (idle runner),
 // two (offline, missing, busy), plus one delete for a new attempt; none when
@@ -52,20 +53,23 @@ import (
 // message is sent with the pass's spread, like any other take-back. Past
 // MaxReplacements or max age the record is abandoned instead.
 //
-// A runner taken by another job keeps its name and its machine while it
-// runs that job (ephemeral: it deregisters and powers off after it), so
-// the new attempt's claimer finds the name registered and busy and reuses
-// it; the check after the next grace then finds it gone and starts the
-// job's own runner. Bounded by MaxReplacements.
+// A runner taken by another job keeps its name (<pool>-<job>) and its
+// machine (tagged with our job) while it runs that job. A new attempt now
+// could not start anything: the claimer's registration would meet the busy
+// name (409, reused: claim/flow.go) and its provisioning the job's running
+// machine (the job-tag lookup reuses it), and each round would burn a
+// replacement until the job is abandoned. So a taken runner is counted
+// (RunnersTaken) and checked again after another grace, uncounted: the
+// runner is ephemeral, it deregisters and its machine powers off after the
+// other job, and the next check finds it missing and starts the new
+// attempt. Bounded by GitHub, which gives up on a job queued for 24 h: the
+// check then finds it completed, and the record done.
 
-// Liveness reasons of a new attempt for a claimed record.
+// Liveness reason of a new attempt for a claimed record.
 const (
 	// RunnerLost: claimed past its grace, the job still queued at GitHub,
 	// and our runner offline, missing, or idle past MaxLivenessChecks.
 	RunnerLost Reason = "runner_lost"
-	// RunnerTaken: claimed past its grace, the job still queued, and our
-	// runner busy: GitHub gave it another job.
-	RunnerTaken Reason = "runner_taken"
 )
 
 // Defaults of the liveness bounds.
@@ -149,10 +153,13 @@ func (r *Reclaimer) liveness(ctx context.Context, c candidate, now time.Time, re
 		log.InfoContext(ctx, "reclaim liveness: job already at work at GitHub, done", slog.String("job_status", status))
 		return c, "", nil
 	}
-	c.reason = RunnerLost
 	if !missing && runner.Busy {
-		c.reason = RunnerTaken
+		rep.RunnersTaken++
+		log.WarnContext(ctx, "reclaim liveness: runner taken by another job, check again after it", slog.String("runner_name", name),
+			slog.String("job_status", status))
+		return c, "", r.recheck(ctx, c, now.Add(grace), false, now, rep)
 	}
+	c.reason = RunnerLost
 	// The old attempt goes first: the new claimer must find neither its
 	// runner's name nor its machine.
 	r.removeAttempt(ctx, c, p, scope, owner, repo, runner, missing, log, rep)

@@ -122,8 +122,9 @@ func (l *live) githubCalls() int {
 
 // TestLiveness: a claimed job past its runner-start grace is checked at
 // GitHub and moved on: a new attempt when its runner never came (offline,
-// missing) or was taken by another job; checked again, bounded, while its
-// runner is online but idle; done when GitHub has it at work already; left
+// missing); checked again, bounded, while its
+// runner is online but idle, or busy with another job (taken: until it is
+// gone, see liveness.go); done when GitHub has it at work already; left
 // for later, GitHub not asked, while the installation is exhausted;
 // abandoned at the replacement cap.
 func TestLiveness(t *testing.T) {
@@ -156,9 +157,10 @@ func TestLiveness(t *testing.T) {
 			prepare: func(t *testing.T, l *live) { must(t, l.fake.SetRunner(name, "online", false)) },
 			state:   job.Claimed, machinesLive: 1, checks: 1, githubCalls: 1,
 			report: func(r reclaim.Report) bool { return r.LivenessChecks == 1 }},
-		{name: "runner busy with another job: new attempt, busy runner and its machine left",
+		{name: "runner busy with another job: counted, checked again after it, busy runner and its machine left",
 			prepare: func(t *testing.T, l *live) { must(t, l.fake.SetRunner(name, "online", true)) },
-			state:   job.Queued, reason: reclaim.RunnerTaken, machinesLive: 1, githubCalls: 2},
+			state:   job.Claimed, machinesLive: 1, githubCalls: 2,
+			report: func(r reclaim.Report) bool { return r.RunnersTaken == 1 }},
 		{name: "job in progress at GitHub (missed delivery): done",
 			prepare: func(t *testing.T, l *live) {
 				l.fake.SetJob("octo", "app", ghfake.Job{ID: id, RunID: 7, Status: "in_progress", RunnerName: name})
@@ -321,5 +323,31 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestTakenRunnerThenNewAttempt: a runner taken by another job is left to
+// finish it; once it is gone (ephemeral: it deregisters), the next check
+// starts the job's new attempt.
+func TestTakenRunnerThenNewAttempt(t *testing.T) {
+	t.Parallel()
+	l := setupLive(t)
+	const id = int64(703)
+	name := job.RunnerName("linux", id)
+	l.claimed(t, id, t0.Add(-liveGrace-time.Second))
+	must(t, l.fake.SetRunner(name, "online", true))
+	rc := l.reclaimer(t, nil)
+	if rep := l.run(t, rc); rep.RunnersTaken != 1 || l.get(t, id).State != job.Claimed || len(l.messages()) != 0 {
+		t.Fatalf("taken: report %+v, record %+v, messages %+v, want counted and left claimed", rep, l.get(t, id), l.messages())
+	}
+	// The other job ends; the runner deregisters, its machine powers off.
+	r, _ := l.fake.RunnerByName(name)
+	must(t, l.fake.SetRunner(name, "online", false))
+	must(t, l.gh.DeleteRunner(context.Background(), 42, pool.ScopeRepo, "octo", "app", r.ID))
+	l.prov.Stop(id)
+	l.clock.Advance(liveGrace + time.Second)
+	rep := l.run(t, rc)
+	if got := l.get(t, id); got.State != job.Queued || got.Replacements != 1 || rep.Requeued[reclaim.RunnerLost] != 1 || len(l.messages()) != 1 {
+		t.Fatalf("after the taken runner left: %+v, report %+v, want a new attempt", got, rep)
 	}
 }

@@ -140,7 +140,7 @@ const (
 )
 
 // Reasons lists every Reason, in a fixed order (metrics, reports).
-var Reasons = []Reason{LeaseExpired, OutboxLost, MessageLost, RunnerLost, RunnerTaken}
+var Reasons = []Reason{LeaseExpired, OutboxLost, MessageLost, RunnerLost}
 
 // Classify decides why a record the sweep index called stale should be
 // taken back, or reports false when it must be left alone: a claiming record
@@ -159,7 +159,7 @@ func Classify(r job.Record, now time.Time) (Reason, bool) {
 	case job.Queued:
 		return MessageLost, true
 	case job.Claimed:
-		// Provisional: the liveness check decides (RunnerLost or RunnerTaken).
+		// Provisional: the liveness check decides.
 		return RunnerLost, true
 	}
 	return "", false
@@ -330,6 +330,9 @@ type Report struct {
 	// LivenessFailed counts liveness checks GitHub failed (checked again
 	// after a grace).
 	LivenessFailed int
+	// RunnersTaken counts claimed records whose runner was busy while the
+	// job was still queued: taken by another job (checked again after it).
+	RunnersTaken int
 	// Incomplete is set when the pass stopped before the index was
 	// exhausted (budget, deadline or MaxRecords); the next pass goes on.
 	Incomplete bool
@@ -514,12 +517,13 @@ const (
 	// later because the installation's rate limit was exhausted.
 	MetricCleanupRateLimited = "ReclaimCleanupRateLimited"
 	MetricCleanupFailed      = "ReclaimCleanupFailed"
-	// Liveness after the claim: re-attempts are Reclaimed.runner_lost and
-	// Reclaimed.runner_taken (taken runners); these count the rest.
+	// Liveness after the claim: re-attempts are Reclaimed.runner_lost;
+	// these count the rest.
 	MetricLivenessChecks      = "ReclaimLivenessChecks"
 	MetricLivenessDone        = "ReclaimLivenessDone"
 	MetricLivenessRateLimited = "ReclaimLivenessRateLimited"
 	MetricLivenessFailed      = "ReclaimLivenessFailed"
+	MetricRunnersTaken        = "ReclaimRunnersTaken"
 )
 
 // MetricFor is the metric name of the re-enqueue count for reason.
@@ -552,6 +556,7 @@ func (r *Reclaimer) summarize(rep Report, err error) {
 	m.Add(MetricLivenessDone, float64(rep.LivenessDone))
 	m.Add(MetricLivenessRateLimited, float64(rep.LivenessRateLimited))
 	m.Add(MetricLivenessFailed, float64(rep.LivenessFailed))
+	m.Add(MetricRunnersTaken, float64(rep.RunnersTaken))
 	m.Flush()
 
 	attrs = append(attrs,
@@ -568,6 +573,7 @@ func (r *Reclaimer) summarize(rep Report, err error) {
 		slog.Int("liveness_done", rep.LivenessDone),
 		slog.Int("liveness_rate_limited", rep.LivenessRateLimited),
 		slog.Int("liveness_failed", rep.LivenessFailed),
+		slog.Int("runners_taken", rep.RunnersTaken),
 		slog.Bool("incomplete", rep.Incomplete))
 	level := slog.LevelInfo
 	if err != nil {
