@@ -73,6 +73,13 @@
 //     GitHub's 10 s timeout.
 //   - Unknown actions are refused (400) rather than guessed at; unknown
 //     fields are ignored, since GitHub adds fields without notice.
+//   - in_progress and completed move a claimed record to done too (claimed
+//     is not terminal: the reclaimer checks it after the runner-start grace).
+//     An in_progress naming runner <pool>-<A> for another job A of ours is
+//     logged (outcome runner_taken, taken_from_job_id), and nothing more:
+//     the taken runner keeps A's name and machine until it ends, so a new
+//     attempt for A could start nothing yet; the reclaimer's liveness check
+//     starts it once the runner is gone.
 //
 // Every decision is one JSON log line with delivery_id, job_id, action and
 // outcome.

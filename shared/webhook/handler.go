@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -250,8 +251,33 @@ func (h *Handler) done(ctx context.Context, d *delivery, j Job, p pool.Pool, now
 	case prev == "":
 		outcome = "done_created"
 	}
+	if taken, ok := takenFrom(h.cfg.Pools, j); ok {
+		// Our runner made for another job took this one: that job waits
+		// for its runner to finish this one (see shared/reclaim's liveness
+		// check, which starts its new attempt once the runner is gone).
+		h.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "runner taken by another job",
+			h.attrs(d, slog.String("outcome", "runner_taken"), slog.String("runner_name", j.RunnerName), slog.Int64("taken_from_job_id", taken))...)
+	}
 	return h.answer(ctx, d, http.StatusAccepted, StatusAccepted, fmt.Sprintf("job %d is %s", j.JobID, j.Action), outcome,
 		slog.String("pool", p.Name), slog.String("previous_state", string(prev)), slog.String("runner_name", j.RunnerName))
+}
+
+// takenFrom reports the job whose runner took j: j is in progress on a
+// runner named <pool>-<A> for one of our pools with A ≠ j's id.
+func takenFrom(pools []pool.Pool, j Job) (int64, bool) {
+	if j.Action != ActionInProgress {
+		return 0, false
+	}
+	for _, p := range pools {
+		rest, ok := strings.CutPrefix(j.RunnerName, p.Name+"-")
+		if !ok {
+			continue
+		}
+		if a, err := strconv.ParseInt(rest, 10, 64); err == nil && a > 0 && a != j.JobID {
+			return a, true
+		}
+	}
+	return 0, false
 }
 
 // decide picks the pool of a job, or says why the job is not ours. Every

@@ -399,7 +399,8 @@ func TestHandleInProgressAndCompleted(t *testing.T) {
 	tests := []struct {
 		name           string
 		payload        string
-		noInstallation bool // the payload has no installation key
+		noInstallation bool   // the payload has no installation key
+		runner         string // the runner the payload names, when not the job's own
 		prepare        func(f *fixture)
 		code           int
 		status         string
@@ -409,6 +410,8 @@ func TestHandleInProgressAndCompleted(t *testing.T) {
 	}{
 		{name: "in_progress moves the record to done", payload: "in_progress", prepare: queued,
 			code: 202, status: StatusAccepted, requests: 1, state: job.Done, logged: "done"},
+		{name: "in_progress on the runner of another job of ours: done, taken runner logged", payload: "in_progress", prepare: queued,
+			runner: "linux-x64-29679400", code: 202, status: StatusAccepted, requests: 1, state: job.Done, logged: "runner_taken"},
 		{name: "in_progress before queued creates it done, with its pool", payload: "in_progress",
 			code: 202, status: StatusAccepted, requests: 1, state: job.Done, logged: "done_created"},
 		{name: "completed after claimed: done, out of the liveness check", payload: "completed",
@@ -440,6 +443,11 @@ func TestHandleInProgressAndCompleted(t *testing.T) {
 				del(m, "installation")
 				inst = 0
 			}
+			runner := "linux-x64-29679449"
+			if tt.runner != "" {
+				runner = tt.runner
+				set(m, "workflow_job.runner_name", runner)
+			}
 			resp, r := f.do(t, signedRequest("workflow_job", guid, compact(t, m)))
 			if resp.StatusCode != tt.code || r.Status != tt.status {
 				t.Fatalf("got %d %+v, want %d %s", resp.StatusCode, r, tt.code, tt.status)
@@ -456,7 +464,7 @@ func TestHandleInProgressAndCompleted(t *testing.T) {
 			}
 			if tt.requests == 1 {
 				want := job.Report{JobID: 29679449, RunID: 10416386539, Repo: "octo-org/octo-repo", InstallationID: inst,
-					Labels: []string{"self-hosted", "linux", "x64"}, Pool: "linux-x64", RunnerName: "linux-x64-29679449"}
+					Labels: []string{"self-hosted", "linux", "x64"}, Pool: "linux-x64", RunnerName: runner}
 				if len(f.st.reports) != 1 || !reflect.DeepEqual(f.st.reports[0], want) {
 					t.Errorf("MarkDone with %+v, want %+v", f.st.reports, want)
 				}
