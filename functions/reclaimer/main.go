@@ -70,16 +70,18 @@ func run() error {
 	}
 	sqsClient := sqs.NewFromConfig(awsCfg)
 	r, err := reclaim.New(reclaim.Config{
-		Store:   st,
-		Queue:   queue.New(sqsClient, cfg.ClaimsQueueURL),
-		MaxAge:  cfg.MaxAge,
-		Budget:  cfg.Budget,
-		Now:     time.Now,
-		Logger:  log,
-		Metrics: obs.NewMetricsIn(cfg.MetricsNamespace, os.Stdout, map[string]string{"function": "reclaimer"}, time.Now),
-		GitHub:  gh,
-		Rates:   rates,
-		Pools:   cfg.Pools,
+		Store:             st,
+		Queue:             queue.New(sqsClient, cfg.ClaimsQueueURL),
+		MaxAge:            cfg.MaxAge,
+		MaxReplacements:   cfg.MaxReplacements,
+		MaxLivenessChecks: cfg.LivenessMaxChecks,
+		Budget:            cfg.Budget,
+		Now:               time.Now,
+		Logger:            log,
+		Metrics:           obs.NewMetricsIn(cfg.MetricsNamespace, os.Stdout, map[string]string{"function": "reclaimer"}, time.Now),
+		GitHub:            gh,
+		Rates:             rates,
+		Pools:             cfg.Pools,
 		Provisioner: cleanup(provision.Registry{
 			pool.ProvisionerEC2:      provision.NewEC2(ec2.NewFromConfig(awsCfg), ssm.NewFromConfig(awsCfg), log),
 			pool.ProvisionerDispatch: provision.NewDispatch(sqsClient, log),

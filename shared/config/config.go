@@ -110,6 +110,12 @@ type Reclaimer struct {
 	MaxAge time.Duration
 	// Budget bounds one sweep so it finishes well inside the invocation.
 	Budget time.Duration
+	// MaxReplacements caps the new attempts of a claimed job whose runner
+	// never took it (MAX_REPLACEMENTS, default 3).
+	MaxReplacements int
+	// LivenessMaxChecks bounds how often an online but idle runner gets
+	// another grace (LIVENESS_MAX_CHECKS, default 3).
+	LivenessMaxChecks int
 }
 
 type reader struct {
@@ -298,6 +304,9 @@ func LoadReclaimer(get Getenv) (Reclaimer, error) {
 		Pools:     r.pools(),
 		MaxAge:    r.duration("MAX_AGE", DefaultMaxAge),
 		Budget:    r.duration("SWEEP_BUDGET", 40*time.Second),
+
+		MaxReplacements:   int(r.integer("MAX_REPLACEMENTS", 3, 1)),
+		LivenessMaxChecks: int(r.integer("LIVENESS_MAX_CHECKS", 3, 1)),
 	}
 	return c, r.err()
 }

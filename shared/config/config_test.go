@@ -60,6 +60,14 @@ func TestEachFunctionRequiresOnlyWhatItUses(t *testing.T) {
 	if c.AppID != 7 || len(c.Pools) != 1 || c.GitHubAPIURL != DefaultGitHubAPIURL {
 		t.Errorf("reclaimer: app %d, %d pools, url %q; want app 7, 1 pool, the default URL", c.AppID, len(c.Pools), c.GitHubAPIURL)
 	}
+	if c.MaxReplacements != 3 || c.LivenessMaxChecks != 3 {
+		t.Errorf("reclaimer liveness bounds: %d replacements, %d checks; want 3 and 3", c.MaxReplacements, c.LivenessMaxChecks)
+	}
+	m["MAX_REPLACEMENTS"] = "0"
+	if _, err := LoadReclaimer(env(m)); err == nil || !strings.Contains(err.Error(), "MAX_REPLACEMENTS") {
+		t.Errorf("MAX_REPLACEMENTS=0: got %v, want an error naming it", err)
+	}
+	delete(m, "MAX_REPLACEMENTS")
 	delete(m, "GITHUB_APP_ID")
 	delete(m, "GITHUB_APP_PRIVATE_KEY_ARN")
 	m["WEBHOOK_SECRET"] = "s"
