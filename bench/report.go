@@ -307,11 +307,11 @@ func (r Report) Markdown(w io.Writer) {
 // jobLife adds up a job's whole life from one run: the webhook's three
 // deliveries (the lifecycle measure) plus the claimer's and the event
 // source mapping's requests per claimed job. The sweep index is written on
-// the way to claimed only (put at creation, moved by the lease, removed by
-// the claim's end): a record that is claimed has left the index, so its
-// in_progress and completed write no index (the lifecycle measure sends
-// them to unclaimed records, which are still indexed). The provisioner's own
-// calls are the machine's start, not counted (see Claims).
+// the way to claimed (put at creation, moved by the lease, moved again by
+// the claim: a claimed record stays indexed until a runner takes the job)
+// and once more when in_progress removes it; completed finds the record
+// done and writes no index. The provisioner's own calls are the machine's
+// start, not counted (see Claims).
 func jobLife(life []Delivery, c ClaimResult) (ddb, sqsN, idxWrites, idxWRU float64, ok bool) {
 	if len(life) == 0 {
 		return 0, 0, 0, 0, false
@@ -325,11 +325,16 @@ func jobLife(life []Delivery, c ClaimResult) (ddb, sqsN, idxWrites, idxWRU float
 		}
 		return t
 	}
+	idxWrites, idxWRU = c.Units.GSIWrites, c.Units.GSIWRU
 	for _, d := range life {
 		ddb += svc(d.Calls, "DynamoDB.")
 		sqsN += svc(d.Calls, "SQS.")
+		if d.Action == "in_progress" {
+			idxWrites += d.Units.GSIWrites
+			idxWRU += d.Units.GSIWRU
+		}
 	}
 	ddb += svc(c.ClaimerPerJob, "DynamoDB.") + svc(c.PollerPerJob, "DynamoDB.")
 	sqsN += svc(c.ClaimerPerJob, "SQS.") + svc(c.PollerPerJob, "SQS.")
-	return ddb, sqsN, c.Units.GSIWrites, c.Units.GSIWRU, true
+	return ddb, sqsN, idxWrites, idxWRU, true
 }

@@ -328,7 +328,7 @@ func MeasureLifecycle(ctx context.Context, w *Webhook, n int) ([]Delivery, error
 		k := float64(n)
 		out = append(out, Delivery{
 			Action: a, N: n, Time: Summarise(lat[a]), Calls: perOp(s, n),
-			Units: Units{WRU: round(s.Units.WRU/k, 2), GSIWRU: round(s.Units.GSIWRU/k, 2), RRU: round(s.Units.RRU/k, 2)},
+			Units: Units{WRU: round(s.Units.WRU/k, 2), GSIWRU: round(s.Units.GSIWRU/k, 2), GSIWrites: round(s.Units.GSIWrites/k, 2), RRU: round(s.Units.RRU/k, 2)},
 			Usage: FromSnapshot(s).Times(1 / k),
 		})
 	}
