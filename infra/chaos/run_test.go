@@ -28,7 +28,7 @@ func TestRunShort(t *testing.T) {
 	t.Parallel()
 	w := world(t)
 	var logs bytes.Buffer
-	cfg := chaos.Config{Jobs: 24, FaultRate: 0.1, KillRate: 0.15, Seed: 42, DelayScale: 0.1, FunctionTimeout: 5 * time.Second,
+	cfg := chaos.Config{Jobs: 24, FaultRate: 0.1, KillRate: 0.25, Seed: 42, DelayScale: 0.1, FunctionTimeout: 5 * time.Second,
 		Settle: 150 * time.Second, Log: &logs}
 	if testing.Verbose() {
 		cfg.Progress = os.Stderr
