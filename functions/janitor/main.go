@@ -41,28 +41,26 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	ctx := context.Background()
 	var sm secret.SecretsManager
 	if cfg.PrivateKeyARN != "" {
 		sm = secretsmanager.NewFromConfig(awsCfg)
 	}
-	key, err := secret.Resolve(ctx, sm, cfg.PrivateKeyARN, cfg.PrivateKey)
-	if err != nil {
-		return fmt.Errorf("github app private key: %w", err)
-	}
+	// The key is read when needed, through a TTL cache, as the claimer and
+	// reclaimer read it: deployed before make app, the janitor's passes
+	// fail (and say so) instead of the function failing at init.
+	key := secret.NewCache(sm, cfg.PrivateKeyARN, cfg.PrivateKey, secret.CacheOptions{})
 	log := obs.NewLogger(os.Stdout, cfg.LogLevel)
 	st := store.New(dynamodb.NewFromConfig(awsCfg), cfg.TableName, store.Options{})
 	// The janitor reads the shared rate readings and never writes one: the
 	// tracker's Persist is not called (its table access is GetItem only).
 	rates := ratelimit.NewTracker(st, ratelimit.DefaultPersistRule(), time.Now)
-	gh, err := ghapp.New(ghapp.Config{
-		AppID:      cfg.AppID,
-		PrivateKey: []byte(key),
-		BaseURL:    cfg.GitHubAPIURL,
+	gh, err := ghapp.NewKeyed(ghapp.Config{
+		AppID:   cfg.AppID,
+		BaseURL: cfg.GitHubAPIURL,
 		Wrap: func(installationID int64, base http.RoundTripper) http.RoundTripper {
 			return ratelimit.NewTransport(base, installationID, rates, time.Now)
 		},
-	})
+	}, key.Bytes)
 	if err != nil {
 		return err
 	}

@@ -5,7 +5,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"os"
@@ -37,7 +36,6 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	ctx := context.Background()
 	awsCfg, err := awsenv.Load(os.Getenv)
 	if err != nil {
 		return fmt.Errorf("aws config: %w", err)
@@ -46,19 +44,18 @@ func run() error {
 	if cfg.PrivateKeyARN != "" {
 		sm = secretsmanager.NewFromConfig(awsCfg)
 	}
-	key, err := secret.Resolve(ctx, sm, cfg.PrivateKeyARN, cfg.PrivateKey)
-	if err != nil {
-		return fmt.Errorf("github app private key: %w", err)
-	}
+	// The key is read when needed, through a TTL cache, as the claimer and
+	// reclaimer read it: deployed before make app, a pass fails (and says
+	// so) instead of the function failing at init.
+	key := secret.NewCache(sm, cfg.PrivateKeyARN, cfg.PrivateKey, secret.CacheOptions{})
 	budget := &redeliver.AppBudget{}
-	gh, err := ghapp.New(ghapp.Config{
-		AppID:      cfg.AppID,
-		PrivateKey: []byte(key),
-		BaseURL:    cfg.GitHubAPIURL,
+	gh, err := ghapp.NewKeyed(ghapp.Config{
+		AppID:   cfg.AppID,
+		BaseURL: cfg.GitHubAPIURL,
 		WrapApp: func(base http.RoundTripper) http.RoundTripper {
 			return ratelimit.NewTransport(base, 0, budget, time.Now)
 		},
-	})
+	}, key.Bytes)
 	if err != nil {
 		return err
 	}

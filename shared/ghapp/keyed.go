@@ -63,38 +63,63 @@ func (k *Keyed) current(ctx context.Context) (*Client, error) {
 	return c, nil
 }
 
-// GenerateJIT is Client.GenerateJIT with the current key.
-func (k *Keyed) GenerateJIT(ctx context.Context, installationID int64, req JITRequest) (JIT, error) {
+// with runs f on the Client of the current key.
+func with[T any](ctx context.Context, k *Keyed, f func(*Client) (T, error)) (T, error) {
 	c, err := k.current(ctx)
 	if err != nil {
-		return JIT{}, err
+		var zero T
+		return zero, err
 	}
-	return c.GenerateJIT(ctx, installationID, req)
+	return f(c)
+}
+
+// The Client's calls, each with the current key.
+
+// GenerateJIT is Client.GenerateJIT with the current key.
+func (k *Keyed) GenerateJIT(ctx context.Context, installationID int64, req JITRequest) (JIT, error) {
+	return with(ctx, k, func(c *Client) (JIT, error) { return c.GenerateJIT(ctx, installationID, req) })
 }
 
 // FindRunner is Client.FindRunner with the current key.
 func (k *Keyed) FindRunner(ctx context.Context, installationID int64, scope, owner, repo, name string) (Runner, error) {
-	c, err := k.current(ctx)
-	if err != nil {
-		return Runner{}, err
-	}
-	return c.FindRunner(ctx, installationID, scope, owner, repo, name)
+	return with(ctx, k, func(c *Client) (Runner, error) { return c.FindRunner(ctx, installationID, scope, owner, repo, name) })
 }
 
 // DeleteRunner is Client.DeleteRunner with the current key.
 func (k *Keyed) DeleteRunner(ctx context.Context, installationID int64, scope, owner, repo string, runnerID int64) error {
-	c, err := k.current(ctx)
-	if err != nil {
-		return err
-	}
-	return c.DeleteRunner(ctx, installationID, scope, owner, repo, runnerID)
+	_, err := with(ctx, k, func(c *Client) (struct{}, error) {
+		return struct{}{}, c.DeleteRunner(ctx, installationID, scope, owner, repo, runnerID)
+	})
+	return err
 }
 
 // JobStatus is Client.JobStatus with the current key.
 func (k *Keyed) JobStatus(ctx context.Context, installationID int64, owner, repo string, jobID int64) (string, error) {
-	c, err := k.current(ctx)
-	if err != nil {
-		return "", err
-	}
-	return c.JobStatus(ctx, installationID, owner, repo, jobID)
+	return with(ctx, k, func(c *Client) (string, error) { return c.JobStatus(ctx, installationID, owner, repo, jobID) })
+}
+
+// Installations is Client.Installations with the current key.
+func (k *Keyed) Installations(ctx context.Context) ([]Installation, error) {
+	return with(ctx, k, func(c *Client) ([]Installation, error) { return c.Installations(ctx) })
+}
+
+// Repositories is Client.Repositories with the current key.
+func (k *Keyed) Repositories(ctx context.Context, installationID int64) ([]string, error) {
+	return with(ctx, k, func(c *Client) ([]string, error) { return c.Repositories(ctx, installationID) })
+}
+
+// ListRunners is Client.ListRunners with the current key.
+func (k *Keyed) ListRunners(ctx context.Context, installationID int64, scope, owner, repo string) ([]Runner, error) {
+	return with(ctx, k, func(c *Client) ([]Runner, error) { return c.ListRunners(ctx, installationID, scope, owner, repo) })
+}
+
+// ListHookDeliveries is Client.ListHookDeliveries with the current key.
+func (k *Keyed) ListHookDeliveries(ctx context.Context, cursor string, perPage int) (DeliveryPage, error) {
+	return with(ctx, k, func(c *Client) (DeliveryPage, error) { return c.ListHookDeliveries(ctx, cursor, perPage) })
+}
+
+// RedeliverHookDelivery is Client.RedeliverHookDelivery with the current key.
+func (k *Keyed) RedeliverHookDelivery(ctx context.Context, deliveryID int64) error {
+	_, err := with(ctx, k, func(c *Client) (struct{}, error) { return struct{}{}, c.RedeliverHookDelivery(ctx, deliveryID) })
+	return err
 }

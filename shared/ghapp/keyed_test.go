@@ -72,6 +72,55 @@ func TestKeyedWaitsForItsKey(t *testing.T) {
 	}
 }
 
+// TestKeyedServesTheAppLevelCalls: the janitor's and the redeliverer's
+// calls (installations, repositories, runner lists, the delivery log, a
+// redelivery) wait for the key like the claimer's, so those functions too
+// run when deployed before make app instead of failing at init.
+func TestKeyedServesTheAppLevelCalls(t *testing.T) {
+	t.Parallel()
+	f := setup(t, option{})
+	pemBytes, _ := testKey(t)
+	var (
+		mu  sync.Mutex
+		key []byte
+	)
+	k, err := ghapp.NewKeyed(ghapp.Config{AppID: appID, BaseURL: f.srv.URL}, func(context.Context) ([]byte, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if key == nil {
+			return nil, notSet{}
+		}
+		return key, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	f.fake.SetInstallation(inst, "octo", true, "hello")
+	d := f.fake.RecordDelivery(ghfake.HookDelivery{GUID: "g-1", Event: "workflow_job", Action: "queued", StatusCode: 502})
+	calls := map[string]func() error{
+		"installations": func() error { _, err := k.Installations(ctx); return err },
+		"repositories":  func() error { _, err := k.Repositories(ctx, inst); return err },
+		"runners":       func() error { _, err := k.ListRunners(ctx, inst, ghapp.ScopeRepo, "octo", "hello"); return err },
+		"deliveries":    func() error { _, err := k.ListHookDeliveries(ctx, "", 10); return err },
+		"redeliver":     func() error { return k.RedeliverHookDelivery(ctx, d.ID) },
+	}
+	for name, call := range calls {
+		var ns interface{ NotSet() bool }
+		if err := call(); !errors.As(err, &ns) || !ns.NotSet() {
+			t.Errorf("%s before the key: got %v, want the source's NotSet error", name, err)
+		}
+	}
+	mu.Lock()
+	key = pemBytes
+	mu.Unlock()
+	for name, call := range calls {
+		if err := call(); err != nil {
+			t.Errorf("%s after the key: %v", name, err)
+		}
+	}
+}
+
 func TestKeyedBadKeyIsAnError(t *testing.T) {
 	t.Parallel()
 	k, err := ghapp.NewKeyed(ghapp.Config{AppID: appID}, func(context.Context) ([]byte, error) { return []byte("not a pem"), nil })

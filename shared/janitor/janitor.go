@@ -93,6 +93,11 @@ type GitHub interface {
 	DeleteRunner(ctx context.Context, installationID int64, scope, owner, repo string, runnerID int64) error
 }
 
+var (
+	_ GitHub = (*ghapp.Client)(nil)
+	_ GitHub = (*ghapp.Keyed)(nil) // what functions/janitor wires
+)
+
 // Rates is the installations' shared rate reading; *ratelimit.Tracker
 // implements it.
 type Rates interface {

@@ -80,7 +80,10 @@ type GitHub interface {
 	RedeliverHookDelivery(ctx context.Context, deliveryID int64) error
 }
 
-var _ GitHub = (*ghapp.Client)(nil)
+var (
+	_ GitHub = (*ghapp.Client)(nil)
+	_ GitHub = (*ghapp.Keyed)(nil) // what functions/redeliverer wires
+)
 
 // Store is the redeliverer's bookkeeping; shared/store implements it over
 // DynamoDB, infra/mem in memory.
