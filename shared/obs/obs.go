@@ -11,6 +11,7 @@ package obs
 import (
 	"encoding/json"
 	"github.com/ghclaim/ghclaim/shared/clock"
+	"github.com/ghclaim/ghclaim/shared/redact"
 	"io"
 	"log/slog"
 	"sort"
@@ -43,9 +44,24 @@ func Level(s string) slog.Level {
 	return slog.LevelInfo
 }
 
-// NewLogger returns a JSON logger writing to w at level.
+// NewLogger returns a JSON logger writing to w at level. Every string and
+// error it writes passes through shared/redact: an upstream error text
+// that quotes a token, a JWT or a JIT config is logged without it.
 func NewLogger(w io.Writer, level string) *slog.Logger {
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: Level(level)}))
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: Level(level), ReplaceAttr: redactAttr}))
+}
+
+// redactAttr is NewLogger's ReplaceAttr.
+func redactAttr(_ []string, a slog.Attr) slog.Attr {
+	switch a.Value.Kind() {
+	case slog.KindString:
+		a.Value = slog.StringValue(redact.String(a.Value.String()))
+	case slog.KindAny:
+		if err, ok := a.Value.Any().(error); ok && err != nil {
+			a.Value = slog.StringValue(redact.String(err.Error()))
+		}
+	}
+	return a
 }
 
 // Namespace is the CloudWatch namespace of metrics when none is configured

@@ -497,7 +497,7 @@ func (r *Reclaimer) abandon(ctx context.Context, c candidate, now time.Time, rep
 	}
 	c.rec = rec // the whole record: the index carries only what the sweep decides on
 	rep.Abandoned++
-	r.decisionLog(c).WarnContext(ctx, "reclaim abandoned", slog.String("outcome", "abandoned"), slog.Int64(obs.KeyVersion, rec.Version),
+	r.decisionLog(c).WarnContext(ctx, "reclaim abandoned", slog.String("outcome", "abandoned"),
 		slog.String(obs.KeyClass, c.rec.LastErrorClass), slog.Int64("first_failure_at", c.rec.FirstFailureAt))
 	// Only now: a pass that lost the race must not touch what the winner owns.
 	r.removeLeftovers(ctx, c, now, rep)
