@@ -517,7 +517,7 @@ const (
 	// later because the installation's rate limit was exhausted.
 	MetricCleanupRateLimited = "ReclaimCleanupRateLimited"
 	MetricCleanupFailed      = "ReclaimCleanupFailed"
-	// Liveness after the claim: re-attempts are Reclaimed.runner_lost;
+	// Liveness after the claim: re-attempts are Reclaimed{reason=runner_lost};
 	// these count the rest.
 	MetricLivenessChecks      = "ReclaimLivenessChecks"
 	MetricLivenessDone        = "ReclaimLivenessDone"
