@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -57,6 +58,8 @@ func run() error {
 		Queue:          q,
 		Now:            time.Now,
 		Logger:         obs.NewLogger(os.Stdout, cfg.LogLevel),
+		// No line of its own: the delivery's decision line carries its metrics.
+		Metrics: obs.NewMetricsIn(cfg.MetricsNamespace, io.Discard, map[string]string{"function": "webhook"}, time.Now),
 	})
 	if err != nil {
 		return err

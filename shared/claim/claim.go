@@ -314,8 +314,6 @@ func New(cfg Config) (*Claimer, error) {
 	return &Claimer{cfg: cfg, reads: &rateReads{refresh: cfg.RateRefresh, last: map[int64]time.Time{}}}, nil
 }
 
-func (c *Claimer) count(name string) { c.cfg.Metrics.Add(name, 1) }
-
 func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
 
 func ignoreNoReading(err error) error {

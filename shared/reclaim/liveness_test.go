@@ -11,6 +11,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/ghclaim/ghclaim/infra/emftest"
 	"github.com/ghclaim/ghclaim/infra/ghfake"
 	"github.com/ghclaim/ghclaim/infra/mem"
 	"github.com/ghclaim/ghclaim/shared/backoff"
@@ -225,6 +226,11 @@ func TestLiveness(t *testing.T) {
 				}
 				if got.Attempt != before.Attempt || got.Replacements != 1 || got.FirstFailureAt != job.Millis(t0) {
 					t.Errorf("new attempt %+v, want attempt %d (the claimer counts the next), replacements 1, max-age clock started", got, before.Attempt)
+				}
+				// The re-attempt, as CloudWatch reads it: one reclaim with its reason.
+				points := emftest.Parse(t, []byte(l.emf.String()))
+				if n := emftest.Total(points, reclaim.MetricReclaimed, map[string]string{"reason": string(tt.reason), "function": "reclaimer"}); n != 1 {
+					t.Errorf("EMF %s{reason=%s} = %v, want 1: %+v", reclaim.MetricReclaimed, tt.reason, n, points)
 				}
 			case len(msgs) != 0:
 				t.Errorf("messages %+v, want none", msgs)

@@ -506,7 +506,7 @@ func (r *Reclaimer) abandon(ctx context.Context, c candidate, now time.Time, rep
 
 // Metric names (CloudWatch, namespace obs.Namespace).
 const (
-	MetricReclaimed  = "Reclaimed" // + reason, e.g. Reclaimed.lease_expired
+	MetricReclaimed  = "Reclaimed" // by reason: metricReclaimed
 	MetricAbandoned  = "ReclaimAbandoned"
 	MetricRaced      = "ReclaimRaced"
 	MetricSendFailed = "ReclaimSendFailed"
@@ -517,7 +517,7 @@ const (
 	// later because the installation's rate limit was exhausted.
 	MetricCleanupRateLimited = "ReclaimCleanupRateLimited"
 	MetricCleanupFailed      = "ReclaimCleanupFailed"
-	// Liveness after the claim: re-attempts are Reclaimed.runner_lost;
+	// Liveness after the claim: re-attempts are Reclaimed{reason=runner_lost};
 	// these count the rest.
 	MetricLivenessChecks      = "ReclaimLivenessChecks"
 	MetricLivenessDone        = "ReclaimLivenessDone"
@@ -526,8 +526,10 @@ const (
 	MetricRunnersTaken        = "ReclaimRunnersTaken"
 )
 
-// MetricFor is the metric name of the re-enqueue count for reason.
-func MetricFor(reason Reason) string { return MetricReclaimed + "." + string(reason) }
+// metricReclaimed counts the jobs taken back and re-enqueued, with their
+// Reason as a dimension (liveness re-attempts are reason runner_lost);
+// its fleet-wide set is the total the reclaims-spike alarm reads.
+var metricReclaimed = obs.Metric{Name: MetricReclaimed, Dims: []string{obs.DimReason}}
 
 func (r *Reclaimer) summarize(rep Report, err error) {
 	m := r.cfg.Metrics
@@ -536,14 +538,18 @@ func (r *Reclaimer) summarize(rep Report, err error) {
 		slog.Int("requeued", rep.RequeuedTotal()),
 	}
 	for _, reason := range Reasons {
-		m.Add(MetricFor(reason), float64(rep.Requeued[reason]))
+		if n := rep.Requeued[reason]; n > 0 {
+			m.Count(metricReclaimed, float64(n), obs.Reason(string(reason)))
+		}
 		attrs = append(attrs, slog.Int("requeued_"+string(reason), rep.Requeued[reason]))
+	}
+	if rep.RequeuedTotal() == 0 {
+		m.Count(metricReclaimed, 0) // a quiet pass still shows on the graph
 	}
 	incomplete := 0.0
 	if rep.Incomplete {
 		incomplete = 1
 	}
-	m.Add(MetricReclaimed, float64(rep.RequeuedTotal()))
 	m.Add(MetricAbandoned, float64(rep.Abandoned))
 	m.Add(MetricRaced, float64(rep.Raced))
 	m.Add(MetricSendFailed, float64(rep.SendFailed))

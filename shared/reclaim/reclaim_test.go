@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/ghclaim/ghclaim/infra/clocktest"
 	"github.com/ghclaim/ghclaim/infra/contract"
+	"github.com/ghclaim/ghclaim/infra/emftest"
 	"github.com/ghclaim/ghclaim/infra/mem"
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/obs"
@@ -248,12 +250,13 @@ func TestExpiredLeasesAreRequeuedSpread(t *testing.T) {
 	if lines != m {
 		t.Errorf("%d requeue log lines, want %d", lines, m)
 	}
-	var emf map[string]any
-	if err := json.Unmarshal([]byte(strings.TrimSpace(f.emf.String())), &emf); err != nil {
-		t.Fatalf("EMF line %q: %v", f.emf.String(), err)
-	}
-	if got := emf[reclaim.MetricFor(reclaim.LeaseExpired)]; got != float64(m) {
-		t.Errorf("EMF %s = %v, want %d", reclaim.MetricFor(reclaim.LeaseExpired), got, m)
+	// Parsed as CloudWatch would: M reclaims with reason lease_expired,
+	// and the same M in the fleet-wide total the spike alarm reads.
+	points := emftest.Parse(t, []byte(f.emf.String()))
+	got := emftest.Select(points, reclaim.MetricReclaimed, nil)
+	wantSets := [][]string{{"function"}, {"function", "reason"}}
+	if len(got) != 1 || got[0].Sum() != float64(m) || got[0].Dims["reason"] != string(reclaim.LeaseExpired) || !reflect.DeepEqual(got[0].Sets, wantSets) {
+		t.Errorf("EMF %s: got %+v, want one point of %d, reason %s, under %v", reclaim.MetricReclaimed, got, m, reclaim.LeaseExpired, wantSets)
 	}
 }
 

@@ -55,6 +55,9 @@ type Config struct {
 	Now clock.Func
 	// Logger gets one line per decision (discarded when nil).
 	Logger *slog.Logger
+	// Metrics makes each delivery's decision line an EMF document (none
+	// when nil).
+	Metrics *obs.Metrics
 	// Secrets are the webhook secrets accepted at once (rotation); at least
 	// one non-empty secret is required.
 	Secrets [][]byte
@@ -131,6 +134,10 @@ type delivery struct {
 	event  string
 	action Action
 	jobID  int64
+	// created is set when the delivery recorded a new job, toRunner when
+	// it says how long its job waited for a runner (metrics.go).
+	created  bool
+	toRunner time.Duration
 }
 
 // Handle answers one delivery. It never returns an error: every outcome is
@@ -228,6 +235,7 @@ func (h *Handler) queued(ctx context.Context, d *delivery, j Job, p pool.Pool, n
 	// From here the record is durable: whatever fails next, the reclaimer
 	// finishes the job's hand-off (outbox), so the answer is 2xx.
 	outcome := "enqueued"
+	d.created = true
 	if err := h.cfg.Queue.Send(ctx, job.Message{JobID: rec.JobID, Version: rec.Version, Attempt: 0}, 0); err != nil {
 		outcome = "pending_send_failed"
 		h.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "send failed; the record stays pending for the reclaimer",
@@ -243,6 +251,7 @@ func (h *Handler) done(ctx context.Context, d *delivery, j Job, p pool.Pool, now
 		Labels: j.Labels, Pool: p.Name, RunnerName: j.RunnerName,
 	}, now)
 	outcome := "done"
+	d.toRunner = toRunner(j)
 	switch {
 	case errors.Is(err, job.ErrTerminal):
 		outcome = "already_terminal"
@@ -340,14 +349,14 @@ func (h *Handler) attrs(d *delivery, extra ...slog.Attr) []slog.Attr {
 
 // answer logs the decision and builds a 2xx reply.
 func (h *Handler) answer(ctx context.Context, d *delivery, code int, status, msg, outcome string, extra ...slog.Attr) events.LambdaFunctionURLResponse {
-	h.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "delivery", h.attrs(d, append([]slog.Attr{slog.String("outcome", outcome), slog.Int("status", code)}, extra...)...)...)
+	h.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "delivery", h.delivered(d, h.attrs(d, append([]slog.Attr{slog.String("outcome", outcome), slog.Int("status", code)}, extra...)...))...)
 	return reply(code, Reply{Status: status, Message: msg})
 }
 
 // reject logs and answers a 4xx: the message names what is wrong.
 func (h *Handler) reject(ctx context.Context, d *delivery, code int, outcome, msg string) events.LambdaFunctionURLResponse {
 	h.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "delivery rejected",
-		h.attrs(d, slog.String("outcome", outcome), slog.Int("status", code), slog.String(obs.KeyReason, msg))...)
+		h.delivered(d, h.attrs(d, slog.String("outcome", outcome), slog.Int("status", code), slog.String(obs.KeyReason, msg)))...)
 	return reply(code, Reply{Status: StatusError, Message: msg})
 }
 
@@ -356,7 +365,7 @@ func (h *Handler) reject(ctx context.Context, d *delivery, code int, outcome, ms
 // logged, never returned to the caller.
 func (h *Handler) fail(ctx context.Context, d *delivery, outcome string, err error) events.LambdaFunctionURLResponse {
 	h.cfg.Logger.LogAttrs(ctx, slog.LevelError, "delivery failed",
-		h.attrs(d, slog.String("outcome", outcome), slog.Int("status", http.StatusInternalServerError), slog.String("error", err.Error()))...)
+		h.delivered(d, h.attrs(d, slog.String("outcome", outcome), slog.Int("status", http.StatusInternalServerError), slog.String("error", err.Error())))...)
 	return reply(http.StatusInternalServerError, Reply{Status: StatusError, Message: "internal error: redeliver this delivery"})
 }
 
