@@ -70,3 +70,36 @@ func TestJobLifeIndexWrites(t *testing.T) {
 		t.Errorf("a job's life: %g sweep-index writes, want ≤ 3", got)
 	}
 }
+
+// TestReclaimPassReadsEachRecordOnce: the keys-only index costs the sweep
+// one BatchGetItem per page of stale keys (at most 100 each), every stale
+// record read once: about 1/100 request per record on top of the Query.
+func TestReclaimPassReadsEachRecordOnce(t *testing.T) {
+	srv := emulator.ForTest(t)
+	env := bench.NewEnv(srv.ConfigForTest(t), emulator.DeployForTest(t, srv))
+	ctx := context.Background()
+	const m = 150
+	if err := bench.SeedStale(ctx, env, m, 78_000_000, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	rc, err := bench.NewReclaimer(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := env.Count.Snapshot()
+	rep, err := rc.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := env.Count.Snapshot().Since(before)
+	if rep.RequeuedTotal() != m {
+		t.Fatalf("requeued %d, want %d", rep.RequeuedTotal(), m)
+	}
+	gets, queries := d.Calls["DynamoDB.BatchGetItem"], d.Calls["DynamoDB.Query"]
+	if gets == 0 || gets > queries || gets > 8+m/100 {
+		t.Errorf("%d BatchGetItem for %d Query pages, want at most one per non-empty page", gets, queries)
+	}
+	if got := d.Units.RRU - 0.5*float64(queries); got != m {
+		t.Errorf("batch reads of %g records, want each of the %d read once", got, m)
+	}
+}
