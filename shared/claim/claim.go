@@ -97,8 +97,9 @@
 // the message, and a re-send never resets them.
 //
 // If the send itself fails, nothing is released: the lease expires and the
-// reclaimer re-enqueues the job (sweep_at is the lease's expiry), which is
-// sooner than a released record without a message would be found.
+// reclaimer re-enqueues the job (at the later of the sweep_at the lease
+// kept and the lease's expiry: see shared/store), which is sooner than a
+// released record without a message would be found.
 //
 // Registration. The runner name is derived from the job (<pool>-<job_id>),
 // so GitHub's 409 "already exists" can only mean an earlier attempt's

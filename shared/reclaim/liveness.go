@@ -15,11 +15,8 @@ import (
 // Liveness after the claim. A claimed record stays in the sweep index with
 // sweep_at = claimed_at + the pool's runner-start grace until GitHub says a
 // runner took the job (the webhook's in_progress marks it done). When the
-// sweep finds one past its grace, the reclaimer reads the whole record (the
-// index projects only what the other states decide on; claimed records past
-// their grace are few, so one consistent read each is cheaper than
-// projecting identity attributes, and changing a GSI's projection in place
-// is not possible) and decides:
+// sweep finds one past its grace (the sweep's consistent read of the record
+// carries its identity) the reclaimer decides:
 //
 //   - the installation's shared rate reading is exhausted: GitHub is not
 //     asked; the check moves to the reset (or one grace, if sooner),
@@ -82,19 +79,7 @@ const (
 // the candidate to take back (requeue or abandon) and which, or "" when the
 // record was settled here (done, checked again) or left alone.
 func (r *Reclaimer) liveness(ctx context.Context, c candidate, now time.Time, rep *Report) (candidate, job.State, error) {
-	rec, err := r.cfg.Store.Get(ctx, c.rec.JobID)
-	switch {
-	case errors.Is(err, job.ErrNotFound):
-		rep.Skipped++
-		return c, "", nil
-	case err != nil:
-		rep.Failed++
-		return c, "", fmt.Errorf("reclaim: read claimed job %d: %w", c.rec.JobID, err)
-	case rec.State != job.Claimed || rec.Version != c.rec.Version:
-		rep.Raced++
-		return c, "", nil
-	}
-	c.rec = rec
+	rec := c.rec // whole and current: the sweep read it consistently
 	log := r.decisionLog(c)
 	p, ok := pool.Find(r.cfg.Pools, rec.Pool)
 	grace := job.DefaultRunnerStartGrace
