@@ -198,7 +198,9 @@ func (f *flow) claim(ctx context.Context) error {
 		return f.retry(ctx, failure.Failure{Class: failure.UnknownRetryable, Reason: "pool " + f.rec.Pool + " is not configured"}, nil)
 	}
 	f.pool = p
-	f.name = job.RunnerName(p.Name, f.rec.JobID)
+	// One name per attempt: a replacement's runner must not meet the name
+	// of the runner before it, which another job may hold busy.
+	f.name = job.RunnerNameAt(p.Name, f.rec.JobID, f.rec.Replacements)
 	f.scope, f.owner = pool.ScopeRepo, f.rec.Owner()
 	if p.Scope == pool.ScopeOrg {
 		f.scope = pool.ScopeOrg
@@ -265,13 +267,13 @@ func (f *flow) claim(ctx context.Context) error {
 func (f *flow) request(config ghapp.Secret) pool.Request {
 	return pool.Request{
 		JobID: f.rec.JobID, RunID: f.rec.RunID, Repo: f.rec.Repo, Pool: f.pool, RunnerName: f.name,
-		JITConfig: config.Reveal(),
+		Replacement: f.rec.Replacements, JITConfig: config.Reveal(),
 	}
 }
 
-// register gets a JIT config for the job's runner name. GitHub answers
-// 409 when the name is taken: by our own runner from an earlier attempt
-// (the name is derived from the job). Online or busy, that runner is alive
+// register gets a JIT config for the attempt's runner name. GitHub answers
+// 409 when the name is taken: by our own runner from an earlier try of
+// this attempt (the name is derived from the job and its replacements). Online or busy, that runner is alive
 // and is reused (returned as reused); offline with a machine of the job
 // still up, the machine holds its config and will connect: reused too;
 // offline with no machine, it never will: it is deleted and a new config
@@ -322,7 +324,8 @@ func (f *flow) register(ctx context.Context) (ghapp.JIT, *ghapp.Runner, error) {
 }
 
 // machineUp reports whether the provisioner knows of a live machine for the
-// job (EC2 looks by the job tag; dispatch cannot tell and says no).
+// attempt (EC2 looks by the job and runner-name tags; dispatch cannot tell
+// and says no).
 func (f *flow) machineUp(ctx context.Context) (bool, error) {
 	id, err := f.c.cfg.Provisioner.Running(ctx, f.request(ghapp.Secret{}))
 	return id != "", err

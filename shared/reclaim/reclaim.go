@@ -65,7 +65,7 @@
 //     queued grace sends it (as for any failed send).
 //
 // Abandoning an expired lease (claiming past max age) also removes what the
-// dead attempt may have started: its runner registration <pool>-<job_id>
+// dead attempt may have started: its runner registration (job.RunnerNameAt)
 // (unless busy: GitHub refuses with 422, and a busy runner is at work) and
 // the provisioner's leftovers (the SSM parameter of its JIT config and the
 // job's machines, terminated), the latter only once GitHub said the runner
@@ -146,7 +146,7 @@ const (
 )
 
 // Reasons lists every Reason, in a fixed order (metrics, reports).
-var Reasons = []Reason{LeaseExpired, OutboxLost, MessageLost, RunnerLost}
+var Reasons = []Reason{LeaseExpired, OutboxLost, MessageLost, RunnerLost, RunnerTaken}
 
 // Classify decides why a record the sweep index called stale should be
 // taken back, or reports false when it must be left alone: a claiming record
@@ -329,7 +329,8 @@ type Report struct {
 	// after a grace).
 	LivenessFailed int
 	// RunnersTaken counts claimed records whose runner was busy while the
-	// job was still queued: taken by another job (checked again after it).
+	// job was still queued: taken by another job (a new attempt, or
+	// abandoned past the bounds).
 	RunnersTaken int
 	// Incomplete is set when the pass stopped before the index was
 	// exhausted (budget, deadline or MaxRecords); the next pass goes on.
