@@ -272,6 +272,17 @@ func TestJob(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "failed (version 4, attempt 3)") || !strings.Contains(r.stdout, "github") || !strings.Contains(r.stdout, "queued") {
 		t.Fatalf("job 7101: exit %d\n%s", r.code, r.stdout)
 	}
+	// The history, oldest first: created, leased, released for a retry,
+	// leased, failed.
+	hist := strings.Join(strings.Fields(r.stdout[strings.Index(r.stdout, "\nhistory:"):]), " ")
+	for _, line := range []string{"new → pending attempt 0 webhook", "pending → claiming", "claiming → queued attempt 2 claimer server_side 502 Bad Gateway",
+		"queued → claiming", "claiming → failed attempt 3 claimer non_retryable …group 7 not found"} {
+		i := strings.Index(hist, line)
+		if i < 0 {
+			t.Fatalf("job 7101: history lacks %q in order\n%s", line, r.stdout)
+		}
+		hist = hist[i:]
+	}
 	r = run(t, nil, gh("job", "7101", "--json")...)
 	got := decode[map[string]any](t, r.stdout)
 	if g, _ := got["github"].(map[string]any); r.code != 0 || got["state"] != "failed" || g["status"] != "queued" {
@@ -311,7 +322,7 @@ func TestRetry(t *testing.T) {
 	if rec.State != job.Queued || rec.Attempt != 0 || rec.FirstFailureAt != 0 || rec.LastError != "retried by operator alice" {
 		t.Fatalf("record after retry: %+v", rec)
 	}
-	if n := len(rec.History); n != 1 || rec.History[0].Actor != job.ActorOperator || rec.History[0].From != job.Failed {
+	if n := len(rec.History); n != len(failed.History)+1 || rec.History[n-1].Actor != job.ActorOperator || rec.History[n-1].From != job.Failed {
 		t.Fatalf("history after retry: %+v", rec.History)
 	}
 	// The claim message for the new version is on the claims queue.

@@ -217,7 +217,11 @@ func (c *CLI) job(ctx context.Context, o *opts, args []string) error {
 		fmt.Fprintln(c.cfg.Stdout, "\nhistory:")
 		w = tabwriter.NewWriter(c.cfg.Stdout, 0, 4, 2, ' ', 0)
 		for _, t := range r.History {
-			fmt.Fprintf(w, "  %s\t%s → %s\tattempt %d\t%s\t%s\n", stamp(t.At), t.From, t.To, t.Attempt, t.Actor,
+			from := string(t.From)
+			if from == "" {
+				from = "new" // the record's first entry
+			}
+			fmt.Fprintf(w, "  %s\t%s → %s\tattempt %d\t%s\t%s\n", stamp(t.At), from, t.To, t.Attempt, t.Actor,
 				strings.TrimSpace(t.Class+" "+oneLine(t.Error, 80)))
 		}
 		return w.Flush()

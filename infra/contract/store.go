@@ -482,8 +482,8 @@ func TestStoreCore(t *testing.T, base int64, open func(t *testing.T) Core, pendi
 		if got.SweepShard != job.Shard(j, tm.Shards) || got.SweepAt != due.Add(tm.QueuedGrace).UnixMilli() || got.ExpiresAt != now.Add(tm.RecordTTL).Unix() {
 			t.Errorf("a requeued record is back in the sweep index with a renewed TTL: %+v", got)
 		}
-		if len(got.History) != 1 || got.History[0] != want {
-			t.Errorf("history %+v, want [%+v]", got.History, want)
+		if n := len(got.History); n != len(failed.History)+1 || got.History[n-1] != want.Compact() {
+			t.Errorf("history %+v, want the read's %d entries and then %+v", got.History, len(failed.History), want.Compact())
 		}
 		if fmt.Sprint(got) != fmt.Sprint(get(t, j)) {
 			t.Errorf("requeue returned %+v, want the record as written %+v", got, get(t, j))
@@ -505,20 +505,118 @@ func TestStoreCore(t *testing.T, base int64, open func(t *testing.T) Core, pendi
 		}
 	})
 
-	run("operator requeue keeps the newest history", func(t *testing.T) {
-		j := id(15)
+	run("history records every transition", func(t *testing.T) {
+		j := id(201)
+		at := func(m int) time.Time { return T0.Add(time.Duration(m) * time.Minute) }
+		_, err := s.CreateJob(ctx, Rec(j), at(0))
+		must(t, err)
+		l, _, err := s.Acquire(ctx, j, 1, "a", at(1), at(0))
+		must(t, err)
+		must(t, s.Release(ctx, l, job.Retry{Version: 3, Attempt: 1, FirstFailureAt: at(1), Due: at(2), ErrorClass: "server_side",
+			Error: "POST /repos/octo/app/actions/runners/generate-jitconfig: 502 Bad Gateway"}, at(1)))
+		l, _, err = s.Acquire(ctx, j, 3, "b", at(5), at(2))
+		must(t, err)
+		// The claimer dies; the reclaimer reads the record from the sweep
+		// index (no history there) and takes it back.
+		stale := job.Record{JobID: j, State: job.Claiming, Version: l.Version, LeaseExpiresAt: at(5).UnixMilli()}
+		_, err = s.TakeBack(ctx, stale, job.Queued, at(6), "lease_expired", at(6))
+		must(t, err)
+		if _, err := s.Recheck(ctx, get(t, j), at(7), true, at(6)); err == nil {
+			t.Fatal("recheck of a queued record succeeded")
+		}
+		l, _, err = s.Acquire(ctx, j, l.Version+1, "c", at(8), at(7))
+		must(t, err)
+		must(t, s.Finish(ctx, l, job.Outcome{State: job.Claimed, Attempt: 2, RunnerName: "linux-x"}, at(7)))
+		claimed := get(t, j)
+		_, err = s.Recheck(ctx, claimed, at(20), true, at(17))
+		must(t, err)
+		claimed = get(t, j)
+		_, err = s.TakeBack(ctx, claimed, job.Queued, at(27), "runner_lost", at(27))
+		must(t, err)
+		l, _, err = s.Acquire(ctx, j, claimed.Version+1, "d", at(29), at(28))
+		must(t, err)
+		must(t, s.Finish(ctx, l, job.Outcome{State: job.Failed, Attempt: 3, ErrorClass: "non_retryable", Error: "404 Not Found"}, at(28)))
+		_, err = s.Requeue(ctx, job.Requeue{Read: get(t, j), By: "alice", Due: at(30)}, at(30))
+		must(t, err)
+		_, err = s.MarkDone(ctx, job.Report{JobID: j, RunnerName: "linux-x", Actor: job.ActorReclaimer}, at(31))
+		must(t, err)
+
+		type e struct {
+			m        int
+			from, to job.State
+			attempt  int
+			class    string
+			err      string
+			actor    string
+		}
+		want := []e{
+			{0, "", job.Pending, 0, "", "", job.ActorWebhook},
+			{0, job.Pending, job.Claiming, 0, "", "", job.ActorClaimer},
+			{1, job.Claiming, job.Queued, 1, "server_side", "…: 502 Bad Gateway", job.ActorClaimer},
+			{2, job.Queued, job.Claiming, 1, "", "", job.ActorClaimer},
+			{6, job.Claiming, job.Queued, 1, "", "lease_expired", job.ActorReclaimer},
+			{7, job.Queued, job.Claiming, 1, "", "", job.ActorClaimer},
+			{7, job.Claiming, job.Claimed, 2, "", "", job.ActorClaimer},
+			{27, job.Claimed, job.Queued, 2, "", "runner_lost", job.ActorReclaimer},
+			{28, job.Queued, job.Claiming, 2, "", "", job.ActorClaimer},
+			{28, job.Claiming, job.Failed, 3, "non_retryable", "404 Not Found", job.ActorClaimer},
+		}
+		got := get(t, j).History
+		// Two more than the cap were written: the first two are gone.
+		want = append(want[2:], e{30, job.Failed, job.Queued, 0, "", "…by operator alice", job.ActorOperator},
+			e{31, job.Queued, job.Done, 0, "", "", job.ActorReclaimer})
+		if len(got) != len(want) {
+			t.Fatalf("history of %d entries, want %d: %+v", len(got), len(want), got)
+		}
+		for i, w := range want {
+			wt := job.Transition{At: at(w.m).UnixMilli(), From: w.from, To: w.to, Attempt: w.attempt, Class: w.class, Error: w.err, Actor: w.actor}
+			if got[i] != wt {
+				t.Errorf("entry %d: got %+v, want %+v", i, got[i], wt)
+			}
+		}
+	})
+
+	run("history stays capped", func(t *testing.T) {
+		j := id(203)
 		_, err := s.CreateJob(ctx, Rec(j), T0)
 		must(t, err)
-		_, err = s.TakeBack(ctx, get(t, j), job.Abandoned, time.Time{}, "max age", T0)
-		must(t, err)
-		read := get(t, j)
-		for i := range job.MaxHistory {
-			read.History = append(read.History, job.Transition{At: int64(i), From: job.Queued, To: job.Claiming, Actor: job.ActorClaimer})
+		v := int64(1)
+		long := strings.Repeat("é", 3000) + " connection reset"
+		for i := 1; i <= job.MaxHistory; i++ {
+			now := T0.Add(time.Duration(i) * time.Minute)
+			l, rec, err := s.Acquire(ctx, j, v, "a", now.Add(time.Minute), now)
+			must(t, err)
+			if len(rec.History) > job.MaxHistory || fmt.Sprint(l.History) != fmt.Sprint(rec.History) {
+				t.Fatalf("lease %d: %d entries, lease history %v, want ≤ %d, the record's", i, len(rec.History), l.History, job.MaxHistory)
+			}
+			must(t, s.Release(ctx, l, job.Retry{Version: l.Version + 1, Attempt: i, Due: now, ErrorClass: "network", Error: long}, now))
+			v = l.Version + 1
 		}
-		got, err := s.Requeue(ctx, job.Requeue{Read: read, By: "alice", Due: T0}, T0)
+		// Blind appends on a full history: a take-back read from the
+		// sweep index, then done.
+		now := T0.Add(time.Hour)
+		_, err = s.TakeBack(ctx, job.Record{JobID: j, State: job.Queued, Version: v}, job.Queued, now, "message_lost", now)
 		must(t, err)
-		if len(got.History) != job.MaxHistory || got.History[0].At != 1 || got.History[job.MaxHistory-1].Actor != job.ActorOperator {
-			t.Fatalf("history of %d entries, first at %d; want the newest %d, the operator's last", len(got.History), got.History[0].At, job.MaxHistory)
+		_, err = s.MarkDone(ctx, job.Report{JobID: j}, now)
+		must(t, err)
+		h := get(t, j).History
+		if len(h) != job.MaxHistory {
+			t.Fatalf("history of %d entries, want the cap %d", len(h), job.MaxHistory)
+		}
+		last := h[len(h)-1]
+		if last.From != job.Queued || last.To != job.Done || last.Attempt != job.MaxHistory {
+			t.Errorf("newest entry %+v, want queued → done at attempt %d", last, job.MaxHistory)
+		}
+		for i := 1; i < len(h); i++ {
+			if h[i].From != h[i-1].To || h[i].At < h[i-1].At {
+				t.Errorf("entry %d %+v does not follow %+v", i, h[i], h[i-1])
+			}
+			if len(h[i].Error) > job.MaxHistoryError {
+				t.Errorf("entry %d keeps %d bytes of error, want ≤ %d", i, len(h[i].Error), job.MaxHistoryError)
+			}
+		}
+		if h[0].From == "" || h[len(h)-3].Error != "… connection reset" {
+			t.Errorf("the oldest entry kept %+v names its from-state; a release keeps its error's tail: %+v", h[0], h[len(h)-3])
 		}
 	})
 

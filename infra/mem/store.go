@@ -89,6 +89,8 @@ func (s *Store) CreateJob(_ context.Context, r job.Record, now time.Time) (job.R
 	r.ExpiresAt = now.Add(s.t.RecordTTL).Unix()
 	r.SweepShard = job.Shard(r.JobID, s.t.Shards)
 	r.SweepAt = ms + s.t.PendingGrace.Milliseconds()
+	r.History = nil
+	record(&r, job.Transition{At: ms, To: job.Pending, Actor: job.ActorWebhook}, true)
 	s.recs[r.JobID] = clone(r)
 	return clone(r), nil
 }
@@ -121,6 +123,11 @@ func (s *Store) MarkDone(_ context.Context, d job.Report, now time.Time) (job.St
 		cur.RunnerName = d.RunnerName
 	}
 	cur.SweepShard, cur.SweepAt, cur.LeaseOwner, cur.LeaseExpiresAt = "", 0, "", 0
+	actor := d.Actor
+	if actor == "" {
+		actor = job.ActorWebhook
+	}
+	record(&cur, job.Transition{At: ms, To: job.Done, Actor: actor}, false)
 	s.recs[d.JobID] = cur
 	return prev, nil
 }
@@ -147,6 +154,7 @@ func (s *Store) Acquire(_ context.Context, id, version int64, owner string, unti
 		return job.Lease{}, job.Record{}, &job.ConflictError{Op: "lease", JobID: id}
 	case (cur.State == job.Queued || cur.State == job.Pending) && cur.Version == version:
 	case cur.State == job.Claiming && cur.LeaseOwner == owner && cur.Version == version+1:
+		lease.History = clone(cur).History
 		return lease, clone(cur), nil
 	default:
 		return job.Lease{}, job.Record{}, &job.ConflictError{Op: "lease", JobID: id, Current: clone(cur), Found: true}
@@ -156,7 +164,9 @@ func (s *Store) Acquire(_ context.Context, id, version int64, owner string, unti
 	// sweep_at stays pending's or queued's (as shared/store: the lease
 	// writes no sweep index entry).
 	cur.UpdatedAt = job.Millis(now)
+	record(&cur, job.Transition{At: job.Millis(now), To: job.Claiming, Actor: job.ActorClaimer}, false)
 	s.recs[id] = cur
+	lease.History = clone(cur).History
 	return lease, clone(cur), nil
 }
 
@@ -186,6 +196,7 @@ func (s *Store) Release(_ context.Context, l job.Lease, r job.Retry, now time.Ti
 		cur.LastErrorClass, cur.LastError = r.ErrorClass, truncate(r.Error)
 	}
 	cur.LeaseOwner, cur.LeaseExpiresAt = "", 0
+	record(&cur, job.Transition{At: job.Millis(now), To: job.Queued, Attempt: r.Attempt, Class: r.ErrorClass, Error: r.Error, Actor: job.ActorClaimer}, true)
 	s.recs[l.JobID] = cur
 	return nil
 }
@@ -220,6 +231,7 @@ func (s *Store) Finish(_ context.Context, l job.Lease, o job.Outcome, now time.T
 	} else {
 		cur.LeaseOwner, cur.LeaseExpiresAt, cur.SweepShard, cur.SweepAt = "", 0, "", 0
 	}
+	record(&cur, job.Transition{At: job.Millis(now), To: o.State, Attempt: o.Attempt, Class: o.ErrorClass, Error: o.Error, Actor: job.ActorClaimer}, true)
 	s.recs[l.JobID] = cur
 	return nil
 }
@@ -272,6 +284,7 @@ func (s *Store) TakeBack(_ context.Context, read job.Record, to job.State, due t
 		cur.SweepShard, cur.SweepAt = "", 0
 	}
 	cur.LeaseOwner, cur.LeaseExpiresAt = "", 0
+	record(&cur, job.Transition{At: nowMs, To: to, Error: reason, Actor: job.ActorReclaimer}, false)
 	s.recs[read.JobID] = cur
 	return clone(cur), nil
 }
@@ -389,6 +402,13 @@ func (s *Store) Recheck(_ context.Context, read job.Record, due time.Time, count
 	return clone(cur), nil
 }
 
+// record appends t to r's history as shared/store does: From (and, unless
+// the write sets it, the attempt) from the entry before, error text
+// compacted, the newest job.MaxHistory kept.
+func record(r *job.Record, t job.Transition, setsAttempt bool) {
+	r.History = job.AppendHistory(r.History, job.Chained(r.History, t, setsAttempt))
+}
+
 func clone(r job.Record) job.Record {
 	if r.Labels != nil {
 		r.Labels = append([]string(nil), r.Labels...)
@@ -421,7 +441,7 @@ func (s *Store) Requeue(_ context.Context, q job.Requeue, now time.Time) (job.Re
 	}
 	nowMs, due := job.Millis(now), job.Millis(q.Due)
 	note := job.RequeueNote(q.By)
-	cur.History = job.AppendHistory(read.History, job.Transition{At: nowMs, From: read.State, To: job.Queued, Error: note, Actor: job.ActorOperator})
+	record(&cur, job.Transition{At: nowMs, To: job.Queued, Error: note, Actor: job.ActorOperator}, true)
 	cur.State, cur.Version, cur.Attempt, cur.FirstFailureAt = job.Queued, read.Version+1, 0, 0
 	cur.DueAt, cur.SweepShard, cur.SweepAt = due, job.Shard(read.JobID, s.t.Shards), due+s.t.QueuedGrace.Milliseconds()
 	cur.UpdatedAt, cur.ExpiresAt = nowMs, now.Add(s.t.RecordTTL).Unix()

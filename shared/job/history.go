@@ -1,6 +1,9 @@
 package job
 
-import "time"
+import (
+	"time"
+	"unicode/utf8"
+)
 
 // Actors of a transition: who moved the record.
 const (
@@ -10,12 +13,25 @@ const (
 	ActorOperator  = "operator"
 )
 
-// MaxHistory bounds Record.History: the newest entries are kept, so a job
-// retried for days can never grow its item toward DynamoDB's 400 KB.
-const MaxHistory = 20
+// MaxHistory bounds Record.History: the newest entries are kept. Ten cover
+// a job's last few attempts (each is a lease and a release or an outcome)
+// and keep a full history, at its largest, well under 1 KB of item (one
+// write unit): every write of the record pays for its whole size.
+const MaxHistory = 10
+
+// MaxHistoryError bounds an entry's error text: its tail is kept (a wrapped
+// Go error ends with its cause: "… 502 Bad Gateway"). The whole newest
+// error is the record's LastError.
+const MaxHistoryError = 20
 
 // Transition is one entry of a record's history: what moved it, from which
 // state to which, at which attempt, and why.
+//
+// Every state-changing write appends one, so the entries form a chain:
+// an entry's From is the To of the entry before it, and a write that does
+// not set the attempt (a lease, a take-back, done) carries the attempt of
+// the entry before it. Writers that append without reading (DynamoDB's
+// list_append) therefore leave both out and Chained fills them in.
 type Transition struct {
 	At      int64  `json:"at"` // ms
 	From    State  `json:"from"`
@@ -26,15 +42,47 @@ type Transition struct {
 	Actor   string `json:"actor"`
 }
 
-// AppendHistory returns h with t appended, keeping the newest MaxHistory
-// entries. It never changes h's backing array.
+// Compact returns t with its error text cut to its last MaxHistoryError
+// bytes (on a rune boundary, marked with a leading "…").
+func (t Transition) Compact() Transition {
+	if len(t.Error) <= MaxHistoryError {
+		return t
+	}
+	const mark = "…"
+	cut := len(t.Error) - (MaxHistoryError - len(mark))
+	for cut < len(t.Error) && !utf8.RuneStart(t.Error[cut]) {
+		cut++
+	}
+	t.Error = mark + t.Error[cut:]
+	return t
+}
+
+// Chained returns t as the next entry after h: From is the last entry's To
+// and, unless the write sets the attempt, Attempt is the last entry's
+// (the empty state and 0 with no entry before).
+func Chained(h []Transition, t Transition, setsAttempt bool) Transition {
+	t.From = ""
+	if !setsAttempt {
+		t.Attempt = 0
+	}
+	if n := len(h); n > 0 {
+		t.From = h[n-1].To
+		if !setsAttempt {
+			t.Attempt = h[n-1].Attempt
+		}
+	}
+	return t
+}
+
+// AppendHistory returns h with t (compacted) appended, keeping the newest
+// MaxHistory entries. It never changes h's backing array.
 func AppendHistory(h []Transition, t Transition) []Transition {
 	out := make([]Transition, 0, min(len(h)+1, MaxHistory))
 	if over := len(h) + 1 - MaxHistory; over > 0 {
 		h = h[over:]
 	}
 	out = append(out, h...)
-	return append(out, t)
+	return append(out, t.Compact())
 }
 
 // Requeue is an operator's retry of a failed or abandoned job: back to

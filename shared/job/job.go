@@ -102,7 +102,7 @@ type Record struct {
 	// that found its runner online but idle (bounded; reset by a new attempt).
 	LivenessChecks int
 	// History is the record's transitions, oldest first, at most
-	// MaxHistory. Only an operator's retry appends to it so far.
+	// MaxHistory: every state-changing write appends one.
 	History []Transition
 }
 

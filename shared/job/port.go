@@ -62,6 +62,10 @@ type Lease struct {
 	Owner   string
 	Version int64
 	Expires time.Time
+	// History is the record's history as the lease write left it: nobody
+	// else writes the record while the lease holds, so the claimer's next
+	// write knows the whole list (and keeps it bounded without a read).
+	History []Transition
 }
 
 // Retry is what a claimer records when it hands the job to a new message.
@@ -102,6 +106,8 @@ type Report struct {
 	Labels         []string
 	Pool           string
 	RunnerName     string // the runner that took the job, if GitHub named one
+	// Actor is who learnt it, for the history: ActorWebhook when empty.
+	Actor string
 }
 
 // Page is one page of stale records from the sweep.

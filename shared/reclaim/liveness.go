@@ -134,7 +134,7 @@ func (r *Reclaimer) liveness(ctx context.Context, c candidate, now time.Time, re
 	}
 	if status == "in_progress" || status == "completed" {
 		// The in_progress delivery never reached us.
-		if _, err := r.cfg.Store.MarkDone(ctx, job.Report{JobID: rec.JobID, Repo: rec.Repo, InstallationID: rec.InstallationID, Pool: rec.Pool}, now); err != nil && !errors.Is(err, job.ErrTerminal) {
+		if _, err := r.cfg.Store.MarkDone(ctx, job.Report{JobID: rec.JobID, Repo: rec.Repo, InstallationID: rec.InstallationID, Pool: rec.Pool, Actor: job.ActorReclaimer}, now); err != nil && !errors.Is(err, job.ErrTerminal) {
 			rep.Failed++
 			return c, "", fmt.Errorf("reclaim: mark job %d done: %w", rec.JobID, err)
 		}

@@ -39,39 +39,6 @@ type recordItem struct {
 	History        []transitionItem `dynamodbav:"history,omitempty"`
 }
 
-// transitionItem is one entry of a record's history list (L of M).
-type transitionItem struct {
-	At      int64  `dynamodbav:"at"`
-	From    string `dynamodbav:"from"`
-	To      string `dynamodbav:"to"`
-	Attempt int    `dynamodbav:"attempt"`
-	Class   string `dynamodbav:"class,omitempty"`
-	Error   string `dynamodbav:"error,omitempty"`
-	Actor   string `dynamodbav:"actor"`
-}
-
-func historyItems(h []job.Transition) []transitionItem {
-	if len(h) == 0 {
-		return nil
-	}
-	out := make([]transitionItem, len(h))
-	for i, t := range h {
-		out[i] = transitionItem{At: t.At, From: string(t.From), To: string(t.To), Attempt: t.Attempt, Class: t.Class, Error: t.Error, Actor: t.Actor}
-	}
-	return out
-}
-
-func historyOf(items []transitionItem) []job.Transition {
-	if len(items) == 0 {
-		return nil
-	}
-	out := make([]job.Transition, len(items))
-	for i, t := range items {
-		out[i] = job.Transition{At: t.At, From: job.State(t.From), To: job.State(t.To), Attempt: t.Attempt, Class: t.Class, Error: t.Error, Actor: t.Actor}
-	}
-	return out
-}
-
 func marshal(r job.Record) (map[string]types.AttributeValue, error) {
 	it := recordItem{
 		PK: job.Key(r.JobID), State: string(r.State), Version: r.Version, Attempt: r.Attempt,

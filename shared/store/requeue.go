@@ -6,9 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ghclaim/ghclaim/shared/job"
@@ -20,9 +17,7 @@ import (
 // reset (attempt 0, first_failure_at removed), due at q.Due, back in the
 // sweep index (so a message that never arrives is found by the reclaimer,
 // as for any queued record), last_error "retried by operator <by>", and
-// the operator's entry appended to the read record's history (newest
-// job.MaxHistory kept: the version condition makes writing the whole list
-// safe). It returns the record as written, or a *job.ConflictError carrying
+// the operator's entry appended to the history (history.go). It returns the record as written, or a *job.ConflictError carrying
 // the record as it is now (not found when there is none). The caller sends
 // the claim message for the new version afterwards.
 func (s *Store) Requeue(ctx context.Context, q job.Requeue, now time.Time) (job.Record, error) {
@@ -32,37 +27,29 @@ func (s *Store) Requeue(ctx context.Context, q job.Requeue, now time.Time) (job.
 	}
 	nowMs, dueMs := job.Millis(now), job.Millis(q.Due)
 	note := job.RequeueNote(q.By)
-	hist, err := attributevalue.Marshal(historyItems(job.AppendHistory(r.History, job.Transition{
-		At: nowMs, From: r.State, To: job.Queued, Attempt: 0, Error: note, Actor: job.ActorOperator,
-	})))
-	if err != nil {
-		return job.Record{}, fmt.Errorf("requeue job %d: %w", r.JobID, err)
+	known := r.History // the operator read the whole record
+	if known == nil {
+		known = []job.Transition{}
 	}
-	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: &s.table,
-		Key:       key(job.Key(r.JobID)),
-		UpdateExpression: aws.String("SET #s = :queued, version = :nv, attempt = :zero, due_at = :due, " +
-			"sweep_shard = :shard, sweep_at = :sweep, updated_at = :now, expires_at = :exp, last_error = :note, history = :h " +
-			"REMOVE first_failure_at, last_error_class, lease_owner, lease_expires_at"),
-		ConditionExpression:      aws.String("#s = :read AND version = :v"),
-		ExpressionAttributeNames: map[string]string{"#s": "state"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":queued": str(string(job.Queued)),
-			":read":   str(string(r.State)),
-			":v":      n(r.Version),
-			":nv":     n(r.Version + 1),
-			":zero":   n(0),
-			":due":    n(dueMs),
-			":shard":  str(job.Shard(r.JobID, s.opt.Shards)),
-			":sweep":  n(dueMs + s.opt.QueuedGrace.Milliseconds()),
-			":now":    n(nowMs),
-			":exp":    n(now.Add(s.opt.RecordTTL).Unix()),
-			":note":   str(truncate(note)),
-			":h":      hist,
-		},
-		ReturnValues:                        types.ReturnValueAllNew,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
+	e := entry{t: job.Transition{At: nowMs, To: job.Queued, Attempt: 0, Error: note, Actor: job.ActorOperator}, setsAttempt: true, known: known}
+	vals := map[string]types.AttributeValue{
+		":queued": str(string(job.Queued)),
+		":read":   str(string(r.State)),
+		":v":      n(r.Version),
+		":nv":     n(r.Version + 1),
+		":zero":   n(0),
+		":due":    n(dueMs),
+		":shard":  str(job.Shard(r.JobID, s.opt.Shards)),
+		":sweep":  n(dueMs + s.opt.QueuedGrace.Milliseconds()),
+		":now":    n(nowMs),
+		":exp":    n(now.Add(s.opt.RecordTTL).Unix()),
+		":note":   str(truncate(note)),
+	}
+	out, err := s.update(ctx, r.JobID, "SET #s = :queued, version = :nv, attempt = :zero, due_at = :due, "+
+		"sweep_shard = :shard, sweep_at = :sweep, updated_at = :now, expires_at = :exp, last_error = :note "+
+		"REMOVE first_failure_at, last_error_class, lease_owner, lease_expires_at", "#s = :read AND version = :v",
+		map[string]string{"#s": "state"}, vals, types.ReturnValueAllNew, &e,
+		func(cur job.Record) bool { return cur.State == r.State && cur.Version == r.Version })
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
 		return job.Record{}, conflict("requeue", r.JobID, ccf.Item)

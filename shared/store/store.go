@@ -127,6 +127,7 @@ func (s *Store) CreateJob(ctx context.Context, r job.Record, now time.Time) (job
 	r.ExpiresAt = now.Add(s.opt.RecordTTL).Unix()
 	r.SweepShard = job.Shard(r.JobID, s.opt.Shards)
 	r.SweepAt = ms + s.opt.PendingGrace.Milliseconds()
+	r.History = job.AppendHistory(nil, job.Transition{At: ms, To: job.Pending, Actor: job.ActorWebhook})
 	item, err := marshal(r)
 	if err != nil {
 		return job.Record{}, err
@@ -207,16 +208,18 @@ func (s *Store) MarkDone(ctx context.Context, d job.Report, now time.Time) (job.
 		vals[":runner"] = str(d.RunnerName)
 		set += ", runner_name = :runner"
 	}
-	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 &s.table,
-		Key:                       key(job.Key(d.JobID)),
-		UpdateExpression:          aws.String(set + " REMOVE sweep_shard, sweep_at, lease_owner, lease_expires_at"),
-		ConditionExpression:       aws.String("attribute_not_exists(pk) OR #s IN (:pending, :queued, :claiming, :claimed)"),
-		ExpressionAttributeNames:  names,
-		ExpressionAttributeValues: vals,
-		ReturnValues:              types.ReturnValueUpdatedOld,
-	})
-	if isConditionFailed(err) {
+	actor := d.Actor
+	if actor == "" {
+		actor = job.ActorWebhook
+	}
+	out, err := s.update(ctx, d.JobID, set+" REMOVE sweep_shard, sweep_at, lease_owner, lease_expires_at",
+		"attribute_not_exists(pk) OR #s IN (:pending, :queued, :claiming, :claimed)", names, vals, types.ReturnValueUpdatedOld,
+		&entry{t: job.Transition{At: ms, To: job.Done, Actor: actor}}, func(cur job.Record) bool { return !cur.State.Terminal() })
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		if cur, derr := unmarshal(ccf.Item); derr == nil && !cur.State.Terminal() {
+			return "", conflict("mark done", d.JobID, ccf.Item) // raced on the history's retry
+		}
 		return "", ErrTerminal
 	}
 	if err != nil {
@@ -259,26 +262,23 @@ type Lease = job.Lease
 // stale-from moment), so it writes no sweep index entry: see sweep.go.
 func (s *Store) Acquire(ctx context.Context, id, version int64, owner string, until, now time.Time) (Lease, job.Record, error) {
 	exp := job.Millis(until)
-	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: &s.table,
-		Key:       key(job.Key(id)),
-		UpdateExpression: aws.String("SET #s = :claiming, version = :nv, lease_owner = :owner, " +
-			"lease_expires_at = :exp, updated_at = :now"),
-		ConditionExpression:      aws.String("#s IN (:queued, :pending) AND version = :v"),
-		ExpressionAttributeNames: map[string]string{"#s": "state"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":claiming": str(string(job.Claiming)),
-			":queued":   str(string(job.Queued)),
-			":pending":  str(string(job.Pending)),
-			":v":        n(version),
-			":nv":       n(version + 1),
-			":owner":    str(owner),
-			":exp":      n(exp),
-			":now":      n(job.Millis(now)),
-		},
-		ReturnValues:                        types.ReturnValueAllNew,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
+	vals := map[string]types.AttributeValue{
+		":claiming": str(string(job.Claiming)),
+		":queued":   str(string(job.Queued)),
+		":pending":  str(string(job.Pending)),
+		":v":        n(version),
+		":nv":       n(version + 1),
+		":owner":    str(owner),
+		":exp":      n(exp),
+		":now":      n(job.Millis(now)),
+	}
+	pinned := func(cur job.Record) bool {
+		return (cur.State == job.Queued || cur.State == job.Pending) && cur.Version == version
+	}
+	out, err := s.update(ctx, id, "SET #s = :claiming, version = :nv, lease_owner = :owner, "+
+		"lease_expires_at = :exp, updated_at = :now", "#s IN (:queued, :pending) AND version = :v",
+		map[string]string{"#s": "state"}, vals, types.ReturnValueAllNew,
+		&entry{t: job.Transition{At: job.Millis(now), To: job.Claiming, Actor: job.ActorClaimer}}, pinned)
 	var attrs map[string]types.AttributeValue
 	var ccf *types.ConditionalCheckFailedException
 	switch {
@@ -300,7 +300,7 @@ func (s *Store) Acquire(ctx context.Context, id, version int64, owner string, un
 	if err != nil {
 		return Lease{}, job.Record{}, err
 	}
-	return Lease{JobID: id, Owner: owner, Version: version + 1, Expires: until}, rec, nil
+	return Lease{JobID: id, Owner: owner, Version: version + 1, Expires: until, History: rec.History}, rec, nil
 }
 
 // ownLease reports whether item is a claiming record leased to owner at
@@ -341,7 +341,9 @@ func (s *Store) Release(ctx context.Context, l Lease, r Retry, now time.Time) er
 		vals[":em"] = str(truncate(r.Error))
 		set += ", last_error_class = :ec, last_error = :em"
 	}
-	return s.fenced(ctx, l, set+" REMOVE lease_owner, lease_expires_at", vals)
+	e := entry{t: job.Transition{At: job.Millis(now), To: job.Queued, Attempt: r.Attempt, Class: r.ErrorClass, Error: r.Error, Actor: job.ActorClaimer},
+		setsAttempt: true, known: l.History}
+	return s.fenced(ctx, l, set+" REMOVE lease_owner, lease_expires_at", vals, &e)
 }
 
 // Outcome is the end of a claim: Claimed, Failed, Abandoned or Done.
@@ -377,12 +379,14 @@ func (s *Store) Finish(ctx context.Context, l Lease, o Outcome, now time.Time) e
 		vals[":em"] = str(truncate(o.Error))
 		set += ", last_error_class = :ec, last_error = :em"
 	}
+	e := entry{t: job.Transition{At: job.Millis(now), To: o.State, Attempt: o.Attempt, Class: o.ErrorClass, Error: o.Error, Actor: job.ActorClaimer},
+		setsAttempt: true, known: l.History}
 	if o.State == job.Claimed {
 		vals[":sweep"] = n(job.Millis(now.Add(startGrace(o.RunnerStartGrace))))
 		set += ", sweep_at = :sweep"
-		return s.fenced(ctx, l, set+" REMOVE lease_owner, lease_expires_at", vals)
+		return s.fenced(ctx, l, set+" REMOVE lease_owner, lease_expires_at", vals, &e)
 	}
-	return s.fenced(ctx, l, set+" REMOVE lease_owner, lease_expires_at, sweep_shard, sweep_at", vals)
+	return s.fenced(ctx, l, set+" REMOVE lease_owner, lease_expires_at, sweep_shard, sweep_at", vals, &e)
 }
 
 // startGrace is g, or the default runner-start grace when g is not set.
@@ -409,18 +413,16 @@ func (s *Store) Extend(ctx context.Context, l Lease, attempt int, runnerName str
 		vals[":rn"] = str(runnerName)
 		set += ", runner_name = :rn"
 	}
-	return s.fenced(ctx, l, set, vals)
+	return s.fenced(ctx, l, set, vals, nil)
 }
 
-func (s *Store) fenced(ctx context.Context, l Lease, update string, vals map[string]types.AttributeValue) error {
-	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 &s.table,
-		Key:                       key(job.Key(l.JobID)),
-		UpdateExpression:          aws.String(update),
-		ConditionExpression:       aws.String("#s = :claiming AND version = :v AND lease_owner = :owner"),
-		ExpressionAttributeNames:  map[string]string{"#s": "state"},
-		ExpressionAttributeValues: vals,
-	})
+// fenced is one update under lease l, with e's history entry when e is
+// not nil (a state change).
+func (s *Store) fenced(ctx context.Context, l Lease, update string, vals map[string]types.AttributeValue, e *entry) error {
+	_, err := s.update(ctx, l.JobID, update, "#s = :claiming AND version = :v AND lease_owner = :owner",
+		map[string]string{"#s": "state"}, vals, types.ReturnValueNone, e, func(cur job.Record) bool {
+			return cur.State == job.Claiming && cur.Version == l.Version && cur.LeaseOwner == l.Owner
+		})
 	if isConditionFailed(err) {
 		return ErrLeaseLost
 	}

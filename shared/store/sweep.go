@@ -158,23 +158,22 @@ func (s *Store) TakeBack(ctx context.Context, read job.Record, to job.State, due
 	default:
 		return job.Record{}, fmt.Errorf("take back job %d: cannot move to %q", read.JobID, to)
 	}
-	return s.conditional(ctx, "take back", read.JobID, update, cond, vals)
+	// read.History is nil for a record read from the sweep index (not
+	// projected): the entry is appended blind.
+	e := entry{t: job.Transition{At: nowMs, To: to, Error: reason, Actor: job.ActorReclaimer}, known: read.History}
+	pinned := func(cur job.Record) bool {
+		return cur.State == read.State && cur.Version == read.Version && (read.State != job.Claiming || cur.LeaseExpiresAt < nowMs)
+	}
+	return s.conditional(ctx, "take back", read.JobID, update, cond, vals, &e, pinned)
 }
 
 // conditional is one conditional update of job id's record that returns
 // the record as written (ALL_NEW), or a *job.ConflictError carrying the
-// record as it is now when the condition failed (op names the write).
-func (s *Store) conditional(ctx context.Context, op string, id int64, update, cond string, vals map[string]types.AttributeValue) (job.Record, error) {
-	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                           &s.table,
-		Key:                                 key(job.Key(id)),
-		UpdateExpression:                    aws.String(update),
-		ConditionExpression:                 aws.String(cond),
-		ExpressionAttributeNames:            map[string]string{"#s": "state"},
-		ExpressionAttributeValues:           vals,
-		ReturnValues:                        types.ReturnValueAllNew,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
+// record as it is now when the condition failed (op names the write). A
+// state change carries its history entry e (nil for none), and pinned
+// tells whether a refused record still met the rest of cond.
+func (s *Store) conditional(ctx context.Context, op string, id int64, update, cond string, vals map[string]types.AttributeValue, e *entry, pinned func(job.Record) bool) (job.Record, error) {
+	out, err := s.update(ctx, id, update, cond, map[string]string{"#s": "state"}, vals, types.ReturnValueAllNew, e, pinned)
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
 		return job.Record{}, conflict(op, id, ccf.Item)
@@ -208,7 +207,8 @@ func (s *Store) Recheck(ctx context.Context, read job.Record, due time.Time, cou
 		vals[":zero"] = n(0)
 		update += ", liveness_checks = if_not_exists(liveness_checks, :zero) + :one"
 	}
-	return s.conditional(ctx, "recheck", read.JobID, update, "#s = :read AND version = :v", vals)
+	// No history entry: the record stays claimed (no transition).
+	return s.conditional(ctx, "recheck", read.JobID, update, "#s = :read AND version = :v", vals, nil, nil)
 }
 
 // Stale reads one page of records in shard whose sweep_at is before now,
@@ -338,7 +338,7 @@ func (s *Store) Postpone(ctx context.Context, read job.Record, until time.Time) 
 			":read":  str(string(read.State)),
 			":v":     n(read.Version),
 			":sweep": n(job.Millis(until)),
-		})
+		}, nil, nil)
 }
 
 // Shards lists the sweep shard keys ("0" … Shards-1).

@@ -181,6 +181,7 @@ var recorded = job.Record{
 	State: job.Pending, Version: 1, CreatedAt: job.Millis(testNow), UpdatedAt: job.Millis(testNow), DueAt: job.Millis(testNow),
 	ExpiresAt: testNow.Add(job.DefaultRecordTTL).Unix(), SweepShard: job.Shard(29679449, job.DefaultShards),
 	SweepAt: job.Millis(testNow.Add(job.DefaultPendingGrace)),
+	History: []job.Transition{{At: job.Millis(testNow), To: job.Pending, Actor: job.ActorWebhook}},
 }
 
 func TestHandleQueued(t *testing.T) {

@@ -1,0 +1,210 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ghclaim/ghclaim/shared/job"
+)
+
+// The job history (job.Record.History) rides on the writes that move the
+// record: every state-changing write appends its entry in the same
+// conditional UpdateItem (no extra request), and the list stays bounded
+// at job.MaxHistory, newest kept, without a read:
+//
+//   - A writer that does not know the list (the lease, a take-back of a
+//     record read from the sweep index, done) appends blind:
+//     history = list_append(if_not_exists(history, :h0), :h), guarded by
+//     size(history) < :hcap. It cannot trim, so it refuses to overfill.
+//   - A writer that knows the whole list (the claimer's release and
+//     outcome, from the lease write's ALL_NEW; the operator's retry and a
+//     take-back of a record read whole) and finds it full writes the list
+//     itself, oldest dropped: history = :h, guarded by size(history) = :hn.
+//     Its own condition (state, version, lease) already pins the record,
+//     so the list it read is the list it replaces. (Not REMOVE history[0]
+//     with SET history[n]: the order of a list's REMOVE and SET inside
+//     one expression is not something to rely on.)
+//   - A write refused while the rest of its condition held (the record it
+//     returns, ALL_OLD, still matches) was refused by the guard: it is sent
+//     once more in the second form with the list the refusal returned.
+//     That second request happens only to a blind writer of a full
+//     history: a lease of a job already retried about five times.
+//
+// Entries are small maps with one-letter names (a at, f from, t to,
+// n attempt, c class, e error, b by), and f and n are left out where the
+// chain gives them (see job.Transition): f is stored only on the first
+// entry, n only by a write that sets the attempt. Error text keeps its
+// last job.MaxHistoryError bytes. A full history at its largest (every
+// entry with the longest state, class, actor and error) adds 791 bytes to
+// the item, under one write unit (TestHistorySizeIsBounded).
+
+// transitionItem is one entry of a record's history list (L of M).
+type transitionItem struct {
+	At      int64  `dynamodbav:"a"`
+	From    string `dynamodbav:"f,omitempty"`
+	To      string `dynamodbav:"t"`
+	Attempt *int   `dynamodbav:"n,omitempty"` // nil: the previous entry's
+	Class   string `dynamodbav:"c,omitempty"`
+	Error   string `dynamodbav:"e,omitempty"`
+	Actor   string `dynamodbav:"b"`
+}
+
+// historyItems encodes a whole history, leaving out what the chain gives.
+func historyItems(h []job.Transition) []transitionItem {
+	if len(h) == 0 {
+		return nil
+	}
+	out := make([]transitionItem, len(h))
+	prev := 0
+	for i, t := range h {
+		it := transitionItem{At: t.At, To: string(t.To), Class: t.Class, Error: t.Error, Actor: t.Actor}
+		if i == 0 {
+			it.From = string(t.From)
+		}
+		if t.Attempt != prev {
+			n := t.Attempt
+			it.Attempt = &n
+		}
+		prev = t.Attempt
+		out[i] = it
+	}
+	return out
+}
+
+// historyOf decodes a history, filling what the chain gives.
+func historyOf(items []transitionItem) []job.Transition {
+	if len(items) == 0 {
+		return nil
+	}
+	out := make([]job.Transition, len(items))
+	for i, it := range items {
+		t := job.Transition{At: it.At, From: job.State(it.From), To: job.State(it.To), Class: it.Class, Error: it.Error, Actor: it.Actor}
+		if i > 0 {
+			if t.From == "" {
+				t.From = out[i-1].To
+			}
+			t.Attempt = out[i-1].Attempt
+		}
+		if it.Attempt != nil {
+			t.Attempt = *it.Attempt
+		}
+		out[i] = t
+	}
+	return out
+}
+
+// entry is the history entry one write appends.
+type entry struct {
+	t           job.Transition // From is the chain's
+	setsAttempt bool           // the write sets the attempt to t.Attempt
+	// known is the record's whole history as the writer knows it (nil:
+	// unknown, the write appends blind).
+	known []job.Transition
+}
+
+// full reports whether e writes the whole list (it knows a full one).
+func (e entry) full() bool { return e.known != nil && len(e.known) >= job.MaxHistory }
+
+// into adds e to a write: update ("SET …" with an optional " REMOVE …")
+// gets the history action, cond the guard, vals their values.
+func (e entry) into(update, cond string, vals map[string]types.AttributeValue) (string, string, error) {
+	for _, k := range []string{":h", ":h0", ":hcap", ":hn"} {
+		delete(vals, k) // a retry switches forms; DynamoDB refuses unused values
+	}
+	var set, guard string
+	var h any
+	if e.full() {
+		h = historyItems(job.AppendHistory(e.known, job.Chained(e.known, e.t, e.setsAttempt)))
+		vals[":hn"] = n(int64(len(e.known)))
+		set, guard = "history = :h", "size(history) = :hn"
+	} else {
+		t := e.t.Compact()
+		it := transitionItem{At: t.At, To: string(t.To), Class: t.Class, Error: t.Error, Actor: t.Actor}
+		if e.setsAttempt {
+			it.Attempt = &t.Attempt
+		}
+		h = []transitionItem{it}
+		vals[":h0"] = &types.AttributeValueMemberL{Value: []types.AttributeValue{}}
+		vals[":hcap"] = n(job.MaxHistory)
+		set, guard = "history = list_append(if_not_exists(history, :h0), :h)", "(attribute_not_exists(history) OR size(history) < :hcap)"
+	}
+	av, err := attributevalue.Marshal(h)
+	if err != nil {
+		return "", "", fmt.Errorf("encode history entry: %w", err)
+	}
+	vals[":h"] = av
+	if i := strings.Index(update, " REMOVE "); i >= 0 {
+		update = update[:i] + ", " + set + update[i:]
+	} else {
+		update += ", " + set
+	}
+	if cond == "" {
+		return update, guard, nil
+	}
+	return update, "(" + cond + ") AND " + guard, nil
+}
+
+// appending runs send with e, and once more with the list a refusal
+// returned when that record still satisfied the rest of the write's
+// condition (pinned) and its list is one e's guard refuses.
+func appending(e entry, pinned func(job.Record) bool, send func(entry) error) error {
+	err := send(e)
+	var ccf *types.ConditionalCheckFailedException
+	if !errors.As(err, &ccf) || len(ccf.Item) == 0 {
+		return err
+	}
+	cur, derr := unmarshal(ccf.Item)
+	if derr != nil || !pinned(cur) {
+		return err
+	}
+	n := len(cur.History)
+	if e.full() && n == len(e.known) || !e.full() && n < job.MaxHistory {
+		return err // the guard held: something else refused
+	}
+	e.known = cur.History
+	if e.known == nil {
+		e.known = []job.Transition{}
+	}
+	return send(e)
+}
+
+// update is one conditional UpdateItem of job id's record, with e's
+// history entry when e is not nil (and appending's second try; pinned
+// tells whether a refused record met the rest of cond). A refusal returns
+// the record as it was (ALL_OLD) in the *types.ConditionalCheckFailedException.
+func (s *Store) update(ctx context.Context, id int64, update, cond string, names map[string]string,
+	vals map[string]types.AttributeValue, ret types.ReturnValue, e *entry, pinned func(job.Record) bool) (*dynamodb.UpdateItemOutput, error) {
+	var out *dynamodb.UpdateItemOutput
+	send := func(e *entry) error {
+		u, c := update, cond
+		if e != nil {
+			var err error
+			if u, c, err = e.into(update, cond, vals); err != nil {
+				return err
+			}
+		}
+		var err error
+		out, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName:                           &s.table,
+			Key:                                 key(job.Key(id)),
+			UpdateExpression:                    aws.String(u),
+			ConditionExpression:                 aws.String(c),
+			ExpressionAttributeNames:            names,
+			ExpressionAttributeValues:           vals,
+			ReturnValues:                        ret,
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		})
+		return err
+	}
+	if e == nil {
+		return out, send(nil)
+	}
+	return out, appending(*e, pinned, func(e entry) error { return send(&e) })
+}
