@@ -192,9 +192,9 @@ func TestRecordItemShape(t *testing.T) {
 	if want := fmt.Sprint(t0.Add(store.DefaultRecordTTL).Unix()); !ok || exp.Value != want {
 		t.Errorf("expires_at = %v, want N %s (creation + record TTL, epoch seconds)", item["expires_at"], want)
 	}
-	// The webhook's put writes no default: attempt 0 and updated_at equal
-	// to created_at are absent, and readers get them back.
-	for _, a := range []string{"attempt", "updated_at"} {
+	// The webhook's put writes no default: attempt 0, updated_at and due_at
+	// equal to created_at are absent, and readers get them back.
+	for _, a := range []string{"attempt", "updated_at", "due_at"} {
 		if v, ok := item[a]; ok {
 			t.Errorf("created item has %s = %v, want it absent (a default)", a, v)
 		}
@@ -211,8 +211,13 @@ func TestRecordItemShape(t *testing.T) {
 	l, _, err := f.s.Acquire(ctx, 101, 1, "a", t0.Add(3*time.Minute), t0.Add(time.Minute))
 	must(t, err)
 	must(t, f.s.Extend(ctx, l, 2, "", t0.Add(2*time.Minute)))
-	if got := f.get(t, 101); got.Attempt != 2 || got.UpdatedAt != t0.Add(2*time.Minute).UnixMilli() || got.CreatedAt != t0.UnixMilli() {
-		t.Errorf("after an update: attempt %d, updated %d, created %d; want 2, %d, %d", got.Attempt, got.UpdatedAt, got.CreatedAt, t0.Add(2*time.Minute).UnixMilli(), t0.UnixMilli())
+	if got := f.get(t, 101); got.Attempt != 2 || got.UpdatedAt != t0.Add(2*time.Minute).UnixMilli() || got.CreatedAt != t0.UnixMilli() || got.DueAt != t0.UnixMilli() {
+		t.Errorf("after an update: attempt %d, updated %d, created %d, due %d; want 2, %d, %d, %d", got.Attempt, got.UpdatedAt, got.CreatedAt, got.DueAt, t0.Add(2*time.Minute).UnixMilli(), t0.UnixMilli(), t0.UnixMilli())
+	}
+	due := t0.Add(10 * time.Minute)
+	must(t, f.s.Release(ctx, l, store.Retry{Version: l.Version + 1, Attempt: 2, Due: due}, t0.Add(3*time.Minute)))
+	if got := f.get(t, 101); got.DueAt != due.UnixMilli() {
+		t.Errorf("after a release: due %d, want %d", got.DueAt, due.UnixMilli())
 	}
 }
 
