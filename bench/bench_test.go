@@ -90,3 +90,31 @@ func BenchmarkReclaimPass(b *testing.B) {
 		b.StartTimer()
 	}
 }
+
+// BenchmarkWebhookSection is section 1 of `make bench` alone (webhook vs
+// one bare SendMessage, 300 of each, interleaved after the same warm-up),
+// for checking the headline ratio without running the whole report:
+//
+//	go test -run X -bench WebhookSection -benchtime 1x -count 3 ./bench
+func BenchmarkWebhookSection(b *testing.B) {
+	env := setup(b)
+	stop := env.KeepQueueShort(b.Context(), 200*time.Millisecond)
+	defer stop()
+	w, err := bench.NewWebhook(env, nil, 3_000_000)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var r bench.WebhookResult
+	for b.Loop() {
+		if r, err = bench.MeasureWebhook(b.Context(), w, 300, 20, 50); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(r.RatioP50, "ratio_p50")
+	b.ReportMetric(r.Handler.P50, "handler_p50_ms")
+	b.ReportMetric(r.Floor.P50, "floor_p50_ms")
+	b.ReportMetric(r.HandlerOwn.P50, "handler_own_p50_ms")
+	b.ReportMetric(r.FloorOwn.P50, "floor_own_p50_ms")
+	b.ReportMetric(r.OpLatencyMS["DynamoDB.PutItem"], "putitem_ms")
+	b.ReportMetric(r.OpLatencyMS["SQS.SendMessage"], "send_ms")
+}

@@ -78,7 +78,7 @@ func newCountingProxy(target string) (*countingProxy, error) {
 		op := Operation(r)
 		t0 := time.Now()
 		rp.ServeHTTP(w, r)
-		c.record(op, time.Since(t0), Units{})
+		c.record(op, time.Since(t0), request{})
 	}))
 	return p, nil
 }

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -71,6 +72,43 @@ func TestCapacity(t *testing.T) {
 				t.Errorf("capacity = %+v, want %+v", got, tt.want)
 			}
 		})
+	}
+}
+
+// answer is an aws.HTTPClient that answers every request 200 with body.
+type answer string
+
+func (a answer) Do(r *http.Request) (*http.Response, error) {
+	return &http.Response{StatusCode: http.StatusOK, Body: io.NopCloser(strings.NewReader(string(a))), Request: r}, nil
+}
+
+// TestCounterPricesAtSnapshot: decoding a request body to estimate its
+// units is the benchmark's work, so it happens when a Snapshot is taken,
+// never while the request is timed (that would add it to the webhook's
+// latency and not to the bare send it is compared with).
+func TestCounterPricesAtSnapshot(t *testing.T) {
+	t.Parallel()
+	c := NewCounter(answer(`{}`))
+	r, _ := http.NewRequest(http.MethodPost, "http://x/", strings.NewReader(`{"Item":{"pk":{"S":"job#1"},"sweep_shard":{"S":"1"}}}`))
+	r.Header.Set("X-Amz-Target", "DynamoDB_20120810.PutItem")
+	resp, err := c.Do(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	c.mu.Lock()
+	during := c.units
+	c.mu.Unlock()
+	if during != (Units{}) {
+		t.Errorf("units %+v priced when the request ended, want them priced at the next Snapshot", during)
+	}
+	s := c.Snapshot()
+	if want := (Units{WRU: 1, GSIWRU: 1, GSIWrites: 1}); s.Units != want || s.Calls["DynamoDB.PutItem"] != 1 {
+		t.Errorf("snapshot %d puts, units %+v; want 1 put, %+v", s.Calls["DynamoDB.PutItem"], s.Units, want)
+	}
+	if again := c.Snapshot(); again.Units != s.Units {
+		t.Errorf("second snapshot units %+v, want %+v (each request priced once)", again.Units, s.Units)
 	}
 }
 

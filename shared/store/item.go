@@ -12,11 +12,18 @@ import (
 )
 
 // recordItem is the DynamoDB shape of a job record (DESIGN.md, data model).
+// Attributes whose value is a default are not written: attempt 0 is
+// absent, and updated_at and due_at equal to created_at (a record never
+// updated or re-queued since its creation: its first message is sent at
+// creation) are absent and read back as created_at. Every update sets the
+// ones it changes explicitly, so only CreateJob's put relies on this; it
+// keeps the webhook's put small (the emulator's time per put grows with
+// the number of attributes, DynamoDB's with the bytes).
 type recordItem struct {
 	PK             string           `dynamodbav:"pk"`
 	State          string           `dynamodbav:"state"`
 	Version        int64            `dynamodbav:"version"`
-	Attempt        int              `dynamodbav:"attempt"`
+	Attempt        int              `dynamodbav:"attempt,omitempty"`
 	FirstFailureAt int64            `dynamodbav:"first_failure_at,omitempty"`
 	DueAt          int64            `dynamodbav:"due_at,omitempty"`
 	LeaseOwner     string           `dynamodbav:"lease_owner,omitempty"`
@@ -50,6 +57,12 @@ func marshal(r job.Record) (map[string]types.AttributeValue, error) {
 		Replacements: r.Replacements, LivenessChecks: r.LivenessChecks,
 		History: historyItems(r.History),
 	}
+	if it.UpdatedAt == it.CreatedAt {
+		it.UpdatedAt = 0 // omitted: read back as created_at
+	}
+	if it.DueAt == it.CreatedAt {
+		it.DueAt = 0 // omitted: read back as created_at
+	}
 	m, err := attributevalue.MarshalMap(it)
 	if err != nil {
 		return nil, fmt.Errorf("encode job %d: %w", r.JobID, err)
@@ -65,6 +78,12 @@ func unmarshal(m map[string]types.AttributeValue) (job.Record, error) {
 	id, err := strconv.ParseInt(strings.TrimPrefix(it.PK, "job#"), 10, 64)
 	if err != nil || !strings.HasPrefix(it.PK, "job#") {
 		return job.Record{}, fmt.Errorf("decode job record: bad pk %q", it.PK)
+	}
+	if it.UpdatedAt == 0 {
+		it.UpdatedAt = it.CreatedAt // never updated since its creation
+	}
+	if it.DueAt == 0 {
+		it.DueAt = it.CreatedAt // never re-queued since its creation
 	}
 	return job.Record{
 		JobID: id, State: job.State(it.State), Version: it.Version, Attempt: it.Attempt,

@@ -13,6 +13,10 @@
 // There is no separate delivery#<guid> item: it cost a read and a write per
 // delivery and guarded nothing the record does not.
 //
+// The created item writes no default (attempt 0; updated_at and due_at
+// equal to created_at), and the decoder gives them back: the webhook's
+// put is one of its two requests, and its cost grows with the attributes.
+//
 // Every state transition of a job record is one conditional write, so two
 // actors racing on the same record (duplicate deliveries, two claimers, a
 // reclaimer and a late claimer) can never both win. The conditions are the

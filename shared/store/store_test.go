@@ -176,7 +176,8 @@ func TestStaleCursor(t *testing.T) {
 
 // TestRecordItemShape: what the contract cannot see, the item's DynamoDB
 // types: labels a list (L), expires_at epoch seconds (N) as TTL requires,
-// set at creation because the record is the dedup key.
+// set at creation because the record is the dedup key; defaults are not
+// written (the webhook's put is smaller) and read back as their values.
 func TestRecordItemShape(t *testing.T) {
 	f := setup(t)
 	ctx := context.Background()
@@ -190,6 +191,33 @@ func TestRecordItemShape(t *testing.T) {
 	exp, ok := item["expires_at"].(*types.AttributeValueMemberN)
 	if want := fmt.Sprint(t0.Add(store.DefaultRecordTTL).Unix()); !ok || exp.Value != want {
 		t.Errorf("expires_at = %v, want N %s (creation + record TTL, epoch seconds)", item["expires_at"], want)
+	}
+	// The webhook's put writes no default: attempt 0, updated_at and due_at
+	// equal to created_at are absent, and readers get them back.
+	for _, a := range []string{"attempt", "updated_at", "due_at"} {
+		if v, ok := item[a]; ok {
+			t.Errorf("created item has %s = %v, want it absent (a default)", a, v)
+		}
+	}
+	if got := f.get(t, 101); got.Attempt != 0 || got.UpdatedAt != t0.UnixMilli() || got.CreatedAt != t0.UnixMilli() || got.DueAt != t0.UnixMilli() {
+		t.Errorf("read back attempt %d, created %d, updated %d, due %d; want 0 and %d for the rest", got.Attempt, got.CreatedAt, got.UpdatedAt, got.DueAt, t0.UnixMilli())
+	}
+	_, err := f.s.CreateJob(ctx, rec(101), t0.Add(time.Minute))
+	var ce *job.ConflictError
+	if !errors.As(err, &ce) || !ce.Found || ce.Current.UpdatedAt != t0.UnixMilli() || ce.Current.Attempt != 0 {
+		t.Errorf("second create: %v, want a conflict carrying updated_at %d, attempt 0", err, t0.UnixMilli())
+	}
+	// Once written, they are read as written.
+	l, _, err := f.s.Acquire(ctx, 101, 1, "a", t0.Add(3*time.Minute), t0.Add(time.Minute))
+	must(t, err)
+	must(t, f.s.Extend(ctx, l, 2, "", t0.Add(2*time.Minute)))
+	if got := f.get(t, 101); got.Attempt != 2 || got.UpdatedAt != t0.Add(2*time.Minute).UnixMilli() || got.CreatedAt != t0.UnixMilli() || got.DueAt != t0.UnixMilli() {
+		t.Errorf("after an update: attempt %d, updated %d, created %d, due %d; want 2, %d, %d, %d", got.Attempt, got.UpdatedAt, got.CreatedAt, got.DueAt, t0.Add(2*time.Minute).UnixMilli(), t0.UnixMilli(), t0.UnixMilli())
+	}
+	due := t0.Add(10 * time.Minute)
+	must(t, f.s.Release(ctx, l, store.Retry{Version: l.Version + 1, Attempt: 2, Due: due}, t0.Add(3*time.Minute)))
+	if got := f.get(t, 101); got.DueAt != due.UnixMilli() {
+		t.Errorf("after a release: due %d, want %d", got.DueAt, due.UnixMilli())
 	}
 }
 
