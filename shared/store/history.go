@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -37,15 +38,20 @@ import (
 //     That second request happens only to a blind writer of a full
 //     history: a lease of a job already retried about five times.
 //
-// Entries are small maps with one-letter names (a at, f from, t to,
-// n attempt, c class, e error, b by), and f and n are left out where the
-// chain gives them (see job.Transition): f is stored only on the first
-// entry, n only by a write that sets the attempt. Error text keeps its
+// Entries are strings, "at|from|to|attempt|class|error|by", one list
+// element each, with from and attempt left empty where the chain gives
+// them (see job.Transition): from is stored only on the first entry,
+// attempt only by a write that sets it. A string rather than a map: the
+// webhook's conditional put carries the first entry, and every attribute
+// value in an item is work for DynamoDB (and the emulator) on the hot path;
+// a map of four fields is five values, a string one. A '|' in the error
+// text becomes '¦'. Entries stored as maps (a at, f from, t to, n attempt,
+// c class, e error, b by: before this encoding) are still read. Error text keeps its
 // last job.MaxHistoryError bytes. A full history at its largest (every
 // entry with the longest state, class, actor and error) adds 791 bytes to
 // the item, under one write unit (TestHistorySizeIsBounded).
 
-// transitionItem is one entry of a record's history list (L of M).
+// transitionItem is one entry of a record's history list (L of S).
 type transitionItem struct {
 	At      int64  `dynamodbav:"a"`
 	From    string `dynamodbav:"f,omitempty"`
@@ -54,6 +60,59 @@ type transitionItem struct {
 	Class   string `dynamodbav:"c,omitempty"`
 	Error   string `dynamodbav:"e,omitempty"`
 	Actor   string `dynamodbav:"b"`
+}
+
+// historySep separates an entry's fields; errSep replaces it in error text.
+const (
+	historySep = "|"
+	errSep     = "¦"
+)
+
+// MarshalDynamoDBAttributeValue encodes the entry as one string.
+func (it transitionItem) MarshalDynamoDBAttributeValue() (types.AttributeValue, error) {
+	attempt := ""
+	if it.Attempt != nil {
+		attempt = strconv.Itoa(*it.Attempt)
+	}
+	return str(strings.Join([]string{
+		strconv.FormatInt(it.At, 10), it.From, it.To, attempt, it.Class,
+		strings.ReplaceAll(it.Error, historySep, errSep), it.Actor,
+	}, historySep)), nil
+}
+
+// UnmarshalDynamoDBAttributeValue decodes an entry: the string form, or
+// the map form written before it.
+func (it *transitionItem) UnmarshalDynamoDBAttributeValue(av types.AttributeValue) error {
+	switch v := av.(type) {
+	case *types.AttributeValueMemberM:
+		type legacy transitionItem // no methods: the map decoder
+		var l legacy
+		if err := attributevalue.UnmarshalMap(v.Value, &l); err != nil {
+			return err
+		}
+		*it = transitionItem(l)
+		return nil
+	case *types.AttributeValueMemberS:
+		f := strings.Split(v.Value, historySep)
+		if len(f) != 7 {
+			return fmt.Errorf("history entry %q: %d fields, want 7", v.Value, len(f))
+		}
+		at, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			return fmt.Errorf("history entry %q: time: %w", v.Value, err)
+		}
+		*it = transitionItem{At: at, From: f[1], To: f[2], Class: f[4], Error: f[5], Actor: f[6]}
+		if f[3] != "" {
+			n, err := strconv.Atoi(f[3])
+			if err != nil {
+				return fmt.Errorf("history entry %q: attempt: %w", v.Value, err)
+			}
+			it.Attempt = &n
+		}
+		return nil
+	default:
+		return fmt.Errorf("history entry: %T, want a string", av)
+	}
 }
 
 // historyItems encodes a whole history, leaving out what the chain gives.

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
@@ -76,5 +77,51 @@ func TestHistorySizeIsBounded(t *testing.T) {
 	t.Logf("a full history at its largest adds %d bytes", added)
 	if added > 800 {
 		t.Errorf("a full history adds %d bytes to the item, want well under 1 KB (≤ 800)", added)
+	}
+}
+
+// TestHistoryEntryIsOneString: an entry is one string value in the item
+// (one attribute value, not a map of five), its '|' in error text cannot
+// shift the fields, and entries written as maps before are still read.
+func TestHistoryEntryIsOneString(t *testing.T) {
+	t.Parallel()
+	two := 2
+	h := []job.Transition{
+		{At: 1000, To: job.Pending, Actor: job.ActorWebhook},
+		{At: 2000, From: job.Pending, To: job.Queued, Attempt: two, Class: "server_side", Error: "a|b 502", Actor: job.ActorClaimer},
+	}
+	item, err := marshal(job.Record{JobID: 9, State: job.Queued, History: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, ok := item["history"].(*types.AttributeValueMemberL)
+	if !ok || len(l.Value) != 2 {
+		t.Fatalf("history is %#v, want a list of 2", item["history"])
+	}
+	for i, v := range l.Value {
+		if _, ok := v.(*types.AttributeValueMemberS); !ok {
+			t.Fatalf("entry %d is %T, want a string", i, v)
+		}
+	}
+	got, err := unmarshal(item)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []job.Transition{h[0], h[1]}
+	want[1].Error = "a¦b 502"
+	if !reflect.DeepEqual(got.History, want) {
+		t.Fatalf("read back %+v, want %+v", got.History, want)
+	}
+
+	// The map form of the same entries.
+	item["history"] = &types.AttributeValueMemberL{Value: []types.AttributeValue{
+		&types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"a": n(1000), "t": str("pending"), "b": str("webhook")}},
+		&types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"a": n(2000), "t": str("queued"), "n": n(2), "c": str("server_side"), "e": str("a¦b 502"), "b": str("claimer")}},
+	}}
+	if got, err = unmarshal(item); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got.History, want) {
+		t.Fatalf("map entries read back %+v, want %+v", got.History, want)
 	}
 }
