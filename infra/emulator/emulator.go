@@ -16,6 +16,9 @@
 //   - ForTest shares one moto_server between the tests of a test binary (reference-counted: the
 //     last Cleanup stops it). Tests stay isolated by unique resource names (DeployForTest gives
 //     every call its own stack), never by resetting the emulator, which would break parallel tests.
+//   - The moto_server we launch serves a three-image EC2 catalogue (moto_amis.json through
+//     MOTO_AMIS_PATH) instead of moto's ~1,200 images: tests need one image id for a launch
+//     template, and listing the full catalogue cost 1.5 s of CPU per DescribeImages.
 //   - Tests that cannot get an emulator fail (t.Fatal) with instructions; they never skip, because
 //     a skipped integration test reads as a passing one.
 package emulator
@@ -72,14 +75,14 @@ func Start(ctx context.Context) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w (%v)", ErrNoEmulator, err)
 	}
-	args, err := atomicLauncher(bin)
+	args, env, err := atomicLauncher(bin)
 	if err != nil {
 		return nil, fmt.Errorf("%w (%v)", ErrNoEmulator, err)
 	}
 	// A free port can be taken between our probe and moto's bind; retry a few times.
 	var lastErr error
 	for range 3 {
-		s, err := launch(ctx, args)
+		s, err := launch(ctx, args, env)
 		if err == nil {
 			return s, nil
 		}
@@ -91,13 +94,14 @@ func Start(ctx context.Context) (*Server, error) {
 	return nil, fmt.Errorf("%w: %v", ErrNoEmulator, lastErr)
 }
 
-func launch(ctx context.Context, argv []string) (*Server, error) {
+func launch(ctx context.Context, argv, env []string) (*Server, error) {
 	bin := argv[0]
 	port, err := freePort()
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(bin, append(argv[1:], "-H", "127.0.0.1", "-p", strconv.Itoa(port))...)
+	cmd.Env = env
 	cmd.SysProcAttr = sysProcAttr()
 	cmd.Stdout, cmd.Stderr = nil, nil // moto logs every request; nobody reads it
 	s := &Server{
