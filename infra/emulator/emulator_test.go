@@ -2,6 +2,7 @@ package emulator
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -129,4 +130,20 @@ func imageIDs(t *testing.T, srv *Server) []string {
 		ids = append(ids, string(m[1]))
 	}
 	return ids
+}
+
+// Under RunTests (this binary's TestMain), sequential tests share one moto_server: the first
+// test's Cleanup does not stop it.
+func TestRunTestsKeepsOneServerForSequentialTests(t *testing.T) {
+	var first *Server
+	for i := range 2 {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			srv := ForTest(t)
+			if first == nil {
+				first = srv
+			} else if srv != first {
+				t.Fatalf("second sequential test got a new server %s, want %s kept", srv.Endpoint, first.Endpoint)
+			}
+		})
+	}
 }
