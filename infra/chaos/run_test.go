@@ -34,8 +34,7 @@ func TestRunShort(t *testing.T) {
 	// a run that loses jobs.
 	cfg := chaos.Config{Jobs: 24, FaultRate: 0.1, KillRate: 0.25, Seed: 42, DelayScale: 0.1,
 		FunctionTimeout: 4 * time.Second, Lease: 5 * time.Second, Visibility: 5 * time.Second,
-		RateLimitWindow: 4 * time.Second,
-		Settle: 150 * time.Second, Log: &logs}
+		RateLimitWindow: 4 * time.Second, Settle: 150 * time.Second, Log: &logs}
 	if testing.Verbose() {
 		cfg.Progress = os.Stderr
 	}
