@@ -37,8 +37,10 @@ $(SAM_TARGETS):
 	$(if $(ARTIFACTS_DIR),,$(error ARTIFACTS_DIR is not set: $@ is run by sam build; use make build))
 	$(LAMBDA_ENV) $(GO) build $(LAMBDA_FLAGS) -o $(ARTIFACTS_DIR)/bootstrap ./functions/$(FUNCTION)
 
+# -vet=off: lint has just run the full go vet; go test's own vet subset would analyse every
+# package a second time on a cold cache.
 test: lint browser
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	$(GO) test -count=1 -vet=off -timeout $(TEST_TIMEOUT) ./...
 
 # infra/app's page is tested in a real headless Chromium (Debian's package). make test installs it
 # when it is missing, so a fresh machine and CI run that test instead of skipping it.

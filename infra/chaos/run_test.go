@@ -28,8 +28,13 @@ func TestRunShort(t *testing.T) {
 	t.Parallel()
 	w := world(t)
 	var logs bytes.Buffer
-	cfg := chaos.Config{Jobs: 24, FaultRate: 0.1, KillRate: 0.25, Seed: 42, DelayScale: 0.1, FunctionTimeout: 5 * time.Second,
-		Settle: 150 * time.Second, Log: &logs}
+	// Compressed further than make chaos, for make test's time: a killed
+	// invocation's batch is back after 5 s (function timeout 4 s, lease and
+	// visibility 1 s more), the rate limit window is 4 s. Settle only bounds
+	// a run that loses jobs.
+	cfg := chaos.Config{Jobs: 24, FaultRate: 0.1, KillRate: 0.25, Seed: 42, DelayScale: 0.1,
+		FunctionTimeout: 4 * time.Second, Lease: 5 * time.Second, Visibility: 5 * time.Second,
+		RateLimitWindow: 4 * time.Second, Settle: 150 * time.Second, Log: &logs}
 	if testing.Verbose() {
 		cfg.Progress = os.Stderr
 	}

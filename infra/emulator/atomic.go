@@ -22,50 +22,72 @@ import (
 //go:embed moto_atomic.py
 var motoAtomic []byte
 
+// motoAMIs is the image catalogue moto_server starts with (MOTO_AMIS_PATH): three of
+// moto's default images, the first of them the one tests launch by id (ami-03cf127a).
+// Without it, moto loads ~1,200 images for the region on the first EC2 call and every
+// DescribeImages serialises all of them (1.5 s of CPU each); the tests only need one
+// image id for a launch template, and moto does not validate image ids at launch.
+//
+//go:embed moto_amis.json
+var motoAMIs []byte
+
 var launcher struct {
-	once sync.Once
-	path string
-	err  error
+	once         sync.Once
+	script, amis string
+	err          error
 }
 
 // atomicLauncher returns the command that starts moto with atomic DynamoDB
 // items: the Python interpreter that runs moto_server (its shebang; pyenv
-// shims are resolved through `pyenv which`), and the embedded script.
-func atomicLauncher(motoServer string) ([]string, error) {
+// shims are resolved through `pyenv which`), and the embedded script; and the
+// environment it runs in (the small image catalogue, unless the caller's
+// environment names one).
+func atomicLauncher(motoServer string) (argv, env []string, err error) {
 	py, err := interpreter(motoServer)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	launcher.once.Do(func() {
-		// One file per script version, shared by every process on the
-		// machine: written once, never a temporary directory per test run.
-		sum := sha256.Sum256(motoAtomic)
-		launcher.path = filepath.Join(os.TempDir(), "ghclaim-moto-atomic-"+hex.EncodeToString(sum[:6])+".py")
-		if b, err := os.ReadFile(launcher.path); err == nil && bytes.Equal(b, motoAtomic) {
-			return
-		}
-		tmp, err := os.CreateTemp(os.TempDir(), "ghclaim-moto-atomic-*.tmp")
-		if err != nil {
-			launcher.err = err
-			return
-		}
-		_, werr := tmp.Write(motoAtomic)
-		cerr := tmp.Close()
-		if err := errors.Join(werr, cerr); err != nil {
-			os.Remove(tmp.Name())
-			launcher.err = err
-			return
-		}
-		// Rename is atomic: a concurrent process sees the old file or this one.
-		if err := os.Rename(tmp.Name(), launcher.path); err != nil {
-			os.Remove(tmp.Name())
-			launcher.err = err
+		launcher.script, launcher.err = sharedFile("ghclaim-moto-atomic-", ".py", motoAtomic)
+		if launcher.err == nil {
+			launcher.amis, launcher.err = sharedFile("ghclaim-moto-amis-", ".json", motoAMIs)
 		}
 	})
 	if launcher.err != nil {
-		return nil, fmt.Errorf("write moto launcher: %w", launcher.err)
+		return nil, nil, fmt.Errorf("write moto launcher: %w", launcher.err)
 	}
-	return []string{py, launcher.path}, nil
+	env = os.Environ()
+	if _, ok := os.LookupEnv("MOTO_AMIS_PATH"); !ok {
+		env = append(env, "MOTO_AMIS_PATH="+launcher.amis)
+	}
+	return []string{py, launcher.script}, env, nil
+}
+
+// sharedFile writes content to one file per content version in the temporary directory,
+// shared by every process on the machine (written once, never a temporary directory per
+// test run), and returns its path.
+func sharedFile(prefix, suffix string, content []byte) (string, error) {
+	sum := sha256.Sum256(content)
+	path := filepath.Join(os.TempDir(), prefix+hex.EncodeToString(sum[:6])+suffix)
+	if b, err := os.ReadFile(path); err == nil && bytes.Equal(b, content) {
+		return path, nil
+	}
+	tmp, err := os.CreateTemp(os.TempDir(), prefix+"*.tmp")
+	if err != nil {
+		return "", err
+	}
+	_, werr := tmp.Write(content)
+	cerr := tmp.Close()
+	if err := errors.Join(werr, cerr); err != nil {
+		os.Remove(tmp.Name())
+		return "", err
+	}
+	// Rename is atomic: a concurrent process sees the old file or this one.
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		os.Remove(tmp.Name())
+		return "", err
+	}
+	return path, nil
 }
 
 func interpreter(motoServer string) (string, error) {

@@ -17,6 +17,7 @@ import (
 // ghclaim relies on: of many concurrent conditional writes to one item,
 // exactly one wins, as on DynamoDB.
 func TestConditionalWritesAreAtomic(t *testing.T) {
+	t.Parallel()
 	srv := ForTest(t)
 	stack := DeployForTest(t, srv)
 	db := dynamodb.NewFromConfig(srv.ConfigForTest(t))

@@ -14,8 +14,12 @@
 //     the Python interpreter together. On Linux it also gets a parent-death signal, so a test
 //     binary that crashes or is killed does not leave an orphan listening on a port.
 //   - ForTest shares one moto_server between the tests of a test binary (reference-counted: the
-//     last Cleanup stops it). Tests stay isolated by unique resource names (DeployForTest gives
-//     every call its own stack), never by resetting the emulator, which would break parallel tests.
+//     last Cleanup stops it; under RunTests, the end of the binary's tests). Tests stay isolated
+//     by unique resource names (DeployForTest gives every call its own stack), never by
+//     resetting the emulator, which would break parallel tests.
+//   - The moto_server we launch serves a three-image EC2 catalogue (moto_amis.json through
+//     MOTO_AMIS_PATH) instead of moto's ~1,200 images: tests need one image id for a launch
+//     template, and listing the full catalogue cost 1.5 s of CPU per DescribeImages.
 //   - Tests that cannot get an emulator fail (t.Fatal) with instructions; they never skip, because
 //     a skipped integration test reads as a passing one.
 package emulator
@@ -72,14 +76,14 @@ func Start(ctx context.Context) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w (%v)", ErrNoEmulator, err)
 	}
-	args, err := atomicLauncher(bin)
+	args, env, err := atomicLauncher(bin)
 	if err != nil {
 		return nil, fmt.Errorf("%w (%v)", ErrNoEmulator, err)
 	}
 	// A free port can be taken between our probe and moto's bind; retry a few times.
 	var lastErr error
 	for range 3 {
-		s, err := launch(ctx, args)
+		s, err := launch(ctx, args, env)
 		if err == nil {
 			return s, nil
 		}
@@ -91,13 +95,14 @@ func Start(ctx context.Context) (*Server, error) {
 	return nil, fmt.Errorf("%w: %v", ErrNoEmulator, lastErr)
 }
 
-func launch(ctx context.Context, argv []string) (*Server, error) {
+func launch(ctx context.Context, argv, env []string) (*Server, error) {
 	bin := argv[0]
 	port, err := freePort()
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(bin, append(argv[1:], "-H", "127.0.0.1", "-p", strconv.Itoa(port))...)
+	cmd.Env = env
 	cmd.SysProcAttr = sysProcAttr()
 	cmd.Stdout, cmd.Stderr = nil, nil // moto logs every request; nobody reads it
 	s := &Server{
@@ -243,6 +248,28 @@ func ForTest(t testing.TB) *Server {
 		}
 	})
 	return srv
+}
+
+// RunTests runs a test binary's tests (call it from TestMain) with the moto_server of ForTest
+// kept from the first test that asks for it until the last test has finished: without it the
+// server stops whenever no test holds it, and the next sequential test, or the next batch of
+// parallel ones, starts another (a second of CPU, and more for the first deploy's imports).
+//
+//	func TestMain(m *testing.M) { os.Exit(emulator.RunTests(m)) }
+func RunTests(m *testing.M) int {
+	shared.mu.Lock()
+	shared.refs++ // the binary's own hold: no test's Cleanup brings the count to zero
+	shared.mu.Unlock()
+	defer func() {
+		shared.mu.Lock()
+		defer shared.mu.Unlock()
+		shared.refs--
+		if shared.refs == 0 && shared.srv != nil {
+			shared.srv.Close()
+			shared.srv = nil
+		}
+	}()
+	return m.Run()
 }
 
 // ConfigForTest is ForTest(t).Config with the error turned into t.Fatal.

@@ -2,6 +2,11 @@ package emulator
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -31,6 +36,9 @@ func TestStartServesTheAWSAPIAndCloseStopsIt(t *testing.T) {
 	}
 	if aws.ToString(out.QueueUrl) == "" {
 		t.Fatal("CreateQueue returned no URL")
+	}
+	if ids := imageIDs(t, srv); len(ids) != 3 || ids[0] != "ami-03cf127a" {
+		t.Errorf("images: got %d %v, want moto_amis.json's 3, ami-03cf127a first", len(ids), ids)
 	}
 
 	srv.Close()
@@ -94,5 +102,48 @@ func TestEnvPointsTheDefaultSDKConfigAtTheEmulator(t *testing.T) {
 	}
 	if _, err := sqs.NewFromConfig(cfg).GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(name)}); err != nil {
 		t.Fatalf("GetQueueUrl through the default config: %v", err)
+	}
+}
+
+// imageIDs lists the images srv's EC2 serves, with a plain Query API request: the EC2 SDK
+// would be the largest package this test binary links, for one call (moto does not check
+// signatures).
+func imageIDs(t *testing.T, srv *Server) []string {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, srv.Endpoint+"/", strings.NewReader(url.Values{"Action": {"DescribeImages"}, "Version": {"2016-11-15"}}.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential=test/20260101/"+Region+"/ec2/aws4_request, SignedHeaders=host, Signature=0")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("DescribeImages: %d %v: %.300s", resp.StatusCode, err, body)
+	}
+	var ids []string
+	for _, m := range regexp.MustCompile(`<imageId>([^<]+)</imageId>`).FindAllSubmatch(body, -1) {
+		ids = append(ids, string(m[1]))
+	}
+	return ids
+}
+
+// Under RunTests (this binary's TestMain), sequential tests share one moto_server: the first
+// test's Cleanup does not stop it.
+func TestRunTestsKeepsOneServerForSequentialTests(t *testing.T) {
+	var first *Server
+	for i := range 2 {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			srv := ForTest(t)
+			if first == nil {
+				first = srv
+			} else if srv != first {
+				t.Fatalf("second sequential test got a new server %s, want %s kept", srv.Endpoint, first.Endpoint)
+			}
+		})
 	}
 }

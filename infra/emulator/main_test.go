@@ -1,0 +1,8 @@
+package emulator
+
+import (
+	"os"
+	"testing"
+)
+
+func TestMain(m *testing.M) { os.Exit(RunTests(m)) }
