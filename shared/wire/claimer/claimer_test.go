@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,24 +19,6 @@ import (
 	"github.com/ghclaim/ghclaim/shared/wire"
 	"github.com/ghclaim/ghclaim/shared/wire/claimer"
 )
-
-// syncBuffer is the claimer's output, safe for a batch's concurrent lines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // TestHeldWhileTheAppKeyIsMissing: deployed before make app, the App key's
 // secret has no value yet. The claimer as wired starts anyway and holds
@@ -77,7 +58,8 @@ func TestHeldWhileTheAppKeyIsMissing(t *testing.T) {
 	} {
 		vars[k] = v
 	}
-	out := &syncBuffer{}
+	// One message: Hold writes its lines one after another.
+	out := &bytes.Buffer{}
 	h, err := claimer.New(ctx, wire.Env{Getenv: func(k string) string { return vars[k] }, Out: out, Now: time.Now})
 	if err != nil {
 		t.Fatalf("wiring without the key's value: %v, want a claimer that starts", err)
