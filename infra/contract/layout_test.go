@@ -44,3 +44,56 @@ func TestSharedHoldsOnlyWhatTheFunctionsShip(t *testing.T) {
 		}
 	}
 }
+
+// TestFunctionsShipOnlyTheirServices: each bootstrap links the AWS service
+// clients its function uses and no other, and only the functions that call
+// GitHub as the App link go-github. The functions are wired through
+// shared/wire's packages: a piece of wiring put where a function that does
+// not use it imports it (the EC2 provisioner in shared/wire, say) would
+// grow that bootstrap, and fails here naming the package.
+func TestFunctionsShipOnlyTheirServices(t *testing.T) {
+	t.Parallel()
+	const goGitHub = "github.com/google/go-github/"
+	base := []string{"dynamodb", "dynamodbstreams", "secretsmanager", "ssm"}
+	for _, tc := range []struct {
+		name     string
+		services []string
+		github   bool
+	}{
+		{name: "webhook", services: append([]string{"sqs"}, base...)},
+		{name: "claimer", services: append([]string{"sqs", "ec2"}, base...), github: true},
+		{name: "reclaimer", services: append([]string{"sqs", "ec2"}, base...), github: true},
+		{name: "janitor", services: append([]string{"sqs", "ec2"}, base...), github: true},
+		{name: "redeliverer", services: base, github: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			lambda := []string{"GOOS=linux", "GOARCH=arm64", "CGO_ENABLED=0"}
+			got := map[string]bool{}
+			sawGitHub := false
+			for _, p := range goList(t, lambda, "-tags", "lambda.norpc", "-deps", "./../../functions/"+tc.name) {
+				sawGitHub = sawGitHub || strings.HasPrefix(p, goGitHub)
+				if rest, ok := strings.CutPrefix(p, awsService); ok {
+					if svc, _, _ := strings.Cut(rest, "/"); svc != "internal" {
+						got[svc] = true
+					}
+				}
+			}
+			want := map[string]bool{}
+			for _, s := range tc.services {
+				want[s] = true
+				if !got[s] {
+					t.Errorf("functions/%s does not link the %s client it uses: is this list stale?", tc.name, s)
+				}
+			}
+			for s := range got {
+				if !want[s] {
+					t.Errorf("functions/%s links the %s client, which it does not use", tc.name, s)
+				}
+			}
+			if sawGitHub != tc.github {
+				t.Errorf("functions/%s links go-github: got %v, want %v", tc.name, sawGitHub, tc.github)
+			}
+		})
+	}
+}

@@ -244,14 +244,20 @@ func searchMetric(t *testing.T, where string, row []any, vars map[string]any) (m
 	return r, true
 }
 
-// emittedMetrics maps each function (the "function" dimension its main gives obs.NewMetricsIn)
-// to the metrics its package can write, each with the dimension sets it is published under
-// (sorted keys, "function" included). See packageMetrics for how they are found.
+// emittedMetrics maps each function (the "function" dimension its wiring in shared/wire gives
+// its metrics) to the metrics its package can write, each with the dimension sets it is
+// published under (sorted keys, "function" included). See packageMetrics for how they are found.
 func emittedMetrics(t *testing.T, root string) map[string]map[string][][]string {
 	t.Helper()
-	mains, err := filepath.Glob(filepath.Join(root, "functions", "*", "main.go"))
+	all, err := filepath.Glob(filepath.Join(root, "shared", "wire", "*", "*.go"))
+	var mains []string
+	for _, f := range all {
+		if !strings.HasSuffix(f, "_test.go") {
+			mains = append(mains, f)
+		}
+	}
 	if err != nil || len(mains) == 0 {
-		t.Fatalf("no functions/*/main.go under %s: %v", root, err)
+		t.Fatalf("no shared/wire/*/*.go under %s: %v", root, err)
 	}
 	obsConsts := packageConsts(t, filepath.Join(root, "shared", "obs"))
 	out := map[string]map[string][][]string{}
@@ -282,7 +288,7 @@ func emittedMetrics(t *testing.T, root string) map[string]map[string][][]string 
 				}
 				fn := functionDimension(kv.Value)
 				if fn == "" || pkg == nil || !strings.HasPrefix(imports[pkg.Name], module) {
-					t.Fatalf("%s: Metrics of %s.Config is not obs.NewMetricsIn(…, {\"function\": …}, …)", main, pkg)
+					t.Fatalf("%s: Metrics of %s.Config is not env.Metrics(…, \"function\", …) nor obs.NewMetricsIn(…, {\"function\": …}, …)", main, pkg)
 				}
 				out[fn] = packageMetrics(t, filepath.Join(root, strings.TrimPrefix(imports[pkg.Name], module)), obsConsts)
 			}
@@ -292,11 +298,15 @@ func emittedMetrics(t *testing.T, root string) map[string]map[string][][]string 
 	return out
 }
 
-// functionDimension is the "function" value of the dimensions map given to obs.NewMetrics(In).
+// functionDimension is the "function" value given to wire.Env.Metrics (its second argument),
+// or of the dimensions map given to obs.NewMetrics(In).
 func functionDimension(e ast.Expr) string {
 	call, ok := e.(*ast.CallExpr)
 	if !ok {
 		return ""
+	}
+	if sel, ok := call.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "Metrics" && len(call.Args) == 3 {
+		return stringLit(call.Args[1])
 	}
 	for _, a := range call.Args {
 		m, ok := a.(*ast.CompositeLit)

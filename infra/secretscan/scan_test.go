@@ -36,6 +36,11 @@ import (
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/obs"
 	"github.com/ghclaim/ghclaim/shared/store"
+	wireclaimer "github.com/ghclaim/ghclaim/shared/wire/claimer"
+	wirejanitor "github.com/ghclaim/ghclaim/shared/wire/janitor"
+	wirereclaimer "github.com/ghclaim/ghclaim/shared/wire/reclaimer"
+	wireredeliverer "github.com/ghclaim/ghclaim/shared/wire/redeliverer"
+	wirehook "github.com/ghclaim/ghclaim/shared/wire/webhook"
 )
 
 const (
@@ -123,10 +128,10 @@ func TestNoSecretInAnyOutput(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	hook, err := webhookFunction(e, clk.Now, out("webhook"))
+	hook, err := wirehook.New(ctx, wired(e, clk.Now, out("webhook")))
 	must(err)
 	ssmEcho := &echoSSM{}
-	claimer, err := claimerFunction(e, clk.Now, out("claimer"), strict(ssmEcho)...)
+	claimer, err := wireclaimer.New(ctx, wired(e, clk.Now, out("claimer"), strict(ssmEcho)...))
 	must(err)
 
 	// deliver sends one delivery to the webhook and keeps its answer.
@@ -255,7 +260,7 @@ func TestNoSecretInAnyOutput(t *testing.T) {
 	must(fake.SetRunner("gpu-1012", "online", true))
 	must(fake.SetRunner("gpu-1013", "online", false)) // idle: check again
 	clk.Advance(30 * time.Minute)
-	rec, err := reclaimerFunction(e, clk.Now, out("reclaimer"))
+	rec, err := wirereclaimer.New(ctx, wired(e, clk.Now, out("reclaimer")))
 	must(err)
 	gh.echo("/actions/jobs/", http.StatusBadGateway, 1) // a liveness check's job status
 	for range 2 {
@@ -266,7 +271,7 @@ func TestNoSecretInAnyOutput(t *testing.T) {
 
 	// Janitor, later: runners and machines of finished jobs.
 	clk.Advance(2 * time.Hour)
-	jan, err := janitorFunction(e, clk.Now, out("janitor"))
+	jan, err := wirejanitor.New(ctx, wired(e, clk.Now, out("janitor")))
 	must(err)
 	gh.echo("/installation/repositories", http.StatusBadGateway, 1)
 	for range 2 {
@@ -288,7 +293,7 @@ func TestNoSecretInAnyOutput(t *testing.T) {
 		InstallationID: octo, DeliveredAt: time.Now().Add(-time.Minute),
 		Header: http.Header{"X-Github-Event": {"workflow_job"}, "X-Github-Delivery": {"guid-lost-1040"}},
 		Body:   payload("queued", "octo/app", 1040, octo, gpu, "")})
-	red, err := redelivererFunction(e, clk.Now, out("redeliverer"))
+	red, err := wireredeliverer.New(ctx, wired(e, clk.Now, out("redeliverer")))
 	must(err)
 	gh.echo("/hook/deliveries", http.StatusBadGateway, 1) // the App JWT quoted
 	for range 2 {

@@ -2,9 +2,7 @@ package secretscan_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -13,36 +11,17 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/ghclaim/ghclaim/infra/provisiontest"
-	"github.com/ghclaim/ghclaim/shared/backoff"
-	"github.com/ghclaim/ghclaim/shared/claim"
-	"github.com/ghclaim/ghclaim/shared/config"
-	"github.com/ghclaim/ghclaim/shared/ghapp"
-	"github.com/ghclaim/ghclaim/shared/janitor"
-	"github.com/ghclaim/ghclaim/shared/obs"
-	"github.com/ghclaim/ghclaim/shared/pool"
-	"github.com/ghclaim/ghclaim/shared/provision"
-	"github.com/ghclaim/ghclaim/shared/queue"
-	"github.com/ghclaim/ghclaim/shared/ratelimit"
-	"github.com/ghclaim/ghclaim/shared/reclaim"
-	"github.com/ghclaim/ghclaim/shared/redeliver"
-	"github.com/ghclaim/ghclaim/shared/secret"
-	"github.com/ghclaim/ghclaim/shared/store"
-	"github.com/ghclaim/ghclaim/shared/webhook"
+	"github.com/ghclaim/ghclaim/shared/wire"
 )
 
-// The functions below are functions/*/main.go's run(), line for line,
-// with three substitutions a test needs: the environment is a map, "now"
-// is the test's clock, and os.Stdout is the function's own buffer. The SSM
-// client of the EC2 provisioner is as strict as AWS (provisiontest) and can
-// be told to answer with an error that echoes the value (echoSSM). Keep
-// them in step with main.go: a wiring that differs is a path not scanned.
+// The functions are wired by shared/wire's packages, the code their
+// main.go runs, with what a test substitutes in wire.Env: the environment
+// is a map, "now" is the test's clock, and os.Stdout is the function's own
+// buffer. The claimer's SSM client is as strict as AWS (provisiontest) and
+// can be told to answer with an error that echoes the value (echoSSM).
 
 type env map[string]string
 
@@ -67,219 +46,9 @@ func (o *output) Bytes() []byte {
 	return bytes.Clone(o.buf.Bytes())
 }
 
-func webhookFunction(e env, now func() time.Time, stdout io.Writer) (*webhook.Handler, error) {
-	cfg, awsCfg, err := config.Start(context.Background(), e.get, config.LoadWebhook)
-	if err != nil {
-		return nil, err
-	}
-	var sm secret.SecretsManager
-	if cfg.SecretARN != "" {
-		sm = secretsmanager.NewFromConfig(awsCfg)
-	}
-	secrets := secret.NewCache(sm, cfg.SecretARN, cfg.Secret, secret.CacheOptions{})
-	st := store.New(dynamodb.NewFromConfig(awsCfg), cfg.TableName, store.Options{
-		Shards:       cfg.SweepShards,
-		RecordTTL:    cfg.RecordTTL,
-		PendingGrace: cfg.PendingGrace,
-		QueuedGrace:  cfg.QueuedGrace,
-	})
-	q := queue.New(sqs.NewFromConfig(awsCfg), cfg.ClaimsQueueURL)
-	return webhook.New(webhook.Config{
-		CurrentSecrets: secrets.Rotation,
-		Pools:          cfg.Pools,
-		AllowedOwners:  cfg.AllowedOwners,
-		MaxBodyBytes:   cfg.MaxBodyBytes,
-		Store:          st,
-		Queue:          q,
-		Now:            now,
-		Logger:         obs.NewLogger(stdout, cfg.LogLevel),
-	})
-}
-
-func claimerFunction(e env, now func() time.Time, stdout io.Writer, ssmOpts ...func(*ssm.Options)) (claim.Handler, error) {
-	cfg, awsCfg, err := config.Start(context.Background(), e.get, config.LoadClaimer)
-	if err != nil {
-		return nil, err
-	}
-	policy := backoff.Policy{Ladder: cfg.Ladder, Jitter: backoff.DefaultJitter, MaxAge: cfg.MaxAge}
-	if err := policy.Validate(); err != nil {
-		return nil, fmt.Errorf("retry policy: %w", err)
-	}
-	var sm secret.SecretsManager
-	if cfg.PrivateKeyARN != "" {
-		sm = secretsmanager.NewFromConfig(awsCfg)
-	}
-	key := secret.NewCache(sm, cfg.PrivateKeyARN, cfg.PrivateKey, secret.CacheOptions{})
-	log := obs.NewLogger(stdout, cfg.LogLevel)
-	st := store.New(dynamodb.NewFromConfig(awsCfg), cfg.TableName, store.Options{
-		Shards:       cfg.SweepShards,
-		RecordTTL:    cfg.RecordTTL,
-		PendingGrace: cfg.PendingGrace,
-		QueuedGrace:  cfg.QueuedGrace,
-	})
-	rates := ratelimit.NewTracker(st, ratelimit.DefaultPersistRule(), now)
-	gh, err := ghapp.NewKeyed(ghapp.Config{
-		AppID:   cfg.AppID,
-		BaseURL: cfg.GitHubAPIURL,
-		Wrap: func(installationID int64, base http.RoundTripper) http.RoundTripper {
-			return ratelimit.NewTransport(base, installationID, rates, now)
-		},
-	}, key.Bytes)
-	if err != nil {
-		return nil, err
-	}
-	sqsClient := sqs.NewFromConfig(awsCfg)
-	claims := queue.New(sqsClient, cfg.ClaimsQueueURL)
-	provisioners := provision.Registry{
-		pool.ProvisionerEC2:      provision.NewEC2(ec2.NewFromConfig(awsCfg), ssm.NewFromConfig(awsCfg, ssmOpts...), log),
-		pool.ProvisionerDispatch: provision.NewDispatch(sqsClient, log),
-	}
-	c, err := claim.New(claim.Config{
-		Pools:       cfg.Pools,
-		Lease:       cfg.Lease,
-		Store:       st,
-		Queue:       claims,
-		GitHub:      gh,
-		Provisioner: provisioners,
-		Policy:      policy,
-		Rates:       rates,
-		Now:         now,
-		Logger:      log,
-		Metrics:     obs.NewMetricsIn(cfg.MetricsNamespace, stdout, map[string]string{"function": "claimer"}, now),
-	})
-	if err != nil {
-		return nil, err
-	}
-	return claim.Hold(c.Handle, gh.Ready, claims, claim.DefaultHoldDelay, log), nil
-}
-
-func reclaimerFunction(e env, now func() time.Time, stdout io.Writer) (*reclaim.Reclaimer, error) {
-	cfg, awsCfg, err := config.Start(context.Background(), e.get, config.LoadReclaimer)
-	if err != nil {
-		return nil, err
-	}
-	var sm secret.SecretsManager
-	if cfg.PrivateKeyARN != "" {
-		sm = secretsmanager.NewFromConfig(awsCfg)
-	}
-	key := secret.NewCache(sm, cfg.PrivateKeyARN, cfg.PrivateKey, secret.CacheOptions{})
-	log := obs.NewLogger(stdout, cfg.LogLevel)
-	st := store.New(dynamodb.NewFromConfig(awsCfg), cfg.TableName, store.Options{
-		Shards:       cfg.SweepShards,
-		PendingGrace: cfg.PendingGrace,
-		QueuedGrace:  cfg.QueuedGrace,
-		RecordTTL:    cfg.RecordTTL,
-	})
-	rates := ratelimit.NewTracker(st, ratelimit.DefaultPersistRule(), now)
-	gh, err := ghapp.NewKeyed(ghapp.Config{
-		AppID:   cfg.AppID,
-		BaseURL: cfg.GitHubAPIURL,
-		Wrap: func(installationID int64, base http.RoundTripper) http.RoundTripper {
-			return ratelimit.NewTransport(base, installationID, rates, now)
-		},
-	}, key.Bytes)
-	if err != nil {
-		return nil, err
-	}
-	sqsClient := sqs.NewFromConfig(awsCfg)
-	reg := provision.Registry{
-		pool.ProvisionerEC2:      provision.NewEC2(ec2.NewFromConfig(awsCfg), ssm.NewFromConfig(awsCfg), log),
-		pool.ProvisionerDispatch: provision.NewDispatch(sqsClient, log),
-	}
-	return reclaim.New(reclaim.Config{
-		Store:             st,
-		Queue:             queue.New(sqsClient, cfg.ClaimsQueueURL),
-		MaxAge:            cfg.MaxAge,
-		MaxReplacements:   cfg.MaxReplacements,
-		MaxLivenessChecks: cfg.LivenessMaxChecks,
-		Budget:            cfg.Budget,
-		Now:               now,
-		Logger:            log,
-		Metrics:           obs.NewMetricsIn(cfg.MetricsNamespace, stdout, map[string]string{"function": "reclaimer"}, now),
-		GitHub:            gh,
-		Rates:             rates,
-		Pools:             cfg.Pools,
-		Provisioner: reclaim.ProvisionerFunc(func(ctx context.Context, l reclaim.Leftover) error {
-			return reg.Cleanup(ctx, provision.Request{JobID: l.JobID, RunID: l.RunID, Repo: l.Repo, Pool: l.Pool, RunnerName: l.RunnerName, KeepMachines: l.KeepMachines})
-		}),
-	})
-}
-
-func janitorFunction(e env, now func() time.Time, stdout io.Writer) (*janitor.Janitor, error) {
-	cfg, awsCfg, err := config.Start(context.Background(), e.get, config.LoadJanitor)
-	if err != nil {
-		return nil, err
-	}
-	var sm secret.SecretsManager
-	if cfg.PrivateKeyARN != "" {
-		sm = secretsmanager.NewFromConfig(awsCfg)
-	}
-	key := secret.NewCache(sm, cfg.PrivateKeyARN, cfg.PrivateKey, secret.CacheOptions{})
-	log := obs.NewLogger(stdout, cfg.LogLevel)
-	st := store.New(dynamodb.NewFromConfig(awsCfg), cfg.TableName, store.Options{})
-	rates := ratelimit.NewTracker(st, ratelimit.DefaultPersistRule(), now)
-	gh, err := ghapp.NewKeyed(ghapp.Config{
-		AppID:   cfg.AppID,
-		BaseURL: cfg.GitHubAPIURL,
-		Wrap: func(installationID int64, base http.RoundTripper) http.RoundTripper {
-			return ratelimit.NewTransport(base, installationID, rates, now)
-		},
-	}, key.Bytes)
-	if err != nil {
-		return nil, err
-	}
-	instances, parameters := ec2.NewFromConfig(awsCfg), ssm.NewFromConfig(awsCfg)
-	return janitor.New(janitor.Config{
-		Store:  st,
-		GitHub: gh,
-		Rates:  rates,
-		Provisioner: provision.Registry{
-			pool.ProvisionerEC2:      provision.NewEC2(instances, parameters, log),
-			pool.ProvisionerDispatch: provision.NewDispatch(sqs.NewFromConfig(awsCfg), log),
-		},
-		Leftovers:    provision.Leftovers{Instances: instances, Parameters: parameters},
-		Pools:        cfg.Pools,
-		UnknownGrace: cfg.UnknownGrace,
-		ConfigGrace:  cfg.ConfigGrace,
-		MaxCalls:     cfg.MaxCalls,
-		Now:          now,
-		Logger:       log,
-		Metrics:      obs.NewMetricsIn(cfg.MetricsNamespace, stdout, map[string]string{"function": "janitor"}, now),
-	})
-}
-
-func redelivererFunction(e env, now func() time.Time, stdout io.Writer) (*redeliver.Redeliverer, error) {
-	cfg, awsCfg, err := config.Start(context.Background(), e.get, config.LoadRedeliverer)
-	if err != nil {
-		return nil, err
-	}
-	var sm secret.SecretsManager
-	if cfg.PrivateKeyARN != "" {
-		sm = secretsmanager.NewFromConfig(awsCfg)
-	}
-	key := secret.NewCache(sm, cfg.PrivateKeyARN, cfg.PrivateKey, secret.CacheOptions{})
-	budget := &redeliver.AppBudget{}
-	gh, err := ghapp.NewKeyed(ghapp.Config{
-		AppID:   cfg.AppID,
-		BaseURL: cfg.GitHubAPIURL,
-		WrapApp: func(base http.RoundTripper) http.RoundTripper {
-			return ratelimit.NewTransport(base, 0, budget, now)
-		},
-	}, key.Bytes)
-	if err != nil {
-		return nil, err
-	}
-	return redeliver.New(redeliver.Config{
-		GitHub:       gh,
-		Store:        store.New(dynamodb.NewFromConfig(awsCfg), cfg.TableName, store.Options{}),
-		Rate:         budget.Reading,
-		Window:       cfg.Window,
-		MaxAttempts:  cfg.MaxAttempts,
-		MinRemaining: cfg.MinRemaining,
-		Now:          now,
-		Log:          obs.NewLogger(stdout, cfg.LogLevel),
-		Metrics:      obs.NewMetricsIn(cfg.MetricsNamespace, stdout, map[string]string{"function": "redeliverer"}, now),
-	})
+// wired is the wire.Env of one function in this test.
+func wired(e env, now func() time.Time, stdout io.Writer, ssmOpts ...func(*ssm.Options)) wire.Env {
+	return wire.Env{Getenv: e.get, Out: stdout, Now: now, SSM: ssmOpts}
 }
 
 // echoSSM is an ssm.Options function: while armed, a PutParameter is

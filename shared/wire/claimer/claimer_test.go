@@ -1,0 +1,101 @@
+package claimer_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/ghclaim/ghclaim/infra/emulator"
+	"github.com/ghclaim/ghclaim/shared/claim"
+	"github.com/ghclaim/ghclaim/shared/wire"
+	"github.com/ghclaim/ghclaim/shared/wire/claimer"
+)
+
+// TestHeldWhileTheAppKeyIsMissing: deployed before make app, the App key's
+// secret has no value yet. The claimer as wired starts anyway and holds
+// each message (a batch item failure, back after claim.DefaultHoldDelay)
+// instead of claiming it or failing at init. On moto: the key is read
+// from Secrets Manager and the hold is a real ChangeMessageVisibility.
+func TestHeldWhileTheAppKeyIsMissing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := emulator.ForTest(t)
+	awsCfg := srv.ConfigForTest(t)
+	sm, sqsc := secretsmanager.NewFromConfig(awsCfg), sqs.NewFromConfig(awsCfg)
+	suffix := strconv.FormatInt(time.Now().UnixNano(), 36)
+
+	key, err := sm.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: aws.String("wire-claimer-key-" + suffix)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := sqsc.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("wire-claims-" + suffix)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sqsc.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String(`{"job_id":1}`)}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := sqsc.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: q.QueueUrl, VisibilityTimeout: 0, WaitTimeSeconds: 1})
+	if err != nil || len(got.Messages) != 1 {
+		t.Fatalf("receive: got %d messages, %v; want 1", len(got.Messages), err)
+	}
+	m := got.Messages[0]
+
+	vars := srv.Env()
+	for k, v := range map[string]string{
+		"TABLE_NAME": "wire-claimer-no-table", "CLAIMS_QUEUE_URL": aws.ToString(q.QueueUrl),
+		"RUNNER_POOLS":  `[{"name":"linux","labels":["self-hosted","linux"],"scope":"repo","runner_group_id":1,"provisioner":{"type":"dispatch","queue_url":"http://127.0.0.1:1/000000000000/d"}}]`,
+		"GITHUB_APP_ID": "42", "GITHUB_APP_PRIVATE_KEY_ARN": aws.ToString(key.ARN), "GITHUB_API_URL": "http://127.0.0.1:1",
+	} {
+		vars[k] = v
+	}
+	// One message: Hold writes its lines one after another.
+	out := &bytes.Buffer{}
+	h, err := claimer.New(ctx, wire.Env{Getenv: func(k string) string { return vars[k] }, Out: out, Now: time.Now})
+	if err != nil {
+		t.Fatalf("wiring without the key's value: %v, want a claimer that starts", err)
+	}
+	resp, err := h(ctx, events.SQSEvent{Records: []events.SQSMessage{{
+		MessageId: aws.ToString(m.MessageId), ReceiptHandle: aws.ToString(m.ReceiptHandle), Body: aws.ToString(m.Body),
+		Attributes: map[string]string{"ApproximateReceiveCount": "1"}, EventSource: "aws:sqs",
+	}}})
+	if err != nil {
+		t.Fatalf("handler: %v", err)
+	}
+	if len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != aws.ToString(m.MessageId) {
+		t.Fatalf("got %+v, want the message back as a batch item failure", resp)
+	}
+	var hold struct {
+		Decision string
+		Delay    int64 `json:"delay_ms"`
+		Error    string
+	}
+	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		if strings.Contains(l, `"decision":"hold"`) {
+			if err := json.Unmarshal([]byte(l), &hold); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if hold.Decision != "hold" || hold.Delay != claim.DefaultHoldDelay.Milliseconds() || hold.Error != "" {
+		t.Errorf("got %+v, want a hold of %s with no retry error; output:\n%s", hold, claim.DefaultHoldDelay, out)
+	}
+	// Received with no visibility timeout, the message would be visible
+	// at once; the hold made it invisible for the hold delay.
+	again, err := sqsc.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: q.QueueUrl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(again.Messages) != 0 {
+		t.Errorf("got the message back at once, want it held for %s", claim.DefaultHoldDelay)
+	}
+}

@@ -1,0 +1,61 @@
+// Package janitor wires the janitor function (scheduled): the job table
+// (read only), the GitHub App client and its rate tracker (wire/app; the
+// janitor reads the shared readings and never writes one), the
+// provisioners and the leftover inventories, the logger and the metrics,
+// built once per cold start around shared/janitor. functions/janitor's
+// main.go calls New with the process's environment; tests call it with
+// theirs.
+package janitor
+
+import (
+	"context"
+
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+
+	"github.com/ghclaim/ghclaim/shared/config"
+	"github.com/ghclaim/ghclaim/shared/janitor"
+	"github.com/ghclaim/ghclaim/shared/pool"
+	"github.com/ghclaim/ghclaim/shared/provision"
+	"github.com/ghclaim/ghclaim/shared/wire"
+	"github.com/ghclaim/ghclaim/shared/wire/app"
+)
+
+// New wires the janitor from env. A configuration error names the
+// variable.
+func New(ctx context.Context, env wire.Env) (*janitor.Janitor, error) {
+	if err := env.Check(); err != nil {
+		return nil, err
+	}
+	cfg, awsCfg, err := config.Start(ctx, env.Getenv, config.LoadJanitor)
+	if err != nil {
+		return nil, err
+	}
+	log := env.Logger(cfg.LogLevel)
+	st := wire.DefaultStore(awsCfg, cfg.TableName)
+	// The tracker's Persist is never called here: the janitor's table
+	// access is GetItem only.
+	gh, rates, err := app.Tracked(env, awsCfg, cfg.GitHubApp, st)
+	if err != nil {
+		return nil, err
+	}
+	instances, parameters := ec2.NewFromConfig(awsCfg), ssm.NewFromConfig(awsCfg, env.SSM...)
+	return janitor.New(janitor.Config{
+		Store:  st,
+		GitHub: gh,
+		Rates:  rates,
+		Provisioner: provision.Registry{
+			pool.ProvisionerEC2:      provision.NewEC2(instances, parameters, log),
+			pool.ProvisionerDispatch: provision.NewDispatch(sqs.NewFromConfig(awsCfg), log),
+		},
+		Leftovers:    provision.Leftovers{Instances: instances, Parameters: parameters},
+		Pools:        cfg.Pools,
+		UnknownGrace: cfg.UnknownGrace,
+		ConfigGrace:  cfg.ConfigGrace,
+		MaxCalls:     cfg.MaxCalls,
+		Now:          env.Now,
+		Logger:       log,
+		Metrics:      env.Metrics(cfg.MetricsNamespace, "janitor", env.Out),
+	})
+}
