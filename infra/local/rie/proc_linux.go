@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // sysProcAttr puts the RIE in its own process group and asks the kernel to kill it when the
@@ -21,13 +22,39 @@ func lockThread() { runtime.LockOSThread() }
 // killTree kills the RIE pid and the runtime it started. The RIE gives the runtime a process
 // group of its own, so the RIE is stopped first (it cannot start another meanwhile), its
 // children's groups are killed, then its own.
+//
+// SIGKILL is delivered when the kernel next schedules the process, so on a loaded machine a
+// killed runtime can still be running for a moment after kill(2) returns: killTree returns only
+// once each child has stopped running (gone, or a zombie), so a killed environment runs no more
+// code after Kill, bounded by killWait.
 func killTree(pid int) {
 	_ = syscall.Kill(pid, syscall.SIGSTOP)
-	for _, c := range children(pid) {
+	kids := children(pid)
+	for _, c := range kids {
 		_ = syscall.Kill(-c, syscall.SIGKILL)
 		_ = syscall.Kill(c, syscall.SIGKILL)
 	}
 	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	deadline := time.Now().Add(killWait)
+	for _, c := range kids {
+		for running(c) && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
+
+// killWait bounds how long killTree waits for a killed child to stop running.
+const killWait = 10 * time.Second
+
+// running reports whether pid exists and is neither a zombie nor dead.
+func running(pid int) bool {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(stat)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	return len(fields) > 0 && fields[0] != "Z" && fields[0] != "X"
 }
 
 // children lists the processes whose parent is pid, from /proc/*/stat.
