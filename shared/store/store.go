@@ -21,6 +21,10 @@
 //   - A claimer's writes are fenced by its Lease: the update only succeeds
 //     while the record still carries that lease_owner and version. A claimer
 //     that lost its lease changes nothing (ErrLeaseLost).
+//   - A claimer's takeover of an expired lease (Takeover, for the
+//     redelivered message whose lease it was) is conditional on claiming,
+//     the version held and lease_expires_at < :now, and bumps the version:
+//     a live lease is never taken, and the old holder's fenced writes fail.
 //   - The reclaimer's take-back is conditional on the state and version it
 //     read, so two reclaimers (or a reclaimer and a late claimer) never both
 //     re-enqueue (ErrConflict).
