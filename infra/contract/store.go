@@ -39,6 +39,7 @@ type Core interface {
 	MarkDone(ctx context.Context, d job.Report, now time.Time) (job.State, error)
 	Get(ctx context.Context, id int64) (job.Record, error)
 	Acquire(ctx context.Context, id, version int64, owner string, until, now time.Time) (job.Lease, job.Record, error)
+	Takeover(ctx context.Context, id, held int64, owner string, until, now time.Time) (job.Lease, job.Record, error)
 	Release(ctx context.Context, l job.Lease, r job.Retry, now time.Time) error
 	Finish(ctx context.Context, l job.Lease, o job.Outcome, now time.Time) error
 	TakeBack(ctx context.Context, read job.Record, to job.State, due time.Time, reason string, now time.Time) (job.Record, error)
@@ -104,6 +105,43 @@ func conflict(t *testing.T, what string, err error, wantState job.State, wantVer
 	cur, ok := job.CurrentOf(err)
 	if !ok || cur.State != wantState || cur.Version != wantVersion {
 		t.Fatalf("%s: conflict carries %+v (found %v), want the current record %s v%d", what, cur, ok, wantState, wantVersion)
+	}
+}
+
+// oneWins runs write n times at once (i numbers the writer) and checks
+// that exactly one succeeded and every other was refused (ErrConflict).
+func oneWins(t *testing.T, what string, n int, write func(i int) error) {
+	t.Helper()
+	var wins, conflicts atomic.Int32
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			switch err := write(i); {
+			case err == nil:
+				wins.Add(1)
+			case errors.Is(err, job.ErrConflict):
+				conflicts.Add(1)
+			default:
+				t.Errorf("%s: %v", what, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if wins.Load() != 1 || int(conflicts.Load()) != n-1 {
+		t.Fatalf("%d concurrent %s: %d won, %d conflicted; want 1 and %d", n, what, wins.Load(), conflicts.Load(), n-1)
+	}
+}
+
+// noRecord checks that err is a refusal for want of a record.
+func noRecord(t *testing.T, what string, err error) {
+	t.Helper()
+	if !errors.Is(err, job.ErrConflict) {
+		t.Fatalf("%s of an unknown job: got %v, want ErrConflict", what, err)
+	}
+	if _, found := job.CurrentOf(err); found {
+		t.Fatalf("%s of an unknown job: the conflict carries a record", what)
 	}
 }
 
@@ -228,12 +266,7 @@ func TestStoreCore(t *testing.T, base int64, open func(t *testing.T) Core, pendi
 
 	run("acquire of an unknown job", func(t *testing.T) {
 		_, _, err := s.Acquire(ctx, id(6), 1, "a", T0.Add(time.Minute), T0)
-		if !errors.Is(err, job.ErrConflict) {
-			t.Fatalf("got %v, want ErrConflict", err)
-		}
-		if _, found := job.CurrentOf(err); found {
-			t.Fatalf("a conflict on no record carries a record")
-		}
+		noRecord(t, "acquire", err)
 	})
 
 	run("same owner, older lease", func(t *testing.T) {
@@ -311,27 +344,10 @@ func TestStoreCore(t *testing.T, base int64, open func(t *testing.T) Core, pendi
 		conflict(t, "a live lease", err, job.Claiming, 2)
 
 		later := T0.Add(2 * time.Minute)
-		var wins, conflicts atomic.Int32
-		var wg sync.WaitGroup
-		for range 5 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				_, err := s.TakeBack(ctx, read, job.Queued, later.Add(time.Second), "lease expired", later)
-				switch {
-				case err == nil:
-					wins.Add(1)
-				case errors.Is(err, job.ErrConflict):
-					conflicts.Add(1)
-				default:
-					t.Errorf("take back: %v", err)
-				}
-			}()
-		}
-		wg.Wait()
-		if wins.Load() != 1 || conflicts.Load() != 4 {
-			t.Fatalf("5 concurrent take-backs: %d won, %d conflicted; want 1 and 4", wins.Load(), conflicts.Load())
-		}
+		oneWins(t, "take-backs", 5, func(int) error {
+			_, err := s.TakeBack(ctx, read, job.Queued, later.Add(time.Second), "lease expired", later)
+			return err
+		})
 		got := get(t, j)
 		if got.State != job.Queued || got.Version != 3 || got.DueAt != later.Add(time.Second).UnixMilli() || got.LeaseOwner != "" || got.FirstFailureAt != later.UnixMilli() {
 			t.Fatalf("after take-back: %+v (an expired lease starts the max-age clock)", got)
@@ -453,23 +469,32 @@ func TestStoreCore(t *testing.T, base int64, open func(t *testing.T) Core, pendi
 		}
 	})
 
-	run("operator requeue", func(t *testing.T) {
-		j := id(13)
+	// retried creates job j, fails its first lease (released at v3 with
+	// attempt and first failure ff, a 502) and leases it again to owner
+	// at T0+1m until T0+2m: claiming v4.
+	retried := func(t *testing.T, j int64, attempt int, ff time.Time, owner string) job.Lease {
+		t.Helper()
 		_, err := s.CreateJob(ctx, Rec(j), T0)
 		must(t, err)
 		l, _, err := s.Acquire(ctx, j, 1, "a", T0.Add(time.Minute), T0)
 		must(t, err)
-		ff := T0.Add(time.Second)
-		must(t, s.Release(ctx, l, job.Retry{Version: 3, Attempt: 2, FirstFailureAt: ff, Due: T0, ErrorClass: "server_side", Error: "502"}, T0))
-		l, _, err = s.Acquire(ctx, j, 3, "b", T0.Add(2*time.Minute), T0.Add(time.Minute))
+		must(t, s.Release(ctx, l, job.Retry{Version: 3, Attempt: attempt, FirstFailureAt: ff, Due: T0, ErrorClass: "server_side", Error: "502"}, T0))
+		l, _, err = s.Acquire(ctx, j, 3, owner, T0.Add(2*time.Minute), T0.Add(time.Minute))
 		must(t, err)
+		return l
+	}
+
+	run("operator requeue", func(t *testing.T) {
+		j := id(13)
+		ff := T0.Add(time.Second)
+		l := retried(t, j, 2, ff, "b")
 		must(t, s.Finish(ctx, l, job.Outcome{State: job.Failed, Attempt: 3, ErrorClass: "non_retryable", Error: "404"}, T0.Add(time.Minute)))
 		failed := get(t, j)
 
 		now, due := T0.Add(time.Hour), T0.Add(time.Hour+time.Second)
 		stale := failed
 		stale.Version--
-		_, err = s.Requeue(ctx, job.Requeue{Read: stale, By: "alice", Due: due}, now)
+		_, err := s.Requeue(ctx, job.Requeue{Read: stale, By: "alice", Due: due}, now)
 		conflict(t, "requeue of a stale read", err, job.Failed, failed.Version)
 
 		got, err := s.Requeue(ctx, job.Requeue{Read: failed, By: "alice", Due: due}, now)
@@ -573,6 +598,119 @@ func TestStoreCore(t *testing.T, base int64, open func(t *testing.T) Core, pendi
 			if got[i] != wt {
 				t.Errorf("entry %d: got %+v, want %+v", i, got[i], wt)
 			}
+		}
+	})
+
+	run("takeover of an expired lease", func(t *testing.T) {
+		j := id(60)
+		_, err := s.CreateJob(ctx, Rec(j), T0)
+		must(t, err)
+		until := T0.Add(time.Minute)
+		dead, _, err := s.Acquire(ctx, j, 1, "dead", until, T0)
+		must(t, err)
+		before := get(t, j)
+
+		// A live lease is never taken, not even at its last millisecond,
+		// nor at another version than the one held.
+		for _, now := range []time.Time{T0.Add(30 * time.Second), until} {
+			_, _, err = s.Takeover(ctx, j, 2, "thief", now.Add(3*time.Minute), now)
+			conflict(t, "takeover of a live lease at "+now.Sub(T0).String(), err, job.Claiming, 2)
+		}
+		later := T0.Add(2 * time.Minute)
+		_, _, err = s.Takeover(ctx, j, 1, "thief", later.Add(3*time.Minute), later)
+		conflict(t, "takeover at a version not held", err, job.Claiming, 2)
+
+		// Expired: of five concurrent takeovers exactly one wins.
+		var won job.Lease
+		var wonRec job.Record
+		var mu sync.Mutex
+		oneWins(t, "takeovers", 5, func(i int) error {
+			l, r, err := s.Takeover(ctx, j, 2, fmt.Sprintf("next-%d", i), later.Add(3*time.Minute), later)
+			if err == nil {
+				mu.Lock()
+				won, wonRec = l, r
+				mu.Unlock()
+			} else if cur, ok := job.CurrentOf(err); !ok || cur.State != job.Claiming || cur.Version != 3 {
+				t.Errorf("a losing takeover carries %+v (found %v), want claiming v3", cur, ok)
+			}
+			return err
+		})
+		got := get(t, j)
+		if got.State != job.Claiming || got.Version != 3 || got.LeaseOwner != won.Owner || got.LeaseExpiresAt != later.Add(3*time.Minute).UnixMilli() ||
+			won.Version != 3 || !won.Expires.Equal(later.Add(3*time.Minute)) {
+			t.Fatalf("after takeover: %+v, lease %+v; want claiming v3 leased to the winner until its expiry", got, won)
+		}
+		if got.SweepShard != before.SweepShard || got.SweepAt != before.SweepAt {
+			t.Errorf("sweep %q at %d after takeover, want %q at %d kept (no index write)", got.SweepShard, got.SweepAt, before.SweepShard, before.SweepAt)
+		}
+		if got.FirstFailureAt != later.UnixMilli() {
+			t.Errorf("first_failure_at %d, want the takeover's now %d (the dead attempt failed)", got.FirstFailureAt, later.UnixMilli())
+		}
+		last := got.History[len(got.History)-1]
+		wantLast := job.Transition{At: later.UnixMilli(), From: job.Claiming, To: job.Claiming, Error: job.ReasonLeaseExpired, Actor: job.ActorClaimer}
+		if last != wantLast || len(got.History) != len(before.History)+1 {
+			t.Errorf("history %+v, want one entry appended: %+v", got.History, wantLast)
+		}
+		if fmt.Sprint(wonRec) != fmt.Sprint(got) || fmt.Sprint(won.History) != fmt.Sprint(got.History) {
+			t.Errorf("takeover returned %+v (lease history %v), want the record as written %+v", wonRec, won.History, got)
+		}
+
+		// Fencing: the dead claimer's writes fail; the new owner's hold.
+		if err := s.Finish(ctx, dead, job.Outcome{State: job.Claimed, Attempt: 1}, later); !errors.Is(err, job.ErrLeaseLost) {
+			t.Fatalf("finish by the dead claimer: got %v, want ErrLeaseLost", err)
+		}
+		if err := s.Release(ctx, dead, job.Retry{Version: 3, Due: later}, later); !errors.Is(err, job.ErrLeaseLost) {
+			t.Fatalf("release by the dead claimer: got %v, want ErrLeaseLost", err)
+		}
+		must(t, s.Finish(ctx, won, job.Outcome{State: job.Claimed, Attempt: 1, RunnerName: "linux-1"}, later))
+		_, _, err = s.Takeover(ctx, j, 3, "late", later.Add(time.Hour), later.Add(time.Hour))
+		conflict(t, "takeover of a claimed record", err, job.Claimed, 3)
+	})
+
+	run("takeover: retried, a failure's clock kept, unknown job", func(t *testing.T) {
+		j := id(61)
+		ff := T0.Add(time.Second)
+		retried(t, j, 1, ff, "dead")
+		later := T0.Add(5 * time.Minute)
+		_, _, err := s.Takeover(ctx, j, 4, "me", later.Add(3*time.Minute), later)
+		must(t, err)
+		// The SDK's retry of a write that took effect: ours, not a conflict.
+		l, got, err := s.Takeover(ctx, j, 4, "me", later.Add(3*time.Minute), later)
+		if err != nil || l.Version != 5 || l.Owner != "me" || got.State != job.Claiming || got.Version != 5 {
+			t.Fatalf("got %+v %+v %v, want our lease at v5", l, got, err)
+		}
+		if got := get(t, j); got.FirstFailureAt != ff.UnixMilli() || got.Attempt != 1 {
+			t.Errorf("first_failure_at %d attempt %d, want the failure's %d and attempt 1 kept", got.FirstFailureAt, got.Attempt, ff.UnixMilli())
+		}
+		_, _, err = s.Takeover(ctx, id(62), 2, "me", later, later)
+		noRecord(t, "takeover", err)
+	})
+
+	run("takeover on a full history", func(t *testing.T) {
+		j := id(63)
+		_, err := s.CreateJob(ctx, Rec(j), T0)
+		must(t, err)
+		v := int64(1)
+		for i := 1; i < job.MaxHistory; i++ {
+			now := T0.Add(time.Duration(i) * time.Minute)
+			l, _, err := s.Acquire(ctx, j, v, "a", now.Add(time.Minute), now)
+			must(t, err)
+			must(t, s.Release(ctx, l, job.Retry{Version: l.Version + 1, Attempt: i, Due: now}, now))
+			v = l.Version + 1
+		}
+		now := T0.Add(time.Hour)
+		_, _, err = s.Acquire(ctx, j, v, "dead", now.Add(time.Minute), now)
+		must(t, err)
+		if n := len(get(t, j).History); n != job.MaxHistory {
+			t.Fatalf("history of %d entries before the takeover, want the cap %d", n, job.MaxHistory)
+		}
+		later := now.Add(2 * time.Minute)
+		l, got, err := s.Takeover(ctx, j, v+1, "next", later.Add(time.Minute), later)
+		must(t, err)
+		h := get(t, j).History
+		if len(h) != job.MaxHistory || h[len(h)-1].Error != job.ReasonLeaseExpired || h[len(h)-1].From != job.Claiming ||
+			fmt.Sprint(l.History) != fmt.Sprint(h) || fmt.Sprint(got.History) != fmt.Sprint(h) {
+			t.Fatalf("history %+v (lease %v), want the cap with the takeover newest", h, l.History)
 		}
 	})
 

@@ -170,6 +170,37 @@ func (s *Store) Acquire(_ context.Context, id, version int64, owner string, unti
 	return lease, clone(cur), nil
 }
 
+// Takeover takes over an expired lease: a record claiming at exactly held
+// whose lease expired before now moves to version held+1 with the new
+// owner and expiry (sweep_at kept, first_failure_at set unless a failure
+// did, a claiming → claiming history entry). A refusal carries the record
+// as it is; a record already taken over by owner at held+1 (a retried
+// write that took effect) is the caller's lease.
+func (s *Store) Takeover(_ context.Context, id, held int64, owner string, until, now time.Time) (job.Lease, job.Record, error) {
+	defer s.enter("Takeover")()
+	nowMs := job.Millis(now)
+	cur, ok := s.recs[id]
+	lease := job.Lease{JobID: id, Owner: owner, Version: held + 1, Expires: until}
+	switch {
+	case !ok:
+		return job.Lease{}, job.Record{}, &job.ConflictError{Op: "take over lease of", JobID: id}
+	case cur.State == job.Claiming && cur.Version == held && cur.LeaseExpiresAt < nowMs:
+	case cur.State == job.Claiming && cur.LeaseOwner == owner && cur.Version == held+1:
+		lease.History = clone(cur).History
+		return lease, clone(cur), nil
+	default:
+		return job.Lease{}, job.Record{}, &job.ConflictError{Op: "take over lease of", JobID: id, Current: clone(cur), Found: true}
+	}
+	cur.Version, cur.LeaseOwner, cur.LeaseExpiresAt, cur.UpdatedAt = held+1, owner, job.Millis(until), nowMs
+	if cur.FirstFailureAt == 0 {
+		cur.FirstFailureAt = nowMs
+	}
+	record(&cur, job.Transition{At: nowMs, To: job.Claiming, Error: job.ReasonLeaseExpired, Actor: job.ActorClaimer}, false)
+	s.recs[id] = cur
+	lease.History = clone(cur).History
+	return lease, clone(cur), nil
+}
+
 // fenced returns the leased record, or ErrLeaseLost.
 func (s *Store) fenced(l job.Lease) (job.Record, error) {
 	cur, ok := s.recs[l.JobID]

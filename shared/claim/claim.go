@@ -20,15 +20,20 @@
 // which decides the message. No record: an unknown job, dropped with an
 // error log. A message whose version is older than the record's, or whose
 // record is terminal, or whose version the record holds in another state
-// than queued (another copy holds the lease, or the claim ended), is a
-// duplicate and is dropped. A message whose version is newer than the
+// than queued (the claim ended), is a duplicate and is dropped; with one
+// exception, a record claiming at exactly the message's version + 1: that
+// version is the message's own lease, taken by an earlier receive of it,
+// not a newer message of the job (see Takeover). A message whose version is newer than the
 // record's was sent by a claimer whose Release
 // has not landed yet (the record is claiming at the version below): it
 // waits out that claimer's lease, hidden until the lease's expiry (at least
 // EarlyDelay, at most SQS's 12 h), and is reported as a batch item failure.
 // Only while the lease lasts can the Release land; after it, the message
-// is dropped, because the reclaimer's take-back of the expired lease moves
-// the record to the message's version and sends its own message. So an
+// is dropped: its sender died before the Release, so the sender's own
+// message was never deleted and comes back to take the lease over
+// (Takeover), moving the record to this very version, and when that
+// message is gone too, the reclaimer's take-back does, with a message of
+// its own. So an
 // early message is received at most twice (with a lease under 12 h),
 // whatever the Release does, and never reaches the dead-letter queue
 // (maxReceiveCount 5) to fire a false alarm, as it did coming back every
@@ -44,7 +49,8 @@
 // reported (and its visibility set when it must come back sooner or later
 // than the queue's timeout). The deletes then happen once per batch, after
 // the invocation answers: a claimer that dies mid-batch leaves every
-// message of the batch to come back, and the versions drop the handled ones.
+// message of the batch to come back, the versions drop the handled ones,
+// and the one whose lease it held takes that lease over (Takeover).
 //
 // Chained delays. SQS caps DelaySeconds at 900 s. A longer delay is sent as
 // 900 s with not_before; a message that arrives before its not_before is
@@ -66,7 +72,7 @@
 // conditional on the lease's owner and version. A claimer that finds its
 // lease lost stops at once: it changes nothing else, deletes no runner and
 // no machine, and drops its message (whoever owns the job now, a
-// reclaimer or a done event, moves it on). Finding that out is the only
+// takeover, a reclaimer or a done event, moves it on). Finding that out is the only
 // time the claimer reads the record (Store.Get), to tell a spare runner. Side effects that undo work
 // (deleting a runner, cleaning up a provisioned parameter) happen only
 // after the fenced write that ends the claim succeeded, with one
@@ -86,6 +92,45 @@
 // the other is a duplicate, while an SDK retry of the one Acquire still
 // carries the same owner and is recognised as ours.
 //
+// Takeover. A claimer that dies holding its lease (Lambda timeout, OOM,
+// crash) never answered, so its message was never deleted: the event
+// source mapping delivers it again after the queue's visibility timeout,
+// and its lease write is refused with the record claiming at the
+// message's version + 1, the lease an earlier receive of this very message
+// took. Held by this invocation (another copy of the message in the same
+// batch, alive by construction), that lease makes the message a
+// duplicate. Otherwise, while the lease lasts (its holder may be alive: a
+// copy in another invocation), the message is hidden until one second
+// past the lease's expiry (at least EarlyDelay, at most SQS's 12 h) and
+// reported; back then, a live holder has ended its claim and the message
+// is a duplicate. Once the lease has expired, the message takes it over
+// with one conditional write (Store.Takeover: claiming at that version
+// with lease_expires_at < now → version+1, its own owner and expiry,
+// sweep_at untouched, first_failure_at set unless a failure did, a history
+// entry claiming → claiming, lease_expired) and claims exactly as if it
+// had taken the lease itself: the 409 path and the provisioner's
+// idempotency key find the dead attempt's runner and machine, so one
+// runner and one machine per attempt still hold. A live lease is never
+// taken (the condition compares the expiry with now, and a lease outlives
+// its claimer's invocation); the version bump fences the old holder, whose
+// writes fail on owner and version. So a dead claimer's job is claimed
+// again at the later of the visibility timeout and the lease's expiry
+// (the template: 360 s after the receive, where the lease ends at most
+// Lease, 3 min, after the 60 s invocation), where the reclaimer finds it
+// only at the record's sweep_at, up to QueuedGrace (15 min) after the
+// message was due, since the lease write leaves sweep_at alone (see
+// shared/store). The reclaimer stays the backstop, unchanged (message gone
+// or dead-lettered): it and the takeover write on the same version, so only
+// one of them moves the record, and the other side's message is a
+// duplicate. Receives: a dead claimer costs its message one receive while
+// the visibility timeout outlasts the lease (the template's values), two
+// otherwise (one hidden look, then the takeover); a copy of a live
+// claimer's message costs two (hidden, then dropped). With maxReceiveCount
+// 5 the message recovers up to four claimers in a row that die on it (two
+// with a lease past the visibility timeout) before it dead-letters: a job
+// that kills its claimers every time is worth that alarm, and the
+// reclaimer still takes it back, until the maximum age abandons it.
+//
 // Order on retry: send the new message (version = lease version + 1,
 // attempt + 1, delay ≤ 900 s with not_before for the rest), then Release
 // the record to queued at that version with due_at, attempt and
@@ -96,10 +141,10 @@
 // survive every re-send: the policy reads them from the record, never from
 // the message, and a re-send never resets them.
 //
-// If the send itself fails, nothing is released: the lease expires and the
-// reclaimer re-enqueues the job (at the later of the sweep_at the lease
-// kept and the lease's expiry: see shared/store), which is sooner than a
-// released record without a message would be found.
+// If the send itself fails, nothing is released and the message is
+// reported: it comes back after the visibility timeout and takes the
+// expired lease over (Takeover; the reclaimer is the backstop), which is
+// sooner than a released record without a message would be found.
 //
 // Registration. The runner name is derived from the job and the record's
 // replacements (job.RunnerNameAt: <pool>-<job_id>, then <pool>-<job_id>-r<n>

@@ -25,6 +25,7 @@ const (
 	DecisionDuplicate    = "duplicate"
 	DecisionEarly        = "early"
 	DecisionEarlyDropped = "early_dropped"
+	DecisionLeaseHeld    = "lease_held"
 	DecisionChained      = "chained"
 	DecisionDeferred     = "deferred_rate_limit"
 	DecisionDone         = "done"
@@ -44,13 +45,19 @@ type flow struct {
 	// work bounds the calls to GitHub and the provisioner: it ends
 	// HandOffReserve before the invocation does, so a hung call still
 	// leaves time to record the outcome or hand the job off.
-	work  context.Context
-	sm    events.SQSMessage
-	msg   job.Message
-	now   time.Time
-	rec   job.Record
-	lease job.Lease
-	pool  pool.Pool
+	work context.Context
+	// invocation names this invocation; lessee is this message's lease
+	// owner (leaseOwner).
+	invocation, lessee string
+	// tookOver is set once a takeover was tried: its refusal is decided
+	// without another.
+	tookOver bool
+	sm       events.SQSMessage
+	msg      job.Message
+	now      time.Time
+	rec      job.Record
+	lease    job.Lease
+	pool     pool.Pool
 	// attempt is the record's attempt count, plus one once this attempt
 	// reached GitHub or the provisioner.
 	attempt int
@@ -63,8 +70,8 @@ type flow struct {
 // handleMessage runs one message through the claim. nil means the message
 // was dealt with: it is not reported, so the event source mapping deletes
 // it. An error makes it a batch item failure.
-func (c *Claimer) handleMessage(ctx context.Context, sm events.SQSMessage, owner string) error {
-	f := &flow{c: c, sm: sm, now: c.cfg.Now(), work: ctx}
+func (c *Claimer) handleMessage(ctx context.Context, sm events.SQSMessage, invocation string) error {
+	f := &flow{c: c, sm: sm, now: c.cfg.Now(), work: ctx, invocation: invocation, lessee: leaseOwner(invocation, sm)}
 	if dl, ok := ctx.Deadline(); ok {
 		var cancel context.CancelFunc
 		f.work, cancel = context.WithDeadline(ctx, dl.Add(-c.cfg.HandOffReserve))
@@ -84,7 +91,7 @@ func (c *Claimer) handleMessage(ctx context.Context, sm events.SQSMessage, owner
 
 	// The lease write first: its refusal carries the record, so the
 	// decision needs no read.
-	lease, rec, err := c.cfg.Store.Acquire(ctx, msg.JobID, msg.Version, owner, c.leaseUntil(ctx, f.now), f.now)
+	lease, rec, err := c.cfg.Store.Acquire(ctx, msg.JobID, msg.Version, f.lessee, c.leaseUntil(ctx, f.now), f.now)
 	var conflict *job.ConflictError
 	switch {
 	case errors.As(err, &conflict):
@@ -99,8 +106,9 @@ func (c *Claimer) handleMessage(ctx context.Context, sm events.SQSMessage, owner
 // refused decides a message whose lease write was refused, from the
 // record the refusal carried: no record is an unknown job; an older
 // version, or a terminal record, a duplicate; a newer version an early
-// message; the same version in another state than queued a duplicate too
-// (another copy of the message holds the lease, or the claim ended).
+// message; claiming at the version this message's lease write gives, a
+// lease an earlier receive of this message took (takeOver); the same
+// version in another state than queued a duplicate too (the claim ended).
 func (f *flow) refused(ctx context.Context, ce *job.ConflictError) error {
 	if !ce.Found {
 		f.decide(ctx, slog.LevelError, DecisionUnknownJob)
@@ -108,17 +116,66 @@ func (f *flow) refused(ctx context.Context, ce *job.ConflictError) error {
 	}
 	rec := ce.Current
 	f.rec, f.attempt = rec, rec.Attempt
-	if f.msg.Version > rec.Version && !rec.State.Settled() {
+	switch {
+	case f.msg.Version > rec.Version && !rec.State.Settled():
 		return f.early(ctx)
+	case rec.State == job.Claiming && rec.Version == f.msg.Version+1 && !f.tookOver:
+		return f.takeOver(ctx)
+	case rec.State.Settled() || f.msg.Version < rec.Version:
+		return f.duplicate(ctx, "older than the record, or the record is terminal")
 	}
-	reason := "lease taken or record moved"
-	if rec.State.Settled() || f.msg.Version < rec.Version {
-		reason = "older than the record, or the record is terminal"
-	}
-	f.decide(ctx, slog.LevelInfo, DecisionDuplicate, slog.String(obs.KeyState, string(rec.State)),
-		slog.Int64("record_version", rec.Version), slog.String(obs.KeyReason, reason))
+	return f.duplicate(ctx, "lease taken or record moved")
+}
+
+// duplicate drops a message that has nothing left to do.
+func (f *flow) duplicate(ctx context.Context, reason string) error {
+	f.decide(ctx, slog.LevelInfo, DecisionDuplicate, slog.String(obs.KeyState, string(f.rec.State)),
+		slog.Int64("record_version", f.rec.Version), slog.String(obs.KeyReason, reason))
 	f.count(metricDuplicates)
 	return nil
+}
+
+// takeOver handles a message whose record is claiming at exactly the
+// version its own lease write gives: the lease of a receive of this very
+// message (a copy, or this message before the event source mapping
+// redelivered it), whose claimer may have died. Held by this invocation
+// (a copy in the same batch), the lease is live: the message is a
+// duplicate. Otherwise, while the lease lasts, the message is hidden
+// until one second past its expiry (the holder, if alive, ends the claim
+// before then, and the next look finds the record moved on: a duplicate);
+// once it has expired, the message takes the lease over (Store.Takeover,
+// conditional on the version held and the expiry) and claims as if it
+// had taken the lease itself. See the package doc.
+func (f *flow) takeOver(ctx context.Context) error {
+	rec := f.rec
+	if strings.HasPrefix(rec.LeaseOwner, f.invocation+"/") {
+		return f.duplicate(ctx, "a copy in this batch holds the lease")
+	}
+	if exp := job.FromMillis(rec.LeaseExpiresAt); !exp.Before(f.now) {
+		wait := f.waitOut(exp)
+		if err := f.c.cfg.Queue.RetryAfter(ctx, f.sm.ReceiptHandle, wait); err != nil {
+			return f.infra(ctx, "hide message until its lease expires", err)
+		}
+		f.decide(ctx, slog.LevelInfo, DecisionLeaseHeld, slog.Int64("record_version", rec.Version),
+			slog.Int64("lease_expires_at", rec.LeaseExpiresAt), slog.Int64(obs.KeyDelay, wait.Milliseconds()),
+			slog.String(obs.KeyReason, "an earlier receive of this message holds the lease: waiting out its expiry"))
+		return errNotHandled
+	}
+	f.tookOver = true
+	lease, cur, err := f.c.cfg.Store.Takeover(ctx, rec.JobID, rec.Version, f.lessee, f.c.leaseUntil(ctx, f.now), f.now)
+	var conflict *job.ConflictError
+	switch {
+	case errors.As(err, &conflict):
+		return f.refused(ctx, conflict)
+	case err != nil:
+		return f.infra(ctx, "take over lease", err)
+	}
+	f.c.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "claim lease taken over", slog.Int64(obs.KeyJobID, rec.JobID),
+		slog.Int64(obs.KeyVersion, lease.Version), slog.Int64("lease_expired_at", rec.LeaseExpiresAt),
+		slog.String(obs.KeyReason, job.ReasonLeaseExpired))
+	f.lease, f.rec, f.attempt = lease, cur, cur.Attempt
+	f.count(metricTakenOver)
+	return f.claim(ctx)
 }
 
 // maxEarlyWait bounds how long an early message is hidden: SQS refuses a
@@ -134,8 +191,10 @@ const maxEarlyWait = 12*time.Hour - time.Minute
 // never lands (its claimer died) would run the message through
 // maxReceiveCount into the dead-letter queue, a false alarm. Once the
 // lease has expired, the message is deleted: the record is still claiming
-// at the version below, stale in the sweep index, and the reclaimer's
-// take-back moves it to this very version and sends its own message. A
+// at the version below, and the sender's own message, never deleted since
+// its claimer died, comes back and takes the lease over (takeOver), to
+// this very version; failing that, the reclaimer's take-back does and
+// sends its own message. A
 // message ahead of its record in any other way was sent by no claimer: it
 // comes back every EarlyDelay and dead-letters, which is worth an alarm.
 func (f *flow) early(ctx context.Context) error {
@@ -146,13 +205,11 @@ func (f *flow) early(ctx context.Context) error {
 		if exp.Before(f.now) {
 			f.decide(ctx, slog.LevelInfo, DecisionEarlyDropped, slog.Int64("record_version", rec.Version),
 				slog.Int64("lease_expires_at", rec.LeaseExpiresAt),
-				slog.String(obs.KeyReason, "the sender's lease expired: the reclaimer's take-back sends this version"))
+				slog.String(obs.KeyReason, "the sender's lease expired: the sender's message takes it over, or the reclaimer takes it back"))
 			f.count(metricEarlyDropped)
 			return nil
 		}
-		// One second past the expiry, so the next look finds it expired.
-		wait = min(max(exp.Sub(f.now)+time.Second, f.c.cfg.EarlyDelay), maxEarlyWait)
-		reason = "waiting out the sender's lease"
+		wait, reason = f.waitOut(exp), "waiting out the sender's lease"
 	}
 	if err := f.c.cfg.Queue.RetryAfter(ctx, f.sm.ReceiptHandle, wait); err != nil {
 		return f.infra(ctx, "retry early message", err)
@@ -160,6 +217,13 @@ func (f *flow) early(ctx context.Context) error {
 	f.decide(ctx, slog.LevelInfo, DecisionEarly, slog.Int64("record_version", rec.Version),
 		slog.Int64(obs.KeyDelay, wait.Milliseconds()), slog.String(obs.KeyReason, reason))
 	return errNotHandled
+}
+
+// waitOut is how long a message is hidden to wait out a lease that
+// expires at exp: until one second past the expiry, so the next look
+// finds it expired, but at least EarlyDelay and at most maxEarlyWait.
+func (f *flow) waitOut(exp time.Time) time.Duration {
+	return min(max(exp.Sub(f.now)+time.Second, f.c.cfg.EarlyDelay), maxEarlyWait)
 }
 
 // leaseUntil is when a lease taken at now ends: now + Lease, but never

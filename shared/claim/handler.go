@@ -50,7 +50,7 @@ func (c *Claimer) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 					continue
 				}
 				started[i] = true
-				errs[i] = c.handleMessage(ctx, ev.Records[i], leaseOwner(invocation, ev.Records[i]))
+				errs[i] = c.handleMessage(ctx, ev.Records[i], invocation)
 			}
 		}()
 	}

@@ -22,6 +22,7 @@ var (
 	metricDeferred      = obs.Metric{Name: "deferred_rate_limit", Dims: []string{obs.DimPool}}
 	metricDuplicates    = obs.Metric{Name: "duplicates", Dims: []string{obs.DimPool}}
 	metricEarlyDropped  = obs.Metric{Name: "early_dropped", Dims: []string{obs.DimPool}}
+	metricTakenOver     = obs.Metric{Name: "lease_taken_over", Dims: []string{obs.DimPool}}
 	metricChained       = obs.Metric{Name: "chained"}
 	metricSpareReleased = obs.Metric{Name: "spare_released", Dims: []string{obs.DimPool}}
 	metricLeaseLost     = obs.Metric{Name: "lease_lost", Dims: []string{obs.DimPool}}

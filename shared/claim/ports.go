@@ -24,6 +24,12 @@ type Store interface {
 	// version. A refusal is a *job.ConflictError carrying the record as it
 	// is now (Found false: no record), so the claimer never reads first.
 	Acquire(ctx context.Context, id, version int64, owner string, until, now time.Time) (job.Lease, job.Record, error)
+	// Takeover takes over, for a redelivered message, the lease an
+	// earlier receive of it took (claiming at exactly held), only once
+	// that lease has expired by now: version held+1, the new owner and
+	// until, sweep_at untouched. A refusal is a *job.ConflictError
+	// carrying the record as it is now, as Acquire's.
+	Takeover(ctx context.Context, id, held int64, owner string, until, now time.Time) (job.Lease, job.Record, error)
 	Release(ctx context.Context, l job.Lease, r job.Retry, now time.Time) error
 	Finish(ctx context.Context, l job.Lease, o job.Outcome, now time.Time) error
 	// Get is read only on the rare lease-lost path, to tell a spare runner.

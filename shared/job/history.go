@@ -13,6 +13,11 @@ const (
 	ActorOperator  = "operator"
 )
 
+// ReasonLeaseExpired is the reason a history entry gives for taking over
+// a lease whose claimer died (its expiry passed with the record still
+// claiming): the claimer's takeover and the reclaimer's take-back alike.
+const ReasonLeaseExpired = "lease_expired"
+
 // MaxHistory bounds Record.History: the newest entries are kept. Ten cover
 // a job's last few attempts (each is a lease and a release or an outcome)
 // and keep a full history, at its largest, well under 1 KB of item (one

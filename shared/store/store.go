@@ -25,6 +25,10 @@
 //   - A claimer's writes are fenced by its Lease: the update only succeeds
 //     while the record still carries that lease_owner and version. A claimer
 //     that lost its lease changes nothing (ErrLeaseLost).
+//   - A claimer's takeover of an expired lease (Takeover, for the
+//     redelivered message whose lease it was) is conditional on claiming,
+//     the version held and lease_expires_at < :now, and bumps the version:
+//     a live lease is never taken, and the old holder's fenced writes fail.
 //   - The reclaimer's take-back is conditional on the state and version it
 //     read, so two reclaimers (or a reclaimer and a late claimer) never both
 //     re-enqueue (ErrConflict).
@@ -283,6 +287,44 @@ func (s *Store) Acquire(ctx context.Context, id, version int64, owner string, un
 		"lease_expires_at = :exp, updated_at = :now", "#s IN (:queued, :pending) AND version = :v",
 		map[string]string{"#s": "state"}, vals, types.ReturnValueAllNew,
 		&entry{t: job.Transition{At: job.Millis(now), To: job.Claiming, Actor: job.ActorClaimer}}, pinned)
+	return leased("lease", id, owner, version+1, until, out, err)
+}
+
+// Takeover takes over an expired lease for the message whose lease it was
+// (a claimer that received it and died): it succeeds only on a record
+// still claiming at exactly held whose lease_expires_at is before now, so
+// a live lease is never taken. The record keeps state claiming and moves
+// to version held+1 with the new owner and expiry, so the dead claimer's
+// fenced writes fail on owner and version alike; first_failure_at is set
+// to now unless a failure did (the dead attempt failed, as the
+// reclaimer's take-back of an expired lease records); the history gets a
+// claiming → claiming entry by the claimer, job.ReasonLeaseExpired. Like
+// Acquire it leaves sweep_at alone (no index write), and a refusal is a
+// *job.ConflictError carrying the record as it is now; an SDK retry of a
+// takeover that took effect is the caller's lease.
+func (s *Store) Takeover(ctx context.Context, id, held int64, owner string, until, now time.Time) (Lease, job.Record, error) {
+	nowMs := job.Millis(now)
+	vals := map[string]types.AttributeValue{
+		":claiming": str(string(job.Claiming)),
+		":v":        n(held),
+		":nv":       n(held + 1),
+		":owner":    str(owner),
+		":exp":      n(job.Millis(until)),
+		":now":      n(nowMs),
+	}
+	pinned := func(cur job.Record) bool {
+		return cur.State == job.Claiming && cur.Version == held && cur.LeaseExpiresAt < nowMs
+	}
+	out, err := s.update(ctx, id, "SET version = :nv, lease_owner = :owner, lease_expires_at = :exp, updated_at = :now, "+
+		"first_failure_at = if_not_exists(first_failure_at, :now)", "#s = :claiming AND version = :v AND lease_expires_at < :now",
+		map[string]string{"#s": "state"}, vals, types.ReturnValueAllNew,
+		&entry{t: job.Transition{At: nowMs, To: job.Claiming, Error: job.ReasonLeaseExpired, Actor: job.ActorClaimer}}, pinned)
+	return leased("take over lease of", id, owner, held+1, until, out, err)
+}
+
+// leased is the outcome of a lease write (op) that asked for the record
+// ALL_NEW: owner's lease at version, or the refusal's *job.ConflictError.
+func leased(op string, id int64, owner string, version int64, until time.Time, out *dynamodb.UpdateItemOutput, err error) (Lease, job.Record, error) {
 	var attrs map[string]types.AttributeValue
 	var ccf *types.ConditionalCheckFailedException
 	switch {
@@ -291,12 +333,12 @@ func (s *Store) Acquire(ctx context.Context, id, version int64, owner string, un
 		// try had taken effect, the retry fails its condition against our
 		// own write. That is our lease, not a conflict: waiting out the
 		// lease and the reclaimer for it would only delay the job.
-		if !ownLease(ccf.Item, owner, version+1) {
-			return Lease{}, job.Record{}, conflict("lease", id, ccf.Item)
+		if !ownLease(ccf.Item, owner, version) {
+			return Lease{}, job.Record{}, conflict(op, id, ccf.Item)
 		}
 		attrs = ccf.Item
 	case err != nil:
-		return Lease{}, job.Record{}, fmt.Errorf("lease job %d: %w", id, err)
+		return Lease{}, job.Record{}, fmt.Errorf("%s job %d: %w", op, id, err)
 	default:
 		attrs = out.Attributes
 	}
@@ -304,7 +346,7 @@ func (s *Store) Acquire(ctx context.Context, id, version int64, owner string, un
 	if err != nil {
 		return Lease{}, job.Record{}, err
 	}
-	return Lease{JobID: id, Owner: owner, Version: version + 1, Expires: until, History: rec.History}, rec, nil
+	return Lease{JobID: id, Owner: owner, Version: version, Expires: until, History: rec.History}, rec, nil
 }
 
 // ownLease reports whether item is a claiming record leased to owner at

@@ -47,8 +47,13 @@ const SweepIndex = "sweep"
 // its lease is therefore found at the later of the kept sweep_at and the
 // lease's expiry: with the defaults (15 min graces, 3 min lease) up to
 // 15 min after its message was due, where moving sweep_at at every lease
-// found it 3 min after. A claimer dying mid-claim is rare (the lease
-// outlives the function's timeout); the index writes are every job's.
+// found it 3 min after. The sweep is only the backstop there: the dead
+// claimer's message, never deleted, comes back after the queue's
+// visibility timeout and takes the expired lease over (Takeover, which
+// leaves sweep_at alone too; see shared/claim), so the job is claimed
+// again at the later of the visibility timeout and the lease's expiry. A
+// claimer dying mid-claim is rare (the lease outlives the function's
+// timeout); the index writes are every job's.
 const SweepProjection = types.ProjectionTypeKeysOnly
 
 // maxBatchGet is DynamoDB's cap on the keys of one BatchGetItem.
