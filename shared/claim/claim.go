@@ -290,7 +290,9 @@ type Config struct {
 	Rand random.Source
 	// Logger gets one line per decision (discarded when nil).
 	Logger *slog.Logger
-	// Metrics receives counts; Handle flushes them once per invocation.
+	// Metrics makes each decision's line its EMF document (Claims by
+	// outcome, see metrics.go) and gathers the other counts, which Handle
+	// flushes once per invocation.
 	Metrics *obs.Metrics
 }
 

@@ -80,7 +80,6 @@ func (c *Claimer) handleMessage(ctx context.Context, sm events.SQSMessage, invoc
 	msg, err := job.DecodeMessage(sm.Body)
 	if err != nil {
 		f.decide(ctx, slog.LevelError, DecisionMalformed, slog.String("error", err.Error()))
-		c.cfg.Metrics.Count(metricMalformed, 1)
 		return nil
 	}
 	f.msg = msg
@@ -131,7 +130,6 @@ func (f *flow) refused(ctx context.Context, ce *job.ConflictError) error {
 func (f *flow) duplicate(ctx context.Context, reason string) error {
 	f.decide(ctx, slog.LevelInfo, DecisionDuplicate, slog.String(obs.KeyState, string(f.rec.State)),
 		slog.Int64("record_version", f.rec.Version), slog.String(obs.KeyReason, reason))
-	f.count(metricDuplicates)
 	return nil
 }
 
@@ -206,7 +204,6 @@ func (f *flow) early(ctx context.Context) error {
 			f.decide(ctx, slog.LevelInfo, DecisionEarlyDropped, slog.Int64("record_version", rec.Version),
 				slog.Int64("lease_expires_at", rec.LeaseExpiresAt),
 				slog.String(obs.KeyReason, "the sender's lease expired: the sender's message takes it over, or the reclaimer takes it back"))
-			f.count(metricEarlyDropped)
 			return nil
 		}
 		wait, reason = f.waitOut(exp), "waiting out the sender's lease"
@@ -247,7 +244,6 @@ func (f *flow) chain(ctx context.Context, rest time.Duration) error {
 		return f.infra(ctx, "re-send chained message", err)
 	}
 	f.decide(ctx, slog.LevelInfo, DecisionChained, slog.Int64(obs.KeyDelay, d.Milliseconds()))
-	f.count(metricChained)
 	return nil
 }
 
@@ -431,13 +427,9 @@ func (f *flow) retry(ctx context.Context, fl failure.Failure, registered *ghapp.
 			DecisionAbandoned, &cleanup{runner: registered, byName: fl.Class != failure.RateLimit && f.name != "", provisioned: f.name != ""},
 			slog.String(obs.KeyClass, fl.Class.String()), slog.Int64("first_failure_at", job.Millis(d.FirstFailureAt)))
 	}
-	err := f.handOff(ctx, d.Delay, f.attempt, job.Retry{
+	return f.handOff(ctx, d.Delay, f.attempt, job.Retry{
 		Attempt: f.attempt, FirstFailureAt: d.FirstFailureAt, ErrorClass: fl.Class.String(), Error: fl.Reason,
 	}, DecisionRetry, slog.String(obs.KeyClass, fl.Class.String()), slog.String("basis", string(d.Basis)))
-	if err == nil {
-		f.count(metricRetried, obs.Class(fl.Class.String()))
-	}
-	return err
 }
 
 // deferRate defers a claim whose installation has no budget left, without
@@ -466,14 +458,10 @@ func (f *flow) deferRate(ctx context.Context, rd ratelimit.Reading) error {
 			DecisionAbandoned, &cleanup{provisioned: f.rec.Attempt > 0},
 			slog.String(obs.KeyClass, failure.RateLimit.String()), slog.Int64("first_failure_at", job.Millis(d.FirstFailureAt)))
 	}
-	err := f.handOff(ctx, d.Delay, f.rec.Attempt, job.Retry{
+	return f.handOff(ctx, d.Delay, f.rec.Attempt, job.Retry{
 		Attempt: f.rec.Attempt, FirstFailureAt: d.FirstFailureAt, ErrorClass: failure.RateLimit.String(), Error: reason,
 	}, DecisionDeferred, slog.String(obs.KeyClass, failure.RateLimit.String()), slog.Int64("reset_at", job.Millis(rd.ResetAt)),
 		slog.Int64("first_failure_at", job.Millis(d.FirstFailureAt)))
-	if err == nil {
-		f.count(metricDeferred)
-	}
-	return err
 }
 
 // handOff sends the job's next message, then releases the record to it,
@@ -535,7 +523,6 @@ func (f *flow) finish(ctx context.Context, o job.Outcome, decision string, cu *c
 		attrs = append(attrs, slog.String(obs.KeyReason, o.Error))
 	}
 	f.decide(ctx, level, decision, attrs...)
-	f.count(outcomeMetric[o.State], obs.Class(o.ErrorClass))
 	if cu != nil {
 		f.cleanUp(ctx, *cu)
 	}
@@ -629,7 +616,6 @@ func (f *flow) shareRate(ctx context.Context) {
 
 func (f *flow) leaseLost(ctx context.Context) {
 	f.decide(ctx, slog.LevelWarn, DecisionLeaseLost)
-	f.count(metricLeaseLost)
 }
 
 // infra handles an infrastructure error: the message comes back soon
@@ -639,7 +625,6 @@ func (f *flow) leaseLost(ctx context.Context) {
 // the dead-letter queue together.
 func (f *flow) infra(ctx context.Context, step string, err error) error {
 	f.decide(ctx, slog.LevelError, DecisionInfraError, slog.String("step", step), slog.String("error", err.Error()))
-	f.count(metricInfraErrors)
 	soon := f.c.cfg.RetrySoon + time.Duration(f.c.cfg.Rand.Float64()*float64(f.c.cfg.RetrySoon))
 	if rerr := f.c.cfg.Queue.RetryAfter(ctx, f.sm.ReceiptHandle, soon); rerr != nil {
 		f.c.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "claim retry-after failed", slog.String("message_id", f.sm.MessageId), slog.String("error", rerr.Error()))
@@ -653,5 +638,5 @@ func (f *flow) decide(ctx context.Context, level slog.Level, decision string, at
 	if f.msg.JobID != 0 {
 		base = append(base, slog.Int64(obs.KeyJobID, f.msg.JobID), slog.Int64(obs.KeyVersion, f.msg.Version), slog.Int(obs.KeyAttempt, f.attempt))
 	}
-	f.c.cfg.Logger.LogAttrs(ctx, level, "claim "+decision, append(base, attrs...)...)
+	f.c.cfg.Logger.LogAttrs(ctx, level, "claim "+decision, f.decided(ctx, level, decision, append(base, attrs...))...)
 }

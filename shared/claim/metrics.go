@@ -1,34 +1,36 @@
 package claim
 
 import (
+	"context"
+	"log/slog"
 	"strconv"
 	"time"
 
-	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/obs"
 	"github.com/ghclaim/ghclaim/shared/ratelimit"
 )
 
 // The claimer's metrics (EMF, dimension "function": "claimer" plus those
-// declared; see shared/obs). Outcomes keep one metric each, as the alarms
-// and the dashboard read them; every count carries the job's pool, and
-// failures, give-ups and retries their error class.
+// declared; see shared/obs).
+//
+// Every decision (one per message) is one count of Claims, by outcome (the
+// decision's name) and pool, carried by the decision's own log line
+// (obs.Inline): one line per decision, no line of its own. The decisions
+// that end in an error class also count under their own name by class
+// (retries, failures and give-ups by class), on the same line; the alarms
+// read failed and abandoned fleet-wide. A line the logger's level drops
+// would take its metrics with it, so those counts go to the invocation's
+// flushed lines instead.
 var (
-	metricClaimed       = obs.Metric{Name: "claimed", Dims: []string{obs.DimPool}}
-	metricDone          = obs.Metric{Name: "done", Dims: []string{obs.DimPool}}
+	metricClaims        = obs.Metric{Name: "Claims", Dims: []string{obs.DimPool, obs.DimOutcome}}
 	metricFailed        = obs.Metric{Name: "failed", Dims: []string{obs.DimPool, obs.DimClass}}
 	metricAbandoned     = obs.Metric{Name: "abandoned", Dims: []string{obs.DimPool, obs.DimClass}}
 	metricRetried       = obs.Metric{Name: "retried", Dims: []string{obs.DimPool, obs.DimClass}}
-	metricDeferred      = obs.Metric{Name: "deferred_rate_limit", Dims: []string{obs.DimPool}}
-	metricDuplicates    = obs.Metric{Name: "duplicates", Dims: []string{obs.DimPool}}
-	metricEarlyDropped  = obs.Metric{Name: "early_dropped", Dims: []string{obs.DimPool}}
-	metricTakenOver     = obs.Metric{Name: "lease_taken_over", Dims: []string{obs.DimPool}}
-	metricChained       = obs.Metric{Name: "chained"}
 	metricSpareReleased = obs.Metric{Name: "spare_released", Dims: []string{obs.DimPool}}
-	metricLeaseLost     = obs.Metric{Name: "lease_lost", Dims: []string{obs.DimPool}}
-	metricInfraErrors   = obs.Metric{Name: "infra_errors", Dims: []string{obs.DimPool}}
-	metricMalformed     = obs.Metric{Name: "malformed"}
-	metricDeadline      = obs.Metric{Name: "deadline_released"}
+	// A redelivered message took over its dead claimer's expired lease
+	// (not a decision: the claim that follows decides).
+	metricTakenOver = obs.Metric{Name: "lease_taken_over", Dims: []string{obs.DimPool}}
+	metricDeadline  = obs.Metric{Name: "deadline_released"}
 
 	// MetricTimeToProvision is the time from the queued delivery (the
 	// record's creation) to the provisioning call, per attempt.
@@ -43,9 +45,35 @@ var (
 	metricRateAge       = obs.Metric{Name: "RateReadingAge", Unit: obs.Seconds, Dims: []string{obs.DimInstallation}}
 )
 
-// outcomeMetric counts the claims that ended in each state.
-var outcomeMetric = map[job.State]obs.Metric{
-	job.Claimed: metricClaimed, job.Failed: metricFailed, job.Abandoned: metricAbandoned, job.Done: metricDone,
+// byClass is the class breakdown of the decisions that carry an error class.
+var byClass = map[string]obs.Metric{
+	DecisionRetry: metricRetried, DecisionFailed: metricFailed, DecisionAbandoned: metricAbandoned,
+}
+
+// decided adds a decision's outcome and pool to line, its log line, and
+// makes it the decision's metric line when the logger writes it at level.
+func (f *flow) decided(ctx context.Context, level slog.Level, decision string, line []slog.Attr) []slog.Attr {
+	line = append(line, slog.String(obs.DimOutcome, decision))
+	if f.rec.Pool != "" {
+		line = append(line, slog.String(obs.DimPool, f.rec.Pool))
+	}
+	samples := []obs.Sample{{Metric: metricClaims, Value: 1}}
+	if m, ok := byClass[decision]; ok {
+		samples = append(samples, obs.Sample{Metric: m, Value: 1})
+	}
+	if f.c.cfg.Logger.Enabled(ctx, level) {
+		return f.c.cfg.Metrics.Inline(line, samples...)
+	}
+	var dims []obs.Dim
+	for _, a := range line {
+		if a.Value.Kind() == slog.KindString {
+			dims = append(dims, obs.Dim{Name: a.Key, Value: a.Value.String()})
+		}
+	}
+	for _, s := range samples {
+		f.c.cfg.Metrics.Count(s.Metric, s.Value, dims...)
+	}
+	return line
 }
 
 // count adds one to metric for the job's pool.

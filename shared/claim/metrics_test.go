@@ -2,20 +2,25 @@ package claim_test
 
 import (
 	"context"
+	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/ghclaim/ghclaim/infra/emftest"
 	"github.com/ghclaim/ghclaim/infra/ghfake"
+	"github.com/ghclaim/ghclaim/shared/claim"
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/obs"
 	"github.com/ghclaim/ghclaim/shared/ratelimit"
 )
 
 // TestMetricsOfEachOutcome drives one claim to each outcome and reads the
-// claimer's output as CloudWatch would (EMF): the outcome's count with its
-// pool (and class), under the fleet-wide set the alarms read as well.
+// claimer's output as CloudWatch would (EMF): one Claims count with its
+// outcome and pool, under the fleet-wide and by-outcome sets as well, and
+// the class count of the outcomes that carry one, all on the decision's
+// own log line.
 func TestMetricsOfEachOutcome(t *testing.T) {
 	t.Parallel()
 	type want struct {
@@ -24,25 +29,30 @@ func TestMetricsOfEachOutcome(t *testing.T) {
 		sets   [][]string
 		values []float64
 	}
+	outcomeSets := [][]string{{"function"}, {"function", "outcome"}, {"function", "outcome", "pool"}}
 	poolSets := [][]string{{"function"}, {"function", "pool"}}
 	classSets := [][]string{{"function"}, {"class", "function"}, {"class", "function", "pool"}}
 	installationSets := [][]string{{"function"}, {"function", "installation"}}
 	inst := map[string]string{"installation": "4242"}
+	claims := func(outcome string) want {
+		return want{"Claims", map[string]string{"pool": "linux", "outcome": outcome}, outcomeSets, []float64{1}}
+	}
 	tests := []struct {
-		name string
-		opt  setupOpt
+		name    string
+		outcome string // the decision, and the Claims outcome
+		opt     setupOpt
 		// arrange runs after the job is seeded, before the claimer's invocation.
 		arrange func(t *testing.T, h *harness, id int64)
 		want    []want
 	}{
 		{
-			name: "claimed",
+			name:    "claimed",
+			outcome: claim.DecisionClaimed,
 			arrange: func(t *testing.T, h *harness, id int64) {
 				h.gh.SetRateLimit(installation, 5000, 4000, h.clock.Now().Add(30*time.Minute))
 				h.clock.Advance(7 * time.Second) // queued 7 s before the claim
 			},
 			want: []want{
-				{"claimed", map[string]string{"pool": "linux"}, poolSets, []float64{1}},
 				{"TimeToProvision", map[string]string{"pool": "linux"}, poolSets, []float64{7000}},
 				// The reading the attempt shared: GitHub's, taken just now.
 				{"RateLimit", inst, installationSets, []float64{5000}},
@@ -52,22 +62,24 @@ func TestMetricsOfEachOutcome(t *testing.T) {
 		},
 		{
 			name:    "retried",
+			outcome: claim.DecisionRetry,
 			arrange: func(t *testing.T, h *harness, id int64) { h.gh.Fail(ghfake.RouteRepoJIT, 1, ghfake.ServerError(502)) },
 			want:    []want{{"retried", map[string]string{"pool": "linux", "class": "server_side"}, classSets, []float64{1}}},
 		},
 		{
-			name: "failed",
-			opt:  setupOpt{groupID: 99}, // no such runner group: 422
-			want: []want{{"failed", map[string]string{"pool": "linux", "class": "non_retryable"}, classSets, []float64{1}}},
+			name:    "failed",
+			outcome: claim.DecisionFailed,
+			opt:     setupOpt{groupID: 99}, // no such runner group: 422
+			want:    []want{{"failed", map[string]string{"pool": "linux", "class": "non_retryable"}, classSets, []float64{1}}},
 		},
 		{
-			name: "deferred",
+			name:    "deferred",
+			outcome: claim.DecisionDeferred,
 			arrange: func(t *testing.T, h *harness, id int64) {
 				now := h.clock.Now()
 				saveRate(t, h, ratelimit.Reading{Limit: 5000, Remaining: 0, ResetAt: now.Add(10 * time.Minute), ObservedAt: now.Add(-30 * time.Second)})
 			},
 			want: []want{
-				{"deferred_rate_limit", map[string]string{"pool": "linux"}, poolSets, []float64{1}},
 				// An exhausted budget, read 30 s ago: told apart from a stale one by its age.
 				{"RateRemaining", inst, installationSets, []float64{0}},
 				{"RateLimit", inst, installationSets, []float64{5000}},
@@ -76,7 +88,8 @@ func TestMetricsOfEachOutcome(t *testing.T) {
 			},
 		},
 		{
-			name: "abandoned",
+			name:    "abandoned",
+			outcome: claim.DecisionAbandoned,
 			arrange: func(t *testing.T, h *harness, id int64) {
 				now := h.clock.Now()
 				r := h.get(t, id)
@@ -87,6 +100,7 @@ func TestMetricsOfEachOutcome(t *testing.T) {
 			want: []want{{"abandoned", map[string]string{"pool": "linux", "class": "rate_limit"}, classSets, []float64{1}}},
 		},
 	}
+	classed := []string{"retried", "failed", "abandoned"}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -99,7 +113,7 @@ func TestMetricsOfEachOutcome(t *testing.T) {
 			}
 			h.invoke(t, c, h.receive(t, 1)...)
 			points := emftest.Parse(t, []byte(h.logs.String()))
-			for _, w := range tt.want {
+			for _, w := range append([]want{claims(tt.outcome)}, tt.want...) {
 				got := emftest.Select(points, w.metric, w.dims)
 				if len(got) != 1 {
 					t.Fatalf("%s %v: got %d points, want 1; all: %v", w.metric, w.dims, len(got), points)
@@ -109,17 +123,60 @@ func TestMetricsOfEachOutcome(t *testing.T) {
 					t.Errorf("%s: got sets %v values %v dims %v in %q, want %v %v", w.metric, p.Sets, p.Values, p.Dims, p.Namespace, w.sets, w.values)
 				}
 			}
-			for _, other := range []string{"claimed", "retried", "failed", "deferred_rate_limit", "abandoned"} {
-				if other != tt.name && other != tt.want[0].metric && len(emftest.Select(points, other, nil)) != 0 {
+			if n := len(emftest.Select(points, "Claims", nil)); n != 1 {
+				t.Errorf("got %d Claims points, want the decision's one", n)
+			}
+			for _, other := range classed {
+				if other != tt.name && len(emftest.Select(points, other, nil)) != 0 {
 					t.Errorf("%s was counted too: %v", other, emftest.Names(points))
+				}
+			}
+			// The counts ride on the decision's line: no line of their own.
+			for _, l := range emfLines(t, h.logs.String(), "Claims") {
+				if l["msg"] != "claim "+tt.outcome || l["decision"] != tt.outcome || l["outcome"] != tt.outcome || l[obs.KeyJobID] != float64(id) {
+					t.Errorf("Claims rode on %v, want the line of decision %s of job %d", l, tt.outcome, id)
 				}
 			}
 		})
 	}
 }
 
+// emfLines returns the JSON lines of out that carry metric.
+func emfLines(t *testing.T, out, metric string) []map[string]any {
+	t.Helper()
+	var lines []map[string]any
+	for _, l := range strings.Split(out, "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(l), &m) != nil || m["_aws"] == nil || m[metric] == nil {
+			continue
+		}
+		lines = append(lines, m)
+	}
+	return lines
+}
+
+// TestClaimsCountedWhenTheDecisionLineIsNotLogged: a level that drops the
+// decision's line (LOG_LEVEL=error, a claimed job logs at info) does not
+// drop its metrics: they go out with the invocation's flushed lines.
+func TestClaimsCountedWhenTheDecisionLineIsNotLogged(t *testing.T) {
+	t.Parallel()
+	h := setup(t, setupOpt{})
+	h.log = obs.NewLogger(h.logs, "error")
+	c := h.claimer(t, claimerOpt{})
+	h.seed(t, 9960)
+	h.invoke(t, c, h.receive(t, 1)...)
+	if strings.Contains(h.logs.String(), `"msg":"claim claimed"`) {
+		t.Fatalf("the claimed line was logged at level error: the test proves nothing")
+	}
+	points := emftest.Parse(t, []byte(h.logs.String()))
+	got := emftest.Select(points, "Claims", map[string]string{"outcome": "claimed", "pool": "linux"})
+	if len(got) != 1 || got[0].Sum() != 1 {
+		t.Errorf("Claims{claimed, linux}: got %+v, want one count of 1", got)
+	}
+}
+
 // TestMetricsOfDroppedMessages: a duplicate counts for its pool, a
-// malformed message (no record, no pool) fleet-wide only.
+// malformed message (no record, no pool) by outcome only.
 func TestMetricsOfDroppedMessages(t *testing.T) {
 	t.Parallel()
 	h := setup(t, setupOpt{})
@@ -139,8 +196,8 @@ func TestMetricsOfDroppedMessages(t *testing.T) {
 		dims   map[string]string
 		sets   [][]string
 	}{
-		{"duplicates", map[string]string{"pool": "linux"}, [][]string{{"function"}, {"function", "pool"}}},
-		{"malformed", nil, [][]string{{"function"}}},
+		{"Claims", map[string]string{"outcome": "duplicate", "pool": "linux"}, [][]string{{"function"}, {"function", "outcome"}, {"function", "outcome", "pool"}}},
+		{"Claims", map[string]string{"outcome": "malformed"}, [][]string{{"function"}, {"function", "outcome"}}},
 	} {
 		got := emftest.Select(points, w.metric, w.dims)
 		if len(got) != 1 || got[0].Sum() != 1 || !reflect.DeepEqual(got[0].Sets, w.sets) {

@@ -58,8 +58,10 @@
 // most 400 calls an hour across all installations, 8 % of one
 // installation's 5000.
 //
-// Each pass ends with one log line and one EMF metric line counting every
-// action. This package must never import an AWS service package, never
+// Each pass ends with one log line and EMF metric lines counting every
+// action: removals (runners deleted, machines ended) by the pool their
+// name or tags say (job.ParseRunnerName, the machine's pool tag) and
+// fleet-wide, everything else fleet-wide. This package must never import an AWS service package, never
 // delete a runner it did not name, and never end a machine whose runner
 // may be busy.
 package janitor
@@ -420,6 +422,7 @@ func (j *Janitor) scope(ctx context.Context, p *pass, inst int64, scope, owner, 
 		}
 		delete(present, r.Name)
 		p.rep.RunnersDeleted++
+		j.cfg.Metrics.Count(metricRunnersDeleted, 1, obs.Pool(pl.Name))
 		rlog.InfoContext(ctx, "janitor deleted a runner", slog.Bool("known", found), slog.String(obs.KeyState, string(rec.State)))
 		repoFull := rec.Repo
 		if !found {
@@ -526,6 +529,7 @@ func (j *Janitor) machine(ctx context.Context, p *pass, m pool.Machine) bool {
 		return false
 	}
 	p.rep.MachinesEnded++
+	j.cfg.Metrics.Count(metricMachinesEnded, 1, obs.Pool(pl.Name))
 	log.InfoContext(ctx, "janitor ended a machine of a finished job", slog.Bool("known", found))
 	return true
 }
@@ -539,20 +543,32 @@ func machineRunner(m pool.Machine) string {
 	return job.RunnerName(m.Pool, m.JobID)
 }
 
+// The removals count by pool as they happen (and fleet-wide); the pass's
+// report adds a 0 so a quiet pass still shows on the graph.
+var (
+	metricRunnersDeleted = obs.Metric{Name: "JanitorRunnersDeleted", Dims: []string{obs.DimPool}}
+	metricMachinesEnded  = obs.Metric{Name: "JanitorMachinesEnded", Dims: []string{obs.DimPool}}
+)
+
 func (j *Janitor) report(ctx context.Context, r Report, err error) {
 	counts := []struct {
 		name string
 		v    int
 	}{
-		{"JanitorRunnersDeleted", r.RunnersDeleted}, {"JanitorRunnersBusy", r.RunnersBusy},
+		{metricRunnersDeleted.Name, r.RunnersDeleted}, {"JanitorRunnersBusy", r.RunnersBusy},
 		{"JanitorBusyRace", r.BusyRace}, {"JanitorRunnersLive", r.RunnersLive},
-		{"JanitorUnknownKept", r.UnknownKept}, {"JanitorMachinesEnded", r.MachinesEnded},
+		{"JanitorUnknownKept", r.UnknownKept}, {metricMachinesEnded.Name, r.MachinesEnded},
 		{"JanitorMachinesKept", r.MachinesKept}, {"JanitorConfigsDeleted", r.ConfigsDeleted},
 		{"JanitorRateLimited", r.RateLimited}, {"JanitorErrors", r.Errors},
 	}
 	attrs := []any{slog.Int("installations", r.InstallationsSeen), slog.Int("scopes", r.ScopesListed), slog.Bool("incomplete", r.Incomplete)}
 	for _, c := range counts {
-		j.cfg.Metrics.Add(c.name, float64(c.v))
+		switch c.name {
+		case metricRunnersDeleted.Name, metricMachinesEnded.Name: // counted as they happened
+			j.cfg.Metrics.Add(c.name, 0)
+		default:
+			j.cfg.Metrics.Add(c.name, float64(c.v))
+		}
 		attrs = append(attrs, slog.Int(strings.TrimPrefix(c.name, "Janitor"), c.v))
 	}
 	if err != nil {

@@ -215,7 +215,8 @@ type Config struct {
 	Sleep func(ctx context.Context, d time.Duration) error
 	// Logger gets one line per decision and one per pass (slog.Default when nil).
 	Logger *slog.Logger
-	// Metrics gets the pass's counts as one EMF line (none when nil).
+	// Metrics gets the pass's counts as EMF lines at its end, one per set
+	// of dimension values (none when nil).
 	Metrics *obs.Metrics
 
 	// Abandoning an expired lease removes what the dead attempt may have
@@ -523,6 +524,7 @@ func (r *Reclaimer) abandon(ctx context.Context, c candidate, now time.Time, rep
 	}
 	c.rec = rec
 	rep.Abandoned++
+	r.cfg.Metrics.Count(metricAbandoned, 1, obs.Pool(c.rec.Pool))
 	r.decisionLog(c).WarnContext(ctx, "reclaim abandoned", slog.String("outcome", "abandoned"),
 		slog.String(obs.KeyClass, c.rec.LastErrorClass), slog.Int64("first_failure_at", c.rec.FirstFailureAt))
 	// Only now: a pass that lost the race must not touch what the winner owns.
@@ -555,9 +557,16 @@ const (
 )
 
 // metricReclaimed counts the jobs taken back and re-enqueued, with their
-// Reason as a dimension (liveness re-attempts are reason runner_lost);
-// its fleet-wide set is the total the reclaims-spike alarm reads.
-var metricReclaimed = obs.Metric{Name: MetricReclaimed, Dims: []string{obs.DimReason}}
+// Reason (liveness re-attempts are reason runner_lost) and the record's
+// pool as dimensions; its fleet-wide set is the total the reclaims-spike
+// alarm reads. metricAbandoned counts the give-ups by pool; its fleet-wide
+// set feeds the give-ups alarm. Both are counted at the decision and
+// written with the pass's line, plus a 0 so a quiet pass still shows on
+// the graph.
+var (
+	metricReclaimed = obs.Metric{Name: MetricReclaimed, Dims: []string{obs.DimPool, obs.DimReason}}
+	metricAbandoned = obs.Metric{Name: MetricAbandoned, Dims: []string{obs.DimPool}}
+)
 
 func (r *Reclaimer) summarize(rep Report, err error) {
 	m := r.cfg.Metrics
@@ -566,19 +575,14 @@ func (r *Reclaimer) summarize(rep Report, err error) {
 		slog.Int("requeued", rep.RequeuedTotal()),
 	}
 	for _, reason := range Reasons {
-		if n := rep.Requeued[reason]; n > 0 {
-			m.Count(metricReclaimed, float64(n), obs.Reason(string(reason)))
-		}
 		attrs = append(attrs, slog.Int("requeued_"+string(reason), rep.Requeued[reason]))
 	}
-	if rep.RequeuedTotal() == 0 {
-		m.Count(metricReclaimed, 0) // a quiet pass still shows on the graph
-	}
+	m.Count(metricReclaimed, 0)
+	m.Count(metricAbandoned, 0)
 	incomplete := 0.0
 	if rep.Incomplete {
 		incomplete = 1
 	}
-	m.Add(MetricAbandoned, float64(rep.Abandoned))
 	m.Add(MetricRaced, float64(rep.Raced))
 	m.Add(MetricSendFailed, float64(rep.SendFailed))
 	m.Add(MetricScanned, float64(rep.Scanned))

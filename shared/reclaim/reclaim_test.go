@@ -258,13 +258,17 @@ func TestExpiredLeasesAreRequeuedSpread(t *testing.T) {
 	if lines != m {
 		t.Errorf("%d requeue log lines, want %d", lines, m)
 	}
-	// Parsed as CloudWatch would: M reclaims with reason lease_expired,
-	// and the same M in the fleet-wide total the spike alarm reads.
+	// Parsed as CloudWatch would: M reclaims with reason lease_expired in
+	// pool linux, and the same M in the fleet-wide total the spike alarm
+	// reads.
 	points := emftest.Parse(t, []byte(f.emf.String()))
-	got := emftest.Select(points, reclaim.MetricReclaimed, nil)
-	wantSets := [][]string{{"function"}, {"function", "reason"}}
-	if len(got) != 1 || got[0].Sum() != float64(m) || got[0].Dims["reason"] != string(reclaim.LeaseExpired) || !reflect.DeepEqual(got[0].Sets, wantSets) {
-		t.Errorf("EMF %s: got %+v, want one point of %d, reason %s, under %v", reclaim.MetricReclaimed, got, m, reclaim.LeaseExpired, wantSets)
+	got := emftest.Select(points, reclaim.MetricReclaimed, map[string]string{"reason": string(reclaim.LeaseExpired), "pool": "linux"})
+	wantSets := [][]string{{"function"}, {"function", "reason"}, {"function", "pool", "reason"}}
+	if len(got) != 1 || got[0].Sum() != float64(m) || !reflect.DeepEqual(got[0].Sets, wantSets) {
+		t.Errorf("EMF %s: got %+v, want one point of %d under %v", reclaim.MetricReclaimed, got, m, wantSets)
+	}
+	if n := emftest.Total(points, reclaim.MetricReclaimed, map[string]string{"function": "reclaimer"}); n != float64(m) {
+		t.Errorf("EMF %s fleet-wide: got %v, want %d", reclaim.MetricReclaimed, n, m)
 	}
 }
 

@@ -121,6 +121,7 @@ func (r *Reclaimer) sent(ctx context.Context, c candidate, version int64, delay 
 		return
 	}
 	rep.Requeued[c.reason]++
+	r.cfg.Metrics.Count(metricReclaimed, 1, obs.Pool(c.rec.Pool), obs.Reason(string(c.reason)))
 	log.InfoContext(ctx, "reclaim requeued", slog.String("outcome", "requeued"),
 		slog.Int64("next_version", version), slog.Int64(obs.KeyDelay, delay.Milliseconds()))
 }

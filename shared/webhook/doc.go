@@ -98,4 +98,15 @@
 //
 // Every decision is one JSON log line with delivery_id, job_id, action and
 // outcome.
+//
+// Metrics ride on that line (obs.Inline, see metrics.go): it is the
+// delivery's EMF document, so they cost no line and no API call of their
+// own. Deliveries counts every delivery by outcome, and by event and pool
+// too when the event is one ghclaim handles (workflow_job, ping): the
+// event header is read before the signature is checked, and a forged one
+// must not mint a custom metric. JobsCreated counts the job records
+// created, by pool; TimeToRunner is GitHub's own wait of a job
+// (started_at − created_at, from its in_progress delivery), by pool. A
+// logger level above info (LOG_LEVEL=warn) drops the 2xx lines and their
+// counts with them.
 package webhook
