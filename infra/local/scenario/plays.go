@@ -130,7 +130,7 @@ func Full(ctx context.Context, p *Player) error {
 	p.Rig.Claimers[worker].Kill()
 	p.Say("job %-6d %-28s killed claimer-%d while the job was %s (lease until +%s)", killed.Job.ID, "["+killed.Name+"]",
 		worker+1, rec.State, Lease)
-	p.Note("job 1007: claimer-%d was killed inside GitHub's JIT call; its batch stays invisible for the queue's visibility timeout, so only the reclaimer could recover the job.", worker+1)
+	p.Note("job 1007: claimer-%d was killed inside GitHub's JIT call; its batch stays invisible for the queue's visibility timeout (minutes), so the reclaimer recovers the job first here; otherwise its own message, when it comes back, takes over the expired lease.", worker+1)
 
 	// Phase 3: rate limit on installation 2 until a reset a few seconds away.
 	reset := time.Now().Add(4 * time.Second).Truncate(time.Second)
