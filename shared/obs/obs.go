@@ -23,6 +23,9 @@
 //   - A function that already writes one log line per event (the webhook's
 //     delivery line) makes that line an EMF document with Inline instead of
 //     writing a second line: the dimension values are the line's own keys.
+//     When the logger's level drops that line, Emit writes the same
+//     document as a line of its own, so quieting the logs never loses a
+//     count.
 package obs
 
 import (
@@ -367,6 +370,42 @@ func (m *Metrics) Inline(line []slog.Attr, samples ...Sample) []slog.Attr {
 	if m == nil || len(samples) == 0 {
 		return line
 	}
+	dims := lineDims(line, samples)
+	out := slices.Clone(line)
+	for _, k := range slices.Sorted(maps.Keys(m.dims)) {
+		out = append(out, slog.String(k, m.dims[k]))
+	}
+	for _, s := range samples {
+		out = append(out, slog.Float64(s.Metric.Name, s.Value))
+	}
+	return append(out, slog.Any("_aws", m.directive(m.now(), dims, samples)))
+}
+
+// Emit writes, as an EMF line of its own, the document Inline would have
+// made of line: the same dimension values, samples and directive, without
+// line's other attributes. It is for a log line the logger's level drops,
+// whose metrics must not go with it; a caller uses Emit or Inline for a
+// line, never both. A nil *Metrics writes nothing.
+func (m *Metrics) Emit(line []slog.Attr, samples ...Sample) {
+	if m == nil || len(samples) == 0 {
+		return
+	}
+	dims := lineDims(line, samples)
+	doc := map[string]any{}
+	for _, d := range dims {
+		doc[d.Name] = d.Value
+	}
+	for _, s := range samples {
+		doc[s.Metric.Name] = s.Value
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.write(doc, m.now(), dims, samples)
+}
+
+// lineDims are line's string attributes named like a dimension one of
+// samples declares: the dimension values of Inline and Emit.
+func lineDims(line []slog.Attr, samples []Sample) []Dim {
 	var declaredDims []string
 	for _, s := range samples {
 		declaredDims = append(declaredDims, s.Metric.Dims...)
@@ -377,13 +416,5 @@ func (m *Metrics) Inline(line []slog.Attr, samples ...Sample) []slog.Attr {
 			dims = append(dims, Dim{a.Key, a.Value.String()})
 		}
 	}
-	dims = declared(Metric{Dims: declaredDims}, dims)
-	out := slices.Clone(line)
-	for _, k := range slices.Sorted(maps.Keys(m.dims)) {
-		out = append(out, slog.String(k, m.dims[k]))
-	}
-	for _, s := range samples {
-		out = append(out, slog.Float64(s.Metric.Name, s.Value))
-	}
-	return append(out, slog.Any("_aws", m.directive(m.now(), dims, samples)))
+	return declared(Metric{Dims: declaredDims}, dims)
 }

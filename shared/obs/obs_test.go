@@ -194,3 +194,36 @@ func TestInlineMakesTheLogLineAnEMFDocument(t *testing.T) {
 		t.Errorf("Inline without samples added %d attributes", len(got)-len(line))
 	}
 }
+
+// TestEmitWritesWhatInlineWould: the metrics of a log line the logger
+// drops reach the stream as a line of their own, publishing exactly what
+// the logged line would have, and nothing of the line but its dimensions.
+func TestEmitWritesWhatInlineWould(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	deliveries := Metric{Name: "Deliveries", Dims: []string{DimEvent, DimOutcome, DimPool}}
+	created := Metric{Name: "JobsCreated", Dims: []string{DimPool}}
+	wait := Metric{Name: "TimeToRunner", Unit: Milliseconds, Dims: []string{DimPool}}
+	line := []slog.Attr{slog.String("delivery_id", "d1"), slog.String("event", "workflow_job"), slog.String("outcome", "enqueued"), slog.String("pool", "linux"), slog.Int("status", 202)}
+	samples := []Sample{{deliveries, 1}, {created, 1}, {wait, 41000}}
+
+	var logged, emitted bytes.Buffer
+	NewLogger(&logged, "info").LogAttrs(t.Context(), slog.LevelInfo, "delivery",
+		NewMetricsIn("ns", io.Discard, map[string]string{"function": "webhook"}, func() time.Time { return at }).Inline(line, samples...)...)
+	m := NewMetricsIn("ns", &emitted, map[string]string{"function": "webhook"}, func() time.Time { return at })
+	m.Emit(line, samples...)
+	m.Emit(line) // no samples: nothing
+
+	if n := strings.Count(emitted.String(), "\n"); n != 1 {
+		t.Fatalf("got %d lines, want one: %s", n, emitted.String())
+	}
+	want, got := emftest.Parse(t, logged.Bytes()), emftest.Parse(t, emitted.Bytes())
+	if len(got) != 3 || !reflect.DeepEqual(got, want) {
+		t.Errorf("got %+v, want what the logged line publishes %+v", got, want)
+	}
+	if strings.Contains(emitted.String(), "d1") || strings.Contains(emitted.String(), "status") {
+		t.Errorf("the metric line carries the log line's other attributes: %s", emitted.String())
+	}
+	var nilMetrics *Metrics
+	nilMetrics.Emit(line, samples...)
+}

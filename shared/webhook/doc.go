@@ -107,6 +107,10 @@
 // must not mint a custom metric. JobsCreated counts the job records
 // created, by pool; TimeToRunner is GitHub's own wait of a job
 // (started_at − created_at, from its in_progress delivery), by pool. A
-// logger level above info (LOG_LEVEL=warn) drops the 2xx lines and their
-// counts with them.
+// logger level that drops the decision line (LOG_LEVEL=warn drops a 2xx's,
+// error a 4xx's too) must not drop its counts: the metrics then get an EMF
+// line of their own (obs.Emit, the same values and dimensions), one per
+// delivery since a Function URL invocation has no batch end to flush at.
+// One or the other, never both; the check is the logger's Enabled, so a
+// logged line costs nothing more.
 package webhook

@@ -61,8 +61,9 @@ type Config struct {
 	Now clock.Func
 	// Logger gets one line per decision (discarded when nil).
 	Logger *slog.Logger
-	// Metrics makes each delivery's decision line an EMF document (none
-	// when nil).
+	// Metrics makes each delivery's decision line an EMF document, and
+	// writes the metrics of a line the logger's level drops to its own
+	// writer (the logger's stream, stdout); none when nil.
 	Metrics *obs.Metrics
 	// Secrets are the webhook secrets accepted at once (rotation); at least
 	// one non-empty secret is required.
@@ -428,14 +429,14 @@ func (h *Handler) attrs(d *delivery, extra ...slog.Attr) []slog.Attr {
 
 // answer logs the decision and builds a 2xx reply.
 func (h *Handler) answer(ctx context.Context, d *delivery, code int, status, msg, outcome string, extra ...slog.Attr) events.LambdaFunctionURLResponse {
-	h.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "delivery", h.delivered(d, h.attrs(d, append([]slog.Attr{slog.String("outcome", outcome), slog.Int("status", code)}, extra...)...))...)
+	h.decided(ctx, d, slog.LevelInfo, "delivery", h.attrs(d, append([]slog.Attr{slog.String("outcome", outcome), slog.Int("status", code)}, extra...)...))
 	return reply(code, Reply{Status: status, Message: msg})
 }
 
 // reject logs and answers a 4xx: the message names what is wrong.
 func (h *Handler) reject(ctx context.Context, d *delivery, code int, outcome, msg string) events.LambdaFunctionURLResponse {
-	h.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "delivery rejected",
-		h.delivered(d, h.attrs(d, slog.String("outcome", outcome), slog.Int("status", code), slog.String(obs.KeyReason, msg)))...)
+	h.decided(ctx, d, slog.LevelWarn, "delivery rejected",
+		h.attrs(d, slog.String("outcome", outcome), slog.Int("status", code), slog.String(obs.KeyReason, msg)))
 	return reply(code, Reply{Status: StatusError, Message: msg})
 }
 
@@ -443,8 +444,8 @@ func (h *Handler) reject(ctx context.Context, d *delivery, code int, outcome, ms
 // (manual or by the App's redelivery job) starts cleanly. The error is
 // logged, never returned to the caller.
 func (h *Handler) fail(ctx context.Context, d *delivery, outcome string, err error) events.LambdaFunctionURLResponse {
-	h.cfg.Logger.LogAttrs(ctx, slog.LevelError, "delivery failed",
-		h.delivered(d, h.attrs(d, slog.String("outcome", outcome), slog.Int("status", http.StatusInternalServerError), slog.String("error", err.Error())))...)
+	h.decided(ctx, d, slog.LevelError, "delivery failed",
+		h.attrs(d, slog.String("outcome", outcome), slog.Int("status", http.StatusInternalServerError), slog.String("error", err.Error())))
 	return reply(http.StatusInternalServerError, Reply{Status: StatusError, Message: "internal error: redeliver this delivery"})
 }
 

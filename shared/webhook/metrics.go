@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"context"
 	"log/slog"
 	"time"
 
@@ -8,7 +9,8 @@ import (
 )
 
 // The webhook's metrics ride on each delivery's decision line (obs.Inline):
-// one EMF document per delivery at no extra cost. Their dimension values
+// one EMF document per delivery at no extra cost, or a line of their own
+// when the logger's level drops the decision line (obs.Emit). Their dimension values
 // are the line's own "event", "outcome" and "pool". The event is a
 // dimension only when it is one ghclaim handles: the header is read before
 // the signature is checked, and an unbounded dimension value would mint a
@@ -23,8 +25,11 @@ var (
 	metricTimeToRunner = obs.Metric{Name: "TimeToRunner", Unit: obs.Milliseconds, Dims: []string{obs.DimPool}}
 )
 
-// delivered makes line, the delivery's decision line, its EMF document.
-func (h *Handler) delivered(d *delivery, line []slog.Attr) []slog.Attr {
+// decided logs line, the delivery's decision line, at level as the
+// delivery's EMF document (obs.Inline). When the logger's level drops the
+// line (LOG_LEVEL=warn drops a 2xx's), its metrics are written as an EMF
+// line of their own (obs.Emit): one or the other, never both.
+func (h *Handler) decided(ctx context.Context, d *delivery, level slog.Level, msg string, line []slog.Attr) {
 	deliveries := metricDeliveriesByOutcome
 	if d.event == "workflow_job" || d.event == "ping" {
 		deliveries = metricDeliveries
@@ -36,7 +41,11 @@ func (h *Handler) delivered(d *delivery, line []slog.Attr) []slog.Attr {
 	if d.toRunner > 0 {
 		samples = append(samples, obs.Sample{Metric: metricTimeToRunner, Value: float64(d.toRunner.Milliseconds())})
 	}
-	return h.cfg.Metrics.Inline(line, samples...)
+	if !h.cfg.Logger.Enabled(ctx, level) {
+		h.cfg.Metrics.Emit(line, samples...)
+		return
+	}
+	h.cfg.Logger.LogAttrs(ctx, level, msg, h.cfg.Metrics.Inline(line, samples...)...)
 }
 
 // toRunner is how long j waited for a runner, when j says (in_progress

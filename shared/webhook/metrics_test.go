@@ -3,6 +3,7 @@ package webhook
 import (
 	"errors"
 	"io"
+	"log/slog"
 	"reflect"
 	"strings"
 	"testing"
@@ -107,6 +108,67 @@ func TestDeliveryLinesAreEMF(t *testing.T) {
 			for _, name := range tt.absent {
 				if got := emftest.Select(points, name, nil); len(got) != 0 {
 					t.Errorf("%s written: %+v", name, got)
+				}
+			}
+		})
+	}
+}
+
+// TestQuietLogsKeepTheMetrics: a LOG_LEVEL that drops a delivery's
+// decision line (warn and error drop a 2xx's, error a 4xx's) must not drop
+// its metrics. With the logger and the metrics on one stream (stdout, as
+// wired), every delivery writes exactly one line at every level, and the
+// metrics CloudWatch reads from it are the same as at info.
+func TestQuietLogsKeepTheMetrics(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		prepare func(f *fixture)
+		event   string
+		body    []byte
+		forged  bool
+		want    map[string]float64 // metric → total
+	}{
+		{name: "queued", event: "workflow_job", body: compact(t, payload(t, "queued")),
+			want: map[string]float64{"Deliveries": 1, "JobsCreated": 1}},
+		{name: "in_progress", event: "workflow_job", body: compact(t, payload(t, "in_progress")),
+			prepare: func(f *fixture) {
+				f.st.Put(job.Record{JobID: 29679449, State: job.Claimed, Version: 2, Pool: "linux-x64"})
+			},
+			want: map[string]float64{"Deliveries": 1, "TimeToRunner": 41000}},
+		{name: "bad signature (a warn line)", event: "workflow_job", body: compact(t, payload(t, "queued")), forged: true,
+			want: map[string]float64{"Deliveries": 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var atInfo []emftest.Point
+			for _, level := range []slog.Level{slog.LevelInfo, slog.LevelWarn, slog.LevelError} {
+				f := setup(t, nil)
+				out := &lockedWriter{w: f.logs}
+				f.h.cfg.Logger = slog.New(slog.NewJSONHandler(out, &slog.HandlerOptions{Level: level}))
+				f.h.cfg.Metrics = obs.NewMetricsIn("ns", out, map[string]string{"function": "webhook"}, func() time.Time { return testNow })
+				if tt.prepare != nil {
+					tt.prepare(f)
+				}
+				req := signedRequest(tt.event, "guid-1", tt.body)
+				if tt.forged {
+					req.Headers["x-hub-signature-256"] = "sha256=" + strings.Repeat("0", 64)
+				}
+				f.do(t, req)
+				if n := strings.Count(f.logs.String(), "\n"); n != 1 {
+					t.Fatalf("%v: got %d lines, want one per delivery:\n%s", level, n, f.logs.String())
+				}
+				points := emftest.Parse(t, f.logs.Bytes())
+				for name, v := range tt.want {
+					if got := emftest.Total(points, name, nil); got != v {
+						t.Errorf("%v: %s = %v, want %v: %+v", level, name, got, v, points)
+					}
+				}
+				if level == slog.LevelInfo {
+					atInfo = points
+				} else if !reflect.DeepEqual(points, atInfo) {
+					t.Errorf("%v: got %+v, want the metrics written at info %+v", level, points, atInfo)
 				}
 			}
 		})

@@ -45,7 +45,7 @@ func (h *Handler) noSecret(ctx context.Context, d *delivery, err error) events.L
 	if errors.Is(err, ErrSecretNotSet) || (errors.As(err, &ns) && ns.NotSet()) {
 		msg = ErrSecretNotSet.Error()
 	}
-	h.cfg.Logger.LogAttrs(ctx, slog.LevelError, "delivery refused",
-		h.delivered(d, h.attrs(d, slog.String("outcome", "no_secret"), slog.Int("status", http.StatusServiceUnavailable), slog.String("error", err.Error())))...)
+	h.decided(ctx, d, slog.LevelError, "delivery refused",
+		h.attrs(d, slog.String("outcome", "no_secret"), slog.Int("status", http.StatusServiceUnavailable), slog.String("error", err.Error())))
 	return reply(http.StatusServiceUnavailable, Reply{Status: StatusError, Message: msg})
 }

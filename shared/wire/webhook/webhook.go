@@ -10,7 +10,6 @@ package webhook
 
 import (
 	"context"
-	"io"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
@@ -44,7 +43,8 @@ func New(ctx context.Context, env wire.Env) (*webhook.Handler, error) {
 		Queue:           queue.New(sqs.NewFromConfig(awsCfg), cfg.ClaimsQueueURL),
 		Now:             env.Now,
 		Logger:          env.Logger(cfg.LogLevel),
-		// No line of its own: the delivery's decision line carries its metrics.
-		Metrics: env.Metrics(cfg.MetricsNamespace, "webhook", io.Discard),
+		// The delivery's decision line carries its metrics; they get a line
+		// of their own on Out only when LOG_LEVEL drops that line.
+		Metrics: env.Metrics(cfg.MetricsNamespace, "webhook", env.Out),
 	})
 }
