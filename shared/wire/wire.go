@@ -76,8 +76,7 @@ func (e Env) Check() error {
 func (e Env) Logger(level string) *slog.Logger { return obs.NewLogger(e.Out, level) }
 
 // Metrics is the function's EMF metrics in namespace, dimensioned by
-// function, writing to out (Out, or io.Discard where the decision line
-// carries them).
+// function, writing to out (the function's Out).
 func (e Env) Metrics(namespace, function string, out io.Writer) *obs.Metrics {
 	return obs.NewMetricsIn(namespace, out, map[string]string{"function": function}, e.Now)
 }
