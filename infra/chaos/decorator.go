@@ -102,8 +102,8 @@ type Provisioner struct {
 	// Provisioned, when set, is told of every Provision the adapter carried
 	// out (it returned no error), also when the caller then sees an
 	// after-effect fault or is killed: from then on a machine holds req's
-	// JIT config.
-	Provisioned func(provision.Request)
+	// JIT config, on the machine res names.
+	Provisioned func(provision.Request, provision.Result)
 }
 
 var _ claim.Provisioner = (*Provisioner)(nil)
@@ -113,7 +113,7 @@ func (p *Provisioner) Provision(ctx context.Context, req provision.Request) (pro
 	return do(ctx, p.In, TargetProvision, p.Caller, "RunInstances", func(ctx context.Context) (provision.Result, error) {
 		res, err := p.Next.Provision(ctx, req)
 		if err == nil && p.Provisioned != nil {
-			p.Provisioned(req)
+			p.Provisioned(req, res)
 		}
 		return res, err
 	})

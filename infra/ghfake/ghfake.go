@@ -371,6 +371,29 @@ func (s *Server) SetRunner(name, status string, busy bool) error {
 	return nil
 }
 
+// SetRunnerByID sets the status and busy flag of the runner with this id
+// (a machine knows its registration by the id in its JIT config).
+func (s *Server) SetRunnerByID(id int64, status string, busy bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.runners[id]
+	if !ok {
+		return ErrNoRunner
+	}
+	r.Status, r.Busy = status, busy
+	return nil
+}
+
+// RemoveRunner deregisters the runner with this id, as GitHub does with an
+// ephemeral runner once its job is over. It reports whether one was there.
+func (s *Server) RemoveRunner(id int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.runners[id]
+	delete(s.runners, id)
+	return ok
+}
+
 // SetJob creates or replaces a workflow job of owner/repo.
 func (s *Server) SetJob(owner, repo string, j Job) {
 	s.mu.Lock()
