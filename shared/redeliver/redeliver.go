@@ -17,7 +17,11 @@
 //     reads about one page. The mark moves only when a pass completed: a
 //     pass stopped by the rate floor, a rate limit or its time budget
 //     leaves it, and the next pass reads the same entries again (attempt
-//     counts keep that from asking twice too often).
+//     counts keep that from asking twice too often). A failed GUID whose
+//     redelivery was not asked (its count write failed, GitHub refused the
+//     redelivery for another reason than a rate limit) holds the mark just
+//     below its entry: a mark past it would never read it again, and the
+//     job would wait 24 h (found by make chaos).
 //   - Reading newest first, the first entry of a GUID is its latest
 //     delivery: when that one succeeded (a redelivery has the same GUID,
 //     Redelivery true), the GUID is done; when it failed (status_code not
@@ -241,7 +245,11 @@ func (r *Redeliverer) Run(ctx context.Context) (Report, error) {
 			rep.Stopped = why
 			break
 		}
-		r.redeliver(ctx, &rep, d, now)
+		if !r.redeliver(ctx, &rep, d, now) && d.ID-1 < newest.ID {
+			// Not asked (a failed count write, a refused redelivery): the
+			// mark stays below it, so the next pass reads it again.
+			newest = job.DeliveryMark{ID: d.ID - 1, DeliveredAt: d.DeliveredAt}
+		}
 	}
 	if rep.Stopped != "" || newest.ID <= mark.ID {
 		return rep, nil
@@ -302,20 +310,21 @@ func (r *Redeliverer) read(ctx context.Context, rep *Report, mark job.DeliveryMa
 	}
 }
 
-// redeliver counts an attempt for d's GUID, then asks GitHub.
-func (r *Redeliverer) redeliver(ctx context.Context, rep *Report, d ghapp.HookDelivery, now time.Time) {
+// redeliver counts an attempt for d's GUID, then asks GitHub. It reports
+// whether d is settled for this pass: asked, or its attempts spent.
+func (r *Redeliverer) redeliver(ctx context.Context, rep *Report, d ghapp.HookDelivery, now time.Time) bool {
 	log := r.c.Log.With("delivery_id", d.GUID, "log_id", d.ID, "event", d.Event, "action", d.Action,
 		"status_code", d.StatusCode, "delivered_at", d.DeliveredAt)
 	n, err := r.c.Store.CountRedelivery(ctx, d.GUID, r.c.MaxAttempts, now)
 	if errors.Is(err, job.ErrAttemptsSpent) {
 		rep.Spent++
 		log.Warn("redeliver: attempts spent, delivery left", "max_attempts", r.c.MaxAttempts)
-		return
+		return true
 	}
 	if err != nil {
 		rep.Errors++
 		log.Error("redeliver: count attempt", "error", err.Error())
-		return
+		return false
 	}
 	log = log.With("attempt", n)
 	if err := r.c.GitHub.RedeliverHookDelivery(ctx, d.ID); err != nil {
@@ -326,10 +335,11 @@ func (r *Redeliverer) redeliver(ctx context.Context, rep *Report, d ghapp.HookDe
 			rep.Errors++
 		}
 		log.Warn("redeliver: redelivery refused", "class", f.Class.String(), "error", err.Error())
-		return
+		return false
 	}
 	rep.Redelivered++
 	log.Info("redeliver: redelivery asked")
+	return true
 }
 
 // shouldStop says why the pass must not make another call ("" when it may).

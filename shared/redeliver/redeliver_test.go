@@ -306,3 +306,27 @@ func TestRateLimitStopsThePass(t *testing.T) {
 		}
 	})
 }
+
+// TestRefusedRedeliveryIsReadAgain: a redelivery GitHub refused (a 500,
+// not a rate limit) is asked again by the next pass. The pass that met the
+// refusal must not move its mark past the delivery, or no pass ever reads
+// it again and the job waits 24 h.
+func TestRefusedRedeliveryIsReadAgain(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.fake.SetWebhook(answer(200), "s")
+	f.record("refused", "workflow_job", 503, 2*time.Minute)
+	f.record("asked", "workflow_job", 503, time.Minute)
+	f.fake.Fail(ghfake.RouteRedeliver, 1, ghfake.ServerError(http.StatusInternalServerError))
+	if rep := f.run(t); rep.Errors != 1 || rep.Redelivered != 1 {
+		t.Fatalf("pass 1: errors %d, redelivered %d; want 1, 1", rep.Errors, rep.Redelivered)
+	}
+	f.clock.add(5 * time.Minute)
+	f.run(t)
+	if n := f.fake.Redeliveries("refused"); n != 1 {
+		t.Errorf("redeliveries of the refused delivery = %d, want 1 (asked again by pass 2)", n)
+	}
+	if n := f.fake.Redeliveries("asked"); n != 1 {
+		t.Errorf("redeliveries of the asked delivery = %d, want 1", n)
+	}
+}
