@@ -86,9 +86,9 @@ type Config struct {
 	// none. BootDelay (1 s) and RunTime (1 s) are a machine's boot and a
 	// job's run, each ±50 %. StartGrace is the pools' runner-start grace
 	// (8 s compressed; 10 min in production).
-	NeverBootRate, DieRate       float64
-	BootDelay, RunTime           time.Duration
-	StartGrace                   time.Duration
+	NeverBootRate, DieRate float64
+	BootDelay, RunTime     time.Duration
+	StartGrace             time.Duration
 	// The webhook endpoint is down for OutageWindow (4 s; negative: never)
 	// starting OutageAt (half the ramp).
 	OutageWindow, OutageAt time.Duration

@@ -35,7 +35,9 @@ const (
 func (r *run) newRedeliverer() (*redeliver.Redeliverer, error) {
 	budget := &redeliver.AppBudget{}
 	gh, err := ghapp.New(ghapp.Config{AppID: appID, PrivateKey: r.appKey, BaseURL: r.ghURL,
-		WrapApp: func(base http.RoundTripper) http.RoundTripper { return ratelimit.NewTransport(base, 0, budget, time.Now) }})
+		WrapApp: func(base http.RoundTripper) http.RoundTripper {
+			return ratelimit.NewTransport(base, 0, budget, time.Now)
+		}})
 	if err != nil {
 		return nil, err
 	}
