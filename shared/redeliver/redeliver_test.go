@@ -265,11 +265,9 @@ func TestRateLimitStopsThePass(t *testing.T) {
 		}
 		rep := f.run(t)
 		// 60 left: the list costs 1, then 10 redeliveries bring it to 49.
-		if rep.Stopped != redeliver.StopRateFloor || rep.Redelivered != 10 || rep.Mark.ID != 0 {
-			t.Fatalf("pass = %+v, want stopped at the floor after 10 redeliveries, no mark", rep)
-		}
-		if _, err := f.store.LoadMark(context.Background()); err == nil {
-			t.Errorf("a stopped pass saved a mark")
+		// The mark stays just below the oldest delivery not asked (g-10, id 11).
+		if rep.Stopped != redeliver.StopRateFloor || rep.Redelivered != 10 || rep.Mark.ID != 10 {
+			t.Fatalf("pass = %+v, want stopped at the floor after 10 redeliveries, mark 10", rep)
 		}
 		// After the reset the next pass finishes, each GUID asked once.
 		f.clock.add(31 * time.Minute)
@@ -328,5 +326,93 @@ func TestRefusedRedeliveryIsReadAgain(t *testing.T) {
 	}
 	if n := f.fake.Redeliveries("asked"); n != 1 {
 		t.Errorf("redeliveries of the asked delivery = %d, want 1", n)
+	}
+}
+
+// pageFaults fails every read of the delivery log after the first of a
+// pass with a 502 from ghfake: each pass reads one page.
+type pageFaults struct {
+	redeliver.GitHub
+	fake  *ghfake.Server
+	calls int
+}
+
+func (p *pageFaults) ListHookDeliveries(ctx context.Context, cursor string, perPage int) (ghapp.DeliveryPage, error) {
+	if p.calls++; p.calls > 1 {
+		p.fake.Fail(ghfake.RouteDeliveries, 1, ghfake.ServerError(http.StatusBadGateway))
+	}
+	return p.GitHub.ListHookDeliveries(ctx, cursor, perPage)
+}
+
+// TestFailedPageKeepsTheRead: a page of the log that cannot be read ends
+// the read like a stop, not like a failed pass. What was read is
+// redelivered and the next pass goes on from the page not read, so a log
+// longer than what one pass can read between faults is still read to its
+// end, each failed delivery asked once. Before, any failed page threw the
+// whole pass away (nothing asked, no mark), and with no mark yet every
+// pass started again from the newest entry (found by make chaos).
+func TestFailedPageKeepsTheRead(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.cfg.PerPage = 100
+	f.fake.SetWebhook(answer(200), "s")
+	// "twice" failed long ago and someone's redelivery of it succeeded
+	// since: its old entry is on the last page, its redelivery on the first.
+	f.record("twice", "workflow_job", 503, 300*time.Second)
+	var failed []string
+	for i := range 250 {
+		guid := fmt.Sprintf("g-%03d", i)
+		code := 200
+		if i%10 == 3 {
+			code = 503
+			failed = append(failed, guid)
+		}
+		f.record(guid, "workflow_job", code, time.Duration(251-i)*time.Second)
+	}
+	f.fake.RecordDelivery(ghfake.HookDelivery{GUID: "twice", Event: "workflow_job", StatusCode: 200, Redelivery: true, DeliveredAt: t0})
+
+	gh := &pageFaults{GitHub: f.gh, fake: f.fake}
+	f.cfg.GitHub = gh
+	for pass := range 4 {
+		gh.calls = 0
+		r, err := redeliver.New(f.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := r.Run(context.Background())
+		t.Logf("pass %d: %+v, err %v", pass+1, rep, err)
+		if pass < 2 && (err != nil || rep.Stopped != redeliver.StopReadError || rep.Pages != 1) {
+			t.Errorf("pass %d = %+v, %v; want one page read, stopped by the read error, no error", pass+1, rep, err)
+		}
+		f.clock.add(5 * time.Second)
+	}
+	for _, g := range failed {
+		if n := f.fake.Redeliveries(g); n != 1 {
+			t.Errorf("redeliveries of %s = %d, want 1", g, n)
+		}
+	}
+	if n := f.fake.Redeliveries("twice"); n != 0 {
+		t.Errorf("redeliveries of twice = %d, want 0 (its redelivery succeeded, read two passes before its old entry)", n)
+	}
+	m, err := f.store.LoadMark(context.Background())
+	if err != nil || m.ID < 252 || m.Resuming() {
+		t.Errorf("mark after 4 passes = %+v, %v; want at least 252 (the newest entry of the first read), no read under way", m, err)
+	}
+}
+
+// TestRefusedCursorReadsFromTheTop: a stored cursor GitHub refuses (a 400)
+// does not stall the redeliverer: the read starts again from the newest
+// entry.
+func TestRefusedCursorReadsFromTheTop(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.fake.SetWebhook(answer(200), "s")
+	f.record("g", "workflow_job", 503, time.Minute)
+	if err := f.store.SaveMark(context.Background(), job.DeliveryMark{Resume: job.DeliveryResume{Cursor: "zz", Top: 1, TopAt: t0}}, t0); err != nil {
+		t.Fatal(err)
+	}
+	rep := f.run(t)
+	if n := f.fake.Redeliveries("g"); n != 1 || rep.Mark.ID != 1 || rep.Mark.Resuming() {
+		t.Errorf("redeliveries = %d, pass %+v; want 1, mark 1, no read under way", n, rep)
 	}
 }

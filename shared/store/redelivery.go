@@ -14,8 +14,10 @@ import (
 )
 
 // The redeliverer's items (shared/redeliver.Store): the mark
-// (pk redeliver#cursor: mark_id, delivered_at, updated_at) and one attempt
-// count per delivery GUID (pk redeliver#<guid>: attempts, expires_at).
+// (pk redeliver#cursor: mark_id, delivered_at, updated_at, and while a read
+// is under way resume_cursor, resume_top, resume_top_at, resume_guids)
+// and one attempt count per delivery GUID (pk redeliver#<guid>: attempts,
+// expires_at).
 
 // LoadMark returns the mark of the last completed redeliverer pass, or an
 // error wrapping job.ErrNotFound.
@@ -32,17 +34,36 @@ func (s *Store) LoadMark(ctx context.Context) (job.DeliveryMark, error) {
 	if !ok1 || !ok2 {
 		return job.DeliveryMark{}, fmt.Errorf("decode redelivery mark: mark_id or delivered_at missing")
 	}
-	return job.DeliveryMark{ID: id, DeliveredAt: job.FromMillis(at)}, nil
+	m := job.DeliveryMark{ID: id, DeliveredAt: job.FromMillis(at)}
+	if c, ok := out.Item["resume_cursor"].(*types.AttributeValueMemberS); ok && c.Value != "" {
+		top, ok1 := num(out.Item["resume_top"])
+		topAt, ok2 := num(out.Item["resume_top_at"])
+		if !ok1 || !ok2 {
+			return job.DeliveryMark{}, fmt.Errorf("decode redelivery mark: resume_top or resume_top_at missing")
+		}
+		m.Resume = job.DeliveryResume{Cursor: c.Value, Top: top, TopAt: job.FromMillis(topAt)}
+		if gs, ok := out.Item["resume_guids"].(*types.AttributeValueMemberSS); ok {
+			m.Resume.Redelivered = gs.Value
+		}
+	}
+	return m, nil
 }
 
-// SaveMark writes m unless the stored mark is at a higher id (a pass that
-// finished later read further).
+// SaveMark writes m (its read under way included, or none) unless the
+// stored mark is at a higher id (a pass that finished later read further).
 func (s *Store) SaveMark(ctx context.Context, m job.DeliveryMark, now time.Time) error {
+	item := map[string]types.AttributeValue{
+		"pk": str(job.MarkKey), "mark_id": n(m.ID), "delivered_at": n(job.Millis(m.DeliveredAt)), "updated_at": n(job.Millis(now)),
+	}
+	if r := m.Resume; r.Cursor != "" {
+		item["resume_cursor"], item["resume_top"], item["resume_top_at"] = str(r.Cursor), n(r.Top), n(job.Millis(r.TopAt))
+		if len(r.Redelivered) > 0 {
+			item["resume_guids"] = &types.AttributeValueMemberSS{Value: r.Redelivered}
+		}
+	}
 	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: &s.table,
-		Item: map[string]types.AttributeValue{
-			"pk": str(job.MarkKey), "mark_id": n(m.ID), "delivered_at": n(job.Millis(m.DeliveredAt)), "updated_at": n(job.Millis(now)),
-		},
+		TableName:                 &s.table,
+		Item:                      item,
 		ConditionExpression:       aws.String("attribute_not_exists(pk) OR mark_id <= :id"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":id": n(m.ID)},
 	})
