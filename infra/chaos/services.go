@@ -19,10 +19,10 @@ import (
 
 // The scheduled functions besides the reclaimer, wired as their mains wire
 // them (functions/janitor, functions/redeliverer) and run on compressed
-// schedules. Their GitHub calls cross the fault middleware like the
-// claimer's; their AWS calls (the janitor's EC2 and SSM, both functions'
-// table reads) are fault-free: the run measures what they clean up, and
-// the claim path already carries the AWS faults.
+// schedules. Their calls carry faults like the claimer's: GitHub's through
+// the fault middleware, the table's through the DynamoDB decorator, the
+// janitor's EC2 and SSM calls through the Provisioner and Leftovers
+// decorators. The last janitor pass (finalSweep) runs with faults off.
 
 // Function names of the scheduled functions, as callers in the figures.
 const (
@@ -60,8 +60,8 @@ func (r *run) newJanitor() (*janitor.Janitor, error) {
 	}
 	params := ssm.NewFromConfig(r.world.AWS, provisiontest.StrictSSM)
 	return janitor.New(janitor.Config{
-		Store: r.stores[fnJanitor], GitHub: gh, Rates: rates, Provisioner: r.reg,
-		Leftovers: provision.Leftovers{Instances: r.ec2, Parameters: params},
+		Store: r.stores[fnJanitor], GitHub: gh, Rates: rates, Provisioner: &Provisioner{Caller: fnJanitor, Next: r.reg, In: r.inj},
+		Leftovers: &Leftovers{Caller: fnJanitor, Next: provision.Leftovers{Instances: r.ec2, Parameters: params}, In: r.inj},
 		Pools:     r.pools, UnknownGrace: r.cfg.StartGrace * 5, ConfigGrace: r.cfg.StartGrace,
 		MaxCalls: 1000, Budget: r.cfg.JanitorEvery * 4, Now: time.Now, Logger: r.log,
 		Metrics: obs.NewMetrics(r.logs, map[string]string{"function": fnJanitor}, time.Now),
