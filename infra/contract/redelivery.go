@@ -57,8 +57,10 @@ func TestRedeliveryStore(t *testing.T, prefix string, open func(t *testing.T) Re
 			base = cur.ID
 		}
 		topAt := T0.Add(2500 * time.Millisecond)
+		retry := []job.DeliveryRef{{ID: base + 3, GUID: prefix + "-a", Action: "queued", DeliveredAt: T0.Add(time.Second)}, {ID: base + 7, GUID: prefix + "-b", DeliveredAt: T0}}
 		under := job.DeliveryMark{ID: base, DeliveredAt: T0, Resume: job.DeliveryResume{
-			Cursor: fmt.Sprintf("v1_%d", base+50), Top: base + 90, TopAt: topAt, Redelivered: []string{prefix + "-r1", prefix + "-r2"}}}
+			Cursor: fmt.Sprintf("v1_%d", base+50), Top: base + 90, TopAt: topAt, Redelivered: []string{prefix + "-r1", prefix + "-r2"}},
+			Retry: retry}
 		if err := s.SaveMark(ctx, under, T0); err != nil {
 			t.Fatalf("SaveMark with a read under way: %v", err)
 		}
@@ -68,14 +70,18 @@ func TestRedeliveryStore(t *testing.T, prefix string, open func(t *testing.T) Re
 		}
 		slices.Sort(got.Resume.Redelivered)
 		if got.ID != base || got.Resume.Cursor != under.Resume.Cursor || got.Resume.Top != base+90 ||
-			!got.Resume.TopAt.Equal(topAt) || !slices.Equal(got.Resume.Redelivered, under.Resume.Redelivered) {
+			!got.Resume.TopAt.Equal(topAt) || !slices.Equal(got.Resume.Redelivered, under.Resume.Redelivered) ||
+			!slices.EqualFunc(got.Retry, retry, func(a, b job.DeliveryRef) bool {
+				return a.ID == b.ID && a.GUID == b.GUID && a.Action == b.Action && a.DeliveredAt.Equal(b.DeliveredAt)
+			}) {
 			t.Fatalf("LoadMark = %+v, want %+v", got, under)
 		}
-		// The read ends: the mark moves to its top and nothing is under way.
+		// The read ends: the mark moves to its top, nothing is under way or
+		// carried.
 		if err := s.SaveMark(ctx, job.DeliveryMark{ID: base + 90, DeliveredAt: topAt}, T0); err != nil {
 			t.Fatalf("SaveMark: %v", err)
 		}
-		if got, err := s.LoadMark(ctx); err != nil || got.ID != base+90 || got.Resuming() || got.Resume.Redelivered != nil {
+		if got, err := s.LoadMark(ctx); err != nil || got.ID != base+90 || got.Resuming() || got.Resume.Redelivered != nil || got.Retry != nil {
 			t.Errorf("LoadMark after the read ended = %+v, %v; want mark %d and no read under way", got, err, base+90)
 		}
 	})

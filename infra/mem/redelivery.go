@@ -31,6 +31,7 @@ func (s *Store) LoadMark(_ context.Context) (job.DeliveryMark, error) {
 	}
 	m := s.red.mark
 	m.Resume.Redelivered = slices.Clone(m.Resume.Redelivered)
+	m.Retry = slices.Clone(m.Retry)
 	return m, nil
 }
 
@@ -43,6 +44,10 @@ func (s *Store) SaveMark(_ context.Context, m job.DeliveryMark, _ time.Time) err
 	m.DeliveredAt = job.FromMillis(job.Millis(m.DeliveredAt)) // the table's precision
 	m.Resume.TopAt = job.FromMillis(job.Millis(m.Resume.TopAt))
 	m.Resume.Redelivered = slices.Clone(m.Resume.Redelivered)
+	m.Retry = slices.Clone(m.Retry)
+	for i := range m.Retry {
+		m.Retry[i].DeliveredAt = job.FromMillis(job.Millis(m.Retry[i].DeliveredAt))
+	}
 	if m.Resume.Cursor == "" {
 		m.Resume = job.DeliveryResume{}
 	}

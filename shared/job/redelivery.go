@@ -28,6 +28,18 @@ type DeliveryMark struct {
 	ID          int64
 	DeliveredAt time.Time
 	Resume      DeliveryResume
+	// Retry holds failed deliveries already read whose redelivery a pass
+	// could not ask (a failed count write, a refusal, a stop): the next
+	// pass asks them without reading them again.
+	Retry []DeliveryRef
+}
+
+// DeliveryRef is one entry of the delivery log, by id.
+type DeliveryRef struct {
+	ID          int64
+	GUID        string
+	Action      string
+	DeliveredAt time.Time
 }
 
 // DeliveryResume is a read of the delivery log under way.

@@ -30,9 +30,16 @@
 //     from the newest entry.
 //   - A failed GUID whose redelivery was not asked (its count write
 //     failed, GitHub refused the redelivery for another reason than a rate
-//     limit, the pass stopped first) holds the read's top just below its
-//     entry: a mark past it would never read it again, and the job would
-//     wait 24 h (found by make chaos).
+//     limit, the pass stopped first) is carried beside the mark (id, GUID,
+//     time; at most 1000) and asked by the next pass, oldest first with
+//     what that pass reads, unless the pass read a newer entry of its GUID
+//     (that one decides). A mark moved past it without carrying it would
+//     never read it again, and the job would wait 24 h; a mark held below
+//     it (the first fix) made every later pass read every page above it
+//     again and move only up to the next failed count write, which at
+//     20 % faults left a backlog of hundreds asked minutes late (both
+//     found by make chaos). Past the bound, the read's top holds below
+//     the delivery instead.
 //   - Reading newest first, the first entry of a GUID is its latest
 //     delivery: when that one succeeded (a redelivery has the same GUID,
 //     Redelivery true), the GUID is done; when it failed (status_code not
@@ -62,6 +69,7 @@
 package redeliver
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -247,9 +255,19 @@ func (r *Redeliverer) Run(ctx context.Context) (Report, error) {
 	if err != nil && !errors.Is(err, job.ErrNotFound) {
 		return rep, fmt.Errorf("redeliver: load mark: %w", err)
 	}
-	rd := r.read(ctx, &rep, mark, now.Add(-r.c.Window), stop)
+	oldest := now.Add(-r.c.Window)
+	rd := r.read(ctx, &rep, mark, oldest, stop)
+	// The deliveries earlier passes could not ask, unless this read found
+	// a newer entry of their GUID (that one decides).
+	for _, d := range mark.Retry {
+		if !rd.seen[d.GUID] && !d.DeliveredAt.Before(oldest) {
+			rd.candidates = append(rd.candidates, ghapp.HookDelivery{ID: d.ID, GUID: d.GUID, Action: d.Action,
+				DeliveredAt: d.DeliveredAt, Event: EventWorkflowJob})
+		}
+	}
 	// Oldest first: the order GitHub first sent them.
-	slices.Reverse(rd.candidates)
+	slices.SortFunc(rd.candidates, func(a, b ghapp.HookDelivery) int { return cmp.Compare(a.ID, b.ID) })
+	var retry []job.DeliveryRef
 	for _, d := range rd.candidates {
 		if rep.Stopped != StopRateLimit {
 			if why := r.shouldStop(stop); why != "" {
@@ -262,13 +280,16 @@ func (r *Redeliverer) Run(ctx context.Context) (Report, error) {
 			}
 		}
 		// Not asked (stopped, a failed count write, a refused
-		// redelivery): the read's mark stays below it, so a later read
-		// reaches it again.
-		if d.ID-1 < rd.top.ID {
+		// redelivery): the next pass asks it again. Past the list's
+		// bound, the read's mark stays below it, so a later read reaches
+		// it again.
+		if len(retry) < maxRetry {
+			retry = append(retry, job.DeliveryRef{ID: d.ID, GUID: d.GUID, Action: d.Action, DeliveredAt: d.DeliveredAt})
+		} else if d.ID-1 < rd.top.ID {
 			rd.top = job.DeliveryMark{ID: d.ID - 1, DeliveredAt: d.DeliveredAt}
 		}
 	}
-	next := job.DeliveryMark{ID: mark.ID, DeliveredAt: mark.DeliveredAt}
+	next := job.DeliveryMark{ID: mark.ID, DeliveredAt: mark.DeliveredAt, Retry: retry}
 	switch {
 	case rd.next != "":
 		next.Resume = job.DeliveryResume{Cursor: rd.next, Top: rd.top.ID, TopAt: rd.top.DeliveredAt, Redelivered: rd.redelivered}
@@ -288,8 +309,13 @@ func (r *Redeliverer) Run(ctx context.Context) (Report, error) {
 // changed reports whether next says more than the stored mark.
 func changed(stored, next job.DeliveryMark) bool {
 	return next.ID != stored.ID || next.Resume.Cursor != stored.Resume.Cursor || next.Resume.Top != stored.Resume.Top ||
-		len(next.Resume.Redelivered) != len(stored.Resume.Redelivered)
+		len(next.Resume.Redelivered) != len(stored.Resume.Redelivered) ||
+		!slices.EqualFunc(next.Retry, stored.Retry, func(a, b job.DeliveryRef) bool { return a.ID == b.ID })
 }
+
+// maxRetry bounds the deliveries carried to the next pass (about 80 bytes
+// each in the mark's item); past it, the mark holds below them instead.
+const maxRetry = 1000
 
 // maxRedelivered bounds the GUIDs a resumable read carries (36 bytes
 // each): past it, an older failed entry of a GUID already redelivered may
@@ -309,6 +335,8 @@ type reading struct {
 	next string
 	// redelivered: GUIDs of the redelivery entries read, carried with next.
 	redelivered []string
+	// seen: every GUID whose latest entry this read has passed.
+	seen map[string]bool
 }
 
 // read pages through the log down to the mark or the window's edge: from
@@ -316,8 +344,8 @@ type reading struct {
 // (any error) or a stop ends it with the cursor of the page not read, so
 // the next pass goes on from there.
 func (r *Redeliverer) read(ctx context.Context, rep *Report, mark job.DeliveryMark, oldest, stop time.Time) reading {
-	rd := reading{top: job.DeliveryMark{ID: mark.ID, DeliveredAt: mark.DeliveredAt}}
 	seen := map[string]bool{}
+	rd := reading{top: job.DeliveryMark{ID: mark.ID, DeliveredAt: mark.DeliveredAt}, seen: seen}
 	cursor := ""
 	if mark.Resuming() {
 		cursor = mark.Resume.Cursor

@@ -6,6 +6,7 @@ import (
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -265,9 +266,10 @@ func TestRateLimitStopsThePass(t *testing.T) {
 		}
 		rep := f.run(t)
 		// 60 left: the list costs 1, then 10 redeliveries bring it to 49.
-		// The mark stays just below the oldest delivery not asked (g-10, id 11).
-		if rep.Stopped != redeliver.StopRateFloor || rep.Redelivered != 10 || rep.Mark.ID != 10 {
-			t.Fatalf("pass = %+v, want stopped at the floor after 10 redeliveries, mark 10", rep)
+		// The read ended: the mark moves to its newest entry and the 10
+		// deliveries not asked are carried to the next pass.
+		if rep.Stopped != redeliver.StopRateFloor || rep.Redelivered != 10 || rep.Mark.ID != 20 || len(rep.Mark.Retry) != 10 {
+			t.Fatalf("pass = %+v, want stopped at the floor after 10 redeliveries, mark 20, 10 carried", rep)
 		}
 		// After the reset the next pass finishes, each GUID asked once.
 		f.clock.add(31 * time.Minute)
@@ -414,5 +416,58 @@ func TestRefusedCursorReadsFromTheTop(t *testing.T) {
 	rep := f.run(t)
 	if n := f.fake.Redeliveries("g"); n != 1 || rep.Mark.ID != 1 || rep.Mark.Resuming() {
 		t.Errorf("redeliveries = %d, pass %+v; want 1, mark 1, no read under way", n, rep)
+	}
+}
+
+// countFailsOnce fails the first attempt count of one GUID, as a write to
+// the table that met a fault.
+type countFailsOnce struct {
+	redeliver.Store
+	guid   string
+	failed bool
+}
+
+func (c *countFailsOnce) CountRedelivery(ctx context.Context, guid string, max int, now time.Time) (int, error) {
+	if guid == c.guid && !c.failed {
+		c.failed = true
+		return 0, errors.New("count: connection reset")
+	}
+	return c.Store.CountRedelivery(ctx, guid, max, now)
+}
+
+// TestNotAskedIsCarried: a failed delivery whose redelivery a pass could
+// not ask (its count write failed) is asked by the next pass without the
+// next pass reading the log again down to it. Before, the mark stayed
+// below it, so every later pass read every page above it again (at 20 %
+// faults per page a long read rarely ends) and each pass moved the mark
+// only up to the next count write that failed (found by make chaos).
+func TestNotAskedIsCarried(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.cfg.PerPage = 100
+	f.fake.SetWebhook(answer(200), "s")
+	for i := range 250 {
+		code := 200
+		if i%10 == 3 {
+			code = 503
+		}
+		f.record(fmt.Sprintf("g-%03d", i), "workflow_job", code, time.Duration(251-i)*time.Second)
+	}
+	f.cfg.Store = &countFailsOnce{Store: f.store, guid: "g-003"}
+	if rep := f.run(t); rep.Errors != 1 || rep.Redelivered != 24 || rep.Pages != 3 {
+		t.Fatalf("pass 1 = %+v, want 3 pages, 24 redelivered, 1 error", rep)
+	}
+	f.clock.add(5 * time.Second)
+	rep := f.run(t)
+	if n := f.fake.Redeliveries("g-003"); n != 1 {
+		t.Errorf("redeliveries of g-003 = %d, want 1 (asked by pass 2)", n)
+	}
+	if rep.Pages != 1 || rep.Redelivered != 1 || len(rep.Mark.Retry) != 0 {
+		t.Errorf("pass 2 = %+v, want 1 page (the 24 redeliveries since), 1 redelivered, nothing carried", rep)
+	}
+	for i := 13; i < 250; i += 10 {
+		if n := f.fake.Redeliveries(fmt.Sprintf("g-%03d", i)); n != 1 {
+			t.Errorf("redeliveries of g-%03d = %d, want 1", i, n)
+		}
 	}
 }

@@ -15,9 +15,10 @@ import (
 
 // The redeliverer's items (shared/redeliver.Store): the mark
 // (pk redeliver#cursor: mark_id, delivered_at, updated_at, and while a read
-// is under way resume_cursor, resume_top, resume_top_at, resume_guids)
-// and one attempt count per delivery GUID (pk redeliver#<guid>: attempts,
-// expires_at).
+// is under way resume_cursor, resume_top, resume_top_at, resume_guids, and
+// retry: the deliveries carried to the next pass, a list of {id, guid,
+// action, at}) and one attempt count per delivery GUID
+// (pk redeliver#<guid>: attempts, expires_at).
 
 // LoadMark returns the mark of the last completed redeliverer pass, or an
 // error wrapping job.ErrNotFound.
@@ -46,6 +47,25 @@ func (s *Store) LoadMark(ctx context.Context) (job.DeliveryMark, error) {
 			m.Resume.Redelivered = gs.Value
 		}
 	}
+	if l, ok := out.Item["retry"].(*types.AttributeValueMemberL); ok {
+		for _, v := range l.Value {
+			e, ok := v.(*types.AttributeValueMemberM)
+			if !ok {
+				return job.DeliveryMark{}, fmt.Errorf("decode redelivery mark: retry entry is not a map")
+			}
+			id, ok1 := num(e.Value["id"])
+			at, ok2 := num(e.Value["at"])
+			guid, ok3 := e.Value["guid"].(*types.AttributeValueMemberS)
+			if !ok1 || !ok2 || !ok3 {
+				return job.DeliveryMark{}, fmt.Errorf("decode redelivery mark: retry entry without id, at or guid")
+			}
+			ref := job.DeliveryRef{ID: id, GUID: guid.Value, DeliveredAt: job.FromMillis(at)}
+			if a, ok := e.Value["action"].(*types.AttributeValueMemberS); ok {
+				ref.Action = a.Value
+			}
+			m.Retry = append(m.Retry, ref)
+		}
+	}
 	return m, nil
 }
 
@@ -60,6 +80,15 @@ func (s *Store) SaveMark(ctx context.Context, m job.DeliveryMark, now time.Time)
 		if len(r.Redelivered) > 0 {
 			item["resume_guids"] = &types.AttributeValueMemberSS{Value: r.Redelivered}
 		}
+	}
+	if len(m.Retry) > 0 {
+		l := make([]types.AttributeValue, 0, len(m.Retry))
+		for _, d := range m.Retry {
+			l = append(l, &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
+				"id": n(d.ID), "guid": str(d.GUID), "action": str(d.Action), "at": n(job.Millis(d.DeliveredAt)),
+			}})
+		}
+		item["retry"] = &types.AttributeValueMemberL{Value: l}
 	}
 	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:                 &s.table,
