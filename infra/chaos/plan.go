@@ -188,7 +188,9 @@ func (r *run) deliverAll(ctx context.Context) {
 // the job (what the reclaimer's liveness check reads) is set first: the
 // job exists at GitHub before anything is delivered.
 func (r *run) play(ctx context.Context, p *plan) {
-	pause := func(max time.Duration) bool { return wait(ctx, time.Duration(p.rndDraw(int64(max)))) }
+	pause := func(max time.Duration) bool {
+		return wait(ctx, time.Duration(p.rndDraw(int64(float64(max)*r.cfg.ScriptPace))))
+	}
 	queued := func() {
 		r.send(ctx, p, Delivery{GUID: p.guid(), Event: "workflow_job", Body: Payload(p.Job, "queued", "")})
 	}

@@ -97,6 +97,11 @@ type Config struct {
 	// delivery; the janitor every JanitorEvery (5 s; 15 min).
 	RedeliverEvery, JanitorEvery time.Duration
 	RedeliverAttempts            int
+	// ScriptPace scales the scripts' pauses (1: a renamed job's second
+	// queued within 2 s, a cancel within 3 s, another runner's take within
+	// 6 s, an early job's completion within 1 s); the short test shrinks
+	// them with everything else.
+	ScriptPace float64
 }
 
 func (c Config) withDefaults() Config {
@@ -183,6 +188,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.JanitorEvery <= 0 {
 		c.JanitorEvery = 5 * time.Second
+	}
+	if c.ScriptPace <= 0 {
+		c.ScriptPace = 1
 	}
 	if c.Log == nil {
 		c.Log = io.Discard

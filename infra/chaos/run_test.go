@@ -19,19 +19,28 @@ func world(t *testing.T) chaos.World {
 	return chaos.World{AWS: srv.ConfigForTest(t), TableName: stack.TableName, QueueURL: stack.QueueURL}
 }
 
-// TestRunShort is `make chaos` in small: 24 jobs through the real
+// TestRunShort is `make chaos` in small: 20 jobs through the real
 // handlers with faults at every external call (10 %, so that it stays
 // short: at 20 % a claim attempt of ~10 calls succeeds one time in nine),
 // kills, duplicates, a rate-limit window, machines that never boot, runners
 // that die and a webhook outage, with the reclaimer's liveness check, the
-// redeliverer and the janitor on their compressed schedules. Every job
-// must run or have a reason, nothing be claimed twice or left behind.
+// redeliverer and the janitor on their schedules. Time is compressed ten to
+// twenty times more than in `make chaos` (graces, leases, schedules, ladder,
+// the scripts' pauses), so the run takes seconds. Every job must run or
+// have a reason, nothing be claimed twice or left behind.
 func TestRunShort(t *testing.T) {
 	t.Parallel()
 	w := world(t)
 	var logs bytes.Buffer
-	cfg := chaos.Config{Jobs: 24, FaultRate: 0.1, KillRate: 0.25, Seed: 42, DelayScale: 0.1, FunctionTimeout: 5 * time.Second,
-		Settle: 150 * time.Second, Log: &logs, NeverBootRate: 0.1, DieRate: 0.1, OutageWindow: time.Second}
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	cfg := chaos.Config{Jobs: 12, FaultRate: 0.08, KillRate: 0.25, Seed: 37, DelayScale: 0.05, Log: &logs,
+		// Seed 37: the first machine never boots, the second one's runner dies.
+		NeverBootRate: 0.15, DieRate: 0.15, BootDelay: ms(300), RunTime: ms(300), StartGrace: 2 * time.Second,
+		OutageWindow: ms(600), RateLimitWindow: 2 * time.Second,
+		FunctionTimeout: 4 * time.Second, Lease: 5 * time.Second, Visibility: 5 * time.Second,
+		Ladder: []time.Duration{ms(300), ms(600), ms(900)}, PendingGrace: ms(500), QueuedGrace: ms(800),
+		ReclaimEvery: ms(500), RedeliverEvery: ms(500), JanitorEvery: time.Second, ScriptPace: 0.2,
+		Settle: 60 * time.Second}
 	if testing.Verbose() {
 		cfg.Progress = os.Stderr
 	}
@@ -60,5 +69,8 @@ func TestRunShort(t *testing.T) {
 	}
 	if rep.Ran == 0 || rep.Unreached == 0 || rep.Redelivered == 0 {
 		t.Errorf("ran=%d unreached=%d redelivered=%d: no runner of ours ran a job, or the outage missed every delivery", rep.Ran, rep.Unreached, rep.Redelivered)
+	}
+	if rep.NeverBooted == 0 || rep.RunnersDied == 0 {
+		t.Errorf("never_booted=%d runners_died=%d: no machine failed, the liveness check went untested", rep.NeverBooted, rep.RunnersDied)
 	}
 }

@@ -108,7 +108,7 @@ func (r *run) redeliverLoop(ctx context.Context) {
 	if err != nil {
 		panic(err) // a wiring mistake of this file
 	}
-	every(ctx, r.cfg.RedeliverEvery, r.cfg.RedeliverEvery*5, func(ctx context.Context) { _, _ = rd.Run(ctx) })
+	every(ctx, r.cfg.RedeliverEvery, passLimit(r.cfg.RedeliverEvery), func(ctx context.Context) { _, _ = rd.Run(ctx) })
 }
 
 // janitorLoop runs the janitor every JanitorEvery.
@@ -117,8 +117,14 @@ func (r *run) janitorLoop(ctx context.Context) {
 	if err != nil {
 		panic(err) // a wiring mistake of this file
 	}
-	every(ctx, r.cfg.JanitorEvery, r.cfg.JanitorEvery*5, func(ctx context.Context) { _, _ = j.Run(ctx) })
+	every(ctx, r.cfg.JanitorEvery, passLimit(r.cfg.JanitorEvery), func(ctx context.Context) { _, _ = j.Run(ctx) })
 }
+
+// passLimit is the invocation deadline of a scheduled pass: five periods
+// plus the 5 s both functions keep free before their deadline
+// (janitor.DefaultReserve, the redeliverer's), or a compressed schedule
+// (the short test's 0.5 s) leaves them no time at all.
+func passLimit(period time.Duration) time.Duration { return 5*period + janitor.DefaultReserve }
 
 // outage takes the webhook endpoint down for OutageWindow, OutageAt into
 // the ramp: GitHub's deliveries fail unreached and sit in its log.
