@@ -6,15 +6,12 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-
-	"github.com/ghclaim/ghclaim/shared/store"
 )
 
 // Counter is an aws.HTTPClient decorator that counts every AWS request by
@@ -38,14 +35,15 @@ type Units struct {
 	// WRU: one per write of an item up to 1 KB, conditional failures
 	// included (DynamoDB charges them).
 	WRU float64 `json:"wru"`
-	// GSIWRU: writes the sweep index (projection INCLUDE of
-	// store.SweepProjection) receives.
+	// GSIWRU: writes the sweep index (keys only: store.SweepProjection)
+	// receives.
 	GSIWRU float64 `json:"gsi_wru"`
 	// GSIWrites: requests that wrote the sweep index at all (an update
 	// that moves sweep_at is one write, billed as two units).
 	GSIWrites float64 `json:"gsi_writes"`
 	// RRU: one per strongly consistent read up to 4 KB, half for an
-	// eventually consistent one (every GSI Query).
+	// eventually consistent one (every GSI Query); a BatchGetItem counts
+	// each key it asks for.
 	RRU float64 `json:"rru"`
 }
 
@@ -112,25 +110,21 @@ func (c *Counter) record(op string, d time.Duration, u Units) {
 
 // capacity estimates the request units of one DynamoDB request from its
 // body, its answer's status and size. ghclaim's items are all under 1 KB,
-// so a write is one WRU. The sweep index projects the keys and
-// store.SweepProjection, so a successful write to a job record in the
-// index writes the index when it changes one of those: a put or a removal
-// from it is one index write, an update that moves sweep_at is two
-// (DynamoDB deletes and re-puts the index entry), an update that sets a
-// projected attribute alone one, and any other update none (Extend's
-// attempt, runner_name, updated_at). A failed conditional write costs its
-// WRU and no index write. This is an estimate, said so in the report:
-// moto does not meter capacity.
+// so a write is one WRU. The sweep index projects keys only
+// (store.SweepProjection), so a successful write to a job record writes
+// the index only when it touches sweep_at: a put of an indexed record or a
+// removal from the index is one index write, an update that moves sweep_at
+// is two (DynamoDB deletes and re-puts the index entry), and any other
+// update none (the lease, Extend: state, version, attempt, updated_at). A
+// failed conditional write costs its WRU and no index write. This is an
+// estimate, said so in the report: moto does not meter capacity.
 func capacity(op string, body []byte, status, respBytes int) Units {
 	var in struct {
-		ConsistentRead           bool
-		UpdateExpression         string
-		ExpressionAttributeNames map[string]string
-		Key                      map[string]map[string]string
-		Item                     map[string]json.RawMessage
-		RequestItems             map[string][]struct {
-			PutRequest *struct{ Item map[string]json.RawMessage }
-		}
+		ConsistentRead   bool
+		UpdateExpression string
+		Key              map[string]map[string]string
+		Item             map[string]json.RawMessage
+		RequestItems     json.RawMessage
 	}
 	_ = json.Unmarshal(body, &in) // an unreadable body counts as a plain request
 	ok := status == http.StatusOK
@@ -148,9 +142,28 @@ func capacity(op string, body []byte, status, respBytes int) Units {
 			u.GSIWRU = 1
 		}
 		return u
-	case "DynamoDB.BatchWriteItem":
+	case "DynamoDB.BatchGetItem":
+		var req map[string]struct {
+			ConsistentRead bool
+			Keys           []json.RawMessage
+		}
+		_ = json.Unmarshal(in.RequestItems, &req)
 		var u Units
-		for _, reqs := range in.RequestItems {
+		for _, r := range req {
+			if r.ConsistentRead {
+				u.RRU += float64(len(r.Keys))
+			} else {
+				u.RRU += 0.5 * float64(len(r.Keys))
+			}
+		}
+		return u
+	case "DynamoDB.BatchWriteItem":
+		var req map[string][]struct {
+			PutRequest *struct{ Item map[string]json.RawMessage }
+		}
+		_ = json.Unmarshal(in.RequestItems, &req)
+		var u Units
+		for _, reqs := range req {
 			for _, r := range reqs {
 				u.WRU++
 				if r.PutRequest != nil {
@@ -172,31 +185,10 @@ func capacity(op string, body []byte, status, respBytes int) Units {
 			u.GSIWRU = 1
 		case strings.Contains(set, "sweep_at"):
 			u.GSIWRU = 2
-		case setsProjected(set, in.ExpressionAttributeNames):
-			u.GSIWRU = 1
 		}
 		return u
 	}
 	return Units{}
-}
-
-// setsProjected reports whether the SET clause set assigns an attribute
-// the sweep index projects (names resolves #placeholders).
-func setsProjected(set string, names map[string]string) bool {
-	for _, assign := range strings.Split(strings.TrimPrefix(strings.TrimSpace(set), "SET"), ",") {
-		lhs, _, ok := strings.Cut(assign, "=")
-		if !ok {
-			continue
-		}
-		attr := strings.TrimSpace(lhs)
-		if n, ok := names[attr]; ok {
-			attr = n
-		}
-		if slices.Contains(store.SweepProjection, attr) {
-			return true
-		}
-	}
-	return false
 }
 
 // Snapshot is what a Counter saw up to a moment.

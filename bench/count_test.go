@@ -5,6 +5,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ghclaim/ghclaim/shared/store"
 )
 
 func TestOperation(t *testing.T) {
@@ -50,10 +54,15 @@ func TestCapacity(t *testing.T) {
 		{name: "failed conditional put", op: "DynamoDB.PutItem", body: `{"Item":{"pk":{"S":"job#1"},"sweep_shard":{"S":"1"}}}`, status: 400, want: Units{WRU: 1}},
 		{name: "update moving sweep_at", op: "DynamoDB.UpdateItem", body: `{"Key":{"pk":{"S":"job#1"}},"UpdateExpression":"SET #s = :q, sweep_at = :s"}`, status: 200, want: Units{WRU: 1, GSIWRU: 2}},
 		{name: "update leaving the index", op: "DynamoDB.UpdateItem", body: `{"Key":{"pk":{"S":"job#1"}},"UpdateExpression":"SET #s = :d REMOVE sweep_shard, sweep_at"}`, status: 200, want: Units{WRU: 1, GSIWRU: 1}},
-		{name: "update of a projected attribute", op: "DynamoDB.UpdateItem", body: `{"Key":{"pk":{"S":"job#1"}},"UpdateExpression":"SET #s = :d, updated_at = :n","ExpressionAttributeNames":{"#s":"state"}}`, status: 200, want: Units{WRU: 1, GSIWRU: 1}},
+		{name: "lease: state, version and lease, sweep_at kept", op: "DynamoDB.UpdateItem", body: `{"Key":{"pk":{"S":"job#1"}},"UpdateExpression":"SET #s = :claiming, version = :nv, lease_owner = :owner, lease_expires_at = :exp, updated_at = :now","ExpressionAttributeNames":{"#s":"state"}}`, status: 200, want: Units{WRU: 1}},
+		{name: "consistent batch get of 3 keys", op: "DynamoDB.BatchGetItem", body: `{"RequestItems":{"t":{"ConsistentRead":true,"Keys":[{"pk":{"S":"job#1"}},{"pk":{"S":"job#2"}},{"pk":{"S":"job#3"}}]}}}`, status: 200, want: Units{RRU: 3}},
+		{name: "batch write of an indexed record", op: "DynamoDB.BatchWriteItem", body: `{"RequestItems":{"t":[{"PutRequest":{"Item":{"pk":{"S":"job#1"},"sweep_shard":{"S":"1"}}}},{"PutRequest":{"Item":{"pk":{"S":"rate#1"}}}}]}}`, status: 200, want: Units{WRU: 2, GSIWRU: 1}},
 		{name: "update of attributes the index does not project", op: "DynamoDB.UpdateItem", body: `{"Key":{"pk":{"S":"job#1"}},"UpdateExpression":"SET attempt = :a, updated_at = :n, runner_name = :r","ExpressionAttributeNames":{"#s":"state"}}`, status: 200, want: Units{WRU: 1}},
 		{name: "update of rate state", op: "DynamoDB.UpdateItem", body: `{"Key":{"pk":{"S":"rate#1"}},"UpdateExpression":"SET remaining = :r"}`, status: 200, want: Units{WRU: 1}},
 		{name: "sqs", op: "SQS.SendMessage", body: `{}`, status: 200, want: Units{}},
+	}
+	if store.SweepProjection != types.ProjectionTypeKeysOnly {
+		t.Fatalf("capacity counts index writes for a keys-only sweep index, the store's is %s", store.SweepProjection)
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -37,8 +37,9 @@ type ReclaimResult struct {
 	Calls       map[string]int     `json:"calls"`
 	OpLatencyMS map[string]float64 `json:"op_latency_ms"`
 	// CallsPerRecord counts every request; FloorPerRecord is 2: the
-	// conditional take-back and the send (the queries that find records
-	// are the rest).
+	// conditional take-back and the send (the rest are the queries that
+	// find stale keys and the BatchGetItem that reads their records, one
+	// each per page of up to 100).
 	CallsPerRecord float64 `json:"calls_per_record"`
 	FloorPerRecord float64 `json:"floor_per_record"`
 	// Complete is set when the passes drained the whole backlog; when

@@ -250,6 +250,7 @@ func (r Report) Markdown(w io.Writer) {
 		p("| %d | %d | %.1f | %.1f | %.1f | %.1f | %.1f | %.3f |", rc.Passes, rc.Swept, rc.WallS, rc.AWSS, rc.OwnS, rc.RecordsPerS, rc.PassMaxS, rc.CallsPerRecord)
 		p("")
 		p("Requests: %s. Mean emulator latency: %s ms.", icalls(rc.Calls), calls(rc.OpLatencyMS))
+		p("The sweep index holds keys only, so each page of up to 100 stale keys costs a Query and one consistent BatchGetItem of the records: both are in requests/record.")
 		if rc.Complete {
 			p("The whole backlog was swept in this run.")
 		} else {
@@ -306,11 +307,11 @@ func (r Report) Markdown(w io.Writer) {
 
 // jobLife adds up a job's whole life from one run: the webhook's three
 // deliveries (the lifecycle measure) plus the claimer's and the event
-// source mapping's requests per claimed job. The sweep index is written on
-// the way to claimed (put at creation, moved by the lease, moved again by
-// the claim: a claimed record stays indexed until a runner takes the job)
-// and once more when in_progress removes it; completed finds the record
-// done and writes no index. The provisioner's own calls are the machine's
+// source mapping's requests per claimed job. The sweep index (keys only)
+// is written on the way to claimed (put at creation, moved by the claim: a
+// claimed record stays indexed until a runner takes the job; the lease
+// leaves sweep_at alone and writes nothing) and once more when in_progress
+// removes it; completed finds the record done and writes no index. The provisioner's own calls are the machine's
 // start, not counted (see Claims).
 func jobLife(life []Delivery, c ClaimResult) (ddb, sqsN, idxWrites, idxWRU float64, ok bool) {
 	if len(life) == 0 {

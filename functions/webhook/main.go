@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -49,14 +50,18 @@ func run() error {
 	})
 	q := queue.New(sqs.NewFromConfig(awsCfg), cfg.ClaimsQueueURL)
 	h, err := webhook.New(webhook.Config{
-		CurrentSecrets: secrets.Rotation,
-		Pools:          cfg.Pools,
-		AllowedOwners:  cfg.AllowedOwners,
-		MaxBodyBytes:   cfg.MaxBodyBytes,
-		Store:          st,
-		Queue:          q,
-		Now:            time.Now,
-		Logger:         obs.NewLogger(os.Stdout, cfg.LogLevel),
+		CurrentSecrets:  secrets.Rotation,
+		Pools:           cfg.Pools,
+		AllowedOwners:   cfg.AllowedOwners,
+		MaxBodyBytes:    cfg.MaxBodyBytes,
+		MaxReplacements: cfg.MaxReplacements,
+		MaxAge:          cfg.MaxAge,
+		Store:           st,
+		Queue:           q,
+		Now:             time.Now,
+		Logger:          obs.NewLogger(os.Stdout, cfg.LogLevel),
+		// No line of its own: the delivery's decision line carries its metrics.
+		Metrics: obs.NewMetricsIn(cfg.MetricsNamespace, io.Discard, map[string]string{"function": "webhook"}, time.Now),
 	})
 	if err != nil {
 		return err

@@ -55,6 +55,13 @@ func (d *DynamoDB) Query(ctx context.Context, in *dynamodb.QueryInput, opt ...fu
 	})
 }
 
+// BatchGetItem is dynamodb.Client.BatchGetItem with faults.
+func (d *DynamoDB) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opt ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	return do(ctx, d.In, TargetDynamoDB, d.Caller, "BatchGetItem", func(ctx context.Context) (*dynamodb.BatchGetItemOutput, error) {
+		return d.Next.BatchGetItem(ctx, in, opt...)
+	})
+}
+
 // SQS injects faults and kill points into a queue.SQS.
 type SQS struct {
 	// Caller names the function making the calls, for the figures.

@@ -59,6 +59,11 @@ func (c *counting) Query(context.Context, *dynamodb.QueryInput, ...func(*dynamod
 	return &dynamodb.QueryOutput{}, nil
 }
 
+func (c *counting) BatchGetItem(context.Context, *dynamodb.BatchGetItemInput, ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	c.hit()
+	return &dynamodb.BatchGetItemOutput{}, nil
+}
+
 func (c *counting) SendMessage(context.Context, *sqs.SendMessageInput, ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
 	c.hit()
 	return &sqs.SendMessageOutput{}, nil

@@ -28,9 +28,10 @@ type Store interface {
 	Core
 	Shards() []string
 	Stale(ctx context.Context, shard string, now time.Time, limit int32, cursor string) (job.Page, error)
+	Postpone(ctx context.Context, read job.Record, until time.Time) (job.Record, error)
 }
 
-// Core is Store without the sweep's listing (Shards, Stale), whose
+// Core is Store without the sweep's listing (Shards, Stale, Postpone), whose
 // contract TestStoreSweep holds on its own: an adapter can be held to the
 // rest while its cursor type is converted.
 type Core interface {
@@ -174,7 +175,7 @@ func TestStoreCore(t *testing.T, base int64, open func(t *testing.T) Core, pendi
 		until := T0.Add(3 * time.Minute)
 		lease, got, err := s.Acquire(ctx, j, 1, "a", until, T0)
 		must(t, err)
-		if got.State != job.Claiming || got.Version != 2 || lease.Version != 2 || got.LeaseOwner != "a" || got.SweepAt != until.UnixMilli() {
+		if got.State != job.Claiming || got.Version != 2 || lease.Version != 2 || got.LeaseOwner != "a" || got.LeaseExpiresAt != until.UnixMilli() {
 			t.Fatalf("after acquire: %+v lease %+v", got, lease)
 		}
 		_, _, err = s.Acquire(ctx, j, 1, "b", until, T0)
@@ -559,7 +560,7 @@ func TestStoreSweep(t *testing.T, base int64, open func(t *testing.T) Store) {
 		l, _, err := s.Acquire(ctx, c, 1, "a", T0.Add(time.Minute), T0)
 		must(t, err)
 		must(t, s.Finish(ctx, l, job.Outcome{State: job.Claimed, RunnerStartGrace: time.Hour}, T0))
-		_, err = s.CreateJob(ctx, Rec(d), T0) // claiming, lease expired
+		_, err = s.CreateJob(ctx, Rec(d), T0.Add(-time.Minute)) // claiming, lease expired, pending's sweep_at kept
 		must(t, err)
 		_, _, err = s.Acquire(ctx, d, 1, "b", T0.Add(30*time.Second), T0)
 		must(t, err)
@@ -580,7 +581,7 @@ func TestStoreSweep(t *testing.T, base int64, open func(t *testing.T) Store) {
 			cursor = p.Next
 		}
 		if len(ids) != 2 || ids[0] != d || ids[1] != a {
-			t.Fatalf("stale in shard %s: got %v, want [%d %d] (lease expiry before pending grace)", shard, ids, d, a)
+			t.Fatalf("stale in shard %s: got %v, want [%d %d] (created first, stale first)", shard, ids, d, a)
 		}
 		if got := s.Shards(); len(got) != tm.Shards || got[0] != "0" || got[tm.Shards-1] != "7" {
 			t.Errorf("shards: got %v", got)
@@ -650,7 +651,7 @@ func TestStoreSweep(t *testing.T, base int64, open func(t *testing.T) Store) {
 		}
 	})
 
-	t.Run("a stale record carries what the reclaimer decides on", func(t *testing.T) {
+	t.Run("a stale record is listed whole and current", func(t *testing.T) {
 		j := id(49)
 		_, err := s.CreateJob(ctx, Rec(j), T0)
 		must(t, err)
@@ -660,24 +661,112 @@ func TestStoreSweep(t *testing.T, base int64, open func(t *testing.T) Store) {
 		must(t, s.Release(ctx, l, job.Retry{Version: 3, Attempt: 2, FirstFailureAt: ff, Due: T0.Add(time.Minute)}, T0))
 		_, _, err = s.Acquire(ctx, j, 3, "b", T0.Add(2*time.Minute), T0.Add(time.Minute))
 		must(t, err)
-		_, recs := mine(t, job.Shard(j, tm.Shards), T0.Add(3*time.Minute), 0, j)
+		// The second lease kept the release's sweep_at (due + queued grace).
+		now := T0.Add(time.Minute + tm.QueuedGrace + time.Millisecond)
+		_, recs := mine(t, job.Shard(j, tm.Shards), now, 0, j)
 		r, ok := recs[j]
 		if !ok {
 			t.Fatalf("job %d with an expired lease not listed", j)
 		}
-		want := job.Record{JobID: j, State: job.Claiming, Version: 4, LeaseExpiresAt: T0.Add(2 * time.Minute).UnixMilli(), FirstFailureAt: ff.UnixMilli()}
-		if r.State != want.State || r.Version != want.Version || r.LeaseExpiresAt != want.LeaseExpiresAt || r.FirstFailureAt != want.FirstFailureAt {
-			t.Errorf("listed %+v, want state, version, lease and first failure of %+v", r, want)
+		// The index holds keys only: the store reads the records behind
+		// them, so the reclaimer decides on (and logs) the whole record.
+		if r.State != job.Claiming || r.Version != 4 || r.LeaseExpiresAt != T0.Add(2*time.Minute).UnixMilli() || r.FirstFailureAt != ff.UnixMilli() ||
+			r.Attempt != 2 || r.Repo != "octo/app" || r.Pool != "linux" || r.InstallationID != 42 || r.RunID != 9 || r.LeaseOwner != "b" {
+			t.Errorf("listed %+v, want the whole record: claiming v4 leased to b, attempt 2, identity, first failure", r)
 		}
-		// The sweep index projects only that (so a write that changes
-		// nothing else never writes the index); TakeBack returns the rest.
-		if r.Repo != "" || r.Attempt != 0 || r.UpdatedAt != 0 || r.Pool != "" {
-			t.Errorf("listed %+v: the sweep index projects more than the reclaimer decides on", r)
-		}
-		got, err := s.TakeBack(ctx, r, job.Queued, T0.Add(3*time.Minute), "lease_expired", T0.Add(3*time.Minute))
+		got, err := s.TakeBack(ctx, r, job.Queued, now, "lease_expired", now)
 		must(t, err)
-		if got.Attempt != 2 || got.Repo != "octo/app" || got.Pool != "linux" || got.InstallationID != 42 || got.RunID != 9 || got.FirstFailureAt != ff.UnixMilli() {
-			t.Errorf("take back returned %+v, want the whole record (attempt 2, identity, first failure kept)", got)
+		if got.State != job.Queued || got.Version != 5 || got.Attempt != 2 || got.FirstFailureAt != ff.UnixMilli() {
+			t.Errorf("take back returned %+v, want queued v5, attempt 2 and first failure kept", got)
+		}
+	})
+
+	t.Run("the lease leaves sweep_at as it was", func(t *testing.T) {
+		j := id(52)
+		_, err := s.CreateJob(ctx, Rec(j), T0)
+		must(t, err)
+		before := su.get(t, j)
+		l, got, err := s.Acquire(ctx, j, 1, "a", T0.Add(3*time.Minute), T0)
+		must(t, err)
+		if got.SweepShard != before.SweepShard || got.SweepAt != before.SweepAt || su.get(t, j).SweepAt != before.SweepAt {
+			t.Fatalf("leased record in shard %q at %d, want pending's %q at %d (a lease writes no index entry)", got.SweepShard, got.SweepAt, before.SweepShard, before.SweepAt)
+		}
+		due := T0.Add(time.Minute)
+		must(t, s.Release(ctx, l, job.Retry{Version: 3, Attempt: 1, Due: due}, T0))
+		_, got, err = s.Acquire(ctx, j, 3, "b", T0.Add(4*time.Minute), due)
+		must(t, err)
+		if got.SweepAt != due.Add(tm.QueuedGrace).UnixMilli() {
+			t.Fatalf("second lease: sweep_at %d, want queued's due + grace %d", got.SweepAt, due.Add(tm.QueuedGrace).UnixMilli())
+		}
+	})
+
+	t.Run("a claimer that dies holding its lease is found and taken back", func(t *testing.T) {
+		j := id(53)
+		_, err := s.CreateJob(ctx, Rec(j), T0)
+		must(t, err)
+		until := T0.Add(3 * time.Minute)
+		_, _, err = s.Acquire(ctx, j, 1, "dies", until, T0)
+		must(t, err)
+		// Passes of the reclaimer: not stale before pending's grace, whose
+		// end is after the lease's, then stale and taken back.
+		staleFrom := T0.Add(tm.PendingGrace)
+		for _, at := range []time.Time{until.Add(time.Millisecond), staleFrom} {
+			if seen, _ := mine(t, job.Shard(j, tm.Shards), at, 0, j); seen[j] != 0 {
+				t.Fatalf("listed at +%s, want only after +%s", at.Sub(T0), staleFrom.Sub(T0))
+			}
+		}
+		now := staleFrom.Add(time.Millisecond)
+		_, recs := mine(t, job.Shard(j, tm.Shards), now, 0, j)
+		r, ok := recs[j]
+		if !ok || r.State != job.Claiming || r.Version != 2 || r.LeaseExpiresAt != until.UnixMilli() {
+			t.Fatalf("listed %+v (found %v), want claiming v2 with its expired lease", r, ok)
+		}
+		got, err := s.TakeBack(ctx, r, job.Queued, now, "lease_expired", now)
+		must(t, err)
+		if got.State != job.Queued || got.Version != 3 || got.LeaseOwner != "" || got.FirstFailureAt != now.UnixMilli() {
+			t.Errorf("taken back: %+v, want queued v3, no lease, the death recorded as the first failure", got)
+		}
+	})
+
+	t.Run("a live lease found early is postponed to its expiry", func(t *testing.T) {
+		j := id(55)
+		_, err := s.CreateJob(ctx, Rec(j), T0)
+		must(t, err)
+		until := T0.Add(tm.PendingGrace + 5*time.Minute) // outlives pending's grace
+		l, _, err := s.Acquire(ctx, j, 1, "slow", until, T0)
+		must(t, err)
+		now := T0.Add(tm.PendingGrace + time.Minute)
+		_, recs := mine(t, job.Shard(j, tm.Shards), now, 0, j)
+		r, ok := recs[j]
+		if !ok {
+			t.Fatalf("job %d not listed past pending's grace", j)
+		}
+		_, err = s.TakeBack(ctx, r, job.Queued, now, "lease_expired", now)
+		conflict(t, "take back of a live lease", err, job.Claiming, 2)
+
+		got, err := s.Postpone(ctx, r, until)
+		must(t, err)
+		// The lease still holds: postponing bumps no version.
+		if got.State != job.Claiming || got.Version != l.Version || got.LeaseOwner != l.Owner || got.SweepAt != until.UnixMilli() || got.SweepShard != r.SweepShard {
+			t.Fatalf("postponed: %+v, want claiming v%d leased to %s, sweep_at at the lease's expiry %d", got, l.Version, l.Owner, until.UnixMilli())
+		}
+		_, err = s.Postpone(ctx, job.Record{JobID: j, State: job.Claiming, Version: 1}, until)
+		conflict(t, "postpone of an older version", err, job.Claiming, 2)
+		for _, at := range []time.Time{now, until} {
+			if seen, _ := mine(t, job.Shard(j, tm.Shards), at, 0, j); seen[j] != 0 {
+				t.Fatalf("listed again at +%s, want not before the lease's expiry +%s", at.Sub(T0), until.Sub(T0))
+			}
+		}
+		after := until.Add(time.Millisecond)
+		_, recs = mine(t, job.Shard(j, tm.Shards), after, 0, j)
+		r, ok = recs[j]
+		if !ok {
+			t.Fatalf("job %d not listed after its lease's expiry", j)
+		}
+		got, err = s.TakeBack(ctx, r, job.Queued, after, "lease_expired", after)
+		must(t, err)
+		if got.State != job.Queued || got.Version != 3 {
+			t.Errorf("taken back after the expiry: %+v, want queued v3", got)
 		}
 	})
 

@@ -8,10 +8,13 @@ import (
 	"maps"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/ghclaim/ghclaim/shared/obs"
 )
 
 const module = "github.com/ghclaim/ghclaim/"
@@ -25,10 +28,11 @@ type metricRef struct {
 }
 
 // Every alarm and dashboard metric in ghclaim's own namespace must be one the code writes, under
-// the namespace the functions are given and the exact dimension set they write ({function}):
-// CloudWatch matches an EMF metric on all three, and an alarm on anything else watches nothing,
-// silently. The metric names come from the source itself (emittedMetrics), so renaming a metric
-// in code without its alarm fails here.
+// the namespace the functions are given and one of the exact dimension sets it is published
+// under ({function} plus obs.DimensionSets of its declared dimensions): CloudWatch matches an
+// EMF metric on all three, and an alarm on anything else watches nothing, silently. The metric
+// names and dimensions come from the source itself (emittedMetrics), so renaming a metric or
+// dropping a dimension in code without its alarm fails here.
 func TestAlarmsAndDashboardWatchMetricsTheCodeWrites(t *testing.T) {
 	t.Parallel()
 	path, err := TemplatePath()
@@ -42,7 +46,7 @@ func TestAlarmsAndDashboardWatchMetricsTheCodeWrites(t *testing.T) {
 		t.Fatal("Globals set no METRICS_NAMESPACE: the functions would write to the default namespace")
 	}
 	emitted := emittedMetrics(t, root)
-	for _, fn := range []string{"claimer", "reclaimer"} {
+	for _, fn := range []string{"claimer", "reclaimer", "webhook"} {
 		if len(emitted[fn]) == 0 {
 			t.Fatalf("found no metric the %s writes: the source scan is broken", fn)
 		}
@@ -60,12 +64,18 @@ func TestAlarmsAndDashboardWatchMetricsTheCodeWrites(t *testing.T) {
 			t.Errorf("%s: namespace %v, want the functions' METRICS_NAMESPACE %v", r.where, r.namespace, ns)
 		}
 		fn := r.dims["function"]
-		if len(r.dims) != 1 || fn == "" {
-			t.Errorf("%s %s: dimensions %v, want exactly {function: <name>} as the EMF lines carry", r.where, r.name, r.dims)
+		if fn == "" {
+			t.Errorf("%s %s: dimensions %v have no function, which every EMF line carries", r.where, r.name, r.dims)
 			continue
 		}
-		if !emitted[fn][r.name] {
+		sets, ok := emitted[fn][r.name]
+		if !ok {
 			t.Errorf("%s: metric %q with function=%s is not written by the code (it writes %v)", r.where, r.name, fn, slices.Sorted(maps.Keys(emitted[fn])))
+			continue
+		}
+		keys := slices.Sorted(maps.Keys(r.dims))
+		if !slices.ContainsFunc(sets, func(s []string) bool { return slices.Equal(s, keys) }) {
+			t.Errorf("%s: metric %q with dimensions %v: the code publishes it under %v only", r.where, r.name, keys, sets)
 		}
 	}
 	if own == 0 {
@@ -151,6 +161,11 @@ func dashboardMetrics(t *testing.T, tmpl map[string]any, ns any) []metricRef {
 		}
 		for _, w := range doc.Widgets {
 			for _, row := range w.Properties.Metrics {
+				where := "dashboard " + id + " widget " + strconv.Quote(w.Properties.Title)
+				if r, ok := searchMetric(t, where, row, vars); ok {
+					out = append(out, r)
+					continue
+				}
 				var strs []string
 				for _, v := range row {
 					if s, ok := v.(string); ok {
@@ -160,7 +175,7 @@ func dashboardMetrics(t *testing.T, tmpl map[string]any, ns any) []metricRef {
 				if len(strs) < 2 || len(strs)%2 != 0 {
 					t.Fatalf("dashboard %s widget %q: metric row %v is not [namespace, name, dim, value, …]", id, w.Properties.Title, row)
 				}
-				r := metricRef{where: "dashboard " + id + " widget " + strconv.Quote(w.Properties.Title), namespace: strs[0], name: strs[1], dims: map[string]string{}}
+				r := metricRef{where: where, namespace: strs[0], name: strs[1], dims: map[string]string{}}
 				if v, ok := strings.CutPrefix(strs[0], "<"); ok {
 					r.namespace = vars[strings.TrimSuffix(v, ">")]
 				}
@@ -174,18 +189,72 @@ func dashboardMetrics(t *testing.T, tmpl map[string]any, ns any) []metricRef {
 	return out
 }
 
+// search is a dashboard SEARCH expression: its schema {namespace, dimension names…} and its
+// search terms.
+var (
+	search     = regexp.MustCompile(`^SEARCH\('\{([^}]*)\} ([^']*)', '[A-Za-z0-9.]+', [0-9]+\)$`)
+	searchTerm = regexp.MustCompile(`(\w+)="([^"]*)"`)
+)
+
+// searchMetric reads a widget row that is one SEARCH expression: the metric it graphs is the
+// one of its MetricName term, under exactly the dimensions of its schema, with the function of
+// its function term. Other expression rows (metric math over other rows) are not metrics.
+func searchMetric(t *testing.T, where string, row []any, vars map[string]any) (metricRef, bool) {
+	t.Helper()
+	if len(row) != 1 {
+		return metricRef{}, false
+	}
+	o, _ := row[0].(map[string]any)
+	expr, _ := o["expression"].(string)
+	if !strings.HasPrefix(expr, "SEARCH(") {
+		if o == nil {
+			return metricRef{}, false
+		}
+		if expr == "" {
+			t.Fatalf("%s: row %v is neither a metric nor an expression", where, row)
+		}
+		return metricRef{}, false
+	}
+	m := search.FindStringSubmatch(expr)
+	if m == nil {
+		t.Fatalf("%s: %s is not SEARCH('{namespace,dims…} terms', 'stat', period)", where, expr)
+	}
+	schema := strings.Split(m[1], ",")
+	r := metricRef{where: where + " " + expr, namespace: schema[0], dims: map[string]string{}}
+	if v, ok := strings.CutPrefix(schema[0], "<"); ok {
+		r.namespace = vars[strings.TrimSuffix(v, ">")]
+	}
+	for _, d := range schema[1:] {
+		r.dims[d] = "(any)"
+	}
+	for _, term := range searchTerm.FindAllStringSubmatch(m[2], -1) {
+		switch term[1] {
+		case "MetricName":
+			r.name = term[2]
+		default:
+			if _, ok := r.dims[term[1]]; !ok {
+				t.Fatalf("%s: term %s is not a dimension of the schema", where, term[0])
+			}
+			r.dims[term[1]] = term[2]
+		}
+	}
+	if r.name == "" {
+		t.Fatalf("%s: SEARCH without MetricName=\"…\"", where)
+	}
+	return r, true
+}
+
 // emittedMetrics maps each function (the "function" dimension its main gives obs.NewMetricsIn)
-// to the metric names its package can write: for every call X.Add(name, …) or X.count(name), the
-// name when it is a string literal or a package constant, and otherwise (a name computed or taken
-// from a table) every string literal of the enclosing function. It over-approximates a little,
-// never misses a literal name.
-func emittedMetrics(t *testing.T, root string) map[string]map[string]bool {
+// to the metrics its package can write, each with the dimension sets it is published under
+// (sorted keys, "function" included). See packageMetrics for how they are found.
+func emittedMetrics(t *testing.T, root string) map[string]map[string][][]string {
 	t.Helper()
 	mains, err := filepath.Glob(filepath.Join(root, "functions", "*", "main.go"))
 	if err != nil || len(mains) == 0 {
 		t.Fatalf("no functions/*/main.go under %s: %v", root, err)
 	}
-	out := map[string]map[string]bool{}
+	obsConsts := packageConsts(t, filepath.Join(root, "shared", "obs"))
+	out := map[string]map[string][][]string{}
 	for _, main := range mains {
 		f, err := parser.ParseFile(token.NewFileSet(), main, nil, 0)
 		if err != nil {
@@ -215,7 +284,7 @@ func emittedMetrics(t *testing.T, root string) map[string]map[string]bool {
 				if fn == "" || pkg == nil || !strings.HasPrefix(imports[pkg.Name], module) {
 					t.Fatalf("%s: Metrics of %s.Config is not obs.NewMetricsIn(…, {\"function\": …}, …)", main, pkg)
 				}
-				out[fn] = packageMetricNames(t, filepath.Join(root, strings.TrimPrefix(imports[pkg.Name], module)))
+				out[fn] = packageMetrics(t, filepath.Join(root, strings.TrimPrefix(imports[pkg.Name], module)), obsConsts)
 			}
 			return true
 		})
@@ -259,23 +328,11 @@ func stringLit(e ast.Expr) string {
 	return s
 }
 
-func packageMetricNames(t *testing.T, dir string) map[string]bool {
+// packageConsts maps the string constants of the package in dir to their values.
+func packageConsts(t *testing.T, dir string) map[string]string {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no Go files in %s: %v", dir, err)
-	}
-	var parsed []*ast.File
 	consts := map[string]string{}
-	for _, p := range files {
-		if strings.HasSuffix(p, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(token.NewFileSet(), p, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		parsed = append(parsed, f)
+	for _, f := range parsePackage(t, dir) {
 		for _, d := range f.Decls {
 			g, ok := d.(*ast.GenDecl)
 			if !ok || g.Tok != token.CONST {
@@ -293,8 +350,95 @@ func packageMetricNames(t *testing.T, dir string) map[string]bool {
 			}
 		}
 	}
-	names := map[string]bool{}
+	return consts
+}
+
+func parsePackage(t *testing.T, dir string) []*ast.File {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no Go files in %s: %v", dir, err)
+	}
+	var parsed []*ast.File
+	for _, p := range files {
+		if strings.HasSuffix(p, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), p, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parsed = append(parsed, f)
+	}
+	return parsed
+}
+
+// packageMetrics lists the metrics the package in dir can write, with their dimension sets:
+//   - every obs.Metric{Name: …, Dims: …} literal: its name (a literal or a package constant)
+//     under {function} plus each of obs.DimensionSets(its Dims) (obs writes no other
+//     dimension, and a set only when its values are given, so this may over-approximate, never
+//     miss a set);
+//   - every call X.Add(name, …) or X.count(name) (obs.Metrics.Add, and any older helper): under
+//     {function} only, with the name when it is a string literal or a package constant, and
+//     otherwise (computed, or taken from a table) every string literal of the enclosing function.
+func packageMetrics(t *testing.T, dir string, obsConsts map[string]string) map[string][][]string {
+	t.Helper()
+	parsed := parsePackage(t, dir)
+	consts := packageConsts(t, dir)
+	fleet := []string{"function"}
+	out := map[string][][]string{}
+	add := func(name string, sets ...[]string) {
+		for _, s := range sets {
+			if !slices.ContainsFunc(out[name], func(o []string) bool { return slices.Equal(o, s) }) {
+				out[name] = append(out[name], s)
+			}
+		}
+	}
+	value := func(e ast.Expr, consts map[string]string) string {
+		switch e := e.(type) {
+		case *ast.Ident:
+			return consts[e.Name]
+		case *ast.SelectorExpr:
+			return obsConsts[e.Sel.Name]
+		}
+		return stringLit(e)
+	}
 	for _, f := range parsed {
+		ast.Inspect(f, func(n ast.Node) bool {
+			lit, ok := n.(*ast.CompositeLit)
+			if !ok {
+				return true
+			}
+			if sel, ok := lit.Type.(*ast.SelectorExpr); !ok || sel.Sel.Name != "Metric" {
+				return true
+			}
+			name, dims := "", []string{}
+			for _, e := range lit.Elts {
+				kv, ok := e.(*ast.KeyValueExpr)
+				if !ok {
+					t.Fatalf("%s: an obs.Metric literal without field names", dir)
+				}
+				switch kv.Key.(*ast.Ident).Name {
+				case "Name":
+					name = value(kv.Value, consts)
+				case "Dims":
+					for _, d := range kv.Value.(*ast.CompositeLit).Elts {
+						v := value(d, consts)
+						if v == "" {
+							t.Fatalf("%s: metric %q has a dimension that is not an obs constant", dir, name)
+						}
+						dims = append(dims, v)
+					}
+				}
+			}
+			if name == "" {
+				t.Fatalf("%s: an obs.Metric whose name is not a literal or a constant", dir)
+			}
+			for _, set := range obs.DimensionSets(dims) {
+				add(name, slices.Sorted(slices.Values(append(slices.Clone(fleet), set...))))
+			}
+			return true
+		})
 		for _, d := range f.Decls {
 			fd, ok := d.(*ast.FuncDecl)
 			if !ok || fd.Body == nil {
@@ -309,6 +453,7 @@ func packageMetricNames(t *testing.T, dir string) map[string]bool {
 				if !ok || (sel.Sel.Name != "Add" && sel.Sel.Name != "count") {
 					return true
 				}
+				names := map[string]bool{}
 				switch a := call.Args[0].(type) {
 				case *ast.BasicLit:
 					if s := stringLit(a); s != "" {
@@ -317,7 +462,7 @@ func packageMetricNames(t *testing.T, dir string) map[string]bool {
 				case *ast.Ident:
 					if v, ok := consts[a.Name]; ok {
 						names[v] = true
-						return true
+						break
 					}
 					allLiterals(fd.Body, names)
 				default:
@@ -326,11 +471,14 @@ func packageMetricNames(t *testing.T, dir string) map[string]bool {
 						allLiterals(fd.Body, names)
 					}
 				}
+				for n := range names {
+					add(n, fleet)
+				}
 				return true
 			})
 		}
 	}
-	return names
+	return out
 }
 
 func allLiterals(n ast.Node, into map[string]bool) {

@@ -24,12 +24,13 @@ type Machine struct {
 // Provisioner is an in-memory provisioner with the semantics the EC2
 // adapter promises (shared/provision): Provision validates the request,
 // stores the JIT config under the runner's name (the SSM parameter), then
-// starts one machine per job, or finds the job's live machine and reuses
-// it (the job-tag lookup, so a repeated attempt never starts a second);
-// Running names the job's live machine ("" for dispatch pools, which
-// cannot tell); Cleanup removes the stored config and ends the job's
-// machines (only the config with KeepMachines), and succeeds when there is
-// nothing left. A failure set with Fail happens at the launch, after the config
+// starts one machine per attempt, or finds the attempt's live machine and
+// reuses it (the job and runner-name tag lookup, so a repeated try never
+// starts a second, while a new attempt, named anew, never reuses the
+// machine of a runner another job took); Running names the attempt's live
+// machine ("" for dispatch pools, which cannot tell); Cleanup removes the
+// stored config and ends the attempt's machines (only the config with
+// KeepMachines), and succeeds when there is nothing left. A failure set with Fail happens at the launch, after the config
 // was stored, as RunInstances failing after PutParameter does.
 type Provisioner struct {
 	mu       sync.Mutex
@@ -75,7 +76,7 @@ func (p *Provisioner) Provision(_ context.Context, req pool.Request) (pool.Resul
 		}
 		return pool.Result{}, fmt.Errorf("provision job %d: %w", req.JobID, p.fail)
 	}
-	if id := p.live(req.JobID); id != "" {
+	if id := p.live(req); id != "" {
 		p.meta[req.RunnerName] = pool.Parameter{Name: configName(req.RunnerName), InstanceID: id, ModifiedAt: p.now()}
 		return pool.Result{InstanceID: id, Reused: true}, nil
 	}
@@ -87,9 +88,9 @@ func (p *Provisioner) Provision(_ context.Context, req pool.Request) (pool.Resul
 	return pool.Result{InstanceID: m.ID}, nil
 }
 
-func (p *Provisioner) live(jobID int64) string {
+func (p *Provisioner) live(req pool.Request) string {
 	for _, m := range p.machines {
-		if m.JobID == jobID && !m.Stopped {
+		if m.JobID == req.JobID && m.RunnerName == req.RunnerName && !m.Stopped {
 			return m.ID
 		}
 	}
@@ -104,11 +105,11 @@ func (p *Provisioner) Running(_ context.Context, req pool.Request) (string, erro
 	if req.Pool.Provisioner.Type == pool.ProvisionerDispatch {
 		return "", nil
 	}
-	return p.live(req.JobID), nil
+	return p.live(req), nil
 }
 
-// Cleanup removes the runner's stored config, if any, then ends the job's
-// machines unless req.KeepMachines.
+// Cleanup removes the runner's stored config, if any, then ends the
+// attempt's machines unless req.KeepMachines.
 func (p *Provisioner) Cleanup(_ context.Context, req pool.Request) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -119,7 +120,11 @@ func (p *Provisioner) Cleanup(_ context.Context, req pool.Request) error {
 	delete(p.params, req.RunnerName)
 	delete(p.meta, req.RunnerName)
 	if !req.KeepMachines {
-		p.stop(req.JobID)
+		for i, m := range p.machines {
+			if m.JobID == req.JobID && m.RunnerName == req.RunnerName {
+				p.machines[i].Stopped = true
+			}
+		}
 	}
 	return nil
 }

@@ -153,7 +153,9 @@ func (s *Store) Acquire(_ context.Context, id, version int64, owner string, unti
 	}
 	exp := job.Millis(until)
 	cur.State, cur.Version, cur.LeaseOwner, cur.LeaseExpiresAt = job.Claiming, version+1, owner, exp
-	cur.SweepAt, cur.UpdatedAt = exp, job.Millis(now)
+	// sweep_at stays pending's or queued's (as shared/store: the lease
+	// writes no sweep index entry).
+	cur.UpdatedAt = job.Millis(now)
 	s.recs[id] = cur
 	return lease, clone(cur), nil
 }
@@ -285,10 +287,9 @@ func (s *Store) Shards() []string {
 
 // Stale returns one page of the records of shard whose sweep_at is before
 // now, oldest first, continuing after cursor. Like a DynamoDB Query with a
-// Limit, a full page carries a cursor even when nothing follows. Like the
-// sweep index, each record carries only its keys and the projected
-// attributes (see shared/store.SweepProjection): a reclaimer that read
-// anything else from it would pass here and fail on DynamoDB.
+// Limit, a full page carries a cursor even when nothing follows. Each record
+// is whole and current, as shared/store's consistent read of the stale keys
+// returns it.
 func (s *Store) Stale(_ context.Context, shard string, now time.Time, limit int32, cursor string) (job.Page, error) {
 	defer s.enter("Stale")()
 	var after struct {
@@ -312,7 +313,7 @@ func (s *Store) Stale(_ context.Context, shard string, now time.Time, limit int3
 		if cursor != "" && (r.SweepAt < after.at || (r.SweepAt == after.at && r.JobID <= after.id)) {
 			continue
 		}
-		all = append(all, projected(r))
+		all = append(all, clone(r))
 	}
 	sort.Slice(all, func(i, j int) bool {
 		if all[i].SweepAt != all[j].SweepAt {
@@ -353,6 +354,22 @@ func (s *Store) SaveRate(_ context.Context, installationID int64, r ratelimit.Re
 	return nil
 }
 
+// Postpone moves a stale record's sweep_at to until (a live lease's
+// expiry), conditional on the state and version read; nothing else changes.
+func (s *Store) Postpone(_ context.Context, read job.Record, until time.Time) (job.Record, error) {
+	defer s.enter("Postpone")()
+	if read.State.Terminal() {
+		return job.Record{}, fmt.Errorf("postpone job %d: a %s record is not in the sweep index", read.JobID, read.State)
+	}
+	cur, ok := s.recs[read.JobID]
+	if !ok || cur.State != read.State || cur.Version != read.Version {
+		return job.Record{}, &job.ConflictError{Op: "postpone", JobID: read.JobID, Current: clone(cur), Found: ok}
+	}
+	cur.SweepAt = job.Millis(until)
+	s.recs[read.JobID] = cur
+	return clone(cur), nil
+}
+
 // Recheck moves a claimed record's sweep_at to due (liveness_checks+1 when
 // counted), conditional on the state and version read.
 func (s *Store) Recheck(_ context.Context, read job.Record, due time.Time, counted bool, now time.Time) (job.Record, error) {
@@ -370,15 +387,6 @@ func (s *Store) Recheck(_ context.Context, read job.Record, due time.Time, count
 	}
 	s.recs[read.JobID] = cur
 	return clone(cur), nil
-}
-
-// projected is r as the sweep index holds it: job id (pk), the index keys
-// and shared/store.SweepProjection.
-func projected(r job.Record) job.Record {
-	return job.Record{
-		JobID: r.JobID, SweepShard: r.SweepShard, SweepAt: r.SweepAt,
-		State: r.State, Version: r.Version, LeaseExpiresAt: r.LeaseExpiresAt, FirstFailureAt: r.FirstFailureAt,
-	}
 }
 
 func clone(r job.Record) job.Record {

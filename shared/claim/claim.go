@@ -97,15 +97,21 @@
 // the message, and a re-send never resets them.
 //
 // If the send itself fails, nothing is released: the lease expires and the
-// reclaimer re-enqueues the job (sweep_at is the lease's expiry), which is
-// sooner than a released record without a message would be found.
+// reclaimer re-enqueues the job (at the later of the sweep_at the lease
+// kept and the lease's expiry: see shared/store), which is sooner than a
+// released record without a message would be found.
 //
-// Registration. The runner name is derived from the job (<pool>-<job_id>),
-// so GitHub's 409 "already exists" can only mean an earlier attempt's
-// runner: online or busy, its machine runs and it is reused (claimed,
+// Registration. The runner name is derived from the job and the record's
+// replacements (job.RunnerNameAt: <pool>-<job_id>, then <pool>-<job_id>-r<n>
+// for the n-th new attempt the reclaimer or the webhook started), so
+// GitHub's 409 "already exists" can only mean an earlier try of this
+// attempt: online or busy, its machine runs and it is reused (claimed,
 // nothing provisioned); offline, it never connected, so it is deleted and
-// a fresh config generated (the provisioner's job-derived idempotency key
-// then finds the earlier machine, if any). A non-retryable provisioning
+// a fresh config generated (the provisioner's lookup by job and runner
+// name then finds the earlier machine, if any). A new attempt gets a new
+// name, and so a new registration, machine and client token: the runner
+// before it may have been taken by another job, keeping its name and
+// machine, busy, until that job ends. A non-retryable provisioning
 // failure deletes this attempt's registration after the fenced Finish; a
 // retryable one leaves it for the next attempt's 409 path. A job whose pool
 // is no longer configured is retried (a rollout may be under way) until
@@ -313,8 +319,6 @@ func New(cfg Config) (*Claimer, error) {
 	cfg = cfg.withDefaults()
 	return &Claimer{cfg: cfg, reads: &rateReads{refresh: cfg.RateRefresh, last: map[int64]time.Time{}}}, nil
 }
-
-func (c *Claimer) count(name string) { c.cfg.Metrics.Add(name, 1) }
 
 func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
 

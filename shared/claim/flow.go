@@ -73,7 +73,7 @@ func (c *Claimer) handleMessage(ctx context.Context, sm events.SQSMessage, owner
 	msg, err := job.DecodeMessage(sm.Body)
 	if err != nil {
 		f.decide(ctx, slog.LevelError, DecisionMalformed, slog.String("error", err.Error()))
-		c.count("malformed")
+		c.cfg.Metrics.Count(metricMalformed, 1)
 		return nil
 	}
 	f.msg = msg
@@ -117,7 +117,7 @@ func (f *flow) refused(ctx context.Context, ce *job.ConflictError) error {
 	}
 	f.decide(ctx, slog.LevelInfo, DecisionDuplicate, slog.String(obs.KeyState, string(rec.State)),
 		slog.Int64("record_version", rec.Version), slog.String(obs.KeyReason, reason))
-	f.c.count("duplicates")
+	f.count(metricDuplicates)
 	return nil
 }
 
@@ -147,7 +147,7 @@ func (f *flow) early(ctx context.Context) error {
 			f.decide(ctx, slog.LevelInfo, DecisionEarlyDropped, slog.Int64("record_version", rec.Version),
 				slog.Int64("lease_expires_at", rec.LeaseExpiresAt),
 				slog.String(obs.KeyReason, "the sender's lease expired: the reclaimer's take-back sends this version"))
-			f.c.count("early_dropped")
+			f.count(metricEarlyDropped)
 			return nil
 		}
 		// One second past the expiry, so the next look finds it expired.
@@ -183,7 +183,7 @@ func (f *flow) chain(ctx context.Context, rest time.Duration) error {
 		return f.infra(ctx, "re-send chained message", err)
 	}
 	f.decide(ctx, slog.LevelInfo, DecisionChained, slog.Int64(obs.KeyDelay, d.Milliseconds()))
-	f.c.count("chained")
+	f.count(metricChained)
 	return nil
 }
 
@@ -198,7 +198,9 @@ func (f *flow) claim(ctx context.Context) error {
 		return f.retry(ctx, failure.Failure{Class: failure.UnknownRetryable, Reason: "pool " + f.rec.Pool + " is not configured"}, nil)
 	}
 	f.pool = p
-	f.name = job.RunnerName(p.Name, f.rec.JobID)
+	// One name per attempt: a replacement's runner must not meet the name
+	// of the runner before it, which another job may hold busy.
+	f.name = job.RunnerNameAt(p.Name, f.rec.JobID, f.rec.Replacements)
 	f.scope, f.owner = pool.ScopeRepo, f.rec.Owner()
 	if p.Scope == pool.ScopeOrg {
 		f.scope = pool.ScopeOrg
@@ -243,6 +245,9 @@ func (f *flow) claim(ctx context.Context) error {
 		return f.finish(ctx, job.Outcome{State: job.Claimed, Attempt: f.attempt, RunnerName: f.name, RunnerStartGrace: f.pool.StartGrace()}, DecisionReused, nil,
 			slog.Int64("runner_id", reused.ID), slog.String("runner_status", reused.Status), slog.Bool("runner_busy", reused.Busy))
 	}
+	if f.rec.CreatedAt > 0 {
+		c.cfg.Metrics.Observe(metricTimeToProvision, f.now.Sub(job.FromMillis(f.rec.CreatedAt)), obs.Pool(p.Name))
+	}
 	res, err := c.cfg.Provisioner.Provision(f.work, f.request(jit.EncodedConfig))
 	if err != nil {
 		return f.retryOrFail(ctx, err, &ghapp.Runner{ID: jit.RunnerID, Name: jit.Name, Status: "offline"})
@@ -262,13 +267,13 @@ func (f *flow) claim(ctx context.Context) error {
 func (f *flow) request(config ghapp.Secret) pool.Request {
 	return pool.Request{
 		JobID: f.rec.JobID, RunID: f.rec.RunID, Repo: f.rec.Repo, Pool: f.pool, RunnerName: f.name,
-		JITConfig: config.Reveal(),
+		Replacement: f.rec.Replacements, JITConfig: config.Reveal(),
 	}
 }
 
-// register gets a JIT config for the job's runner name. GitHub answers
-// 409 when the name is taken: by our own runner from an earlier attempt
-// (the name is derived from the job). Online or busy, that runner is alive
+// register gets a JIT config for the attempt's runner name. GitHub answers
+// 409 when the name is taken: by our own runner from an earlier try of
+// this attempt (the name is derived from the job and its replacements). Online or busy, that runner is alive
 // and is reused (returned as reused); offline with a machine of the job
 // still up, the machine holds its config and will connect: reused too;
 // offline with no machine, it never will: it is deleted and a new config
@@ -319,7 +324,8 @@ func (f *flow) register(ctx context.Context) (ghapp.JIT, *ghapp.Runner, error) {
 }
 
 // machineUp reports whether the provisioner knows of a live machine for the
-// job (EC2 looks by the job tag; dispatch cannot tell and says no).
+// attempt (EC2 looks by the job and runner-name tags; dispatch cannot tell
+// and says no).
 func (f *flow) machineUp(ctx context.Context) (bool, error) {
 	id, err := f.c.cfg.Provisioner.Running(ctx, f.request(ghapp.Secret{}))
 	return id != "", err
@@ -365,8 +371,7 @@ func (f *flow) retry(ctx context.Context, fl failure.Failure, registered *ghapp.
 		Attempt: f.attempt, FirstFailureAt: d.FirstFailureAt, ErrorClass: fl.Class.String(), Error: fl.Reason,
 	}, DecisionRetry, slog.String(obs.KeyClass, fl.Class.String()), slog.String("basis", string(d.Basis)))
 	if err == nil {
-		f.c.count("retried")
-		f.c.count("retried_" + fl.Class.String())
+		f.count(metricRetried, obs.Class(fl.Class.String()))
 	}
 	return err
 }
@@ -402,7 +407,7 @@ func (f *flow) deferRate(ctx context.Context, rd ratelimit.Reading) error {
 	}, DecisionDeferred, slog.String(obs.KeyClass, failure.RateLimit.String()), slog.Int64("reset_at", job.Millis(rd.ResetAt)),
 		slog.Int64("first_failure_at", job.Millis(d.FirstFailureAt)))
 	if err == nil {
-		f.c.count("deferred_rate_limit")
+		f.count(metricDeferred)
 	}
 	return err
 }
@@ -466,7 +471,7 @@ func (f *flow) finish(ctx context.Context, o job.Outcome, decision string, cu *c
 		attrs = append(attrs, slog.String(obs.KeyReason, o.Error))
 	}
 	f.decide(ctx, level, decision, attrs...)
-	f.c.count(map[job.State]string{job.Claimed: "claimed", job.Failed: "failed", job.Abandoned: "abandoned", job.Done: "done"}[o.State])
+	f.count(outcomeMetric[o.State], obs.Class(o.ErrorClass))
 	if cu != nil {
 		f.cleanUp(ctx, *cu)
 	}
@@ -489,7 +494,7 @@ func (f *flow) releaseSpare(ctx context.Context) {
 	}
 	f.c.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "claim releases a spare runner",
 		slog.Int64(obs.KeyJobID, f.rec.JobID), slog.String("runner_name", f.name), slog.String("taken_by", rec.RunnerName))
-	f.c.count("spare_released")
+	f.count(metricSpareReleased)
 	f.cleanUp(ctx, cleanup{byName: true, provisioned: true})
 }
 
@@ -547,7 +552,12 @@ func (f *flow) cleanUp(ctx context.Context, cu cleanup) {
 // shareRate shares this process's reading after an attempt that reached
 // GitHub, when the persist rule says another claimer's decision depends on it.
 func (f *flow) shareRate(ctx context.Context) {
-	if _, err := f.c.cfg.Rates.Persist(ctx, f.rec.InstallationID); err != nil {
+	shared, err := f.c.cfg.Rates.Persist(ctx, f.rec.InstallationID)
+	if shared {
+		rd, _ := f.c.cfg.Rates.Latest(f.rec.InstallationID)
+		f.c.rateGauges(f.rec.InstallationID, rd, f.now)
+	}
+	if err != nil {
 		f.c.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "claim rate state not shared",
 			slog.Int64(obs.KeyJobID, f.rec.JobID), slog.String("error", err.Error()))
 	}
@@ -555,7 +565,7 @@ func (f *flow) shareRate(ctx context.Context) {
 
 func (f *flow) leaseLost(ctx context.Context) {
 	f.decide(ctx, slog.LevelWarn, DecisionLeaseLost)
-	f.c.count("lease_lost")
+	f.count(metricLeaseLost)
 }
 
 // infra handles an infrastructure error: the message comes back soon
@@ -565,7 +575,7 @@ func (f *flow) leaseLost(ctx context.Context) {
 // the dead-letter queue together.
 func (f *flow) infra(ctx context.Context, step string, err error) error {
 	f.decide(ctx, slog.LevelError, DecisionInfraError, slog.String("step", step), slog.String("error", err.Error()))
-	f.c.count("infra_errors")
+	f.count(metricInfraErrors)
 	soon := f.c.cfg.RetrySoon + time.Duration(f.c.cfg.Rand.Float64()*float64(f.c.cfg.RetrySoon))
 	if rerr := f.c.cfg.Queue.RetryAfter(ctx, f.sm.ReceiptHandle, soon); rerr != nil {
 		f.c.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "claim retry-after failed", slog.String("message_id", f.sm.MessageId), slog.String("error", rerr.Error()))

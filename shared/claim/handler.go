@@ -119,5 +119,5 @@ func (c *Claimer) releaseUnstarted(ctx context.Context, ev events.SQSEvent, idx 
 		}
 		c.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "claim deadline_release", attrs...)
 	}
-	c.cfg.Metrics.Add("deadline_released", float64(len(idx)))
+	c.cfg.Metrics.Count(metricDeadline, float64(len(idx)))
 }

@@ -46,15 +46,18 @@ func stillQueued(t *testing.T, h *harness, id string) {
 
 // TestSendFailureKeepsTheLease: the hand-off sends the next message FIRST.
 // When that send fails, nothing is released: the record stays claiming
-// under the lease (whose expiry is its sweep_at), so the reclaimer finds it
-// as soon as the lease runs out. Releasing first would leave a queued
-// record with no message behind it, found only after the queued grace.
+// under the lease, with the sweep_at it had before the lease (the lease
+// writes no sweep index entry), so the reclaimer finds it at that moment,
+// or at the lease's expiry if later. Releasing first would leave a queued
+// record with no message behind it, found only a queued grace after the
+// retry's due time, later still.
 func TestSendFailureKeepsTheLease(t *testing.T) {
 	t.Parallel()
 	h := setup(t, setupOpt{})
 	h.gh.Fail(ghfake.RouteRepoJIT, 0, ghfake.ServerError(http.StatusBadGateway))
 	const id = 9301
 	h.seed(t, id)
+	staleFrom := h.get(t, id).SweepAt
 
 	q := &queueSpy{Queue: h.queue, failSend: true}
 	c := h.claimer(t, claimerOpt{queue: q, instance: "handoff"})
@@ -74,8 +77,8 @@ func TestSendFailureKeepsTheLease(t *testing.T) {
 		t.Fatalf("record %s version %d owner %q lease_expires_at %d, want claiming version 2 under its lease until %d: "+
 			"a failed send must release nothing", r.State, r.Version, r.LeaseOwner, r.LeaseExpiresAt, leaseEnd)
 	}
-	if r.SweepAt != leaseEnd {
-		t.Errorf("sweep_at %d, want the lease's expiry %d, so the reclaimer finds the job then", r.SweepAt, leaseEnd)
+	if r.SweepAt != staleFrom {
+		t.Errorf("sweep_at %d, want the record's %d from before the lease, so the reclaimer finds the job then", r.SweepAt, staleFrom)
 	}
 }
 

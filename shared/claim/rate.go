@@ -50,6 +50,12 @@ func (r *rateReads) due(inst int64, now time.Time) bool {
 // error is not fatal: the claim goes ahead (a rate-limited GitHub answers
 // 403 and the claim is retried, which beats not claiming).
 func (c *Claimer) reading(ctx context.Context, inst int64, now time.Time) (ratelimit.Reading, error) {
+	r, err := c.readRate(ctx, inst, now)
+	c.rateGauges(inst, r, now)
+	return r, err
+}
+
+func (c *Claimer) readRate(ctx context.Context, inst int64, now time.Time) (ratelimit.Reading, error) {
 	if c.reads.due(inst, now) {
 		r, err := c.cfg.Rates.Current(ctx, inst)
 		if err != nil && !r.Known() {

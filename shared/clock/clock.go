@@ -8,7 +8,10 @@
 // pass the instant down.
 package clock
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Func returns the current instant.
 type Func func() time.Time
@@ -20,4 +23,18 @@ func Or(f Func) Func {
 		return time.Now
 	}
 	return f
+}
+
+// Sleep waits d, or returns ctx's error as soon as ctx is done: the one
+// real wait, for the places that hold on purpose (a batch to its second, a
+// retry of unprocessed keys); tests inject their own.
+func Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }

@@ -6,7 +6,9 @@
 // It must never do I/O, read the clock, log, or keep state: the same error
 // always gives the same Failure, so a test can pin every row of the table.
 // It must never put a token, header value or request URL into Reason, which
-// is stored on the job record and logged.
+// is stored on the job record and logged: an upstream message can quote
+// one (a proxy echoing the Authorization header, AWS quoting a parameter
+// value), so Reason passes through shared/redact.
 //
 // Decisions written down here:
 //   - Order matters. GitHub's typed errors are checked first, then any
@@ -54,6 +56,8 @@ import (
 
 	"github.com/aws/smithy-go"
 	"github.com/google/go-github/v62/github"
+
+	"github.com/ghclaim/ghclaim/shared/redact"
 )
 
 // Class is one of DESIGN.md's error classes. Its String form is what the
@@ -124,7 +128,7 @@ func Classify(err error) Failure {
 		return Failure{Class: UnknownRetryable, Reason: "nil error"}
 	}
 	f := classify(err)
-	f.Reason = clip(f.Reason)
+	f.Reason = clip(redact.String(f.Reason))
 	return f
 }
 

@@ -1,5 +1,6 @@
 // Package janitor owns the scheduled clean-up of what outlived its job:
-// runners named <pool>-<job_id> whose job is over, the machines of such
+// runners named <pool>-<job_id> (or <pool>-<job_id>-r<n>, a later attempt:
+// job.RunnerNameAt) whose job is over, the machines of such
 // jobs, and JIT config parameters no live machine can read any more.
 //
 // One pass, in order:
@@ -10,17 +11,19 @@
 //     installation whose shared rate reading (rate#<id>) is not exhausted:
 //     org-scope pools list the organisation's runners; repo-scope pools
 //     list the installation's repositories (GET /installation/repositories)
-//     and then each repository's runners. Only runners named exactly
-//     <pool>-<digits> of a configured pool at that pool's scope are looked
-//     at; every other runner is never touched. For each, the job record
+//     and then each repository's runners. Only runners whose name
+//     job.ParseRunnerName reads as an attempt of a configured pool at that
+//     pool's scope are looked at; every other runner is never touched. For each, the job record
 //     decides:
 //     - non-terminal (queued … claimed): live, left alone (a claimed job's
 //     runner is watched by the reclaimer, not here);
 //     - terminal (done, failed, abandoned): deleted unless busy; GitHub's
 //     422 on the delete means it turned busy between the list and the
-//     delete: left alone and counted (busy_race). A deleted runner's job is
-//     then cleaned up by its provisioner (parameter deleted, machines
-//     terminated): its runner is gone, so nothing on them can run.
+//     delete: left alone and counted (busy_race). A deleted runner's
+//     attempt is then cleaned up by its provisioner (parameter deleted,
+//     that attempt's machines terminated): its runner is gone, so nothing
+//     on them can run. Only that attempt's: an earlier attempt's runner,
+//     taken by another job, may be busy on its own machine.
 //     - unknown (no record, or one past its TTL): the record is written
 //     before any runner is registered, so absence is never a race with a
 //     claim in flight; it means the record expired (7 days) or was removed.
@@ -32,9 +35,10 @@
 //     and a later pass deletes it.
 //  2. Machines: every live instance tagged ghclaim:job-id. One whose job is
 //     terminal, or unknown and launched more than UnknownGrace ago, is
-//     terminated through the provisioner (Cleanup) only when its runner is
-//     known to be gone: its scope was listed in full this pass and the
-//     runner was absent or deleted. A machine whose runner is present (busy,
+//     terminated through the provisioner (Cleanup) only when its runner
+//     (the machine's runner-name tag: one attempt's) is known to be gone:
+//     its scope was listed in full this pass and the runner was absent or
+//     deleted. A machine whose runner is present (busy,
 //     or a delete that failed), or whose scope was not listed (rate limit,
 //     budget, error), is left: a machine at work must never be ended.
 //  3. Parameters under /ghclaim/runners/ older than ConfigGrace whose
@@ -66,7 +70,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"strconv"
 	"strings"
 	"time"
 
@@ -240,15 +243,16 @@ type pass struct {
 	rep     Report
 	// listed maps a fully listed scope to the runner names still in it.
 	listed map[string]map[string]bool
-	// cleaned holds jobs whose provisioner cleanup ran this pass.
-	cleaned map[int64]bool
+	// cleaned holds the attempts (lower-cased runner names) whose
+	// provisioner cleanup ran this pass.
+	cleaned map[string]bool
 }
 
 // Run makes one pass and reports it. Its error is the first listing that
 // failed as a whole (installations, machines); single failures are counted.
 func (j *Janitor) Run(ctx context.Context) (Report, error) {
 	now := j.cfg.Now()
-	p := &pass{now: now, by: now.Add(j.cfg.Budget), listed: map[string]map[string]bool{}, cleaned: map[int64]bool{}}
+	p := &pass{now: now, by: now.Add(j.cfg.Budget), listed: map[string]map[string]bool{}, cleaned: map[string]bool{}}
 	if dl, ok := ctx.Deadline(); ok && dl.Add(-j.cfg.Reserve).Before(p.by) {
 		p.by = dl.Add(-j.cfg.Reserve)
 	}
@@ -320,22 +324,20 @@ func (j *Janitor) runners(ctx context.Context, p *pass) error {
 }
 
 // ours returns the pool and job id a runner name names at scope, if any:
-// exactly <pool>-<digits> for a configured pool of that scope.
+// an attempt's name (job.RunnerNameAt) of a configured pool of that scope.
 func (j *Janitor) ours(name, scope string) (pool.Pool, int64, bool) {
+	var names []string
 	for _, pl := range j.cfg.Pools {
-		if pl.Scope != scope {
-			continue
-		}
-		rest, ok := strings.CutPrefix(name, pl.Name+"-")
-		if !ok || rest == "" || strings.TrimLeft(rest, "0123456789") != "" {
-			continue
-		}
-		id, err := strconv.ParseInt(rest, 10, 64)
-		if err == nil && id > 0 {
-			return pl, id, true
+		if pl.Scope == scope {
+			names = append(names, pl.Name)
 		}
 	}
-	return pool.Pool{}, 0, false
+	r, ok := job.ParseRunnerName(name, names...)
+	if !ok {
+		return pool.Pool{}, 0, false
+	}
+	pl, ok := pool.Find(j.cfg.Pools, r.Pool)
+	return pl, r.JobID, ok
 }
 
 // over reports whether a job needs no runner any more: done, failed or
@@ -427,9 +429,9 @@ func (j *Janitor) scope(ctx context.Context, p *pass, inst int64, scope, owner, 
 	}
 }
 
-// cleanup ends a job's leftovers with its provisioner, once per pass.
+// cleanup ends an attempt's leftovers with its provisioner, once per pass.
 func (j *Janitor) cleanup(ctx context.Context, p *pass, req pool.Request, log *slog.Logger) bool {
-	if p.cleaned[req.JobID] {
+	if p.cleaned[strings.ToLower(req.RunnerName)] {
 		return true
 	}
 	if err := j.cfg.Provisioner.Cleanup(ctx, req); err != nil {
@@ -437,7 +439,7 @@ func (j *Janitor) cleanup(ctx context.Context, p *pass, req pool.Request, log *s
 		log.WarnContext(ctx, "janitor could not clean up the job's machines", slog.Any("err", err))
 		return false
 	}
-	p.cleaned[req.JobID] = true
+	p.cleaned[strings.ToLower(req.RunnerName)] = true
 	return true
 }
 
@@ -454,7 +456,7 @@ func (j *Janitor) machines(ctx context.Context, p *pass) error {
 			break
 		}
 		live[m.ID] = true
-		if p.cleaned[m.JobID] {
+		if p.cleaned[strings.ToLower(machineRunner(m))] {
 			continue
 		}
 		if j.machine(ctx, p, m) {
@@ -513,7 +515,7 @@ func (j *Janitor) machine(ctx context.Context, p *pass, m pool.Machine) bool {
 	if pl.Scope == pool.ScopeOrg {
 		scope = scopeKey(pool.ScopeOrg, owner, "")
 	}
-	runner := job.RunnerName(pl.Name, m.JobID)
+	runner := machineRunner(m)
 	present, listed := p.listed[scope]
 	if !listed || present[runner] {
 		p.rep.MachinesKept++
@@ -526,6 +528,15 @@ func (j *Janitor) machine(ctx context.Context, p *pass, m pool.Machine) bool {
 	p.rep.MachinesEnded++
 	log.InfoContext(ctx, "janitor ended a machine of a finished job", slog.Bool("known", found))
 	return true
+}
+
+// machineRunner is the runner of m's attempt: its runner-name tag (every
+// machine the provisioner launched carries it), else the job's first.
+func machineRunner(m pool.Machine) string {
+	if m.RunnerName != "" {
+		return m.RunnerName
+	}
+	return job.RunnerName(m.Pool, m.JobID)
 }
 
 func (j *Janitor) report(ctx context.Context, r Report, err error) {

@@ -13,7 +13,9 @@ package job
 
 import (
 	"fmt"
+	"math"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -144,10 +146,88 @@ func Shard(id int64, shards int) string {
 	return strconv.FormatInt(m, 10)
 }
 
-// RunnerName is the runner name derived from a pool and a job, so at most
-// one runner is ever registered per job: "<pool>-<job_id>".
-func RunnerName(pool string, id int64) string {
-	return fmt.Sprintf("%s-%d", pool, id)
+// RunnerName is the runner name of a job's first attempt:
+// "<pool>-<job_id>" (RunnerNameAt with no replacement).
+func RunnerName(pool string, id int64) string { return RunnerNameAt(pool, id, 0) }
+
+// RunnerNameAt is the runner name of a job's attempt after n replacements:
+// "<pool>-<job_id>" for the first, "<pool>-<job_id>-r<n>" for a new
+// attempt started because the runner before never took the job. Every
+// retry of one attempt derives the same name, so at most one runner is
+// registered per attempt (a 409 on the name is our own runner); a new
+// attempt needs a new name because the old runner may still hold its own:
+// a runner taken by another job keeps it, busy, until that job ends.
+func RunnerNameAt(pool string, id int64, n int) string {
+	if n <= 0 {
+		return fmt.Sprintf("%s-%d", pool, id)
+	}
+	return fmt.Sprintf("%s-%d-r%d", pool, id, n)
+}
+
+// Runner is what a runner name of ours says: its pool, its job and the
+// attempt (replacements before it) it was registered for.
+type Runner struct {
+	Pool        string
+	JobID       int64
+	Replacement int
+}
+
+// ParseRunnerName reads a runner name made by RunnerNameAt for one of pools
+// (the webhook, the reclaimer, the janitor and the CLI all read names
+// here). A pool name may end in digits or "-<digits>" ("linux-2"): the rest
+// after "<pool>-" must be exactly "<job_id>" or "<job_id>-r<n>", which no
+// other pool's prefix leaves, and the longest matching pool wins anyway.
+// Anything else (another tool's runner, a hand-named one) is not ours.
+func ParseRunnerName(name string, pools ...string) (Runner, bool) {
+	var best Runner
+	found := false
+	for _, p := range pools {
+		rest, ok := strings.CutPrefix(name, p+"-")
+		if !ok || p == "" || (found && len(p) <= len(best.Pool)) {
+			continue
+		}
+		id, tail, _ := strings.Cut(rest, "-")
+		jobID, ok := positive(id)
+		if !ok {
+			continue
+		}
+		n := 0
+		if tail != "" {
+			digits, isR := strings.CutPrefix(tail, "r")
+			r, ok := positive(digits)
+			if !isR || !ok || r > math.MaxInt32 {
+				continue
+			}
+			n = int(r)
+		}
+		best, found = Runner{Pool: p, JobID: jobID, Replacement: n}, true
+	}
+	return best, found
+}
+
+// positive parses a decimal without sign or leading zeros, > 0.
+func positive(s string) (int64, bool) {
+	if s == "" || s[0] == '0' || strings.TrimLeft(s, "0123456789") != "" {
+		return 0, false
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	return v, err == nil
+}
+
+// Defaults of the bounds on new attempts of a claimed job.
+const (
+	DefaultMaxReplacements = 3
+	DefaultMaxAge          = 90 * time.Minute
+)
+
+// Replaceable reports whether r may get a new attempt now (its runner
+// never took the job, or was taken by another job): fewer than
+// maxReplacements so far, and not failing for longer than maxAge (a record
+// that never failed has no age yet). Otherwise it is abandoned. The
+// reclaimer and the webhook decide with it alike.
+func Replaceable(r Record, now time.Time, maxReplacements int, maxAge time.Duration) bool {
+	pastAge := r.FirstFailureAt != 0 && now.Sub(FromMillis(r.FirstFailureAt)) > maxAge
+	return r.Replacements < maxReplacements && !pastAge
 }
 
 // Message is the SQS claim message body. The JSON field names are part of

@@ -6,16 +6,39 @@
 // KeyClass, …) so operators can query across functions. This package must
 // never receive a secret: callers log ids, states and classes, not tokens
 // or JIT configs, and values with a LogValue that redacts stay redacted.
+//
+// Metric decisions:
+//   - A metric is declared once as a Metric value (name, unit, the
+//     dimensions it may carry beyond "function"), and written with values
+//     for those dimensions. A dimension not declared is not written, so the
+//     declarations are the whole truth about what reaches CloudWatch: the
+//     alarm test reads them from the source.
+//   - DimensionSets is the one rule for which sets a line publishes:
+//     {function} always (the fleet-wide figure the alarms read), all the
+//     declared dimensions, and those without pool (e.g. retries by class
+//     across pools). More sets would multiply custom-metric costs.
+//   - Counts are summed until Flush, gauges keep their last value (a rate
+//     reading), timings keep every sample (EMF arrays, so percentiles are
+//     exact). Flush writes one line per distinct set of dimension values.
+//   - A function that already writes one log line per event (the webhook's
+//     delivery line) makes that line an EMF document with Inline instead of
+//     writing a second line: the dimension values are the line's own keys.
 package obs
 
 import (
 	"encoding/json"
-	"github.com/ghclaim/ghclaim/shared/clock"
+	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"time"
+
+	"github.com/ghclaim/ghclaim/shared/clock"
+	"github.com/ghclaim/ghclaim/shared/redact"
 )
 
 // Attribute keys shared by every function.
@@ -43,9 +66,24 @@ func Level(s string) slog.Level {
 	return slog.LevelInfo
 }
 
-// NewLogger returns a JSON logger writing to w at level.
+// NewLogger returns a JSON logger writing to w at level. Every string and
+// error it writes passes through shared/redact: an upstream error text
+// that quotes a token, a JWT or a JIT config is logged without it.
 func NewLogger(w io.Writer, level string) *slog.Logger {
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: Level(level)}))
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: Level(level), ReplaceAttr: redactAttr}))
+}
+
+// redactAttr is NewLogger's ReplaceAttr.
+func redactAttr(_ []string, a slog.Attr) slog.Attr {
+	switch a.Value.Kind() {
+	case slog.KindString:
+		a.Value = slog.StringValue(redact.String(a.Value.String()))
+	case slog.KindAny:
+		if err, ok := a.Value.Any().(error); ok && err != nil {
+			a.Value = slog.StringValue(redact.String(err.Error()))
+		}
+	}
+	return a
 }
 
 // Namespace is the CloudWatch namespace of metrics when none is configured
@@ -54,13 +92,107 @@ func NewLogger(w io.Writer, level string) *slog.Logger {
 // add up into one set of metrics and alarms.
 const Namespace = "ghclaim"
 
-// Metrics writes counts as one EMF line per flush.
+// Dimension names beyond "function" (DimFunction).
+const (
+	DimFunction     = "function"
+	DimPool         = "pool"
+	DimOutcome      = "outcome"
+	DimClass        = "class"
+	DimReason       = "reason"
+	DimEvent        = "event"
+	DimInstallation = "installation"
+)
+
+// Unit is a CloudWatch metric unit.
+type Unit string
+
+// The units ghclaim writes.
+const (
+	Count        Unit = "Count"
+	Milliseconds Unit = "Milliseconds"
+	Seconds      Unit = "Seconds"
+	None         Unit = "None"
+)
+
+// Metric declares one metric: its name, unit (Count when empty) and the
+// dimensions it carries beyond "function".
+type Metric struct {
+	Name string
+	Unit Unit
+	Dims []string
+}
+
+func (m Metric) unit() Unit {
+	if m.Unit == "" {
+		return Count
+	}
+	return m.Unit
+}
+
+// Dim is one dimension's value.
+type Dim struct{ Name, Value string }
+
+// Pool, Outcome, Class, Reason, Event and Installation are dimension values.
+func Pool(v string) Dim         { return Dim{DimPool, v} }
+func Outcome(v string) Dim      { return Dim{DimOutcome, v} }
+func Class(v string) Dim        { return Dim{DimClass, v} }
+func Reason(v string) Dim       { return Dim{DimReason, v} }
+func Event(v string) Dim        { return Dim{DimEvent, v} }
+func Installation(v string) Dim { return Dim{DimInstallation, v} }
+
+// DimensionSets is every dimension set a metric declared with dims is
+// published under (besides the fixed dimensions, "function"): none (the
+// fleet-wide figure), dims without pool, and all of dims; sorted and
+// without repeats.
+func DimensionSets(dims []string) [][]string {
+	all := slices.Sorted(slices.Values(dims))
+	all = slices.Compact(all)
+	var noPool []string
+	for _, d := range all {
+		if d != DimPool {
+			noPool = append(noPool, d)
+		}
+	}
+	out := [][]string{{}}
+	for _, s := range [][]string{noPool, all} {
+		if len(s) > 0 && !slices.ContainsFunc(out, func(o []string) bool { return slices.Equal(o, s) }) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Sample is one value of a metric, for Inline.
+type Sample struct {
+	Metric Metric
+	Value  float64
+}
+
+type kind int
+
+const (
+	sum kind = iota
+	last
+	each
+)
+
+// series is one metric under one set of dimension values.
+type series struct {
+	metric Metric
+	kind   kind
+	dims   []Dim // the declared ones that have a value, sorted by name
+	values []float64
+}
+
+// Metrics writes metrics as EMF lines, one per set of dimension values per
+// flush.
 type Metrics struct {
 	mu        sync.Mutex
 	w         io.Writer
 	namespace string
 	dims      map[string]string
-	counts    map[string]float64
+	series    map[string]*series
+	order     []string
 	now       clock.Func
 }
 
@@ -78,59 +210,180 @@ func NewMetricsIn(ns string, w io.Writer, dims map[string]string, now clock.Func
 	if ns == "" {
 		ns = Namespace
 	}
-	return &Metrics{w: w, namespace: ns, dims: dims, counts: map[string]float64{}, now: clock.Or(now)}
+	return &Metrics{w: w, namespace: ns, dims: dims, series: map[string]*series{}, now: clock.Or(now)}
 }
 
-// Add adds v to the named count.
-func (m *Metrics) Add(name string, v float64) {
+// Add adds v to the named count, published under the fixed dimensions.
+func (m *Metrics) Add(name string, v float64) { m.Count(Metric{Name: name}, v) }
+
+// Count adds v to metric under the given dimension values.
+func (m *Metrics) Count(metric Metric, v float64, dims ...Dim) { m.put(metric, sum, v, dims) }
+
+// Gauge sets metric to v under the given dimension values; the last value
+// before Flush is written.
+func (m *Metrics) Gauge(metric Metric, v float64, dims ...Dim) { m.put(metric, last, v, dims) }
+
+// Observe records one sample of metric (a duration in its unit,
+// Milliseconds or Seconds) under the given dimension values.
+func (m *Metrics) Observe(metric Metric, d time.Duration, dims ...Dim) {
+	v := float64(d.Milliseconds())
+	if metric.Unit == Seconds {
+		v = d.Seconds()
+	}
+	m.put(metric, each, v, dims)
+}
+
+func (m *Metrics) put(metric Metric, k kind, v float64, dims []Dim) {
 	if m == nil {
 		return
 	}
+	ds := declared(metric, dims)
+	key := metric.Name
+	for _, d := range ds {
+		key += "\x00" + d.Name + "=" + d.Value
+	}
 	m.mu.Lock()
-	m.counts[name] += v
-	m.mu.Unlock()
+	defer m.mu.Unlock()
+	s, ok := m.series[key]
+	if !ok {
+		s = &series{metric: metric, kind: k, dims: ds}
+		m.series[key] = s
+		m.order = append(m.order, key)
+	}
+	switch {
+	case k == sum && len(s.values) == 1:
+		s.values[0] += v
+	case k == last:
+		s.values = []float64{v}
+	default:
+		s.values = append(s.values, v)
+	}
 }
 
-// Flush writes the counts gathered so far as one EMF line and resets them.
+// declared keeps the dimensions metric declares that have a non-empty
+// value (CloudWatch refuses empty ones), sorted by name.
+func declared(metric Metric, dims []Dim) []Dim {
+	var out []Dim
+	for _, d := range dims {
+		if d.Value != "" && slices.Contains(metric.Dims, d.Name) && !slices.ContainsFunc(out, func(o Dim) bool { return o.Name == d.Name }) {
+			out = append(out, d)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Flush writes the metrics gathered so far, one EMF line per set of
+// dimension values, and resets them.
 func (m *Metrics) Flush() {
 	if m == nil {
 		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if len(m.counts) == 0 {
-		return
+	groups := map[string][]*series{}
+	var keys []string
+	for _, k := range m.order {
+		s := m.series[k]
+		g := ""
+		for _, d := range s.dims {
+			g += d.Name + "=" + d.Value + "\x00"
+		}
+		if _, ok := groups[g]; !ok {
+			keys = append(keys, g)
+		}
+		groups[g] = append(groups[g], s)
 	}
-	names := make([]string, 0, len(m.counts))
-	for k := range m.counts {
-		names = append(names, k)
+	sort.Strings(keys)
+	at := m.now()
+	for _, g := range keys {
+		ss := groups[g]
+		sort.Slice(ss, func(i, j int) bool { return ss[i].metric.Name < ss[j].metric.Name })
+		doc := map[string]any{}
+		var samples []Sample
+		for _, s := range ss {
+			if s.kind == each {
+				doc[s.metric.Name] = s.values
+			} else {
+				doc[s.metric.Name] = s.values[0]
+			}
+			samples = append(samples, Sample{Metric: s.metric})
+		}
+		for _, d := range ss[0].dims {
+			doc[d.Name] = d.Value
+		}
+		m.write(doc, at, ss[0].dims, samples)
 	}
-	sort.Strings(names)
-	dimKeys := make([]string, 0, len(m.dims))
-	for k := range m.dims {
-		dimKeys = append(dimKeys, k)
-	}
-	sort.Strings(dimKeys)
-	defs := make([]map[string]string, 0, len(names))
-	doc := map[string]any{}
-	for _, n := range names {
-		defs = append(defs, map[string]string{"Name": n, "Unit": "Count"})
-		doc[n] = m.counts[n]
-	}
+	m.series = map[string]*series{}
+	m.order = nil
+}
+
+func (m *Metrics) write(doc map[string]any, at time.Time, dims []Dim, samples []Sample) {
 	for k, v := range m.dims {
 		doc[k] = v
 	}
-	doc["_aws"] = map[string]any{
-		"Timestamp": m.now().UnixMilli(),
-		"CloudWatchMetrics": []map[string]any{{
-			"Namespace":  m.namespace,
-			"Dimensions": [][]string{dimKeys},
-			"Metrics":    defs,
-		}},
-	}
+	doc["_aws"] = m.directive(at, dims, samples)
 	b, err := json.Marshal(doc)
 	if err == nil {
 		_, _ = m.w.Write(append(b, '\n'))
 	}
-	m.counts = map[string]float64{}
+}
+
+// directive is the _aws member of an EMF line: each sample's metric
+// published under every set of DimensionSets(its declared dimensions)
+// that dims has values for, each prefixed with the fixed dimensions.
+// Metrics with the same sets share one directive.
+func (m *Metrics) directive(at time.Time, dims []Dim, samples []Sample) map[string]any {
+	fixed := slices.Sorted(maps.Keys(m.dims))
+	var directives []map[string]any
+	var seen []string
+	for _, s := range samples {
+		var sets [][]string
+		for _, set := range DimensionSets(s.Metric.Dims) {
+			if !slices.ContainsFunc(set, func(n string) bool {
+				return !slices.ContainsFunc(dims, func(d Dim) bool { return d.Name == n })
+			}) {
+				sets = append(sets, append(slices.Clone(fixed), set...))
+			}
+		}
+		def := map[string]string{"Name": s.Metric.Name, "Unit": string(s.Metric.unit())}
+		key := fmt.Sprint(sets)
+		if k := slices.Index(seen, key); k >= 0 {
+			directives[k]["Metrics"] = append(directives[k]["Metrics"].([]map[string]string), def)
+			continue
+		}
+		seen = append(seen, key)
+		directives = append(directives, map[string]any{"Namespace": m.namespace, "Dimensions": sets, "Metrics": []map[string]string{def}})
+	}
+	return map[string]any{"Timestamp": at.UnixMilli(), "CloudWatchMetrics": directives}
+}
+
+// Inline turns line, the attributes of a log line, into an EMF document:
+// it returns line with the fixed dimensions, each sample's value and the
+// _aws directive appended. The dimension values are line's own string
+// attributes named like a declared dimension, so nothing is written twice.
+// A nil *Metrics returns line unchanged.
+func (m *Metrics) Inline(line []slog.Attr, samples ...Sample) []slog.Attr {
+	if m == nil || len(samples) == 0 {
+		return line
+	}
+	var declaredDims []string
+	for _, s := range samples {
+		declaredDims = append(declaredDims, s.Metric.Dims...)
+	}
+	var dims []Dim
+	for _, a := range line {
+		if a.Value.Kind() == slog.KindString {
+			dims = append(dims, Dim{a.Key, a.Value.String()})
+		}
+	}
+	dims = declared(Metric{Dims: declaredDims}, dims)
+	out := slices.Clone(line)
+	for _, k := range slices.Sorted(maps.Keys(m.dims)) {
+		out = append(out, slog.String(k, m.dims[k]))
+	}
+	for _, s := range samples {
+		out = append(out, slog.Float64(s.Metric.Name, s.Value))
+	}
+	return append(out, slog.Any("_aws", m.directive(m.now(), dims, samples)))
 }

@@ -3,10 +3,14 @@ package obs
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"log/slog"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ghclaim/ghclaim/infra/emftest"
 )
 
 // emfLine is the part of an EMF line every metric line has.
@@ -102,5 +106,91 @@ func TestMetricsWriteTheirNamespace(t *testing.T) {
 				t.Errorf("got value %v, metrics %v, want Reclaimed 4", doc.Reclaimed, cw[0].Metrics)
 			}
 		})
+	}
+}
+
+func TestMetricsDimensionsAndKinds(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	retried := Metric{Name: "retried", Dims: []string{DimPool, DimClass}}
+	remaining := Metric{Name: "RateRemaining", Unit: None, Dims: []string{DimInstallation}}
+	wait := Metric{Name: "TimeToProvision", Unit: Milliseconds, Dims: []string{DimPool}}
+	var buf bytes.Buffer
+	m := NewMetricsIn("ns", &buf, map[string]string{"function": "claimer"}, func() time.Time { return at })
+	m.Count(retried, 1, Pool("linux"), Class("throttled"))
+	m.Count(retried, 2, Pool("linux"), Class("throttled"))
+	m.Count(retried, 1, Class("throttled"), Pool("arm"), Reason("undeclared: never written"))
+	m.Gauge(remaining, 4000, Installation("7"))
+	m.Gauge(remaining, 3990, Installation("7"))
+	m.Observe(wait, 1500*time.Millisecond, Pool("linux"))
+	m.Observe(wait, 250*time.Millisecond, Pool("linux"))
+	m.Count(Metric{Name: "claimed", Dims: []string{DimPool}}, 1) // no pool known: fleet-wide only
+	m.Flush()
+
+	points := emftest.Parse(t, buf.Bytes())
+	tests := []struct {
+		name   string
+		metric string
+		dims   map[string]string
+		sets   [][]string
+		values []float64
+	}{
+		{"counts summed per pool and class", "retried", map[string]string{"pool": "linux", "class": "throttled"},
+			[][]string{{"function"}, {"class", "function"}, {"class", "function", "pool"}}, []float64{3}},
+		{"another pool is another line", "retried", map[string]string{"pool": "arm"},
+			[][]string{{"function"}, {"class", "function"}, {"class", "function", "pool"}}, []float64{1}},
+		{"a gauge keeps its last value", "RateRemaining", map[string]string{"installation": "7"},
+			[][]string{{"function"}, {"function", "installation"}}, []float64{3990}},
+		{"a timing keeps every sample", "TimeToProvision", map[string]string{"pool": "linux"},
+			[][]string{{"function"}, {"function", "pool"}}, []float64{1500, 250}},
+		{"a dimension without value is left out", "claimed", nil, [][]string{{"function"}}, []float64{1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := emftest.Select(points, tt.metric, tt.dims)
+			if len(got) != 1 {
+				t.Fatalf("got %d points of %s %v, want 1: %+v", len(got), tt.metric, tt.dims, points)
+			}
+			p := got[0]
+			if !reflect.DeepEqual(p.Sets, tt.sets) || !reflect.DeepEqual(p.Values, tt.values) || p.Namespace != "ns" || p.Dims["function"] != "claimer" {
+				t.Errorf("got sets %v values %v ns %q dims %v, want %v %v", p.Sets, p.Values, p.Namespace, p.Dims, tt.sets, tt.values)
+			}
+			if _, ok := p.Dims["reason"]; ok {
+				t.Errorf("an undeclared dimension was written: %v", p.Dims)
+			}
+		})
+	}
+	if n := strings.Count(buf.String(), "\n"); n != 5 {
+		t.Errorf("got %d lines, want one per set of dimension values (5):\n%s", n, buf.String())
+	}
+}
+
+func TestInlineMakesTheLogLineAnEMFDocument(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	at := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	m := NewMetricsIn("ns", io.Discard, map[string]string{"function": "webhook"}, func() time.Time { return at })
+	log := NewLogger(&buf, "info")
+	deliveries := Metric{Name: "Deliveries", Dims: []string{DimEvent, DimOutcome, DimPool}}
+	line := []slog.Attr{slog.String("delivery_id", "d1"), slog.String("event", "workflow_job"), slog.String("outcome", "enqueued"), slog.Int("status", 202)}
+	log.LogAttrs(t.Context(), slog.LevelInfo, "delivery", m.Inline(line, Sample{deliveries, 1})...)
+
+	if n := strings.Count(buf.String(), "\n"); n != 1 {
+		t.Fatalf("got %d lines, want the one log line", n)
+	}
+	points := emftest.Parse(t, buf.Bytes())
+	if len(points) != 1 {
+		t.Fatalf("got %d points, want 1: %s", len(points), buf.String())
+	}
+	p := points[0]
+	want := [][]string{{"function"}, {"event", "function", "outcome"}}
+	if p.Name != "Deliveries" || p.Sum() != 1 || !reflect.DeepEqual(p.Sets, want) || p.Dims["outcome"] != "enqueued" || p.Dims["function"] != "webhook" {
+		t.Errorf("got %+v, want Deliveries 1 under %v (no pool on the line)", p, want)
+	}
+	if strings.Count(buf.String(), `"outcome":`) != 1 {
+		t.Errorf("a dimension key was written twice: %s", buf.String())
+	}
+	if got := m.Inline(line); len(got) != len(line) {
+		t.Errorf("Inline without samples added %d attributes", len(got)-len(line))
 	}
 }

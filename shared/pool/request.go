@@ -16,9 +16,13 @@ type Request struct {
 	// Repo is "owner/name".
 	Repo string
 	Pool Pool
-	// RunnerName is job.RunnerName(pool, job id); it names the SSM
-	// parameter and the instance, so it must be a plain token.
+	// RunnerName is job.RunnerNameAt(pool, job id, Replacement), the
+	// attempt's runner; it names the SSM parameter and the instance (and
+	// finds the attempt's machine), so it must be a plain token.
 	RunnerName string
+	// Replacement is the attempt's number of replacements before it (0
+	// for the first), tagged on the machine for operators.
+	Replacement int
 	// JITConfig is the encoded JIT runner configuration from GitHub. It is a
 	// credential: never log it, never put it in an error. String, GoString
 	// and LogValue redact it.

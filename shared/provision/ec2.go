@@ -22,15 +22,19 @@ import (
 	"github.com/ghclaim/ghclaim/shared/pool"
 )
 
-// Tag keys put on every instance and volume the EC2 adapter launches. The
-// boot script reads TagRunnerName through IMDS; operators and the
-// existing-instance lookup use TagJobID.
+// Tag keys put on every instance the EC2 adapter launches (at launch: the
+// only moment tags can be set without ec2:CreateTags). The boot script
+// reads TagRunnerName through IMDS; the functions' IAM conditions and the
+// janitor use TagJobID; the lookup of an attempt's machine uses TagJobID
+// and TagRunnerName together (the runner name is per attempt, see
+// job.RunnerNameAt); TagReplacement says which attempt, for operators.
 const (
-	TagJobID      = "ghclaim:job-id"
-	TagRunID      = "ghclaim:run-id"
-	TagRepo       = "ghclaim:repo"
-	TagRunnerName = "ghclaim:runner-name"
-	TagPool       = "ghclaim:pool"
+	TagJobID       = "ghclaim:job-id"
+	TagRunID       = "ghclaim:run-id"
+	TagRepo        = "ghclaim:repo"
+	TagRunnerName  = "ghclaim:runner-name"
+	TagPool        = "ghclaim:pool"
+	TagReplacement = "ghclaim:replacement"
 )
 
 // Instances is the part of the EC2 API the EC2 adapter uses.
@@ -51,9 +55,13 @@ type Parameters interface {
 // infra/runner/boot.sh as user data; this adapter adds only what is per job.
 //
 // Steps, each safe to repeat:
-//  1. Look for a pending or running instance tagged with the job id; if one
-//     exists, use it (Reused). This is the guard across attempts and also
-//     covers emulators that ignore ClientToken. Stopping, stopped and
+//  1. Look for a pending or running instance tagged with the job id and
+//     the attempt's runner name; if one exists, use it (Reused). This is
+//     the guard across retries of one attempt and also covers emulators
+//     that ignore ClientToken. It is per attempt, not per job: a new
+//     attempt (job.RunnerNameAt, after a replacement) must not reuse the
+//     machine of a runner that another job took, which is at work on that
+//     job. Stopping, stopped and
 //     shutting-down machines are not reused: an ephemeral runner's machine
 //     only powers off after its runner has exited, so it cannot take the job.
 //  2. Otherwise CreateFleet type instant, one instance, per market of the
@@ -93,6 +101,9 @@ type Parameters interface {
 // attempt) terminates the job's pending or running instances itself rather
 // than wait for one to find no config and power off: a machine whose
 // runner is gone would otherwise boot and idle at the instance's price.
+// Like the lookup, Cleanup ends only the machines of req's attempt (its
+// runner name): an earlier attempt's runner taken by another job keeps
+// its machine until that job ends.
 // The functions may terminate only instances that carry the TagJobID tag
 // (template.yaml: an aws:ResourceTag condition). The launch template must
 // require IMDSv2 and enable instance metadata tags (a fleet cannot
@@ -151,7 +162,7 @@ func (e *EC2) Provision(ctx context.Context, req Request) (Result, error) {
 // none: one instant fleet per purchase option of the pool, in order, until
 // one answers with an instance.
 func (e *EC2) instance(ctx context.Context, req Request) (launched, bool, error) {
-	if inst, err := e.existing(ctx, req.JobID); err != nil {
+	if inst, err := e.existing(ctx, req); err != nil {
 		return launched{}, false, fmt.Errorf("provision job %d: look for an existing instance: %w", req.JobID, err)
 	} else if inst.id != "" {
 		return inst, true, nil
@@ -395,7 +406,7 @@ func (e *EC2) launch(ctx context.Context, req Request, in *ec2.CreateFleetInput)
 	if err == nil || !errors.As(err, &api) || api.ErrorCode() != codeIdempotentParameterMismatch {
 		return out, launched{}, err
 	}
-	live, lerr := e.existing(ctx, req.JobID)
+	live, lerr := e.existing(ctx, req)
 	if lerr != nil {
 		return nil, launched{}, fmt.Errorf("provision job %d: look for an instance after a client token mismatch: %w", req.JobID, lerr)
 	}
@@ -444,8 +455,9 @@ func alive(s ec2types.InstanceStateName) bool {
 	return s == "" || s == ec2types.InstanceStateNamePending || s == ec2types.InstanceStateNameRunning
 }
 
-// Cleanup deletes the job's SSM parameter, then terminates the job's
-// pending or running instances (found by TagJobID, as Running finds them):
+// Cleanup deletes the attempt's SSM parameter, then terminates the
+// attempt's pending or running instances (found by TagJobID and
+// TagRunnerName, as Running finds them):
 // the claim ended without a runner, so a machine of the job has nothing to
 // run. Both steps are safe to repeat (nothing left is success). The caller
 // must not clean up while the job's runner is busy: its machine is at work.
@@ -470,7 +482,7 @@ func (e *EC2) Cleanup(ctx context.Context, req Request) error {
 			slog.String("runner_name", req.RunnerName), slog.String("parameter", name), slog.Bool("machines_kept", true))
 		return nil
 	}
-	live, err := e.live(ctx, req.JobID)
+	live, err := e.live(ctx, req)
 	if err != nil {
 		return fmt.Errorf("clean up job %d: find instances: %w", req.JobID, err)
 	}
@@ -490,9 +502,10 @@ func (e *EC2) Cleanup(ctx context.Context, req Request) error {
 	return nil
 }
 
-// Running returns the id of a pending or running instance of req's job, or "".
+// Running returns the id of a pending or running instance of req's
+// attempt (its job and runner name), or "".
 func (e *EC2) Running(ctx context.Context, req Request) (string, error) {
-	inst, err := e.existing(ctx, req.JobID)
+	inst, err := e.existing(ctx, req)
 	if err != nil {
 		return "", fmt.Errorf("find instance of job %d: %w", req.JobID, err)
 	}
@@ -501,22 +514,24 @@ func (e *EC2) Running(ctx context.Context, req Request) (string, error) {
 
 var _ Finder = (*EC2)(nil)
 
-// existing returns a pending or running instance tagged with jobID, or the
+// existing returns a pending or running instance of req's attempt, or the
 // zero launched when there is none. With several (which only a launch
 // outside ClientToken protection can cause) it picks the smallest id, so
-// every attempt agrees.
-func (e *EC2) existing(ctx context.Context, jobID int64) (launched, error) {
-	all, err := e.live(ctx, jobID)
+// every retry agrees.
+func (e *EC2) existing(ctx context.Context, req Request) (launched, error) {
+	all, err := e.live(ctx, req)
 	if err != nil || len(all) == 0 {
 		return launched{}, err
 	}
 	return slices.MinFunc(all, func(a, b launched) int { return strings.Compare(a.id, b.id) }), nil
 }
 
-// live returns every pending or running instance tagged with jobID.
-func (e *EC2) live(ctx context.Context, jobID int64) ([]launched, error) {
+// live returns every pending or running instance tagged with req's job
+// and runner name (its attempt).
+func (e *EC2) live(ctx context.Context, req Request) ([]launched, error) {
 	in := &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
-		{Name: aws.String("tag:" + TagJobID), Values: []string{strconv.FormatInt(jobID, 10)}},
+		{Name: aws.String("tag:" + TagJobID), Values: []string{strconv.FormatInt(req.JobID, 10)}},
+		{Name: aws.String("tag:" + TagRunnerName), Values: []string{req.RunnerName}},
 		{Name: aws.String("instance-state-name"), Values: []string{"pending", "running"}},
 	}}
 	var all []launched
@@ -572,6 +587,7 @@ func fleetInput(req Request, market ec2types.DefaultTargetCapacityType) *ec2.Cre
 		{Key: aws.String(TagRepo), Value: aws.String(req.Repo)},
 		{Key: aws.String(TagRunnerName), Value: aws.String(req.RunnerName)},
 		{Key: aws.String(TagPool), Value: aws.String(req.Pool.Name)},
+		{Key: aws.String(TagReplacement), Value: aws.String(strconv.Itoa(req.Replacement))},
 	}
 	in := &ec2.CreateFleetInput{
 		Type:        ec2types.FleetTypeInstant,

@@ -275,7 +275,7 @@ func TestEC2ProvisionLaunchArguments(t *testing.T) {
 			}
 			wantTags := map[string]string{
 				"Name": req.RunnerName, TagJobID: itoa(tt.job), TagRunID: itoa(req.RunID),
-				TagRepo: "octo/hello", TagRunnerName: req.RunnerName, TagPool: tt.pool.Name,
+				TagRepo: "octo/hello", TagRunnerName: req.RunnerName, TagPool: tt.pool.Name, TagReplacement: "0",
 			}
 			if len(in.TagSpecifications) != 1 || in.TagSpecifications[0].ResourceType != ec2types.ResourceTypeInstance {
 				t.Fatalf("tag specifications %+v, want instance only (an instant fleet tags no volumes)", in.TagSpecifications)
@@ -374,7 +374,7 @@ func TestEC2ProvisionReusesTaggedInstance(t *testing.T) {
 	for _, fl := range f.inst.describes[0].Filters {
 		filters[aws.ToString(fl.Name)] = fl.Values
 	}
-	want := map[string][]string{"tag:ghclaim:job-id": {"42"}, "instance-state-name": {"pending", "running"}}
+	want := map[string][]string{"tag:ghclaim:job-id": {"42"}, "tag:ghclaim:runner-name": {"linux-42"}, "instance-state-name": {"pending", "running"}}
 	if !reflect.DeepEqual(filters, want) {
 		t.Errorf("describe filters: got %v, want %v", filters, want)
 	}
@@ -471,8 +471,8 @@ func TestEC2Cleanup(t *testing.T) {
 				t.Errorf("terminated %v, want %v", f.inst.terminated, tt.wantTerminated)
 			}
 			for _, d := range f.inst.describes {
-				if got := fmt.Sprint(filters(d)); tt.existing != nil && got != "map[instance-state-name:[pending running] tag:ghclaim:job-id:[42]]" {
-					t.Errorf("lookup filters %s, want the job's pending and running instances", got)
+				if got := fmt.Sprint(filters(d)); tt.existing != nil && got != "map[instance-state-name:[pending running] tag:ghclaim:job-id:[42] tag:ghclaim:runner-name:[linux-42]]" {
+					t.Errorf("lookup filters %s, want the attempt's pending and running instances", got)
 				}
 			}
 		})

@@ -22,8 +22,12 @@
 //
 // Idempotency, the reason this package exists. Before launching, the EC2
 // adapter looks for a pending or running instance tagged with the job's id
-// and reuses it (Result.Reused): that lookup is the guard across attempts,
-// and it holds whatever the tokens do. Each launch call carries a
+// and the attempt's runner name and reuses it (Result.Reused): that lookup
+// is the guard across retries of an attempt, and it holds whatever the
+// tokens do. It is per attempt because a new attempt (a replacement: the
+// runner before was taken by another job, or never came) must start its
+// own machine, while a taken runner's machine keeps running the other job
+// (and Cleanup of the new attempt must not end it either). Each launch call carries a
 // ClientToken (FleetKey) derived from the job, the pool and the attempt's
 // runner registration, never time or randomness: a repeat of one request
 // (an SDK retry after a lost answer, a duplicate run of the same attempt)

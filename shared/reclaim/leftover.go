@@ -66,8 +66,9 @@ var (
 )
 
 // removeLeftovers runs after the fenced write that abandoned c succeeded:
-// c was claiming, so the dead claimer may have registered the job's runner
-// (<pool>-<job_id>) and started its machine. The runner is deleted unless
+// c was claiming, so the dead claimer may have registered the attempt's
+// runner (job.RunnerNameAt: <pool>-<job_id>, -r<n> after n replacements)
+// and started its machine. The runner is deleted unless
 // it is busy (at work, perhaps on this very job: GitHub refuses with 422
 // then, and it is left alone with its machine); then the provisioner
 // cleans up: the JIT config goes and the job's machines are terminated.
@@ -97,7 +98,7 @@ func (r *Reclaimer) removeLeftovers(ctx context.Context, c candidate, now time.T
 		fail("pool", errors.New("pool "+c.rec.Pool+" is not configured"))
 		return
 	}
-	name := job.RunnerName(p.Name, c.rec.JobID)
+	name := job.RunnerNameAt(p.Name, c.rec.JobID, c.rec.Replacements)
 	scope, owner, repo := pool.ScopeRepo, c.rec.Owner(), c.rec.RepoName()
 	if p.Scope == pool.ScopeOrg {
 		scope, repo = pool.ScopeOrg, ""

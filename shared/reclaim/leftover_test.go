@@ -102,12 +102,13 @@ func TestAbandonRemovesLeftovers(t *testing.T) {
 			if _, err := params.PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(param), Value: aws.String("jit-config"), Type: ssmtypes.ParameterTypeSecureString}); err != nil {
 				t.Fatalf("put parameter: %v", err)
 			}
-			// And its machine, tagged with the job as the EC2 provisioner tags it.
+			// And its machine, tagged with the job and the attempt's runner as the EC2 provisioner tags it.
 			machines := ec2.NewFromConfig(awsCfg)
 			run, err := machines.RunInstances(ctx, &ec2.RunInstancesInput{
 				ImageId: aws.String("ami-03cf127a"), InstanceType: ec2types.InstanceTypeT3Micro, MinCount: aws.Int32(1), MaxCount: aws.Int32(1),
 				TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeInstance, Tags: []ec2types.Tag{
-					{Key: aws.String(provision.TagJobID), Value: aws.String(strconv.FormatInt(id, 10))}}}},
+					{Key: aws.String(provision.TagJobID), Value: aws.String(strconv.FormatInt(id, 10))},
+					{Key: aws.String(provision.TagRunnerName), Value: aws.String(name)}}}},
 			})
 			if err != nil {
 				t.Fatalf("launch the dead attempt's machine: %v", err)

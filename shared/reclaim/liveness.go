@@ -15,16 +15,14 @@ import (
 // Liveness after the claim. A claimed record stays in the sweep index with
 // sweep_at = claimed_at + the pool's runner-start grace until GitHub says a
 // runner took the job (the webhook's in_progress marks it done). When the
-// sweep finds one past its grace, the reclaimer reads the whole record (the
-// index projects only what the other states decide on; claimed records past
-// their grace are few, so one consistent read each is cheaper than
-// projecting identity attributes, and changing a GSI's projection in place
-// is not possible) and decides:
+// sweep finds one past its grace (the sweep's consistent read of the record
+// carries its identity) the reclaimer decides:
 //
 //   - the installation's shared rate reading is exhausted: GitHub is not
 //     asked; the check moves to the reset (or one grace, if sooner),
 //     uncounted.
-//   - GitHub is asked first for the runner <pool>-<job> (one call). Online
+//   - GitHub is asked first for the attempt's runner (job.RunnerNameAt:
+//     <pool>-<job>, or <pool>-<job>-r<n> after n replacements; one call). Online
 //     and idle: GitHub has not assigned yet; check again after another
 //     grace, at most MaxLivenessChecks times, then treat it as offline.
 //   - offline, missing, or busy: the job's status decides (a second call,
@@ -32,7 +30,8 @@ import (
 //     runs). In progress or completed: done (the delivery was missed).
 //     Still queued and the runner offline or missing: a new attempt (the
 //     machine never booted, or the runner died). Still queued and the
-//     runner busy: it was taken by another job (see below).
+//     runner busy: it was taken by another job, a new attempt too (see
+//     below).
 //
 // Call budget per claimed record past its grace: one call (idle runner),
 // two (offline, missing, busy), plus one delete for a new attempt; none when
@@ -41,40 +40,42 @@ import (
 //
 // A new attempt first removes the old attempt: the runner is deleted
 // busy-safe (GitHub's 422 on a busy runner means leave it) and the
-// provisioner's Cleanup ends the job's machines unless the runner may be
-// at work (busy, or its delete refused: KeepMachines). This runs before the
-// record goes back to queued and before the message is sent, so the new
-// attempt's claimer neither finds the old runner's name registered nor the
-// old machine among the job's live (pending/running) machines; it registers
-// a new runner, whose new JIT config gives a new EC2 ClientToken (FleetKey).
+// provisioner's Cleanup ends the old attempt's machines unless the runner
+// may be at work (busy, or its delete refused: KeepMachines). The new
+// attempt does not depend on that removal: its runner has a name of its
+// own (replacements+1), and the provisioner finds, and ends, machines per
+// attempt (job and runner-name tags), so the new claimer neither meets the
+// old runner's name nor reuses the old machine; its new registration's JIT
+// config gives a new EC2 ClientToken (FleetKey).
 // Then the record goes back to queued with the conditional take-back on the
 // version read (replacements+1, max-age clock started; the claimer's next
 // attempt advances the ladder) and the
 // message is sent with the pass's spread, like any other take-back. Past
 // MaxReplacements or max age the record is abandoned instead.
 //
-// A runner taken by another job keeps its name (<pool>-<job>) and its
-// machine (tagged with our job) while it runs that job. A new attempt now
-// could not start anything: the claimer's registration would meet the busy
-// name (409, reused: claim/flow.go) and its provisioning the job's running
-// machine (the job-tag lookup reuses it), and each round would burn a
-// replacement until the job is abandoned. So a taken runner is counted
-// (RunnersTaken) and checked again after another grace, uncounted: the
-// runner is ephemeral, it deregisters and its machine powers off after the
-// other job, and the next check finds it missing and starts the new
-// attempt. Bounded by GitHub, which gives up on a job queued for 24 h: the
-// check then finds it completed, and the record done.
+// A runner taken by another job keeps its name and its machine while it
+// runs that job: neither is touched (the runner is not deleted, its
+// machine not ended; it is ephemeral, it deregisters and the machine
+// powers off after the other job). The job gets a new attempt at once
+// (RunnerTaken, counted in RunnersTaken too), under the next runner name
+// and on a machine of its own, bounded like any replacement. The webhook
+// usually got there first: an in_progress for the other job naming our
+// runner sends the job back at once (shared/webhook), and this check is
+// the backstop for a delivery that never arrived.
 
-// Liveness reason of a new attempt for a claimed record.
+// Liveness reasons of a new attempt for a claimed record.
 const (
 	// RunnerLost: claimed past its grace, the job still queued at GitHub,
 	// and our runner offline, missing, or idle past MaxLivenessChecks.
 	RunnerLost Reason = "runner_lost"
+	// RunnerTaken: claimed past its grace, the job still queued at
+	// GitHub, and our runner busy with another job.
+	RunnerTaken Reason = "runner_taken"
 )
 
 // Defaults of the liveness bounds.
 const (
-	DefaultMaxReplacements   = 3
+	DefaultMaxReplacements   = job.DefaultMaxReplacements
 	DefaultMaxLivenessChecks = 3
 )
 
@@ -82,19 +83,7 @@ const (
 // the candidate to take back (requeue or abandon) and which, or "" when the
 // record was settled here (done, checked again) or left alone.
 func (r *Reclaimer) liveness(ctx context.Context, c candidate, now time.Time, rep *Report) (candidate, job.State, error) {
-	rec, err := r.cfg.Store.Get(ctx, c.rec.JobID)
-	switch {
-	case errors.Is(err, job.ErrNotFound):
-		rep.Skipped++
-		return c, "", nil
-	case err != nil:
-		rep.Failed++
-		return c, "", fmt.Errorf("reclaim: read claimed job %d: %w", c.rec.JobID, err)
-	case rec.State != job.Claimed || rec.Version != c.rec.Version:
-		rep.Raced++
-		return c, "", nil
-	}
-	c.rec = rec
+	rec := c.rec // whole and current: the sweep read it consistently
 	log := r.decisionLog(c)
 	p, ok := pool.Find(r.cfg.Pools, rec.Pool)
 	grace := job.DefaultRunnerStartGrace
@@ -118,7 +107,7 @@ func (r *Reclaimer) liveness(ctx context.Context, c candidate, now time.Time, re
 			return c, "", r.recheck(ctx, c, due, false, now, rep)
 		}
 	}
-	name := job.RunnerName(p.Name, rec.JobID)
+	name := job.RunnerNameAt(p.Name, rec.JobID, rec.Replacements)
 	scope, owner, repo := pool.ScopeRepo, rec.Owner(), rec.RepoName()
 	if p.Scope == pool.ScopeOrg {
 		scope, repo = pool.ScopeOrg, ""
@@ -153,17 +142,19 @@ func (r *Reclaimer) liveness(ctx context.Context, c candidate, now time.Time, re
 		log.InfoContext(ctx, "reclaim liveness: job already at work at GitHub, done", slog.String("job_status", status))
 		return c, "", nil
 	}
-	if !missing && runner.Busy {
-		rep.RunnersTaken++
-		log.WarnContext(ctx, "reclaim liveness: runner taken by another job, check again after it", slog.String("runner_name", name),
-			slog.String("job_status", status))
-		return c, "", r.recheck(ctx, c, now.Add(grace), false, now, rep)
-	}
 	c.reason = RunnerLost
-	// The old attempt goes first: the new claimer must find neither its
-	// runner's name nor its machine.
-	r.removeAttempt(ctx, c, p, scope, owner, repo, runner, missing, log, rep)
-	if rec.Replacements >= r.cfg.MaxReplacements || PastMaxAge(rec, now, r.cfg.MaxAge) {
+	if !missing && runner.Busy {
+		// Taken by another job: a new attempt now, the busy runner and its
+		// machine left to that job.
+		c.reason = RunnerTaken
+		rep.RunnersTaken++
+		log.WarnContext(ctx, "reclaim liveness: runner taken by another job", slog.String("runner_name", name),
+			slog.String("job_status", status), slog.String("outcome", string(RunnerTaken)))
+	}
+	// The old attempt goes first (busy-safe: a busy runner and its machine
+	// stay).
+	r.removeAttempt(ctx, c, p, scope, owner, repo, name, runner, missing, log, rep)
+	if !job.Replaceable(rec, now, r.cfg.MaxReplacements, r.cfg.MaxAge) {
 		c.why = fmt.Sprintf("reclaimer: %s after %d replacements (cap %d, max age %s)", c.reason, rec.Replacements, r.cfg.MaxReplacements, r.cfg.MaxAge)
 		return c, job.Abandoned, nil
 	}
@@ -176,7 +167,7 @@ func (r *Reclaimer) liveness(ctx context.Context, c candidate, now time.Time, re
 // removeAttempt deletes the old attempt's runner (unless busy) and has the
 // provisioner clean up, ending the machines only when the runner is known
 // gone. Best effort: failures are logged and counted, the new attempt goes on.
-func (r *Reclaimer) removeAttempt(ctx context.Context, c candidate, p pool.Pool, scope, owner, repo string, runner ghapp.Runner, missing bool, log *slog.Logger, rep *Report) {
+func (r *Reclaimer) removeAttempt(ctx context.Context, c candidate, p pool.Pool, scope, owner, repo, name string, runner ghapp.Runner, missing bool, log *slog.Logger, rep *Report) {
 	gone := missing
 	if !missing && !runner.Busy {
 		err := r.cfg.GitHub.DeleteRunner(ctx, c.rec.InstallationID, scope, owner, repo, runner.ID)
@@ -193,7 +184,7 @@ func (r *Reclaimer) removeAttempt(ctx context.Context, c candidate, p pool.Pool,
 	if r.cfg.Provisioner == nil {
 		return
 	}
-	l := Leftover{JobID: c.rec.JobID, RunID: c.rec.RunID, Repo: c.rec.Repo, Pool: p, RunnerName: job.RunnerName(p.Name, c.rec.JobID), KeepMachines: !gone}
+	l := Leftover{JobID: c.rec.JobID, RunID: c.rec.RunID, Repo: c.rec.Repo, Pool: p, RunnerName: name, KeepMachines: !gone}
 	if err := r.cfg.Provisioner.Cleanup(ctx, l); err != nil {
 		rep.CleanupFailed++
 		log.WarnContext(ctx, "reclaim cleanup failed", slog.String("step", "provisioner cleanup"), slog.Any("err", err))

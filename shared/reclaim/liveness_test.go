@@ -11,6 +11,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/ghclaim/ghclaim/infra/emftest"
 	"github.com/ghclaim/ghclaim/infra/ghfake"
 	"github.com/ghclaim/ghclaim/infra/mem"
 	"github.com/ghclaim/ghclaim/shared/backoff"
@@ -83,14 +84,26 @@ func (l *live) reclaimer(t *testing.T, mod func(*reclaim.Config)) *reclaim.Recla
 // queued at GitHub.
 func (l *live) claimed(t *testing.T, id int64, at time.Time) ghapp.JIT {
 	t.Helper()
+	return l.claimedAfter(t, id, at, 0)
+}
+
+// claimedAfter is claimed for the attempt after n replacements: its runner
+// is named job.RunnerNameAt("linux", id, n), as the claimer names it.
+func (l *live) claimedAfter(t *testing.T, id int64, at time.Time, n int) ghapp.JIT {
+	t.Helper()
 	ctx := context.Background()
 	lease := l.claiming(t, id, at, at.Add(lease))
-	name := job.RunnerName("linux", id)
+	if n > 0 {
+		r := l.get(t, id)
+		r.Replacements = n
+		l.store.Put(r)
+	}
+	name := job.RunnerNameAt("linux", id, n)
 	jit, err := l.gh.GenerateJIT(ctx, 42, ghapp.JITRequest{Scope: pool.ScopeRepo, Owner: "octo", Repo: "app", Name: name, Labels: []string{"self-hosted", "linux"}})
 	if err != nil {
 		t.Fatalf("register runner: %v", err)
 	}
-	if _, err := l.prov.Provision(ctx, pool.Request{JobID: id, RunID: 7, Repo: "octo/app", Pool: l.pools[0], RunnerName: name, JITConfig: jit.EncodedConfig.Reveal()}); err != nil {
+	if _, err := l.prov.Provision(ctx, pool.Request{JobID: id, RunID: 7, Repo: "octo/app", Pool: l.pools[0], RunnerName: name, Replacement: n, JITConfig: jit.EncodedConfig.Reveal()}); err != nil {
 		t.Fatalf("provision: %v", err)
 	}
 	if err := l.store.Finish(ctx, lease, job.Outcome{State: job.Claimed, Attempt: 1, RunnerName: name, RunnerStartGrace: l.pools[0].StartGrace()}, at); err != nil {
@@ -122,9 +135,10 @@ func (l *live) githubCalls() int {
 
 // TestLiveness: a claimed job past its runner-start grace is checked at
 // GitHub and moved on: a new attempt when its runner never came (offline,
-// missing); checked again, bounded, while its
-// runner is online but idle, or busy with another job (taken: until it is
-// gone, see liveness.go); done when GitHub has it at work already; left
+// missing), or at once when its runner is busy with another job (taken:
+// the busy runner and its machine left to that job); checked again,
+// bounded, while its runner is online but idle; done when GitHub has it at
+// work already; left
 // for later, GitHub not asked, while the installation is exhausted;
 // abandoned at the replacement cap.
 func TestLiveness(t *testing.T) {
@@ -141,6 +155,7 @@ func TestLiveness(t *testing.T) {
 		machinesLive int
 		checks       int // liveness_checks after the pass
 		githubCalls  int
+		replacements int // of the claimed attempt
 		report       func(r reclaim.Report) bool
 	}{
 		{name: "machine never booted: new attempt, runner and machine removed",
@@ -157,9 +172,9 @@ func TestLiveness(t *testing.T) {
 			prepare: func(t *testing.T, l *live) { must(t, l.fake.SetRunner(name, "online", false)) },
 			state:   job.Claimed, machinesLive: 1, checks: 1, githubCalls: 1,
 			report: func(r reclaim.Report) bool { return r.LivenessChecks == 1 }},
-		{name: "runner busy with another job: counted, checked again after it, busy runner and its machine left",
+		{name: "runner busy with another job: new attempt at once, busy runner and its machine left",
 			prepare: func(t *testing.T, l *live) { must(t, l.fake.SetRunner(name, "online", true)) },
-			state:   job.Claimed, machinesLive: 1, githubCalls: 2,
+			state:   job.Queued, reason: reclaim.RunnerTaken, machinesLive: 1, githubCalls: 2,
 			report: func(r reclaim.Report) bool { return r.RunnersTaken == 1 }},
 		{name: "job in progress at GitHub (missed delivery): done",
 			prepare: func(t *testing.T, l *live) {
@@ -177,13 +192,9 @@ func TestLiveness(t *testing.T) {
 			},
 			state: job.Claimed, machinesLive: 1, githubCalls: 0,
 			report: func(r reclaim.Report) bool { return r.LivenessRateLimited == 1 }},
-		{name: "replacement cap: abandoned, runner and machine removed",
-			prepare: func(t *testing.T, l *live) {
-				r := l.get(t, id)
-				r.Replacements = reclaim.DefaultMaxReplacements
-				l.store.Put(r)
-			},
-			state: job.Abandoned, runnerGone: true, machinesLive: 0, githubCalls: 3,
+		{name: "replacement cap: abandoned, the last attempt's runner and machine removed",
+			replacements: reclaim.DefaultMaxReplacements,
+			state:        job.Abandoned, runnerGone: true, machinesLive: 0, githubCalls: 3,
 			report: func(r reclaim.Report) bool { return r.Abandoned == 1 }},
 	}
 	for _, tt := range tests {
@@ -191,7 +202,7 @@ func TestLiveness(t *testing.T) {
 			t.Parallel()
 			l := setupLive(t)
 			claimedAt := t0.Add(-liveGrace - time.Second)
-			l.claimed(t, id, claimedAt)
+			l.claimedAfter(t, id, claimedAt, tt.replacements)
 			if tt.prepare != nil {
 				tt.prepare(t, l)
 			}
@@ -207,7 +218,7 @@ func TestLiveness(t *testing.T) {
 			if n := l.githubCalls() - calls; n != tt.githubCalls {
 				t.Errorf("%d GitHub calls, want %d", n, tt.githubCalls)
 			}
-			_, registered := l.fake.RunnerByName(name)
+			_, registered := l.fake.RunnerByName(job.RunnerNameAt("linux", id, tt.replacements))
 			if registered == tt.runnerGone {
 				t.Errorf("runner registered %v, want %v", registered, !tt.runnerGone)
 			}
@@ -225,6 +236,11 @@ func TestLiveness(t *testing.T) {
 				}
 				if got.Attempt != before.Attempt || got.Replacements != 1 || got.FirstFailureAt != job.Millis(t0) {
 					t.Errorf("new attempt %+v, want attempt %d (the claimer counts the next), replacements 1, max-age clock started", got, before.Attempt)
+				}
+				// The re-attempt, as CloudWatch reads it: one reclaim with its reason.
+				points := emftest.Parse(t, []byte(l.emf.String()))
+				if n := emftest.Total(points, reclaim.MetricReclaimed, map[string]string{"reason": string(tt.reason), "function": "reclaimer"}); n != 1 {
+					t.Errorf("EMF %s{reason=%s} = %v, want 1: %+v", reclaim.MetricReclaimed, tt.reason, n, points)
 				}
 			case len(msgs) != 0:
 				t.Errorf("messages %+v, want none", msgs)
@@ -281,27 +297,15 @@ func TestNeverBootedJobRunsOnASecondRunner(t *testing.T) {
 		t.Fatalf("messages %+v, want one", msgs)
 	}
 
-	c, err := claim.New(claim.Config{
-		Pools: l.pools, Store: l.store, Queue: l.queue, GitHub: l.gh, Provisioner: l.prov, Policy: backoff.Default(),
-		Rates: l.rates, Now: l.clock.Now, Rand: random.New(1), Logger: slog.New(slog.NewJSONHandler(l.logs, nil)), InstanceID: "claimer-2",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, err := json.Marshal(msgs[0].msg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.clock.Advance(msgs[0].delay)
-	resp, err := c.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{{MessageId: "m2", ReceiptHandle: "rh-2", Body: string(body), EventSource: "aws:sqs"}}})
-	if err != nil || len(resp.BatchItemFailures) != 0 {
-		t.Fatalf("claim: %+v, %v", resp, err)
-	}
+	l.claimNext(t, msgs[0])
 	got := l.get(t, id)
 	if got.State != job.Claimed || got.Attempt != 2 || got.Replacements != 1 {
 		t.Fatalf("after the second claim: %+v, want claimed, attempt 2, one replacement", got)
 	}
-	second, ok := l.fake.RunnerByName(name)
+	if _, ok := l.fake.RunnerByName(name); ok {
+		t.Errorf("the first runner %s is still registered", name)
+	}
+	second, ok := l.fake.RunnerByName(job.RunnerNameAt("linux", id, 1))
 	if !ok || second.ID == first.RunnerID {
 		t.Fatalf("runner %+v (registered %v), want a new registration (first id %d)", second, ok, first.RunnerID)
 	}
@@ -319,6 +323,28 @@ func TestNeverBootedJobRunsOnASecondRunner(t *testing.T) {
 	}
 }
 
+// claimNext runs a claimer on msg once its delay has passed, as SQS
+// delivers it.
+func (l *live) claimNext(t *testing.T, msg sent) {
+	t.Helper()
+	c, err := claim.New(claim.Config{
+		Pools: l.pools, Store: l.store, Queue: l.queue, GitHub: l.gh, Provisioner: l.prov, Policy: backoff.Default(),
+		Rates: l.rates, Now: l.clock.Now, Rand: random.New(1), Logger: slog.New(slog.NewJSONHandler(l.logs, nil)), InstanceID: "claimer-2",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := json.Marshal(msg.msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.clock.Advance(msg.delay)
+	resp, err := c.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{{MessageId: "m2", ReceiptHandle: "rh-2", Body: string(body), EventSource: "aws:sqs"}}})
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("claim: %+v, %v", resp, err)
+	}
+}
+
 func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
@@ -326,28 +352,35 @@ func must(t *testing.T, err error) {
 	}
 }
 
-// TestTakenRunnerThenNewAttempt: a runner taken by another job is left to
-// finish it; once it is gone (ephemeral: it deregisters), the next check
-// starts the job's new attempt.
-func TestTakenRunnerThenNewAttempt(t *testing.T) {
+// TestTakenRunnerNewAttemptAtOnce: a runner taken by another job is left
+// to finish it (not deleted, its machine running), and the job gets its
+// new attempt at once: the claimer registers <pool>-<job>-r1 on a machine
+// of its own. Before, the job waited for the taken runner to finish.
+func TestTakenRunnerNewAttemptAtOnce(t *testing.T) {
 	t.Parallel()
 	l := setupLive(t)
 	const id = int64(703)
 	name := job.RunnerName("linux", id)
 	l.claimed(t, id, t0.Add(-liveGrace-time.Second))
+	taken := l.prov.Machines(id)[0].ID
 	must(t, l.fake.SetRunner(name, "online", true))
-	rc := l.reclaimer(t, nil)
-	if rep := l.run(t, rc); rep.RunnersTaken != 1 || l.get(t, id).State != job.Claimed || len(l.messages()) != 0 {
-		t.Fatalf("taken: report %+v, record %+v, messages %+v, want counted and left claimed", rep, l.get(t, id), l.messages())
+	rep := l.run(t, l.reclaimer(t, nil))
+	msgs := l.messages()
+	if got := l.get(t, id); got.State != job.Queued || got.Replacements != 1 || rep.RunnersTaken != 1 ||
+		rep.Requeued[reclaim.RunnerTaken] != 1 || len(msgs) != 1 || msgs[0].msg.Version != got.Version {
+		t.Fatalf("taken: record %+v, report %+v, messages %+v, want a new attempt sent at once", got, rep, msgs)
 	}
-	// The other job ends; the runner deregisters, its machine powers off.
-	r, _ := l.fake.RunnerByName(name)
-	must(t, l.fake.SetRunner(name, "online", false))
-	must(t, l.gh.DeleteRunner(context.Background(), 42, pool.ScopeRepo, "octo", "app", r.ID))
-	l.prov.Stop(id)
-	l.clock.Advance(liveGrace + time.Second)
-	rep := l.run(t, rc)
-	if got := l.get(t, id); got.State != job.Queued || got.Replacements != 1 || rep.Requeued[reclaim.RunnerLost] != 1 || len(l.messages()) != 1 {
-		t.Fatalf("after the taken runner left: %+v, report %+v, want a new attempt", got, rep)
+	if r, ok := l.fake.RunnerByName(name); !ok || !r.Busy {
+		t.Fatalf("the taken runner: %+v (registered %v), want left registered and busy", r, ok)
+	}
+
+	l.claimNext(t, msgs[0])
+	want := job.RunnerNameAt("linux", id, 1)
+	if got := l.get(t, id); got.State != job.Claimed || got.RunnerName != want {
+		t.Fatalf("after the new attempt: %+v, want claimed by %s", got, want)
+	}
+	live := l.prov.Machines(id)
+	if len(live) != 2 || live[0].ID != taken || live[1].RunnerName != want {
+		t.Fatalf("live machines %+v, want the taken runner's %s still running and one for %s", live, taken, want)
 	}
 }

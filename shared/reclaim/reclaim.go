@@ -3,14 +3,20 @@
 // and Spread, the jitter primitive every path that releases many claims at
 // once uses (the reclaimer here, the claimer's deadline path).
 //
-// A record is stale when its sweep_at (kept by shared/store on every
-// non-terminal write: lease expiry, created + pending grace, due_at + queued
-// grace) has passed. The sweep reads only the sparse sweep index, one Query
-// per shard page, never a Scan, and decides from the record's state:
+// A record is stale when its sweep_at (kept by shared/store: created +
+// pending grace, due_at + queued grace, claimed_at + runner-start grace)
+// has passed. The sweep reads the sparse sweep index, one Query per shard
+// page, never a Scan; the index carries keys only, so the store reads the
+// page's records too (one consistent BatchGetItem per page) and the sweep
+// decides from each record's state as it is now:
 //
-//   - claiming: the lease expired, the claimer died (LeaseExpired). A
-//     claiming record whose lease is still live is skipped: the lease is the
-//     truth, sweep_at only a hint.
+//   - claiming: the lease expired, the claimer died (LeaseExpired). The
+//     lease write leaves sweep_at where pending or queued put it (so it
+//     writes no index entry: see shared/store), so a claiming record can be
+//     found while its lease is still live: the lease is the truth, sweep_at
+//     only a hint. Its sweep_at is moved to the lease's expiry (Postpone,
+//     conditional on the state and version read), so it is found again
+//     exactly when it may be taken back, not read again on every pass.
 //   - pending: the webhook's outbox send was lost (OutboxLost).
 //   - queued: the message was lost or dead-lettered (MessageLost).
 //   - claimed: past its runner-start grace; the liveness check decides
@@ -59,7 +65,7 @@
 //     queued grace sends it (as for any failed send).
 //
 // Abandoning an expired lease (claiming past max age) also removes what the
-// dead attempt may have started: its runner registration <pool>-<job_id>
+// dead attempt may have started: its runner registration (job.RunnerNameAt)
 // (unless busy: GitHub refuses with 422, and a busy runner is at work) and
 // the provisioner's leftovers (the SSM parameter of its JIT config and the
 // job's machines, terminated), the latter only once GitHub said the runner
@@ -95,20 +101,20 @@ type Store interface {
 	// Shards lists the sweep index's shard keys.
 	Shards() []string
 	// Stale returns one page of shard's records whose sweep_at is before
-	// now, oldest first, after cursor ("" for the first page). The records
-	// carry only state, version, lease_expires_at and first_failure_at
-	// (the index's projection) besides their job id. Page.Next is opaque,
-	// "" when the shard is exhausted.
+	// now, oldest first, after cursor ("" for the first page), each whole
+	// and as a consistent read has it now. Page.Next is opaque, "" when
+	// the shard is exhausted.
 	Stale(ctx context.Context, shard string, now time.Time, limit int32, cursor string) (job.Page, error)
+	// Postpone moves read's sweep_at to until (a live lease's expiry),
+	// conditional on the state and version read; a refusal is a
+	// *job.ConflictError.
+	Postpone(ctx context.Context, read job.Record, until time.Time) (job.Record, error)
 	// TakeBack moves read to Queued (due at due) or Abandoned, conditional
 	// on the state and version read (and, for claiming, an expired lease).
 	// It returns the whole record as written; a refusal is a
 	// *job.ConflictError (errors.Is job.ErrConflict) carrying the record
 	// as it is now.
 	TakeBack(ctx context.Context, read job.Record, to job.State, due time.Time, reason string, now time.Time) (job.Record, error)
-	// Get reads a whole record (a claimed one past its grace: the index
-	// does not carry its identity).
-	Get(ctx context.Context, id int64) (job.Record, error)
 	// Recheck moves a claimed record's sweep_at to due (liveness_checks+1
 	// when counted), conditional on the state and version read.
 	Recheck(ctx context.Context, read job.Record, due time.Time, counted bool, now time.Time) (job.Record, error)
@@ -140,7 +146,7 @@ const (
 )
 
 // Reasons lists every Reason, in a fixed order (metrics, reports).
-var Reasons = []Reason{LeaseExpired, OutboxLost, MessageLost, RunnerLost}
+var Reasons = []Reason{LeaseExpired, OutboxLost, MessageLost, RunnerLost, RunnerTaken}
 
 // Classify decides why a record the sweep index called stale should be
 // taken back, or reports false when it must be left alone: a claiming record
@@ -254,23 +260,12 @@ func (c Config) withDefaults() Config {
 	c.Now = clock.Or(c.Now)
 	c.Rand = random.Or(c.Rand)
 	if c.Sleep == nil {
-		c.Sleep = sleep
+		c.Sleep = clock.Sleep
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
 	return c
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // Reclaimer sweeps stale job records back into the claims queue. Lambda
@@ -303,8 +298,11 @@ type Report struct {
 	// SendFailed counts records taken back whose message failed to send;
 	// they come back after the queued grace.
 	SendFailed int
-	// Skipped counts records left alone (live lease, unexpected state).
+	// Skipped counts records left alone (unexpected state).
 	Skipped int
+	// Postponed counts claiming records found with a live lease: their
+	// sweep_at moved to the lease's expiry.
+	Postponed int
 	// Failed counts take-backs that failed for infrastructure reasons.
 	Failed int
 	// Unreadable counts items of the sweep index that are no job record
@@ -331,7 +329,8 @@ type Report struct {
 	// after a grace).
 	LivenessFailed int
 	// RunnersTaken counts claimed records whose runner was busy while the
-	// job was still queued: taken by another job (checked again after it).
+	// job was still queued: taken by another job (a new attempt, or
+	// abandoned past the bounds).
 	RunnersTaken int
 	// Incomplete is set when the pass stopped before the index was
 	// exhausted (budget, deadline or MaxRecords); the next pass goes on.
@@ -347,9 +346,8 @@ func (r Report) RequeuedTotal() int {
 	return n
 }
 
-// candidate is a record the sweep will act on: rec as the index gave it,
-// then as the take-back wrote it (the whole record); read is the state
-// the sweep found it in.
+// candidate is a record the sweep will act on: rec as the sweep read it,
+// then as the take-back wrote it; read is the state the sweep found it in.
 type candidate struct {
 	rec    job.Record
 	read   job.State
@@ -385,7 +383,7 @@ func (r *Reclaimer) Run(ctx context.Context) (Report, error) {
 	found, collectErr := r.collect(ctx, now, collectBy, &rep)
 
 	var requeue, abandon []candidate
-	errs := []error{collectErr}
+	errs := collectErr
 	for _, c := range found {
 		if c.read == job.Claimed {
 			if r.past(ctx, stop) {
@@ -428,8 +426,9 @@ func (r *Reclaimer) past(ctx context.Context, t time.Time) bool {
 }
 
 // collect pages through every shard, round-robin, until the index is
-// exhausted, the collection deadline passes or MaxRecords are found.
-func (r *Reclaimer) collect(ctx context.Context, now, by time.Time, rep *Report) ([]candidate, error) {
+// exhausted, the collection deadline passes or MaxRecords are found. It
+// postpones live leases on the way.
+func (r *Reclaimer) collect(ctx context.Context, now, by time.Time, rep *Report) ([]candidate, []error) {
 	type cursor struct {
 		shard string
 		next  string
@@ -442,18 +441,19 @@ func (r *Reclaimer) collect(ctx context.Context, now, by time.Time, rep *Report)
 		active = append(active, cursor{shard: shards[i]})
 	}
 	var found []candidate
+	var errs []error
 	for len(active) > 0 {
 		var still []cursor
 		for _, c := range active {
 			if len(found) >= r.cfg.MaxRecords || r.past(ctx, by) {
 				rep.Incomplete = true
-				return found, nil
+				return found, errs
 			}
 			limit := min(int(r.cfg.PageSize), r.cfg.MaxRecords-len(found))
 			page, err := r.cfg.Store.Stale(ctx, c.shard, now, int32(limit), c.next)
 			if err != nil {
 				rep.Incomplete = true
-				return found, fmt.Errorf("reclaim: sweep shard %s: %w", c.shard, err)
+				return found, append(errs, fmt.Errorf("reclaim: sweep shard %s: %w", c.shard, err))
 			}
 			for _, pk := range page.Undecodable {
 				rep.Unreadable++
@@ -463,6 +463,10 @@ func (r *Reclaimer) collect(ctx context.Context, now, by time.Time, rep *Report)
 			for _, rec := range page.Records {
 				rep.Scanned++
 				reason, ok := Classify(rec, now)
+				if !ok && rec.State == job.Claiming {
+					errs = append(errs, r.postpone(ctx, rec, rep))
+					continue
+				}
 				if !ok {
 					rep.Skipped++
 					r.cfg.Logger.Debug("reclaim skipped",
@@ -481,7 +485,29 @@ func (r *Reclaimer) collect(ctx context.Context, now, by time.Time, rep *Report)
 		}
 		active = still
 	}
-	return found, nil
+	return found, errs
+}
+
+// postpone moves a live lease's sweep_at to its expiry (see the package
+// doc). Losing to the claimer (it finished, released or was taken back)
+// is normal: its own write set sweep_at.
+func (r *Reclaimer) postpone(ctx context.Context, rec job.Record, rep *Report) error {
+	log := r.cfg.Logger.With(slog.Int64(obs.KeyJobID, rec.JobID), slog.Int64(obs.KeyVersion, rec.Version),
+		slog.Int64("lease_expires_at", rec.LeaseExpiresAt))
+	_, err := r.cfg.Store.Postpone(ctx, rec, job.FromMillis(rec.LeaseExpiresAt))
+	switch {
+	case errors.Is(err, job.ErrConflict):
+		rep.Skipped++
+		log.DebugContext(ctx, "reclaim left a lease that moved on")
+		return nil
+	case err != nil:
+		rep.Failed++
+		log.ErrorContext(ctx, "reclaim failed to postpone a live lease", slog.Any("err", err))
+		return fmt.Errorf("reclaim: postpone job %d: %w", rec.JobID, err)
+	}
+	rep.Postponed++
+	log.DebugContext(ctx, "reclaim postponed a live lease to its expiry")
+	return nil
 }
 
 // abandon moves c to abandoned: it has been failing for longer than MaxAge.
@@ -495,9 +521,9 @@ func (r *Reclaimer) abandon(ctx context.Context, c candidate, now time.Time, rep
 	if !ok {
 		return err
 	}
-	c.rec = rec // the whole record: the index carries only what the sweep decides on
+	c.rec = rec
 	rep.Abandoned++
-	r.decisionLog(c).WarnContext(ctx, "reclaim abandoned", slog.String("outcome", "abandoned"), slog.Int64(obs.KeyVersion, rec.Version),
+	r.decisionLog(c).WarnContext(ctx, "reclaim abandoned", slog.String("outcome", "abandoned"),
 		slog.String(obs.KeyClass, c.rec.LastErrorClass), slog.Int64("first_failure_at", c.rec.FirstFailureAt))
 	// Only now: a pass that lost the race must not touch what the winner owns.
 	r.removeLeftovers(ctx, c, now, rep)
@@ -506,18 +532,20 @@ func (r *Reclaimer) abandon(ctx context.Context, c candidate, now time.Time, rep
 
 // Metric names (CloudWatch, namespace obs.Namespace).
 const (
-	MetricReclaimed  = "Reclaimed" // + reason, e.g. Reclaimed.lease_expired
+	MetricReclaimed  = "Reclaimed" // by reason: metricReclaimed
 	MetricAbandoned  = "ReclaimAbandoned"
 	MetricRaced      = "ReclaimRaced"
 	MetricSendFailed = "ReclaimSendFailed"
 	MetricScanned    = "ReclaimScanned"
 	MetricIncomplete = "ReclaimIncomplete"
 	MetricUnreadable = "ReclaimUnreadable"
+	// MetricPostponed counts live leases found early, moved to their expiry.
+	MetricPostponed = "ReclaimPostponed"
 	// MetricCleanupRateLimited counts abandons whose runner was left for
 	// later because the installation's rate limit was exhausted.
 	MetricCleanupRateLimited = "ReclaimCleanupRateLimited"
 	MetricCleanupFailed      = "ReclaimCleanupFailed"
-	// Liveness after the claim: re-attempts are Reclaimed.runner_lost;
+	// Liveness after the claim: re-attempts are Reclaimed{reason=runner_lost};
 	// these count the rest.
 	MetricLivenessChecks      = "ReclaimLivenessChecks"
 	MetricLivenessDone        = "ReclaimLivenessDone"
@@ -526,8 +554,10 @@ const (
 	MetricRunnersTaken        = "ReclaimRunnersTaken"
 )
 
-// MetricFor is the metric name of the re-enqueue count for reason.
-func MetricFor(reason Reason) string { return MetricReclaimed + "." + string(reason) }
+// metricReclaimed counts the jobs taken back and re-enqueued, with their
+// Reason as a dimension (liveness re-attempts are reason runner_lost);
+// its fleet-wide set is the total the reclaims-spike alarm reads.
+var metricReclaimed = obs.Metric{Name: MetricReclaimed, Dims: []string{obs.DimReason}}
 
 func (r *Reclaimer) summarize(rep Report, err error) {
 	m := r.cfg.Metrics
@@ -536,20 +566,25 @@ func (r *Reclaimer) summarize(rep Report, err error) {
 		slog.Int("requeued", rep.RequeuedTotal()),
 	}
 	for _, reason := range Reasons {
-		m.Add(MetricFor(reason), float64(rep.Requeued[reason]))
+		if n := rep.Requeued[reason]; n > 0 {
+			m.Count(metricReclaimed, float64(n), obs.Reason(string(reason)))
+		}
 		attrs = append(attrs, slog.Int("requeued_"+string(reason), rep.Requeued[reason]))
+	}
+	if rep.RequeuedTotal() == 0 {
+		m.Count(metricReclaimed, 0) // a quiet pass still shows on the graph
 	}
 	incomplete := 0.0
 	if rep.Incomplete {
 		incomplete = 1
 	}
-	m.Add(MetricReclaimed, float64(rep.RequeuedTotal()))
 	m.Add(MetricAbandoned, float64(rep.Abandoned))
 	m.Add(MetricRaced, float64(rep.Raced))
 	m.Add(MetricSendFailed, float64(rep.SendFailed))
 	m.Add(MetricScanned, float64(rep.Scanned))
 	m.Add(MetricIncomplete, incomplete)
 	m.Add(MetricUnreadable, float64(rep.Unreadable))
+	m.Add(MetricPostponed, float64(rep.Postponed))
 	m.Add(MetricCleanupRateLimited, float64(rep.CleanupRateLimited))
 	m.Add(MetricCleanupFailed, float64(rep.CleanupFailed))
 	m.Add(MetricLivenessChecks, float64(rep.LivenessChecks))
@@ -564,6 +599,7 @@ func (r *Reclaimer) summarize(rep Report, err error) {
 		slog.Int("raced", rep.Raced),
 		slog.Int("send_failed", rep.SendFailed),
 		slog.Int("skipped", rep.Skipped),
+		slog.Int("postponed", rep.Postponed),
 		slog.Int("failed", rep.Failed),
 		slog.Int("unreadable", rep.Unreadable),
 		slog.Int("cleaned_up", rep.CleanedUp),

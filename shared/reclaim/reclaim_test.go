@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/ghclaim/ghclaim/infra/clocktest"
 	"github.com/ghclaim/ghclaim/infra/contract"
+	"github.com/ghclaim/ghclaim/infra/emftest"
 	"github.com/ghclaim/ghclaim/infra/mem"
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/obs"
@@ -133,10 +135,18 @@ func (f *fixture) queued(t *testing.T, id int64, at, due time.Time) {
 }
 
 // claiming creates job id and has a claimer take its lease at at until
-// until, through the store, as a real claimer would.
+// until, through the store, as a real claimer would. Its message was due a
+// queued grace before at (a backlogged message): the lease keeps queued's
+// sweep_at, so the sweep sees the record from at on and only its lease
+// decides. leased is the same for a message due at due.
 func (f *fixture) claiming(t *testing.T, id int64, at, until time.Time) job.Lease {
 	t.Helper()
-	f.queued(t, id, at, at)
+	return f.leased(t, id, at.Add(-timing.QueuedGrace), at, until)
+}
+
+func (f *fixture) leased(t *testing.T, id int64, due, at, until time.Time) job.Lease {
+	t.Helper()
+	f.queued(t, id, due, due)
 	l, _, err := f.store.Acquire(context.Background(), id, 1, "claimer-"+strconv.FormatInt(id, 10), until, at)
 	if err != nil {
 		t.Fatalf("Acquire %d: %v", id, err)
@@ -248,12 +258,13 @@ func TestExpiredLeasesAreRequeuedSpread(t *testing.T) {
 	if lines != m {
 		t.Errorf("%d requeue log lines, want %d", lines, m)
 	}
-	var emf map[string]any
-	if err := json.Unmarshal([]byte(strings.TrimSpace(f.emf.String())), &emf); err != nil {
-		t.Fatalf("EMF line %q: %v", f.emf.String(), err)
-	}
-	if got := emf[reclaim.MetricFor(reclaim.LeaseExpired)]; got != float64(m) {
-		t.Errorf("EMF %s = %v, want %d", reclaim.MetricFor(reclaim.LeaseExpired), got, m)
+	// Parsed as CloudWatch would: M reclaims with reason lease_expired,
+	// and the same M in the fleet-wide total the spike alarm reads.
+	points := emftest.Parse(t, []byte(f.emf.String()))
+	got := emftest.Select(points, reclaim.MetricReclaimed, nil)
+	wantSets := [][]string{{"function"}, {"function", "reason"}}
+	if len(got) != 1 || got[0].Sum() != float64(m) || got[0].Dims["reason"] != string(reclaim.LeaseExpired) || !reflect.DeepEqual(got[0].Sets, wantSets) {
+		t.Errorf("EMF %s: got %+v, want one point of %d, reason %s, under %v", reclaim.MetricReclaimed, got, m, reclaim.LeaseExpired, wantSets)
 	}
 }
 
@@ -371,8 +382,11 @@ func TestWhatIsStale(t *testing.T) {
 	f.pending(t, 11, t0.Add(-timing.PendingGrace+time.Second))                   // within grace
 	f.queued(t, 12, t0.Add(-time.Hour), t0.Add(-timing.QueuedGrace+time.Second)) // before due + grace
 	f.queued(t, 13, t0, t0.Add(5*time.Minute))                                   // before due
-	f.claiming(t, 14, t0.Add(-time.Minute), t0.Add(lease))                       // live lease
-	f.claiming(t, 15, t0.Add(-lease), t0)                                        // lease ends exactly now: still live
+	f.leased(t, 14, t0.Add(-time.Minute), t0.Add(-time.Minute), t0.Add(lease))   // live lease
+	f.leased(t, 15, t0.Add(-lease), t0.Add(-lease), t0.Add(-time.Millisecond))   // dead claimer, its stale-from moment not come yet
+	// Live leases the sweep finds (backlogged messages): postponed.
+	f.claiming(t, 16, t0.Add(-time.Minute), t0.Add(lease))
+	f.claiming(t, 17, t0.Add(-lease), t0) // lease ends exactly now: still live
 	// Terminal, or claimed within its runner-start grace.
 	l := f.claiming(t, 21, t0.Add(-time.Hour), t0.Add(-50*time.Minute))
 	if err := f.store.Finish(ctx, l, job.Outcome{State: job.Claimed, Attempt: 1, RunnerName: "linux-21", RunnerStartGrace: 2 * time.Hour}, t0.Add(-55*time.Minute)); err != nil {
@@ -393,8 +407,13 @@ func TestWhatIsStale(t *testing.T) {
 	rep := f.run(t, f.reclaimer(t, 1, nil))
 
 	want := map[reclaim.Reason]int{reclaim.OutboxLost: 1, reclaim.MessageLost: 1, reclaim.LeaseExpired: 1}
-	if fmt.Sprint(rep.Requeued) != fmt.Sprint(want) || rep.Scanned != 3 {
-		t.Errorf("report %+v, want requeued %v out of 3 scanned", rep, want)
+	if fmt.Sprint(rep.Requeued) != fmt.Sprint(want) || rep.Scanned != 5 || rep.Postponed != 2 {
+		t.Errorf("report %+v, want requeued %v and 2 postponed out of 5 scanned", rep, want)
+	}
+	for _, id := range []int64{16, 17} {
+		if r := f.get(t, id); r.State != job.Claiming || r.Version != 2 || r.SweepAt != r.LeaseExpiresAt {
+			t.Errorf("job %d: %s v%d sweep_at %d, want claiming v2 with sweep_at at its lease's expiry %d", id, r.State, r.Version, r.SweepAt, r.LeaseExpiresAt)
+		}
 	}
 	got := map[int64]job.Message{}
 	for _, s := range f.messages() {
@@ -415,26 +434,80 @@ func TestWhatIsStale(t *testing.T) {
 	}
 }
 
-// TestLiveLeaseIsTrusted: sweep_at says stale but the lease runs on (a
-// lease extended without moving sweep_at): the lease wins.
-func TestLiveLeaseIsTrusted(t *testing.T) {
+// TestLiveLeaseIsPostponed: the lease write leaves sweep_at where queued
+// put it, so a sweep can find a claiming record whose lease runs on. The
+// lease wins: nothing is sent, and sweep_at moves to the lease's expiry
+// (nothing else changes), so later passes do not read it again until then
+// and the first pass after the expiry takes it back.
+func TestLiveLeaseIsPostponed(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	f.claiming(t, 1, t0.Add(-time.Minute), t0.Add(lease))
-	backdated := f.get(t, 1)
-	backdated.SweepAt = job.Millis(t0.Add(-time.Hour))
-	f.store.Put(backdated)
+	l := f.claiming(t, 1, t0.Add(-time.Minute), t0.Add(lease))
 	before := f.get(t, 1)
-	rep := f.run(t, f.reclaimer(t, 1, nil))
-	if rep.Scanned != 1 || rep.Skipped != 1 || rep.RequeuedTotal() != 0 {
-		t.Errorf("report %+v, want 1 scanned and skipped", rep)
+	if before.SweepAt >= job.Millis(t0) {
+		t.Fatalf("set-up: sweep_at %d, want it passed at %d", before.SweepAt, job.Millis(t0))
 	}
-	if after := f.get(t, 1); fmt.Sprint(after) != fmt.Sprint(before) {
-		t.Errorf("record changed:\n got %+v\nwant %+v", after, before)
+	rep := f.run(t, f.reclaimer(t, 1, nil))
+	if rep.Scanned != 1 || rep.Postponed != 1 || rep.Skipped != 0 || rep.RequeuedTotal() != 0 {
+		t.Errorf("report %+v, want 1 scanned and postponed", rep)
+	}
+	after := f.get(t, 1)
+	if after.SweepAt != job.Millis(l.Expires) {
+		t.Errorf("sweep_at %d, want the lease's expiry %d", after.SweepAt, job.Millis(l.Expires))
+	}
+	after.SweepAt = before.SweepAt
+	if fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("record changed beyond sweep_at:\n got %+v\nwant %+v", after, before)
 	}
 	if n := len(f.messages()); n != 0 {
 		t.Errorf("sent %d messages, want none", n)
 	}
+
+	for _, at := range []time.Time{t0.Add(time.Minute), l.Expires} { // up to the expiry itself: not read again
+		f.clock.Set(at)
+		if rep := f.run(t, f.reclaimer(t, 2, nil)); rep.Scanned != 0 {
+			t.Errorf("pass at +%s: %+v, want nothing read before the lease ends", at.Sub(t0), rep)
+		}
+	}
+	f.clock.Set(l.Expires.Add(time.Millisecond))
+	if rep := f.run(t, f.reclaimer(t, 3, nil)); rep.Requeued[reclaim.LeaseExpired] != 1 {
+		t.Errorf("pass after the expiry: %+v, want 1 lease_expired", rep)
+	}
+	if r := f.get(t, 1); r.State != job.Queued || r.Version != 3 {
+		t.Errorf("job 1: %s v%d, want queued v3", r.State, r.Version)
+	}
+}
+
+// TestPostponeLosesToTheClaimer: a claimer that finishes between the
+// sweep's read and its postpone keeps what it wrote.
+func TestPostponeLosesToTheClaimer(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	l := f.claiming(t, 1, t0.Add(-time.Minute), t0.Add(lease))
+	st := &finishFirst{Store: f.store, finish: func() error {
+		return f.store.Finish(context.Background(), l, job.Outcome{State: job.Claimed, Attempt: 1, RunnerName: "linux-1"}, t0)
+	}}
+	r := mustNew(t, reclaim.Config{Store: st, Queue: f.queue, Now: f.clock.Now, Rand: random.New(1), Logger: slog.New(slog.DiscardHandler)})
+	rep := f.run(t, r)
+	if rep.Postponed != 0 || rep.Skipped != 1 || rep.Failed != 0 {
+		t.Errorf("report %+v, want the postpone skipped, not failed", rep)
+	}
+	if got := f.get(t, 1); got.State != job.Claimed || got.SweepAt != job.Millis(t0.Add(job.DefaultRunnerStartGrace)) {
+		t.Errorf("job 1: %s sweep_at %d, want claimed with the claimer's sweep_at", got.State, got.SweepAt)
+	}
+}
+
+// finishFirst runs finish just before the first Postpone.
+type finishFirst struct {
+	reclaim.Store
+	finish func() error
+}
+
+func (s *finishFirst) Postpone(ctx context.Context, read job.Record, until time.Time) (job.Record, error) {
+	if err := s.finish(); err != nil {
+		return job.Record{}, err
+	}
+	return s.Store.Postpone(ctx, read, until)
 }
 
 // TestMaxAge: a record failing for longer than MaxAge is abandoned, with no
@@ -537,33 +610,52 @@ func TestSendFailureIsNotALoss(t *testing.T) {
 }
 
 // TestDeadClaimerBackInTime: a claim whose claimer died is back in the
-// queue (its message due) at most lease + schedule period + 30 s after the
-// death, whatever the phase of the schedule.
+// queue (its message due) at most one schedule period + 30 s after the later
+// of its record's stale-from moment (the sweep_at the lease kept: its
+// message's due_at + queued grace, or creation + pending grace) and the
+// lease's expiry, whatever the phase of the schedule.
 func TestDeadClaimerBackInTime(t *testing.T) {
 	t.Parallel()
 	const period = time.Minute // ReclaimSchedule: rate(1 minute)
 	death := t0
 	expiry := death.Add(lease)
+	fresh := death.Add(timing.QueuedGrace) // a message leased as soon as it was due
 	tests := []struct {
-		name string
-		m    int64
-		kick time.Time // first reclaimer run
+		name      string
+		m         int64
+		kick      time.Time // first reclaimer run
+		backlog   bool      // the message waited out the queued grace before the lease
+		pending   bool      // a fast claimer leased the record while still pending
+		staleFrom time.Time
 	}{
-		{name: "one job, a run exactly at lease expiry", m: 1, kick: expiry},
-		{name: "one job, a run just before expiry", m: 1, kick: expiry.Add(-time.Millisecond)},
-		{name: "one job, a run just after expiry", m: 1, kick: expiry.Add(time.Millisecond)},
-		{name: "one job, runs out of phase", m: 1, kick: death.Add(17 * time.Second)},
-		{name: "forty jobs, a run exactly at lease expiry", m: 40, kick: expiry},
-		{name: "forty jobs, runs out of phase", m: 40, kick: death.Add(43 * time.Second)},
+		{name: "one job, a run exactly at its stale-from moment", m: 1, kick: fresh, staleFrom: fresh},
+		{name: "one job, runs out of phase", m: 1, kick: death.Add(17 * time.Second), staleFrom: fresh},
+		{name: "one pending job, runs out of phase", m: 1, kick: death.Add(29 * time.Second), pending: true, staleFrom: death.Add(timing.PendingGrace)},
+		{name: "backlog, one job, a run exactly at lease expiry", m: 1, kick: expiry, backlog: true, staleFrom: expiry},
+		{name: "backlog, one job, a run just before expiry", m: 1, kick: expiry.Add(-time.Millisecond), backlog: true, staleFrom: expiry},
+		{name: "backlog, one job, a run just after expiry", m: 1, kick: expiry.Add(time.Millisecond), backlog: true, staleFrom: expiry},
+		{name: "backlog, one job, runs out of phase", m: 1, kick: death.Add(17 * time.Second), backlog: true, staleFrom: expiry},
+		{name: "forty jobs, runs out of phase", m: 40, kick: death.Add(43 * time.Second), staleFrom: fresh},
+		{name: "backlog, forty jobs, a run exactly at lease expiry", m: 40, kick: expiry, backlog: true, staleFrom: expiry},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			f := setup(t)
 			for id := int64(1); id <= tt.m; id++ {
-				f.claiming(t, id, death, expiry) // the claimer dies right after taking the lease
+				switch { // the claimer dies right after taking the lease
+				case tt.backlog:
+					f.claiming(t, id, death, expiry)
+				case tt.pending:
+					f.pending(t, id, death)
+					if _, _, err := f.store.Acquire(context.Background(), id, 1, "fast", expiry, death); err != nil {
+						t.Fatal(err)
+					}
+				default:
+					f.leased(t, id, death, death, expiry)
+				}
 			}
-			deadline := death.Add(lease + period + reclaim.MaxWindow)
+			deadline := tt.staleFrom.Add(period + reclaim.MaxWindow)
 			requeued := 0
 			for now := tt.kick; requeued < int(tt.m); now = now.Add(period) {
 				if now.After(deadline) {
@@ -760,8 +852,10 @@ func TestClaimerThatAlwaysDiesIsAbandoned(t *testing.T) {
 	const period = time.Minute
 	f.queued(t, 1, t0, t0)
 	firstDeath := t0
-	// Abandoned by the first pass after max age from the first take-back.
-	deadline := firstDeath.Add(lease + period + maxAge + lease + period)
+	// Abandoned by the first pass after max age from the first take-back;
+	// each death is found a queued grace after its message was due (the
+	// lease keeps queued's sweep_at).
+	deadline := firstDeath.Add(timing.QueuedGrace + period + maxAge + timing.QueuedGrace + period)
 	now := firstDeath
 	for i := 0; ; i++ {
 		r := f.get(t, 1)

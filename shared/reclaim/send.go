@@ -117,19 +117,23 @@ func (r *Reclaimer) sent(ctx context.Context, c candidate, version int64, delay 
 		// again after the queued grace.
 		rep.SendFailed++
 		log.ErrorContext(ctx, "reclaim send failed", slog.String("outcome", "send_failed"),
-			slog.Int64(obs.KeyVersion, version), slog.Int64(obs.KeyDelay, delay.Milliseconds()), slog.Any("err", err))
+			slog.Int64("next_version", version), slog.Int64(obs.KeyDelay, delay.Milliseconds()), slog.Any("err", err))
 		return
 	}
 	rep.Requeued[c.reason]++
 	log.InfoContext(ctx, "reclaim requeued", slog.String("outcome", "requeued"),
-		slog.Int64(obs.KeyVersion, version), slog.Int64(obs.KeyDelay, delay.Milliseconds()))
+		slog.Int64("next_version", version), slog.Int64(obs.KeyDelay, delay.Milliseconds()))
 }
 
+// decisionLog is the logger of one decision about c: its job, why it was
+// picked, and the state, version and attempt the decision was made on
+// (a requeue's new version is next_version, as in the claimer's lines).
 func (r *Reclaimer) decisionLog(c candidate) *slog.Logger {
 	return r.cfg.Logger.With(
 		slog.Int64(obs.KeyJobID, c.rec.JobID),
 		slog.String(obs.KeyReason, string(c.reason)),
 		slog.String(obs.KeyState, string(c.read)),
+		slog.Int64(obs.KeyVersion, c.rec.Version),
 		slog.Int(obs.KeyAttempt, c.rec.Attempt))
 }
 
@@ -141,7 +145,7 @@ func (r *Reclaimer) takeBack(ctx context.Context, c candidate, to job.State, due
 	rec, err := r.cfg.Store.TakeBack(ctx, c.rec, to, due, why, now)
 	if errors.Is(err, job.ErrConflict) {
 		rep.Raced++
-		attrs := []any{slog.String("outcome", "raced"), slog.Int64(obs.KeyVersion, c.rec.Version)}
+		attrs := []any{slog.String("outcome", "raced")}
 		if cur, ok := job.CurrentOf(err); ok {
 			attrs = append(attrs, slog.String("now_state", string(cur.State)), slog.Int64("now_version", cur.Version))
 		}
@@ -150,7 +154,7 @@ func (r *Reclaimer) takeBack(ctx context.Context, c candidate, to job.State, due
 	}
 	if err != nil {
 		rep.Failed++
-		r.decisionLog(c).ErrorContext(ctx, "reclaim failed", slog.String("outcome", "failed"), slog.Int64(obs.KeyVersion, c.rec.Version), slog.Any("err", err))
+		r.decisionLog(c).ErrorContext(ctx, "reclaim failed", slog.String("outcome", "failed"), slog.Any("err", err))
 		return job.Record{}, false, fmt.Errorf("reclaim job %d to %s: %w", c.rec.JobID, to, err)
 	}
 	return rec, true, nil

@@ -84,6 +84,7 @@ import (
 	"github.com/ghclaim/ghclaim/shared/ghapp"
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/ratelimit"
+	"github.com/ghclaim/ghclaim/shared/redact"
 )
 
 // Defaults of Config.
@@ -233,10 +234,11 @@ type Report struct {
 
 // Handle is the Lambda handler for the EventBridge schedule. It returns an
 // error only when the pass could not run (the log or the table could not
-// be read): a pass that stopped early is normal.
+// be read): a pass that stopped early is normal. Lambda logs the error,
+// and GitHub's message in it may quote the App JWT: it is redacted.
 func (r *Redeliverer) Handle(ctx context.Context, _ events.CloudWatchEvent) error {
 	_, err := r.Run(ctx)
-	return err
+	return redact.Error(err)
 }
 
 // Run performs one pass (see the package doc).

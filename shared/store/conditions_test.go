@@ -12,8 +12,9 @@ import (
 
 // TestSweepAttributesFollowEveryTransition: sweep_at is the moment a
 // record becomes stale if nobody touches it, written by every non-terminal
-// transition; every terminal transition removes sweep_shard and sweep_at, so
-// the reclaimer never sees a finished job.
+// transition but the lease (which keeps pending's or queued's: the reclaimer
+// postpones a live one); every terminal transition removes sweep_shard and
+// sweep_at, so the reclaimer never sees a finished job.
 func TestSweepAttributesFollowEveryTransition(t *testing.T) {
 	f := setup(t)
 	ctx := context.Background()
@@ -30,10 +31,10 @@ func TestSweepAttributesFollowEveryTransition(t *testing.T) {
 		wantSweep time.Time // zero: sweep attributes removed
 	}{
 		{name: "created pending", id: 501, run: func(*testing.T, int64) {}, wantState: job.Pending, wantSweep: t0.Add(store.DefaultPendingGrace)},
-		{name: "leased", id: 503, run: func(t *testing.T, id int64) {
+		{name: "leased: pending's sweep_at kept", id: 503, run: func(t *testing.T, id int64) {
 			_, _, err := f.s.Acquire(ctx, id, 1, "a", lease, t0)
 			must(t, err)
-		}, wantState: job.Claiming, wantSweep: lease},
+		}, wantState: job.Claiming, wantSweep: t0.Add(store.DefaultPendingGrace)},
 		{name: "released", id: 504, run: func(t *testing.T, id int64) {
 			l, _, err := f.s.Acquire(ctx, id, 1, "a", lease, t0)
 			must(t, err)

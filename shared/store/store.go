@@ -28,10 +28,12 @@
 //     the conditions (":now"), so expiry checks are consistent and testable.
 //
 // The sparse sweep index is maintained here, in one place: every
-// non-terminal write sets sweep_shard and sweep_at (the moment the record
-// becomes stale if nobody touches it: created+pending grace, due_at+queued
-// grace, or the lease's expiry); every terminal write removes them and sets
-// expires_at so DynamoDB's TTL cleans the record up later.
+// non-terminal write that changes when the record becomes stale sets
+// sweep_shard and sweep_at (created+pending grace, due_at+queued grace,
+// claimed_at+runner-start grace); every terminal write removes them and
+// sets expires_at so DynamoDB's TTL cleans the record up later. See
+// sweep.go for why the index projects keys only and why the lease write
+// leaves sweep_at alone.
 //
 // This package must never decide policy (delays, classes, who may claim):
 // callers pass the values; it only makes the writes atomic and fenced.
@@ -74,6 +76,7 @@ type DynamoDB interface {
 	PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
 	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
 	Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
 }
 
 var _ DynamoDB = (*dynamodb.Client)(nil)
@@ -252,13 +255,15 @@ type Lease = job.Lease
 // is a *job.ConflictError carrying the record as it is now (ALL_OLD on the
 // failed condition), not found when there is none: the claimer decides a
 // duplicate, an early message or an unknown job from it, without a read.
+// It leaves sweep_shard and sweep_at as they are (pending's or queued's
+// stale-from moment), so it writes no sweep index entry: see sweep.go.
 func (s *Store) Acquire(ctx context.Context, id, version int64, owner string, until, now time.Time) (Lease, job.Record, error) {
 	exp := job.Millis(until)
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: &s.table,
 		Key:       key(job.Key(id)),
 		UpdateExpression: aws.String("SET #s = :claiming, version = :nv, lease_owner = :owner, " +
-			"lease_expires_at = :exp, sweep_at = :exp, updated_at = :now"),
+			"lease_expires_at = :exp, updated_at = :now"),
 		ConditionExpression:      aws.String("#s IN (:queued, :pending) AND version = :v"),
 		ExpressionAttributeNames: map[string]string{"#s": "state"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{

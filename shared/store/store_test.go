@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -128,9 +127,9 @@ func TestContract(t *testing.T) {
 	contract.TestStoreSweep(t, 100_000, open)
 }
 
-// TestSweepIndexProjection: the table the template deploys projects into
-// the sweep index exactly store.SweepProjection (INCLUDE), not ALL: the
-// index is written only when sweep_at or a projected attribute changes.
+// TestSweepIndexProjection: the table the template deploys projects keys
+// only into the sweep index (store.SweepProjection): the index is written
+// only when sweep_at itself is set, moved or removed, never by the lease.
 func TestSweepIndexProjection(t *testing.T) {
 	t.Parallel()
 	out, err := env.db.DescribeTable(context.Background(), &dynamodb.DescribeTableInput{TableName: &env.table})
@@ -141,11 +140,8 @@ func TestSweepIndexProjection(t *testing.T) {
 		if aws.ToString(gsi.IndexName) != store.SweepIndex {
 			continue
 		}
-		p := gsi.Projection
-		got := slices.Sorted(slices.Values(p.NonKeyAttributes))
-		want := slices.Sorted(slices.Values(store.SweepProjection))
-		if p.ProjectionType != types.ProjectionTypeInclude || !slices.Equal(got, want) {
-			t.Fatalf("sweep projection %s %v, want INCLUDE %v", p.ProjectionType, got, want)
+		if p := gsi.Projection; p == nil || p.ProjectionType != store.SweepProjection || len(p.NonKeyAttributes) != 0 {
+			t.Fatalf("sweep projection %+v, want %s", p, store.SweepProjection)
 		}
 		return
 	}
@@ -324,5 +320,115 @@ func TestAcquireRetriedAfterItTookEffect(t *testing.T) {
 	}
 	if _, _, err := s.Acquire(ctx, 58, 1, "me", t0.Add(time.Minute), t0); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("another owner's lease: got %v, want ErrConflict", err)
+	}
+}
+
+// throttledBatchGet plays DynamoDB under read throttling: each BatchGetItem
+// reads only its first key and hands the rest back as UnprocessedKeys.
+type throttledBatchGet struct {
+	*dynamodb.Client
+	calls int
+}
+
+func (d *throttledBatchGet) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opt ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	d.calls++
+	first := map[string]types.KeysAndAttributes{}
+	rest := map[string]types.KeysAndAttributes{}
+	for table, ka := range in.RequestItems {
+		first[table] = types.KeysAndAttributes{Keys: ka.Keys[:1], ConsistentRead: ka.ConsistentRead}
+		if len(ka.Keys) > 1 {
+			rest[table] = types.KeysAndAttributes{Keys: ka.Keys[1:], ConsistentRead: ka.ConsistentRead}
+		}
+	}
+	out, err := d.Client.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: first}, opt...)
+	if err != nil {
+		return nil, err
+	}
+	out.UnprocessedKeys = rest
+	return out, nil
+}
+
+// TestStaleReadsUnprocessedKeys: the records behind a page of keys come
+// back whole even when DynamoDB leaves some keys unprocessed; the store
+// asks again for them. Jobs 302, 310, 318: shard 6 a year before the other
+// tests' records.
+func TestStaleReadsUnprocessedKeys(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	old := t0.AddDate(-1, 0, -1)
+	ids := []int64{302, 310, 318}
+	for i, id := range ids {
+		if _, err := f.s.CreateJob(ctx, rec(id), old.Add(time.Duration(i)*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db := &throttledBatchGet{Client: env.db}
+	s := store.New(db, env.table, store.Options{})
+	p, err := s.Stale(ctx, "6", old.Add(time.Hour), 3, "")
+	if err != nil {
+		t.Fatalf("Stale: %v", err)
+	}
+	var got []int64
+	for _, r := range p.Records {
+		got = append(got, r.JobID)
+		if r.Repo != "octo/app" || r.State != job.Pending {
+			t.Errorf("record %+v, want the whole pending record", r)
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(ids) || db.calls != 3 {
+		t.Fatalf("records %v in %d BatchGetItem calls, want %v (oldest first) in 3", got, db.calls, ids)
+	}
+}
+
+// staleIndex plays the sweep index's eventual consistency: its Query
+// answers with keys the table's records have moved on from.
+type staleIndex struct {
+	*dynamodb.Client
+	keys []map[string]types.AttributeValue
+}
+
+func (d staleIndex) Query(context.Context, *dynamodb.QueryInput, ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	return &dynamodb.QueryOutput{Items: d.keys}, nil
+}
+
+// TestStaleSkipsRecordsThatMovedOn: a key the (eventually consistent) index
+// still lists, whose record a consistent read shows gone, done, or moved to
+// a later sweep_at, is not handed to the reclaimer: taking it back on that
+// read would re-enqueue a job somebody just wrote.
+func TestStaleSkipsRecordsThatMovedOn(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	old := t0.AddDate(-1, 0, -2)
+	now := old.Add(time.Hour)
+	// Shard 7: 303 stale, 311 released to a later due, 319 done, 327 never written.
+	for _, id := range []int64{303, 311, 319} {
+		if _, err := f.s.CreateJob(ctx, rec(id), old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, _, err := f.s.Acquire(ctx, 311, 1, "a", now.Add(time.Minute), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.s.Release(ctx, l, store.Retry{Version: 3, Attempt: 1, Due: now.Add(time.Minute)}, now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.s.MarkDone(ctx, store.Done{JobID: 319}, now); err != nil {
+		t.Fatal(err)
+	}
+	idx := staleIndex{Client: env.db}
+	for _, id := range []int64{303, 311, 319, 327} {
+		idx.keys = append(idx.keys, map[string]types.AttributeValue{
+			"pk":          &types.AttributeValueMemberS{Value: job.Key(id)},
+			"sweep_shard": &types.AttributeValueMemberS{Value: "7"},
+			"sweep_at":    &types.AttributeValueMemberN{Value: fmt.Sprint(job.Millis(old.Add(store.DefaultPendingGrace)))},
+		})
+	}
+	p, err := store.New(idx, env.table, store.Options{}).Stale(ctx, "7", now, 0, "")
+	if err != nil {
+		t.Fatalf("Stale: %v", err)
+	}
+	if len(p.Records) != 1 || p.Records[0].JobID != 303 || len(p.Undecodable) != 0 {
+		t.Fatalf("records %+v, undecodable %v; want job 303 only", p.Records, p.Undecodable)
 	}
 }

@@ -13,25 +13,51 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/ghclaim/ghclaim/shared/clock"
 	"github.com/ghclaim/ghclaim/shared/job"
 )
 
 // SweepIndex is the name of the sparse GSI the reclaimer reads.
 const SweepIndex = "sweep"
 
-// SweepProjection lists the non-key attributes the sweep index projects
-// (template.yaml's INCLUDE list must say the same; a test checks it): what
-// the reclaimer decides on before it writes, and nothing else. The keys
-// (pk, sweep_shard, sweep_at) come with every index entry.
+// SweepProjection is the sweep index's projection: keys only
+// (template.yaml says the same; a test checks the deployed table). An entry
+// carries pk, sweep_shard and sweep_at and nothing else.
 //
-// Why so few: the index is written whenever a projected attribute changes,
-// so each one must change only together with sweep_at (every write that
-// moves state, version, the lease or first_failure_at moves sweep_at too),
-// and the rest of the record (attempt, pool, repo, installation, run id,
-// error text, updated_at) comes back from TakeBack's own write (ALL_NEW)
-// for the records the reclaimer does take back. Extend, which counts an
-// attempt under a live lease, therefore never touches the index.
-var SweepProjection = []string{"state", "version", "lease_expires_at", "first_failure_at"}
+// Why keys only: DynamoDB writes a GSI entry only when the item's index
+// keys or a projected attribute change. With nothing projected, only a
+// write that sets, moves or removes sweep_at touches the index, so a job's
+// life costs three index writes: the put at creation, the claim (sweep_at
+// moves to claimed_at + runner-start grace, billed as a delete and a put)
+// and the removal when a runner takes the job. The lease write (Acquire)
+// changes state, version and the lease but not sweep_at, so it writes no
+// index entry; nor does Extend. The price is paid by the reclaimer alone:
+// Stale reads the records behind a page of stale keys with one consistent
+// BatchGetItem (up to 100 keys a request), and only stale records are
+// read, a handful a pass, while every job pays its index writes.
+//
+// The lease keeps pending's or queued's sweep_at (created + PendingGrace,
+// due_at + QueuedGrace), which stays a correct stale-from moment for the
+// claiming record: the sweep finds it then and takes it back when its
+// lease has expired. When the lease is still live (a lease longer than the
+// grace, or a backlogged message leased after its record was already
+// stale), the reclaimer moves sweep_at to lease_expires_at (Postpone), the
+// moment the record does become stale, so it is found again exactly when
+// the lease ends and not on every pass before. A claimer that dies holding
+// its lease is therefore found at the later of the kept sweep_at and the
+// lease's expiry: with the defaults (15 min graces, 3 min lease) up to
+// 15 min after its message was due, where moving sweep_at at every lease
+// found it 3 min after. A claimer dying mid-claim is rare (the lease
+// outlives the function's timeout); the index writes are every job's.
+const SweepProjection = types.ProjectionTypeKeysOnly
+
+// maxBatchGet is DynamoDB's cap on the keys of one BatchGetItem.
+const maxBatchGet = 100
+
+// batchGetTries bounds the requests for one chunk of keys while DynamoDB
+// returns some of them unprocessed (throttling); the waits between them
+// grow from 25 ms and add up to under 2 s.
+const batchGetTries = 7
 
 // ErrBadCursor: a Stale cursor this store did not make (or made for another
 // shard).
@@ -80,7 +106,7 @@ func decodeCursor(c, shard string) (map[string]types.AttributeValue, error) {
 // were read (and, for claiming, its lease has expired by now). To is Queued
 // (re-enqueue: version+1, due_at set; the caller sends the message after) or
 // Abandoned (max age passed). It returns the whole record as written
-// (ALL_NEW: the sweep index carries only what the reclaimer decides on), or
+// (ALL_NEW), or
 // a *job.ConflictError carrying the record as it is now when the condition
 // failed. Taking back an expired lease records first_failure_at = now
 // unless a failure already did: the claimer died, and that attempt failed.
@@ -187,10 +213,13 @@ func (s *Store) Recheck(ctx context.Context, read job.Record, due time.Time, cou
 
 // Stale reads one page of records in shard whose sweep_at is before now,
 // oldest first, continuing after cursor ("" for the first page). It is a
-// Query on the sparse sweep index, never a Scan, and its records carry only
-// the index's projection (SweepProjection). The page's Next is an opaque
-// cursor, "" when the shard is exhausted; a cursor this store did not make
-// fails with ErrBadCursor.
+// Query on the sparse sweep index, never a Scan, then one consistent
+// BatchGetItem per 100 keys for the records themselves (the index carries
+// keys only). A record is returned whole and as it is now: one that is gone,
+// or whose consistent read shows it moved (sweep_at not before now any
+// more) or out of the index (terminal) since the index saw it, is left out.
+// The page's Next is an opaque cursor, "" when the shard is exhausted; a
+// cursor this store did not make fails with ErrBadCursor.
 func (s *Store) Stale(ctx context.Context, shard string, now time.Time, limit int32, cursor string) (job.Page, error) {
 	in := &dynamodb.QueryInput{
 		TableName:              &s.table,
@@ -221,21 +250,95 @@ func (s *Store) Stale(ctx context.Context, shard string, now time.Time, limit in
 			return job.Page{}, fmt.Errorf("query sweep shard %s: %w", shard, err)
 		}
 	}
+	pks := make([]string, 0, len(out.Items))
 	for _, it := range out.Items {
+		if pk, ok := it["pk"].(*types.AttributeValueMemberS); ok {
+			pks = append(pks, pk.Value)
+		}
+	}
+	items, err := s.batchGet(ctx, pks)
+	if err != nil {
+		return job.Page{}, fmt.Errorf("read stale records of sweep shard %s: %w", shard, err)
+	}
+	nowMs := job.Millis(now)
+	for _, pk := range pks { // the index's order: oldest first
+		it, ok := items[pk]
+		if !ok {
+			continue // deleted since the index saw it
+		}
 		r, err := unmarshal(it)
 		if err != nil {
 			// One bad item must not hide every record behind it in the
 			// shard from the reclaimer forever: report it and go on.
-			pk := "?"
-			if v, ok := it["pk"].(*types.AttributeValueMemberS); ok {
-				pk = v.Value
-			}
 			p.Undecodable = append(p.Undecodable, pk)
+			continue
+		}
+		if r.SweepShard != shard || r.SweepAt == 0 || r.SweepAt >= nowMs {
+			// Moved on since the index saw it (the index is eventually
+			// consistent): taking it back on this read would re-enqueue a
+			// record somebody just wrote.
 			continue
 		}
 		p.Records = append(p.Records, r)
 	}
 	return p, nil
+}
+
+// batchGet reads the items under pks, strongly consistent, in requests of
+// up to maxBatchGet keys, asking again for the keys DynamoDB leaves
+// unprocessed. Items that do not exist are absent from the result.
+func (s *Store) batchGet(ctx context.Context, pks []string) (map[string]map[string]types.AttributeValue, error) {
+	found := make(map[string]map[string]types.AttributeValue, len(pks))
+	for len(pks) > 0 {
+		chunk := pks[:min(maxBatchGet, len(pks))]
+		pks = pks[len(chunk):]
+		keys := make([]map[string]types.AttributeValue, len(chunk))
+		for i, pk := range chunk {
+			keys[i] = key(pk)
+		}
+		req := map[string]types.KeysAndAttributes{s.table: {Keys: keys, ConsistentRead: aws.Bool(true)}}
+		for try := 1; len(req[s.table].Keys) > 0; try++ {
+			if try > batchGetTries {
+				return nil, fmt.Errorf("batch get: %d keys still unprocessed after %d requests", len(req[s.table].Keys), batchGetTries)
+			}
+			if try > 2 {
+				if err := clock.Sleep(ctx, 25*time.Millisecond<<(try-3)); err != nil {
+					return nil, fmt.Errorf("batch get: %w", err)
+				}
+			}
+			out, err := s.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
+			if err != nil {
+				return nil, fmt.Errorf("batch get: %w", err)
+			}
+			for _, it := range out.Responses[s.table] {
+				if pk, ok := it["pk"].(*types.AttributeValueMemberS); ok {
+					found[pk.Value] = it
+				}
+			}
+			req = out.UnprocessedKeys
+		}
+	}
+	return found, nil
+}
+
+// Postpone is the reclaimer's "not yet" for a stale record whose lease is
+// still live: sweep_at moves to until (the lease's expiry), so the sweep
+// finds the record again exactly when it may be taken back and not on every
+// pass before (the lease write leaves sweep_at alone: see SweepProjection).
+// It is conditional on the state and version read (for a claiming record
+// the version names the lease), bumps no version (the claimer's fenced
+// writes still hold) and changes nothing else. It returns the record as
+// written, or a *job.ConflictError carrying the record as it is now.
+func (s *Store) Postpone(ctx context.Context, read job.Record, until time.Time) (job.Record, error) {
+	if read.State.Terminal() {
+		return job.Record{}, fmt.Errorf("postpone job %d: a %s record is not in the sweep index", read.JobID, read.State)
+	}
+	return s.conditional(ctx, "postpone", read.JobID, "SET sweep_at = :sweep", "#s = :read AND version = :v",
+		map[string]types.AttributeValue{
+			":read":  str(string(read.State)),
+			":v":     n(read.Version),
+			":sweep": n(job.Millis(until)),
+		})
 }
 
 // Shards lists the sweep shard keys ("0" … Shards-1).

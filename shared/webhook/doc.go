@@ -20,7 +20,9 @@
 //   - Fewest requests. A served queued job costs two: the job record's
 //     conditional put, then the claim message. A served in_progress or
 //     completed costs one conditional upsert (MarkDone). A job we do not
-//     serve costs none, whatever the action. Nothing is read first.
+//     serve costs none, whatever the action. Nothing is read first, except
+//     on the rare taken-runner path below (one read, then one conditional
+//     write and one message).
 //   - The job record is the dedup key. CreateJob succeeds only when no live
 //     record exists (one past its expires_at counts as absent: TTL deletion
 //     is lazy) and sets expires_at = creation + RECORD_TTL (7 days, past
@@ -75,11 +77,24 @@
 //     fields are ignored, since GitHub adds fields without notice.
 //   - in_progress and completed move a claimed record to done too (claimed
 //     is not terminal: the reclaimer checks it after the runner-start grace).
-//     An in_progress naming runner <pool>-<A> for another job A of ours is
-//     logged (outcome runner_taken, taken_from_job_id), and nothing more:
-//     the taken runner keeps A's name and machine until it ends, so a new
-//     attempt for A could start nothing yet; the reclaimer's liveness check
-//     starts it once the runner is gone.
+//   - A runner taken by another job. GitHub gives a queued job to any idle
+//     runner whose labels fit, so the runner made for job A can run job B.
+//     An in_progress for B naming a runner of ours made for A ≠ B (any
+//     attempt's name, job.ParseRunnerName) sends A back for a new attempt
+//     at once, so a job whose runner was taken never waits for the
+//     reclaimer's runner-start grace: B is marked done as always, then A's
+//     record is read (B's upsert cannot return another item) and, when it
+//     is claimed and waits for exactly that runner, taken back to queued
+//     conditionally on the version read (replacements+1; past
+//     MAX_REPLACEMENTS or MAX_AGE: abandoned, as the reclaimer bounds it),
+//     and A's claim message is sent. The new attempt has a runner name and
+//     a machine of its own (job.RunnerNameAt, shared/provision), and the
+//     taken runner and its machine are left to B. A redelivery finds A
+//     moved on and changes nothing; a lost race or an error leaves A to the
+//     reclaimer's liveness check, which does the same; the delivery's
+//     answer never depends on A. Logged for A with taken_from_job_id and
+//     outcome runner_taken (runner_taken_abandoned, runner_taken_stale,
+//     runner_taken_failed).
 //
 // Every decision is one JSON log line with delivery_id, job_id, action and
 // outcome.

@@ -24,10 +24,16 @@ import (
 // domain's types (*store.Store over DynamoDB in production, *mem.Store in
 // the flow tests). CreateJob refuses a job already recorded with a
 // *job.ConflictError; MarkDone is an upsert that returns job.ErrTerminal
-// when the record was terminal already.
+// when the record was terminal already. Get and TakeBack serve only the
+// rare taken-runner path (see the package doc): TakeBack moves a record
+// read as claimed back to queued (a new attempt, replacements+1) or to
+// abandoned, conditional on the version read, and refuses with a
+// *job.ConflictError carrying the record as it is now.
 type Store interface {
 	CreateJob(ctx context.Context, r job.Record, now time.Time) (job.Record, error)
 	MarkDone(ctx context.Context, d job.Report, now time.Time) (job.State, error)
+	Get(ctx context.Context, id int64) (job.Record, error)
+	TakeBack(ctx context.Context, read job.Record, to job.State, due time.Time, reason string, now time.Time) (job.Record, error)
 }
 
 // Queue sends claim messages (*queue.Queue in production).
@@ -55,6 +61,9 @@ type Config struct {
 	Now clock.Func
 	// Logger gets one line per decision (discarded when nil).
 	Logger *slog.Logger
+	// Metrics makes each delivery's decision line an EMF document (none
+	// when nil).
+	Metrics *obs.Metrics
 	// Secrets are the webhook secrets accepted at once (rotation); at least
 	// one non-empty secret is required.
 	Secrets [][]byte
@@ -73,6 +82,11 @@ type Config struct {
 	MaxBodyBytes int
 	// Budget bounds the whole delivery; 0 means DefaultBudget.
 	Budget time.Duration
+	// MaxReplacements and MaxAge bound the new attempts of a job whose
+	// runner another job took, as the reclaimer bounds them (MAX_REPLACEMENTS,
+	// MAX_AGE); 0 means job.DefaultMaxReplacements, job.DefaultMaxAge.
+	MaxReplacements int
+	MaxAge          time.Duration
 }
 
 // Handler answers GitHub webhook deliveries. It is safe for concurrent use.
@@ -104,6 +118,12 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Budget <= 0 {
 		cfg.Budget = DefaultBudget
 	}
+	if cfg.MaxReplacements <= 0 {
+		cfg.MaxReplacements = job.DefaultMaxReplacements
+	}
+	if cfg.MaxAge <= 0 {
+		cfg.MaxAge = job.DefaultMaxAge
+	}
 	return &Handler{cfg: cfg}, nil
 }
 
@@ -131,6 +151,10 @@ type delivery struct {
 	event  string
 	action Action
 	jobID  int64
+	// created is set when the delivery recorded a new job, toRunner when
+	// it says how long its job waited for a runner (metrics.go).
+	created  bool
+	toRunner time.Duration
 }
 
 // Handle answers one delivery. It never returns an error: every outcome is
@@ -228,6 +252,7 @@ func (h *Handler) queued(ctx context.Context, d *delivery, j Job, p pool.Pool, n
 	// From here the record is durable: whatever fails next, the reclaimer
 	// finishes the job's hand-off (outbox), so the answer is 2xx.
 	outcome := "enqueued"
+	d.created = true
 	if err := h.cfg.Queue.Send(ctx, job.Message{JobID: rec.JobID, Version: rec.Version, Attempt: 0}, 0); err != nil {
 		outcome = "pending_send_failed"
 		h.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "send failed; the record stays pending for the reclaimer",
@@ -243,6 +268,7 @@ func (h *Handler) done(ctx context.Context, d *delivery, j Job, p pool.Pool, now
 		Labels: j.Labels, Pool: p.Name, RunnerName: j.RunnerName,
 	}, now)
 	outcome := "done"
+	d.toRunner = toRunner(j)
 	switch {
 	case errors.Is(err, job.ErrTerminal):
 		outcome = "already_terminal"
@@ -252,32 +278,94 @@ func (h *Handler) done(ctx context.Context, d *delivery, j Job, p pool.Pool, now
 		outcome = "done_created"
 	}
 	if taken, ok := takenFrom(h.cfg.Pools, j); ok {
-		// Our runner made for another job took this one: that job waits
-		// for its runner to finish this one (see shared/reclaim's liveness
-		// check, which starts its new attempt once the runner is gone).
-		h.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "runner taken by another job",
-			h.attrs(d, slog.String("outcome", "runner_taken"), slog.String("runner_name", j.RunnerName), slog.Int64("taken_from_job_id", taken))...)
+		h.replaceTaken(ctx, d, taken, j.RunnerName, now)
 	}
 	return h.answer(ctx, d, http.StatusAccepted, StatusAccepted, fmt.Sprintf("job %d is %s", j.JobID, j.Action), outcome,
 		slog.String("pool", p.Name), slog.String("previous_state", string(prev)), slog.String("runner_name", j.RunnerName))
 }
 
 // takenFrom reports the job whose runner took j: j is in progress on a
-// runner named <pool>-<A> for one of our pools with A ≠ j's id.
+// runner of ours (any attempt's name, job.RunnerNameAt) made for job A ≠ j.
 func takenFrom(pools []pool.Pool, j Job) (int64, bool) {
 	if j.Action != ActionInProgress {
 		return 0, false
 	}
-	for _, p := range pools {
-		rest, ok := strings.CutPrefix(j.RunnerName, p.Name+"-")
-		if !ok {
-			continue
+	names := make([]string, len(pools))
+	for i, p := range pools {
+		names[i] = p.Name
+	}
+	r, ok := job.ParseRunnerName(j.RunnerName, names...)
+	if !ok || r.JobID == j.JobID {
+		return 0, false
+	}
+	return r.JobID, true
+}
+
+// Outcomes of the taken-runner path, logged for job A (taken_from_job_id).
+const (
+	OutcomeRunnerTaken          = "runner_taken"           // A sent back for a new attempt
+	OutcomeRunnerTakenAbandoned = "runner_taken_abandoned" // A past its replacement bounds
+	OutcomeRunnerTakenStale     = "runner_taken_stale"     // A no longer waits for that runner
+	OutcomeRunnerTakenFailed    = "runner_taken_failed"    // left to the reclaimer's liveness check
+)
+
+// replaceTaken sends job A back for a new attempt: its runner (named by
+// the delivery for another job) is at work on that job and will never take
+// A. Only when A's record is claimed and waits for exactly that runner
+// (its current attempt's name): a redelivery, or a runner of an older
+// attempt, finds A moved on and does nothing. The take-back is
+// conditional on the version read (a reclaimer or another delivery racing
+// for A wins or loses cleanly), counts the replacement, and is bounded like
+// the reclaimer's (past MaxReplacements or MaxAge: abandoned); then A's
+// claim message is sent. The taken runner and its machine are not touched:
+// they run the other job. Every failure here leaves A to the reclaimer's
+// liveness check, which finds the runner busy and does the same, so the
+// delivery's answer never depends on it.
+func (h *Handler) replaceTaken(ctx context.Context, d *delivery, a int64, runner string, now time.Time) {
+	log := func(level slog.Level, outcome string, extra ...slog.Attr) {
+		h.cfg.Logger.LogAttrs(ctx, level, "runner taken by another job", h.attrs(d, append([]slog.Attr{
+			slog.String("outcome", outcome), slog.String("runner_name", runner), slog.Int64("taken_from_job_id", a)}, extra...)...)...)
+	}
+	rec, err := h.cfg.Store.Get(ctx, a)
+	switch {
+	case errors.Is(err, job.ErrNotFound):
+		log(slog.LevelInfo, OutcomeRunnerTakenStale, slog.String(obs.KeyReason, "no record"))
+		return
+	case err != nil:
+		log(slog.LevelWarn, OutcomeRunnerTakenFailed, slog.String("error", err.Error()))
+		return
+	case rec.State != job.Claimed || !strings.EqualFold(job.RunnerNameAt(rec.Pool, rec.JobID, rec.Replacements), runner):
+		log(slog.LevelInfo, OutcomeRunnerTakenStale, slog.String(obs.KeyState, string(rec.State)),
+			slog.String("record_runner_name", rec.RunnerName))
+		return
+	}
+	to, outcome, why := job.Queued, OutcomeRunnerTaken, "webhook: runner "+runner+" taken by job "+strconv.FormatInt(d.jobID, 10)
+	if !job.Replaceable(rec, now, h.cfg.MaxReplacements, h.cfg.MaxAge) {
+		to, outcome = job.Abandoned, OutcomeRunnerTakenAbandoned
+		why = fmt.Sprintf("%s after %d replacements (cap %d, max age %s)", why, rec.Replacements, h.cfg.MaxReplacements, h.cfg.MaxAge)
+	}
+	next, err := h.cfg.Store.TakeBack(ctx, rec, to, now, why, now)
+	switch {
+	case errors.Is(err, job.ErrConflict):
+		var attrs []slog.Attr
+		if cur, ok := job.CurrentOf(err); ok {
+			attrs = append(attrs, slog.String(obs.KeyState, string(cur.State)), slog.Int64(obs.KeyVersion, cur.Version))
 		}
-		if a, err := strconv.ParseInt(rest, 10, 64); err == nil && a > 0 && a != j.JobID {
-			return a, true
+		log(slog.LevelInfo, OutcomeRunnerTakenStale, attrs...)
+		return
+	case err != nil:
+		log(slog.LevelWarn, OutcomeRunnerTakenFailed, slog.String("error", err.Error()))
+		return
+	}
+	attrs := []slog.Attr{slog.Int64(obs.KeyVersion, next.Version), slog.Int("replacements", next.Replacements)}
+	if to == job.Queued {
+		if err := h.cfg.Queue.Send(ctx, job.Message{JobID: a, Version: next.Version, Attempt: next.Attempt}, 0); err != nil {
+			// The record is queued with its due_at: the reclaimer sends it
+			// after the queued grace.
+			attrs = append(attrs, slog.String("send_error", err.Error()))
 		}
 	}
-	return 0, false
+	log(slog.LevelWarn, outcome, attrs...)
 }
 
 // decide picks the pool of a job, or says why the job is not ours. Every
@@ -340,14 +428,14 @@ func (h *Handler) attrs(d *delivery, extra ...slog.Attr) []slog.Attr {
 
 // answer logs the decision and builds a 2xx reply.
 func (h *Handler) answer(ctx context.Context, d *delivery, code int, status, msg, outcome string, extra ...slog.Attr) events.LambdaFunctionURLResponse {
-	h.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "delivery", h.attrs(d, append([]slog.Attr{slog.String("outcome", outcome), slog.Int("status", code)}, extra...)...)...)
+	h.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "delivery", h.delivered(d, h.attrs(d, append([]slog.Attr{slog.String("outcome", outcome), slog.Int("status", code)}, extra...)...))...)
 	return reply(code, Reply{Status: status, Message: msg})
 }
 
 // reject logs and answers a 4xx: the message names what is wrong.
 func (h *Handler) reject(ctx context.Context, d *delivery, code int, outcome, msg string) events.LambdaFunctionURLResponse {
 	h.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "delivery rejected",
-		h.attrs(d, slog.String("outcome", outcome), slog.Int("status", code), slog.String(obs.KeyReason, msg))...)
+		h.delivered(d, h.attrs(d, slog.String("outcome", outcome), slog.Int("status", code), slog.String(obs.KeyReason, msg)))...)
 	return reply(code, Reply{Status: StatusError, Message: msg})
 }
 
@@ -356,7 +444,7 @@ func (h *Handler) reject(ctx context.Context, d *delivery, code int, outcome, ms
 // logged, never returned to the caller.
 func (h *Handler) fail(ctx context.Context, d *delivery, outcome string, err error) events.LambdaFunctionURLResponse {
 	h.cfg.Logger.LogAttrs(ctx, slog.LevelError, "delivery failed",
-		h.attrs(d, slog.String("outcome", outcome), slog.Int("status", http.StatusInternalServerError), slog.String("error", err.Error()))...)
+		h.delivered(d, h.attrs(d, slog.String("outcome", outcome), slog.Int("status", http.StatusInternalServerError), slog.String("error", err.Error())))...)
 	return reply(http.StatusInternalServerError, Reply{Status: StatusError, Message: "internal error: redeliver this delivery"})
 }
 

@@ -142,12 +142,19 @@ func (f *flakyStore) MarkDone(ctx context.Context, d job.Report, now time.Time) 
 	return f.Store.MarkDone(ctx, d, now)
 }
 
-// requests is every store request the handler made (its port has exactly
-// these two methods), failed ones included.
+func (f *flakyStore) Get(ctx context.Context, id int64) (job.Record, error) {
+	if err := f.failure("Get"); err != nil {
+		return job.Record{}, err
+	}
+	return f.Store.Get(ctx, id)
+}
+
+// requests is every store request the handler made (every method of its
+// port), failed ones included.
 func (f *flakyStore) requests() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.Store.Calls("CreateJob") + f.Store.Calls("MarkDone") + f.failed
+	return f.Store.Calls("CreateJob") + f.Store.Calls("MarkDone") + f.Store.Calls("Get") + f.Store.Calls("TakeBack") + f.failed
 }
 
 type fixture struct {

@@ -309,3 +309,47 @@ func TestIntegrationSkipWritesNothingAndRedeliveryIsReDecided(t *testing.T) {
 		})
 	}
 }
+
+// TestIntegrationRunnerTaken: on the emulator, an in_progress for job B
+// naming the runner we made for job A (claimed) marks B done and sends A
+// back for a new attempt: on the wire, B's update, A's read, A's
+// conditional take-back and A's message.
+func TestIntegrationRunnerTaken(t *testing.T) {
+	t.Parallel()
+	w := setupWorld(t)
+	ctx := context.Background()
+	const a = int64(29679400)
+	if _, err := w.read.CreateJob(ctx, job.Record{JobID: a, Repo: "octo-org/octo-repo", InstallationID: 42, Pool: "linux-x64",
+		Labels: []string{"self-hosted", "linux", "x64"}}, testNow.Add(-time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	l, _, err := w.read.Acquire(ctx, a, 1, "claimer-1", testNow.Add(-50*time.Minute), testNow.Add(-time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	taken := job.RunnerName("linux-x64", a)
+	if err := w.read.Finish(ctx, l, job.Outcome{State: job.Claimed, Attempt: 1, RunnerName: taken}, testNow.Add(-59*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	w.wire.take()
+
+	if code := w.deliver(t, "in_progress", "p-taken", func(m map[string]any) { set(m, "workflow_job.runner_name", taken) }); code != 202 {
+		t.Fatalf("status %d, want 202", code)
+	}
+	if ops, want := w.wire.take(), []string{"UpdateItem", "GetItem", "UpdateItem", "SendMessage"}; !slices.Equal(ops, want) {
+		t.Errorf("requests %v, want %v", ops, want)
+	}
+	got, err := w.read.Get(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != job.Queued || got.Version != l.Version+1 || got.Replacements != 1 || got.SweepShard == "" {
+		t.Errorf("A: %+v, want queued at v%d, one replacement, in the sweep index", got, l.Version+1)
+	}
+	if msgs := w.messages(t); len(msgs) != 1 || msgs[0] != (job.Message{JobID: a, Version: got.Version, Attempt: 1}) {
+		t.Errorf("messages %+v, want one for A at v%d", msgs, got.Version)
+	}
+	if b, err := w.read.Get(ctx, 29679449); err != nil || b.State != job.Done || b.RunnerName != taken {
+		t.Errorf("B: %+v, %v; want done by %s", b, err, taken)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -75,6 +76,10 @@ type Job struct {
 	// InstallationID is installation.id of the GitHub App: always > 0 for
 	// queued, 0 when another action's payload has no installation.
 	InstallationID int64
+	// CreatedAt and StartedAt are workflow_job.created_at and started_at
+	// of an in_progress job, when a runner took it (informational: zero
+	// for other actions, and when absent or not RFC 3339).
+	CreatedAt, StartedAt time.Time
 }
 
 // Owner is the repository owner (organisation or user).
@@ -94,6 +99,8 @@ type rawPayload struct {
 		Labels     json.RawMessage `json:"labels"`
 		RunnerName *string         `json:"runner_name"`
 		Status     *string         `json:"status"`
+		CreatedAt  string          `json:"created_at"`
+		StartedAt  string          `json:"started_at"`
 	} `json:"workflow_job"`
 	Repository *struct {
 		FullName   *string `json:"full_name"`
@@ -168,6 +175,10 @@ func Parse(body []byte) (Job, error) {
 	}
 	if wj.Status != nil {
 		j.Status = *wj.Status
+	}
+	if j.Action == ActionInProgress { // queued's started_at is its created_at
+		j.CreatedAt, _ = time.Parse(time.RFC3339, wj.CreatedAt)
+		j.StartedAt, _ = time.Parse(time.RFC3339, wj.StartedAt)
 	}
 
 	repo := raw.Repository

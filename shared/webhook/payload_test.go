@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseDocumentedShapes(t *testing.T) {
@@ -30,7 +31,8 @@ func TestParseDocumentedShapes(t *testing.T) {
 			name: "in_progress names the runner",
 			body: func(t testing.TB) []byte { return compact(t, payload(t, "in_progress")) },
 			want: Job{Action: ActionInProgress, JobID: 29679449, RunID: 10416386539, Labels: []string{"self-hosted", "linux", "x64"},
-				RunnerName: "linux-x64-29679449", Status: "in_progress", Repo: "octo-org/octo-repo", InstallationID: 42},
+				RunnerName: "linux-x64-29679449", Status: "in_progress", Repo: "octo-org/octo-repo", InstallationID: 42,
+				CreatedAt: time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC), StartedAt: time.Date(2026, 11, 30, 9, 0, 41, 0, time.UTC)},
 		},
 		{
 			name: "completed",
@@ -42,7 +44,8 @@ func TestParseDocumentedShapes(t *testing.T) {
 			name: "in_progress without installation: not needed to mark done",
 			body: func(t testing.TB) []byte { return compact(t, del(payload(t, "in_progress"), "installation")) },
 			want: Job{Action: ActionInProgress, JobID: 29679449, RunID: 10416386539, Labels: []string{"self-hosted", "linux", "x64"},
-				RunnerName: "linux-x64-29679449", Status: "in_progress", Repo: "octo-org/octo-repo"},
+				RunnerName: "linux-x64-29679449", Status: "in_progress", Repo: "octo-org/octo-repo",
+				CreatedAt: time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC), StartedAt: time.Date(2026, 11, 30, 9, 0, 41, 0, time.UTC)},
 		},
 		{
 			name: "completed with an installation without id",

@@ -46,6 +46,6 @@ func (h *Handler) noSecret(ctx context.Context, d *delivery, err error) events.L
 		msg = ErrSecretNotSet.Error()
 	}
 	h.cfg.Logger.LogAttrs(ctx, slog.LevelError, "delivery refused",
-		h.attrs(d, slog.String("outcome", "no_secret"), slog.Int("status", http.StatusServiceUnavailable), slog.String("error", err.Error()))...)
+		h.delivered(d, h.attrs(d, slog.String("outcome", "no_secret"), slog.Int("status", http.StatusServiceUnavailable), slog.String("error", err.Error())))...)
 	return reply(http.StatusServiceUnavailable, Reply{Status: StatusError, Message: msg})
 }

@@ -1,0 +1,105 @@
+package bench_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/ghclaim/ghclaim/bench"
+	"github.com/ghclaim/ghclaim/infra/emulator"
+	"github.com/ghclaim/ghclaim/shared/job"
+)
+
+// TestJobLifeIndexWrites: a job's life, written through the store as the
+// functions write it (the webhook's queued, the claimer's lease, attempt
+// and claim, in_progress, completed), costs at most 3 sweep-index writes
+// (issue 11's target), and the lease write none: the index projects keys
+// only and the lease leaves sweep_at alone. Counted by bench's Counter on
+// the emulator, as make bench counts them.
+func TestJobLifeIndexWrites(t *testing.T) {
+	srv := emulator.ForTest(t)
+	env := bench.NewEnv(srv.ConfigForTest(t), emulator.DeployForTest(t, srv))
+	ctx := context.Background()
+	now := time.Now()
+	const id = 77_000_001
+	s := env.Store
+	var lease job.Lease
+	steps := []struct {
+		name       string
+		write      func() error
+		wantWrites float64
+	}{
+		{name: "queued: create", wantWrites: 1, write: func() error {
+			_, err := s.CreateJob(ctx, job.Record{JobID: id, Repo: "octo/app", InstallationID: 42, Labels: []string{"self-hosted"}, Pool: "linux", RunID: 9}, now)
+			return err
+		}},
+		{name: "claim: lease", wantWrites: 0, write: func() error {
+			var err error
+			lease, _, err = s.Acquire(ctx, id, 1, "claimer", now.Add(3*time.Minute), now)
+			return err
+		}},
+		{name: "claim: attempt", wantWrites: 0, write: func() error {
+			return s.Extend(ctx, lease, 1, "linux-77000001", now)
+		}},
+		{name: "claim: claimed", wantWrites: 1, write: func() error {
+			return s.Finish(ctx, lease, job.Outcome{State: job.Claimed, Attempt: 1, RunnerName: "linux-77000001"}, now)
+		}},
+		{name: "in_progress", wantWrites: 1, write: func() error {
+			_, err := s.MarkDone(ctx, job.Report{JobID: id, Repo: "octo/app", RunnerName: "linux-77000001"}, now)
+			return err
+		}},
+		{name: "completed", wantWrites: 0, write: func() error {
+			if _, err := s.MarkDone(ctx, job.Report{JobID: id, Repo: "octo/app"}, now); !errors.Is(err, job.ErrTerminal) {
+				return err
+			}
+			return nil
+		}},
+	}
+	start := env.Count.Snapshot()
+	for _, st := range steps {
+		before := env.Count.Snapshot()
+		if err := st.write(); err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		if got := env.Count.Snapshot().Since(before).Units.GSIWrites; got != st.wantWrites {
+			t.Errorf("%s: %g sweep-index writes, want %g", st.name, got, st.wantWrites)
+		}
+	}
+	if got := env.Count.Snapshot().Since(start).Units.GSIWrites; got > 3 {
+		t.Errorf("a job's life: %g sweep-index writes, want ≤ 3", got)
+	}
+}
+
+// TestReclaimPassReadsEachRecordOnce: the keys-only index costs the sweep
+// one BatchGetItem per page of stale keys (at most 100 each), every stale
+// record read once: about 1/100 request per record on top of the Query.
+func TestReclaimPassReadsEachRecordOnce(t *testing.T) {
+	srv := emulator.ForTest(t)
+	env := bench.NewEnv(srv.ConfigForTest(t), emulator.DeployForTest(t, srv))
+	ctx := context.Background()
+	const m = 150
+	if err := bench.SeedStale(ctx, env, m, 78_000_000, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	rc, err := bench.NewReclaimer(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := env.Count.Snapshot()
+	rep, err := rc.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := env.Count.Snapshot().Since(before)
+	if rep.RequeuedTotal() != m {
+		t.Fatalf("requeued %d, want %d", rep.RequeuedTotal(), m)
+	}
+	gets, queries := d.Calls["DynamoDB.BatchGetItem"], d.Calls["DynamoDB.Query"]
+	if gets == 0 || gets > queries || gets > 8+m/100 {
+		t.Errorf("%d BatchGetItem for %d Query pages, want at most one per non-empty page", gets, queries)
+	}
+	if got := d.Units.RRU - 0.5*float64(queries); got != m {
+		t.Errorf("batch reads of %g records, want each of the %d read once", got, m)
+	}
+}

@@ -1,0 +1,72 @@
+// Package redact removes secret-shaped text from strings bound for a log
+// line or a job record: GitHub tokens, JWTs (the App's), PEM private keys
+// and long credential-like runs such as a JIT config or key material.
+//
+// Why: the functions never log a secret they hold, but an upstream error
+// text can carry one they did not choose to write (a proxy's or GitHub's
+// message quoting the Authorization header, an AWS validation message
+// quoting a parameter value). Those texts are logged and stored as
+// last_error, so they pass through String first (shared/failure for
+// Reason, shared/obs for every log attribute).
+//
+// Decisions:
+//   - Shapes, not values: this package holds no secret and needs none, so
+//     it works on any error from any dependency.
+//   - A "long run" is 32 or more characters of the base64/base64url/hex
+//     alphabet with an upper-case letter, a lower-case letter and a digit:
+//     random credentials have all three; ids, ARNs, paths and words do not
+//     reach that length without a separator. An AWS request id of that
+//     shape is redacted too, an acceptable loss.
+//   - It must never do I/O or keep state.
+package redact
+
+import (
+	"regexp"
+	"strings"
+)
+
+// Mask replaces each secret-shaped part.
+const Mask = "[redacted]"
+
+var (
+	pemKey = regexp.MustCompile(`-----BEGIN [A-Z ]*PRIVATE KEY-----(?s:.*?)(-----END [A-Z ]*PRIVATE KEY-----|$)`)
+	// GitHub's token prefixes (ghp_, gho_, ghu_, ghs_, ghr_) and
+	// fine-grained personal access tokens.
+	ghToken = regexp.MustCompile(`\b(gh[pousr]_[A-Za-z0-9_]+|github_pat_[A-Za-z0-9_]+)`)
+	// A JWT, or any base64url JSON object: header "eyJ", then its parts.
+	jwt     = regexp.MustCompile(`eyJ[A-Za-z0-9_\-]+(\.[A-Za-z0-9_\-]*){0,2}`)
+	longRun = regexp.MustCompile(`[A-Za-z0-9+/=_\-]{32,}`)
+)
+
+// String returns s with every secret-shaped part replaced by Mask.
+func String(s string) string {
+	if len(s) < 16 {
+		return s
+	}
+	s = pemKey.ReplaceAllString(s, Mask)
+	s = ghToken.ReplaceAllString(s, Mask)
+	s = jwt.ReplaceAllString(s, Mask)
+	return longRun.ReplaceAllStringFunc(s, func(run string) string {
+		if strings.ContainsAny(run, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") &&
+			strings.ContainsAny(run, "abcdefghijklmnopqrstuvwxyz") &&
+			strings.ContainsAny(run, "0123456789") {
+			return Mask
+		}
+		return run
+	})
+}
+
+// Error returns err with its text passed through String, for an error a
+// handler returns (Lambda logs it); errors.Is and errors.As still see err.
+// Error(nil) is nil.
+func Error(err error) error {
+	if err == nil {
+		return nil
+	}
+	return redacted{err}
+}
+
+type redacted struct{ err error }
+
+func (r redacted) Error() string { return String(r.err.Error()) }
+func (r redacted) Unwrap() error { return r.err }

@@ -1,0 +1,49 @@
+package webhook
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/ghclaim/ghclaim/shared/obs"
+)
+
+// The webhook's metrics ride on each delivery's decision line (obs.Inline):
+// one EMF document per delivery at no extra cost. Their dimension values
+// are the line's own "event", "outcome" and "pool". The event is a
+// dimension only when it is one ghclaim handles: the header is read before
+// the signature is checked, and an unbounded dimension value would mint a
+// custom metric per forged header.
+var (
+	metricDeliveries          = obs.Metric{Name: "Deliveries", Dims: []string{obs.DimEvent, obs.DimOutcome, obs.DimPool}}
+	metricDeliveriesByOutcome = obs.Metric{Name: "Deliveries", Dims: []string{obs.DimOutcome}}
+	metricJobsCreated         = obs.Metric{Name: "JobsCreated", Dims: []string{obs.DimPool}}
+	// metricTimeToRunner is GitHub's own wait of a job (workflow_job
+	// started_at − created_at, from the in_progress delivery): from the
+	// job's queueing to a runner taking it, as its workflow run saw it.
+	metricTimeToRunner = obs.Metric{Name: "TimeToRunner", Unit: obs.Milliseconds, Dims: []string{obs.DimPool}}
+)
+
+// delivered makes line, the delivery's decision line, its EMF document.
+func (h *Handler) delivered(d *delivery, line []slog.Attr) []slog.Attr {
+	deliveries := metricDeliveriesByOutcome
+	if d.event == "workflow_job" || d.event == "ping" {
+		deliveries = metricDeliveries
+	}
+	samples := []obs.Sample{{Metric: deliveries, Value: 1}}
+	if d.created {
+		samples = append(samples, obs.Sample{Metric: metricJobsCreated, Value: 1})
+	}
+	if d.toRunner > 0 {
+		samples = append(samples, obs.Sample{Metric: metricTimeToRunner, Value: float64(d.toRunner.Milliseconds())})
+	}
+	return h.cfg.Metrics.Inline(line, samples...)
+}
+
+// toRunner is how long j waited for a runner, when j says (in_progress
+// with both times); 0 otherwise.
+func toRunner(j Job) time.Duration {
+	if j.Action != ActionInProgress || j.CreatedAt.IsZero() || j.StartedAt.Before(j.CreatedAt) {
+		return 0
+	}
+	return j.StartedAt.Sub(j.CreatedAt)
+}

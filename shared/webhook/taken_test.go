@@ -1,0 +1,117 @@
+package webhook
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ghclaim/ghclaim/shared/job"
+)
+
+// TestRunnerTakenSendsTheJobBack: an in_progress for job B naming the
+// runner we made for job A (A ≠ B, A claimed and waiting for exactly that
+// runner) sends A back for a new attempt at once: queued at the next
+// version, one replacement more, its claim message sent, B done as
+// always. A redelivery, a runner of an older attempt, or A past its
+// bounds do not (abandoned at the bounds). Before, A waited for the
+// reclaimer's grace and then for the taken runner to finish.
+func TestRunnerTakenSendsTheJobBack(t *testing.T) {
+	t.Parallel()
+	const b, a = int64(29679449), int64(29679400)
+	claimedA := func(replacements int, firstFailure time.Time) job.Record {
+		r := job.Record{JobID: a, State: job.Claimed, Version: 3, Attempt: 1, Pool: "linux-x64", Repo: "octo-org/octo-repo",
+			InstallationID: 42, RunnerName: job.RunnerNameAt("linux-x64", a, replacements), Replacements: replacements,
+			SweepShard: job.Shard(a, job.DefaultShards), SweepAt: job.Millis(testNow.Add(time.Minute))}
+		if !firstFailure.IsZero() {
+			r.FirstFailureAt = job.Millis(firstFailure)
+		}
+		return r
+	}
+	tests := []struct {
+		name     string
+		a        job.Record // A's record before (JobID 0: none)
+		runner   string     // the runner the delivery for B names
+		requests int
+		state    job.State // A's state after
+		sent     bool      // A's claim message sent
+		outcome  string
+	}{
+		{name: "first attempt's runner taken: new attempt", a: claimedA(0, time.Time{}), runner: "linux-x64-29679400",
+			requests: 4, state: job.Queued, sent: true, outcome: OutcomeRunnerTaken},
+		{name: "a replacement's runner taken: another new attempt", a: claimedA(1, testNow.Add(-time.Hour)), runner: "linux-x64-29679400-r1",
+			requests: 4, state: job.Queued, sent: true, outcome: OutcomeRunnerTaken},
+		{name: "an older attempt's runner: A waits for its own", a: claimedA(1, testNow.Add(-time.Hour)), runner: "linux-x64-29679400",
+			requests: 2, state: job.Claimed, outcome: OutcomeRunnerTakenStale},
+		{name: "A not claimed (already sent back): nothing", a: func() job.Record {
+			r := claimedA(0, time.Time{})
+			r.State = job.Queued
+			return r
+		}(), runner: "linux-x64-29679400", requests: 2, state: job.Queued, outcome: OutcomeRunnerTakenStale},
+		{name: "replacement cap: abandoned", a: claimedA(job.DefaultMaxReplacements, testNow.Add(-time.Hour)), runner: "linux-x64-29679400-r3",
+			requests: 3, state: job.Abandoned, outcome: OutcomeRunnerTakenAbandoned},
+		{name: "max age: abandoned", a: claimedA(1, testNow.Add(-job.DefaultMaxAge-time.Minute)), runner: "linux-x64-29679400-r1",
+			requests: 3, state: job.Abandoned, outcome: OutcomeRunnerTakenAbandoned},
+		{name: "B on its own replacement's runner: not taken", runner: "linux-x64-29679449-r2", requests: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := setup(t, nil)
+			f.st.Put(job.Record{JobID: b, State: job.Queued, Version: 1, Pool: "linux-x64"})
+			if tt.a.JobID != 0 {
+				f.st.Put(tt.a)
+			}
+			m := set(payload(t, "in_progress"), "workflow_job.runner_name", tt.runner)
+			resp, r := f.do(t, signedRequest("workflow_job", guid, compact(t, m)))
+			if resp.StatusCode != 202 || r.Status != StatusAccepted {
+				t.Fatalf("got %d %+v, want 202 accepted", resp.StatusCode, r)
+			}
+			if got := f.st.Records()[b]; got.State != job.Done || got.RunnerName != tt.runner {
+				t.Errorf("B: %s runner %q, want done by %s", got.State, got.RunnerName, tt.runner)
+			}
+			if got := f.requests(); got != tt.requests {
+				t.Errorf("%d requests, want %d", got, tt.requests)
+			}
+			if tt.outcome != "" && !strings.Contains(f.logs.String(), `"outcome":"`+tt.outcome+`"`) {
+				t.Errorf("logs do not carry outcome %q:\n%s", tt.outcome, f.logs)
+			}
+			sent := f.q.Sent()
+			if tt.a.JobID == 0 {
+				if len(sent) != 0 {
+					t.Errorf("sent %+v, want nothing", sent)
+				}
+				return
+			}
+			got := f.st.Records()[a]
+			if got.State != tt.state {
+				t.Fatalf("A: %+v, want %s", got, tt.state)
+			}
+			if !tt.sent {
+				if len(sent) != 0 {
+					t.Errorf("sent %+v, want nothing", sent)
+				}
+				return
+			}
+			want := job.Message{JobID: a, Version: tt.a.Version + 1, Attempt: tt.a.Attempt}
+			if len(sent) != 1 || sent[0].Msg != want || sent[0].Delay != 0 {
+				t.Fatalf("sent %+v, want %+v at once", sent, want)
+			}
+			if got.Version != want.Version || got.Replacements != tt.a.Replacements+1 || got.DueAt != job.Millis(testNow) || got.FirstFailureAt == 0 {
+				t.Errorf("A after: %+v, want v%d, replacements %d, due now, max-age clock started", got, want.Version, tt.a.Replacements+1)
+			}
+
+			// A redelivery of B's in_progress changes nothing more.
+			before := f.requests()
+			f.do(t, signedRequest("workflow_job", guid, compact(t, m)))
+			if n := len(f.q.Sent()); n != 1 {
+				t.Errorf("after a redelivery: %d messages, want still 1", n)
+			}
+			if again := f.st.Records()[a]; again.Version != got.Version {
+				t.Errorf("after a redelivery: A v%d, want v%d", again.Version, got.Version)
+			}
+			if n := f.requests() - before; n != 2 {
+				t.Errorf("a redelivery made %d requests, want 2 (mark done, read A)", n)
+			}
+		})
+	}
+}
