@@ -332,6 +332,7 @@ func Run(ctx context.Context, world World, cfg Config) (Report, error) {
 	stopWork()
 	wg.Wait()
 	r.fleet.wg.Wait()
+	r.gh.Drain()
 	<-progressDone
 	r.dups.sample(context.WithoutCancel(ctx), r)
 	r.finalSweep(context.WithoutCancel(ctx))
@@ -380,7 +381,8 @@ func (r *run) setUp(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r.gh = ghfake.New(ghfake.WithAppID(appID))
+	// Redeliveries reach the webhook after GitHub's 202, as GitHub sends them.
+	r.gh = ghfake.New(ghfake.WithAppID(appID), ghfake.WithAsyncRedelivery())
 	srv := httptest.NewServer(Middleware(r.gh, r.inj))
 	r.ghURL = srv.URL
 	r.closers = append(r.closers, srv.Close)

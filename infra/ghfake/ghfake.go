@@ -226,6 +226,9 @@ type Server struct {
 	deliverySeq  int64
 	guidSeq      int
 	redeliveries map[string]int
+	// asyncRedeliver: a redelivery is sent after its 202 (Drain waits).
+	asyncRedeliver bool
+	pending        sync.WaitGroup
 }
 
 // New returns a fake with no runners, no jobs and no faults.
