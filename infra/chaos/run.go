@@ -528,7 +528,10 @@ func (r *run) deleteHandled(ev events.SQSEvent, resp events.SQSEventResponse) {
 }
 
 // reclaim runs a reclaimer on a compressed schedule. Two of them run at
-// different periods, so passes overlap now and then.
+// different periods, so passes overlap now and then. Its budget is
+// compressed, not its reserve: with half a period kept free, a pass whose
+// last take-backs met a slow moto sent their messages past its deadline
+// (records queued without a message until the next message_lost).
 func (r *run) reclaim(ctx context.Context, id int, every time.Duration) {
 	gh, rates, err := r.reclaimGitHub()
 	if err != nil {
@@ -536,7 +539,7 @@ func (r *run) reclaim(ctx context.Context, id int, every time.Duration) {
 	}
 	rc, err := reclaim.New(reclaim.Config{
 		Store: r.stores[fnReclaimer], Queue: r.queues[fnReclaimer],
-		MaxAge: r.cfg.MaxAge, Budget: 4 * every, Reserve: every / 2, Now: time.Now,
+		MaxAge: r.cfg.MaxAge, Budget: 4 * every, Now: time.Now, // Reserve: the default 5 s, as deployed
 		Rand: random.New(r.cfg.Seed*7 + uint64(id)), Logger: r.log,
 		Metrics: obs.NewMetrics(r.logs, map[string]string{"function": "reclaimer"}, time.Now),
 		GitHub:  gh, Rates: rates, Pools: r.pools, Provisioner: cleanup(r.reg),
@@ -552,7 +555,7 @@ func (r *run) reclaim(ctx context.Context, id int, every time.Duration) {
 			return
 		case <-t.C:
 		}
-		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 4*every)
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), passLimit(every))
 		_, _ = rc.Run(pctx)
 		cancel()
 	}

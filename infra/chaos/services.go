@@ -121,9 +121,9 @@ func (r *run) janitorLoop(ctx context.Context) {
 }
 
 // passLimit is the invocation deadline of a scheduled pass: five periods
-// plus the 5 s both functions keep free before their deadline
-// (janitor.DefaultReserve, the redeliverer's), or a compressed schedule
-// (the short test's 0.5 s) leaves them no time at all.
+// plus the 5 s the scheduled functions keep free before their deadline
+// (janitor.DefaultReserve, reclaim.DefaultReserve, the redeliverer's), or
+// a compressed schedule (the short test's 0.5 s) leaves them no time.
 func passLimit(period time.Duration) time.Duration { return 5*period + janitor.DefaultReserve }
 
 // outage takes the webhook endpoint down for OutageWindow, OutageAt into
