@@ -401,9 +401,13 @@ func (r *run) tearDown() {
 	}
 }
 
+// stockAMI is an image moto ships (the other moto tests launch it too).
+const stockAMI = "ami-03cf127a"
+
 // launchTemplate creates the EC2 launch template of the linux pool.
 func (r *run) launchTemplate(ctx context.Context) (string, error) {
-	imgs, err := r.ec2.DescribeImages(ctx, &ec2.DescribeImagesInput{})
+	// One of moto's stock AMIs, by id: listing them all costs moto seconds.
+	imgs, err := r.ec2.DescribeImages(ctx, &ec2.DescribeImagesInput{ImageIds: []string{stockAMI}})
 	if err != nil || len(imgs.Images) == 0 {
 		return "", fmt.Errorf("describe images: %v (no image to launch)", err)
 	}
