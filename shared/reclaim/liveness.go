@@ -33,6 +33,10 @@ import (
 //     runner busy: it was taken by another job, a new attempt too (see
 //     below).
 //
+// Checks start only in the third quarter of a pass's budget (collection
+// has the first half): the take-backs sent after them are what every other
+// stale record waits for, and slow GitHub answers must not starve them.
+//
 // Call budget per claimed record past its grace: one call (idle runner),
 // two (offline, missing, busy), plus one delete for a new attempt; none when
 // the installation is exhausted. A GitHub error pushes the check by one

@@ -447,3 +447,44 @@ func TestFailedRemovalDefersTheNewAttempt(t *testing.T) {
 		})
 	}
 }
+
+// slowGitHub is a GitHub whose runner look-ups take d of the injected clock.
+type slowGitHub struct {
+	reclaim.GitHub
+	advance func(time.Duration)
+	d       time.Duration
+}
+
+func (s slowGitHub) FindRunner(ctx context.Context, installationID int64, scope, owner, repo, name string) (ghapp.Runner, error) {
+	s.advance(s.d)
+	return s.GitHub.FindRunner(ctx, installationID, scope, owner, repo, name)
+}
+
+// TestSlowLivenessLeavesTimeToSend: liveness checks (GitHub calls) do not
+// start past the third quarter of the budget, so the take-backs of the
+// other stale records are sent in the same pass. Before, slow checks used
+// the budget up and the pass sent nothing (make chaos).
+func TestSlowLivenessLeavesTimeToSend(t *testing.T) {
+	t.Parallel()
+	l := setupLive(t)
+	for id := int64(801); id <= 804; id++ {
+		l.claimed(t, id, t0.Add(-liveGrace-time.Second))
+	}
+	const lost = int64(900)
+	l.pending(t, lost, t0.Add(-time.Hour))
+	r := l.reclaimer(t, func(c *reclaim.Config) {
+		c.Budget = 40 * time.Second
+		c.GitHub = slowGitHub{GitHub: c.GitHub, advance: l.clock.Advance, d: 12 * time.Second}
+	})
+	rep, _ := r.Run(context.Background())
+	sent := map[int64]bool{}
+	for _, m := range l.messages() {
+		sent[m.msg.JobID] = true
+	}
+	if !sent[lost] {
+		t.Errorf("the outbox-lost job %d was not sent (report %+v)", lost, rep)
+	}
+	if !rep.Incomplete {
+		t.Errorf("report %+v, want incomplete (a check left for the next pass)", rep)
+	}
+}
