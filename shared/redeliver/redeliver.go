@@ -262,7 +262,10 @@ func (r *Redeliverer) Run(ctx context.Context) (Report, error) {
 	// The deliveries earlier passes could not ask, unless this read found
 	// a newer entry of their GUID (that one decides).
 	for _, d := range mark.Retry {
-		if !rd.seen[d.GUID] && !d.DeliveredAt.Before(oldest) {
+		if id, ok := rd.latest[d.GUID]; ok && id >= d.ID {
+			continue // this pass read it again, or a newer entry of its GUID
+		}
+		if !d.DeliveredAt.Before(oldest) {
 			rd.candidates = append(rd.candidates, ghapp.HookDelivery{ID: d.ID, GUID: d.GUID, Action: d.Action,
 				DeliveredAt: d.DeliveredAt, Event: EventWorkflowJob})
 		}
@@ -337,8 +340,10 @@ type reading struct {
 	next string
 	// redelivered: GUIDs of the redelivery entries read, carried with next.
 	redelivered []string
-	// seen: every GUID whose latest entry this read has passed.
-	seen map[string]bool
+	// latest: the id of the newest entry of each GUID this pass read (the
+	// GUIDs carried from earlier passes of the read are not in it: their
+	// entry may be the one a retry carries).
+	latest map[string]int64
 }
 
 // read pages through the log down to the mark or the window's edge: from
@@ -347,7 +352,7 @@ type reading struct {
 // the next pass goes on from there.
 func (r *Redeliverer) read(ctx context.Context, rep *Report, mark job.DeliveryMark, oldest, stop time.Time) reading {
 	seen := map[string]bool{}
-	rd := reading{top: job.DeliveryMark{ID: mark.ID, DeliveredAt: mark.DeliveredAt}, seen: seen}
+	rd := reading{top: job.DeliveryMark{ID: mark.ID, DeliveredAt: mark.DeliveredAt}, latest: map[string]int64{}}
 	cursor := ""
 	if mark.Resuming() {
 		cursor = mark.Resume.Cursor
@@ -392,6 +397,9 @@ func (r *Redeliverer) read(ctx context.Context, rep *Report, mark job.DeliveryMa
 			rep.Read++
 			if d.ID > rd.top.ID {
 				rd.top = job.DeliveryMark{ID: d.ID, DeliveredAt: d.DeliveredAt}
+			}
+			if _, ok := rd.latest[d.GUID]; !ok {
+				rd.latest[d.GUID] = d.ID
 			}
 			if seen[d.GUID] {
 				continue // an older delivery of a GUID already decided

@@ -471,3 +471,40 @@ func TestNotAskedIsCarried(t *testing.T) {
 		}
 	}
 }
+
+// TestCarriedRedeliveryOfAReadUnderWay: a failed redelivery entry read by
+// a read that then stops part-way, and whose own redelivery could not be
+// asked, is asked by the next pass. Its GUID is among those the read
+// carries (their older entries are not their latest), and that must not
+// hide the carried entry itself: before, it was dropped as superseded, the
+// read went on below it and no later read reached it again (make chaos: a
+// job with no record).
+func TestCarriedRedeliveryOfAReadUnderWay(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.cfg.PerPage = 100
+	f.fake.SetWebhook(answer(200), "s")
+	f.record("g", "workflow_job", 0, 300*time.Second) // unreached, on the last page
+	for i := range 250 {
+		f.record(fmt.Sprintf("ok-%03d", i), "workflow_job", 200, time.Duration(251-i)*time.Second)
+	}
+	// The redelivery of g failed too: the newest entry, on the first page.
+	f.fake.RecordDelivery(ghfake.HookDelivery{GUID: "g", Event: "workflow_job", Action: "queued", StatusCode: 500, Redelivery: true, DeliveredAt: t0})
+
+	gh := &pageFaults{GitHub: f.gh, fake: f.fake}
+	f.cfg.GitHub, f.cfg.Store = gh, &countFailsOnce{Store: f.store, guid: "g"}
+	for range 5 {
+		gh.calls = 0
+		r, err := redeliver.New(f.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.Run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		f.clock.add(5 * time.Second)
+	}
+	if n := f.fake.Redeliveries("g"); n != 1 {
+		t.Errorf("redeliveries of g = %d, want 1 (its failed redelivery carried to the next pass)", n)
+	}
+}
