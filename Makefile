@@ -72,8 +72,11 @@ local:
 	.build/local/ghclaim-local serve $(LOCAL_FLAGS)
 
 # The accounting run (infra/chaos and its command infra/chaos/cmd/ghclaim-chaos): 500 jobs through the real handlers on moto with
-# 20 % faults at every external call and claimer kills. Its last line is the figures; it fails
-# unless nothing was lost and nothing was claimed twice. CHAOS_FLAGS="-jobs 100 -v" to vary.
+# 20 % faults at every external call (GitHub, DynamoDB, SQS, EC2, SSM; the janitor and redeliverer too),
+# claimer kills, machines that never boot, runners that die and a webhook outage only the redeliverer
+# recovers. Its last line is the figures; it fails unless every job ran (or was cancelled, taken
+# elsewhere, failed with a reason), nothing was claimed twice and no runner or machine was left
+# behind (~10-20 min on a shared 2-core box). CHAOS_FLAGS="-jobs 100 -v" to vary.
 # The races behind it, repeated: go test -run TestRace -count=20 ./infra/chaos/
 CHAOS_FLAGS ?=
 .PHONY: chaos

@@ -34,14 +34,15 @@ type Report struct {
 	// DuplicateDeliveries counts deliveries GitHub sent twice;
 	// Redeliveries the deliveries repeated after a 5xx answer.
 	DuplicateDeliveries, Redeliveries int
-	// Lost counts jobs that did not end claimed (with a runner and a
-	// machine), done, or failed/abandoned with a stated reason.
+	// Lost counts jobs that did not end run by a runner of ours, cancelled,
+	// taken by another runner (with our record done), or failed/abandoned
+	// with a stated reason.
 	Lost int
-	// DuplicateRunners counts runners registered beyond one per job.
+	// DuplicateRunners counts runners registered beyond one per job at
+	// any sampled moment (every few seconds and at the end).
 	DuplicateRunners int
-	// DuplicateInstances counts machines beyond one per job: EC2 instances
-	// (pending or running) tagged with the job, and dispatch messages whose
-	// JIT config still registers a runner.
+	// DuplicateInstances counts machines beyond one per job at any sampled
+	// moment: EC2 instances (pending or running) tagged with the job.
 	DuplicateInstances int
 	// GitHubCallsPerClaim is every GitHub API request over claimed jobs;
 	// AWSCallsPerJob every DynamoDB, SQS and provisioner call the webhook
@@ -49,10 +50,11 @@ type Report struct {
 	// schedule, not on the jobs (ReclaimerCalls).
 	GitHubCallsPerClaim, AWSCallsPerJob float64
 	ReclaimerCalls                      int
-	// Final states of the N jobs.
+	// Claimed counts jobs that got a machine (a claim that reached the
+	// provisioner); Done, Failed and Abandoned the jobs' final states.
 	Claimed, Done, Failed, Abandoned int
 	// ClaimedAfterDone counts jobs whose done event was answered before
-	// their queued was sent, and that got a runner or machine anyway.
+	// their queued was sent, and that got a machine anyway.
 	ClaimedAfterDone int
 	// Stray counts job records of deliveries that must leave none.
 	Stray int
@@ -62,9 +64,22 @@ type Report struct {
 	// SecretsLogged counts secrets (tokens, JIT configs, the webhook
 	// secret, the App key) found in the functions' logs.
 	SecretsLogged int
-	// OrphanRunners counts runners left registered for failed or
-	// abandoned jobs (clutter, not a duplicate).
+	// OrphanRunners counts runners still registered at the end, after a
+	// final janitor pass, when every job has ended (none has a live job).
 	OrphanRunners int
+	// Ran counts jobs a runner of ours took; Cancelled those cancelled
+	// while queued; Elsewhere those another runner took.
+	Ran, Cancelled, Elsewhere int
+	// NeverBooted counts machines that never booted; RunnersDied runners
+	// that died before taking their job.
+	NeverBooted, RunnersDied int
+	// Unreached counts deliveries made while the endpoint was down;
+	// Redelivered the redeliveries the redeliverer asked GitHub for.
+	Unreached, Redelivered int
+	// OrphanMachines counts machines still up at the end, after a final
+	// janitor pass: EC2 instances tagged with a job (every job has ended)
+	// and dispatch messages whose config still registers a runner.
+	OrphanMachines int
 	// LostJobs says why each lost or duplicated job is counted.
 	LostJobs []string
 	// Statuses counts webhook answers by HTTP status.
@@ -75,10 +90,11 @@ type Report struct {
 	Elapsed time.Duration
 }
 
-// OK reports whether the run proves the promise: nothing lost, nothing
-// claimed twice, nothing refused or leaked.
+// OK reports whether the run proves the promise: every job ran or has a
+// reason, nothing claimed twice, nothing left behind, refused or leaked.
 func (r Report) OK() bool {
 	return r.Jobs > 0 && r.Lost == 0 && r.DuplicateRunners == 0 && r.DuplicateInstances == 0 &&
+		r.OrphanRunners == 0 && r.OrphanMachines == 0 &&
 		r.ClaimedAfterDone == 0 && r.Stray == 0 && r.Rejected == 0 && r.SecretsLogged == 0
 }
 
@@ -86,10 +102,13 @@ func (r Report) OK() bool {
 func (r Report) Line() string {
 	return fmt.Sprintf("jobs=%d faults=%d kills=%d duplicate_deliveries=%d lost=%d duplicate_runners=%d duplicate_instances=%d "+
 		"github_calls_per_claim=%.2f aws_calls_per_job=%.2f claimed=%d done=%d failed=%d abandoned=%d redeliveries=%d "+
-		"claimed_after_done=%d stray=%d rejected=%d undelivered=%d secrets_logged=%d orphan_runners=%d reclaimer_calls=%d elapsed=%s",
+		"claimed_after_done=%d stray=%d rejected=%d undelivered=%d secrets_logged=%d orphan_runners=%d reclaimer_calls=%d "+
+		"ran=%d cancelled=%d elsewhere=%d never_booted=%d runners_died=%d unreached=%d redelivered=%d orphan_machines=%d elapsed=%s",
 		r.Jobs, r.Faults, r.Kills, r.DuplicateDeliveries, r.Lost, r.DuplicateRunners, r.DuplicateInstances,
 		r.GitHubCallsPerClaim, r.AWSCallsPerJob, r.Claimed, r.Done, r.Failed, r.Abandoned, r.Redeliveries,
-		r.ClaimedAfterDone, r.Stray, r.Rejected, r.Undelivered, r.SecretsLogged, r.OrphanRunners, r.ReclaimerCalls, r.Elapsed.Round(time.Second))
+		r.ClaimedAfterDone, r.Stray, r.Rejected, r.Undelivered, r.SecretsLogged, r.OrphanRunners, r.ReclaimerCalls,
+		r.Ran, r.Cancelled, r.Elsewhere, r.NeverBooted, r.RunnersDied, r.Unreached, r.Redelivered, r.OrphanMachines,
+		r.Elapsed.Round(time.Second))
 }
 
 // record is the part of a job record the accounting reads.
@@ -213,6 +232,55 @@ func agentID(config string) int64 {
 	return id
 }
 
+// jobOfRunner is the job id in a runner name "<pool>-<job>" (or
+// "<pool>-<job>-<suffix>"), 0 when the name is not one of ours.
+func jobOfRunner(name string) int64 {
+	for _, p := range []string{PoolEC2, PoolDispatch} {
+		rest, ok := strings.CutPrefix(strings.ToLower(name), p+"-")
+		if !ok {
+			continue
+		}
+		digits, _, _ := strings.Cut(rest, "-")
+		id, err := strconv.ParseInt(digits, 10, 64)
+		if err == nil {
+			return id
+		}
+	}
+	return 0
+}
+
+// dupSampler keeps, per job, the most runners and machines it ever saw
+// at one moment.
+type dupSampler struct {
+	mu       sync.Mutex
+	runners  map[int64]int
+	machines map[int64]int
+}
+
+// sample looks at the runners and the live instances now (fault-free).
+func (d *dupSampler) sample(ctx context.Context, r *run) {
+	perJob := map[int64]int{}
+	for _, rn := range r.gh.Runners() {
+		if id := jobOfRunner(rn.Name); id != 0 {
+			perJob[id]++
+		}
+	}
+	inst, err := r.instances(ctx)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.runners == nil {
+		d.runners, d.machines = map[int64]int{}, map[int64]int{}
+	}
+	for id, n := range perJob {
+		d.runners[id] = max(d.runners[id], n)
+	}
+	if err == nil {
+		for id, n := range inst {
+			d.machines[id] = max(d.machines[id], n)
+		}
+	}
+}
+
 // account reads the end state and turns it into the figures.
 func (r *run) account(ctx context.Context) (Report, error) {
 	recs, err := r.scan(ctx)
@@ -228,10 +296,8 @@ func (r *run) account(ctx context.Context) (Report, error) {
 		return Report{}, err
 	}
 	runners := r.gh.Runners()
-	byName := map[string][]ghfake.Runner{}
 	byID := map[int64]ghfake.Runner{}
 	for _, rn := range runners {
-		byName[strings.ToLower(rn.Name)] = append(byName[strings.ToLower(rn.Name)], rn)
 		byID[rn.ID] = rn
 	}
 	live := map[int64]int{} // job → dispatch messages whose config still registers a runner
@@ -240,60 +306,94 @@ func (r *run) account(ctx context.Context) (Report, error) {
 			live[m.JobID]++
 		}
 	}
-
+	log := r.gh.Deliveries()
+	answered := map[string]bool{} // GUIDs answered 2xx at least once
 	c := r.inj.Counts()
 	r.stats.mu.Lock()
 	rep := Report{
 		Jobs: len(r.plans), Faults: c.TotalFaults(), Kills: c.Kills, Counts: c,
 		DuplicateDeliveries: r.stats.duplicates, Redeliveries: r.stats.redeliveries,
-		Rejected: r.stats.rejected, Undelivered: r.stats.undelivered, Statuses: map[int]int{},
+		Rejected: r.stats.rejected, Undelivered: r.stats.undelivered, Unreached: r.stats.unreached, Statuses: map[int]int{},
 	}
 	for k, v := range r.stats.statuses {
 		rep.Statuses[k] = v
 	}
 	r.stats.mu.Unlock()
+	for _, d := range log {
+		if d.OK() {
+			answered[d.GUID] = true
+		}
+		if d.Redelivery {
+			rep.Redelivered++
+		}
+	}
+	if r.fleet != nil {
+		rep.NeverBooted, rep.RunnersDied = r.fleet.count(fateNeverBoots), r.fleet.count(fateDies)
+	}
 
 	lose := func(id int64, format string, args ...any) {
 		rep.LostJobs = append(rep.LostJobs, fmt.Sprintf("job %d: %s", id, fmt.Sprintf(format, args...)))
 	}
+	r.dups.mu.Lock()
 	for _, p := range r.plans {
 		id := p.Job.ID
-		name := strings.ToLower(job.RunnerName(p.Pool, id))
-		nRunners, nMachines := len(byName[name]), inst[id]+live[id]
-		if nRunners > 1 {
-			rep.DuplicateRunners += nRunners - 1
-			lose(id, "%d runners named %s", nRunners, name)
+		if n := r.dups.runners[id]; n > 1 {
+			rep.DuplicateRunners += n - 1
+			lose(id, "%d runners at once", n)
 		}
-		if nMachines > 1 {
-			rep.DuplicateInstances += nMachines - 1
-			lose(id, "%d machines (%d instances, %d live dispatch messages)", nMachines, inst[id], live[id])
+		if n := r.dups.machines[id]; n > 1 {
+			rep.DuplicateInstances += n - 1
+			lose(id, "%d machines at once", n)
+		}
+	}
+	r.dups.mu.Unlock()
+	for _, rn := range runners {
+		if id := jobOfRunner(rn.Name); id != 0 && r.byJob[id] != nil {
+			rep.OrphanRunners++
+			lose(id, "runner %s (id %d, %s, busy %v) still registered", rn.Name, rn.ID, rn.Status, rn.Busy)
+		}
+	}
+	for _, p := range r.plans {
+		id := p.Job.ID
+		if n := inst[id] + live[id]; n > 0 {
+			rep.OrphanMachines += n
+			lose(id, "%d machines still up (%d instances, %d live dispatch messages)", n, inst[id], live[id])
+		}
+		if r.machines.hasJob(id) {
+			rep.Claimed++
 		}
 		p.mu.Lock()
-		doneFirst, sawDone := p.doneFirst, p.sawDone
+		doneFirst, status, ours, cancelled, takenBy := p.doneFirst, p.status, p.ours, p.cancelled, p.takenBy
+		heard := false
+		for _, g := range p.doneGUIDs {
+			heard = heard || answered[g]
+		}
 		p.mu.Unlock()
-		if doneFirst && (nRunners > 0 || nMachines > 0) {
+		if doneFirst && r.machines.hasJob(id) {
 			rep.ClaimedAfterDone++
-			lose(id, "done before queued, yet %d runners and %d machines", nRunners, nMachines)
+			lose(id, "done before queued, yet it got a machine")
+		}
+		switch {
+		case ours:
+			rep.Ran++
+		case cancelled:
+			rep.Cancelled++
+		case takenBy != "":
+			rep.Elsewhere++
 		}
 		rec, ok := recs[id]
 		switch {
 		case !ok:
 			rep.Lost++
-			lose(id, "no record (%s)", p.Script)
-		case !rec.State.Settled():
+			lose(id, "no record (%s, GitHub: %s)", p.Script, status)
+		case !rec.State.Terminal():
 			rep.Lost++
-			lose(id, "stuck %s at version %d attempt %d (%s)", rec.State, rec.Version, rec.Attempt, p.Script)
-		case rec.State == job.Claimed:
-			rep.Claimed++
-			if nRunners == 0 || nMachines == 0 {
-				rep.Lost++
-				lose(id, "claimed, but %d runners and %d machines (%s)", nRunners, nMachines, p.Script)
-			}
+			lose(id, "stuck %s at version %d attempt %d (%s, GitHub: %s)", rec.State, rec.Version, rec.Attempt, p.Script, status)
 		case rec.State == job.Done:
 			rep.Done++
-			if !sawDone {
+			if status == "queued" {
 				rep.Lost++
-				lose(id, "done, but GitHub never said so (%s)", p.Script)
+				lose(id, "done, but still queued at GitHub (%s, heard: %v)", p.Script, heard)
 			}
 		case rec.State == job.Failed, rec.State == job.Abandoned:
 			if rec.State == job.Failed {
@@ -304,9 +404,6 @@ func (r *run) account(ctx context.Context) (Report, error) {
 			if strings.TrimSpace(rec.LastError) == "" {
 				rep.Lost++
 				lose(id, "%s without a reason", rec.State)
-			}
-			if nRunners > 0 {
-				rep.OrphanRunners += nRunners
 			}
 		}
 	}

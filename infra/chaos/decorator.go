@@ -10,6 +10,8 @@ import (
 
 	"github.com/ghclaim/ghclaim/shared/claim"
 	"github.com/ghclaim/ghclaim/shared/ghapp"
+	"github.com/ghclaim/ghclaim/shared/janitor"
+	"github.com/ghclaim/ghclaim/shared/pool"
 	"github.com/ghclaim/ghclaim/shared/provision"
 	"github.com/ghclaim/ghclaim/shared/queue"
 	"github.com/ghclaim/ghclaim/shared/store"
@@ -109,18 +111,21 @@ type Provisioner struct {
 	// Provisioned, when set, is told of every Provision the adapter carried
 	// out (it returned no error), also when the caller then sees an
 	// after-effect fault or is killed: from then on a machine holds req's
-	// JIT config.
-	Provisioned func(provision.Request)
+	// JIT config, on the machine res names.
+	Provisioned func(provision.Request, provision.Result)
 }
 
-var _ claim.Provisioner = (*Provisioner)(nil)
+var (
+	_ claim.Provisioner   = (*Provisioner)(nil)
+	_ janitor.Provisioner = (*Provisioner)(nil)
+)
 
 // Provision is provision.Provisioner.Provision with faults.
 func (p *Provisioner) Provision(ctx context.Context, req provision.Request) (provision.Result, error) {
 	return do(ctx, p.In, TargetProvision, p.Caller, "RunInstances", func(ctx context.Context) (provision.Result, error) {
 		res, err := p.Next.Provision(ctx, req)
 		if err == nil && p.Provisioned != nil {
-			p.Provisioned(req)
+			p.Provisioned(req, res)
 		}
 		return res, err
 	})
@@ -139,6 +144,35 @@ func (p *Provisioner) Running(ctx context.Context, req provision.Request) (strin
 	return do(ctx, p.In, TargetProvision, p.Caller, "DescribeInstances", func(ctx context.Context) (string, error) {
 		return p.Next.Running(ctx, req)
 	})
+}
+
+// Leftovers injects faults into the janitor's inventory of machines and
+// JIT configs (EC2 and SSM). Errors are wrapped as the adapters wrap AWS's.
+type Leftovers struct {
+	// Caller names the function making the calls, for the figures.
+	Caller string
+	Next   janitor.Leftovers
+	In     *Injector
+}
+
+var _ janitor.Leftovers = (*Leftovers)(nil)
+
+// LiveMachines is provision.Leftovers.LiveMachines (DescribeInstances) with faults.
+func (l *Leftovers) LiveMachines(ctx context.Context) ([]pool.Machine, error) {
+	return do(ctx, l.In, TargetProvision, l.Caller, "DescribeInstances", l.Next.LiveMachines)
+}
+
+// Configs is provision.Leftovers.Configs (DescribeParameters) with faults.
+func (l *Leftovers) Configs(ctx context.Context) ([]pool.Parameter, error) {
+	return do(ctx, l.In, TargetProvision, l.Caller, "DescribeParameters", l.Next.Configs)
+}
+
+// DeleteConfig is provision.Leftovers.DeleteConfig (DeleteParameter) with faults.
+func (l *Leftovers) DeleteConfig(ctx context.Context, name string) error {
+	_, err := do(ctx, l.In, TargetProvision, l.Caller, "DeleteParameter", func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, l.Next.DeleteConfig(ctx, name)
+	})
+	return err
 }
 
 // GitHub adds kill points to the claimer's GitHub port. Faults of GitHub

@@ -28,6 +28,15 @@
 //   - Time is compressed by configuration (ladder, lease, graces, visibility
 //     timeout), not by a fake clock: SQS delays and moto run on the wall
 //     clock, and one clock for every actor is what makes the run honest.
+//   - The run counts what users count: a job "ran" when GitHub (the
+//     stand-in) gave it to a runner of ours, which happens only on a machine
+//     the provisioner started (machine.go: some never boot, some runners die
+//     before their job). Deliveries go through the stand-in's delivery log;
+//     during the outage window they fail there unreached and only the
+//     redeliverer (shared/redeliver) brings them in. The reclaimer runs with
+//     its liveness check, the janitor on its schedule; the run ends with one
+//     fault-free janitor pass, then every runner and machine left is an
+//     orphan (every job has ended by then).
 //
 // This package is test tooling: it must never be wired into a function's
 // main, and it never talks to anything but 127.0.0.1.

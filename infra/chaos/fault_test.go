@@ -15,6 +15,7 @@ import (
 	"github.com/ghclaim/ghclaim/infra/ghfake"
 	"github.com/ghclaim/ghclaim/shared/failure"
 	"github.com/ghclaim/ghclaim/shared/ghapp"
+	"github.com/ghclaim/ghclaim/shared/pool"
 	"github.com/ghclaim/ghclaim/shared/provision"
 	"github.com/ghclaim/ghclaim/shared/random"
 )
@@ -98,6 +99,21 @@ func (c *counting) Running(context.Context, provision.Request) (string, error) {
 	return "", nil
 }
 
+func (c *counting) LiveMachines(context.Context) ([]pool.Machine, error) {
+	c.hit()
+	return nil, nil
+}
+
+func (c *counting) Configs(context.Context) ([]pool.Parameter, error) {
+	c.hit()
+	return nil, nil
+}
+
+func (c *counting) DeleteConfig(context.Context, string) error {
+	c.hit()
+	return nil
+}
+
 // only is an injector that fails every call with kind k.
 func only(k chaos.Kind) *chaos.Injector {
 	return chaos.NewInjector(random.New(1), 1, map[chaos.Kind]int{k: 1})
@@ -130,6 +146,13 @@ func TestFaultClasses(t *testing.T) {
 			chaos.TargetProvision: func(in *chaos.Injector, c *counting) error {
 				_, err := (&chaos.Provisioner{Next: c, In: in}).Provision(ctx, provision.Request{})
 				return err
+			},
+			"janitor-ec2": func(in *chaos.Injector, c *counting) error {
+				_, err := (&chaos.Leftovers{Next: c, In: in}).LiveMachines(ctx)
+				return err
+			},
+			"janitor-ssm": func(in *chaos.Injector, c *counting) error {
+				return (&chaos.Leftovers{Next: c, In: in}).DeleteConfig(ctx, "p")
 			},
 		}
 		for target, call := range calls {

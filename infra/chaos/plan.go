@@ -2,12 +2,16 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
+	"strings"
 	"sync"
 	"time"
 
-	"github.com/ghclaim/ghclaim/shared/job"
+	"github.com/aws/aws-lambda-go/events"
+
 	"github.com/ghclaim/ghclaim/shared/random"
 )
 
@@ -44,15 +48,74 @@ type plan struct {
 	Pool   string
 	Script Script
 	Start  time.Duration
-	rnd    *rand.Rand
+
+	rmu sync.Mutex // rnd is shared by the script and the job's machines
+	rnd *rand.Rand
 
 	mu sync.Mutex
 	// doneFirst: a done event was answered 2xx before queued was first sent.
 	doneFirst bool
-	// sawDone: an in_progress or completed delivery was answered 2xx.
-	sawDone bool
-	// queuedOK: a queued delivery was answered 2xx.
-	queuedOK bool
+	// doneGUIDs are the in_progress and completed deliveries GitHub sent.
+	doneGUIDs []string
+	// GitHub's side of the job: its status (queued, in_progress,
+	// completed), the runner that took it and whether it is ours, and
+	// whether it was cancelled while queued.
+	status    string
+	takenBy   string
+	ours      bool
+	cancelled bool
+}
+
+// guid draws a delivery GUID.
+func (p *plan) guid() string {
+	p.rmu.Lock()
+	defer p.rmu.Unlock()
+	return fmt.Sprintf("%08x-%04x-4%03x-a%03x-%012x", p.rnd.Uint32(), p.rnd.IntN(1<<16), p.rnd.IntN(1<<12), p.rnd.IntN(1<<12), p.rnd.Int64N(1<<48))
+}
+
+// rndDraw draws from [0, n) (n > 0).
+func (p *plan) rndDraw(n int64) int64 {
+	p.rmu.Lock()
+	defer p.rmu.Unlock()
+	return p.rnd.Int64N(n)
+}
+
+func (p *plan) rndFloat() float64 {
+	p.rmu.Lock()
+	defer p.rmu.Unlock()
+	return p.rnd.Float64()
+}
+
+// assign is GitHub giving the job to runner (ours when ours is set) if it
+// is still queued. It reports whether it did.
+func (p *plan) assign(runner string) bool { return p.take(runner, true) }
+
+func (p *plan) take(runner string, ours bool) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.status != "queued" {
+		return false
+	}
+	p.status, p.takenBy, p.ours = "in_progress", runner, ours
+	return true
+}
+
+// complete marks the job completed at GitHub.
+func (p *plan) complete() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.status = "completed"
+}
+
+// cancel cancels the job if it is still queued and reports whether it did.
+func (p *plan) cancel() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.status != "queued" {
+		return false
+	}
+	p.status, p.cancelled = "completed", true
+	return true
 }
 
 // Plan draws n jobs from rnd: ids, repos, pools and scripts.
@@ -65,7 +128,7 @@ func Plan(rnd *random.Locked, n int) []*plan {
 			ID: base + int64(i), RunID: 90_000_000 + int64(i/3), Repo: fmt.Sprintf("%s/app-%d", Owners[o], rnd.IntN(4)),
 			InstallationID: Installations[o], Private: true,
 		}
-		p := &plan{Job: j, Pool: PoolEC2, rnd: rand.New(rand.NewPCG(rnd.Uint64(), uint64(j.ID)))}
+		p := &plan{Job: j, Pool: PoolEC2, status: "queued", rnd: rand.New(rand.NewPCG(rnd.Uint64(), uint64(j.ID)))}
 		if rnd.IntN(3) == 0 {
 			p.Pool = PoolDispatch
 			j.Labels = []string{"self-hosted", "GPU"}
@@ -121,29 +184,31 @@ func (r *run) deliverAll(ctx context.Context) {
 	wg.Wait()
 }
 
-// play sends p's deliveries in its script's order.
+// play sends p's deliveries in its script's order. GitHub's own record of
+// the job (what the reclaimer's liveness check reads) is set first: the
+// job exists at GitHub before anything is delivered.
 func (r *run) play(ctx context.Context, p *plan) {
-	guid := func() string {
-		return fmt.Sprintf("%08x-%04x-4%03x-a%03x-%012x", p.rnd.Uint32(), p.rnd.IntN(1<<16), p.rnd.IntN(1<<12), p.rnd.IntN(1<<12), p.rnd.Int64N(1<<48))
+	pause := func(max time.Duration) bool {
+		return wait(ctx, time.Duration(p.rndDraw(int64(float64(max)*r.cfg.ScriptPace))))
 	}
-	pause := func(max time.Duration) bool { return wait(ctx, time.Duration(p.rnd.Int64N(int64(max)))) }
 	queued := func() {
-		if r.send(ctx, p, Delivery{GUID: guid(), Event: "workflow_job", Body: Payload(p.Job, "queued", "")}) {
-			p.mu.Lock()
-			p.queuedOK = true
-			p.mu.Unlock()
-		}
-	}
-	done := func(action, runner string) bool {
-		ok := r.send(ctx, p, Delivery{GUID: guid(), Event: "workflow_job", Body: Payload(p.Job, action, runner)})
-		if ok {
-			p.mu.Lock()
-			p.sawDone = true
-			p.mu.Unlock()
-		}
-		return ok
+		r.send(ctx, p, Delivery{GUID: p.guid(), Event: "workflow_job", Body: Payload(p.Job, "queued", "")})
 	}
 	other := fmt.Sprintf("hosted-%d", p.Job.ID%97)
+	elsewhere := func() bool {
+		if !p.take(other, false) {
+			return false
+		}
+		r.setGitHubJob(p, "in_progress", "", other, 0)
+		r.sendDone(ctx, p, "in_progress", other)
+		return true
+	}
+	if p.Script == Early {
+		p.take(other, false)
+		r.setGitHubJob(p, "in_progress", "", other, 0)
+	} else {
+		r.setGitHubJob(p, "queued", "", "", 0)
+	}
 	switch p.Script {
 	case Plain:
 		queued()
@@ -154,46 +219,36 @@ func (r *run) play(ctx context.Context, p *plan) {
 		}
 	case Cancelled:
 		queued()
-		if pause(3 * time.Second) {
-			done("completed", "")
+		if pause(3*time.Second) && p.cancel() {
+			r.setGitHubJob(p, "completed", "cancelled", "", 0)
+			r.sendDone(ctx, p, "completed", "")
 		}
 	case Finished:
+		// Another runner whose labels fit takes the job when ours has not
+		// by then.
 		queued()
-		if !pause(6 * time.Second) {
-			return
-		}
-		runner := r.takeJob(p, other)
-		done("in_progress", runner)
-		if pause(2 * time.Second) {
-			done("completed", runner)
+		if pause(6*time.Second) && elsewhere() && pause(2*time.Second) {
+			p.complete()
+			r.setGitHubJob(p, "completed", "success", other, 0)
+			r.sendDone(ctx, p, "completed", other)
 		}
 	case Early:
-		if done("in_progress", other) {
+		d := Delivery{GUID: p.guid(), Event: "workflow_job", Body: Payload(p.Job, "in_progress", other)}
+		p.mu.Lock()
+		p.doneGUIDs = append(p.doneGUIDs, d.GUID)
+		p.mu.Unlock()
+		if r.send(ctx, p, d) {
 			p.mu.Lock()
 			p.doneFirst = true
 			p.mu.Unlock()
 		}
 		queued()
 		if pause(time.Second) {
-			done("completed", other)
+			p.complete()
+			r.setGitHubJob(p, "completed", "success", other, 0)
+			r.sendDone(ctx, p, "completed", other)
 		}
 	}
-}
-
-// takeJob is GitHub starting p's job: it picks the runner that takes it,
-// ours when it is registered and a machine was provisioned with that
-// registration's config (it is online and busy from now on), else other.
-// A registration without a machine never comes online: were it put to work
-// here, a claim attempt landing before the in_progress delivery would
-// rightly reuse the busy runner, and the accounting would find the job
-// claimed with a runner and no machine, a loss made by the simulation.
-func (r *run) takeJob(p *plan, other string) string {
-	ours := job.RunnerName(p.Pool, p.Job.ID)
-	if rn, ok := r.gh.RunnerByName(ours); ok && r.machines.has(rn.ID) {
-		_ = r.gh.SetRunner(ours, "online", true)
-		return ours
-	}
-	return other
 }
 
 // noise sends deliveries the webhook must answer without recording a job:
@@ -226,12 +281,12 @@ func noiseID(id int64) bool { return id < 2_000_000 }
 func (r *run) send(ctx context.Context, p *plan, d Delivery) bool {
 	dup := false
 	if p != nil {
-		dup = p.rnd.Float64() < r.cfg.DuplicateRate
+		dup = p.rndFloat() < r.cfg.DuplicateRate
 	}
 	var wg sync.WaitGroup
 	if dup {
 		wg.Add(1)
-		delay := time.Duration(p.rnd.Int64N(int64(300 * time.Millisecond)))
+		delay := time.Duration(p.rndDraw(int64(300 * time.Millisecond)))
 		go func() {
 			defer wg.Done()
 			if wait(ctx, delay) {
@@ -247,7 +302,10 @@ func (r *run) send(ctx context.Context, p *plan, d Delivery) bool {
 	return ok
 }
 
-// deliver invokes the webhook with d, redelivering after 5xx answers.
+// deliver has GitHub (the stand-in) deliver d to the webhook, redelivering
+// after 5xx answers. A delivery the endpoint never answered (the outage)
+// is not retried here: it is left in GitHub's delivery log as failed, for
+// the redeliverer.
 func (r *run) deliver(ctx context.Context, d Delivery) bool {
 	for attempt := range maxRedeliveries {
 		if attempt > 0 {
@@ -258,21 +316,20 @@ func (r *run) deliver(ctx context.Context, d Delivery) bool {
 				return false
 			}
 		}
-		r.sem <- struct{}{}
-		resp, _ := r.hook.Handle(context.WithoutCancel(ctx), d.Request(Secret))
-		<-r.sem
-		r.stats.mu.Lock()
-		r.stats.sent++
-		r.stats.statuses[resp.StatusCode]++
-		r.stats.mu.Unlock()
+		hd := r.gh.Deliver(context.WithoutCancel(ctx), d.Event, d.GUID, d.Body)
 		switch {
-		case resp.StatusCode < 300:
+		case hd.StatusCode == 0:
+			r.stats.mu.Lock()
+			r.stats.unreached++
+			r.stats.mu.Unlock()
+			return false
+		case hd.StatusCode < 300:
 			return true
-		case resp.StatusCode < 500:
+		case hd.StatusCode < 500:
 			r.stats.mu.Lock()
 			r.stats.rejected++
 			r.stats.mu.Unlock()
-			r.log.Error("chaos: delivery rejected", "delivery_id", d.GUID, "status", resp.StatusCode, "body", resp.Body)
+			r.log.Error("chaos: delivery rejected", "delivery_id", d.GUID, "status", hd.StatusCode, "body", hd.Response)
 			return false
 		}
 	}
@@ -280,4 +337,32 @@ func (r *run) deliver(ctx context.Context, d Delivery) bool {
 	r.stats.undelivered++
 	r.stats.mu.Unlock()
 	return false
+}
+
+// errEndpointDown is the connection refused of the webhook outage.
+var errEndpointDown = errors.New("dial tcp 127.0.0.1:443: connect: connection refused")
+
+// endpoint is the App's webhook URL as GitHub reaches it: the real handler
+// behind a Function URL, unreachable during the outage window.
+func (r *run) endpoint(ctx context.Context, h http.Header, body []byte) (int, []byte, error) {
+	if r.down.Load() {
+		return 0, nil, errEndpointDown
+	}
+	req := events.LambdaFunctionURLRequest{
+		Version: "2.0", RawPath: "/", Headers: map[string]string{}, Body: string(body),
+		RequestContext: events.LambdaFunctionURLRequestContext{
+			HTTP: events.LambdaFunctionURLRequestContextHTTPDescription{Method: "POST", Path: "/", Protocol: "HTTP/1.1", SourceIP: "140.82.115.1", UserAgent: h.Get("User-Agent")},
+		},
+	}
+	for k := range h {
+		req.Headers[strings.ToLower(k)] = h.Get(k)
+	}
+	r.sem <- struct{}{}
+	resp, _ := r.hook.Handle(context.WithoutCancel(ctx), req)
+	<-r.sem
+	r.stats.mu.Lock()
+	r.stats.sent++
+	r.stats.statuses[resp.StatusCode]++
+	r.stats.mu.Unlock()
+	return resp.StatusCode, []byte(resp.Body), nil
 }

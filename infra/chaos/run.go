@@ -80,6 +80,28 @@ type Config struct {
 	Progress io.Writer
 	// GitHub builds each claimer process's GitHub client.
 	GitHub GitHubFactory
+
+	// Faults at the machine: the share of machines that never boot (0.05)
+	// and of runners that die before taking their job (0.05); negative:
+	// none. BootDelay (1 s) and RunTime (1 s) are a machine's boot and a
+	// job's run, each ±50 %. StartGrace is the pools' runner-start grace
+	// (8 s compressed; 10 min in production).
+	NeverBootRate, DieRate float64
+	BootDelay, RunTime     time.Duration
+	StartGrace             time.Duration
+	// The webhook endpoint is down for OutageWindow (4 s; negative: never)
+	// starting OutageAt (half the ramp).
+	OutageWindow, OutageAt time.Duration
+	// Schedules (compressed): the redeliverer every RedeliverEvery (3 s;
+	// 5 min in production), asking at most RedeliverAttempts (10) per
+	// delivery; the janitor every JanitorEvery (5 s; 15 min).
+	RedeliverEvery, JanitorEvery time.Duration
+	RedeliverAttempts            int
+	// ScriptPace scales the scripts' pauses (1: a renamed job's second
+	// queued within 2 s, a cancel within 3 s, another runner's take within
+	// 6 s, an early job's completion within 1 s); the short test shrinks
+	// them with everything else.
+	ScriptPace float64
 }
 
 func (c Config) withDefaults() Config {
@@ -137,6 +159,39 @@ func (c Config) withDefaults() Config {
 	if c.ReclaimEvery <= 0 {
 		c.ReclaimEvery = 2 * time.Second
 	}
+	if c.NeverBootRate == 0 {
+		c.NeverBootRate = 0.05
+	}
+	if c.DieRate == 0 {
+		c.DieRate = 0.05
+	}
+	if c.BootDelay <= 0 {
+		c.BootDelay = time.Second
+	}
+	if c.RunTime <= 0 {
+		c.RunTime = time.Second
+	}
+	if c.StartGrace <= 0 {
+		c.StartGrace = 8 * time.Second
+	}
+	if c.OutageWindow == 0 {
+		c.OutageWindow = 4 * time.Second
+	}
+	if c.OutageAt <= 0 {
+		c.OutageAt = c.Ramp / 2
+	}
+	if c.RedeliverEvery <= 0 {
+		c.RedeliverEvery = 3 * time.Second
+	}
+	if c.RedeliverAttempts <= 0 {
+		c.RedeliverAttempts = 10
+	}
+	if c.JanitorEvery <= 0 {
+		c.JanitorEvery = 5 * time.Second
+	}
+	if c.ScriptPace <= 0 {
+		c.ScriptPace = 1
+	}
 	if c.Log == nil {
 		c.Log = io.Discard
 	}
@@ -192,8 +247,13 @@ type run struct {
 	reg    provision.Registry
 	plans  []*plan
 	// machines are the runner registrations (ids) a machine was
-	// provisioned for: only those can come online and take a job.
+	// provisioned for, and the jobs that got one.
 	machines machineSet
+	fleet    *fleet
+	simCtx   context.Context // the machines' lifetime
+	byJob    map[int64]*plan
+	down     atomic.Bool // the webhook endpoint is unreachable
+	dups     dupSampler
 
 	closers  []func()
 	sem      chan struct{}
@@ -210,6 +270,7 @@ type deliveryStats struct {
 	redeliveries int
 	rejected     int // 4xx: a bug in the generator or the webhook
 	undelivered  int // gave up after maxRedeliveries 5xx answers
+	unreached    int // the endpoint was down: left to the redeliverer
 	statuses     map[int]int
 }
 
@@ -227,8 +288,14 @@ func Run(ctx context.Context, world World, cfg Config) (Report, error) {
 	}
 	defer r.tearDown()
 	r.plans = Plan(random.New(cfg.Seed+1), cfg.Jobs)
+	r.byJob = map[int64]*plan{}
+	for _, p := range r.plans {
+		r.byJob[p.Job.ID] = p
+	}
+	r.fleet = newFleet(cfg.Seed + 2)
 
 	work, stopWork := context.WithCancel(ctx)
+	r.simCtx = work
 	var wg sync.WaitGroup
 	for i := range cfg.Claimers {
 		wg.Add(1)
@@ -237,6 +304,14 @@ func Run(ctx context.Context, world World, cfg Config) (Report, error) {
 	for i, every := range []time.Duration{cfg.ReclaimEvery, cfg.ReclaimEvery * 17 / 10} {
 		wg.Add(1)
 		go func() { defer wg.Done(); r.reclaim(work, i, every) }()
+	}
+	for _, loop := range []func(context.Context){r.redeliverLoop, r.janitorLoop} {
+		wg.Add(1)
+		go func() { defer wg.Done(); loop(work) }()
+	}
+	if cfg.OutageWindow > 0 {
+		wg.Add(1)
+		go func() { defer wg.Done(); r.outage(work) }()
 	}
 	if cfg.RateLimitWindow > 0 {
 		wg.Add(1)
@@ -256,7 +331,11 @@ func Run(ctx context.Context, world World, cfg Config) (Report, error) {
 	r.settle(ctx)
 	stopWork()
 	wg.Wait()
+	r.fleet.wg.Wait()
+	r.gh.Drain()
 	<-progressDone
+	r.dups.sample(context.WithoutCancel(ctx), r)
+	r.finalSweep(context.WithoutCancel(ctx))
 
 	rep, err := r.account(context.WithoutCancel(ctx))
 	rep.Elapsed = time.Since(started)
@@ -270,7 +349,7 @@ func (r *run) setUp(ctx context.Context) error {
 	r.ec2 = ec2.NewFromConfig(cfg)
 	opts := store.Options{PendingGrace: r.cfg.PendingGrace, QueuedGrace: r.cfg.QueuedGrace}
 	r.stores, r.queues = map[string]*store.Store{}, map[string]*queue.Queue{}
-	for _, fn := range []string{fnWebhook, fnClaimer, fnReclaimer} {
+	for _, fn := range []string{fnWebhook, fnClaimer, fnReclaimer, fnJanitor, fnRedeliverer} {
 		r.stores[fn] = store.New(&DynamoDB{Caller: fn, Next: r.ddb, In: r.inj}, r.world.TableName, opts)
 		r.queues[fn] = queue.New(&SQS{Caller: fn, Next: &Compress{Next: r.sqs, Scale: r.cfg.DelayScale}, In: r.inj}, r.world.QueueURL)
 	}
@@ -283,10 +362,13 @@ func (r *run) setUp(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("create dispatch queue: %w", err)
 	}
+	// The runner-start grace is compressed below pool.Validate's minute:
+	// these pools are built here, not read from RUNNER_POOLS.
+	grace := r.cfg.StartGrace.String()
 	r.pools = []pool.Pool{
-		{Name: PoolEC2, Labels: []string{"self-hosted", "linux", "x64"}, Scope: pool.ScopeRepo, RunnerGroupID: 1,
+		{Name: PoolEC2, Labels: []string{"self-hosted", "linux", "x64"}, Scope: pool.ScopeRepo, RunnerGroupID: 1, RunnerStartGrace: grace,
 			Provisioner: pool.Provisioner{Type: pool.ProvisionerEC2, LaunchTemplate: lt, LaunchTemplateVersion: "$Default"}},
-		{Name: PoolDispatch, Labels: []string{"self-hosted", "gpu"}, Scope: pool.ScopeOrg, RunnerGroupID: 1,
+		{Name: PoolDispatch, Labels: []string{"self-hosted", "gpu"}, Scope: pool.ScopeOrg, RunnerGroupID: 1, RunnerStartGrace: grace,
 			Provisioner: pool.Provisioner{Type: pool.ProvisionerDispatch, QueueURL: aws.ToString(out.QueueUrl)}},
 	}
 	r.reg = provision.Registry{
@@ -299,11 +381,14 @@ func (r *run) setUp(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r.gh = ghfake.New(ghfake.WithAppID(appID))
+	// Redeliveries reach the webhook after GitHub's 202, as GitHub sends them.
+	r.gh = ghfake.New(ghfake.WithAppID(appID), ghfake.WithAsyncRedelivery())
 	srv := httptest.NewServer(Middleware(r.gh, r.inj))
 	r.ghURL = srv.URL
 	r.closers = append(r.closers, srv.Close)
 	r.throttle = Installations[1]
+	r.gh.SetWebhook(r.endpoint, string(Secret))
+	r.githubInstallations()
 
 	r.hook, err = webhook.New(webhook.Config{Secrets: [][]byte{Secret}, Pools: r.pools, AllowedOwners: Owners,
 		Store: r.stores[fnWebhook], Queue: r.queues[fnWebhook], Now: time.Now, Logger: r.log})
@@ -316,9 +401,13 @@ func (r *run) tearDown() {
 	}
 }
 
+// stockAMI is an image moto ships (the other moto tests launch it too).
+const stockAMI = "ami-03cf127a"
+
 // launchTemplate creates the EC2 launch template of the linux pool.
 func (r *run) launchTemplate(ctx context.Context) (string, error) {
-	imgs, err := r.ec2.DescribeImages(ctx, &ec2.DescribeImagesInput{})
+	// One of moto's stock AMIs, by id: listing them all costs moto seconds.
+	imgs, err := r.ec2.DescribeImages(ctx, &ec2.DescribeImagesInput{ImageIds: []string{stockAMI}})
 	if err != nil || len(imgs.Images) == 0 {
 		return "", fmt.Errorf("describe images: %v (no image to launch)", err)
 	}
@@ -350,7 +439,7 @@ func (r *run) newClaimer(worker int) (*claim.Claimer, error) {
 		Store:       r.stores[fnClaimer],
 		Queue:       r.queues[fnClaimer],
 		GitHub:      &GitHub{Next: gh},
-		Provisioner: &Provisioner{Caller: fnClaimer, Next: r.reg, In: r.inj, Provisioned: r.machines.provisioned},
+		Provisioner: &Provisioner{Caller: fnClaimer, Next: r.reg, In: r.inj, Provisioned: r.provisioned},
 		Policy:      pol,
 		Rates:       rates,
 		Now:         time.Now,
@@ -443,13 +532,21 @@ func (r *run) deleteHandled(ev events.SQSEvent, resp events.SQSEventResponse) {
 }
 
 // reclaim runs a reclaimer on a compressed schedule. Two of them run at
-// different periods, so passes overlap now and then.
+// different periods, so passes overlap now and then. Its budget is
+// compressed, not its reserve: with half a period kept free, a pass whose
+// last take-backs met a slow moto sent their messages past its deadline
+// (records queued without a message until the next message_lost).
 func (r *run) reclaim(ctx context.Context, id int, every time.Duration) {
+	gh, rates, err := r.reclaimGitHub()
+	if err != nil {
+		panic(err) // a wiring mistake of this file
+	}
 	rc, err := reclaim.New(reclaim.Config{
 		Store: r.stores[fnReclaimer], Queue: r.queues[fnReclaimer],
-		MaxAge: r.cfg.MaxAge, Budget: 4 * every, Reserve: every / 2, Now: time.Now,
+		MaxAge: r.cfg.MaxAge, Budget: 4 * every, Now: time.Now, // Reserve: the default 5 s, as deployed
 		Rand: random.New(r.cfg.Seed*7 + uint64(id)), Logger: r.log,
 		Metrics: obs.NewMetrics(r.logs, map[string]string{"function": "reclaimer"}, time.Now),
+		GitHub:  gh, Rates: rates, Pools: r.pools, Provisioner: cleanup(r.reg),
 	})
 	if err != nil {
 		panic(err) // a wiring mistake of this file: Store and Queue are set above
@@ -462,7 +559,7 @@ func (r *run) reclaim(ctx context.Context, id int, every time.Duration) {
 			return
 		case <-t.C:
 		}
-		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 4*every)
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), passLimit(every))
 		_, _ = rc.Run(pctx)
 		cancel()
 	}
@@ -472,8 +569,9 @@ func (r *run) reclaim(ctx context.Context, id int, every time.Duration) {
 // instance started (or found) with the registration's config in SSM, or a
 // dispatch message carrying it.
 type machineSet struct {
-	mu  sync.Mutex
-	ids map[int64]bool
+	mu   sync.Mutex
+	ids  map[int64]bool
+	jobs map[int64]bool
 }
 
 // provisioned records the registration req's JIT config belongs to.
@@ -485,9 +583,16 @@ func (m *machineSet) provisioned(req provision.Request) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.ids == nil {
-		m.ids = map[int64]bool{}
+		m.ids, m.jobs = map[int64]bool{}, map[int64]bool{}
 	}
-	m.ids[id] = true
+	m.ids[id], m.jobs[req.JobID] = true, true
+}
+
+// hasJob reports whether job id got a machine.
+func (m *machineSet) hasJob(id int64) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.jobs[id]
 }
 
 // has reports whether runner id got a machine.
@@ -498,15 +603,17 @@ func (m *machineSet) has(id int64) bool {
 }
 
 // settle waits (bounded by Settle) until every planned job's record is
-// final, reading the table directly, fault-free.
+// terminal and no machine is still booting or running a job, reading the
+// table directly, fault-free. A claimed record is not the end any more: a
+// runner of ours must take the job (or the job end otherwise).
 func (r *run) settle(ctx context.Context) {
 	deadline := time.Now().Add(r.cfg.Settle)
 	for time.Now().Before(deadline) {
 		recs, err := r.scan(ctx)
-		if err == nil {
+		if err == nil && r.fleet.active.Load() == 0 {
 			open := 0
 			for _, p := range r.plans {
-				if rec, ok := recs[p.Job.ID]; !ok || !rec.State.Settled() {
+				if rec, ok := recs[p.Job.ID]; !ok || !rec.State.Terminal() {
 					open++
 				}
 			}
@@ -543,8 +650,9 @@ func (r *run) report(ctx context.Context, done chan<- struct{}) {
 				states["none"]++
 			}
 		}
+		r.dups.sample(ctx, r)
 		c := r.inj.Counts()
-		r.progress("states %v faults=%d kills=%d", states, c.TotalFaults(), c.Kills)
+		r.progress("states %v faults=%d kills=%d machines=%d down=%v", states, c.TotalFaults(), c.Kills, r.fleet.active.Load(), r.down.Load())
 	}
 }
 

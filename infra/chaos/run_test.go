@@ -19,22 +19,28 @@ func world(t *testing.T) chaos.World {
 	return chaos.World{AWS: srv.ConfigForTest(t), TableName: stack.TableName, QueueURL: stack.QueueURL}
 }
 
-// TestRunShort is `make chaos` in small: 24 jobs through the real
+// TestRunShort is `make chaos` in small: 20 jobs through the real
 // handlers with faults at every external call (10 %, so that it stays
 // short: at 20 % a claim attempt of ~10 calls succeeds one time in nine),
-// kills, duplicates and a rate-limit window. Nothing may be lost or
-// claimed twice.
+// kills, duplicates, a rate-limit window, machines that never boot, runners
+// that die and a webhook outage, with the reclaimer's liveness check, the
+// redeliverer and the janitor on their schedules. Time is compressed ten to
+// twenty times more than in `make chaos` (graces, leases, schedules, ladder,
+// the scripts' pauses), so the run takes seconds. Every job must run or
+// have a reason, nothing be claimed twice or left behind.
 func TestRunShort(t *testing.T) {
 	t.Parallel()
 	w := world(t)
 	var logs bytes.Buffer
-	// Compressed further than make chaos, for make test's time: a killed
-	// invocation's batch is back after 5 s (function timeout 4 s, lease and
-	// visibility 1 s more), the rate limit window is 4 s. Settle only bounds
-	// a run that loses jobs.
-	cfg := chaos.Config{Jobs: 24, FaultRate: 0.1, KillRate: 0.25, Seed: 42, DelayScale: 0.1,
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	cfg := chaos.Config{Jobs: 12, FaultRate: 0.08, KillRate: 0.3, Seed: 37, DelayScale: 0.05, Log: &logs,
+		// Seed 37: the first machine never boots, the second one's runner dies.
+		NeverBootRate: 0.15, DieRate: 0.15, BootDelay: ms(300), RunTime: ms(300), StartGrace: 2 * time.Second,
+		OutageWindow: ms(600), RateLimitWindow: 2 * time.Second,
 		FunctionTimeout: 4 * time.Second, Lease: 5 * time.Second, Visibility: 5 * time.Second,
-		RateLimitWindow: 4 * time.Second, Settle: 150 * time.Second, Log: &logs}
+		Ladder: []time.Duration{ms(300), ms(600), ms(900)}, PendingGrace: ms(500), QueuedGrace: ms(800),
+		ReclaimEvery: ms(500), RedeliverEvery: ms(500), JanitorEvery: time.Second, ScriptPace: 0.2,
+		Settle: 60 * time.Second}
 	if testing.Verbose() {
 		cfg.Progress = os.Stderr
 	}
@@ -61,7 +67,10 @@ func TestRunShort(t *testing.T) {
 	if rep.Faults == 0 || rep.Kills == 0 || rep.DuplicateDeliveries == 0 {
 		t.Errorf("faults=%d kills=%d duplicate_deliveries=%d: the run injected nothing, it proves nothing", rep.Faults, rep.Kills, rep.DuplicateDeliveries)
 	}
-	if rep.Claimed == 0 {
-		t.Errorf("no job was claimed: %s", rep.Line())
+	if rep.Ran == 0 || rep.Unreached == 0 || rep.Redelivered == 0 {
+		t.Errorf("ran=%d unreached=%d redelivered=%d: no runner of ours ran a job, or the outage missed every delivery", rep.Ran, rep.Unreached, rep.Redelivered)
+	}
+	if rep.NeverBooted == 0 || rep.RunnersDied == 0 {
+		t.Errorf("never_booted=%d runners_died=%d: no machine failed, the liveness check went untested", rep.NeverBooted, rep.RunnersDied)
 	}
 }

@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -44,41 +45,38 @@ func (r *run) claimOne(t *testing.T, c *claim.Claimer) {
 	t.Fatal("no claim message within 30 s")
 }
 
-// TestTakeJobNeedsAMachine: in the Finished script GitHub hands the job to
-// our runner only when a machine holding that registration's config was
-// provisioned; a runner comes online on a machine, never by itself. The
-// sequence it guards: attempt 1 registers the runner and its provisioning
-// fails without effect; GitHub starts the job (the script); attempt 2,
-// landing before the in_progress delivery, finds the runner by its 409. Had
-// the script put our machineless runner to work, attempt 2 would reuse a
-// busy runner and the job would end claimed with one runner and no machine:
-// a loss that only the simulation made. When the provisioning did take
-// effect (the claimer saw a timeout), the runner does take the job and is
-// reused.
-func TestTakeJobNeedsAMachine(t *testing.T) {
+// TestMachineRunsTheJob: a runner comes online only on a machine that
+// holds its registration's config, and GitHub then gives it the job. Attempt
+// 1 registers the runner and its provisioning fails, without effect or with
+// it (the claimer saw a timeout, the machine is up); attempt 2 claims. In
+// every case exactly one machine boots, its runner takes the job, GitHub
+// sends in_progress and completed, the record ends done, and neither the
+// runner nor the machine outlives the job.
+func TestMachineRunsTheJob(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		name     string
-		pool     string
-		fault    Kind // of attempt 1's provisioning
-		wantOurs bool
+		name  string
+		pool  string
+		fault Kind // of attempt 1's provisioning
 	}{
 		{name: "ec2 provisioning failed", pool: PoolEC2, fault: Server},
 		{name: "dispatch provisioning failed", pool: PoolDispatch, fault: Server},
-		{name: "ec2 provisioned, timeout seen", pool: PoolEC2, fault: AfterEffect, wantOurs: true},
-		{name: "dispatch provisioned, timeout seen", pool: PoolDispatch, fault: AfterEffect, wantOurs: true},
+		{name: "ec2 provisioned, timeout seen", pool: PoolEC2, fault: AfterEffect},
+		{name: "dispatch provisioned, timeout seen", pool: PoolDispatch, fault: AfterEffect},
 	}
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			r := setup(t)
+			r.cfg.NeverBootRate, r.cfg.DieRate, r.cfg.BootDelay, r.cfg.RunTime = -1, -1, 2*time.Second, 100*time.Millisecond
 			ctx := context.Background()
 			j := testJob(7_100_000_000 + int64(i))
 			if tc.pool == PoolEC2 {
 				j.Labels = []string{"self-hosted", "linux"}
 			}
-			p := &plan{Job: j, Pool: tc.pool, Script: Finished}
-			r.plans = []*plan{p}
+			p := &plan{Job: j, Pool: tc.pool, Script: Plain, status: "queued", rnd: rand.New(rand.NewPCG(1, 2))}
+			r.plans, r.byJob, r.fleet, r.simCtx = []*plan{p}, map[int64]*plan{j.ID: p}, newFleet(1), ctx
+			r.setGitHubJob(p, "queued", "", "", 0)
 			if !r.deliver(ctx, Delivery{GUID: fmt.Sprintf("q-%d", j.ID), Event: "workflow_job", Body: Payload(j, "queued", "")}) {
 				t.Fatal("queued delivery refused")
 			}
@@ -95,25 +93,29 @@ func TestTakeJobNeedsAMachine(t *testing.T) {
 				t.Fatalf("after attempt 1: got %s attempt %d, want queued attempt 1", rec.State, rec.Attempt)
 			}
 
-			// GitHub starts the job.
-			ours := job.RunnerName(tc.pool, j.ID)
-			if got := r.takeJob(p, "hosted-7"); (got == ours) != tc.wantOurs {
-				t.Errorf("job taken by %s, want ours: %v", got, tc.wantOurs)
-			}
-
-			// Attempt 2 lands before the in_progress delivery.
+			// Attempt 2 claims; the machine boots and runs the job.
 			r.inj.SetRate(TargetProvision, 0)
 			second, err := r.newClaimer(1)
 			if err != nil {
 				t.Fatal(err)
 			}
 			r.claimOne(t, second)
+			r.fleet.wg.Wait()
+			if got := r.fleet.count(fateBoots); got != 1 {
+				t.Errorf("machines booted: got %d, want 1", got)
+			}
+			if !p.ours || p.status != "completed" {
+				t.Errorf("GitHub: job %s, ours %v; want completed by our runner", p.status, p.ours)
+			}
+			if rec := r.get(t, j.ID); rec.State != job.Done {
+				t.Errorf("record: got %s, want done", rec.State)
+			}
 			rep, err := r.account(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if rep.Claimed != 1 || rep.Lost != 0 || rep.DuplicateRunners != 0 || rep.DuplicateInstances != 0 {
-				t.Errorf("got %s %v, want the job claimed with one runner and one machine", rep.Line(), rep.LostJobs)
+			if rep.Ran != 1 || rep.Lost != 0 || rep.OrphanRunners != 0 || rep.OrphanMachines != 0 {
+				t.Errorf("got %s %v, want the job run by our runner, nothing left behind", rep.Line(), rep.LostJobs)
 			}
 		})
 	}

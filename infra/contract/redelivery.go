@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -47,6 +48,41 @@ func TestRedeliveryStore(t *testing.T, prefix string, open func(t *testing.T) Re
 		}
 		if got.ID != want.ID || !got.DeliveredAt.Equal(want.DeliveredAt) {
 			t.Errorf("LoadMark = %+v, want %+v", got, want)
+		}
+	})
+	t.Run("a read under way is kept beside the mark", func(t *testing.T) {
+		s := open(t)
+		var base int64
+		if cur, err := s.LoadMark(ctx); err == nil {
+			base = cur.ID
+		}
+		topAt := T0.Add(2500 * time.Millisecond)
+		retry := []job.DeliveryRef{{ID: base + 3, GUID: prefix + "-a", Action: "queued", DeliveredAt: T0.Add(time.Second)}, {ID: base + 7, GUID: prefix + "-b", DeliveredAt: T0}}
+		under := job.DeliveryMark{ID: base, DeliveredAt: T0, Resume: job.DeliveryResume{
+			Cursor: fmt.Sprintf("v1_%d", base+50), Top: base + 90, TopAt: topAt, Redelivered: []string{prefix + "-r1", prefix + "-r2"}},
+			Retry: retry}
+		if err := s.SaveMark(ctx, under, T0); err != nil {
+			t.Fatalf("SaveMark with a read under way: %v", err)
+		}
+		got, err := s.LoadMark(ctx)
+		if err != nil {
+			t.Fatalf("LoadMark: %v", err)
+		}
+		slices.Sort(got.Resume.Redelivered)
+		if got.ID != base || got.Resume.Cursor != under.Resume.Cursor || got.Resume.Top != base+90 ||
+			!got.Resume.TopAt.Equal(topAt) || !slices.Equal(got.Resume.Redelivered, under.Resume.Redelivered) ||
+			!slices.EqualFunc(got.Retry, retry, func(a, b job.DeliveryRef) bool {
+				return a.ID == b.ID && a.GUID == b.GUID && a.Action == b.Action && a.DeliveredAt.Equal(b.DeliveredAt)
+			}) {
+			t.Fatalf("LoadMark = %+v, want %+v", got, under)
+		}
+		// The read ends: the mark moves to its top, nothing is under way or
+		// carried.
+		if err := s.SaveMark(ctx, job.DeliveryMark{ID: base + 90, DeliveredAt: topAt}, T0); err != nil {
+			t.Fatalf("SaveMark: %v", err)
+		}
+		if got, err := s.LoadMark(ctx); err != nil || got.ID != base+90 || got.Resuming() || got.Resume.Redelivered != nil || got.Retry != nil {
+			t.Errorf("LoadMark after the read ended = %+v, %v; want mark %d and no read under way", got, err, base+90)
 		}
 	})
 	t.Run("attempts are bounded per guid", func(t *testing.T) {

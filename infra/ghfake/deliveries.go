@@ -99,6 +99,16 @@ func HTTPTarget(url string) Target {
 // redeliverer does not rely on the pruning.
 func WithRetention(d time.Duration) Option { return func(s *Server) { s.retention = d } }
 
+// WithAsyncRedelivery makes POST /app/hook/deliveries/{id}/attempts
+// answer its 202 at once and deliver afterwards, as GitHub does (the
+// default delivers before answering, which tests of one pass rely on).
+// Drain waits for the redeliveries under way.
+func WithAsyncRedelivery() Option { return func(s *Server) { s.asyncRedeliver = true } }
+
+// Drain waits until every redelivery under way (WithAsyncRedelivery) has
+// reached the webhook Target and is logged.
+func (s *Server) Drain() { s.pending.Wait() }
+
 // SetWebhook sets where deliveries go and the secret they are signed with
 // (X-Hub-Signature-256). A nil target makes every delivery fail unreached.
 func (s *Server) SetWebhook(t Target, secret string) {
@@ -326,7 +336,16 @@ func (s *Server) redeliver(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.redeliveries[d.GUID]++
 	s.mu.Unlock()
-	s.send(context.WithoutCancel(r.Context()), HookDelivery{GUID: d.GUID, Event: d.Event, Header: d.Header, Body: d.Body, Redelivery: true})
+	again := HookDelivery{GUID: d.GUID, Event: d.Event, Header: d.Header, Body: d.Body, Redelivery: true}
+	if s.asyncRedeliver {
+		s.pending.Add(1)
+		go func() {
+			defer s.pending.Done()
+			s.send(context.WithoutCancel(r.Context()), again)
+		}()
+	} else {
+		s.send(context.WithoutCancel(r.Context()), again)
+	}
 	writeJSON(w, http.StatusAccepted, map[string]any{})
 }
 

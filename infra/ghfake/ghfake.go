@@ -226,6 +226,9 @@ type Server struct {
 	deliverySeq  int64
 	guidSeq      int
 	redeliveries map[string]int
+	// asyncRedeliver: a redelivery is sent after its 202 (Drain waits).
+	asyncRedeliver bool
+	pending        sync.WaitGroup
 }
 
 // New returns a fake with no runners, no jobs and no faults.
@@ -369,6 +372,29 @@ func (s *Server) SetRunner(name, status string, busy bool) error {
 		return ErrNoRunner
 	}
 	return nil
+}
+
+// SetRunnerByID sets the status and busy flag of the runner with this id
+// (a machine knows its registration by the id in its JIT config).
+func (s *Server) SetRunnerByID(id int64, status string, busy bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.runners[id]
+	if !ok {
+		return ErrNoRunner
+	}
+	r.Status, r.Busy = status, busy
+	return nil
+}
+
+// RemoveRunner deregisters the runner with this id, as GitHub does with an
+// ephemeral runner once its job is over. It reports whether one was there.
+func (s *Server) RemoveRunner(id int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.runners[id]
+	delete(s.runners, id)
+	return ok
 }
 
 // SetJob creates or replaces a workflow job of owner/repo.

@@ -3,6 +3,7 @@ package mem
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/ghclaim/ghclaim/shared/job"
@@ -28,7 +29,10 @@ func (s *Store) LoadMark(_ context.Context) (job.DeliveryMark, error) {
 	if !s.red.hasMark {
 		return job.DeliveryMark{}, fmt.Errorf("redelivery mark: %w", job.ErrNotFound)
 	}
-	return s.red.mark, nil
+	m := s.red.mark
+	m.Resume.Redelivered = slices.Clone(m.Resume.Redelivered)
+	m.Retry = slices.Clone(m.Retry)
+	return m, nil
 }
 
 // SaveMark stores m unless the stored mark is at a higher ID.
@@ -38,6 +42,15 @@ func (s *Store) SaveMark(_ context.Context, m job.DeliveryMark, _ time.Time) err
 		return nil
 	}
 	m.DeliveredAt = job.FromMillis(job.Millis(m.DeliveredAt)) // the table's precision
+	m.Resume.TopAt = job.FromMillis(job.Millis(m.Resume.TopAt))
+	m.Resume.Redelivered = slices.Clone(m.Resume.Redelivered)
+	m.Retry = slices.Clone(m.Retry)
+	for i := range m.Retry {
+		m.Retry[i].DeliveredAt = job.FromMillis(job.Millis(m.Retry[i].DeliveredAt))
+	}
+	if m.Resume.Cursor == "" {
+		m.Resume = job.DeliveryResume{}
+	}
 	s.red.mark, s.red.hasMark = m, true
 	return nil
 }

@@ -19,12 +19,44 @@ var ErrAttemptsSpent = errors.New("job: redelivery attempts spent")
 // still lists it.
 const RedeliveryTTL = 4 * 24 * time.Hour
 
-// DeliveryMark is the newest entry of the delivery log a completed pass
-// has read: the next pass stops there.
+// DeliveryMark is the newest entry of the delivery log a completed read
+// has reached (every entry at or below ID was read): a read stops there.
+// Resume, when set, is a read that stopped part-way (a failed page, a rate
+// limit, the time budget): the next pass goes on with it instead of
+// starting again from the newest entry.
 type DeliveryMark struct {
 	ID          int64
 	DeliveredAt time.Time
+	Resume      DeliveryResume
+	// Retry holds failed deliveries already read whose redelivery a pass
+	// could not ask (a failed count write, a refusal, a stop): the next
+	// pass asks them without reading them again.
+	Retry []DeliveryRef
 }
+
+// DeliveryRef is one entry of the delivery log, by id.
+type DeliveryRef struct {
+	ID          int64
+	GUID        string
+	Action      string
+	DeliveredAt time.Time
+}
+
+// DeliveryResume is a read of the delivery log under way.
+type DeliveryResume struct {
+	// Cursor is GitHub's cursor of the next page to read ("": none).
+	Cursor string
+	// Top is the mark the read saves when it ends: its newest entry, or
+	// just below the oldest failed delivery it could not have redelivered.
+	Top   int64
+	TopAt time.Time
+	// Redelivered holds the GUIDs whose redelivery entries the read has
+	// passed: an older entry of one of them is not its latest.
+	Redelivered []string
+}
+
+// Resuming reports whether a read is under way.
+func (m DeliveryMark) Resuming() bool { return m.Resume.Cursor != "" }
 
 // Zero reports whether no pass has completed yet.
 func (m DeliveryMark) Zero() bool { return m.ID == 0 }

@@ -33,6 +33,10 @@ import (
 //     runner busy: it was taken by another job, a new attempt too (see
 //     below).
 //
+// Checks start only in the third quarter of a pass's budget (collection
+// has the first half): the take-backs sent after them are what every other
+// stale record waits for, and slow GitHub answers must not starve them.
+//
 // Call budget per claimed record past its grace: one call (idle runner),
 // two (offline, missing, busy), plus one delete for a new attempt; none when
 // the installation is exhausted. A GitHub error pushes the check by one
@@ -41,8 +45,12 @@ import (
 // A new attempt first removes the old attempt: the runner is deleted
 // busy-safe (GitHub's 422 on a busy runner means leave it) and the
 // provisioner's Cleanup ends the old attempt's machines unless the runner
-// may be at work (busy, or its delete refused: KeepMachines). The new
-// attempt does not depend on that removal: its runner has a name of its
+// may be at work (busy, or its delete refused: KeepMachines). When the
+// removal failed (the delete or the clean-up met an error) the new attempt
+// waits: the record stays claimed and is checked again after a grace, like
+// any failed call of the check, since the old machine may still be up and
+// a job has at most one live machine (make chaos counted two). Otherwise
+// the new attempt does not depend on that removal: its runner has a name of its
 // own (replacements+1), and the provisioner finds, and ends, machines per
 // attempt (job and runner-name tags), so the new claimer neither meets the
 // old runner's name nor reuses the old machine; its new registration's JIT
@@ -153,10 +161,17 @@ func (r *Reclaimer) liveness(ctx context.Context, c candidate, now time.Time, re
 	}
 	// The old attempt goes first (busy-safe: a busy runner and its machine
 	// stay).
-	r.removeAttempt(ctx, c, p, scope, owner, repo, name, runner, missing, log, rep)
+	removed := r.removeAttempt(ctx, c, p, scope, owner, repo, name, runner, missing, log, rep)
 	if !job.Replaceable(rec, now, r.cfg.MaxReplacements, r.cfg.MaxAge) {
 		c.why = fmt.Sprintf("reclaimer: %s after %d replacements (cap %d, max age %s)", c.reason, rec.Replacements, r.cfg.MaxReplacements, r.cfg.MaxAge)
 		return c, job.Abandoned, nil
+	}
+	if !removed {
+		// The old machine may still be up: a new attempt now would give
+		// the job two. Like any failed call of the check, look again after
+		// a grace.
+		log.WarnContext(ctx, "reclaim liveness: old attempt not removed, new attempt deferred", slog.String("runner_name", name))
+		return c, "", r.recheck(ctx, c, now.Add(grace), false, now, rep)
 	}
 	log.InfoContext(ctx, "reclaim liveness: new attempt", slog.String("runner_name", name), slog.String("job_status", status),
 		slog.String("runner_status", runner.Status), slog.Bool("runner_busy", runner.Busy), slog.Bool("runner_missing", missing),
@@ -166,9 +181,11 @@ func (r *Reclaimer) liveness(ctx context.Context, c candidate, now time.Time, re
 
 // removeAttempt deletes the old attempt's runner (unless busy) and has the
 // provisioner clean up, ending the machines only when the runner is known
-// gone. Best effort: failures are logged and counted, the new attempt goes on.
-func (r *Reclaimer) removeAttempt(ctx context.Context, c candidate, p pool.Pool, scope, owner, repo, name string, runner ghapp.Runner, missing bool, log *slog.Logger, rep *Report) {
-	gone := missing
+// gone. Failures are logged and counted; it reports whether the old attempt
+// is removed (its runner gone and its machines ended) or deliberately left
+// at work (busy).
+func (r *Reclaimer) removeAttempt(ctx context.Context, c candidate, p pool.Pool, scope, owner, repo, name string, runner ghapp.Runner, missing bool, log *slog.Logger, rep *Report) bool {
+	gone, removed := missing, true
 	if !missing && !runner.Busy {
 		err := r.cfg.GitHub.DeleteRunner(ctx, c.rec.InstallationID, scope, owner, repo, runner.ID)
 		switch {
@@ -178,19 +195,21 @@ func (r *Reclaimer) removeAttempt(ctx context.Context, c candidate, p pool.Pool,
 			// It took a job between the look and the delete.
 		default:
 			rep.CleanupFailed++
+			removed = false
 			log.WarnContext(ctx, "reclaim cleanup failed", slog.String("step", "delete runner"), slog.Any("err", err))
 		}
 	}
 	if r.cfg.Provisioner == nil {
-		return
+		return removed
 	}
 	l := Leftover{JobID: c.rec.JobID, RunID: c.rec.RunID, Repo: c.rec.Repo, Pool: p, RunnerName: name, KeepMachines: !gone}
 	if err := r.cfg.Provisioner.Cleanup(ctx, l); err != nil {
 		rep.CleanupFailed++
 		log.WarnContext(ctx, "reclaim cleanup failed", slog.String("step", "provisioner cleanup"), slog.Any("err", err))
-		return
+		return false
 	}
 	log.InfoContext(ctx, "reclaim removed the old attempt", slog.Bool("machines_kept", !gone), slog.Bool("runner_gone", gone))
+	return removed
 }
 
 // recheck moves a claimed record's check to due (counted: an idle-runner

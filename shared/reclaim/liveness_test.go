@@ -3,6 +3,7 @@ package reclaim_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -382,5 +383,108 @@ func TestTakenRunnerNewAttemptAtOnce(t *testing.T) {
 	live := l.prov.Machines(id)
 	if len(live) != 2 || live[0].ID != taken || live[1].RunnerName != want {
 		t.Fatalf("live machines %+v, want the taken runner's %s still running and one for %s", live, taken, want)
+	}
+}
+
+// TestFailedRemovalDefersTheNewAttempt: when the old attempt cannot be
+// removed (GitHub fails the runner's delete, or the provisioner's clean-up
+// fails), its machine may still be up, so the new attempt waits for a
+// later check that removes it: the job never has two live machines.
+// Before, the new attempt went on and the job ran two machines until the
+// janitor ended the old one (make chaos: duplicate_instances=1).
+func TestFailedRemovalDefersTheNewAttempt(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name string
+		fail func(l *live) func(*reclaim.Config)
+	}{
+		{name: "delete fails", fail: func(l *live) func(*reclaim.Config) {
+			l.fake.Fail(ghfake.RouteRepoDeleteRunner, 1, ghfake.ServerError(http.StatusBadGateway))
+			return nil
+		}},
+		{name: "clean-up fails", fail: func(l *live) func(*reclaim.Config) {
+			failed := false
+			return func(c *reclaim.Config) {
+				next := c.Provisioner
+				c.Provisioner = reclaim.ProvisionerFunc(func(ctx context.Context, lo reclaim.Leftover) error {
+					if !failed {
+						failed = true
+						return errors.New("ec2: RequestLimitExceeded")
+					}
+					return next.Cleanup(ctx, lo)
+				})
+			}
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			l := setupLive(t)
+			const id = int64(703)
+			l.claimed(t, id, t0.Add(-liveGrace-time.Second))
+			r := l.reclaimer(t, tt.fail(l))
+
+			l.run(t, r)
+			if msgs := l.messages(); len(msgs) != 0 {
+				t.Fatalf("messages %+v after a failed removal, want none (the old machine may be up)", msgs)
+			}
+			if got := l.get(t, id); got.State != job.Claimed || got.SweepAt != job.Millis(l.clock.Now().Add(liveGrace)) {
+				t.Fatalf("record %+v, want claimed, checked again after a grace", got)
+			}
+
+			l.clock.Advance(liveGrace + time.Second)
+			l.run(t, r)
+			msgs := l.messages()
+			if len(msgs) != 1 {
+				t.Fatalf("messages %+v after the second check, want one new attempt", msgs)
+			}
+			if n := l.machinesLive(id); n != 0 {
+				t.Fatalf("live machines %d before the new attempt, want 0", n)
+			}
+			l.claimNext(t, msgs[0])
+			if n := l.machinesLive(id); n != 1 {
+				t.Errorf("live machines %d after the new attempt, want 1", n)
+			}
+		})
+	}
+}
+
+// slowGitHub is a GitHub whose runner look-ups take d of the injected clock.
+type slowGitHub struct {
+	reclaim.GitHub
+	advance func(time.Duration)
+	d       time.Duration
+}
+
+func (s slowGitHub) FindRunner(ctx context.Context, installationID int64, scope, owner, repo, name string) (ghapp.Runner, error) {
+	s.advance(s.d)
+	return s.GitHub.FindRunner(ctx, installationID, scope, owner, repo, name)
+}
+
+// TestSlowLivenessLeavesTimeToSend: liveness checks (GitHub calls) do not
+// start past the third quarter of the budget, so the take-backs of the
+// other stale records are sent in the same pass. Before, slow checks used
+// the budget up and the pass sent nothing (make chaos).
+func TestSlowLivenessLeavesTimeToSend(t *testing.T) {
+	t.Parallel()
+	l := setupLive(t)
+	for id := int64(801); id <= 804; id++ {
+		l.claimed(t, id, t0.Add(-liveGrace-time.Second))
+	}
+	const lost = int64(900)
+	l.pending(t, lost, t0.Add(-time.Hour))
+	r := l.reclaimer(t, func(c *reclaim.Config) {
+		c.Budget = 40 * time.Second
+		c.GitHub = slowGitHub{GitHub: c.GitHub, advance: l.clock.Advance, d: 12 * time.Second}
+	})
+	rep, _ := r.Run(context.Background())
+	sent := map[int64]bool{}
+	for _, m := range l.messages() {
+		sent[m.msg.JobID] = true
+	}
+	if !sent[lost] {
+		t.Errorf("the outbox-lost job %d was not sent (report %+v)", lost, rep)
+	}
+	if !rep.Incomplete {
+		t.Errorf("report %+v, want incomplete (a check left for the next pass)", rep)
 	}
 }

@@ -10,18 +10,42 @@
 // refuses older ones), and never ask more than MaxAttempts times per GUID.
 //
 // Design decisions:
-//   - One pass reads the log newest first (per_page 100, GitHub's cap) and
-//     stops at the first entry it already read (the job.DeliveryMark of
-//     the last completed pass, item redeliver#cursor) or at the first entry
-//     older than Window (default 3 h, at most 72 h): a pass every 5 minutes
-//     reads about one page. The mark moves only when a pass completed: a
-//     pass stopped by the rate floor, a rate limit or its time budget
-//     leaves it, and the next pass reads the same entries again (attempt
-//     counts keep that from asking twice too often).
+//   - A read goes through the log newest first (per_page 100, GitHub's
+//     cap) down to the first entry an earlier read reached (the
+//     job.DeliveryMark, item redeliver#cursor) or the first entry older
+//     than Window (default 3 h, at most 72 h): a pass every 5 minutes reads
+//     about one page. A read that stops part-way (any error on a page, a
+//     rate limit, the rate floor, the time budget) keeps what it read: the
+//     failed deliveries found so far are redelivered (unless GitHub's
+//     budget is the reason), and the cursor of the page not read is saved
+//     beside the mark, with the read's own top and the GUIDs of the
+//     redelivery entries it passed; the next pass goes on from that cursor
+//     and, when the read reaches the mark, saves the read's top as the new
+//     mark (the pass after starts a new read from the newest entry). So
+//     progress is monotone under faults: before, with no mark yet and 7+
+//     pages to read, one failed page of any of them threw the whole pass
+//     away, and at 20 % faults almost no pass ended (found by make chaos).
+//     GitHub's cursors are positions in the log (ids), valid as long as
+//     the log; a stored cursor GitHub refuses (4xx) starts the read again
+//     from the newest entry.
+//   - A failed GUID whose redelivery was not asked (its count write
+//     failed, GitHub refused the redelivery for another reason than a rate
+//     limit, the pass stopped first) is carried beside the mark (id, GUID,
+//     time; at most 1000) and asked by the next pass, oldest first with
+//     what that pass reads, unless the pass read a newer entry of its GUID
+//     (that one decides). A mark moved past it without carrying it would
+//     never read it again, and the job would wait 24 h; a mark held below
+//     it (the first fix) made every later pass read every page above it
+//     again and move only up to the next failed count write, which at
+//     20 % faults left a backlog of hundreds asked minutes late (both
+//     found by make chaos). Past the bound, the read's top holds below
+//     the delivery instead.
 //   - Reading newest first, the first entry of a GUID is its latest
 //     delivery: when that one succeeded (a redelivery has the same GUID,
 //     Redelivery true), the GUID is done; when it failed (status_code not
-//     2xx, or status not "OK"), the GUID is a candidate. Candidates are
+//     2xx, or status not "OK"), the GUID is a candidate. A read carried
+//     over passes carries the GUIDs of the redelivery entries it passed
+//     (at most 2000), since their older entries are not their latest. Candidates are
 //     redelivered oldest first, the order GitHub first sent them, so a
 //     job's `queued` goes before its `completed`.
 //   - Attempts are counted per GUID (redeliver#<guid>, TTL past GitHub's 3
@@ -45,6 +69,7 @@
 package redeliver
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -182,6 +207,9 @@ const (
 	StopRateFloor = "rate_floor" // the App budget fell below MinRemaining
 	StopRateLimit = "rate_limit" // GitHub refused with a rate limit
 	StopBudget    = "budget"     // the pass ran out of time
+	// StopReadError: a page of the log could not be read. Unlike the
+	// others it does not stop the redeliveries of what was read.
+	StopReadError = "read_error"
 )
 
 // Report is what one pass did.
@@ -199,7 +227,8 @@ type Report struct {
 	Errors int
 	// Stopped is why the pass stopped early ("" when it completed).
 	Stopped string
-	// Mark is the mark the pass saved (zero when it saved none).
+	// Mark is the mark the pass saved (zero when it saved none), with the
+	// read it leaves under way, if any.
 	Mark job.DeliveryMark
 }
 
@@ -229,95 +258,184 @@ func (r *Redeliverer) Run(ctx context.Context) (Report, error) {
 		return rep, fmt.Errorf("redeliver: load mark: %w", err)
 	}
 	oldest := now.Add(-r.c.Window)
-	candidates, newest, err := r.read(ctx, &rep, mark, oldest, stop)
-	if err != nil {
-		return rep, err
+	rd := r.read(ctx, &rep, mark, oldest, stop)
+	// The deliveries earlier passes could not ask, unless this read found
+	// a newer entry of their GUID (that one decides).
+	for _, d := range mark.Retry {
+		if id, ok := rd.latest[d.GUID]; ok && id >= d.ID {
+			continue // this pass read it again, or a newer entry of its GUID
+		}
+		if !d.DeliveredAt.Before(oldest) {
+			rd.candidates = append(rd.candidates, ghapp.HookDelivery{ID: d.ID, GUID: d.GUID, Action: d.Action,
+				DeliveredAt: d.DeliveredAt, Event: EventWorkflowJob})
+		}
 	}
 	// Oldest first: the order GitHub first sent them.
-	slices.Reverse(candidates)
-	for _, d := range candidates {
-		if rep.Stopped != "" {
-			break
+	slices.SortFunc(rd.candidates, func(a, b ghapp.HookDelivery) int { return cmp.Compare(a.ID, b.ID) })
+	var retry []job.DeliveryRef
+	for _, d := range rd.candidates {
+		if rep.Stopped != StopRateLimit {
+			if why := r.shouldStop(stop); why != "" {
+				rep.Stopped = why
+			}
 		}
-		if why := r.shouldStop(stop); why != "" {
-			rep.Stopped = why
-			break
+		if rep.Stopped == StopReadError || rep.Stopped == "" {
+			if r.redeliver(ctx, &rep, d, now) {
+				continue
+			}
 		}
-		r.redeliver(ctx, &rep, d, now)
+		// Not asked (stopped, a failed count write, a refused
+		// redelivery): the next pass asks it again. Past the list's
+		// bound, the read's mark stays below it, so a later read reaches
+		// it again.
+		if len(retry) < maxRetry {
+			retry = append(retry, job.DeliveryRef{ID: d.ID, GUID: d.GUID, Action: d.Action, DeliveredAt: d.DeliveredAt})
+		} else if d.ID-1 < rd.top.ID {
+			rd.top = job.DeliveryMark{ID: d.ID - 1, DeliveredAt: d.DeliveredAt}
+		}
 	}
-	if rep.Stopped != "" || newest.ID <= mark.ID {
+	next := job.DeliveryMark{ID: mark.ID, DeliveredAt: mark.DeliveredAt, Retry: retry}
+	switch {
+	case rd.next != "":
+		next.Resume = job.DeliveryResume{Cursor: rd.next, Top: rd.top.ID, TopAt: rd.top.DeliveredAt, Redelivered: rd.redelivered}
+	case rd.top.ID > mark.ID:
+		next.ID, next.DeliveredAt = rd.top.ID, rd.top.DeliveredAt
+	}
+	if !changed(mark, next) {
 		return rep, nil
 	}
-	if err := r.c.Store.SaveMark(ctx, newest, now); err != nil {
+	if err := r.c.Store.SaveMark(ctx, next, now); err != nil {
 		return rep, fmt.Errorf("redeliver: save mark: %w", err)
 	}
-	rep.Mark = newest
+	rep.Mark = next
 	return rep, nil
 }
 
-// read pages through the log from the newest entry down to the mark or the
-// window's edge, and returns the failed workflow_job GUIDs' latest
-// deliveries, newest first, and the newest entry read.
-func (r *Redeliverer) read(ctx context.Context, rep *Report, mark job.DeliveryMark, oldest, stop time.Time) ([]ghapp.HookDelivery, job.DeliveryMark, error) {
-	var (
-		out    []ghapp.HookDelivery
-		newest = mark
-		seen   = map[string]bool{}
-		cursor string
-	)
+// changed reports whether next says more than the stored mark.
+func changed(stored, next job.DeliveryMark) bool {
+	return next.ID != stored.ID || next.Resume.Cursor != stored.Resume.Cursor || next.Resume.Top != stored.Resume.Top ||
+		len(next.Resume.Redelivered) != len(stored.Resume.Redelivered) ||
+		!slices.EqualFunc(next.Retry, stored.Retry, func(a, b job.DeliveryRef) bool { return a.ID == b.ID })
+}
+
+// maxRetry bounds the deliveries carried to the next pass (about 80 bytes
+// each in the mark's item); past it, the mark holds below them instead.
+const maxRetry = 1000
+
+// maxRedelivered bounds the GUIDs a resumable read carries (36 bytes
+// each): past it, an older failed entry of a GUID already redelivered may
+// be asked once more (an attempt, and a duplicate the webhook refuses).
+const maxRedelivered = 2000
+
+// reading is what one read found.
+type reading struct {
+	// candidates are the failed workflow_job GUIDs' latest deliveries,
+	// newest first.
+	candidates []ghapp.HookDelivery
+	// top is the mark the read saves when it ends (so far: its newest
+	// entry).
+	top job.DeliveryMark
+	// next is the cursor of the page to read next when the read stopped
+	// part-way ("": it ended, or it stopped before its first page).
+	next string
+	// redelivered: GUIDs of the redelivery entries read, carried with next.
+	redelivered []string
+	// latest: the id of the newest entry of each GUID this pass read (the
+	// GUIDs carried from earlier passes of the read are not in it: their
+	// entry may be the one a retry carries).
+	latest map[string]int64
+}
+
+// read pages through the log down to the mark or the window's edge: from
+// the newest entry, or from where the stored read stopped. A failed page
+// (any error) or a stop ends it with the cursor of the page not read, so
+// the next pass goes on from there.
+func (r *Redeliverer) read(ctx context.Context, rep *Report, mark job.DeliveryMark, oldest, stop time.Time) reading {
+	seen := map[string]bool{}
+	rd := reading{top: job.DeliveryMark{ID: mark.ID, DeliveredAt: mark.DeliveredAt}, latest: map[string]int64{}}
+	cursor := ""
+	if mark.Resuming() {
+		cursor = mark.Resume.Cursor
+		rd.top = job.DeliveryMark{ID: mark.Resume.Top, DeliveredAt: mark.Resume.TopAt}
+		rd.redelivered = slices.Clone(mark.Resume.Redelivered)
+		for _, g := range rd.redelivered {
+			seen[g] = true
+		}
+	}
 	for {
 		if why := r.shouldStop(stop); why != "" {
 			rep.Stopped = why
-			return out, newest, nil
+			rd.next = cursor
+			return rd
 		}
 		page, err := r.c.GitHub.ListHookDeliveries(ctx, cursor, r.c.PerPage)
 		if err != nil {
-			if isRateLimit(err) {
+			f := failure.Classify(err)
+			switch {
+			case f.Class == failure.RateLimit:
 				rep.Stopped = StopRateLimit
-				r.c.Log.Warn("redeliver: delivery log rate limited", "class", failure.RateLimit.String(), "error", err.Error())
-				return out, newest, nil
+			case f.Class == failure.NonRetryable && cursor != "" && rep.Pages == 0 && mark.Resuming():
+				// GitHub refuses the stored cursor itself: start the read
+				// again from the newest entry (a read is never lost).
+				r.c.Log.Warn("redeliver: stored cursor refused, reading from the newest entry", "class", f.Class.String(), "error", err.Error())
+				mark.Resume = job.DeliveryResume{}
+				return r.read(ctx, rep, mark, oldest, stop)
+			default:
+				rep.Stopped = StopReadError
 			}
-			return nil, newest, fmt.Errorf("redeliver: read delivery log: %w", err)
+			r.c.Log.Warn("redeliver: delivery log read stopped", "stopped", rep.Stopped, "class", f.Class.String(),
+				"pages", rep.Pages, "error", err.Error())
+			rd.next = cursor
+			return rd
 		}
 		rep.Pages++
 		for _, d := range page.Deliveries {
 			if d.ID <= mark.ID || d.DeliveredAt.Before(oldest) {
-				return out, newest, nil // read before, or past the window: so is everything after
+				rd.next = ""
+				return rd // read before, or past the window: so is everything after
 			}
 			rep.Read++
-			if d.ID > newest.ID {
-				newest = job.DeliveryMark{ID: d.ID, DeliveredAt: d.DeliveredAt}
+			if d.ID > rd.top.ID {
+				rd.top = job.DeliveryMark{ID: d.ID, DeliveredAt: d.DeliveredAt}
+			}
+			if _, ok := rd.latest[d.GUID]; !ok {
+				rd.latest[d.GUID] = d.ID
 			}
 			if seen[d.GUID] {
 				continue // an older delivery of a GUID already decided
 			}
 			seen[d.GUID] = true
+			if d.Redelivery && len(rd.redelivered) < maxRedelivered {
+				rd.redelivered = append(rd.redelivered, d.GUID)
+			}
 			if d.Event == EventWorkflowJob && !d.OK() {
-				out = append(out, d)
+				rd.candidates = append(rd.candidates, d)
 				rep.Failed++
 			}
 		}
 		if page.Next == "" || len(page.Deliveries) == 0 {
-			return out, newest, nil
+			rd.next = ""
+			return rd
 		}
 		cursor = page.Next
 	}
 }
 
-// redeliver counts an attempt for d's GUID, then asks GitHub.
-func (r *Redeliverer) redeliver(ctx context.Context, rep *Report, d ghapp.HookDelivery, now time.Time) {
+// redeliver counts an attempt for d's GUID, then asks GitHub. It reports
+// whether d is settled for this pass: asked, or its attempts spent.
+func (r *Redeliverer) redeliver(ctx context.Context, rep *Report, d ghapp.HookDelivery, now time.Time) bool {
 	log := r.c.Log.With("delivery_id", d.GUID, "log_id", d.ID, "event", d.Event, "action", d.Action,
 		"status_code", d.StatusCode, "delivered_at", d.DeliveredAt)
 	n, err := r.c.Store.CountRedelivery(ctx, d.GUID, r.c.MaxAttempts, now)
 	if errors.Is(err, job.ErrAttemptsSpent) {
 		rep.Spent++
 		log.Warn("redeliver: attempts spent, delivery left", "max_attempts", r.c.MaxAttempts)
-		return
+		return true
 	}
 	if err != nil {
 		rep.Errors++
 		log.Error("redeliver: count attempt", "error", err.Error())
-		return
+		return false
 	}
 	log = log.With("attempt", n)
 	if err := r.c.GitHub.RedeliverHookDelivery(ctx, d.ID); err != nil {
@@ -328,10 +446,11 @@ func (r *Redeliverer) redeliver(ctx context.Context, rep *Report, d ghapp.HookDe
 			rep.Errors++
 		}
 		log.Warn("redeliver: redelivery refused", "class", f.Class.String(), "error", err.Error())
-		return
+		return false
 	}
 	rep.Redelivered++
 	log.Info("redeliver: redelivery asked")
+	return true
 }
 
 // shouldStop says why the pass must not make another call ("" when it may).
@@ -344,8 +463,6 @@ func (r *Redeliverer) shouldStop(stop time.Time) string {
 	}
 	return ""
 }
-
-func isRateLimit(err error) bool { return failure.Classify(err).Class == failure.RateLimit }
 
 func (r *Redeliverer) record(rep Report) {
 	r.c.Metrics.Add("DeliveriesRead", float64(rep.Read))

@@ -6,6 +6,7 @@ import (
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -265,11 +266,10 @@ func TestRateLimitStopsThePass(t *testing.T) {
 		}
 		rep := f.run(t)
 		// 60 left: the list costs 1, then 10 redeliveries bring it to 49.
-		if rep.Stopped != redeliver.StopRateFloor || rep.Redelivered != 10 || rep.Mark.ID != 0 {
-			t.Fatalf("pass = %+v, want stopped at the floor after 10 redeliveries, no mark", rep)
-		}
-		if _, err := f.store.LoadMark(context.Background()); err == nil {
-			t.Errorf("a stopped pass saved a mark")
+		// The read ended: the mark moves to its newest entry and the 10
+		// deliveries not asked are carried to the next pass.
+		if rep.Stopped != redeliver.StopRateFloor || rep.Redelivered != 10 || rep.Mark.ID != 20 || len(rep.Mark.Retry) != 10 {
+			t.Fatalf("pass = %+v, want stopped at the floor after 10 redeliveries, mark 20, 10 carried", rep)
 		}
 		// After the reset the next pass finishes, each GUID asked once.
 		f.clock.add(31 * time.Minute)
@@ -305,4 +305,206 @@ func TestRateLimitStopsThePass(t *testing.T) {
 			t.Errorf("pass = %+v, b redelivered %d times; want stopped at the 429, nothing more asked", rep, f.fake.Redeliveries("b"))
 		}
 	})
+}
+
+// TestRefusedRedeliveryIsReadAgain: a redelivery GitHub refused (a 500,
+// not a rate limit) is asked again by the next pass. The pass that met the
+// refusal must not move its mark past the delivery, or no pass ever reads
+// it again and the job waits 24 h.
+func TestRefusedRedeliveryIsReadAgain(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.fake.SetWebhook(answer(200), "s")
+	f.record("refused", "workflow_job", 503, 2*time.Minute)
+	f.record("asked", "workflow_job", 503, time.Minute)
+	f.fake.Fail(ghfake.RouteRedeliver, 1, ghfake.ServerError(http.StatusInternalServerError))
+	if rep := f.run(t); rep.Errors != 1 || rep.Redelivered != 1 {
+		t.Fatalf("pass 1: errors %d, redelivered %d; want 1, 1", rep.Errors, rep.Redelivered)
+	}
+	f.clock.add(5 * time.Minute)
+	f.run(t)
+	if n := f.fake.Redeliveries("refused"); n != 1 {
+		t.Errorf("redeliveries of the refused delivery = %d, want 1 (asked again by pass 2)", n)
+	}
+	if n := f.fake.Redeliveries("asked"); n != 1 {
+		t.Errorf("redeliveries of the asked delivery = %d, want 1", n)
+	}
+}
+
+// pageFaults fails every read of the delivery log after the first of a
+// pass with a 502 from ghfake: each pass reads one page.
+type pageFaults struct {
+	redeliver.GitHub
+	fake  *ghfake.Server
+	calls int
+}
+
+func (p *pageFaults) ListHookDeliveries(ctx context.Context, cursor string, perPage int) (ghapp.DeliveryPage, error) {
+	if p.calls++; p.calls > 1 {
+		p.fake.Fail(ghfake.RouteDeliveries, 1, ghfake.ServerError(http.StatusBadGateway))
+	}
+	return p.GitHub.ListHookDeliveries(ctx, cursor, perPage)
+}
+
+// TestFailedPageKeepsTheRead: a page of the log that cannot be read ends
+// the read like a stop, not like a failed pass. What was read is
+// redelivered and the next pass goes on from the page not read, so a log
+// longer than what one pass can read between faults is still read to its
+// end, each failed delivery asked once. Before, any failed page threw the
+// whole pass away (nothing asked, no mark), and with no mark yet every
+// pass started again from the newest entry (found by make chaos).
+func TestFailedPageKeepsTheRead(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.cfg.PerPage = 100
+	f.fake.SetWebhook(answer(200), "s")
+	// "twice" failed long ago and someone's redelivery of it succeeded
+	// since: its old entry is on the last page, its redelivery on the first.
+	f.record("twice", "workflow_job", 503, 300*time.Second)
+	var failed []string
+	for i := range 250 {
+		guid := fmt.Sprintf("g-%03d", i)
+		code := 200
+		if i%10 == 3 {
+			code = 503
+			failed = append(failed, guid)
+		}
+		f.record(guid, "workflow_job", code, time.Duration(251-i)*time.Second)
+	}
+	f.fake.RecordDelivery(ghfake.HookDelivery{GUID: "twice", Event: "workflow_job", StatusCode: 200, Redelivery: true, DeliveredAt: t0})
+
+	gh := &pageFaults{GitHub: f.gh, fake: f.fake}
+	f.cfg.GitHub = gh
+	for pass := range 4 {
+		gh.calls = 0
+		r, err := redeliver.New(f.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := r.Run(context.Background())
+		t.Logf("pass %d: %+v, err %v", pass+1, rep, err)
+		if pass < 2 && (err != nil || rep.Stopped != redeliver.StopReadError || rep.Pages != 1) {
+			t.Errorf("pass %d = %+v, %v; want one page read, stopped by the read error, no error", pass+1, rep, err)
+		}
+		f.clock.add(5 * time.Second)
+	}
+	for _, g := range failed {
+		if n := f.fake.Redeliveries(g); n != 1 {
+			t.Errorf("redeliveries of %s = %d, want 1", g, n)
+		}
+	}
+	if n := f.fake.Redeliveries("twice"); n != 0 {
+		t.Errorf("redeliveries of twice = %d, want 0 (its redelivery succeeded, read two passes before its old entry)", n)
+	}
+	m, err := f.store.LoadMark(context.Background())
+	if err != nil || m.ID < 252 || m.Resuming() {
+		t.Errorf("mark after 4 passes = %+v, %v; want at least 252 (the newest entry of the first read), no read under way", m, err)
+	}
+}
+
+// TestRefusedCursorReadsFromTheTop: a stored cursor GitHub refuses (a 400)
+// does not stall the redeliverer: the read starts again from the newest
+// entry.
+func TestRefusedCursorReadsFromTheTop(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.fake.SetWebhook(answer(200), "s")
+	f.record("g", "workflow_job", 503, time.Minute)
+	if err := f.store.SaveMark(context.Background(), job.DeliveryMark{Resume: job.DeliveryResume{Cursor: "zz", Top: 1, TopAt: t0}}, t0); err != nil {
+		t.Fatal(err)
+	}
+	rep := f.run(t)
+	if n := f.fake.Redeliveries("g"); n != 1 || rep.Mark.ID != 1 || rep.Mark.Resuming() {
+		t.Errorf("redeliveries = %d, pass %+v; want 1, mark 1, no read under way", n, rep)
+	}
+}
+
+// countFailsOnce fails the first attempt count of one GUID, as a write to
+// the table that met a fault.
+type countFailsOnce struct {
+	redeliver.Store
+	guid   string
+	failed bool
+}
+
+func (c *countFailsOnce) CountRedelivery(ctx context.Context, guid string, max int, now time.Time) (int, error) {
+	if guid == c.guid && !c.failed {
+		c.failed = true
+		return 0, errors.New("count: connection reset")
+	}
+	return c.Store.CountRedelivery(ctx, guid, max, now)
+}
+
+// TestNotAskedIsCarried: a failed delivery whose redelivery a pass could
+// not ask (its count write failed) is asked by the next pass without the
+// next pass reading the log again down to it. Before, the mark stayed
+// below it, so every later pass read every page above it again (at 20 %
+// faults per page a long read rarely ends) and each pass moved the mark
+// only up to the next count write that failed (found by make chaos).
+func TestNotAskedIsCarried(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.cfg.PerPage = 100
+	f.fake.SetWebhook(answer(200), "s")
+	for i := range 250 {
+		code := 200
+		if i%10 == 3 {
+			code = 503
+		}
+		f.record(fmt.Sprintf("g-%03d", i), "workflow_job", code, time.Duration(251-i)*time.Second)
+	}
+	f.cfg.Store = &countFailsOnce{Store: f.store, guid: "g-003"}
+	if rep := f.run(t); rep.Errors != 1 || rep.Redelivered != 24 || rep.Pages != 3 {
+		t.Fatalf("pass 1 = %+v, want 3 pages, 24 redelivered, 1 error", rep)
+	}
+	f.clock.add(5 * time.Second)
+	rep := f.run(t)
+	if n := f.fake.Redeliveries("g-003"); n != 1 {
+		t.Errorf("redeliveries of g-003 = %d, want 1 (asked by pass 2)", n)
+	}
+	if rep.Pages != 1 || rep.Redelivered != 1 || len(rep.Mark.Retry) != 0 {
+		t.Errorf("pass 2 = %+v, want 1 page (the 24 redeliveries since), 1 redelivered, nothing carried", rep)
+	}
+	for i := 13; i < 250; i += 10 {
+		if n := f.fake.Redeliveries(fmt.Sprintf("g-%03d", i)); n != 1 {
+			t.Errorf("redeliveries of g-%03d = %d, want 1", i, n)
+		}
+	}
+}
+
+// TestCarriedRedeliveryOfAReadUnderWay: a failed redelivery entry read by
+// a read that then stops part-way, and whose own redelivery could not be
+// asked, is asked by the next pass. Its GUID is among those the read
+// carries (their older entries are not their latest), and that must not
+// hide the carried entry itself: before, it was dropped as superseded, the
+// read went on below it and no later read reached it again (make chaos: a
+// job with no record).
+func TestCarriedRedeliveryOfAReadUnderWay(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.cfg.PerPage = 100
+	f.fake.SetWebhook(answer(200), "s")
+	f.record("g", "workflow_job", 0, 300*time.Second) // unreached, on the last page
+	for i := range 250 {
+		f.record(fmt.Sprintf("ok-%03d", i), "workflow_job", 200, time.Duration(251-i)*time.Second)
+	}
+	// The redelivery of g failed too: the newest entry, on the first page.
+	f.fake.RecordDelivery(ghfake.HookDelivery{GUID: "g", Event: "workflow_job", Action: "queued", StatusCode: 500, Redelivery: true, DeliveredAt: t0})
+
+	gh := &pageFaults{GitHub: f.gh, fake: f.fake}
+	f.cfg.GitHub, f.cfg.Store = gh, &countFailsOnce{Store: f.store, guid: "g"}
+	for range 5 {
+		gh.calls = 0
+		r, err := redeliver.New(f.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.Run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		f.clock.add(5 * time.Second)
+	}
+	if n := f.fake.Redeliveries("g"); n != 1 {
+		t.Errorf("redeliveries of g = %d, want 1 (its failed redelivery carried to the next pass)", n)
+	}
 }

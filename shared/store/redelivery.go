@@ -14,8 +14,11 @@ import (
 )
 
 // The redeliverer's items (shared/redeliver.Store): the mark
-// (pk redeliver#cursor: mark_id, delivered_at, updated_at) and one attempt
-// count per delivery GUID (pk redeliver#<guid>: attempts, expires_at).
+// (pk redeliver#cursor: mark_id, delivered_at, updated_at, and while a read
+// is under way resume_cursor, resume_top, resume_top_at, resume_guids, and
+// retry: the deliveries carried to the next pass, a list of {id, guid,
+// action, at}) and one attempt count per delivery GUID
+// (pk redeliver#<guid>: attempts, expires_at).
 
 // LoadMark returns the mark of the last completed redeliverer pass, or an
 // error wrapping job.ErrNotFound.
@@ -32,17 +35,64 @@ func (s *Store) LoadMark(ctx context.Context) (job.DeliveryMark, error) {
 	if !ok1 || !ok2 {
 		return job.DeliveryMark{}, fmt.Errorf("decode redelivery mark: mark_id or delivered_at missing")
 	}
-	return job.DeliveryMark{ID: id, DeliveredAt: job.FromMillis(at)}, nil
+	m := job.DeliveryMark{ID: id, DeliveredAt: job.FromMillis(at)}
+	if c, ok := out.Item["resume_cursor"].(*types.AttributeValueMemberS); ok && c.Value != "" {
+		top, ok1 := num(out.Item["resume_top"])
+		topAt, ok2 := num(out.Item["resume_top_at"])
+		if !ok1 || !ok2 {
+			return job.DeliveryMark{}, fmt.Errorf("decode redelivery mark: resume_top or resume_top_at missing")
+		}
+		m.Resume = job.DeliveryResume{Cursor: c.Value, Top: top, TopAt: job.FromMillis(topAt)}
+		if gs, ok := out.Item["resume_guids"].(*types.AttributeValueMemberSS); ok {
+			m.Resume.Redelivered = gs.Value
+		}
+	}
+	if l, ok := out.Item["retry"].(*types.AttributeValueMemberL); ok {
+		for _, v := range l.Value {
+			e, ok := v.(*types.AttributeValueMemberM)
+			if !ok {
+				return job.DeliveryMark{}, fmt.Errorf("decode redelivery mark: retry entry is not a map")
+			}
+			id, ok1 := num(e.Value["id"])
+			at, ok2 := num(e.Value["at"])
+			guid, ok3 := e.Value["guid"].(*types.AttributeValueMemberS)
+			if !ok1 || !ok2 || !ok3 {
+				return job.DeliveryMark{}, fmt.Errorf("decode redelivery mark: retry entry without id, at or guid")
+			}
+			ref := job.DeliveryRef{ID: id, GUID: guid.Value, DeliveredAt: job.FromMillis(at)}
+			if a, ok := e.Value["action"].(*types.AttributeValueMemberS); ok {
+				ref.Action = a.Value
+			}
+			m.Retry = append(m.Retry, ref)
+		}
+	}
+	return m, nil
 }
 
-// SaveMark writes m unless the stored mark is at a higher id (a pass that
-// finished later read further).
+// SaveMark writes m (its read under way included, or none) unless the
+// stored mark is at a higher id (a pass that finished later read further).
 func (s *Store) SaveMark(ctx context.Context, m job.DeliveryMark, now time.Time) error {
+	item := map[string]types.AttributeValue{
+		"pk": str(job.MarkKey), "mark_id": n(m.ID), "delivered_at": n(job.Millis(m.DeliveredAt)), "updated_at": n(job.Millis(now)),
+	}
+	if r := m.Resume; r.Cursor != "" {
+		item["resume_cursor"], item["resume_top"], item["resume_top_at"] = str(r.Cursor), n(r.Top), n(job.Millis(r.TopAt))
+		if len(r.Redelivered) > 0 {
+			item["resume_guids"] = &types.AttributeValueMemberSS{Value: r.Redelivered}
+		}
+	}
+	if len(m.Retry) > 0 {
+		l := make([]types.AttributeValue, 0, len(m.Retry))
+		for _, d := range m.Retry {
+			l = append(l, &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
+				"id": n(d.ID), "guid": str(d.GUID), "action": str(d.Action), "at": n(job.Millis(d.DeliveredAt)),
+			}})
+		}
+		item["retry"] = &types.AttributeValueMemberL{Value: l}
+	}
 	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: &s.table,
-		Item: map[string]types.AttributeValue{
-			"pk": str(job.MarkKey), "mark_id": n(m.ID), "delivered_at": n(job.Millis(m.DeliveredAt)), "updated_at": n(job.Millis(now)),
-		},
+		TableName:                 &s.table,
+		Item:                      item,
 		ConditionExpression:       aws.String("attribute_not_exists(pk) OR mark_id <= :id"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":id": n(m.ID)},
 	})

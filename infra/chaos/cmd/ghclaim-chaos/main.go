@@ -2,11 +2,14 @@
 // promise, "no job lost, no job claimed twice". It starts an AWS emulator
 // (moto_server on 127.0.0.1, or the one AWS_ENDPOINT_URL names), deploys
 // template.yaml's table and queues there, runs N jobs through the real
-// webhook, claimer and reclaimer handlers with faults at every external call
-// (infra/chaos), and prints the figures as key=value pairs on its last line.
+// webhook, claimer, reclaimer (with its liveness check), redeliverer and
+// janitor with faults at every external call, machines that never boot,
+// runners that die before their job and a webhook outage (infra/chaos), and
+// prints the figures as key=value pairs on its last line.
 //
-// It exits 1 unless nothing was lost and nothing was claimed twice, 2 when
-// the run could not be set up. It only wires: every decision lives in
+// It exits 1 unless every job ran (or was cancelled, taken elsewhere, or
+// failed with a reason), nothing was claimed twice and no runner or machine
+// outlived its job; 2 when the run could not be set up. It only wires: every decision lives in
 // infra/chaos.
 package main
 
@@ -33,9 +36,25 @@ func main() {
 	flag.IntVar(&cfg.Claimers, "claimers", 8, "concurrent claimer instances")
 	flag.Float64Var(&cfg.DelayScale, "delay-scale", 0.1, "compression of claim message delays (1: none)")
 	flag.DurationVar(&cfg.Settle, "settle", 20*time.Minute, "longest wait for every job to settle after the last delivery (the run ends as soon as all have)")
+	flag.Float64Var(&cfg.NeverBootRate, "never-boot", 0.05, "share of machines that never boot (0: none)")
+	flag.Float64Var(&cfg.DieRate, "die", 0.05, "share of runners that die before taking their job (0: none)")
+	flag.DurationVar(&cfg.OutageWindow, "outage", 4*time.Second, "how long the webhook endpoint is down, half-way through the ramp (0: never)")
+	flag.DurationVar(&cfg.StartGrace, "start-grace", 8*time.Second, "the pools' runner-start grace (compressed)")
+	flag.DurationVar(&cfg.RedeliverEvery, "redeliver-every", 3*time.Second, "the redeliverer's schedule (compressed)")
+	flag.IntVar(&cfg.RedeliverAttempts, "redeliver-attempts", 10, "redeliveries asked at most per delivery")
+	flag.DurationVar(&cfg.JanitorEvery, "janitor-every", 5*time.Second, "the janitor's schedule (compressed)")
 	logPath := flag.String("log", "", "write the functions' JSON logs to this file")
 	verbose := flag.Bool("v", false, "print progress and every lost job")
 	flag.Parse()
+	// Zero on the command line means "none"; in Config it means "default".
+	for _, v := range []*float64{&cfg.NeverBootRate, &cfg.DieRate} {
+		if *v == 0 {
+			*v = -1
+		}
+	}
+	if cfg.OutageWindow == 0 {
+		cfg.OutageWindow = -1
+	}
 
 	if *logPath != "" {
 		f, err := os.Create(*logPath)
@@ -86,7 +105,7 @@ func run(ctx context.Context, cfg chaos.Config, progress io.Writer) (chaos.Repor
 		return chaos.Report{}, err
 	}
 	defer stack.Delete(context.WithoutCancel(ctx))
-	fmt.Fprintf(progress, "chaos: %d jobs, fault rate %.0f %%, kill rate %.0f %%, seed %d, emulator %s\n",
-		cfg.Jobs, cfg.FaultRate*100, cfg.KillRate*100, cfg.Seed, srv.Endpoint)
+	fmt.Fprintf(progress, "chaos: %d jobs, fault rate %.0f %%, kill rate %.0f %%, never boot %.0f %%, die %.0f %%, outage %s, seed %d, emulator %s\n",
+		cfg.Jobs, cfg.FaultRate*100, cfg.KillRate*100, max(cfg.NeverBootRate, 0)*100, max(cfg.DieRate, 0)*100, max(cfg.OutageWindow, 0), cfg.Seed, srv.Endpoint)
 	return chaos.Run(ctx, chaos.World{AWS: aws, TableName: stack.TableName, QueueURL: stack.QueueURL}, cfg)
 }

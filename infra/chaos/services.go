@@ -1,0 +1,169 @@
+package chaos
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+
+	"github.com/ghclaim/ghclaim/infra/provisiontest"
+	"github.com/ghclaim/ghclaim/shared/ghapp"
+	"github.com/ghclaim/ghclaim/shared/janitor"
+	"github.com/ghclaim/ghclaim/shared/obs"
+	"github.com/ghclaim/ghclaim/shared/provision"
+	"github.com/ghclaim/ghclaim/shared/ratelimit"
+	"github.com/ghclaim/ghclaim/shared/reclaim"
+	"github.com/ghclaim/ghclaim/shared/redeliver"
+)
+
+// The scheduled functions besides the reclaimer, wired as their mains wire
+// them (functions/janitor, functions/redeliverer) and run on compressed
+// schedules. Their calls carry faults like the claimer's: GitHub's through
+// the fault middleware, the table's through the DynamoDB decorator, the
+// janitor's EC2 and SSM calls through the Provisioner and Leftovers
+// decorators. The last janitor pass (finalSweep) runs with faults off.
+
+// Function names of the scheduled functions, as callers in the figures.
+const (
+	fnJanitor     = "janitor"
+	fnRedeliverer = "redeliverer"
+)
+
+// newRedeliverer builds the redeliverer: the App client with the App
+// budget's rate-reading transport, the table for its cursor and counts.
+func (r *run) newRedeliverer() (*redeliver.Redeliverer, error) {
+	budget := &redeliver.AppBudget{}
+	gh, err := ghapp.New(ghapp.Config{AppID: appID, PrivateKey: r.appKey, BaseURL: r.ghURL,
+		WrapApp: func(base http.RoundTripper) http.RoundTripper {
+			return ratelimit.NewTransport(base, 0, budget, time.Now)
+		}})
+	if err != nil {
+		return nil, err
+	}
+	return redeliver.New(redeliver.Config{
+		GitHub: gh, Store: r.stores[fnRedeliverer], Rate: budget.Reading,
+		MaxAttempts: r.cfg.RedeliverAttempts, Budget: r.cfg.RedeliverEvery * 4, Now: time.Now, Log: r.log,
+		Metrics: obs.NewMetrics(r.logs, map[string]string{"function": fnRedeliverer}, time.Now),
+	})
+}
+
+// newJanitor builds the janitor with compressed graces.
+func (r *run) newJanitor() (*janitor.Janitor, error) {
+	rates := ratelimit.NewTracker(r.stores[fnJanitor], ratelimit.DefaultPersistRule(), time.Now)
+	gh, err := ghapp.New(ghapp.Config{AppID: appID, PrivateKey: r.appKey, BaseURL: r.ghURL,
+		Wrap: func(inst int64, base http.RoundTripper) http.RoundTripper {
+			return ratelimit.NewTransport(base, inst, rates, time.Now)
+		}})
+	if err != nil {
+		return nil, err
+	}
+	params := ssm.NewFromConfig(r.world.AWS, provisiontest.StrictSSM)
+	return janitor.New(janitor.Config{
+		Store: r.stores[fnJanitor], GitHub: gh, Rates: rates, Provisioner: &Provisioner{Caller: fnJanitor, Next: r.reg, In: r.inj},
+		Leftovers: &Leftovers{Caller: fnJanitor, Next: provision.Leftovers{Instances: r.ec2, Parameters: params}, In: r.inj},
+		Pools:     r.pools, UnknownGrace: r.cfg.StartGrace * 5, ConfigGrace: r.cfg.StartGrace,
+		MaxCalls: 1000, Budget: r.cfg.JanitorEvery * 4, Now: time.Now, Logger: r.log,
+		Metrics: obs.NewMetrics(r.logs, map[string]string{"function": fnJanitor}, time.Now),
+	})
+}
+
+// reclaimGitHub is the reclaimer's GitHub client and shared rate reading,
+// for the liveness check and the clean-up of abandoned attempts.
+func (r *run) reclaimGitHub() (reclaim.GitHub, reclaim.Rates, error) {
+	gh, rates, err := r.cfg.GitHub(r.ghURL, appID, r.appKey, r.stores[fnReclaimer])
+	if err != nil {
+		return nil, nil, err
+	}
+	return gh, rates, nil
+}
+
+// cleanup adapts the provisioners to the reclaimer's port, as
+// functions/reclaimer does.
+func cleanup(reg provision.Registry) reclaim.Provisioner {
+	return reclaim.ProvisionerFunc(func(ctx context.Context, l reclaim.Leftover) error {
+		return reg.Cleanup(ctx, provision.Request{JobID: l.JobID, RunID: l.RunID, Repo: l.Repo, Pool: l.Pool, RunnerName: l.RunnerName, KeepMachines: l.KeepMachines})
+	})
+}
+
+// every runs pass on a ticker until ctx ends, each pass bounded by limit.
+func every(ctx context.Context, period, limit time.Duration, pass func(context.Context)) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), limit)
+		pass(pctx)
+		cancel()
+	}
+}
+
+// redeliverLoop runs the redeliverer every RedeliverEvery.
+func (r *run) redeliverLoop(ctx context.Context) {
+	rd, err := r.newRedeliverer()
+	if err != nil {
+		panic(err) // a wiring mistake of this file
+	}
+	every(ctx, r.cfg.RedeliverEvery, passLimit(r.cfg.RedeliverEvery), func(ctx context.Context) { _, _ = rd.Run(ctx) })
+}
+
+// janitorLoop runs the janitor every JanitorEvery.
+func (r *run) janitorLoop(ctx context.Context) {
+	j, err := r.newJanitor()
+	if err != nil {
+		panic(err) // a wiring mistake of this file
+	}
+	every(ctx, r.cfg.JanitorEvery, passLimit(r.cfg.JanitorEvery), func(ctx context.Context) { _, _ = j.Run(ctx) })
+}
+
+// passLimit is the invocation deadline of a scheduled pass: five periods
+// plus the 5 s the scheduled functions keep free before their deadline
+// (janitor.DefaultReserve, reclaim.DefaultReserve, the redeliverer's), or
+// a compressed schedule (the short test's 0.5 s) leaves them no time.
+func passLimit(period time.Duration) time.Duration { return 5*period + janitor.DefaultReserve }
+
+// outage takes the webhook endpoint down for OutageWindow, OutageAt into
+// the ramp: GitHub's deliveries fail unreached and sit in its log.
+func (r *run) outage(ctx context.Context) {
+	if !wait(ctx, r.cfg.OutageAt) {
+		return
+	}
+	r.down.Store(true)
+	r.progress("webhook endpoint down for %s", r.cfg.OutageWindow)
+	wait(ctx, r.cfg.OutageWindow)
+	r.down.Store(false)
+	r.progress("webhook endpoint back")
+}
+
+// finalSweep is the janitor's next pass after the storm: faults off, two
+// passes (a runner deleted in one pass frees its machine in the same pass;
+// the second catches what the first found mid-change).
+func (r *run) finalSweep(ctx context.Context) {
+	for _, t := range Targets {
+		r.inj.SetRate(t, 0)
+	}
+	j, err := r.newJanitor()
+	if err != nil {
+		r.progress("final janitor pass: %v", err)
+		return
+	}
+	for range 2 {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		rep, err := j.Run(pctx)
+		cancel()
+		r.progress("final janitor pass: runners_deleted=%d machines_ended=%d configs_deleted=%d errors=%d err=%v",
+			rep.RunnersDeleted, rep.MachinesEnded, rep.ConfigsDeleted, rep.Errors, err)
+	}
+}
+
+// githubInstallations sets the App's installations at the stand-in, so the
+// janitor's listings find our runners.
+func (r *run) githubInstallations() {
+	for i, owner := range Owners {
+		r.gh.SetInstallation(Installations[i], owner, true, "app-0", "app-1", "app-2", "app-3")
+	}
+}
