@@ -57,6 +57,10 @@ type fleet struct {
 	// job): the run settles only when none is.
 	active atomic.Int64
 	wg     sync.WaitGroup
+	// online counts machines whose runner came online, ran those that
+	// then took their job: a machine whose registration was deleted
+	// before it booted (a later attempt regenerated it) counts in neither.
+	online, ran atomic.Int64
 }
 
 func newFleet(seed uint64) *fleet {
@@ -138,6 +142,7 @@ func (r *run) machine(ctx context.Context, p *plan, runnerID int64, instanceID s
 	if r.gh.SetRunnerByID(runnerID, "online", false) != nil {
 		return
 	}
+	r.fleet.online.Add(1)
 	if fa == fateDies {
 		if wait(ctx, 200*time.Millisecond) {
 			_ = r.gh.SetRunnerByID(runnerID, "offline", false)
@@ -147,6 +152,7 @@ func (r *run) machine(ctx context.Context, p *plan, runnerID int64, instanceID s
 	if !p.assign(rn.Name) {
 		return // cancelled or taken elsewhere: online and idle, the janitor's
 	}
+	r.fleet.ran.Add(1)
 	_ = r.gh.SetRunnerByID(runnerID, "online", true)
 	r.setGitHubJob(p, "in_progress", "", rn.Name, runnerID)
 	r.sendDone(ctx, p, "in_progress", rn.Name)
