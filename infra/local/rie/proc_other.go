@@ -20,3 +20,6 @@ func killTree(pid int) {
 		_ = p.Kill()
 	}
 }
+
+// running reports false: without /proc a process's state is not read.
+func running(int) bool { return false }

@@ -238,7 +238,7 @@ func TestKillMidInvocation(t *testing.T) {
 	if err := <-errc; !errors.Is(err, rie.ErrKilled) {
 		t.Fatalf("the invocation in flight: got %v, want ErrKilled", err)
 	}
-	if runtime.GOOS == "linux" && alive(pid) {
+	if runtime.GOOS == "linux" && rie.Running(pid) {
 		t.Errorf("the runtime (pid %d) outlived Kill: a killed environment must run no more code", pid)
 	}
 	a, err := invoke(t, e, `{}`)
@@ -314,17 +314,6 @@ func TestClosedEnvironmentRefuses(t *testing.T) {
 	if _, err := e.Invoke(context.Background(), []byte(`{}`)); !errors.Is(err, rie.ErrClosed) {
 		t.Fatalf("got %v, want ErrClosed", err)
 	}
-}
-
-// alive reports whether pid runs (a zombie, awaiting its reaper, does not).
-func alive(pid int) bool {
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	s := string(stat)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	return len(fields) > 0 && fields[0] != "Z" && fields[0] != "X"
 }
 
 // watch is an Output that signals when the runtime prints a line.
