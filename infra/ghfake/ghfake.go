@@ -197,10 +197,7 @@ type Server struct {
 	groups   map[int64]bool
 	api      *http.ServeMux
 
-	// jitKey is the RSA key every JIT config carries (see encodeJIT).
-	jitKeyOnce sync.Once
-	jitKey     *rsa.PrivateKey
-	control    *http.ServeMux
+	control *http.ServeMux
 
 	mu         sync.Mutex
 	tokens     map[string]int64 // token → installation id

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/big"
 	"strconv"
+	"sync"
 )
 
 // jitKeyBits is the size of the runner key in a JIT config: GitHub's
@@ -22,10 +23,11 @@ const jitKeyBits = 2048
 // 4.1–4.3 KB, over SSM's 4,096-character Standard tier, and code that stores
 // or sends it must be tested with that size, not with a short stand-in.
 //
-// GitHub generates a key per runner. The fake generates one per Server, on
-// the first config it hands out, and reuses it for every runner: RSA key
-// generation takes long enough to slow a suite that registers thousands of
-// runners, and only the size and the shape matter here.
+// GitHub generates a key per runner. The fake generates one per process, on
+// the first config any Server hands out, and reuses it for every runner of
+// every Server: a 2048-bit key costs ~0.2 s of CPU, one per Server cost a
+// test package seconds (most of shared/claim's own CPU), and only the size
+// and the shape matter here.
 func (s *Server) encodeJIT(rn *Runner) string {
 	enc := func(v any) string {
 		b, _ := json.Marshal(v)
@@ -57,21 +59,18 @@ func (s *Server) encodeJIT(rn *Runner) string {
 				"RequireFipsCryptography": "True",
 			},
 		}),
-		".credentials_rsaparams": enc(rsaParams(s.runnerKey())),
+		".credentials_rsaparams": enc(rsaParams(runnerKey())),
 	})
 }
 
-// runnerKey returns the Server's runner key, generating it once.
-func (s *Server) runnerKey() *rsa.PrivateKey {
-	s.jitKeyOnce.Do(func() {
-		k, err := rsa.GenerateKey(rand.Reader, jitKeyBits)
-		if err != nil {
-			panic(fmt.Sprintf("ghfake: generate the runner key: %v", err)) // crypto/rand does not fail
-		}
-		s.jitKey = k
-	})
-	return s.jitKey
-}
+// runnerKey is the runner key of every JIT config, generated once.
+var runnerKey = sync.OnceValue(func() *rsa.PrivateKey {
+	k, err := rsa.GenerateKey(rand.Reader, jitKeyBits)
+	if err != nil {
+		panic(fmt.Sprintf("ghfake: generate the runner key: %v", err)) // crypto/rand does not fail
+	}
+	return k
+})
 
 // rsaParams is the runner's RSAParametersSerializable: every parameter as
 // the base64 of its big-endian bytes, at the fixed widths .NET exports

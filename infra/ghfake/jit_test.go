@@ -88,3 +88,29 @@ func TestJITConfigIsRealSized(t *testing.T) {
 		}
 	}
 }
+
+// TestJITKeyIsGeneratedOncePerProcess: every Server's configs carry one
+// runner key, generated once per process. A 2048-bit key per Server made
+// RSA key generation most of the CPU of a test package that starts a
+// stand-in per test (shared/claim: ~4 of the ~5 CPU-seconds its tests
+// spent outside the emulator).
+func TestJITKeyIsGeneratedOncePerProcess(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var moduli []string
+	for range 2 {
+		f := setup(t)
+		cfg, _, err := f.gh.Actions.GenerateRepoJITConfig(ctx, "octo", "hello", jitReq("a"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var params map[string]string
+		if err := json.Unmarshal(decodeJIT(t, cfg.GetEncodedJITConfig())[".credentials_rsaparams"], &params); err != nil {
+			t.Fatal(err)
+		}
+		moduli = append(moduli, params["modulus"])
+	}
+	if moduli[0] == "" || moduli[0] != moduli[1] {
+		t.Errorf("two Servers handed out different runner keys: each generated its own")
+	}
+}

@@ -3,10 +3,12 @@
 // -tags lambda.norpc as `make build`, only for the host's GOOS/GOARCH instead of linux/arm64.
 // It also builds the AWS Lambda Runtime Interface Emulator pinned in go.mod as a tool.
 //
-// Builds go through the go command and its cache, so a rebuild of unchanged code costs well
-// under a second. No -trimpath: the flags match `go test`'s, so a machine that ran the tests
-// already has every dependency compiled. This package must never build for AWS (`make build` does that) and never
-// modify go.mod.
+// Builds go through the go command and its cache, and a binary already in place is relinked
+// only when its code changed, so the packages of one `go test` run (and `make run` after it)
+// share one build in Dir instead of linking the same binaries once each. No -trimpath: the
+// flags match `go test`'s, so a machine that ran the tests already has every dependency
+// compiled. This package must never build for AWS (`make build` does that) and never modify
+// go.mod.
 package bootstrap
 
 import (
@@ -45,6 +47,9 @@ func ModuleRoot() (string, error) {
 	}
 }
 
+// Dir is the build directory shared by the tests, `make run` and `make local`: root/.build/local.
+func Dir(root string) string { return filepath.Join(root, ".build", "local") }
+
 // Build compiles the named functions (default: all of Functions) of the module at root into
 // outDir/<name>/bootstrap and returns name → path.
 func Build(ctx context.Context, root, outDir string, names ...string) (map[string]string, error) {
@@ -57,23 +62,8 @@ func Build(ctx context.Context, root, outDir string, names ...string) (map[strin
 		pkgs = append(pkgs, "./functions/"+n)
 		out[n] = filepath.Join(outDir, n, "bootstrap")
 	}
-	// One go command for all packages: the compiler works on them in parallel. It writes each
-	// binary under its package name into a staging directory, moved into place afterwards.
-	stage := filepath.Join(outDir, ".stage")
-	if err := os.MkdirAll(stage, 0o755); err != nil {
-		return nil, fmt.Errorf("build functions: %w", err)
-	}
-	args := append([]string{"build", "-tags", "lambda.norpc", "-o", stage + string(filepath.Separator)}, pkgs...)
-	if err := goCmd(ctx, root, args...); err != nil {
+	if err := install(ctx, root, outDir, out, []string{"-tags", "lambda.norpc"}, pkgs); err != nil {
 		return nil, fmt.Errorf("build functions %s: %w", strings.Join(names, ", "), err)
-	}
-	for _, n := range names {
-		if err := os.MkdirAll(filepath.Dir(out[n]), 0o755); err != nil {
-			return nil, fmt.Errorf("build %s: %w", n, err)
-		}
-		if err := os.Rename(filepath.Join(stage, n+exe()), out[n]); err != nil {
-			return nil, fmt.Errorf("build %s: %w", n, err)
-		}
 	}
 	return out, nil
 }
@@ -82,10 +72,52 @@ func Build(ctx context.Context, root, outDir string, names ...string) (map[strin
 // its path.
 func BuildRIE(ctx context.Context, root, outDir string) (string, error) {
 	path := filepath.Join(outDir, "aws-lambda-rie"+exe())
-	if err := goCmd(ctx, root, "build", "-o", path, RIEPackage); err != nil {
+	if err := install(ctx, root, outDir, map[string]string{"aws-lambda-rie": path}, nil, []string{RIEPackage}); err != nil {
 		return "", fmt.Errorf("build the runtime interface emulator: %w", err)
 	}
 	return path, nil
+}
+
+// install builds pkgs with one go command (the compiler works on them in parallel) and puts
+// each binary, named by go build after its package, at its path in targets.
+//
+// A rebuild of unchanged code links nothing: go build leaves an output file alone when the
+// build ID inside it is the one it would produce, so the staging directory starts with hard
+// links to the binaries already in place. Several processes (the packages of one `go test`
+// run) may share outDir: a lock file serialises them, so one links and the others find its
+// result up to date, and each binary moves into place by rename, so a process running the
+// previous one is never disturbed.
+func install(ctx context.Context, root, outDir string, targets map[string]string, flags, pkgs []string) error {
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		return err
+	}
+	unlock, err := lock(filepath.Join(outDir, ".lock"))
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	stage, err := os.MkdirTemp(outDir, ".stage-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(stage)
+	for name, path := range targets {
+		// A missing binary is simply built.
+		_ = os.Link(path, filepath.Join(stage, name+exe()))
+	}
+	args := append(append([]string{"build"}, flags...), "-o", stage+string(filepath.Separator))
+	if err := goCmd(ctx, root, append(args, pkgs...)...); err != nil {
+		return err
+	}
+	for name, path := range targets {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return err
+		}
+		if err := os.Rename(filepath.Join(stage, name+exe()), path); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func goCmd(ctx context.Context, root string, args ...string) error {

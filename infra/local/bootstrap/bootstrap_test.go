@@ -6,26 +6,56 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/ghclaim/ghclaim/infra/local/bootstrap"
 )
 
+// TestBuildWritesOneBootstrapPerFunctionForThisMachine builds into the shared directory, as
+// the rig and the end-to-end tests do, from several goroutines at once (the packages of one
+// `go test` run build there in parallel), then once more: unchanged code keeps the very file
+// in place, so no process links the same binary twice.
 func TestBuildWritesOneBootstrapPerFunctionForThisMachine(t *testing.T) {
 	t.Parallel()
 	root, err := bootstrap.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := t.TempDir()
+	out := bootstrap.Dir(root)
+	want := filepath.Join(out, "reclaimer", "bootstrap")
 	// The caller's shell may export the AWS target; the local build must ignore it.
-	paths, err := bootstrap.Build(context.Background(), root, out, "reclaimer")
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	for i := range errs {
+		wg.Go(func() {
+			paths, err := bootstrap.Build(context.Background(), root, out, "reclaimer")
+			if err == nil && paths["reclaimer"] != want {
+				t.Errorf("path: got %q, want %q", paths["reclaimer"], want)
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, err := os.Stat(want)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := filepath.Join(out, "reclaimer", "bootstrap")
-	if paths["reclaimer"] != want {
-		t.Fatalf("path: got %q, want %q", paths["reclaimer"], want)
+	if _, err := bootstrap.Build(context.Background(), root, out, "reclaimer"); err != nil {
+		t.Fatal(err)
+	}
+	after, err := os.Stat(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Same file, not same times: go build touches an up-to-date binary it leaves in place.
+	if !os.SameFile(before, after) {
+		t.Errorf("a rebuild of unchanged code replaced %s: it was linked again", want)
 	}
 	// It runs here: without a Runtime API the Lambda library says so and exits non-zero,
 	// which proves the binary was built for this machine and with the lambda.norpc runtime.

@@ -21,7 +21,8 @@ import (
 	"github.com/ghclaim/ghclaim/infra/local/rie"
 )
 
-// echofn and emulator are the test function and aws-lambda-rie, built once by TestMain.
+// echofn and emulator are the test function and aws-lambda-rie, built once by TestMain (the
+// emulator into the build directory the other packages share).
 var echofn, emulator string
 
 func TestMain(m *testing.M) {
@@ -39,7 +40,7 @@ func TestMain(m *testing.M) {
 	}
 	root, err := bootstrap.ModuleRoot()
 	if err == nil {
-		emulator, err = bootstrap.BuildRIE(context.Background(), root, dir)
+		emulator, err = bootstrap.BuildRIE(context.Background(), root, bootstrap.Dir(root))
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -50,7 +50,7 @@ func TestEventsUnderTheRuntimeInterfaceEmulator(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	bin := t.TempDir()
+	bin := bootstrap.Dir(root)
 	bins, err := bootstrap.Build(ctx, root, bin)
 	if err != nil {
 		t.Fatal(err)

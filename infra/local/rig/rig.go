@@ -74,7 +74,7 @@ var DefaultPools = []pool.Pool{
 type Options struct {
 	// Root is the module root (default: found from the working directory).
 	Root string
-	// BinDir receives the built binaries (default Root/.build/local).
+	// BinDir receives the built binaries (default bootstrap.Dir(Root), shared with the tests).
 	BinDir string
 	// Bootstraps are prebuilt binaries by function name, RIE a prebuilt aws-lambda-rie; nil
 	// and "" build them.
@@ -155,7 +155,7 @@ func Start(ctx context.Context, o Options) (_ *Rig, err error) {
 	}
 	r.Root = o.Root
 	if o.BinDir == "" {
-		o.BinDir = filepath.Join(o.Root, ".build", "local")
+		o.BinDir = bootstrap.Dir(o.Root)
 	}
 	if o.Claimers <= 0 {
 		o.Claimers = 2

@@ -20,7 +20,6 @@ import (
 func TestEndToEnd(t *testing.T) {
 	var logs bytes.Buffer
 	opts := scenario.Settings()
-	opts.BinDir = t.TempDir()
 	opts.FunctionLogs = &logs
 	// The bound covers rig.Start, which builds the three functions: on a cold build cache (CI's
 	// fresh machine) with other packages' tests compiling on 2 cores that alone took over 3
