@@ -460,3 +460,42 @@ func TestStaleSkipsRecordsThatMovedOn(t *testing.T) {
 		t.Fatalf("records %+v, undecodable %v; want job 303 only", p.Records, p.Undecodable)
 	}
 }
+
+// putTwice applies every PutItem twice and answers the second: what an SDK
+// retry of a put that took effect (a 500 or a timeout after DynamoDB
+// applied it) looks like to the store.
+type putTwice struct{ store.DynamoDB }
+
+func (p putTwice) PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	if _, err := p.DynamoDB.PutItem(ctx, in, optFns...); err != nil {
+		return nil, err
+	}
+	return p.DynamoDB.PutItem(ctx, in, optFns...)
+}
+
+// TestCreateRetriedAfterItTookEffect: the retried put's refusal carries the
+// record it wrote itself, which is a created job, not a duplicate delivery
+// (the webhook would send no claim message); a later create of the same
+// job, at another moment, is still a conflict.
+func TestCreateRetriedAfterItTookEffect(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	s := store.New(putTwice{f.db}, f.table, store.Options{})
+	got, err := s.CreateJob(ctx, rec(131), t0)
+	if err != nil {
+		t.Fatalf("create retried after it took effect: %v, want the record", err)
+	}
+	if got.State != job.Pending || got.Version != 1 {
+		t.Errorf("created %s v%d, want pending v1", got.State, got.Version)
+	}
+	_, err = f.s.CreateJob(ctx, rec(131), t0.Add(time.Millisecond))
+	var ce *job.ConflictError
+	if !errors.As(err, &ce) || !ce.Found {
+		t.Errorf("a second delivery's create: %v, want a conflict", err)
+	}
+	other := rec(131)
+	other.Repo = "octo/other"
+	if _, err := s.CreateJob(ctx, other, t0); !errors.As(err, &ce) {
+		t.Errorf("a create of another identity in the same millisecond: %v, want a conflict", err)
+	}
+}
