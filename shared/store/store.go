@@ -149,30 +149,12 @@ func (s *Store) CreateJob(ctx context.Context, r job.Record, now time.Time) (job
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
-		if cur, derr := unmarshal(ccf.Item); derr == nil && createdBy(cur, r) {
-			return r, nil // our own put, retried by the SDK after it took effect
-		}
 		return job.Record{}, conflict("create", r.JobID, ccf.Item)
 	}
 	if err != nil {
 		return job.Record{}, fmt.Errorf("create job %d: %w", r.JobID, err)
 	}
 	return r, nil
-}
-
-// createdBy reports whether cur is the record the put of r wrote: an SDK
-// retry of a put that took effect (a 500 or a timeout after DynamoDB
-// applied it) is refused by its own condition, and must not read as a
-// duplicate delivery, which would send no claim message and leave the job
-// to the reclaimer's outbox grace. The record is still version 1, pending,
-// created at the same millisecond for the same job, repository,
-// installation and pool. Another delivery of the same job created in that
-// very millisecond reads as ours too and sends a second message, which the
-// claimer's version check drops: a duplicate message, never a lost one.
-func createdBy(cur, r job.Record) bool {
-	return cur.JobID == r.JobID && cur.Version == 1 && cur.State == job.Pending &&
-		cur.CreatedAt == r.CreatedAt && cur.Repo == r.Repo &&
-		cur.InstallationID == r.InstallationID && cur.Pool == r.Pool
 }
 
 // conflict is the *job.ConflictError of a refused write to job id, carrying
