@@ -231,7 +231,7 @@ func TestNoSecretInAnyOutput(t *testing.T) {
 	claim(1009, octo, "octo/app", linux, func() { ssmEcho.arm(true) })
 	ssmEcho.arm(false)
 	// Claimed jobs for the reclaimer's liveness check.
-	for _, id := range []int64{1011, 1012, 1013} {
+	for _, id := range []int64{1011, 1012, 1013, 1014} {
 		claim(id, octo, "octo/app", gpu, nil)
 	}
 	for id, want := range map[int64]job.State{1001: job.Claimed, 1002: job.Claimed, 1003: job.Queued, 1004: job.Failed, 1006: job.Queued, 1008: job.Failed} {
@@ -262,7 +262,11 @@ func TestNoSecretInAnyOutput(t *testing.T) {
 	clk.Advance(30 * time.Minute)
 	rec, err := wirereclaimer.New(ctx, wired(e, clk.Now, out("reclaimer")))
 	must(err)
-	gh.echo("/actions/jobs/", http.StatusBadGateway, 1) // a liveness check's job status
+	// A liveness check's job status answered with an error quoting the
+	// token: job 1014's, so the checks the other jobs stand for still run
+	// whatever order the pass takes them in.
+	fake.SetJob("octo", "app", ghfake.Job{ID: 1014, Status: "queued"})
+	gh.echo("/actions/jobs/1014", http.StatusBadGateway, 1)
 	for range 2 {
 		if err := rec.Handle(ctx, events.CloudWatchEvent{}); err != nil {
 			fmt.Fprintf(out("reclaimer"), "handler error: %v\n", err)
