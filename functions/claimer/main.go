@@ -6,11 +6,6 @@
 package main
 
 import (
-	"context"
-	"fmt"
-	"os"
-	"time"
-
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/ghclaim/ghclaim/shared/wire"
@@ -18,10 +13,5 @@ import (
 )
 
 func main() {
-	h, err := claimer.New(context.Background(), wire.Env{Getenv: os.Getenv, Out: os.Stdout, Now: time.Now})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "claimer:", err)
-		os.Exit(1)
-	}
-	lambda.Start(h)
+	lambda.Start(wire.Process("claimer", claimer.New))
 }

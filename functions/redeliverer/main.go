@@ -5,11 +5,6 @@
 package main
 
 import (
-	"context"
-	"fmt"
-	"os"
-	"time"
-
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/ghclaim/ghclaim/shared/wire"
@@ -17,10 +12,5 @@ import (
 )
 
 func main() {
-	h, err := redeliverer.New(context.Background(), wire.Env{Getenv: os.Getenv, Out: os.Stdout, Now: time.Now})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "redeliverer:", err)
-		os.Exit(1)
-	}
-	lambda.Start(h.Handle)
+	lambda.Start(wire.Process("redeliverer", redeliverer.New).Handle)
 }
