@@ -60,6 +60,9 @@ type transitionItem struct {
 	Class   string `dynamodbav:"c,omitempty"`
 	Error   string `dynamodbav:"e,omitempty"`
 	Actor   string `dynamodbav:"b"`
+	// Put is the creation entry's token: a random value only that put
+	// wrote (see CreateJob), stored as an eighth field; readers ignore it.
+	Put string `dynamodbav:"-"`
 }
 
 // historySep separates an entry's fields; errSep replaces it in error text.
@@ -74,10 +77,14 @@ func (it transitionItem) MarshalDynamoDBAttributeValue() (types.AttributeValue, 
 	if it.Attempt != nil {
 		attempt = strconv.Itoa(*it.Attempt)
 	}
-	return str(strings.Join([]string{
+	f := []string{
 		strconv.FormatInt(it.At, 10), it.From, it.To, attempt, it.Class,
 		strings.ReplaceAll(it.Error, historySep, errSep), it.Actor,
-	}, historySep)), nil
+	}
+	if it.Put != "" {
+		f = append(f, it.Put)
+	}
+	return str(strings.Join(f, historySep)), nil
 }
 
 // UnmarshalDynamoDBAttributeValue decodes an entry: the string form, or
@@ -94,8 +101,8 @@ func (it *transitionItem) UnmarshalDynamoDBAttributeValue(av types.AttributeValu
 		return nil
 	case *types.AttributeValueMemberS:
 		f := strings.Split(v.Value, historySep)
-		if len(f) != 7 {
-			return fmt.Errorf("history entry %q: %d fields, want 7", v.Value, len(f))
+		if len(f) != 7 && len(f) != 8 {
+			return fmt.Errorf("history entry %q: %d fields, want 7 (8 with a put's token)", v.Value, len(f))
 		}
 		at, err := strconv.ParseInt(f[0], 10, 64)
 		if err != nil {

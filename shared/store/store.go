@@ -49,6 +49,8 @@ package store
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -140,6 +142,11 @@ func (s *Store) CreateJob(ctx context.Context, r job.Record, now time.Time) (job
 	if err != nil {
 		return job.Record{}, err
 	}
+	created, err := creationEntry(r.History[0])
+	if err != nil {
+		return job.Record{}, err
+	}
+	item["history"] = &types.AttributeValueMemberL{Value: []types.AttributeValue{created}}
 	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:                           &s.table,
 		Item:                                item,
@@ -149,12 +156,45 @@ func (s *Store) CreateJob(ctx context.Context, r job.Record, now time.Time) (job
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
+		if wroteIt(ccf.Item, created) {
+			return r, nil // our own put, retried by the SDK after it took effect
+		}
 		return job.Record{}, conflict("create", r.JobID, ccf.Item)
 	}
 	if err != nil {
 		return job.Record{}, fmt.Errorf("create job %d: %w", r.JobID, err)
 	}
 	return r, nil
+}
+
+// creationEntry is the created record's one history entry, carrying a
+// random token of this put. An SDK retry of a put that took effect (a 500
+// or a timeout after DynamoDB applied it) is refused by its own condition;
+// the refusal's record carries the token, so the put is recognised as the
+// caller's own (wroteIt) instead of a duplicate delivery, which would send
+// no claim message and leave the job to the outbox grace. Identity and
+// created_at cannot tell the two apart: another delivery of the job may
+// create it in the same millisecond. The token rides in the entry the put
+// writes anyway: no attribute of its own on the webhook's hot path.
+func creationEntry(t job.Transition) (types.AttributeValue, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return nil, fmt.Errorf("create token: %w", err)
+	}
+	it := transitionItem{At: t.At, From: string(t.From), To: string(t.To), Actor: t.Actor, Put: hex.EncodeToString(b[:])}
+	return it.MarshalDynamoDBAttributeValue()
+}
+
+// wroteIt reports whether item (a refused create's current record) is the
+// one whose first history entry is created: this put's own.
+func wroteIt(item map[string]types.AttributeValue, created types.AttributeValue) bool {
+	l, ok := item["history"].(*types.AttributeValueMemberL)
+	if !ok || len(l.Value) == 0 {
+		return false
+	}
+	got, ok := l.Value[0].(*types.AttributeValueMemberS)
+	want, _ := created.(*types.AttributeValueMemberS)
+	return ok && want != nil && got.Value == want.Value
 }
 
 // conflict is the *job.ConflictError of a refused write to job id, carrying

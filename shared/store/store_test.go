@@ -460,3 +460,39 @@ func TestStaleSkipsRecordsThatMovedOn(t *testing.T) {
 		t.Fatalf("records %+v, undecodable %v; want job 303 only", p.Records, p.Undecodable)
 	}
 }
+
+// putTwice applies every PutItem twice and answers the second: what an SDK
+// retry of a put that took effect (a 500 or a timeout after DynamoDB
+// applied it) looks like to the store.
+type putTwice struct{ store.DynamoDB }
+
+func (p putTwice) PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	if _, err := p.DynamoDB.PutItem(ctx, in, optFns...); err != nil {
+		return nil, err
+	}
+	return p.DynamoDB.PutItem(ctx, in, optFns...)
+}
+
+// TestCreateRetriedAfterItTookEffect: the retried put's refusal carries the
+// record it wrote itself, which is a created job, not a duplicate delivery
+// (the webhook would send no claim message); another create of the same
+// job, even in the same millisecond, is still a conflict.
+func TestCreateRetriedAfterItTookEffect(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	s := store.New(putTwice{f.db}, f.table, store.Options{})
+	got, err := s.CreateJob(ctx, rec(131), t0)
+	if err != nil {
+		t.Fatalf("create retried after it took effect: %v, want the record", err)
+	}
+	if got.State != job.Pending || got.Version != 1 {
+		t.Errorf("created %s v%d, want pending v1", got.State, got.Version)
+	}
+	if r := f.get(t, 131); len(r.History) != 1 || r.History[0] != (job.Transition{At: t0.UnixMilli(), To: job.Pending, Actor: job.ActorWebhook}) {
+		t.Errorf("history %+v, want the creation entry alone (its token unseen by readers)", r.History)
+	}
+	var ce *job.ConflictError
+	if _, err := f.s.CreateJob(ctx, rec(131), t0); !errors.As(err, &ce) || !ce.Found {
+		t.Errorf("another delivery's create in the same millisecond: %v, want a conflict", err)
+	}
+}
