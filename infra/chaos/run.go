@@ -44,6 +44,10 @@ type Config struct {
 	// KillRate is the share of claimer invocations killed at a random
 	// call (0.1).
 	KillRate float64
+	// KillFirst kills the first claimer invocation at its first call,
+	// whatever the draws: a small run still has a kill to recover from
+	// (a random call index past an invocation's last call kills nothing).
+	KillFirst bool
 	// DuplicateRate is the share of deliveries GitHub sends twice (0.15).
 	DuplicateRate float64
 	// Seed makes the plan and the fault draws reproducible.
@@ -255,12 +259,14 @@ type run struct {
 	down     atomic.Bool // the webhook endpoint is unreachable
 	dups     dupSampler
 
-	closers  []func()
-	sem      chan struct{}
-	reqSeq   atomic.Int64
-	seedSeq  atomic.Uint64
-	stats    deliveryStats
-	throttle int64 // installation whose budget runs out
+	closers []func()
+	sem     chan struct{}
+	reqSeq  atomic.Int64
+	// firstKilled: KillFirst's kill has been armed.
+	firstKilled atomic.Bool
+	seedSeq     atomic.Uint64
+	stats       deliveryStats
+	throttle    int64 // installation whose budget runs out
 }
 
 type deliveryStats struct {
@@ -482,6 +488,9 @@ func (r *run) poll(ctx context.Context, worker int) {
 		killAt, after := 0, false
 		if r.inj.Float64() < r.cfg.KillRate {
 			killAt, after = 1+r.inj.Intn(maxCallsPerClaim), r.inj.Intn(2) == 0
+		}
+		if r.cfg.KillFirst && r.firstKilled.CompareAndSwap(false, true) {
+			killAt, after = 1, false
 		}
 		ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.FunctionTimeout)
 		inv := NewInvocation(r.inj, killAt, after, cancel)
