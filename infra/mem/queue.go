@@ -18,8 +18,6 @@ const (
 	maxDelay      = 900 * time.Second
 	maxVisibility = 12 * time.Hour
 	maxBodyBytes  = 256 * 1024
-	// maxBatch is SendMessageBatch's cap on entries.
-	maxBatch = 10
 )
 
 // Sent is one message a flow sent.
@@ -94,13 +92,11 @@ func (q *Queue) SendBatch(_ context.Context, msgs []job.Message, delays []time.D
 		}
 		return errs
 	}
-	switch {
-	case len(msgs) == 0:
+	if len(msgs) == 0 {
 		return errs
-	case len(msgs) > maxBatch:
-		return all(fmt.Errorf("send batch: AWS.SimpleQueueService.TooManyEntriesInBatchRequest: %d entries, at most %d", len(msgs), maxBatch))
-	case len(delays) != len(msgs):
-		return all(fmt.Errorf("send batch: %d delays for %d messages", len(delays), len(msgs)))
+	}
+	if err := job.CheckBatch(len(msgs), len(delays)); err != nil {
+		return all(err)
 	}
 	if err := q.fail("SendBatch"); err != nil {
 		return all(err)

@@ -55,3 +55,21 @@ func integer(raw map[string]json.RawMessage, name string, required bool, min int
 	}
 	return x, nil
 }
+
+// MaxBatch is SQS's cap on the entries of one SendMessageBatch: the most
+// messages a queue port's SendBatch takes in one call.
+const MaxBatch = 10
+
+// CheckBatch is a SendBatch's argument check, the same for every
+// implementation of the port: more than MaxBatch messages (SQS refuses
+// the call as TooManyEntriesInBatchRequest) or a delay count that does
+// not match sends nothing.
+func CheckBatch(msgs, delays int) error {
+	switch {
+	case msgs > MaxBatch:
+		return fmt.Errorf("send batch: AWS.SimpleQueueService.TooManyEntriesInBatchRequest: %d entries, at most %d", msgs, MaxBatch)
+	case delays != msgs:
+		return fmt.Errorf("send batch: %d delays for %d messages", delays, msgs)
+	}
+	return nil
+}

@@ -40,3 +40,16 @@ func TestDecodeMessage(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckBatch: the queue port's batch rules, shared by the SQS adapter
+// and the in-memory queue: up to MaxBatch messages, one delay each.
+func TestCheckBatch(t *testing.T) {
+	for _, tc := range []struct {
+		msgs, delays int
+		ok           bool
+	}{{1, 1, true}, {MaxBatch, MaxBatch, true}, {MaxBatch + 1, MaxBatch + 1, false}, {3, 2, false}} {
+		if err := CheckBatch(tc.msgs, tc.delays); (err == nil) != tc.ok {
+			t.Errorf("CheckBatch(%d, %d) = %v, want ok %v", tc.msgs, tc.delays, err, tc.ok)
+		}
+	}
+}

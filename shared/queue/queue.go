@@ -30,7 +30,7 @@ import (
 const MaxDelay = job.MaxDelay
 
 // MaxBatch is SQS's cap on the entries of one SendMessageBatch.
-const MaxBatch = 10
+const MaxBatch = job.MaxBatch
 
 // SQS is the part of the SQS API the queue uses.
 type SQS interface {
@@ -106,13 +106,11 @@ func (q *Queue) SendBatch(ctx context.Context, msgs []job.Message, delays []time
 		}
 		return errs
 	}
-	switch {
-	case len(msgs) == 0:
+	if len(msgs) == 0 {
 		return errs
-	case len(msgs) > MaxBatch:
-		return all(fmt.Errorf("send batch: %d messages, SQS takes at most %d per call", len(msgs), MaxBatch))
-	case len(delays) != len(msgs):
-		return all(fmt.Errorf("send batch: %d delays for %d messages", len(delays), len(msgs)))
+	}
+	if err := job.CheckBatch(len(msgs), len(delays)); err != nil {
+		return all(err)
 	}
 	in := &sqs.SendMessageBatchInput{QueueUrl: &q.url}
 	ids := map[string]int{}

@@ -130,7 +130,7 @@ type Queue interface {
 }
 
 // MaxBatch is SQS's cap on the entries of one SendMessageBatch.
-const MaxBatch = 10
+const MaxBatch = job.MaxBatch
 
 // Reason says why a record was taken back.
 type Reason string
