@@ -46,6 +46,11 @@ import (
 // emulator instead of launching moto_server.
 const EndpointEnv = "AWS_ENDPOINT_URL"
 
+// FactoryEnv names the Unix socket of a moto factory (StartFactory; make test runs the
+// suite under one): when it is set, and EndpointEnv is not, Start takes a fresh server of
+// its own from the factory instead of launching moto_server.
+const FactoryEnv = "GHCLAIM_MOTO_FACTORY"
+
 // Region is the region every emulator configuration uses.
 const Region = "us-east-1"
 
@@ -61,16 +66,26 @@ type Server struct {
 	// Endpoint is the base URL of the emulator, e.g. http://127.0.0.1:41234.
 	Endpoint string
 
-	cmd       *exec.Cmd     // nil for an external endpoint
-	exited    chan struct{} // closed when cmd has exited
+	cmd       *exec.Cmd     // nil for an external endpoint or a factory's server
+	lifeline  *net.UnixConn // a factory's server lives while this is open
+	exited    chan struct{} // closed when cmd, or the factory's server, has exited
 	closeOnce sync.Once
 }
 
-// Start returns the emulator named by AWS_ENDPOINT_URL, or else launches moto_server on a free
-// 127.0.0.1 port and waits (at most 20 s) until it answers. Call Close when done.
+// Start returns the emulator named by AWS_ENDPOINT_URL; or else a fresh server from the
+// factory named by GHCLAIM_MOTO_FACTORY; or else launches moto_server on a free 127.0.0.1
+// port. It waits (at most 20 s) until the server answers. Call Close when done.
 func Start(ctx context.Context) (*Server, error) {
 	if ep := os.Getenv(EndpointEnv); ep != "" {
 		return &Server{Endpoint: ep}, nil
+	}
+	if path := os.Getenv(FactoryEnv); path != "" {
+		s, err := fromFactory(ctx, path)
+		if err == nil {
+			return s, nil
+		}
+		// The factory is a speed-up: without it, the test launches its own server.
+		fmt.Fprintf(os.Stderr, "emulator: %v; launching moto_server instead\n", err)
 	}
 	bin, err := exec.LookPath("moto_server")
 	if err != nil {
@@ -199,9 +214,22 @@ func (s *Server) Env() map[string]string {
 	}
 }
 
-// Close stops the moto_server process group that Start launched and waits for it to exit. It
-// does nothing for an external endpoint and is safe to call more than once.
+// Close stops the moto_server process group that Start launched, or the factory's server it
+// was given, and waits for it to exit. It does nothing for an external endpoint and is safe to
+// call more than once.
 func (s *Server) Close() {
+	if s.lifeline != nil {
+		s.closeOnce.Do(func() {
+			// Half-closed, the server sees EOF and exits; its exit closes its end.
+			_ = s.lifeline.CloseWrite()
+			select {
+			case <-s.exited:
+			case <-time.After(5 * time.Second):
+			}
+			_ = s.lifeline.Close()
+		})
+		return
+	}
 	if s.cmd == nil {
 		return
 	}

@@ -17,6 +17,7 @@ import (
 
 func TestStartServesTheAWSAPIAndCloseStopsIt(t *testing.T) {
 	t.Setenv(EndpointEnv, "") // this test is about the moto_server we launch ourselves
+	t.Setenv(FactoryEnv, "")
 	ctx := context.Background()
 	srv, err := Start(ctx)
 	if err != nil {
@@ -41,16 +42,22 @@ func TestStartServesTheAWSAPIAndCloseStopsIt(t *testing.T) {
 		t.Errorf("images: got %d %v, want moto_amis.json's 3, ami-03cf127a first", len(ids), ids)
 	}
 
+	closedAndStopped(t, srv, client)
+	srv.Close() // idempotent
+}
+
+// closedAndStopped closes srv and checks that its server has exited and no longer answers.
+func closedAndStopped(t *testing.T, srv *Server, client *sqs.Client) {
+	t.Helper()
 	srv.Close()
 	select {
 	case <-srv.exited:
 	default:
-		t.Fatal("moto_server still running after Close")
+		t.Fatalf("the server at %s still running after Close", srv.Endpoint)
 	}
-	if _, err := client.ListQueues(ctx, &sqs.ListQueuesInput{}); err == nil {
+	if _, err := client.ListQueues(context.Background(), &sqs.ListQueuesInput{}); err == nil {
 		t.Fatalf("ListQueues after Close succeeded; the emulator at %s is still answering", srv.Endpoint)
 	}
-	srv.Close() // idempotent
 }
 
 func TestStartAdoptsExternalEndpointAndNeverStopsIt(t *testing.T) {
@@ -72,6 +79,7 @@ func TestStartAdoptsExternalEndpointAndNeverStopsIt(t *testing.T) {
 
 func TestStartWithoutMotoExplainsHowToGetOne(t *testing.T) {
 	t.Setenv(EndpointEnv, "")
+	t.Setenv(FactoryEnv, "")
 	t.Setenv("PATH", t.TempDir())
 	_, err := Start(context.Background())
 	if err == nil {

@@ -5,6 +5,25 @@
 # conditional writes to one item can both succeed. Real DynamoDB never allows
 # that, and ghclaim's correctness (one record, one message, one lease winner)
 # rests on it. One lock around the backend's item operations restores it.
+#
+# With --factory PATH it is a moto_server factory instead (make test starts
+# one): it imports moto once, warms the services ghclaim's tests use, then
+# forks a fresh, isolated server for each client that asks. A cold
+# moto_server costs a second and a half of CPU in imports, and each service's
+# first request more (EC2 builds its default VPC, CloudFormation imports its
+# resource models); make test runs about twenty test binaries that each start
+# one. A forked server is ready at once, yet its state is its own: the parent
+# never serves a request, so every child starts as a fresh moto_server would.
+#
+# The factory's protocol, on the Unix socket PATH: a client connects and reads
+# one line, the port of its server on 127.0.0.1 (or "error: ..."). The server
+# lives as long as that connection: when the client half-closes it, or dies,
+# the server exits. The factory exits when its standard input closes (the
+# command that started it went away). Its servers' DynamoDB is atomic too.
+import os
+import select
+import signal
+import socket
 import sys
 import threading
 
@@ -29,6 +48,81 @@ for _name in (
 ):
     setattr(DynamoDBBackend, _name, _locked(getattr(DynamoDBBackend, _name)))
 
-from moto.server import main  # noqa: E402
 
-main(sys.argv[1:])
+from moto.core import DEFAULT_ACCOUNT_ID
+from moto.backends import get_backend
+from moto.moto_server.werkzeug_app import (
+    DomainDispatcherApplication,
+    create_backend_app,
+)
+from werkzeug.serving import make_server
+
+REGION = "us-east-1"
+# The services the tests and template.yaml reach, warmed in the parent.
+SERVICES = (
+    "dynamodb", "sqs", "ec2", "ssm", "secretsmanager", "cloudformation",
+    "scheduler", "sts", "iam", "logs", "sns", "kms", "cloudwatch", "lambda",
+    "events",
+)
+
+
+def warm(app):
+    for svc in SERVICES:
+        try:
+            app.app_instances[svc] = create_backend_app(svc)
+            backends = get_backend(svc)
+            regions = backends[DEFAULT_ACCOUNT_ID]
+            _ = regions[REGION] if REGION in regions.regions else regions["global"]
+        except Exception as err:  # a service this moto lacks: served cold
+            print(f"moto factory: {svc} not warmed: {err}", flush=True)
+
+
+def watch(conn):
+    try:
+        while conn.recv(1024):
+            pass
+    finally:
+        os._exit(0)
+
+
+def serve(conn, app):
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):  # the factory's pipes are not the server's to hold
+        os.dup2(null, fd)
+    try:
+        srv = make_server("127.0.0.1", 0, app, threaded=True)
+    except Exception as err:
+        conn.sendall(f"error: {err}\n".encode())
+        os._exit(1)
+    conn.sendall(f"{srv.server_port}\n".encode())
+    threading.Thread(target=watch, args=(conn,), daemon=True).start()
+    srv.serve_forever()
+    os._exit(0)
+
+
+def factory(path):
+    app = DomainDispatcherApplication(create_backend_app)
+    warm(app)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
+    ls = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    ls.bind(path)
+    ls.listen(16)
+    print("ready", flush=True)
+    while True:
+        ready, _, _ = select.select([ls, sys.stdin], [], [])
+        if sys.stdin in ready and not os.read(sys.stdin.fileno(), 1024):
+            return
+        if ls in ready:
+            conn, _ = ls.accept()
+            if os.fork() == 0:
+                ls.close()
+                serve(conn, app)
+            conn.close()
+
+
+if len(sys.argv) == 3 and sys.argv[1] == "--factory":
+    factory(sys.argv[2])
+else:
+    from moto.server import main
+
+    main(sys.argv[1:])
