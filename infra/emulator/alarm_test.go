@@ -83,6 +83,69 @@ func TestAlarmsAndDashboardWatchMetricsTheCodeWrites(t *testing.T) {
 	}
 }
 
+// paged are the metrics an operator must be paged for, fleet-wide ({function} only, so one
+// alarm covers every pool and class), each also on the dashboard. A metric the code writes but
+// nothing watches is silent: lease_taken_over (claimers dying mid-claim) was one.
+var paged = []struct{ function, metric string }{
+	{"claimer", "abandoned"},
+	{"reclaimer", "ReclaimAbandoned"},
+	{"claimer", "failed"},
+	{"reclaimer", "Reclaimed"},
+	{"claimer", "RateRemaining"},
+	{"webhook", "TimeToRunner"},
+	{"claimer", "lease_taken_over"},
+}
+
+// Each paged metric is written by the code under {function}, read by an alarm under exactly
+// that dimension set, the alarm notifies the alarm topic (when it fires and when it clears), and
+// a dashboard widget graphs the metric. With TestAlarmsAndDashboardWatchMetricsTheCodeWrites
+// this pins the alarm to what the code emits.
+func TestPagedMetricsHaveAnAlarmAndAWidget(t *testing.T) {
+	t.Parallel()
+	path, err := TemplatePath()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := projectTemplate(t)
+	ns := dig(tmpl, "Globals", "Function", "Environment", "Variables", "METRICS_NAMESPACE")
+	emitted := emittedMetrics(t, filepath.Dir(path))
+	alarms := alarmMetrics(t, tmpl)
+	widgets := dashboardMetrics(t, tmpl, ns)
+	topic := []any{ref("AlarmTopic")}
+	for _, p := range paged {
+		t.Run(p.function+"/"+p.metric, func(t *testing.T) {
+			t.Parallel()
+			fleet := []string{"function"}
+			if !slices.ContainsFunc(emitted[p.function][p.metric], func(s []string) bool { return slices.Equal(s, fleet) }) {
+				t.Fatalf("the %s does not write %s under {function} (it writes %v)", p.function, p.metric, emitted[p.function][p.metric])
+			}
+			reads := func(r metricRef) bool {
+				return r.name == p.metric && r.dims["function"] == p.function && reflect.DeepEqual(r.namespace, ns)
+			}
+			var ids []string
+			for _, r := range alarms {
+				if reads(r) && len(r.dims) == 1 {
+					ids = append(ids, strings.TrimPrefix(r.where, "alarm "))
+				}
+			}
+			if len(ids) == 0 {
+				t.Fatalf("no alarm reads %s of the %s fleet-wide (dimensions {function} only)", p.metric, p.function)
+			}
+			for _, id := range ids {
+				props, _ := dig(tmpl, "Resources", id, "Properties").(map[string]any)
+				for _, key := range []string{"AlarmActions", "OKActions"} {
+					if got := list(props[key]); !reflect.DeepEqual(got, topic) {
+						t.Errorf("alarm %s: %s %v, want %v", id, key, got, topic)
+					}
+				}
+			}
+			if !slices.ContainsFunc(widgets, reads) {
+				t.Errorf("no dashboard widget graphs %s of the %s", p.metric, p.function)
+			}
+		})
+	}
+}
+
 func dig(v any, path ...string) any {
 	for _, k := range path {
 		m, ok := v.(map[string]any)

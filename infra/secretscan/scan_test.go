@@ -10,6 +10,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -332,10 +333,42 @@ func TestNoSecretInAnyOutput(t *testing.T) {
 		fmt.Fprintf(out("cli stdout"), "exit %d\n", code)
 	}
 
+	// The claimer's hold path and every function's start-up errors
+	// (startup_test.go), with secrets of their own planted.
+	kit := startKit{env: e, now: clk.Now, out: out, sm: sm, keyPEM: keyPEM,
+		queued: func(id int64) events.SQSEvent {
+			t.Helper()
+			if code := deliver(fmt.Sprintf("guid-queued-%d", id), "workflow_job", payload("queued", "octo/app", id, octo, gpu, ""), hookNew); code != http.StatusAccepted {
+				t.Fatalf("queued delivery of job %d: status %d", id, code)
+			}
+			var mine []sqsMessage
+			for _, m := range receive() {
+				if strings.Contains(m.body, fmt.Sprintf(`"job_id":%d,`, id)) {
+					mine = append(mine, m)
+				}
+			}
+			if len(mine) != 1 {
+				t.Fatalf("job %d: %d claim messages, want 1", id, len(mine))
+			}
+			return sqsEvent(stack.QueueARN, mine)
+		},
+		record: func(id int64) job.Record {
+			t.Helper()
+			rec, err := st.Get(ctx, id)
+			must(err)
+			return rec
+		},
+	}
+	planted := driveHold(t, ctx, kit)
+	maps.Copy(planted, driveStartup(t, ctx, kit))
+
 	// The secrets: configured, recorded at the stand-in, and derived.
 	var set secretscan.Set
 	for name, v := range map[string]string{"webhook secret (new)": hookNew, "webhook secret (old)": hookOld,
 		"forged webhook secret": hookWrong, "AWS secret access key": awsSecretKey, "AWS session token": awsSession} {
+		set.Add(name, v)
+	}
+	for name, v := range planted {
 		set.Add(name, v)
 	}
 	forms, err := secretscan.KeyForms([]byte(keyPEM))

@@ -29,6 +29,7 @@ import (
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/obs"
 	"github.com/ghclaim/ghclaim/shared/pool"
+	"github.com/ghclaim/ghclaim/shared/redact"
 )
 
 // Getenv looks a variable up (os.Getenv in main, a map in tests).
@@ -123,6 +124,12 @@ type Reclaimer struct {
 	LivenessMaxChecks int
 }
 
+// quote is a bad value as its error quotes it: through redact.Input, so a
+// secret pasted into the wrong variable (the webhook secret as
+// GITHUB_APP_ID, the App key as LOG_LEVEL) is named by its variable but
+// never printed (main prints a start-up error on stderr, unredacted).
+func quote(s string) string { return strconv.Quote(redact.Input(s)) }
+
 type reader struct {
 	get  Getenv
 	errs []error
@@ -145,7 +152,7 @@ func (r *reader) duration(v string, def time.Duration) time.Duration {
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil || d <= 0 {
-		r.fail(v, fmt.Errorf("%q is not a positive duration like 90m or 30s", s))
+		r.fail(v, fmt.Errorf("%s is not a positive duration like 90m or 30s", quote(s)))
 		return def
 	}
 	return d
@@ -158,7 +165,7 @@ func (r *reader) integer(v string, def int64, min int64) int64 {
 	}
 	x, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || x < min {
-		r.fail(v, fmt.Errorf("%q is not an integer ≥ %d", s, min))
+		r.fail(v, fmt.Errorf("%s is not an integer ≥ %d", quote(s), min))
 		return def
 	}
 	return x
@@ -197,7 +204,7 @@ func (r *reader) common() Common {
 		c.LogLevel = "info"
 	case "debug", "info", "warn", "error":
 	default:
-		r.fail("LOG_LEVEL", fmt.Errorf("%q: want debug, info, warn or error", c.LogLevel))
+		r.fail("LOG_LEVEL", fmt.Errorf("%s: want debug, info, warn or error", quote(c.LogLevel)))
 	}
 	return c
 }
@@ -216,9 +223,9 @@ func (r *reader) namespace() string {
 	case len(s) > 255:
 		r.fail(v, fmt.Errorf("%d characters; CloudWatch allows at most 255", len(s)))
 	case strings.HasPrefix(s, "AWS/"):
-		r.fail(v, fmt.Errorf("%q: the AWS/ prefix is reserved for AWS services", s))
+		r.fail(v, fmt.Errorf("%s: the AWS/ prefix is reserved for AWS services", quote(s)))
 	case strings.IndexFunc(s, badNamespaceRune) >= 0:
-		r.fail(v, fmt.Errorf("%q: CloudWatch allows only letters, digits, space and . - _ / # :", s))
+		r.fail(v, fmt.Errorf("%s: CloudWatch allows only letters, digits, space and . - _ / # :", quote(s)))
 	}
 	return s
 }
@@ -247,7 +254,7 @@ func (r *reader) githubApp() GitHubApp {
 	if c.GitHubAPIURL == "" {
 		c.GitHubAPIURL = DefaultGitHubAPIURL
 	} else if !strings.HasPrefix(c.GitHubAPIURL, "https://") && !strings.HasPrefix(c.GitHubAPIURL, "http://") {
-		r.fail("GITHUB_API_URL", fmt.Errorf("%q is not an http(s) URL", c.GitHubAPIURL))
+		r.fail("GITHUB_API_URL", fmt.Errorf("%s is not an http(s) URL", quote(c.GitHubAPIURL)))
 	}
 	return c
 }
@@ -295,7 +302,7 @@ func LoadClaimer(get Getenv) (Claimer, error) {
 	for i, part := range strings.Split(ladder, ",") {
 		d, err := time.ParseDuration(strings.TrimSpace(part))
 		if err != nil || d <= 0 {
-			r.fail("RETRY_LADDER", fmt.Errorf("element %d %q is not a positive duration", i+1, strings.TrimSpace(part)))
+			r.fail("RETRY_LADDER", fmt.Errorf("element %d %s is not a positive duration", i+1, quote(strings.TrimSpace(part))))
 			continue
 		}
 		c.Ladder = append(c.Ladder, d)
@@ -395,7 +402,7 @@ func LoadRedeliverer(get Getenv) (Redeliverer, error) {
 		c.LogLevel = "info"
 	case "debug", "info", "warn", "error":
 	default:
-		r.fail("LOG_LEVEL", fmt.Errorf("%q: want debug, info, warn or error", c.LogLevel))
+		r.fail("LOG_LEVEL", fmt.Errorf("%s: want debug, info, warn or error", quote(c.LogLevel)))
 	}
 	return c, r.err()
 }

@@ -124,6 +124,51 @@ func TestErrorsNameTheVariable(t *testing.T) {
 	}
 }
 
+// TestErrorsNeverQuoteASecret: a secret pasted into a variable whose bad
+// value the error describes (a swapped parameter, a local .env) is named by
+// its variable, never quoted: main prints the error on stderr as it is.
+// A harmless bad value is still quoted.
+func TestErrorsNeverQuoteASecret(t *testing.T) {
+	t.Parallel()
+	const hook = "5ec5ca9e0f1b2c3d4e5f60718293a4b5c6d7e8f9" // GitHub's webhook secret shape: lower-case hex
+	key := "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA0Z3VS5JJcds3xfnQdVx8qO4r2Jm\n-----END RSA PRIVATE KEY-----"
+	jit := "eyIuY3JlZGVudGlhbHMiOiJleUpFWVhSaElqcDdJa0YxZEdodmNtbDZZWFJwYjI1VmNtd2lPaUpv"
+	tests := []struct {
+		name, variable, value, secret string
+		load                          func(Getenv) error
+	}{
+		{"webhook secret as app id", "GITHUB_APP_ID", hook, hook, claimer},
+		{"key as app id", "GITHUB_APP_ID", key, "MIIEpAIBAAKCAQEA0Z3VS5JJcds3xfn", claimer},
+		{"webhook secret as level", "LOG_LEVEL", hook, hook, reclaimer},
+		{"webhook secret as body cap", "MAX_BODY_BYTES", hook, hook, webhook},
+		{"webhook secret as api url", "GITHUB_API_URL", hook, hook, claimer},
+		{"webhook secret in the ladder", "RETRY_LADDER", "30s," + hook, hook, claimer},
+		{"webhook secret as max age", "MAX_AGE", hook, hook, reclaimer},
+		{"jit config as namespace", "METRICS_NAMESPACE", jit + "!", jit[:24], webhook},
+		{"harmless value quoted", "LOG_LEVEL", "loud", "", reclaimer},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			m := base()
+			m[tt.variable] = tt.value
+			err := tt.load(env(m))
+			if err == nil || !strings.Contains(err.Error(), tt.variable) {
+				t.Fatalf("got %v, want an error naming %s", err, tt.variable)
+			}
+			if tt.secret == "" {
+				if !strings.Contains(err.Error(), `"`+tt.value+`"`) {
+					t.Errorf("got %q, want it to quote %q", err, tt.value)
+				}
+				return
+			}
+			if strings.Contains(err.Error(), tt.secret) {
+				t.Errorf("got %q: it quotes the secret", err)
+			}
+		})
+	}
+}
+
 func webhook(g Getenv) error   { _, err := LoadWebhook(g); return err }
 func claimer(g Getenv) error   { _, err := LoadClaimer(g); return err }
 func reclaimer(g Getenv) error { _, err := LoadReclaimer(g); return err }

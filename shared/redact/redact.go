@@ -56,6 +56,22 @@ func String(s string) string {
 	})
 }
 
+// inputRun is a run long enough to be a credential whatever its case mix.
+var inputRun = regexp.MustCompile(`[A-Za-z0-9+/=_]{20,}`)
+
+// Input returns s, a text that quotes configuration input back (a start-up
+// error describing a bad value), with String's redactions and every run of
+// 20 or more characters of the credential alphabet masked, whatever its
+// case mix: a secret pasted into the wrong variable must not be quoted, and
+// a webhook secret as GitHub generates it (40 lower-case hex characters)
+// has no upper-case letter, so String's mixed-case rule lets it through.
+// Bad values worth quoting (a duration, a number, a level, a URL) are
+// short or broken up by '.', ':', '-' or ' ' ('-' is left out of the run so
+// that UUIDs and hyphenated names survive; hex and base64 secrets have none).
+func Input(s string) string {
+	return inputRun.ReplaceAllString(String(s), Mask)
+}
+
 // Error returns err with its text passed through String, for an error a
 // handler returns (Lambda logs it); errors.Is and errors.As still see err.
 // Error(nil) is nil.

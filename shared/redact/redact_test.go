@@ -56,3 +56,25 @@ func TestError(t *testing.T) {
 		t.Error("errors.Is no longer finds the wrapped error")
 	}
 }
+
+func TestInput(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, in, want string
+	}{
+		{"lower-case hex webhook secret", `"5ec5ca9e0f1b2c3d4e5f60718293a4b5c6d7e8f9" is not an integer ≥ 1`, `"[redacted]" is not an integer ≥ 1`},
+		{"pem key", `"-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA0Z3VS5JJcds3xfn\n-----END RSA PRIVATE KEY-----" is not an integer`, `"[redacted]" is not an integer`},
+		{"escaped pem body", `"MIIEpAIBAAKCAQEA0Z3VS5JJcds3xfn\nAbc" bad`, `"[redacted]\nAbc" bad`},
+		{"duration kept", `"90x" is not a positive duration like 90m or 30s`, `"90x" is not a positive duration like 90m or 30s`},
+		{"level kept", `"verbose": want debug, info, warn or error`, `"verbose": want debug, info, warn or error`},
+		{"url kept", `"ghe.example.com/api/v3" is not an http(s) URL`, `"ghe.example.com/api/v3" is not an http(s) URL`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := redact.Input(tt.in); got != tt.want {
+				t.Errorf("Input(%q)\n got %q\nwant %q", tt.in, got, tt.want)
+			}
+		})
+	}
+}

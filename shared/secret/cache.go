@@ -137,17 +137,17 @@ func (c *Cache) Rotation(ctx context.Context) ([][]byte, error) {
 
 func (c *Cache) fetch(ctx context.Context) (string, error) {
 	if c.sm == nil {
-		return "", fmt.Errorf("secret %s: no Secrets Manager client", c.arn)
+		return "", fmt.Errorf("secret %s: no Secrets Manager client", shown(c.arn))
 	}
 	out, err := c.sm.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: &c.arn})
 	var nf *smtypes.ResourceNotFoundException
 	switch {
 	case errors.As(err, &nf):
-		return "", fmt.Errorf("secret %s: %w", c.arn, ErrNotSet)
+		return "", fmt.Errorf("secret %s: %w", shown(c.arn), ErrNotSet)
 	case err != nil:
-		return "", fmt.Errorf("secret %s: %w", c.arn, err)
+		return "", fmt.Errorf("secret %s: %w", shown(c.arn), err)
 	case out.SecretString == nil || strings.TrimSpace(*out.SecretString) == "" || isPlaceholder(*out.SecretString):
-		return "", fmt.Errorf("secret %s: %w", c.arn, ErrNotSet)
+		return "", fmt.Errorf("secret %s: %w", shown(c.arn), ErrNotSet)
 	}
 	return *out.SecretString, nil
 }

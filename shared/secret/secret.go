@@ -12,6 +12,9 @@
 // crash loop. A failed read is remembered for a short Retry so a function
 // waiting for its secret does not ask Secrets Manager on every request.
 //
+// Errors name a secret by its ARN; an id that is not an ARN is named only
+// through redact.Input, as it may be the secret pasted in the wrong place.
+//
 // This package must never log, print or wrap a secret value into an error.
 package secret
 
@@ -22,6 +25,8 @@ import (
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+
+	"github.com/ghclaim/ghclaim/shared/redact"
 )
 
 // SecretsManager is the part of the Secrets Manager API used here.
@@ -44,14 +49,14 @@ func Resolve(ctx context.Context, sm SecretsManager, arn, plain string) (string,
 		return plain, nil
 	}
 	if sm == nil {
-		return "", fmt.Errorf("secret %s: no Secrets Manager client", arn)
+		return "", fmt.Errorf("secret %s: no Secrets Manager client", shown(arn))
 	}
 	out, err := sm.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: &arn})
 	if err != nil {
-		return "", fmt.Errorf("secret %s: %w", arn, err)
+		return "", fmt.Errorf("secret %s: %w", shown(arn), err)
 	}
 	if out.SecretString == nil || strings.TrimSpace(*out.SecretString) == "" {
-		return "", fmt.Errorf("secret %s: %w", arn, ErrEmpty)
+		return "", fmt.Errorf("secret %s: %w", shown(arn), ErrEmpty)
 	}
 	return *out.SecretString, nil
 }
@@ -65,4 +70,15 @@ func Split(v string) []string {
 		}
 	}
 	return out
+}
+
+// shown is the secret's id as an error names it: an ARN as it is (the
+// operator needs it), any other id through redact.Input, since a variable
+// meant for an ARN may hold the secret itself (pasted in the wrong place),
+// and a webhook secret of GitHub's shape passes the logs' redaction.
+func shown(id string) string {
+	if strings.HasPrefix(id, "arn:") {
+		return id
+	}
+	return redact.Input(id)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	smtypes "github.com/aws/aws-sdk-go-v2/service/secretsmanager/types"
 )
 
 type fakeSM struct {
@@ -78,5 +79,28 @@ func TestSplit(t *testing.T) {
 	got := Split(" new , old,,")
 	if len(got) != 2 || got[0] != "new" || got[1] != "old" {
 		t.Fatalf("got %q, want [new old]", got)
+	}
+}
+
+// TestErrorNeverQuotesASecretPastedForItsARN: a variable meant for the
+// secret's ARN that holds the secret itself (a webhook secret of GitHub's
+// shape, lower-case hex, which the logs' shape redaction lets through) is
+// not quoted back by the error; an ARN still is.
+func TestErrorNeverQuotesASecretPastedForItsARN(t *testing.T) {
+	t.Parallel()
+	const pasted = "5ec5ca9e0f1b2c3d4e5f60718293a4b5c6d7e8f9"
+	notFound := &smtypes.ResourceNotFoundException{Message: aws.String("Secrets Manager can't find the specified secret.")}
+	for _, id := range []string{pasted, "arn:aws:secretsmanager:us-east-1:1:secret:webhook"} {
+		_, rerr := Resolve(context.Background(), &fakeSM{err: errors.New("ValidationException")}, id, "")
+		_, cerr := NewCache(&fakeSM{err: notFound}, id, "", CacheOptions{}).Get(context.Background())
+		for _, err := range []error{rerr, cerr} {
+			leaked := err == nil || strings.Contains(err.Error(), pasted)
+			if id == pasted && leaked {
+				t.Errorf("got %v, want an error that does not quote the pasted secret", err)
+			}
+			if id != pasted && (err == nil || !strings.Contains(err.Error(), id)) {
+				t.Errorf("got %v, want an error naming the ARN %s", err, id)
+			}
+		}
 	}
 }
