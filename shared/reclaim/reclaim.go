@@ -137,8 +137,9 @@ type Reason string
 
 // Reasons for a take-back.
 const (
-	// LeaseExpired: claiming with an expired lease; the claimer died.
-	LeaseExpired Reason = "lease_expired"
+	// LeaseExpired: claiming with an expired lease; the claimer died. The
+	// same word as the claimer's takeover, in history entries and metrics.
+	LeaseExpired Reason = job.ReasonLeaseExpired
 	// OutboxLost: pending past its grace; the webhook's send was lost.
 	OutboxLost Reason = "outbox_lost"
 	// MessageLost: queued long past due_at; the message was lost or dead-lettered.
