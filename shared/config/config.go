@@ -191,7 +191,7 @@ func (r *reader) common() Common {
 		PendingGrace:   r.duration("PENDING_GRACE", DefaultPendingGrace),
 		QueuedGrace:    r.duration("QUEUED_GRACE", DefaultQueuedGrace),
 		RecordTTL:      r.duration("RECORD_TTL", DefaultRecordTTL),
-		LogLevel:       strings.ToLower(strings.TrimSpace(r.get("LOG_LEVEL"))),
+		LogLevel:       r.logLevel(),
 	}
 	c.MetricsNamespace = r.namespace()
 	// The job record is the webhook's dedup key: it must outlive GitHub's
@@ -199,14 +199,21 @@ func (r *reader) common() Common {
 	if c.RecordTTL < 72*time.Hour {
 		r.fail("RECORD_TTL", fmt.Errorf("%s is shorter than GitHub's 3-day redelivery window", c.RecordTTL))
 	}
-	switch c.LogLevel {
-	case "":
-		c.LogLevel = "info"
-	case "debug", "info", "warn", "error":
-	default:
-		r.fail("LOG_LEVEL", fmt.Errorf("%s: want debug, info, warn or error", quote(c.LogLevel)))
-	}
 	return c
+}
+
+// logLevel reads LOG_LEVEL: debug, info (the default), warn or error, in
+// any case. Anything else fails the cold start, naming the variable.
+func (r *reader) logLevel() string {
+	l := strings.ToLower(strings.TrimSpace(r.get("LOG_LEVEL")))
+	switch l {
+	case "":
+		return "info"
+	case "debug", "info", "warn", "error":
+		return l
+	}
+	r.fail("LOG_LEVEL", fmt.Errorf("%s: want debug, info, warn or error", quote(l)))
+	return "info"
 }
 
 // namespace reads METRICS_NAMESPACE under CloudWatch's rules for a
@@ -350,16 +357,13 @@ func LoadJanitor(get Getenv) (Janitor, error) {
 	r := &reader{get: get}
 	c := Janitor{
 		TableName:        r.required("TABLE_NAME"),
-		LogLevel:         strings.ToLower(strings.TrimSpace(get("LOG_LEVEL"))),
+		LogLevel:         r.logLevel(),
 		MetricsNamespace: r.namespace(),
 		GitHubApp:        r.githubApp(),
 		Pools:            r.pools(),
 		UnknownGrace:     r.duration("JANITOR_UNKNOWN_GRACE", time.Hour),
 		ConfigGrace:      r.duration("JANITOR_CONFIG_GRACE", 15*time.Minute),
 		MaxCalls:         int(r.integer("JANITOR_MAX_CALLS", 100, 1)),
-	}
-	if c.LogLevel == "" {
-		c.LogLevel = "info"
 	}
 	return c, r.err()
 }
@@ -387,7 +391,7 @@ func LoadRedeliverer(get Getenv) (Redeliverer, error) {
 	r := &reader{get: get}
 	c := Redeliverer{
 		TableName:        r.required("TABLE_NAME"),
-		LogLevel:         strings.ToLower(strings.TrimSpace(get("LOG_LEVEL"))),
+		LogLevel:         r.logLevel(),
 		MetricsNamespace: r.namespace(),
 		GitHubApp:        r.githubApp(),
 		Window:           r.duration("REDELIVERY_WINDOW", 3*time.Hour),
@@ -396,13 +400,6 @@ func LoadRedeliverer(get Getenv) (Redeliverer, error) {
 	}
 	if c.Window > 72*time.Hour {
 		r.fail("REDELIVERY_WINDOW", fmt.Errorf("%s is longer than GitHub's 72h retention of the delivery log", c.Window))
-	}
-	switch c.LogLevel {
-	case "":
-		c.LogLevel = "info"
-	case "debug", "info", "warn", "error":
-	default:
-		r.fail("LOG_LEVEL", fmt.Errorf("%s: want debug, info, warn or error", quote(c.LogLevel)))
 	}
 	return c, r.err()
 }

@@ -98,6 +98,8 @@ func TestErrorsNameTheVariable(t *testing.T) {
 		{"bad api url", claimer, map[string]string{"GITHUB_API_URL": "api.github.com"}, nil, "GITHUB_API_URL"},
 		{"bad shards", reclaimer, map[string]string{"SWEEP_SHARDS": "0"}, nil, "SWEEP_SHARDS"},
 		{"bad level", reclaimer, map[string]string{"LOG_LEVEL": "loud"}, nil, "LOG_LEVEL"},
+		{"janitor: bad level", janitor, map[string]string{"LOG_LEVEL": "loud"}, nil, "LOG_LEVEL"},
+		{"redeliverer: bad level", redeliverer, map[string]string{"LOG_LEVEL": "verbose"}, nil, "LOG_LEVEL"},
 		{"reclaimer: no app id", reclaimer, nil, []string{"GITHUB_APP_ID"}, "GITHUB_APP_ID"},
 		{"reclaimer: no key", reclaimer, nil, []string{"GITHUB_APP_PRIVATE_KEY"}, "GITHUB_APP_PRIVATE_KEY_ARN"},
 		{"reclaimer: no pools", reclaimer, nil, []string{"RUNNER_POOLS"}, "RUNNER_POOLS"},
@@ -172,6 +174,11 @@ func TestErrorsNeverQuoteASecret(t *testing.T) {
 func webhook(g Getenv) error   { _, err := LoadWebhook(g); return err }
 func claimer(g Getenv) error   { _, err := LoadClaimer(g); return err }
 func reclaimer(g Getenv) error { _, err := LoadReclaimer(g); return err }
+func janitor(g Getenv) error   { _, err := LoadJanitor(g); return err }
+func redeliverer(g Getenv) error {
+	_, err := LoadRedeliverer(g)
+	return err
+}
 
 func TestLoadRedeliverer(t *testing.T) {
 	t.Parallel()
