@@ -30,6 +30,9 @@ func TestSharedRateReadOnlyWhenOwnReadingIsNotEnough(t *testing.T) {
 	}{
 		{name: "fresh and ample", own: reading(4000, time.Second), reads: 0},
 		{name: "fresh, just above the threshold", own: reading(501, time.Second), reads: 0},
+		// A concurrent worker's response lands after this message's now.
+		{name: "observed just after now", own: reading(4000, -time.Second), reads: 0},
+		{name: "observed RateRefresh ahead (a skewed clock)", own: reading(4000, -claim.DefaultRateRefresh), reads: 1},
 		{name: "fresh but low", own: reading(500, time.Second), reads: 1},
 		{name: "fresh and exhausted", own: reading(0, time.Second), reads: 1, state: job.Queued},
 		{name: "RateRefresh old", own: reading(4000, claim.DefaultRateRefresh), reads: 1},

@@ -87,8 +87,11 @@ func (c *Claimer) readRate(ctx context.Context, inst int64, now time.Time) (rate
 }
 
 // settled reports whether r, this process's reading, needs no shared read
-// at now: observed less than RateRefresh ago and not Low (see readRate).
+// at now: observed less than RateRefresh from now and not Low (see
+// readRate). Either side of now: now is read when a message starts, and a
+// concurrent worker's response often lands after it; a reading further
+// ahead comes from a skewed clock and is not trusted.
 func (c *Claimer) settled(r ratelimit.Reading, now time.Time) bool {
 	age := now.Sub(r.ObservedAt)
-	return r.Known() && age >= 0 && age < c.cfg.RateRefresh && !c.cfg.Rates.Rule().Low(r)
+	return r.Known() && age.Abs() < c.cfg.RateRefresh && !c.cfg.Rates.Rule().Low(r)
 }
