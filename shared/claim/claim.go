@@ -185,9 +185,15 @@
 // this process's own (the rate transport feeds a ratelimit.Tracker with
 // every response's X-RateLimit-* headers) and the shared
 // rate#<installation_id> item. The shared item is read at most once per
-// RateRefresh (default 5 s) per installation per process: a warm claimer
-// working through a batch does not read it for every message, yet learns
-// within seconds of an exhaustion another instance saw. When the budget is
+// RateRefresh (default 5 s) per installation per process, and only when
+// this process's own reading is unknown, older than RateRefresh, or Low (at
+// most 10 % of the limit left, ratelimit.PersistRule.Low): other claimers
+// write the item on every 10 % drop and on exhaustion, so a fresh reading
+// above that cannot be contradicted unless more than 10 % of the budget
+// went within the refresh interval, and then this process's own next
+// response says so (rate.go, readRate). A busy claimer so reads it about
+// once, not every 5 s, yet an idle or cold one, or one near the end of the
+// budget, learns within seconds of an exhaustion another instance saw. When the budget is
 // exhausted (ratelimit.Reading.Exhausted: remaining 0, observed less than
 // 5 min ago, reset still ahead) the claim is deferred to the reset plus the
 // policy's snap jitter, chained through not_before. After every attempt

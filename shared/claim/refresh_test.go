@@ -24,7 +24,8 @@ func (c *countingRates) Current(ctx context.Context, inst int64) (ratelimit.Read
 
 // TestSharedRateReadOncePerRefresh: a warm claimer working through a batch
 // reads the shared rate item at most once per RateRefresh per installation,
-// and again once RateRefresh has passed, so it learns within seconds of an
+// and again once RateRefresh has passed with no newer reading of its own
+// (its last GitHub response is as old), so it learns within seconds of an
 // exhaustion another instance saw, without a read per message.
 func TestSharedRateReadOncePerRefresh(t *testing.T) {
 	t.Parallel()

@@ -9,8 +9,8 @@ import (
 
 // TestRequestsPerClaim: a claim costs the fewest AWS requests. The lease
 // write comes first and returns the record (no read before it), the
-// outcome is one fenced write, the shared rate item is read once per
-// RateRefresh, and the handled message is not deleted by the claimer (the
+// outcome is one fenced write, the shared rate item is read only while
+// the process's own reading is cold, stale or low (here: first claim), and the handled message is not deleted by the claimer (the
 // event source mapping deletes what the batch response does not report),
 // so a steady claim is two DynamoDB writes and nothing else.
 // A chained hop costs one send and nothing else.

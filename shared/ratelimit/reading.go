@@ -32,6 +32,15 @@
 //     a 5000-request budget that is at most one write per 500 calls or per
 //     30 s per process and installation, instead of one per call. Newer
 //     wins: SaveRate must refuse to overwrite a reading observed later.
+//   - One write in flight per installation and process: a Persist that
+//     finds another writing returns false without writing (a batch's
+//     workers all hold the same first reading; one PutItem shares it), and
+//     the writer, when done, decides again on the latest reading, so what
+//     the turned-away calls would have shared (an exhaustion) still is.
+//   - Low (PersistRule.Low): at most one drop threshold left. Since every
+//     claimer writes on each such drop and on exhaustion, a recent reading
+//     above it tells a reader the shared item has nothing more urgent to
+//     say (shared/claim reads the item only when its own reading is not).
 package ratelimit
 
 import (

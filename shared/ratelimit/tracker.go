@@ -58,6 +58,14 @@ func (p PersistRule) ShouldPersist(saved Reading, savedAt time.Time, cur Reading
 	return false
 }
 
+// Low reports whether r has at most one drop threshold (DropFraction of
+// its limit) left, exhausted included. Above it, the shared item cannot
+// turn exhausted without a drop that every claimer writes first: a
+// reader may trust a recent reading that is not Low (shared/claim).
+func (p PersistRule) Low(r Reading) bool {
+	return r.Remaining <= p.dropThreshold(r.Limit)
+}
+
 func (p PersistRule) dropThreshold(limits ...int) int {
 	limit := 0
 	for _, l := range limits {
@@ -82,6 +90,7 @@ type entry struct {
 	latest  Reading // newest observed here or loaded from the store
 	saved   Reading // newest known to be in the store
 	savedAt time.Time
+	saving  bool // a Persist is writing; no other may start
 }
 
 var _ Observer = (*Tracker)(nil)
@@ -116,6 +125,9 @@ func (t *Tracker) Observe(installationID int64, r Reading) {
 		e.latest = r
 	}
 }
+
+// Rule returns the PersistRule the Tracker shares by.
+func (t *Tracker) Rule() PersistRule { return t.rule }
 
 // Latest returns the newest reading this process knows for installationID.
 func (t *Tracker) Latest(installationID int64) (Reading, bool) {
@@ -155,24 +167,37 @@ func (t *Tracker) Current(ctx context.Context, installationID int64) (Reading, e
 }
 
 // Persist writes installationID's latest reading to the Store when the
-// PersistRule says so, and reports whether it wrote.
+// PersistRule says so, and reports whether it wrote. One write per
+// installation is in flight at a time: a call that finds one returns false
+// at once (the concurrent workers of a batch would otherwise all write the
+// same first reading), and the writer, once done, decides afresh on the
+// latest reading, so a reading those calls skipped (an exhaustion seen
+// meanwhile) is still written.
 func (t *Tracker) Persist(ctx context.Context, installationID int64) (bool, error) {
-	now := t.now()
-	t.mu.Lock()
-	e := t.entry(installationID)
-	cur := e.latest
-	write := t.rule.ShouldPersist(e.saved, e.savedAt, cur, now)
-	t.mu.Unlock()
-	if !write {
-		return false, nil
-	}
-	if err := t.store.SaveRate(ctx, installationID, cur); err != nil {
-		return false, fmt.Errorf("save rate of installation %d: %w", installationID, err)
-	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if cur.ObservedAt.After(e.saved.ObservedAt) || !e.saved.Known() {
-		e.saved, e.savedAt = cur, now
+	e := t.entry(installationID)
+	if e.saving {
+		return false, nil
 	}
-	return true, nil
+	wrote := false
+	for {
+		now := t.now()
+		cur := e.latest
+		if !t.rule.ShouldPersist(e.saved, e.savedAt, cur, now) {
+			return wrote, nil
+		}
+		e.saving = true
+		t.mu.Unlock()
+		err := t.store.SaveRate(ctx, installationID, cur)
+		t.mu.Lock()
+		e.saving = false
+		if err != nil {
+			return wrote, fmt.Errorf("save rate of installation %d: %w", installationID, err)
+		}
+		wrote = true
+		if cur.ObservedAt.After(e.saved.ObservedAt) || !e.saved.Known() {
+			e.saved, e.savedAt = cur, now
+		}
+	}
 }
