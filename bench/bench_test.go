@@ -21,7 +21,7 @@ func setup(b *testing.B) *bench.Env {
 // (verify, parse, the record's conditional put, send).
 func BenchmarkWebhookHandler(b *testing.B) {
 	env := setup(b)
-	w, err := bench.NewWebhook(env, nil, 1_000_000)
+	w, err := bench.NewWebhook(b.Context(), env, nil, 1_000_000)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func BenchmarkWebhookHandler(b *testing.B) {
 // the TypeScript runner module's whole webhook path.
 func BenchmarkWebhookFloor(b *testing.B) {
 	env := setup(b)
-	w, err := bench.NewWebhook(env, nil, 2_000_000)
+	w, err := bench.NewWebhook(b.Context(), env, nil, 2_000_000)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func BenchmarkWebhookSection(b *testing.B) {
 	env := setup(b)
 	stop := env.KeepQueueShort(b.Context(), 200*time.Millisecond)
 	defer stop()
-	w, err := bench.NewWebhook(env, nil, 3_000_000)
+	w, err := bench.NewWebhook(b.Context(), env, nil, 3_000_000)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -8,27 +8,24 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
-	"io"
-	"net/http"
 	"net/http/httptest"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/ghclaim/ghclaim/infra/ghfake"
 	"github.com/ghclaim/ghclaim/infra/local/eventsource"
-	"github.com/ghclaim/ghclaim/shared/backoff"
 	"github.com/ghclaim/ghclaim/shared/claim"
-	"github.com/ghclaim/ghclaim/shared/ghapp"
-	"github.com/ghclaim/ghclaim/shared/obs"
 	"github.com/ghclaim/ghclaim/shared/pool"
 	"github.com/ghclaim/ghclaim/shared/provision"
-	"github.com/ghclaim/ghclaim/shared/ratelimit"
+	"github.com/ghclaim/ghclaim/shared/wire/claimer"
 )
 
 // appID is the GitHub App of the benchmark.
@@ -37,17 +34,20 @@ const appID = 4242
 // ClaimTimeout is the claimer's function timeout (template.yaml).
 const ClaimTimeout = 60 * time.Second
 
-// Claims is one claimer instance wired as functions/claimer wires it (the
-// store, queue and dispatch provisioner over counted clients, the GitHub
-// App client with the rate transport) against the GitHub stand-in, fed
-// through the real claims queue by the local SQS event source mapping,
-// whose own requests are counted apart (Lambda's poller makes them).
+// Claims is one claimer instance as functions/claimer runs it: the
+// handler from its own wiring (shared/wire/claimer) with the environment
+// Lambda gives it, the GitHub App key in the stack's secret, the GitHub
+// stand-in as its API, and every AWS request counted by the Env's Counter,
+// fed through the real claims queue by the local SQS event source
+// mapping, whose own requests are counted apart (Lambda's poller makes
+// them). The pool is a dispatch pool whose queue the Counter counts apart
+// (Counter.Apart): its send is the provisioning call, timed per job.
 type Claims struct {
 	env     *Env
 	Webhook *Webhook
 	GitHub  *ghfake.Server
 	gh      *httptest.Server
-	claimer *claim.Claimer
+	handle  claim.Handler
 	mapping *eventsource.SQS
 	// Poller counts the event source mapping's requests.
 	Poller      *Counter
@@ -55,9 +55,17 @@ type Claims struct {
 	Pool        pool.Pool
 
 	mu          sync.Mutex
+	sends       []dispatchSend // provisioning calls not yet read
 	provisioned map[int64]time.Time
 	busy        time.Duration // time spent inside the handler
 	invocations int
+}
+
+// dispatchSend is one SendMessage to the dispatch queue, as the Counter
+// saw it: decoded when read, not while the claimer is timed.
+type dispatchSend struct {
+	at   time.Time
+	body []byte
 }
 
 // NewClaims wires a claimer for env. With checkQueued the pool asks GitHub
@@ -68,6 +76,12 @@ func NewClaims(ctx context.Context, env *Env, checkQueued bool, base int64) (*Cl
 		return nil, err
 	}
 	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
+	// The App key lives where an operator puts it: the stack's secret.
+	if _, err := secretsmanager.NewFromConfig(env.Raw).PutSecretValue(ctx, &secretsmanager.PutSecretValueInput{
+		SecretId: aws.String(env.Stack.GitHubAppPrivateKeyARN), SecretString: aws.String(string(keyPEM)),
+	}); err != nil {
+		return nil, fmt.Errorf("bench: store the app key: %w", err)
+	}
 	fake := ghfake.New(ghfake.WithAppID(appID), ghfake.WithPublicKey(&key.PublicKey))
 	gh := httptest.NewServer(fake)
 
@@ -81,48 +95,32 @@ func NewClaims(ctx context.Context, env *Env, checkQueued bool, base int64) (*Cl
 	p := BenchPool
 	p.CheckQueued = checkQueued
 	p.Provisioner = pool.Provisioner{Type: pool.ProvisionerDispatch, QueueURL: aws.ToString(q.QueueUrl)}
+	pools, err := json.Marshal([]pool.Pool{p})
+	if err != nil {
+		gh.Close()
+		return nil, fmt.Errorf("bench: pools: %w", err)
+	}
 
-	log := obs.NewLogger(io.Discard, "info")
-	rates := ratelimit.NewTracker(env.Store, ratelimit.DefaultPersistRule(), time.Now)
-	app, err := ghapp.New(ghapp.Config{
-		AppID: appID, PrivateKey: keyPEM, BaseURL: gh.URL,
-		Wrap: func(installationID int64, base http.RoundTripper) http.RoundTripper {
-			return ratelimit.NewTransport(base, installationID, rates, time.Now)
-		},
-	})
-	if err != nil {
-		gh.Close()
-		return nil, err
-	}
 	c := &Claims{env: env, GitHub: fake, gh: gh, DispatchURL: aws.ToString(q.QueueUrl), Pool: p, provisioned: map[int64]time.Time{}}
-	cl, err := claim.New(claim.Config{
-		Pools:  []pool.Pool{p},
-		Store:  env.Store,
-		Queue:  env.Queue,
-		GitHub: app,
-		// The provisioner's own send (the JIT config to the dispatch queue)
-		// is the machine's start, not ghclaim's overhead: an EC2 pool makes
-		// EC2 and SSM calls there instead. It is not counted as a job's SQS
-		// request, so the figures compare with a plain queue's.
-		Provisioner: &timedProvisioner{next: provision.Registry{pool.ProvisionerDispatch: provision.NewDispatch(sqs.NewFromConfig(env.Raw), log)}, c: c},
-		Policy:      backoff.Default(),
-		Rates:       rates,
-		Now:         time.Now,
-		Logger:      log,
-		Metrics:     obs.NewMetrics(io.Discard, map[string]string{"function": "claimer"}, time.Now),
+	env.Count.Apart(c.DispatchURL, func(at time.Time, body []byte) {
+		c.mu.Lock()
+		c.sends = append(c.sends, dispatchSend{at: at, body: body})
+		c.mu.Unlock()
 	})
+	c.handle, err = claimer.New(ctx, env.Function(map[string]string{
+		"RUNNER_POOLS": string(pools), "GITHUB_APP_ID": strconv.Itoa(appID), "GITHUB_API_URL": gh.URL,
+	}))
 	if err != nil {
 		gh.Close()
 		return nil, err
 	}
-	c.claimer = cl
 	pollCfg, poller := Wrap(env.Raw)
 	c.Poller = poller
 	c.mapping = &eventsource.SQS{
 		API: sqs.NewFromConfig(pollCfg), QueueURL: env.Stack.QueueURL, QueueARN: env.Stack.QueueARN,
 		BatchSize: 10, Wait: time.Second,
 	}
-	c.Webhook, err = NewWebhook(env, []pool.Pool{p}, base)
+	c.Webhook, err = NewWebhook(ctx, env, []pool.Pool{p}, base)
 	if err != nil {
 		gh.Close()
 		return nil, err
@@ -144,7 +142,7 @@ func (c *Claims) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
 	defer cancel()
 	ctx = lambdacontext.NewContext(ctx, &lambdacontext.LambdaContext{AwsRequestID: fmt.Sprintf("bench-%d", time.Now().UnixNano())})
 	t0 := time.Now()
-	resp, err := c.claimer.Handle(ctx, ev)
+	resp, err := c.handle(ctx, ev)
 	d := time.Since(t0)
 	c.mu.Lock()
 	c.busy += d
@@ -171,10 +169,21 @@ func (c *Claims) Poll(ctx context.Context) error { return c.mapping.Poll(ctx, 0,
 // Run feeds the instance from the queue until ctx ends.
 func (c *Claims) Run(ctx context.Context) { _ = c.mapping.Run(ctx, c) }
 
-// Provisioned returns when each job's provisioning call was made.
+// Provisioned returns when each job's provisioning call (its dispatch
+// message's send) started: the first, for a job provisioned again.
 func (c *Claims) Provisioned() map[int64]time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	for _, s := range c.sends {
+		id, err := dispatchedJob(s.body)
+		if err != nil {
+			continue // not a dispatch message: no job to time
+		}
+		if _, seen := c.provisioned[id]; !seen {
+			c.provisioned[id] = s.at
+		}
+	}
+	c.sends = c.sends[:0]
 	out := make(map[int64]time.Time, len(c.provisioned))
 	for k, v := range c.provisioned {
 		out[k] = v
@@ -182,38 +191,28 @@ func (c *Claims) Provisioned() map[int64]time.Time {
 	return out
 }
 
+// dispatchedJob is the job of a SendMessage request's body (the SQS JSON
+// protocol) carrying a dispatch message.
+func dispatchedJob(body []byte) (int64, error) {
+	var in struct{ MessageBody string }
+	if err := json.Unmarshal(body, &in); err != nil {
+		return 0, err
+	}
+	var m provision.DispatchMessage
+	if err := json.Unmarshal([]byte(in.MessageBody), &m); err != nil {
+		return 0, err
+	}
+	if m.JobID == 0 {
+		return 0, fmt.Errorf("bench: dispatch message without a job id")
+	}
+	return m.JobID, nil
+}
+
 // Busy is the time spent inside the handler and the invocations so far.
 func (c *Claims) Busy() (time.Duration, int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.busy, c.invocations
-}
-
-// timedProvisioner records when the claimer asked for each job's machine.
-type timedProvisioner struct {
-	next claim.Provisioner
-	c    *Claims
-}
-
-func (t *timedProvisioner) Provision(ctx context.Context, req provision.Request) (provision.Result, error) {
-	at := time.Now()
-	r, err := t.next.Provision(ctx, req)
-	if err == nil {
-		t.c.mu.Lock()
-		if _, seen := t.c.provisioned[req.JobID]; !seen {
-			t.c.provisioned[req.JobID] = at
-		}
-		t.c.mu.Unlock()
-	}
-	return r, err
-}
-
-func (t *timedProvisioner) Cleanup(ctx context.Context, req provision.Request) error {
-	return t.next.Cleanup(ctx, req)
-}
-
-func (t *timedProvisioner) Running(ctx context.Context, req provision.Request) (string, error) {
-	return t.next.Running(ctx, req)
 }
 
 // ClaimResult is the throughput and the calls of claiming jobs.
@@ -228,15 +227,27 @@ type ClaimResult struct {
 	Invocations int     `json:"invocations"`
 	// GitHub requests per claimed job, by route, and in total; the token
 	// requests (one per installation per hour) are apart.
-	GitHubPerJob   map[string]float64 `json:"github_per_job"`
-	GitHubTotal    float64            `json:"github_per_job_total"`
-	GitHubFloor    int                `json:"github_floor"`
-	TokenRequests  int                `json:"token_requests"`
-	WebhookPerJob  map[string]float64 `json:"webhook_calls_per_job"`
-	ClaimerPerJob  map[string]float64 `json:"claimer_calls_per_job"`
-	PollerPerJob   map[string]float64 `json:"poller_calls_per_job"`
-	DynamoDBPerJob float64            `json:"dynamodb_per_job"`
-	SQSPerJob      float64            `json:"sqs_per_job"`
+	GitHubPerJob  map[string]float64 `json:"github_per_job"`
+	GitHubTotal   float64            `json:"github_per_job_total"`
+	GitHubFloor   int                `json:"github_floor"`
+	TokenRequests int                `json:"token_requests"`
+	WebhookPerJob map[string]float64 `json:"webhook_calls_per_job"`
+	ClaimerPerJob map[string]float64 `json:"claimer_calls_per_job"`
+	PollerPerJob  map[string]float64 `json:"poller_calls_per_job"`
+	// ClaimerItems are the claimer's DynamoDB requests per job by the item
+	// they are on ("job#": the job's record; "rate#": the installation's
+	// shared rate reading; "other").
+	ClaimerItems map[string]float64 `json:"claimer_dynamodb_by_item_per_job"`
+	// RateReads and RateWrites are the claimer instance's requests on the
+	// rate item in this run (all Jobs): a cost per instance and refresh,
+	// not per job.
+	RateReads  int `json:"rate_item_reads"`
+	RateWrites int `json:"rate_item_writes"`
+	// ProvisionerPerJob are the provisioner's own sends per job (the
+	// dispatch queue's, counted apart: Counter.Apart), in no other figure.
+	ProvisionerPerJob map[string]float64 `json:"provisioner_calls_per_job"`
+	DynamoDBPerJob    float64            `json:"dynamodb_per_job"`
+	SQSPerJob         float64            `json:"sqs_per_job"`
 	// Units are the DynamoDB units per job, webhook to claimed.
 	Units Units `json:"units_per_job"`
 	// ClaimerUsage is the claimer's own requests per job (invocations are
@@ -311,6 +322,13 @@ func MeasureClaims(ctx context.Context, c *Claims, n int) (ClaimResult, error) {
 	r.Units = Units{WRU: round(all.Units.WRU/float64(n), 2), GSIWRU: round(all.Units.GSIWRU/float64(n), 2),
 		GSIWrites: round(all.Units.GSIWrites/float64(n), 2), RRU: round(all.Units.RRU/float64(n), 2)}
 	r.ClaimerUsage = FromSnapshot(cl).Times(1 / float64(n))
+	r.ClaimerItems = byItem(cl, n)
+	r.RateReads = cl.Item(RateItem, RateReads...)
+	r.RateWrites = cl.Item(RateItem, RateWrites...)
+	r.ProvisionerPerJob = map[string]float64{}
+	for op, k := range cl.Apart {
+		r.ProvisionerPerJob[op] = round(float64(k)/float64(n), 3)
+	}
 
 	gh := c.GitHub.Stats()
 	r.GitHubPerJob = map[string]float64{}

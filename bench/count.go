@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -20,11 +21,11 @@ import (
 // with Counter.Wrap on an aws.Config before building clients. It is safe for
 // concurrent use.
 //
-// The request units are estimated when a Snapshot is taken, not when the
-// request ends: decoding a DynamoDB request body to price it is the
-// benchmark's work, and doing it inside the request would add it to the
-// time of whatever made DynamoDB requests (the webhook) and not to the bare
-// send it is compared with.
+// The request units, and the item each DynamoDB request is on, are
+// worked out when a Snapshot is taken, not when the request ends: decoding
+// a DynamoDB request body is the benchmark's work, and doing it inside the
+// request would add it to the time of whatever made DynamoDB requests (the
+// webhook) and not to the bare send it is compared with.
 type Counter struct {
 	next aws.HTTPClient
 
@@ -33,6 +34,9 @@ type Counter struct {
 	opBusy   map[string]time.Duration
 	busy     time.Duration
 	units    Units
+	items    map[ItemOp]int
+	apart    []apartQueue
+	apartN   map[string]int
 	unpriced []request
 }
 
@@ -41,6 +45,31 @@ type request struct {
 	op        string
 	body      []byte
 	status, n int
+}
+
+// The items of the job table a job's life touches: its own record, and
+// the installation's rate reading the claimers share.
+const (
+	JobItem  = "job#"
+	RateItem = "rate#"
+)
+
+// RateReads and RateWrites are the operations that read and write an item.
+var (
+	RateReads  = []string{"DynamoDB.GetItem"}
+	RateWrites = []string{"DynamoDB.PutItem", "DynamoDB.UpdateItem", "DynamoDB.DeleteItem"}
+)
+
+// ItemOp is a DynamoDB operation on one kind of item, named by its
+// partition key's prefix ("job#" for a job's record, "rate#" for an
+// installation's shared rate reading); Item is "" for a request on no
+// single item (Query, the batch operations).
+type ItemOp struct{ Item, Op string }
+
+// apartQueue is a queue whose requests are counted apart (see Apart).
+type apartQueue struct {
+	match []byte // `"QueueUrl":"<url>"`, as the SDK's JSON protocol writes it
+	seen  func(start time.Time, body []byte)
 }
 
 // Units are the DynamoDB on-demand request units the counted requests
@@ -65,7 +94,19 @@ var _ aws.HTTPClient = (*Counter)(nil)
 
 // NewCounter returns a counter over next.
 func NewCounter(next aws.HTTPClient) *Counter {
-	return &Counter{next: next, calls: map[string]int{}, opBusy: map[string]time.Duration{}}
+	return &Counter{next: next, calls: map[string]int{}, opBusy: map[string]time.Duration{}, items: map[ItemOp]int{}, apartN: map[string]int{}}
+}
+
+// Apart counts the SQS requests to the queue at url apart from the rest
+// (Snapshot.Apart, never in Calls, Service or the units) and hands seen
+// each one that succeeded: its start and its body. A dispatch pool's
+// queue is one: the provisioner's send is the machine's start, which an
+// EC2 pool makes with EC2 and SSM calls instead, not ghclaim's overhead on
+// the job, so the job's figures compare with a plain queue's.
+func (c *Counter) Apart(url string, seen func(start time.Time, body []byte)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.apart = append(c.apart, apartQueue{match: []byte(`"QueueUrl":"` + url + `"`), seen: seen})
 }
 
 // Wrap returns a copy of cfg whose clients send through a new Counter.
@@ -83,8 +124,12 @@ func Wrap(cfg aws.Config) (aws.Config, *Counter) {
 // Do sends r and records it.
 func (c *Counter) Do(r *http.Request) (*http.Response, error) {
 	op := Operation(r)
+	c.mu.Lock()
+	apart := c.apart
+	c.mu.Unlock()
+	sqsApart := len(apart) > 0 && strings.HasPrefix(op, "SQS.")
 	var body []byte
-	if strings.HasPrefix(op, "DynamoDB.") && r.Body != nil {
+	if (strings.HasPrefix(op, "DynamoDB.") || sqsApart) && r.Body != nil {
 		// The body is already signed; reading and restoring it changes
 		// nothing on the wire.
 		b, err := io.ReadAll(r.Body)
@@ -94,6 +139,14 @@ func (c *Counter) Do(r *http.Request) (*http.Response, error) {
 		}
 		body = b
 		r.Body = io.NopCloser(bytes.NewReader(b))
+	}
+	if sqsApart {
+		for _, q := range apart {
+			if bytes.Contains(body, q.match) {
+				return c.doApart(r, op, body, q)
+			}
+		}
+		body = nil
 	}
 	start := time.Now()
 	resp, err := c.next.Do(r)
@@ -106,6 +159,19 @@ func (c *Counter) Do(r *http.Request) (*http.Response, error) {
 	tb.done = func() { c.record(op, time.Since(start), request{op: op, body: body, status: status, n: tb.n}) }
 	resp.Body = tb
 	return resp, nil
+}
+
+// doApart sends a request to a queue counted apart.
+func (c *Counter) doApart(r *http.Request, op string, body []byte, q apartQueue) (*http.Response, error) {
+	start := time.Now()
+	resp, err := c.next.Do(r)
+	c.mu.Lock()
+	c.apartN[op]++
+	c.mu.Unlock()
+	if err == nil && resp.StatusCode == http.StatusOK && q.seen != nil {
+		q.seen(start, body)
+	}
+	return resp, err
 }
 
 // record counts a request that took d; r, when it names an operation, is
@@ -131,8 +197,30 @@ func (c *Counter) price() {
 			c.units.GSIWrites++
 		}
 		c.units.RRU += u.RRU
+		if strings.HasPrefix(r.op, "DynamoDB.") {
+			c.items[ItemOp{Item: item(r.body), Op: r.op}]++
+		}
 	}
 	c.unpriced = c.unpriced[:0]
+}
+
+// item is the partition key prefix of the one item a DynamoDB request is
+// on ("job#", "rate#"), from its Key or its Item; "" when it names none.
+func item(body []byte) string {
+	var in struct {
+		Key, Item struct {
+			PK struct{ S string } `json:"pk"`
+		}
+	}
+	_ = json.Unmarshal(body, &in)
+	pk := in.Key.PK.S
+	if pk == "" {
+		pk = in.Item.PK.S
+	}
+	if i := strings.IndexByte(pk, '#'); i >= 0 {
+		return pk[:i+1]
+	}
+	return ""
 }
 
 // capacity estimates the request units of one DynamoDB request from its
@@ -225,6 +313,10 @@ type Snapshot struct {
 	OpBusy map[string]time.Duration
 	Busy   time.Duration
 	Units  Units
+	// Items counts the DynamoDB requests by the item they are on.
+	Items map[ItemOp]int
+	// Apart counts the requests to queues counted apart (Counter.Apart).
+	Apart map[string]int
 }
 
 // Snapshot copies the counts.
@@ -240,12 +332,20 @@ func (c *Counter) Snapshot() Snapshot {
 	for k, v := range c.opBusy {
 		b[k] = v
 	}
-	return Snapshot{Calls: m, OpBusy: b, Busy: c.busy, Units: c.units}
+	it := make(map[ItemOp]int, len(c.items))
+	for k, v := range c.items {
+		it[k] = v
+	}
+	ap := make(map[string]int, len(c.apartN))
+	for k, v := range c.apartN {
+		ap[k] = v
+	}
+	return Snapshot{Calls: m, OpBusy: b, Busy: c.busy, Units: c.units, Items: it, Apart: ap}
 }
 
 // Since is the difference s − earlier.
 func (s Snapshot) Since(earlier Snapshot) Snapshot {
-	d := Snapshot{Calls: map[string]int{}, OpBusy: map[string]time.Duration{}, Busy: s.Busy - earlier.Busy,
+	d := Snapshot{Calls: map[string]int{}, OpBusy: map[string]time.Duration{}, Items: map[ItemOp]int{}, Apart: map[string]int{}, Busy: s.Busy - earlier.Busy,
 		Units: Units{WRU: s.Units.WRU - earlier.Units.WRU, GSIWRU: s.Units.GSIWRU - earlier.Units.GSIWRU,
 			GSIWrites: s.Units.GSIWrites - earlier.Units.GSIWrites, RRU: s.Units.RRU - earlier.Units.RRU}}
 	for k, v := range s.Calls {
@@ -254,7 +354,47 @@ func (s Snapshot) Since(earlier Snapshot) Snapshot {
 			d.OpBusy[k] = s.OpBusy[k] - earlier.OpBusy[k]
 		}
 	}
+	for k, v := range s.Items {
+		if n := v - earlier.Items[k]; n != 0 {
+			d.Items[k] = n
+		}
+	}
+	for k, v := range s.Apart {
+		if n := v - earlier.Apart[k]; n != 0 {
+			d.Apart[k] = n
+		}
+	}
 	return d
+}
+
+// Item sums the DynamoDB requests on items whose key starts with prefix
+// ("job#", "rate#"), of the operations ops (all when none).
+func (s Snapshot) Item(prefix string, ops ...string) int {
+	n := 0
+	for k, v := range s.Items {
+		if k.Item == prefix && (len(ops) == 0 || slices.Contains(ops, k.Op)) {
+			n += v
+		}
+	}
+	return n
+}
+
+// byItem is s's DynamoDB requests per job (n jobs) by item: JobItem,
+// RateItem, and "other" for the rest.
+func byItem(s Snapshot, n int) map[string]float64 {
+	sums := map[string]int{}
+	for k, v := range s.Items {
+		it := k.Item
+		if it != JobItem && it != RateItem {
+			it = "other"
+		}
+		sums[it] += v
+	}
+	out := map[string]float64{}
+	for it, v := range sums {
+		out[it] = round(float64(v)/float64(n), 3)
+	}
+	return out
 }
 
 // Total is the number of calls.

@@ -1,14 +1,22 @@
 package bench
 
 import (
+	"context"
+	"crypto/md5"
+	"encoding/hex"
+	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/ghclaim/ghclaim/shared/provision"
 	"github.com/ghclaim/ghclaim/shared/store"
 )
 
@@ -168,5 +176,152 @@ func TestSummarise(t *testing.T) {
 	got := Summarise(d)
 	if got.P50 != 50 || got.P99 != 99 || got.Max != 100 || got.N != 100 {
 		t.Errorf("Summarise = %+v, want p50 50, p99 99, max 100, n 100", got)
+	}
+}
+
+// do sends one DynamoDB request with body through c and reads its answer.
+func do(t *testing.T, c *Counter, op, body string) {
+	t.Helper()
+	r, _ := http.NewRequest(http.MethodPost, "http://x/", strings.NewReader(body))
+	r.Header.Set("X-Amz-Target", "DynamoDB_20120810."+op)
+	resp, err := c.Do(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+}
+
+// TestCounterTellsItems: a DynamoDB request is counted by the item it is
+// on, from its Key or its Item, so the rate item's reads and writes (a
+// cost per claimer instance) are told from the job record's (a cost per
+// job); a Query names no item.
+func TestCounterTellsItems(t *testing.T) {
+	t.Parallel()
+	c := NewCounter(answer(`{}`))
+	do(t, c, "PutItem", `{"TableName":"t","Item":{"pk":{"S":"job#1"},"sweep_shard":{"S":"1"}}}`)
+	before := c.Snapshot()
+	do(t, c, "GetItem", `{"TableName":"t","Key":{"pk":{"S":"rate#42"}}}`)
+	do(t, c, "PutItem", `{"TableName":"t","Item":{"pk":{"S":"rate#42"},"remaining":{"N":"4999"}}}`)
+	do(t, c, "UpdateItem", `{"TableName":"t","Key":{"pk":{"S":"job#1"}},"UpdateExpression":"SET #s = :c"}`)
+	do(t, c, "UpdateItem", `{"TableName":"t","Key":{"pk":{"S":"job#1"}},"UpdateExpression":"SET #s = :d"}`)
+	do(t, c, "Query", `{"TableName":"t","IndexName":"sweep"}`)
+	d := c.Snapshot().Since(before)
+	tests := []struct {
+		name       string
+		item       string
+		ops        []string
+		want       int
+		wantPerJob float64 // byItem over 2 jobs
+	}{
+		{name: "rate item reads", item: RateItem, ops: RateReads, want: 1},
+		{name: "rate item writes", item: RateItem, ops: RateWrites, want: 1},
+		{name: "rate item", item: RateItem, want: 2, wantPerJob: 1},
+		{name: "job record", item: JobItem, want: 2, wantPerJob: 1},
+		{name: "no item", item: "", want: 1},
+	}
+	per := byItem(d, 2)
+	for _, tt := range tests {
+		if got := d.Item(tt.item, tt.ops...); got != tt.want {
+			t.Errorf("%s: %d requests, want %d", tt.name, got, tt.want)
+		}
+		if tt.wantPerJob > 0 && per[tt.item] != tt.wantPerJob {
+			t.Errorf("%s: %g per job, want %g (byItem %v)", tt.name, per[tt.item], tt.wantPerJob, per)
+		}
+	}
+	if per["other"] != 0.5 || d.Service("DynamoDB") != 5 {
+		t.Errorf("byItem %v over %d requests, want other 0.5 of 5", per, d.Service("DynamoDB"))
+	}
+}
+
+// sqsAnswer answers SendMessage as SQS does (the MD5 the SDK checks).
+type sqsAnswer struct{}
+
+func (sqsAnswer) Do(r *http.Request) (*http.Response, error) {
+	var in struct{ MessageBody string }
+	b, _ := io.ReadAll(r.Body)
+	_ = json.Unmarshal(b, &in)
+	sum := md5.Sum([]byte(in.MessageBody))
+	out := `{"MessageId":"00000000-0000-4000-8000-000000000001","MD5OfMessageBody":"` + hex.EncodeToString(sum[:]) + `"}`
+	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"application/x-amz-json-1.0"}},
+		Body: io.NopCloser(strings.NewReader(out)), ContentLength: int64(len(out)), Request: r}, nil
+}
+
+// TestCounterCountsAQueueApart: the sends a real SQS client makes to a
+// queue counted apart (the dispatch pool's: the provisioner's own) are in
+// no job figure (Calls, Service), only in Apart, and each is handed on
+// with its body, from which the bench times the job's provisioning call;
+// the claims queue's sends are counted as before.
+func TestCounterCountsAQueueApart(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := NewCounter(sqsAnswer{})
+	// The other queue's URL starts with the dispatch queue's: only the
+	// whole URL is matched.
+	const dispatchURL = "http://127.0.0.1:4566/000000000000/bench-dispatch-1"
+	const claimsURL = dispatchURL + "0"
+	var seen [][]byte
+	c.Apart(dispatchURL, func(_ time.Time, body []byte) { seen = append(seen, body) })
+	client := sqs.NewFromConfig(aws.Config{Region: "us-east-1", HTTPClient: c, BaseEndpoint: aws.String("http://127.0.0.1:4566"),
+		Credentials: credentials.NewStaticCredentialsProvider("test", "test", "")})
+	msg, _ := json.Marshal(provision.DispatchMessage{JobID: 77, RunID: 9, Repo: "octo/app", RunnerName: "linux-77", Pool: "linux", JITConfig: "secret"})
+	for _, url := range []string{dispatchURL, claimsURL} {
+		if _, err := client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(url), MessageBody: aws.String(string(msg))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := c.Snapshot()
+	if s.Calls["SQS.SendMessage"] != 1 || s.Service("SQS") != 1 || s.Apart["SQS.SendMessage"] != 1 {
+		t.Errorf("calls %v, apart %v; want one send to the claims queue counted, one to the dispatch queue apart", s.Calls, s.Apart)
+	}
+	if len(seen) != 1 {
+		t.Fatalf("handed on %d sends, want the dispatch queue's one", len(seen))
+	}
+	if id, err := dispatchedJob(seen[0]); err != nil || id != 77 {
+		t.Errorf("dispatched job %d, %v; want 77", id, err)
+	}
+}
+
+// TestLifeOfSplitsTheRateItem: the figures of a run in which the job
+// record costs its 5 requests (queued put, lease, claimed, in_progress,
+// completed) and one claimer instance read the rate item 4 times and wrote
+// it 3 times over 200 jobs: per job life, 5.035 DynamoDB requests = 5 on
+// the job record + 0.035 on the rate item, and the headline says both,
+// the total against the target too.
+func TestLifeOfSplitsTheRateItem(t *testing.T) {
+	t.Parallel()
+	life := []Delivery{
+		{Action: "queued", Calls: map[string]float64{"DynamoDB.PutItem": 1, "SQS.SendMessage": 1}, Items: map[string]float64{JobItem: 1}, Units: Units{GSIWrites: 1, GSIWRU: 1}},
+		{Action: "in_progress", Calls: map[string]float64{"DynamoDB.UpdateItem": 1}, Items: map[string]float64{JobItem: 1}, Units: Units{GSIWrites: 1, GSIWRU: 1}},
+		{Action: "completed", Calls: map[string]float64{"DynamoDB.UpdateItem": 1}, Items: map[string]float64{JobItem: 1}},
+	}
+	c := ClaimResult{
+		Jobs:          200,
+		ClaimerPerJob: map[string]float64{"DynamoDB.GetItem": 0.02, "DynamoDB.PutItem": 0.015, "DynamoDB.UpdateItem": 2},
+		ClaimerItems:  map[string]float64{JobItem: 2, RateItem: 0.035},
+		PollerPerJob:  map[string]float64{"SQS.ReceiveMessage": 0.1, "SQS.DeleteMessageBatch": 0.1},
+		RateReads:     4, RateWrites: 3,
+		Units: Units{GSIWrites: 2, GSIWRU: 3},
+	}
+	l, ok := LifeOf(life, c)
+	want := JobLife{DynamoDB: 5.035, JobRecord: 5, RateItem: 0.035, RateReads: 4, RateWrites: 3, Jobs: 200, SQS: 1.2, IndexWrites: 3, IndexWRU: 4}
+	if !ok || l != want {
+		t.Fatalf("LifeOf = %+v, %v; want %+v", l, ok, want)
+	}
+	if _, ok := LifeOf(nil, c); ok {
+		t.Errorf("LifeOf without a lifecycle measure: ok, want none")
+	}
+	var md strings.Builder
+	Report{Lifecycle: life, Claims: []ClaimResult{c}}.Markdown(&md)
+	row := ""
+	for _, line := range strings.Split(md.String(), "\n") {
+		if strings.Contains(line, "per job life") && strings.Contains(line, "DynamoDB") {
+			row = line
+		}
+	}
+	for _, part := range []string{"target ≤ 5", "**5.04** in all (over the target)", "job record **5.00** (meets the target)", "rate item **0.04** per job", "read `rate#` 4 times and wrote it 3 times over 200 jobs"} {
+		if !strings.Contains(row, part) {
+			t.Errorf("headline row %q lacks %q", row, part)
+		}
 	}
 }

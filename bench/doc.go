@@ -13,6 +13,24 @@
 // REPORT.md and report.json.
 //
 // Decisions:
+//   - The bench measures what ships: the webhook and the claimer are the
+//     handlers their functions run, built by shared/wire/webhook and
+//     shared/wire/claimer from a wire.Env that Env.Function points at the
+//     emulator stack (its table, queue and secrets: the App key is put in
+//     the stack's secret, the webhook's deliveries are signed with the
+//     secret the stack generated) and whose HTTPClient is the Counter, so
+//     every AWS request the wired function makes is counted, secret reads
+//     included. The reclaimer is still wired here (reclaim.go).
+//   - The provisioner's own send (the dispatch pool's JIT config message)
+//     is the machine's start, not the job's overhead: the Counter counts
+//     the dispatch queue apart (Counter.Apart), and each send's start is
+//     the job's provisioning time.
+//   - A job's DynamoDB requests are told by the item they are on (its
+//     partition key's prefix, read at Snapshot time): the job's own
+//     record, a cost of each job, and the installation's shared rate
+//     item, which a claimer instance reads and writes per refresh and
+//     whose share per job shrinks as the instance claims more. The report
+//     gives the total and both parts.
 //   - AWS calls are counted at the HTTP level (Counter, an aws.HTTPClient
 //     decorator keyed by X-Amz-Target), so retries, pagination and any call
 //     a port hides are all in the count: the bill is per HTTP request.

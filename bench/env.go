@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -12,6 +13,7 @@ import (
 	"github.com/ghclaim/ghclaim/infra/emulator"
 	"github.com/ghclaim/ghclaim/shared/queue"
 	"github.com/ghclaim/ghclaim/shared/store"
+	"github.com/ghclaim/ghclaim/shared/wire"
 )
 
 // Env is one deployed copy of template.yaml's data plane on the emulator,
@@ -53,6 +55,28 @@ func NewEnv(cfg aws.Config, st *emulator.Stack) *Env {
 	e.Store = store.New(e.DB, st.TableName, store.Options{})
 	e.Queue = queue.New(e.SQS, st.QueueURL)
 	return e
+}
+
+// Function is the wire.Env a function of the stack is wired from, as
+// Lambda would start it: the emulator's endpoint and the stack's resources
+// (Stack.Env: table, claims queue, secrets' ARNs) in its environment, with
+// vars on top, every AWS request sent through the Counter, its log and
+// EMF lines formatted and discarded, the real clock.
+func (e *Env) Function(vars map[string]string) wire.Env {
+	all := map[string]string{
+		"AWS_REGION": e.Raw.Region, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+		"AWS_ENDPOINT_URL": aws.ToString(e.Raw.BaseEndpoint),
+	}
+	for k, v := range e.Stack.Env() {
+		all[k] = v
+	}
+	for k, v := range vars {
+		all[k] = v
+	}
+	return wire.Env{
+		Getenv: func(k string) string { return all[k] }, Out: io.Discard, Now: time.Now,
+		HTTPClient: e.Count,
+	}
 }
 
 // Close deletes the stack.

@@ -103,3 +103,43 @@ func TestReclaimPassReadsEachRecordOnce(t *testing.T) {
 		t.Errorf("batch reads of %g records, want each of the %d read once", got, m)
 	}
 }
+
+// TestClaimsCountTheWiredClaimer: the claims section measures the claimer
+// functions/claimer runs (shared/wire/claimer, its App key read from the
+// stack's secret through the counted client), every job is timed at its
+// provisioning call, and the provisioner's sends to the dispatch queue are
+// in no job figure: the claimer's own requests per job are the job
+// record's lease and claimed writes plus the rate item's share.
+func TestClaimsCountTheWiredClaimer(t *testing.T) {
+	srv := emulator.ForTest(t)
+	env := bench.NewEnv(srv.ConfigForTest(t), emulator.DeployForTest(t, srv))
+	ctx := context.Background()
+	c, err := bench.NewClaims(ctx, env, false, 79_000_000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const n = 5
+	r, err := bench.MeasureClaims(ctx, c, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(c.Provisioned()); got != n {
+		t.Errorf("%d jobs timed at their provisioning call, want %d", got, n)
+	}
+	if r.ClaimerPerJob["secretsmanager.GetSecretValue"] == 0 {
+		t.Errorf("claimer requests %v: no read of the App key's secret, want the claimer as wired", r.ClaimerPerJob)
+	}
+	if got := r.ProvisionerPerJob["SQS.SendMessage"]; got != 1 {
+		t.Errorf("provisioner sends per job %g, want 1, counted apart", got)
+	}
+	if got := r.ClaimerPerJob["SQS.SendMessage"]; got != 0 {
+		t.Errorf("claimer SendMessage per job %g, want the dispatch sends out of the job's figures", got)
+	}
+	if got, want := r.ClaimerItems[bench.JobItem], 2.0; got != want {
+		t.Errorf("claimer requests on the job record per job %g, want %g (lease, claimed)", got, want)
+	}
+	if r.RateReads+r.RateWrites == 0 || r.ClaimerItems[bench.RateItem] != float64(r.RateReads+r.RateWrites)/n {
+		t.Errorf("rate item: %d reads, %d writes, %g per job; want its requests counted apart from the job record's", r.RateReads, r.RateWrites, r.ClaimerItems[bench.RateItem])
+	}
+}

@@ -51,6 +51,7 @@ type Report struct {
 	Binaries    []Binary      `json:"binaries"`
 	BuildS      float64       `json:"arm64_build_s"`
 	Reclaim     ReclaimResult `json:"reclaim"`
+	JobLife     JobLife       `json:"job_life"`
 	Cost        CostModel     `json:"cost"`
 	Missing     []string      `json:"missing,omitempty"`
 }
@@ -112,8 +113,14 @@ func (r Report) Markdown(w io.Writer) {
 		c := r.Claims[0]
 		p("| claims per second per instance (GitHub answering at once) | %.1f |", c.ClaimsPerS)
 		p("| DynamoDB / SQS requests per job, webhook to claimed | %.2f / %.2f |", c.DynamoDBPerJob, c.SQSPerJob)
-		if ddb, sqsN, idxW, idxU, ok := jobLife(r.Lifecycle, c); ok {
-			p("| per job life (queued + claim + in_progress + completed): DynamoDB / SQS requests / sweep-index writes (targets ≤ 5 / ≤ 1.3 / ≤ 3) | **%.2f / %.2f / %.2f** (index write units %.2f: moving sweep_at is billed twice) |", ddb, sqsN, idxW, idxU)
+		if l, ok := LifeOf(r.Lifecycle, c); ok {
+			other := ""
+			if l.Other > 0 {
+				other = fmt.Sprintf(" + other items **%.2f**", l.Other)
+			}
+			p("| per job life (queued + claim + in_progress + completed): DynamoDB requests (target ≤ 5) | **%.2f** in all (%s) = job record **%.2f** (%s) + rate item **%.2f** per job%s: the claimer instance read `rate#` %d times and wrote it %d times over %d jobs, a cost per instance and refresh, not per job |",
+				l.DynamoDB, against(l.DynamoDB, 5), l.JobRecord, against(l.JobRecord, 5), l.RateItem, other, l.RateReads, l.RateWrites, l.Jobs)
+			p("| per job life: SQS requests / sweep-index writes (targets ≤ 1.3 / ≤ 3) | **%.2f / %.2f** (index write units %.2f: moving sweep_at is billed twice) |", l.SQS, l.IndexWrites, l.IndexWRU)
 		}
 	}
 	if r.TimeToClaim.Jobs > 0 {
@@ -134,7 +141,7 @@ func (r Report) Markdown(w io.Writer) {
 
 	p("## 1. Webhook path vs one bare send")
 	p("")
-	p("%d queued deliveries through `webhook.Handler` (signature check, parse, record, enqueue, log) and %d", wh.Deliveries, wh.Deliveries)
+	p("%d queued deliveries through the handler `functions/webhook` runs, from its own wiring `shared/wire/webhook` (signature check, parse, record, enqueue, log, metrics) and %d", wh.Deliveries, wh.Deliveries)
 	p("bare SendMessage calls issued directly with the SDK (the floor: what the TypeScript runner module's webhook does, with")
 	p("no dedup and no outbox), alternating one by one, after warm-up. Payload: GitHub's workflow_job shape, %d bytes.", wh.PayloadBytes)
 	p("")
@@ -171,13 +178,15 @@ func (r Report) Markdown(w io.Writer) {
 	for _, c := range r.Claims {
 		p("### check_queued = %v (%d jobs)", c.CheckQueued, c.Jobs)
 		p("")
-		p("One claimer instance (`claim.Claimer` wired as `functions/claimer` wires it, 4 workers per batch) fed batches of 10")
+		p("One claimer instance (the handler `functions/claimer` runs, from its own wiring `shared/wire/claimer`, 4 workers per batch) fed batches of 10")
 		p("from the real claims queue by the local SQS event source mapping; the GitHub stand-in answers at once.")
 		p("")
 		p("- claims per second per instance: **%.1f** (time inside the handler; %.1f/s including the mapping's polling), %d invocations, mean %.0f ms each", c.ClaimsPerS, c.WallPerS, c.Invocations, c.HandlerMS)
 		p("- GitHub requests per claimed job: **%g** (floor %d): %s; plus %d installation token request(s) for the whole run (one per installation per hour)", c.GitHubTotal, c.GitHubFloor, calls(c.GitHubPerJob), c.TokenRequests)
 		p("- webhook requests per job: %s", calls(c.WebhookPerJob))
 		p("- claimer requests per job: %s", calls(c.ClaimerPerJob))
+		p("- claimer DynamoDB requests per job by item: %s (the instance read `rate#` %d times and wrote it %d times for these %d jobs)", calls(c.ClaimerItems), c.RateReads, c.RateWrites, c.Jobs)
+		p("- the provisioner's own sends per job (the dispatch queue: the machine's start, in no figure here): %s", calls(c.ProvisionerPerJob))
 		p("- event source mapping (Lambda's poller) per job: %s", calls(c.PollerPerJob))
 		p("- total per job, webhook to claimed: **%.2f DynamoDB, %.2f SQS** requests; %g WRU + %g index WRU, %g RRU", c.DynamoDBPerJob, c.SQSPerJob, c.Units.WRU, c.Units.GSIWRU, c.Units.RRU)
 		p("")
@@ -305,17 +314,42 @@ func (r Report) Markdown(w io.Writer) {
 	p("`go test -run '^$' -bench . -benchmem -count 6 ./bench/ > new.txt` on two commits, then `benchstat old.txt new.txt`.")
 }
 
-// jobLife adds up a job's whole life from one run: the webhook's three
+// JobLife is a job's whole life in requests (queued + claim +
+// in_progress + completed), measured in one run.
+type JobLife struct {
+	// DynamoDB is every DynamoDB request per job: JobRecord on the job's
+	// own record (issue 11: ≤ 5), RateItem on the installation's shared
+	// rate reading, Other on anything else.
+	DynamoDB  float64 `json:"dynamodb"`
+	JobRecord float64 `json:"dynamodb_job_record"`
+	RateItem  float64 `json:"dynamodb_rate_item"`
+	Other     float64 `json:"dynamodb_other"`
+	// RateReads and RateWrites are the one claimer instance's requests on
+	// the rate item over Jobs jobs: RateItem is their share per job, a
+	// cost per instance and refresh that shrinks as an instance claims
+	// more, not a cost of each job.
+	RateReads  int     `json:"rate_item_reads"`
+	RateWrites int     `json:"rate_item_writes"`
+	Jobs       int     `json:"jobs"`
+	SQS        float64 `json:"sqs"`
+	// IndexWrites are the writes of the sweep index; IndexWRU their units
+	// (moving sweep_at is billed twice).
+	IndexWrites float64 `json:"index_writes"`
+	IndexWRU    float64 `json:"index_wru"`
+}
+
+// LifeOf adds up a job's whole life from one run: the webhook's three
 // deliveries (the lifecycle measure) plus the claimer's and the event
-// source mapping's requests per claimed job. The sweep index (keys only)
-// is written on the way to claimed (put at creation, moved by the claim: a
-// claimed record stays indexed until a runner takes the job; the lease
-// leaves sweep_at alone and writes nothing) and once more when in_progress
-// removes it; completed finds the record done and writes no index. The provisioner's own calls are the machine's
-// start, not counted (see Claims).
-func jobLife(life []Delivery, c ClaimResult) (ddb, sqsN, idxWrites, idxWRU float64, ok bool) {
+// source mapping's requests per claimed job (c). The sweep index (keys
+// only) is written on the way to claimed (put at creation, moved by the
+// claim: a claimed record stays indexed until a runner takes the job; the
+// lease leaves sweep_at alone and writes nothing) and once more when
+// in_progress removes it; completed finds the record done and writes no
+// index. The provisioner's own calls are the machine's start, not counted
+// (see Claims). ok is false without a lifecycle measure.
+func LifeOf(life []Delivery, c ClaimResult) (l JobLife, ok bool) {
 	if len(life) == 0 {
-		return 0, 0, 0, 0, false
+		return JobLife{}, false
 	}
 	svc := func(calls map[string]float64, prefix string) float64 {
 		t := 0.0
@@ -326,16 +360,42 @@ func jobLife(life []Delivery, c ClaimResult) (ddb, sqsN, idxWrites, idxWRU float
 		}
 		return t
 	}
-	idxWrites, idxWRU = c.Units.GSIWrites, c.Units.GSIWRU
-	for _, d := range life {
-		ddb += svc(d.Calls, "DynamoDB.")
-		sqsN += svc(d.Calls, "SQS.")
-		if d.Action == "in_progress" {
-			idxWrites += d.Units.GSIWrites
-			idxWRU += d.Units.GSIWRU
+	items := func(m map[string]float64) {
+		for it, k := range m {
+			switch it {
+			case JobItem:
+				l.JobRecord += k
+			case RateItem:
+				l.RateItem += k
+			default:
+				l.Other += k
+			}
 		}
 	}
-	ddb += svc(c.ClaimerPerJob, "DynamoDB.") + svc(c.PollerPerJob, "DynamoDB.")
-	sqsN += svc(c.ClaimerPerJob, "SQS.") + svc(c.PollerPerJob, "SQS.")
-	return ddb, sqsN, idxWrites, idxWRU, true
+	l.IndexWrites, l.IndexWRU = c.Units.GSIWrites, c.Units.GSIWRU
+	for _, d := range life {
+		l.DynamoDB += svc(d.Calls, "DynamoDB.")
+		l.SQS += svc(d.Calls, "SQS.")
+		items(d.Items)
+		if d.Action == "in_progress" {
+			l.IndexWrites += d.Units.GSIWrites
+			l.IndexWRU += d.Units.GSIWRU
+		}
+	}
+	l.DynamoDB += svc(c.ClaimerPerJob, "DynamoDB.") + svc(c.PollerPerJob, "DynamoDB.")
+	l.SQS += svc(c.ClaimerPerJob, "SQS.") + svc(c.PollerPerJob, "SQS.")
+	items(c.ClaimerItems)
+	l.RateReads, l.RateWrites, l.Jobs = c.RateReads, c.RateWrites, c.Jobs
+	for _, f := range []*float64{&l.DynamoDB, &l.JobRecord, &l.RateItem, &l.Other, &l.SQS, &l.IndexWrites, &l.IndexWRU} {
+		*f = round(*f, 3)
+	}
+	return l, true
+}
+
+// against says how v stands to a target of at most target.
+func against(v, target float64) string {
+	if v <= target {
+		return "meets the target"
+	}
+	return "over the target"
 }

@@ -6,7 +6,6 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"sync"
@@ -16,12 +15,13 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/ghclaim/ghclaim/shared/job"
-	"github.com/ghclaim/ghclaim/shared/obs"
 	"github.com/ghclaim/ghclaim/shared/pool"
 	"github.com/ghclaim/ghclaim/shared/webhook"
+	wirewebhook "github.com/ghclaim/ghclaim/shared/wire/webhook"
 )
 
 // queuedPayload is a real workflow_job "queued" delivery body (the
@@ -29,9 +29,6 @@ import (
 //
 //go:embed testdata/queued.json
 var queuedPayload []byte
-
-// BenchSecret signs the deliveries of the benchmark.
-const BenchSecret = "ghclaim-bench-secret"
 
 // BenchPool is the pool every benchmark job matches.
 var BenchPool = pool.Pool{
@@ -43,6 +40,7 @@ var BenchPool = pool.Pool{
 type Webhook struct {
 	env     *Env
 	handler *webhook.Handler
+	secret  []byte // the stack's webhook secret, which signs the deliveries
 	tmpl    map[string]any
 	// ids hands out job ids, unique per Webhook; base keeps two Webhooks
 	// on one table apart.
@@ -51,15 +49,24 @@ type Webhook struct {
 	mu   sync.Mutex // guards tmpl
 }
 
-// NewWebhook returns the handler wired as functions/webhook wires it (the
-// store and queue over the counted clients, a JSON logger whose output is
-// discarded after it is formatted), with ids starting above base.
-func NewWebhook(env *Env, pools []pool.Pool, base int64) (*Webhook, error) {
+// NewWebhook returns the handler functions/webhook runs, from its own
+// wiring (shared/wire/webhook) with the environment Lambda gives it (the
+// stack's table, claims queue and webhook secret; RUNNER_POOLS = pools)
+// and every AWS request counted by env's Counter, with ids starting above
+// base. Deliveries are signed with the secret the stack generated.
+func NewWebhook(ctx context.Context, env *Env, pools []pool.Pool, base int64) (*Webhook, error) {
 	if len(pools) == 0 {
 		pools = []pool.Pool{BenchPool}
 	}
-	h, err := webhook.New(webhook.Config{Secrets: [][]byte{[]byte(BenchSecret)}, Pools: pools,
-		Store: env.Store, Queue: env.Queue, Now: time.Now, Logger: obs.NewLogger(io.Discard, "info")})
+	poolsJSON, err := json.Marshal(pools)
+	if err != nil {
+		return nil, fmt.Errorf("bench: pools: %w", err)
+	}
+	sec, err := secretsmanager.NewFromConfig(env.Raw).GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(env.Stack.WebhookSecretARN)})
+	if err != nil {
+		return nil, fmt.Errorf("bench: read the webhook secret: %w", err)
+	}
+	h, err := wirewebhook.New(ctx, env.Function(map[string]string{"RUNNER_POOLS": string(poolsJSON)}))
 	if err != nil {
 		return nil, err
 	}
@@ -67,7 +74,7 @@ func NewWebhook(env *Env, pools []pool.Pool, base int64) (*Webhook, error) {
 	if err := json.Unmarshal(queuedPayload, &tmpl); err != nil {
 		return nil, fmt.Errorf("bench: queued payload: %w", err)
 	}
-	return &Webhook{env: env, handler: h, tmpl: tmpl, base: base}, nil
+	return &Webhook{env: env, handler: h, secret: []byte(aws.ToString(sec.SecretString)), tmpl: tmpl, base: base}, nil
 }
 
 // NextID returns a fresh job id.
@@ -106,7 +113,7 @@ func (w *Webhook) EventAction(id int64, action, runner string) events.LambdaFunc
 			"user-agent":          "GitHub-Hookshot/bench",
 			"x-github-delivery":   fmt.Sprintf("bench-%d-%d-%s", w.base, id, action),
 			"x-github-event":      "workflow_job",
-			"x-hub-signature-256": webhook.SignatureValue(body, []byte(BenchSecret)),
+			"x-hub-signature-256": webhook.SignatureValue(body, w.secret),
 		},
 		RequestContext: events.LambdaFunctionURLRequestContext{
 			HTTP: events.LambdaFunctionURLRequestContextHTTPDescription{Method: http.MethodPost, Path: "/"},
@@ -266,9 +273,21 @@ func add(into *Snapshot, d Snapshot) {
 	if into.OpBusy == nil {
 		into.OpBusy = map[string]time.Duration{}
 	}
+	if into.Items == nil {
+		into.Items = map[ItemOp]int{}
+	}
+	if into.Apart == nil {
+		into.Apart = map[string]int{}
+	}
 	for k, v := range d.Calls {
 		into.Calls[k] += v
 		into.OpBusy[k] += d.OpBusy[k]
+	}
+	for k, v := range d.Items {
+		into.Items[k] += v
+	}
+	for k, v := range d.Apart {
+		into.Apart[k] += v
 	}
 	into.Busy += d.Busy
 	into.Units.WRU += d.Units.WRU
@@ -291,7 +310,9 @@ type Delivery struct {
 	N      int                `json:"n"`
 	Time   Latency            `json:"time"`
 	Calls  map[string]float64 `json:"calls"`
-	Units  Units              `json:"units"`
+	// Items are the DynamoDB requests per delivery by item (see byItem).
+	Items map[string]float64 `json:"dynamodb_by_item"`
+	Units Units              `json:"units"`
 	// Usage is one delivery's SQS requests and DynamoDB units.
 	Usage Usage `json:"-"`
 }
@@ -327,7 +348,7 @@ func MeasureLifecycle(ctx context.Context, w *Webhook, n int) ([]Delivery, error
 		s := *snaps[a]
 		k := float64(n)
 		out = append(out, Delivery{
-			Action: a, N: n, Time: Summarise(lat[a]), Calls: perOp(s, n),
+			Action: a, N: n, Time: Summarise(lat[a]), Calls: perOp(s, n), Items: byItem(s, n),
 			Units: Units{WRU: round(s.Units.WRU/k, 2), GSIWRU: round(s.Units.GSIWRU/k, 2), GSIWrites: round(s.Units.GSIWrites/k, 2), RRU: round(s.Units.RRU/k, 2)},
 			Usage: FromSnapshot(s).Times(1 / k),
 		})

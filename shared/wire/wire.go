@@ -55,6 +55,20 @@ type Env struct {
 	// SSM are options of the SSM client the provisioners write, read and
 	// delete JIT configs with (a test's strict double); none in main.
 	SSM []func(*ssm.Options)
+	// HTTPClient, when set, sends every AWS request of the wired function
+	// (a benchmark's counting transport); nil in main: the SDK's own. The
+	// RUNNER_POOLS_PARAMETER read at start-up is not sent through it.
+	HTTPClient aws.HTTPClient
+}
+
+// AWS is cfg with the function's HTTP client: Env.HTTPClient when a test
+// set one, else cfg unchanged. Every wiring passes its aws.Config through
+// it before building a client.
+func (e Env) AWS(cfg aws.Config) aws.Config {
+	if e.HTTPClient != nil {
+		cfg.HTTPClient = e.HTTPClient
+	}
+	return cfg
 }
 
 // Check reports a field main or a test forgot.

@@ -102,7 +102,7 @@ func run(ctx context.Context, o options) error {
 	}
 	defer whEnv.Close(context.WithoutCancel(ctx))
 	stop := whEnv.KeepQueueShort(ctx, 200*time.Millisecond)
-	w, err := bench.NewWebhook(whEnv, nil, 1_000_000)
+	w, err := bench.NewWebhook(ctx, whEnv, nil, 1_000_000)
 	if err != nil {
 		return err
 	}
@@ -178,6 +178,10 @@ func run(ctx context.Context, o options) error {
 	stop()
 	if err != nil {
 		return err
+	}
+
+	if len(rep.Claims) > 0 {
+		rep.JobLife, _ = bench.LifeOf(rep.Lifecycle, rep.Claims[0])
 	}
 
 	// 6. Cost.

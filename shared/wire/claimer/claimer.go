@@ -35,6 +35,7 @@ func New(ctx context.Context, env wire.Env) (claim.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	awsCfg = env.AWS(awsCfg)
 	policy := backoff.Policy{Ladder: cfg.Ladder, Jitter: backoff.DefaultJitter, MaxAge: cfg.MaxAge}
 	if err := policy.Validate(); err != nil {
 		return nil, fmt.Errorf("retry policy: %w", err)

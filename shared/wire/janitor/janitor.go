@@ -32,6 +32,7 @@ func New(ctx context.Context, env wire.Env) (*janitor.Janitor, error) {
 	if err != nil {
 		return nil, err
 	}
+	awsCfg = env.AWS(awsCfg)
 	log := env.Logger(cfg.LogLevel)
 	st := wire.DefaultStore(awsCfg, cfg.TableName)
 	// The tracker's Persist is never called here: the janitor's table

@@ -32,6 +32,7 @@ func New(ctx context.Context, env wire.Env) (*reclaim.Reclaimer, error) {
 	if err != nil {
 		return nil, err
 	}
+	awsCfg = env.AWS(awsCfg)
 	log := env.Logger(cfg.LogLevel)
 	st := wire.Store(awsCfg, cfg.Common)
 	gh, rates, err := app.Tracked(env, awsCfg, cfg.GitHubApp, st)

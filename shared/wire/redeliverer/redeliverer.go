@@ -34,6 +34,7 @@ func New(_ context.Context, env wire.Env) (*redeliver.Redeliverer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("aws config: %w", err)
 	}
+	awsCfg = env.AWS(awsCfg)
 	budget := &redeliver.AppBudget{}
 	gh, err := app.Own(env, awsCfg, cfg.GitHubApp, budget)
 	if err != nil {

@@ -29,6 +29,7 @@ func New(ctx context.Context, env wire.Env) (*webhook.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	awsCfg = env.AWS(awsCfg)
 	// Read per delivery through a TTL cache: a secret written after this
 	// cold start (make app) or rotated is picked up; none yet answers 503.
 	secrets := wire.Secret(awsCfg, cfg.SecretARN, cfg.Secret)

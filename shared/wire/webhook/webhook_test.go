@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -80,5 +84,64 @@ func TestDecisionLineCarriesTheMetrics(t *testing.T) {
 				t.Errorf("got %+v, want one point: Deliveries 1 for the ping, in namespace wire-test", points)
 			}
 		})
+	}
+}
+
+// recorder is an aws.HTTPClient that records each request's operation and
+// answers it with DynamoDB's ResourceNotFoundException (a 400 the SDK
+// does not retry), so no request leaves the test.
+type recorder struct {
+	mu  sync.Mutex
+	ops []string
+}
+
+func (r *recorder) Do(req *http.Request) (*http.Response, error) {
+	r.mu.Lock()
+	r.ops = append(r.ops, req.Header.Get("X-Amz-Target"))
+	r.mu.Unlock()
+	body := `{"__type":"com.amazonaws.dynamodb.v20120810#ResourceNotFoundException","message":"Requested resource not found"}`
+	return &http.Response{
+		StatusCode: http.StatusBadRequest, Header: http.Header{"Content-Type": {"application/x-amz-json-1.0"}},
+		Body: io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body)), Request: req,
+	}, nil
+}
+
+// TestAWSRequestsGoThroughEnvHTTPClient: with Env.HTTPClient set (a
+// benchmark's counting transport), the wired handler's AWS requests go
+// through it, so a benchmark counts what the function ships; the endpoint
+// is a closed port, so a request sent any other way would not be seen.
+func TestAWSRequestsGoThroughEnvHTTPClient(t *testing.T) {
+	t.Parallel()
+	src, err := os.ReadFile(filepath.Join("..", "..", "..", "events", "webhook-queued.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var req events.LambdaFunctionURLRequest
+	if err := json.Unmarshal(src, &req); err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]string{
+		"AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+		"AWS_ENDPOINT_URL": "http://127.0.0.1:1", "TABLE_NAME": "jobs", "CLAIMS_QUEUE_URL": "http://127.0.0.1:1/000000000000/claims",
+		"RUNNER_POOLS":   `[{"name":"linux","labels":["self-hosted","linux","x64"],"scope":"repo","runner_group_id":1,"provisioner":{"type":"dispatch","queue_url":"http://127.0.0.1:1/000000000000/d"}}]`,
+		"WEBHOOK_SECRET": "ghclaim-local-secret",
+	}
+	rec := &recorder{}
+	h, err := webhook.New(context.Background(), wire.Env{
+		Getenv:     func(k string) string { return vars[k] },
+		Out:        io.Discard,
+		Now:        func() time.Time { return time.Date(2026, 11, 30, 9, 0, 1, 0, time.UTC) },
+		HTTPClient: rec,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Handle(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.ops) == 0 || rec.ops[0] != "DynamoDB_20120810.PutItem" {
+		t.Errorf("Env.HTTPClient saw %q, want the job record's PutItem first", rec.ops)
 	}
 }
