@@ -254,12 +254,22 @@ func (s *Stack) createStack(ctx context.Context, tmpl map[string]any, params []c
 		return fmt.Errorf("encode template: %w", err)
 	}
 	cf := cloudformation.NewFromConfig(s.cfg)
+	// The SDK retries a CreateStack whose answer it lost (a reset connection on a loaded
+	// box); when the first try took effect, the retry finds the stack. CloudFormation
+	// recognises a retry by ClientRequestToken; moto does not, so the token is also a tag,
+	// and an existing stack that carries ours is the one this call created.
+	token := randomHex(16)
 	if _, err := cf.CreateStack(ctx, &cloudformation.CreateStackInput{
-		StackName:    aws.String(s.Name),
-		TemplateBody: aws.String(string(body)),
-		Parameters:   params,
+		StackName:          aws.String(s.Name),
+		TemplateBody:       aws.String(string(body)),
+		Parameters:         params,
+		ClientRequestToken: aws.String(token),
+		Tags:               []cftypes.Tag{{Key: aws.String(deployTokenTag), Value: aws.String(token)}},
 	}); err != nil {
-		return fmt.Errorf("create stack: %w", err)
+		var exists *cftypes.AlreadyExistsException
+		if !errors.As(err, &exists) || !stackCarries(ctx, cf, s.Name, token) {
+			return fmt.Errorf("create stack: %w", err)
+		}
 	}
 	stack, err := waitStack(ctx, cf, s.Name, cftypes.StackStatusCreateComplete)
 	if err != nil {
@@ -276,6 +286,29 @@ func (s *Stack) createStack(ctx context.Context, tmpl map[string]any, params []c
 		s.Resources[aws.ToString(r.LogicalResourceId)] = aws.ToString(r.PhysicalResourceId)
 	}
 	return nil
+}
+
+// deployTokenTag names the tag that carries a Deploy's own CreateStack token.
+const deployTokenTag = "ghclaim:deploy-token"
+
+// stackCarries reports whether stack name exists and carries token in deployTokenTag.
+func stackCarries(ctx context.Context, cf *cloudformation.Client, name, token string) bool {
+	out, err := cf.DescribeStacks(ctx, &cloudformation.DescribeStacksInput{StackName: aws.String(name)})
+	if err != nil || len(out.Stacks) != 1 {
+		return false
+	}
+	for _, t := range out.Stacks[0].Tags {
+		if aws.ToString(t.Key) == deployTokenTag && aws.ToString(t.Value) == token {
+			return true
+		}
+	}
+	return false
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 // waitStack polls until the stack reaches want, fails, or ctx ends.
@@ -423,9 +456,7 @@ func StackName(hint string) string {
 	if len(h) > 24 {
 		h = h[:24]
 	}
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return "t-" + h + "-" + hex.EncodeToString(b[:])
+	return "t-" + h + "-" + randomHex(4)
 }
 
 func sortedKeys[V any](m map[string]V) []string {
