@@ -217,6 +217,9 @@ func New(cfg Config) (*Janitor, error) {
 	if cfg.Reserve <= 0 {
 		cfg.Reserve = DefaultReserve
 	}
+	if cfg.RateRefresh <= 0 {
+		cfg.RateRefresh = ratelimit.DefaultRefresh
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}

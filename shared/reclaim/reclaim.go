@@ -275,6 +275,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxLivenessChecks <= 0 {
 		c.MaxLivenessChecks = DefaultMaxLivenessChecks
 	}
+	if c.RateRefresh <= 0 {
+		c.RateRefresh = ratelimit.DefaultRefresh
+	}
 	c.Now = clock.Or(c.Now)
 	c.Rand = random.Or(c.Rand)
 	if c.Sleep == nil {
