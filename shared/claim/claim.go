@@ -191,7 +191,7 @@
 // write the item on every 10 % drop and on exhaustion, so a fresh reading
 // above that cannot be contradicted unless more than 10 % of the budget
 // went within the refresh interval, and then this process's own next
-// response says so (rate.go, readRate). A busy claimer so reads it about
+// response says so (ratelimit.Gate). A busy claimer so reads it about
 // once, not every 5 s, yet an idle or cold one, or one near the end of the
 // budget, learns within seconds of an exhaustion another instance saw. When the budget is
 // exhausted (ratelimit.Reading.Exhausted: remaining 0, observed less than
@@ -226,7 +226,6 @@ package claim
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -248,7 +247,7 @@ const (
 	DefaultHandOffReserve = 4 * time.Second
 	DefaultEarlyDelay     = 5 * time.Second
 	DefaultRetrySoon      = 10 * time.Second
-	DefaultRateRefresh    = 5 * time.Second
+	DefaultRateRefresh    = ratelimit.DefaultRefresh
 	// MaxConcurrency bounds workers per batch: more would only add GitHub
 	// pressure from one instance.
 	MaxConcurrency = 4
@@ -360,8 +359,8 @@ func (c Config) validate() error {
 
 // Claimer handles claim messages. It is safe for concurrent use.
 type Claimer struct {
-	cfg   Config
-	reads *rateReads
+	cfg  Config
+	gate *ratelimit.Gate // reads of the shared rate item
 }
 
 // New validates cfg, fills its defaults and returns a claimer.
@@ -370,14 +369,7 @@ func New(cfg Config) (*Claimer, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	return &Claimer{cfg: cfg, reads: &rateReads{refresh: cfg.RateRefresh, last: map[int64]time.Time{}}}, nil
+	return &Claimer{cfg: cfg, gate: ratelimit.NewGate(cfg.Rates, cfg.RateRefresh)}, nil
 }
 
 func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
-
-func ignoreNoReading(err error) error {
-	if errors.Is(err, ratelimit.ErrNoReading) {
-		return nil
-	}
-	return err
-}

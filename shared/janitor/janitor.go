@@ -8,7 +8,7 @@
 //     (one App-JWT call, the App's own budget), not from job records: the
 //     table cannot list its records without a Scan, and an installation
 //     whose records expired may still hold our runners. For each
-//     installation whose shared rate reading (rate#<id>) is not exhausted:
+//     installation whose rate reading (see Rate state below) is not exhausted:
 //     org-scope pools list the organisation's runners; repo-scope pools
 //     list the installation's repositories (GET /installation/repositories)
 //     and then each repository's runners. Only runners whose name
@@ -58,6 +58,14 @@
 // most 400 calls an hour across all installations, 8 % of one
 // installation's 5000.
 //
+// Rate state, as the claimer keeps it: an installation's reading comes
+// through a ratelimit.Gate, so the shared rate#<installation> item is read
+// only when this process's own reading (from its last pass) is unknown,
+// older than RateRefresh (5 s) or Low, at most once per RateRefresh; in
+// practice once per installation per pass. After an installation's calls
+// the tracker shares what they observed (Persist, by the persist rule):
+// an exhaustion the janitor met stops the claimers too.
+//
 // Each pass ends with one log line and EMF metric lines counting every
 // action: removals (runners deleted, machines ended) by the pool their
 // name or tags say (job.ParseRunnerName, the machine's pool tag) and
@@ -103,10 +111,15 @@ var (
 	_ GitHub = (*ghapp.Keyed)(nil) // what functions/janitor wires
 )
 
-// Rates is the installations' shared rate reading; *ratelimit.Tracker
-// implements it.
+// Rates is this process's rate state; *ratelimit.Tracker implements it
+// (the GitHub client's rate transport feeds it). The janitor reads it
+// through a ratelimit.Gate before an installation's calls and, after them,
+// shares what they observed with Persist.
 type Rates interface {
-	Current(ctx context.Context, installationID int64) (ratelimit.Reading, error)
+	ratelimit.Source
+	// Persist shares the latest reading when the persist rule says
+	// another process's decision depends on it.
+	Persist(ctx context.Context, installationID int64) (bool, error)
 }
 
 // Provisioner ends what provisioning left for a job (its JIT config and,
@@ -147,6 +160,9 @@ type Config struct {
 	Provisioner Provisioner
 	Leftovers   Leftovers
 	Pools       []pool.Pool
+	// RateRefresh: the shared rate item is read at most this often per
+	// installation (ratelimit.DefaultRefresh when zero).
+	RateRefresh time.Duration
 	// UnknownGrace: a machine of a job unknown to us is ended only once
 	// launched this long ago.
 	UnknownGrace time.Duration
@@ -167,7 +183,10 @@ type Config struct {
 }
 
 // Janitor removes what outlived its job. One pass at a time per instance.
-type Janitor struct{ cfg Config }
+type Janitor struct {
+	cfg  Config
+	gate *ratelimit.Gate // nil without Rates
+}
 
 // New validates cfg, fills its defaults and returns a janitor.
 func New(cfg Config) (*Janitor, error) {
@@ -198,6 +217,9 @@ func New(cfg Config) (*Janitor, error) {
 	if cfg.Reserve <= 0 {
 		cfg.Reserve = DefaultReserve
 	}
+	if cfg.RateRefresh <= 0 {
+		cfg.RateRefresh = ratelimit.DefaultRefresh
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -207,7 +229,11 @@ func New(cfg Config) (*Janitor, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Janitor{cfg: cfg}, nil
+	j := &Janitor{cfg: cfg}
+	if cfg.Rates != nil {
+		j.gate = ratelimit.NewGate(cfg.Rates, cfg.RateRefresh)
+	}
+	return j, nil
 }
 
 // Report counts what one pass did.
@@ -296,33 +322,64 @@ func (j *Janitor) runners(ctx context.Context, p *pass) error {
 	}
 	for _, in := range insts {
 		p.rep.InstallationsSeen++
-		if j.cfg.Rates != nil {
-			// A read error is not fatal: GitHub answers for itself.
-			if rd, _ := j.cfg.Rates.Current(ctx, in.ID); rd.Exhausted(p.now) {
-				p.rep.RateLimited++
-				j.cfg.Logger.WarnContext(ctx, "janitor skips installation: rate limit exhausted",
-					slog.Int64("installation_id", in.ID), slog.Time("reset_at", rd.ResetAt))
-				continue
-			}
-		}
-		if in.Org && j.hasScope(pool.ScopeOrg) {
-			j.scope(ctx, p, in.ID, pool.ScopeOrg, in.Owner, "")
-		}
-		if !j.hasScope(pool.ScopeRepo) || !j.spend(p) {
+		if rd, exhausted := j.rate(ctx, in.ID, p.now); exhausted {
+			p.rep.RateLimited++
+			j.cfg.Logger.WarnContext(ctx, "janitor skips installation: rate limit exhausted",
+				slog.Int64("installation_id", in.ID), slog.Time("reset_at", rd.ResetAt))
 			continue
 		}
-		repos, err := j.cfg.GitHub.Repositories(ctx, in.ID)
-		if err != nil {
-			p.rep.Errors++
-			j.cfg.Logger.WarnContext(ctx, "janitor could not list repositories",
-				slog.Int64("installation_id", in.ID), slog.Any("err", err))
-			continue
-		}
-		for _, i := range j.cfg.Perm(len(repos)) {
-			j.scope(ctx, p, in.ID, pool.ScopeRepo, in.Owner, repos[i])
-		}
+		j.installation(ctx, p, in)
+		j.shareRate(ctx, in.ID)
 	}
 	return nil
+}
+
+// installation lists (and cleans up) the runners of in's scopes.
+func (j *Janitor) installation(ctx context.Context, p *pass, in ghapp.Installation) {
+	if in.Org && j.hasScope(pool.ScopeOrg) {
+		j.scope(ctx, p, in.ID, pool.ScopeOrg, in.Owner, "")
+	}
+	if !j.hasScope(pool.ScopeRepo) || !j.spend(p) {
+		return
+	}
+	repos, err := j.cfg.GitHub.Repositories(ctx, in.ID)
+	if err != nil {
+		p.rep.Errors++
+		j.cfg.Logger.WarnContext(ctx, "janitor could not list repositories",
+			slog.Int64("installation_id", in.ID), slog.Any("err", err))
+		return
+	}
+	for _, i := range j.cfg.Perm(len(repos)) {
+		j.scope(ctx, p, in.ID, pool.ScopeRepo, in.Owner, repos[i])
+	}
+}
+
+// rate reads inst's budget at now through the janitor's gate (the shared
+// item at most once per RateRefresh, and only when this process's own
+// reading is not enough: ratelimit.Gate) and reports whether it is
+// exhausted. A read error is not fatal: GitHub answers for itself.
+func (j *Janitor) rate(ctx context.Context, inst int64, now time.Time) (ratelimit.Reading, bool) {
+	if j.gate == nil {
+		return ratelimit.Reading{}, false
+	}
+	rd, err := j.gate.Reading(ctx, inst, now)
+	if err != nil {
+		j.cfg.Logger.WarnContext(ctx, "janitor rate state unreadable", slog.Int64("installation_id", inst), slog.Any("err", err))
+	}
+	return rd, rd.Exhausted(now)
+}
+
+// shareRate shares what the pass's calls for inst observed (an exhaustion
+// above all) when the persist rule says another process's decision
+// depends on it. A failed write is logged: the claimers learn it from
+// GitHub then.
+func (j *Janitor) shareRate(ctx context.Context, inst int64) {
+	if j.cfg.Rates == nil {
+		return
+	}
+	if _, err := j.cfg.Rates.Persist(ctx, inst); err != nil {
+		j.cfg.Logger.WarnContext(ctx, "janitor rate state not shared", slog.Int64("installation_id", inst), slog.Any("err", err))
+	}
 }
 
 // ours returns the pool and job id a runner name names at scope, if any:

@@ -92,6 +92,7 @@ type fakeStore struct {
 	mu      sync.Mutex
 	items   map[int64]ratelimit.Reading
 	saves   []ratelimit.Reading
+	loads   int
 	loadErr error
 }
 
@@ -100,6 +101,7 @@ func newFakeStore() *fakeStore { return &fakeStore{items: map[int64]ratelimit.Re
 func (s *fakeStore) LoadRate(_ context.Context, id int64) (ratelimit.Reading, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.loads++
 	if s.loadErr != nil {
 		return ratelimit.Reading{}, s.loadErr
 	}

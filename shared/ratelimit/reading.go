@@ -38,9 +38,17 @@
 //     the writer, when done, decides again on the latest reading, so what
 //     the turned-away calls would have shared (an exhaustion) still is.
 //   - Low (PersistRule.Low): at most one drop threshold left. Since every
-//     claimer writes on each such drop and on exhaustion, a recent reading
-//     above it tells a reader the shared item has nothing more urgent to
-//     say (shared/claim reads the item only when its own reading is not).
+//     process that calls GitHub writes on each such drop and on
+//     exhaustion, a recent reading above it tells a reader the shared item
+//     has nothing more urgent to say.
+//   - One read path for every process that asks "may I call GitHub for
+//     this installation?" (Gate: the claimer, the reclaimer, the janitor):
+//     the shared item is read only when the own reading is unknown, older
+//     than the refresh interval (DefaultRefresh, 5 s) or Low, and then at
+//     most once per interval per installation and process. And one write
+//     path: each of them shares what its own calls observed through
+//     Tracker.Persist after them, so an exhaustion the reclaimer or the
+//     janitor meets stops the claimers too.
 package ratelimit
 
 import (

@@ -54,10 +54,15 @@ type ProvisionerFunc func(ctx context.Context, l Leftover) error
 // Cleanup calls f.
 func (f ProvisionerFunc) Cleanup(ctx context.Context, l Leftover) error { return f(ctx, l) }
 
-// Rates is the installation's shared rate reading; *ratelimit.Tracker
-// implements it.
+// Rates is this process's rate state; *ratelimit.Tracker implements it
+// (the GitHub client's rate transport feeds it). The reclaimer reads it
+// through a ratelimit.Gate before calling GitHub for an installation and,
+// after those calls, shares what they observed with Persist.
 type Rates interface {
-	Current(ctx context.Context, installationID int64) (ratelimit.Reading, error)
+	ratelimit.Source
+	// Persist shares the latest reading when the persist rule says
+	// another process's decision depends on it.
+	Persist(ctx context.Context, installationID int64) (bool, error)
 }
 
 var (
@@ -134,15 +139,13 @@ func (r *Reclaimer) removeLeftovers(ctx context.Context, c candidate, now time.T
 // removeRunner deletes the job's runner unless it is busy, and says what it
 // found: "none", "deleted", "busy", "rate_limited" or "unknown" (an error).
 func (r *Reclaimer) removeRunner(ctx context.Context, inst int64, scope, owner, repo, name string, now time.Time, log *slog.Logger, fail func(string, error)) string {
-	if r.cfg.Rates != nil {
-		// A read error is not fatal: GitHub answers for itself.
-		if rd, _ := r.cfg.Rates.Current(ctx, inst); rd.Exhausted(now) {
-			log.WarnContext(ctx, "reclaim cleanup skips GitHub: installation rate limit exhausted",
-				slog.Int64("installation_id", inst), slog.String("runner_name", name),
-				slog.Time("reset_at", rd.ResetAt))
-			return "rate_limited"
-		}
+	if rd, exhausted := r.rate(ctx, inst, now, log); exhausted {
+		log.WarnContext(ctx, "reclaim cleanup skips GitHub: installation rate limit exhausted",
+			slog.Int64("installation_id", inst), slog.String("runner_name", name),
+			slog.Time("reset_at", rd.ResetAt))
+		return "rate_limited"
 	}
+	defer r.shareRate(ctx, inst, log)
 	found, err := r.cfg.GitHub.FindRunner(ctx, inst, scope, owner, repo, name)
 	switch {
 	case errors.Is(err, ghapp.ErrRunnerNotFound):
@@ -161,4 +164,32 @@ func (r *Reclaimer) removeRunner(ctx context.Context, inst int64, scope, owner, 
 		return "unknown"
 	}
 	return "deleted"
+}
+
+// rate reads inst's budget at now through the pass's gate (the shared item
+// at most once per RateRefresh, and only when this process's own reading
+// is not enough: ratelimit.Gate) and reports whether it is exhausted. A
+// read error is not fatal: GitHub answers for itself.
+func (r *Reclaimer) rate(ctx context.Context, inst int64, now time.Time, log *slog.Logger) (ratelimit.Reading, bool) {
+	if r.gate == nil {
+		return ratelimit.Reading{}, false
+	}
+	rd, err := r.gate.Reading(ctx, inst, now)
+	if err != nil {
+		log.WarnContext(ctx, "reclaim rate state unreadable", slog.Int64("installation_id", inst), slog.Any("err", err))
+	}
+	return rd, rd.Exhausted(now)
+}
+
+// shareRate shares what this process's GitHub calls for inst observed (an
+// exhaustion above all) when the persist rule says another process's
+// decision depends on it. A failed write is logged: the claimers learn it
+// from GitHub then.
+func (r *Reclaimer) shareRate(ctx context.Context, inst int64, log *slog.Logger) {
+	if r.cfg.Rates == nil {
+		return
+	}
+	if _, err := r.cfg.Rates.Persist(ctx, inst); err != nil {
+		log.WarnContext(ctx, "reclaim rate state not shared", slog.Int64("installation_id", inst), slog.Any("err", err))
+	}
 }

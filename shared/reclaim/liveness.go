@@ -103,18 +103,17 @@ func (r *Reclaimer) liveness(ctx context.Context, c candidate, now time.Time, re
 		log.WarnContext(ctx, "reclaim cannot check a claimed job", slog.String("pool", rec.Pool), slog.Bool("pool_known", ok))
 		return c, "", r.recheck(ctx, c, now.Add(grace), false, now, rep)
 	}
-	if r.cfg.Rates != nil {
-		if rd, _ := r.cfg.Rates.Current(ctx, rec.InstallationID); rd.Exhausted(now) {
-			due := now.Add(grace)
-			if rd.ResetAt.Before(due) {
-				due = rd.ResetAt.Add(time.Minute)
-			}
-			rep.LivenessRateLimited++
-			log.WarnContext(ctx, "reclaim liveness check deferred: installation rate limit exhausted",
-				slog.Int64("installation_id", rec.InstallationID), slog.Time("reset_at", rd.ResetAt))
-			return c, "", r.recheck(ctx, c, due, false, now, rep)
+	if rd, exhausted := r.rate(ctx, rec.InstallationID, now, log); exhausted {
+		due := now.Add(grace)
+		if rd.ResetAt.Before(due) {
+			due = rd.ResetAt.Add(time.Minute)
 		}
+		rep.LivenessRateLimited++
+		log.WarnContext(ctx, "reclaim liveness check deferred: installation rate limit exhausted",
+			slog.Int64("installation_id", rec.InstallationID), slog.Time("reset_at", rd.ResetAt))
+		return c, "", r.recheck(ctx, c, due, false, now, rep)
 	}
+	defer r.shareRate(ctx, rec.InstallationID, log)
 	name := job.RunnerNameAt(p.Name, rec.JobID, rec.Replacements)
 	scope, owner, repo := pool.ScopeRepo, rec.Owner(), rec.RepoName()
 	if p.Scope == pool.ScopeOrg {

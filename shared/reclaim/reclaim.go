@@ -74,6 +74,17 @@
 // reading says exhausted (logged, counted): a later janitor pass catches
 // that runner, the claimer's budget is worth more.
 //
+// Rate state, as the claimer keeps it: before a candidate's GitHub calls
+// the installation's reading comes through a ratelimit.Gate at the pass's
+// now, so the shared rate#<installation> item is read only when this
+// process's own reading is unknown, older than RateRefresh (5 s) or Low,
+// and then at most once per installation per pass (not once per
+// candidate: M candidates of one installation cost one GetItem, or none).
+// After those calls the tracker shares what they observed (Persist, by
+// the persist rule: an exhaustion, a 10 % drop, a new window, or 30 s
+// since the last write), so the claimers stop on an exhaustion the
+// reclaimer met instead of each learning it from a 403.
+//
 // This package must never decide retry policy for a job (ladder, classes):
 // it only puts jobs back where a claimer decides. It must never Scan the
 // table, and never import an AWS service package.
@@ -93,6 +104,7 @@ import (
 	"github.com/ghclaim/ghclaim/shared/obs"
 	"github.com/ghclaim/ghclaim/shared/pool"
 	"github.com/ghclaim/ghclaim/shared/random"
+	"github.com/ghclaim/ghclaim/shared/ratelimit"
 )
 
 // Store is the job store as the reclaimer uses it (shared/store over
@@ -223,11 +235,15 @@ type Config struct {
 	// Abandoning an expired lease removes what the dead attempt may have
 	// started (see removeLeftovers). GitHub and Provisioner each may be
 	// nil (that part is not removed); Pools resolves the record's pool;
-	// Rates, when set, keeps GitHub calls off an exhausted installation.
+	// Rates, when set, keeps GitHub calls off an exhausted installation
+	// and shares what those calls observed.
 	GitHub      GitHub
 	Provisioner Provisioner
 	Rates       Rates
 	Pools       []pool.Pool
+	// RateRefresh: the shared rate item is read at most this often per
+	// installation (ratelimit.DefaultRefresh when zero).
+	RateRefresh time.Duration
 
 	// MaxReplacements caps the new attempts of a claimed job whose runner
 	// never took it; past it the job is abandoned.
@@ -259,6 +275,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxLivenessChecks <= 0 {
 		c.MaxLivenessChecks = DefaultMaxLivenessChecks
 	}
+	if c.RateRefresh <= 0 {
+		c.RateRefresh = ratelimit.DefaultRefresh
+	}
 	c.Now = clock.Or(c.Now)
 	c.Rand = random.Or(c.Rand)
 	if c.Sleep == nil {
@@ -273,7 +292,8 @@ func (c Config) withDefaults() Config {
 // Reclaimer sweeps stale job records back into the claims queue. Lambda
 // runs one pass at a time per instance; concurrent Runs are safe.
 type Reclaimer struct {
-	cfg Config
+	cfg  Config
+	gate *ratelimit.Gate // nil without Rates
 }
 
 // New validates cfg, fills its defaults and returns a reclaimer.
@@ -284,7 +304,11 @@ func New(cfg Config) (*Reclaimer, error) {
 	case cfg.Queue == nil:
 		return nil, errors.New("reclaim: Config.Queue is required")
 	}
-	return &Reclaimer{cfg: cfg.withDefaults()}, nil
+	r := &Reclaimer{cfg: cfg.withDefaults()}
+	if r.cfg.Rates != nil {
+		r.gate = ratelimit.NewGate(r.cfg.Rates, r.cfg.RateRefresh)
+	}
+	return r, nil
 }
 
 // Report is what one pass did.

@@ -120,8 +120,8 @@ func Store(awsCfg aws.Config, c config.Common) *store.Store {
 }
 
 // DefaultStore is the table with the store's default options, for the
-// functions that start no job record (the janitor reads records and rate
-// readings, the redeliverer keeps its redeliver# items) and so need none of
+// functions that start no job record (the janitor reads records and shares
+// rate readings, the redeliverer keeps its redeliver# items) and so need none of
 // the sweep settings.
 func DefaultStore(awsCfg aws.Config, table string) *store.Store {
 	return store.New(dynamodb.NewFromConfig(awsCfg), table, store.Options{})

@@ -25,8 +25,7 @@ import (
 // Tracked is the App client of a function that acts for installations
 // (claimer, reclaimer, janitor): each installation's readings go to a
 // tracker that shares them with the other functions through st. The
-// tracker is returned for the flow's rate reads (and, in the claimer and
-// reclaimer, its Persist).
+// tracker is returned for the flow's rate reads and its Persist.
 func Tracked(env wire.Env, awsCfg aws.Config, c config.GitHubApp, st ratelimit.Store) (*ghapp.Keyed, *ratelimit.Tracker, error) {
 	rates := ratelimit.NewTracker(st, ratelimit.DefaultPersistRule(), env.Now)
 	gh, err := keyed(awsCfg, c, ghapp.Config{

@@ -1,6 +1,6 @@
 // Package janitor wires the janitor function (scheduled): the job table
-// (read only), the GitHub App client and its rate tracker (wire/app; the
-// janitor reads the shared readings and never writes one), the
+// (records read only; the installations' shared rate readings read and
+// written), the GitHub App client and its rate tracker (wire/app), the
 // provisioners and the leftover inventories, the logger and the metrics,
 // built once per cold start around shared/janitor. functions/janitor's
 // main.go calls New with the process's environment; tests call it with
@@ -35,8 +35,6 @@ func New(ctx context.Context, env wire.Env) (*janitor.Janitor, error) {
 	awsCfg = env.AWS(awsCfg)
 	log := env.Logger(cfg.LogLevel)
 	st := wire.DefaultStore(awsCfg, cfg.TableName)
-	// The tracker's Persist is never called here: the janitor's table
-	// access is GetItem only.
 	gh, rates, err := app.Tracked(env, awsCfg, cfg.GitHubApp, st)
 	if err != nil {
 		return nil, err

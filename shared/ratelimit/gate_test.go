@@ -1,0 +1,107 @@
+package ratelimit_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/ghclaim/ghclaim/shared/ratelimit"
+)
+
+// TestGate: the answer and the shared reads of one Gate.Reading at t0 by
+// the own reading and the shared one: the shared item is read only when
+// the own reading is unknown, a refresh old or Low; the newest wins; no
+// reading anywhere is no error; a store error comes with the own reading.
+func TestGate(t *testing.T) {
+	t.Parallel()
+	rd := func(remaining int, age time.Duration) *ratelimit.Reading {
+		return &ratelimit.Reading{Limit: 5000, Remaining: remaining, ResetAt: resetAt, ObservedAt: t0.Add(-age)}
+	}
+	exhausted := rd(0, time.Second/2)
+	tests := []struct {
+		name    string
+		own     *ratelimit.Reading
+		shared  *ratelimit.Reading
+		loadErr error
+		want    *ratelimit.Reading // nil: none
+		loads   int
+	}{
+		{name: "fresh and ample: own, no read", own: rd(4000, time.Second), shared: exhausted, want: rd(4000, time.Second)},
+		{name: "fresh but low: the newer shared one", own: rd(400, time.Second), shared: exhausted, want: exhausted, loads: 1},
+		{name: "stale: the newer shared one", own: rd(4000, ratelimit.DefaultRefresh), shared: exhausted, want: exhausted, loads: 1},
+		{name: "cold: the shared one", shared: exhausted, want: exhausted, loads: 1},
+		{name: "low, shared older: own", own: rd(400, 0), shared: rd(0, time.Minute), want: rd(400, 0), loads: 1},
+		{name: "nothing anywhere: no reading, no error", loads: 1},
+		{name: "store down: own, with the error", own: rd(400, time.Second), loadErr: errors.New("throttled"), want: rd(400, time.Second), loads: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := newFakeStore()
+			if tt.shared != nil {
+				s.items[installation] = *tt.shared
+			}
+			s.loadErr = tt.loadErr
+			tr := ratelimit.NewTracker(s, ratelimit.DefaultPersistRule(), func() time.Time { return t0 })
+			if tt.own != nil {
+				tr.Observe(installation, *tt.own)
+			}
+			g := ratelimit.NewGate(tr, 0)
+
+			got, err := g.Reading(context.Background(), installation, t0)
+
+			switch {
+			case tt.loadErr != nil && !errors.Is(err, tt.loadErr):
+				t.Errorf("err %v, want it to wrap the store's", err)
+			case tt.loadErr == nil && err != nil:
+				t.Errorf("err %v, want none", err)
+			}
+			want := ratelimit.Reading{}
+			if tt.want != nil {
+				want = *tt.want
+			}
+			if !got.Equal(want) {
+				t.Errorf("reading %+v, want %+v", got, want)
+			}
+			if s.loads != tt.loads {
+				t.Errorf("shared item read %d times, want %d", s.loads, tt.loads)
+			}
+		})
+	}
+}
+
+// TestGateReadsOncePerRefresh: however many questions, the shared item is
+// read at most once per refresh per installation while the own reading
+// does not settle them, and each installation has its own interval.
+func TestGateReadsOncePerRefresh(t *testing.T) {
+	t.Parallel()
+	s := newFakeStore()
+	tr := ratelimit.NewTracker(s, ratelimit.DefaultPersistRule(), func() time.Time { return t0 })
+	const refresh = 5 * time.Second
+	g := ratelimit.NewGate(tr, refresh)
+	ask := func(inst int64, at time.Duration) {
+		t.Helper()
+		if _, err := g.Reading(context.Background(), inst, t0.Add(at)); err != nil {
+			t.Fatalf("Reading: %v", err)
+		}
+	}
+	steps := []struct {
+		inst  int64
+		at    time.Duration
+		loads int // in all, after the step
+	}{
+		{installation, 0, 1},
+		{installation, time.Second, 1},
+		{installation, refresh - time.Millisecond, 1},
+		{installation + 1, time.Second, 2}, // another installation: its own
+		{installation, refresh, 3},
+		{installation, -time.Second, 4}, // a clock gone back: no interval to trust
+	}
+	for i, st := range steps {
+		ask(st.inst, st.at)
+		if s.loads != st.loads {
+			t.Fatalf("step %d: shared item read %d times in all, want %d", i, s.loads, st.loads)
+		}
+	}
+}

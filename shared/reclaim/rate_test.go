@@ -1,0 +1,153 @@
+package reclaim_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/ghclaim/ghclaim/shared/job"
+	"github.com/ghclaim/ghclaim/shared/ratelimit"
+	"github.com/ghclaim/ghclaim/shared/reclaim"
+)
+
+// deadPastMaxAge has job id claiming under an expired lease of a claimer
+// that died, failing since long before max age: the pass abandons it and
+// removes its leftovers (runner first, at GitHub).
+func (l *live) deadPastMaxAge(t *testing.T, id int64) {
+	t.Helper()
+	ctx := context.Background()
+	old := t0.Add(-2 * time.Hour)
+	ls := l.claiming(t, id, old, old.Add(lease))
+	must(t, l.store.Release(ctx, ls, job.Retry{Version: ls.Version + 1, Attempt: 4, FirstFailureAt: old, Due: old.Add(time.Minute)}, old.Add(time.Second)))
+	if _, _, err := l.store.Acquire(ctx, id, ls.Version+1, "claimer-dead", old.Add(2*time.Minute), old.Add(time.Minute)); err != nil {
+		t.Fatalf("Acquire %d: %v", id, err)
+	}
+}
+
+// coldRates gives the reclaimer a tracker of a fresh process: no reading
+// of its own (the client's transport still feeds the old one), so every
+// rate question depends on the shared item.
+func (l *live) coldRates() {
+	l.rates = ratelimit.NewTracker(l.store, ratelimit.DefaultPersistRule(), l.clock.Now)
+}
+
+// TestSharedRateReadOncePerPass: a pass with several candidates of one
+// installation (liveness checks, or abandons whose leftovers are removed)
+// reads the shared rate#<installation> item at most once, whether this
+// process has no reading of its own or a Low one, and an exhausted shared
+// reading still keeps every one of them off GitHub.
+func TestSharedRateReadOncePerPass(t *testing.T) {
+	t.Parallel()
+	ids := []int64{710, 711, 712}
+	exhausted := func(t *testing.T, l *live) {
+		rd := ratelimit.Reading{Limit: 5000, Remaining: 0, ResetAt: t0.Add(time.Hour), ObservedAt: t0.Add(-time.Minute)}
+		must(t, l.store.SaveRate(context.Background(), 42, rd))
+	}
+	tests := []struct {
+		name    string
+		abandon bool                        // the candidates are abandons (leftovers), not liveness checks
+		before  func(t *testing.T, l *live) // before the candidates are made
+		after   func(t *testing.T, l *live) // after
+		calls   bool                        // GitHub is asked
+		report  func(r reclaim.Report) bool
+	}{
+		{name: "liveness, own reading low",
+			before: func(t *testing.T, l *live) { l.fake.SetRateLimit(42, 5000, 300, t0.Add(time.Hour)) },
+			calls:  true, report: func(r reclaim.Report) bool { return r.Requeued[reclaim.RunnerLost] == len(ids) }},
+		{name: "liveness, no own reading",
+			after: func(t *testing.T, l *live) { l.coldRates() },
+			calls: true, report: func(r reclaim.Report) bool { return r.Requeued[reclaim.RunnerLost] == len(ids) }},
+		{name: "liveness, shared reading exhausted",
+			after:  func(t *testing.T, l *live) { exhausted(t, l); l.coldRates() },
+			report: func(r reclaim.Report) bool { return r.LivenessRateLimited == len(ids) && len(r.Requeued) == 0 }},
+		{name: "leftovers, no own reading", abandon: true,
+			calls: true, report: func(r reclaim.Report) bool { return r.Abandoned == len(ids) && r.CleanedUp == len(ids) }},
+		{name: "leftovers, shared reading exhausted", abandon: true, after: exhausted,
+			report: func(r reclaim.Report) bool { return r.Abandoned == len(ids) && r.CleanupRateLimited == len(ids) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			l := setupLive(t)
+			if tt.before != nil {
+				tt.before(t, l)
+			}
+			for _, id := range ids {
+				if tt.abandon {
+					l.deadPastMaxAge(t, id)
+				} else {
+					l.claimed(t, id, t0.Add(-liveGrace-time.Second))
+				}
+			}
+			if tt.after != nil {
+				tt.after(t, l)
+			}
+			loads, calls := l.store.Calls("LoadRate"), l.fake.Stats().InstallationCalls[42]
+
+			rep := l.run(t, l.reclaimer(t, nil))
+
+			if !tt.report(rep) {
+				t.Fatalf("report %+v", rep)
+			}
+			if n := l.store.Calls("LoadRate") - loads; n > 1 {
+				t.Errorf("shared rate item read %d times in a pass with %d candidates of one installation, want at most 1", n, len(ids))
+			}
+			if n := l.fake.Stats().InstallationCalls[42] - calls; (n > 0) != tt.calls {
+				t.Errorf("%d GitHub calls for the installation, want some: %t", n, tt.calls)
+			}
+		})
+	}
+}
+
+// TestReclaimerSharesAnExhaustionItObserves: when the pass's own GitHub
+// calls exhaust the installation's budget, the reclaimer writes that to
+// the shared item (claimers stop calling GitHub at once instead of each
+// learning it from a 403), and its later candidates of that installation
+// stay off GitHub.
+func TestReclaimerSharesAnExhaustionItObserves(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		abandon bool
+		report  func(r reclaim.Report) bool
+	}{
+		{name: "liveness check",
+			report: func(r reclaim.Report) bool { return r.LivenessRateLimited == 1 }},
+		{name: "leftover removal", abandon: true,
+			report: func(r reclaim.Report) bool { return r.Abandoned == 2 && r.CleanupRateLimited == 1 }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			l := setupLive(t)
+			for _, id := range []int64{720, 721} {
+				if tt.abandon {
+					l.deadPastMaxAge(t, id)
+				} else {
+					l.claimed(t, id, t0.Add(-liveGrace-time.Second))
+				}
+			}
+			// One call left: the pass's first GitHub answer says 0.
+			reset := t0.Add(30 * time.Minute)
+			l.fake.SetRateLimit(42, 5000, 1, reset)
+			l.clock.Advance(time.Second) // the answer is newer than the claim's
+			saves := l.store.Calls("SaveRate")
+
+			rep := l.run(t, l.reclaimer(t, nil))
+
+			if !tt.report(rep) {
+				t.Errorf("report %+v: want the second candidate kept off GitHub", rep)
+			}
+			if n := l.store.Calls("SaveRate") - saves; n != 1 {
+				t.Errorf("shared rate item written %d times, want 1", n)
+			}
+			got, err := l.store.LoadRate(context.Background(), 42)
+			if err != nil {
+				t.Fatalf("shared reading: %v, want the exhaustion the pass saw", err)
+			}
+			if !got.Exhausted(l.clock.Now()) || !got.ResetAt.Equal(reset) {
+				t.Errorf("shared reading %+v, want exhausted until %s", got, reset)
+			}
+		})
+	}
+}
