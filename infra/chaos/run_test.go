@@ -33,8 +33,7 @@ func TestRunShort(t *testing.T) {
 	w := world(t)
 	var logs bytes.Buffer
 	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
-	cfg := chaos.Config{Jobs: 12, FaultRate: 0.08, KillRate: 0.3, KillFirst: true, Seed: 37, DelayScale: 0.05, Log: &logs,
-		// Seed 37: the first machine never boots, the second one's runner dies.
+	cfg := chaos.Config{Jobs: 12, FaultRate: 0.08, KillRate: 0.3, ForceFirst: true, Seed: 37, DelayScale: 0.05, Log: &logs,
 		NeverBootRate: 0.15, DieRate: 0.15, BootDelay: ms(300), RunTime: ms(300), StartGrace: 2 * time.Second,
 		OutageWindow: ms(600), RateLimitWindow: 2 * time.Second,
 		FunctionTimeout: 4 * time.Second, Lease: 5 * time.Second, Visibility: 5 * time.Second,
