@@ -617,6 +617,9 @@ func (m *machineSet) has(id int64) bool {
 // runner of ours must take the job (or the job end otherwise).
 func (r *run) settle(ctx context.Context) {
 	deadline := time.Now().Add(r.cfg.Settle)
+	// Look as often as half a reclaimer period (a second at most): a job
+	// ends no sooner than a pass or a delivery moves it.
+	every := min(time.Second, r.cfg.ReclaimEvery/2)
 	for time.Now().Before(deadline) {
 		recs, err := r.scan(ctx)
 		if err == nil && r.fleet.active.Load() == 0 {
@@ -630,7 +633,7 @@ func (r *run) settle(ctx context.Context) {
 				return
 			}
 		}
-		if !wait(ctx, time.Second) {
+		if !wait(ctx, every) {
 			return
 		}
 	}
