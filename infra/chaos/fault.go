@@ -37,6 +37,10 @@
 //     its liveness check, the janitor on its schedule; the run ends with one
 //     fault-free janitor pass, then every runner and machine left is an
 //     orphan (every job has ended by then).
+//   - A small run forces the first of each injected event (Config.ForceFirst,
+//     force.go): at a dozen jobs the draws alone may skip a kill, a dead
+//     machine or the outage, and the run would pass having proved nothing
+//     about that recovery. The rest stays drawn.
 //
 // This package is test tooling: it must never be wired into a function's
 // main, and it never talks to anything but 127.0.0.1.
@@ -104,6 +108,8 @@ type Injector struct {
 	callers map[string]map[Target]int
 	faults  map[Target]map[Kind]int
 	kills   int
+	// failNext: the next call to a target whose rate is above zero faults.
+	failNext bool
 }
 
 // NewInjector returns an injector that fails each call with probability
@@ -143,9 +149,11 @@ func (in *Injector) Draw(t Target, caller string) (Kind, bool) {
 		in.callers[caller] = map[Target]int{}
 	}
 	in.callers[caller][t]++
-	if in.total == 0 || in.rnd.Float64() >= in.rate[t] {
+	forced := in.failNext && in.rate[t] > 0
+	if in.total == 0 || in.rnd.Float64() >= in.rate[t] && !forced {
 		return "", false
 	}
+	in.failNext = in.failNext && !forced
 	n := in.rnd.IntN(in.total)
 	for _, k := range Kinds {
 		if n < in.weights[k] {
@@ -155,6 +163,14 @@ func (in *Injector) Draw(t Target, caller string) (Kind, bool) {
 		n -= in.weights[k]
 	}
 	return "", false // unreachable: weights sum to total
+}
+
+// FailNext makes the next call to a target whose rate is above zero fault,
+// whatever the draw (its kind is drawn as usual).
+func (in *Injector) FailNext() {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.failNext = true
 }
 
 // Intn draws from the injector's source (for plans that must share its seed).

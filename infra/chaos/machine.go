@@ -50,9 +50,12 @@ const (
 type fleet struct {
 	rnd *random.Locked
 
-	mu    sync.Mutex
-	seen  map[int64]bool // registrations (runner ids) that got a machine
-	fates map[fate]int
+	mu sync.Mutex
+	// forced are the fates of the next machines, whatever their draws
+	// (Config.ForceFirst).
+	forced []fate
+	seen   map[int64]bool // registrations (runner ids) that got a machine
+	fates  map[fate]int
 	// active counts machines still doing something (booting, running a
 	// job): the run settles only when none is.
 	active atomic.Int64
@@ -84,6 +87,9 @@ func (f *fleet) draw(id int64, neverBoot, die float64) (fate, bool) {
 		fa = fateNeverBoots
 	case x < neverBoot+die:
 		fa = fateDies
+	}
+	if len(f.forced) > 0 {
+		fa, f.forced = f.forced[0], f.forced[1:]
 	}
 	f.fates[fa]++
 	return fa, true

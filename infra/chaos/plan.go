@@ -209,6 +209,7 @@ func (r *run) play(ctx context.Context, p *plan) {
 	} else {
 		r.setGitHubJob(p, "queued", "", "", 0)
 	}
+	r.beginOutage(p)
 	switch p.Script {
 	case Plain:
 		queued()
@@ -282,6 +283,7 @@ func (r *run) send(ctx context.Context, p *plan, d Delivery) bool {
 	dup := false
 	if p != nil {
 		dup = p.rndFloat() < r.cfg.DuplicateRate
+		dup = r.force.duplicate.CompareAndSwap(true, false) || dup
 	}
 	var wg sync.WaitGroup
 	if dup {
@@ -298,6 +300,7 @@ func (r *run) send(ctx context.Context, p *plan, d Delivery) bool {
 		}()
 	}
 	ok := r.deliver(ctx, d)
+	r.sent(p)
 	wg.Wait()
 	return ok
 }

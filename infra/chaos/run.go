@@ -44,10 +44,10 @@ type Config struct {
 	// KillRate is the share of claimer invocations killed at a random
 	// call (0.1).
 	KillRate float64
-	// KillFirst kills the first claimer invocation at its first call,
-	// whatever the draws: a small run still has a kill to recover from
-	// (a random call index past an invocation's last call kills nothing).
-	KillFirst bool
+	// ForceFirst makes the first occurrence of every injected event
+	// certain, whatever the draws, so a small run has each one to recover
+	// from (see force.go); an injection switched off stays off.
+	ForceFirst bool
 	// DuplicateRate is the share of deliveries GitHub sends twice (0.15).
 	DuplicateRate float64
 	// Seed makes the plan and the fault draws reproducible.
@@ -259,14 +259,13 @@ type run struct {
 	down     atomic.Bool // the webhook endpoint is unreachable
 	dups     dupSampler
 
-	closers []func()
-	sem     chan struct{}
-	reqSeq  atomic.Int64
-	// firstKilled: KillFirst's kill has been armed.
-	firstKilled atomic.Bool
-	seedSeq     atomic.Uint64
-	stats       deliveryStats
-	throttle    int64 // installation whose budget runs out
+	closers  []func()
+	sem      chan struct{}
+	reqSeq   atomic.Int64
+	force    forced
+	seedSeq  atomic.Uint64
+	stats    deliveryStats
+	throttle int64 // installation whose budget runs out
 }
 
 type deliveryStats struct {
@@ -299,6 +298,7 @@ func Run(ctx context.Context, world World, cfg Config) (Report, error) {
 		r.byJob[p.Job.ID] = p
 	}
 	r.fleet = newFleet(cfg.Seed + 2)
+	r.force.arm(cfg, r.inj, r.fleet, r.plans, cfg.Ramp/time.Duration(len(r.plans)))
 
 	work, stopWork := context.WithCancel(ctx)
 	r.simCtx = work
@@ -489,7 +489,7 @@ func (r *run) poll(ctx context.Context, worker int) {
 		if r.inj.Float64() < r.cfg.KillRate {
 			killAt, after = 1+r.inj.Intn(maxCallsPerClaim), r.inj.Intn(2) == 0
 		}
-		if r.cfg.KillFirst && r.firstKilled.CompareAndSwap(false, true) {
+		if r.force.kill.CompareAndSwap(true, false) {
 			killAt, after = 1, false
 		}
 		ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.FunctionTimeout)
@@ -617,6 +617,9 @@ func (m *machineSet) has(id int64) bool {
 // runner of ours must take the job (or the job end otherwise).
 func (r *run) settle(ctx context.Context) {
 	deadline := time.Now().Add(r.cfg.Settle)
+	// Look as often as half a reclaimer period (a second at most): a job
+	// ends no sooner than a pass or a delivery moves it.
+	every := min(time.Second, r.cfg.ReclaimEvery/2)
 	for time.Now().Before(deadline) {
 		recs, err := r.scan(ctx)
 		if err == nil && r.fleet.active.Load() == 0 {
@@ -630,7 +633,7 @@ func (r *run) settle(ctx context.Context) {
 				return
 			}
 		}
-		if !wait(ctx, time.Second) {
+		if !wait(ctx, every) {
 			return
 		}
 	}

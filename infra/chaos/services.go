@@ -127,14 +127,29 @@ func (r *run) janitorLoop(ctx context.Context) {
 func passLimit(period time.Duration) time.Duration { return 5*period + janitor.DefaultReserve }
 
 // outage takes the webhook endpoint down for OutageWindow, OutageAt into
-// the ramp: GitHub's deliveries fail unreached and sit in its log.
+// the ramp (or with the forced outage plan's first delivery, until it was
+// made: force.go): GitHub's deliveries fail unreached and sit in its log.
 func (r *run) outage(ctx context.Context) {
-	if !wait(ctx, r.cfg.OutageAt) {
-		return
+	if r.force.outage != nil {
+		select {
+		case <-r.force.begun:
+		case <-ctx.Done():
+			return
+		}
+	} else {
+		if !wait(ctx, r.cfg.OutageAt) {
+			return
+		}
+		r.down.Store(true)
 	}
-	r.down.Store(true)
 	r.progress("webhook endpoint down for %s", r.cfg.OutageWindow)
 	wait(ctx, r.cfg.OutageWindow)
+	if r.force.outage != nil {
+		select {
+		case <-r.force.met:
+		case <-ctx.Done():
+		}
+	}
 	r.down.Store(false)
 	r.progress("webhook endpoint back")
 }
