@@ -47,7 +47,10 @@ $(SAM_TARGETS):
 # the AWS SDK's EC2 client (one package of ~100 CPU-s, compiled on one core) while it compiles.
 # Vet then finds everything compiled. -vet=off: that full go vet runs anyway; go test's own vet
 # subset would analyse every package a second time. -ldflags='-s -w': go test links every test
-# binary afresh (links are not cached) and DWARF is a third of that work.
+# binary afresh (links are not cached) and DWARF is a third of that work. -trimpath (also for
+# vet, make run and infra/local's builds): without it a compiled package's cache key holds the
+# clone's directory, so every fresh clone (CI's is always one) compiled ghclaim's own packages
+# again; with it, any clone finds them compiled.
 # withmoto keeps one warm moto factory up for the run: each test binary's emulator is a fresh
 # moto_server forked from it instead of one it launches and warms itself (infra/emulator).
 # -p 4 on two cores: several test binaries mostly wait (on timers, on the emulator), so four at
@@ -55,13 +58,13 @@ $(SAM_TARGETS):
 # fails make test all the same.
 TEST_PARALLEL ?= 4
 test: gofmt browser
-	$(GO) build -o .build/local/withmoto ./infra/emulator/cmd/withmoto
+	$(GO) build -trimpath -o .build/local/withmoto ./infra/emulator/cmd/withmoto
 	@cfn-lint template.yaml & cfn=$$!; \
-	echo ".build/local/withmoto $(GO) test -p $(TEST_PARALLEL) -count=1 -vet=off -ldflags='-s -w' -timeout $(TEST_TIMEOUT) ./..."; \
-	.build/local/withmoto $(GO) test -p $(TEST_PARALLEL) -count=1 -vet=off -ldflags='-s -w' -timeout $(TEST_TIMEOUT) ./...; rc=$$?; \
+	echo ".build/local/withmoto $(GO) test -p $(TEST_PARALLEL) -count=1 -vet=off -trimpath -ldflags='-s -w' -timeout $(TEST_TIMEOUT) ./..."; \
+	.build/local/withmoto $(GO) test -p $(TEST_PARALLEL) -count=1 -vet=off -trimpath -ldflags='-s -w' -timeout $(TEST_TIMEOUT) ./...; rc=$$?; \
 	if ! wait $$cfn; then echo "cfn-lint template.yaml failed"; [ $$rc -ne 0 ] || rc=1; fi; \
 	exit $$rc
-	$(GO) vet ./...
+	$(GO) vet -trimpath ./...
 
 # infra/app's page is tested in a real headless Chromium (Debian's package). make test installs it
 # when it is missing, so a fresh machine and CI run that test instead of skipping it.
@@ -74,7 +77,7 @@ browser:
 	fi
 
 lint: gofmt
-	$(GO) vet ./...
+	$(GO) vet -trimpath ./...
 	cfn-lint template.yaml
 
 gofmt:
@@ -85,13 +88,13 @@ gofmt:
 # ends with a table of every job and exits 0 only if each ended where it should.
 # RUN_FLAGS="-timeout 90s -logs FILE".
 run:
-	$(GO) build -o .build/local/ghclaim-local ./infra/local/cmd/ghclaim-local
+	$(GO) build -trimpath -o .build/local/ghclaim-local ./infra/local/cmd/ghclaim-local
 	.build/local/ghclaim-local run $(RUN_FLAGS)
 
 # The same stack, kept up: prints the webhook URL and secret for curl, a forwarder or sam local;
 # Ctrl-C stops everything it started. LOCAL_FLAGS="-addr 127.0.0.1:9000 -env-file FILE".
 local:
-	$(GO) build -o .build/local/ghclaim-local ./infra/local/cmd/ghclaim-local
+	$(GO) build -trimpath -o .build/local/ghclaim-local ./infra/local/cmd/ghclaim-local
 	.build/local/ghclaim-local serve $(LOCAL_FLAGS)
 
 # The accounting run (infra/chaos and its command infra/chaos/cmd/ghclaim-chaos): 500 jobs through the real handlers on moto with

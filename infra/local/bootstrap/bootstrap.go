@@ -5,9 +5,9 @@
 //
 // Builds go through the go command and its cache, and a binary already in place is relinked
 // only when its code changed, so the packages of one `go test` run (and `make run` after it)
-// share one build in Dir instead of linking the same binaries once each. No -trimpath: the
-// flags match `go test`'s, so a machine that ran the tests already has every dependency
-// compiled. This package must never build for AWS (`make build` does that) and never modify
+// share one build in Dir instead of linking the same binaries once each. -trimpath, as
+// `make test` and `make run` build: the flags match, so a machine that ran the tests already has
+// every package compiled, whatever directory its clone is in. This package must never build for AWS (`make build` does that) and never modify
 // go.mod.
 package bootstrap
 
@@ -62,7 +62,7 @@ func Build(ctx context.Context, root, outDir string, names ...string) (map[strin
 		pkgs = append(pkgs, "./functions/"+n)
 		out[n] = filepath.Join(outDir, n, "bootstrap")
 	}
-	if err := install(ctx, root, outDir, out, []string{"-tags", "lambda.norpc"}, pkgs); err != nil {
+	if err := install(ctx, root, outDir, out, []string{"-trimpath", "-tags", "lambda.norpc"}, pkgs); err != nil {
 		return nil, fmt.Errorf("build functions %s: %w", strings.Join(names, ", "), err)
 	}
 	return out, nil
@@ -72,7 +72,7 @@ func Build(ctx context.Context, root, outDir string, names ...string) (map[strin
 // its path.
 func BuildRIE(ctx context.Context, root, outDir string) (string, error) {
 	path := filepath.Join(outDir, "aws-lambda-rie"+exe())
-	if err := install(ctx, root, outDir, map[string]string{"aws-lambda-rie": path}, nil, []string{RIEPackage}); err != nil {
+	if err := install(ctx, root, outDir, map[string]string{"aws-lambda-rie": path}, []string{"-trimpath"}, []string{RIEPackage}); err != nil {
 		return "", fmt.Errorf("build the runtime interface emulator: %w", err)
 	}
 	return path, nil
