@@ -2,6 +2,7 @@ package ratelimit_test
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -159,5 +160,46 @@ func TestPersistRuleLow(t *testing.T) {
 				t.Errorf("Low(%d of %d) = %v, want %v", tt.remaining, tt.limit, got, tt.want)
 			}
 		})
+	}
+}
+
+// exitingStore is a Store whose first SaveRate ends its goroutine
+// (runtime.Goexit), as an invocation killed mid-call does in the chaos
+// run; later saves go through.
+type exitingStore struct {
+	*fakeStore
+	once sync.Once
+}
+
+func (s *exitingStore) SaveRate(ctx context.Context, id int64, r ratelimit.Reading) error {
+	exit := false
+	s.once.Do(func() { exit = true })
+	if exit {
+		runtime.Goexit()
+	}
+	return s.fakeStore.SaveRate(ctx, id, r)
+}
+
+// TestTrackerPersistSurvivesAWriteThatNeverReturns: a Persist whose write
+// never returns (its goroutine ended mid-call) neither crashes the process
+// (the lock released twice was a fatal error) nor keeps the installation
+// "writing" for ever: the next Persist writes.
+func TestTrackerPersistSurvivesAWriteThatNeverReturns(t *testing.T) {
+	t.Parallel()
+	st := &exitingStore{fakeStore: newFakeStore()}
+	tr := ratelimit.NewTracker(st, ratelimit.DefaultPersistRule(), func() time.Time { return t0 })
+	tr.Observe(1, ratelimit.Reading{Limit: 5000, Remaining: 4999, ResetAt: resetAt, ObservedAt: t0})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = tr.Persist(context.Background(), 1)
+	}()
+	<-done
+	wrote, err := tr.Persist(context.Background(), 1)
+	if err != nil || !wrote {
+		t.Fatalf("Persist after a write that never returned: wrote %v, %v; want the reading written", wrote, err)
+	}
+	if got := len(st.saves); got != 1 {
+		t.Fatalf("%d saves, want 1", got)
 	}
 }

@@ -175,29 +175,40 @@ func (t *Tracker) Current(ctx context.Context, installationID int64) (Reading, e
 // meanwhile) is still written.
 func (t *Tracker) Persist(ctx context.Context, installationID int64) (bool, error) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	e := t.entry(installationID)
 	if e.saving {
+		t.mu.Unlock()
 		return false, nil
 	}
-	wrote := false
-	for {
-		now := t.now()
-		cur := e.latest
-		if !t.rule.ShouldPersist(e.saved, e.savedAt, cur, now) {
-			return wrote, nil
-		}
-		e.saving = true
-		t.mu.Unlock()
-		err := t.store.SaveRate(ctx, installationID, cur)
+	e.saving = true
+	t.mu.Unlock()
+	// Deferred, so that a write that never returns normally (a panic, or
+	// the runtime.Goexit of an invocation killed mid-call) still frees the
+	// installation for the next Persist, and the lock is never left held
+	// or released twice.
+	defer func() {
 		t.mu.Lock()
 		e.saving = false
-		if err != nil {
+		t.mu.Unlock()
+	}()
+	wrote := false
+	for {
+		t.mu.Lock()
+		now := t.now()
+		cur := e.latest
+		write := t.rule.ShouldPersist(e.saved, e.savedAt, cur, now)
+		t.mu.Unlock()
+		if !write {
+			return wrote, nil
+		}
+		if err := t.store.SaveRate(ctx, installationID, cur); err != nil {
 			return wrote, fmt.Errorf("save rate of installation %d: %w", installationID, err)
 		}
 		wrote = true
+		t.mu.Lock()
 		if cur.ObservedAt.After(e.saved.ObservedAt) || !e.saved.Known() {
 			e.saved, e.savedAt = cur, now
 		}
+		t.mu.Unlock()
 	}
 }
