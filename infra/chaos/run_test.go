@@ -44,7 +44,10 @@ func TestRunShort(t *testing.T) {
 	cfg := chaos.Config{Jobs: 12, FaultRate: 0.08, KillRate: 0.1, ForceFirst: true, Seed: 37, DelayScale: 0.02, Log: &logs,
 		NeverBootRate: 0.02, DieRate: 0.02, BootDelay: ms(100), RunTime: ms(100), StartGrace: ms(700),
 		OutageWindow: ms(600), RateLimitWindow: time.Second,
-		FunctionTimeout: 2 * time.Second, Lease: ms(2500), Visibility: 3 * time.Second,
+		// The function timeout, lease and visibility keep their earlier 4 s / 5 s / 5 s: at
+		// 2 s / 2.5 s / 3 s a claim on a box busy compiling (make test on an empty build cache)
+		// outran its timeout on every try and one job stayed claiming to the end.
+		FunctionTimeout: 4 * time.Second, Lease: 5 * time.Second, Visibility: 5 * time.Second,
 		Ladder: []time.Duration{ms(200), ms(400), ms(600)}, PendingGrace: ms(400), QueuedGrace: ms(600),
 		ReclaimEvery: ms(500), RedeliverEvery: ms(500), JanitorEvery: time.Second, ScriptPace: 0.1,
 		Settle: 60 * time.Second}
