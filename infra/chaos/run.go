@@ -545,14 +545,14 @@ func (r *run) deleteHandled(ev events.SQSEvent, resp events.SQSEventResponse) {
 // compressed, not its reserve: with half a period kept free, a pass whose
 // last take-backs met a slow moto sent their messages past its deadline
 // (records queued without a message until the next message_lost).
-func (r *run) reclaim(ctx context.Context, id int, every time.Duration) {
+func (r *run) reclaim(ctx context.Context, id int, period time.Duration) {
 	gh, rates, err := r.reclaimGitHub()
 	if err != nil {
 		panic(err) // a wiring mistake of this file
 	}
 	rc, err := reclaim.New(reclaim.Config{
 		Store: r.stores[fnReclaimer], Queue: r.queues[fnReclaimer],
-		MaxAge: r.cfg.MaxAge, Budget: 4 * every, Now: time.Now, // Reserve: the default 5 s, as deployed
+		MaxAge: r.cfg.MaxAge, Budget: 4 * period, Now: time.Now, // Reserve: the default 5 s, as deployed
 		Rand: random.New(r.cfg.Seed*7 + uint64(id)), Logger: r.log,
 		Metrics: obs.NewMetrics(r.logs, map[string]string{"function": "reclaimer"}, time.Now),
 		GitHub:  gh, Rates: rates, Pools: r.pools, Provisioner: cleanup(r.reg),
@@ -560,18 +560,7 @@ func (r *run) reclaim(ctx context.Context, id int, every time.Duration) {
 	if err != nil {
 		panic(err) // a wiring mistake of this file: Store and Queue are set above
 	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), passLimit(every))
-		_, _ = rc.Run(pctx)
-		cancel()
-	}
+	every(ctx, period, passLimit(period), func(pctx context.Context) { _, _ = rc.Run(pctx) })
 }
 
 // machineSet records the runner registrations that got a machine: an EC2
