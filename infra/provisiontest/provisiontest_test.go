@@ -14,6 +14,7 @@ import (
 
 	"github.com/ghclaim/ghclaim/infra/emulator"
 	"github.com/ghclaim/ghclaim/infra/provisiontest"
+	"github.com/ghclaim/ghclaim/shared/ec2api"
 )
 
 // TestSSMValueLimits is the contract of both stand-ins: the transport in
@@ -82,5 +83,47 @@ func TestSSMValueLimits(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestEC2KitOnMoto(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := ec2api.New(emulator.ForTest(t).ConfigForTest(t))
+	subnets, err := provisiontest.Subnets(ctx, c)
+	if err != nil || len(subnets) == 0 {
+		t.Fatalf("Subnets: %v, %v", subnets, err)
+	}
+	imgs, err := provisiontest.Images(ctx, c)
+	if err != nil || len(imgs) == 0 {
+		t.Fatalf("Images: %v, %v", imgs, err)
+	}
+	lt, err := provisiontest.LaunchTemplate(ctx, c, "kit-template", "", "t4g.micro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lts, err := c.DescribeLaunchTemplates(ctx, &ec2api.DescribeLaunchTemplatesInput{LaunchTemplateIDs: []string{lt}})
+	if err != nil || len(lts.LaunchTemplates) != 1 || lts.LaunchTemplates[0].LaunchTemplateName != "kit-template" {
+		t.Fatalf("DescribeLaunchTemplates(%s): %+v, %v", lt, lts, err)
+	}
+	id, err := provisiontest.RunInstance(ctx, c, imgs[0], "t3.micro", []ec2api.Tag{{Key: "kit", Value: "yes"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.DescribeInstances(ctx, &ec2api.DescribeInstancesInput{Filters: []ec2api.Filter{{Name: "tag:kit", Values: []string{"yes"}}}})
+	if err != nil || len(out.Reservations) != 1 || out.Reservations[0].Instances[0].InstanceID != id ||
+		out.Reservations[0].Instances[0].ImageID != imgs[0] || out.Reservations[0].OwnerID == "" {
+		t.Fatalf("DescribeInstances by tag: %+v, %v; want %s of %s with its owner", out, err, id, imgs[0])
+	}
+	if _, err := c.TerminateInstances(ctx, &ec2api.TerminateInstancesInput{InstanceIDs: []string{id}}); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := provisiontest.State(ctx, c, id); err != nil || (st != ec2api.StateShuttingDown && st != ec2api.StateTerminated) {
+		t.Errorf("state after TerminateInstances: %q, %v", st, err)
+	}
+	_, err = c.DescribeInstances(ctx, &ec2api.DescribeInstancesInput{InstanceIDs: []string{"i-00000000000000000"}})
+	var api smithy.APIError
+	if !errors.As(err, &api) || api.ErrorCode() != ec2api.CodeInstanceNotFound {
+		t.Errorf("unknown instance: got %v, want %s", err, ec2api.CodeInstanceNotFound)
 	}
 }
