@@ -66,6 +66,21 @@
 // the tracker shares what they observed (Persist, by the persist rule):
 // an exhaustion the janitor met stops the claimers too.
 //
+// An installation's budget that runs out during the pass stops the pass's
+// work on it: the gate is asked again before each of its GitHub calls
+// (its own reading, from the previous response, says remaining 0), and a
+// GitHub answer that failure.Classify calls rate_limit (403 with
+// X-RateLimit-Remaining 0, a secondary limit's 403 or 429 with
+// Retry-After) says so too. No further call is made for that installation
+// in the pass: each would be refused or rejected, and a rejected call
+// still counts against the budget the claimers live on. One log line
+// names the installation, the repositories left unlisted and the reset
+// when known; the pass counts it (SkippedRateLimited,
+// ReposSkippedRateLimited), not as errors, and goes on with the next
+// installation. Nothing is remembered across passes: the next one asks
+// the gate afresh. Only GitHub's answers count here; a throttled job
+// record read (DynamoDB) or provisioner call is an error like any other.
+//
 // Each pass ends with one log line and EMF metric lines counting every
 // action: removals (runners deleted, machines ended) by the pool their
 // name or tags say (job.ParseRunnerName, the machine's pool tag) and
@@ -83,6 +98,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ghclaim/ghclaim/shared/failure"
 	"github.com/ghclaim/ghclaim/shared/ghapp"
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/obs"
@@ -238,19 +254,25 @@ func New(cfg Config) (*Janitor, error) {
 
 // Report counts what one pass did.
 type Report struct {
-	RunnersDeleted    int // of a terminal job, or unknown and offline
-	RunnersBusy       int // of a terminal job, busy: left
-	BusyRace          int // turned busy between the list and the delete: left
-	RunnersLive       int // of a non-terminal job: left
-	UnknownKept       int // unknown job, runner online: left for now
-	MachinesEnded     int
-	MachinesKept      int // terminal or unknown job whose runner may still be there
-	ConfigsDeleted    int
-	RateLimited       int // installations not asked: rate reading exhausted
-	Errors            int
-	Incomplete        bool // the budget ran out; the next pass continues
-	ScopesListed      int
-	InstallationsSeen int
+	RunnersDeleted int // of a terminal job, or unknown and offline
+	RunnersBusy    int // of a terminal job, busy: left
+	BusyRace       int // turned busy between the list and the delete: left
+	RunnersLive    int // of a non-terminal job: left
+	UnknownKept    int // unknown job, runner online: left for now
+	MachinesEnded  int
+	MachinesKept   int // terminal or unknown job whose runner may still be there
+	ConfigsDeleted int
+	RateLimited    int // installations not asked: rate reading exhausted
+	// SkippedRateLimited counts installations whose budget ran out during
+	// the pass: the rest of their work waits for the next pass.
+	SkippedRateLimited int
+	// ReposSkippedRateLimited counts those installations' repositories
+	// left unlisted (0 when the stop came before their list).
+	ReposSkippedRateLimited int
+	Errors                  int
+	Incomplete              bool // the budget ran out; the next pass continues
+	ScopesListed            int
+	InstallationsSeen       int
 }
 
 // Handle runs one pass as a scheduled Lambda handler.
@@ -328,29 +350,97 @@ func (j *Janitor) runners(ctx context.Context, p *pass) error {
 				slog.Int64("installation_id", in.ID), slog.Time("reset_at", rd.ResetAt))
 			continue
 		}
-		j.installation(ctx, p, in)
+		st := &installState{id: in.ID}
+		j.installation(ctx, p, st, in)
+		if st.stopped {
+			j.stopped(ctx, p, st)
+		}
 		j.shareRate(ctx, in.ID)
 	}
 	return nil
 }
 
-// installation lists (and cleans up) the runners of in's scopes.
-func (j *Janitor) installation(ctx context.Context, p *pass, in ghapp.Installation) {
-	if in.Org && j.hasScope(pool.ScopeOrg) {
-		j.scope(ctx, p, in.ID, pool.ScopeOrg, in.Owner, "")
+// installState is one installation's part of a pass: whether its budget
+// ran out, and what is known of it.
+type installState struct {
+	id      int64
+	stopped bool
+	resetAt time.Time // when the budget is back; zero when unknown
+	reason  string    // failure.Failure.Reason of GitHub's answer, or the gate's
+	skipped int       // repositories left unlisted
+	known   bool      // its repositories were listed
+}
+
+// call takes one GitHub call for st's installation: false when the pass's
+// budget is spent, or the installation's (now, or earlier in the pass).
+func (j *Janitor) call(ctx context.Context, p *pass, st *installState) bool {
+	if st.stopped {
+		return false
 	}
-	if !j.hasScope(pool.ScopeRepo) || !j.spend(p) {
+	now := j.cfg.Now()
+	if rd, exhausted := j.rate(ctx, st.id, now); exhausted {
+		st.stopped, st.resetAt, st.reason = true, rd.ResetAt, "rate state exhausted"
+		return false
+	}
+	return j.spend(p)
+}
+
+// limited reports whether err, GitHub's answer to a call for st's
+// installation, says the installation's budget is gone (failure.Classify's
+// rate_limit: the claimer's own reading of it), and if so stops st.
+func (j *Janitor) limited(st *installState, err error) bool {
+	fl := failure.Classify(err)
+	if fl.Class != failure.RateLimit {
+		return false
+	}
+	st.stopped, st.resetAt, st.reason = true, fl.ResetAt, fl.Reason
+	if fl.RetryAfter > 0 {
+		st.resetAt = j.cfg.Now().Add(fl.RetryAfter)
+	}
+	return true
+}
+
+// stopped logs and counts an installation whose budget ran out this pass.
+func (j *Janitor) stopped(ctx context.Context, p *pass, st *installState) {
+	p.rep.SkippedRateLimited++
+	p.rep.ReposSkippedRateLimited += st.skipped
+	attrs := []any{slog.Int64("installation_id", st.id), slog.String(obs.KeyClass, failure.RateLimit.String()),
+		slog.String(obs.KeyReason, st.reason), slog.Int("repositories_skipped", st.skipped),
+		slog.Bool("repositories_known", st.known)}
+	if !st.resetAt.IsZero() {
+		attrs = append(attrs, slog.Time("reset_at", st.resetAt.UTC()))
+	}
+	j.cfg.Logger.WarnContext(ctx, "janitor stops installation for this pass: rate limit exhausted", attrs...)
+}
+
+// installation lists (and cleans up) the runners of in's scopes until the
+// pass's or the installation's budget runs out.
+func (j *Janitor) installation(ctx context.Context, p *pass, st *installState, in ghapp.Installation) {
+	if in.Org && j.hasScope(pool.ScopeOrg) {
+		j.scope(ctx, p, st, pool.ScopeOrg, in.Owner, "")
+	}
+	if !j.hasScope(pool.ScopeRepo) || !j.call(ctx, p, st) {
 		return
 	}
 	repos, err := j.cfg.GitHub.Repositories(ctx, in.ID)
 	if err != nil {
+		if j.limited(st, err) {
+			return
+		}
 		p.rep.Errors++
 		j.cfg.Logger.WarnContext(ctx, "janitor could not list repositories",
 			slog.Int64("installation_id", in.ID), slog.Any("err", err))
 		return
 	}
-	for _, i := range j.cfg.Perm(len(repos)) {
-		j.scope(ctx, p, in.ID, pool.ScopeRepo, in.Owner, repos[i])
+	st.known = true
+	for k, i := range j.cfg.Perm(len(repos)) {
+		if st.stopped {
+			st.skipped += len(repos) - k
+			return
+		}
+		if !j.scope(ctx, p, st, pool.ScopeRepo, in.Owner, repos[i]) && st.stopped {
+			st.skipped++ // its own list was refused
+		}
 	}
 }
 
@@ -420,17 +510,23 @@ func (j *Janitor) record(ctx context.Context, id int64, now time.Time) (rec job.
 	return rec, true, nil
 }
 
-func (j *Janitor) scope(ctx context.Context, p *pass, inst int64, scope, owner, repo string) {
-	if !j.spend(p) {
-		return
+// scope lists one scope's runners and deletes those of ours whose job is
+// over; it reports whether the scope was listed.
+func (j *Janitor) scope(ctx context.Context, p *pass, st *installState, scope, owner, repo string) bool {
+	inst := st.id
+	if !j.call(ctx, p, st) {
+		return false
 	}
 	log := j.cfg.Logger.With(slog.Int64("installation_id", inst), slog.String("scope", scope),
 		slog.String("owner", owner), slog.String("repo", repo))
 	runners, err := j.cfg.GitHub.ListRunners(ctx, inst, scope, owner, repo)
 	if err != nil {
+		if j.limited(st, err) {
+			return false
+		}
 		p.rep.Errors++
 		log.WarnContext(ctx, "janitor could not list runners", slog.Any("err", err))
-		return
+		return false
 	}
 	present := map[string]bool{}
 	for _, r := range runners {
@@ -464,14 +560,17 @@ func (j *Janitor) scope(ctx context.Context, p *pass, inst int64, scope, owner, 
 			rlog.InfoContext(ctx, "janitor left an online runner of an unknown job", slog.String("status", r.Status))
 			continue
 		}
-		if !j.spend(p) {
-			return
+		if !j.call(ctx, p, st) {
+			return true // listed: what is left is still present, its machine kept
 		}
 		if err := j.cfg.GitHub.DeleteRunner(ctx, inst, scope, owner, repo, r.ID); err != nil {
 			if ghapp.IsStillRunning(err) {
 				p.rep.BusyRace++
 				rlog.InfoContext(ctx, "janitor left a runner that turned busy before its delete")
 				continue
+			}
+			if j.limited(st, err) {
+				return true
 			}
 			p.rep.Errors++
 			rlog.WarnContext(ctx, "janitor could not delete a runner", slog.Any("err", err))
@@ -487,6 +586,7 @@ func (j *Janitor) scope(ctx context.Context, p *pass, inst int64, scope, owner, 
 		}
 		j.cleanup(ctx, p, pool.Request{JobID: id, RunID: rec.RunID, Repo: repoFull, Pool: pl, RunnerName: r.Name}, rlog)
 	}
+	return true
 }
 
 // cleanup ends an attempt's leftovers with its provisioner, once per pass.
@@ -616,7 +716,8 @@ func (j *Janitor) report(ctx context.Context, r Report, err error) {
 		{"JanitorBusyRace", r.BusyRace}, {"JanitorRunnersLive", r.RunnersLive},
 		{"JanitorUnknownKept", r.UnknownKept}, {metricMachinesEnded.Name, r.MachinesEnded},
 		{"JanitorMachinesKept", r.MachinesKept}, {"JanitorConfigsDeleted", r.ConfigsDeleted},
-		{"JanitorRateLimited", r.RateLimited}, {"JanitorErrors", r.Errors},
+		{"JanitorRateLimited", r.RateLimited}, {"JanitorSkippedRateLimited", r.SkippedRateLimited},
+		{"JanitorReposSkippedRateLimited", r.ReposSkippedRateLimited}, {"JanitorErrors", r.Errors},
 	}
 	attrs := []any{slog.Int("installations", r.InstallationsSeen), slog.Int("scopes", r.ScopesListed), slog.Bool("incomplete", r.Incomplete)}
 	for _, c := range counts {
