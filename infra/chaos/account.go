@@ -17,11 +17,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
-	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/ghclaim/ghclaim/infra/ghfake"
+	"github.com/ghclaim/ghclaim/shared/ec2api"
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/provision"
 )
@@ -164,27 +163,30 @@ func (r *run) scan(ctx context.Context) (map[int64]final, error) {
 // instances counts pending or running EC2 instances per job id.
 func (r *run) instances(ctx context.Context) (map[int64]int, error) {
 	out := map[int64]int{}
-	p := ec2.NewDescribeInstancesPaginator(r.ec2, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
-		{Name: aws.String("tag-key"), Values: []string{provision.TagJobID}},
-		{Name: aws.String("instance-state-name"), Values: []string{"pending", "running"}},
-	}})
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
+	in := &ec2api.DescribeInstancesInput{Filters: []ec2api.Filter{
+		{Name: "tag-key", Values: []string{provision.TagJobID}},
+		{Name: "instance-state-name", Values: []string{ec2api.StatePending, ec2api.StateRunning}},
+	}}
+	for {
+		page, err := r.ec2.DescribeInstances(ctx, in)
 		if err != nil {
 			return nil, fmt.Errorf("describe instances: %w", err)
 		}
 		for _, res := range page.Reservations {
-			for _, in := range res.Instances {
-				for _, t := range in.Tags {
-					if aws.ToString(t.Key) == provision.TagJobID {
-						id, _ := strconv.ParseInt(aws.ToString(t.Value), 10, 64)
+			for _, inst := range res.Instances {
+				for _, t := range inst.Tags {
+					if t.Key == provision.TagJobID {
+						id, _ := strconv.ParseInt(t.Value, 10, 64)
 						out[id]++
 					}
 				}
 			}
 		}
+		if page.NextToken == "" {
+			return out, nil
+		}
+		in.NextToken = page.NextToken
 	}
-	return out, nil
 }
 
 // dispatched reads every dispatch message (hiding each for ten minutes, so

@@ -7,8 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
-	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/ghclaim/ghclaim/shared/ec2api"
 
 	"github.com/ghclaim/ghclaim/infra/ghfake"
 	"github.com/ghclaim/ghclaim/shared/provision"
@@ -170,7 +169,7 @@ func (r *run) machine(ctx context.Context, p *plan, runnerID int64, instanceID s
 	r.gh.RemoveRunner(runnerID)
 	if instanceID != "" {
 		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		_, _ = r.ec2.TerminateInstances(tctx, &ec2.TerminateInstancesInput{InstanceIds: []string{instanceID}})
+		_, _ = r.ec2.TerminateInstances(tctx, &ec2api.TerminateInstancesInput{InstanceIDs: []string{instanceID}})
 		cancel()
 	}
 }
@@ -191,13 +190,13 @@ func (r *run) runnerByID(id int64) (ghfake.Runner, bool) {
 func (r *run) instanceLive(ctx context.Context, id string) bool {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	out, err := r.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
+	out, err := r.ec2.DescribeInstances(ctx, &ec2api.DescribeInstancesInput{InstanceIDs: []string{id}})
 	if err != nil {
 		return true
 	}
 	for _, res := range out.Reservations {
 		for _, in := range res.Instances {
-			if in.State != nil && (in.State.Name == ec2types.InstanceStateNamePending || in.State.Name == ec2types.InstanceStateNameRunning) {
+			if in.State.Name == ec2api.StatePending || in.State.Name == ec2api.StateRunning {
 				return true
 			}
 		}

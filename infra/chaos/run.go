@@ -15,8 +15,6 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
-	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
@@ -25,6 +23,7 @@ import (
 	"github.com/ghclaim/ghclaim/infra/provisiontest"
 	"github.com/ghclaim/ghclaim/shared/backoff"
 	"github.com/ghclaim/ghclaim/shared/claim"
+	"github.com/ghclaim/ghclaim/shared/ec2api"
 	"github.com/ghclaim/ghclaim/shared/obs"
 	"github.com/ghclaim/ghclaim/shared/pool"
 	"github.com/ghclaim/ghclaim/shared/provision"
@@ -240,7 +239,7 @@ type run struct {
 	log    *slog.Logger
 	ddb    *dynamodb.Client
 	sqs    *sqs.Client
-	ec2    *ec2.Client
+	ec2    *ec2api.Client
 	stores map[string]*store.Store // per function: faults below it
 	queues map[string]*queue.Queue // per function: faults below it
 	hook   *webhook.Handler
@@ -352,7 +351,7 @@ func (r *run) setUp(ctx context.Context) error {
 	cfg := r.world.AWS
 	r.ddb = dynamodb.NewFromConfig(cfg)
 	r.sqs = sqs.NewFromConfig(cfg)
-	r.ec2 = ec2.NewFromConfig(cfg)
+	r.ec2 = ec2api.New(cfg)
 	opts := store.Options{PendingGrace: r.cfg.PendingGrace, QueuedGrace: r.cfg.QueuedGrace}
 	r.stores, r.queues = map[string]*store.Store{}, map[string]*queue.Queue{}
 	for _, fn := range []string{fnWebhook, fnClaimer, fnReclaimer, fnJanitor, fnRedeliverer} {
@@ -413,17 +412,13 @@ const stockAMI = "ami-03cf127a"
 // launchTemplate creates the EC2 launch template of the linux pool.
 func (r *run) launchTemplate(ctx context.Context) (string, error) {
 	// One of moto's stock AMIs, by id: listing them all costs moto seconds.
-	imgs, err := r.ec2.DescribeImages(ctx, &ec2.DescribeImagesInput{ImageIds: []string{stockAMI}})
-	if err != nil || len(imgs.Images) == 0 {
+	imgs, err := provisiontest.Images(ctx, r.ec2, stockAMI)
+	if err != nil || len(imgs) == 0 {
 		return "", fmt.Errorf("describe images: %v (no image to launch)", err)
 	}
 	name := fmt.Sprintf("chaos-%d-%d", r.cfg.Seed, time.Now().UnixNano())
-	_, err = r.ec2.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{
-		LaunchTemplateName: aws.String(name),
-		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: imgs.Images[0].ImageId, InstanceType: ec2types.InstanceTypeT4gMicro},
-	})
-	if err != nil {
-		return "", fmt.Errorf("create launch template: %w", err)
+	if _, err := provisiontest.LaunchTemplate(ctx, r.ec2, name, imgs[0], "t4g.micro"); err != nil {
+		return "", err
 	}
 	return name, nil
 }

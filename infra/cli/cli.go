@@ -50,9 +50,9 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/ghclaim/ghclaim/shared/ec2api"
 	"github.com/ghclaim/ghclaim/shared/queue"
 	"github.com/ghclaim/ghclaim/shared/secret"
 	"github.com/ghclaim/ghclaim/shared/store"
@@ -84,7 +84,7 @@ type CloudFormation interface {
 
 // EC2 is the part of the EC2 API doctor uses.
 type EC2 interface {
-	DescribeLaunchTemplates(ctx context.Context, in *ec2.DescribeLaunchTemplatesInput, optFns ...func(*ec2.Options)) (*ec2.DescribeLaunchTemplatesOutput, error)
+	DescribeLaunchTemplates(ctx context.Context, in *ec2api.DescribeLaunchTemplatesInput) (*ec2api.DescribeLaunchTemplatesOutput, error)
 }
 
 // Config is what New needs: the clients (built once by main, or by a test

@@ -22,8 +22,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
-	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
@@ -31,6 +29,8 @@ import (
 	"github.com/ghclaim/ghclaim/infra/cli"
 	"github.com/ghclaim/ghclaim/infra/emulator"
 	"github.com/ghclaim/ghclaim/infra/ghfake"
+	"github.com/ghclaim/ghclaim/infra/provisiontest"
+	"github.com/ghclaim/ghclaim/shared/ec2api"
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/ratelimit"
 	"github.com/ghclaim/ghclaim/shared/secret"
@@ -136,7 +136,7 @@ func run(t *testing.T, sqsAPI cli.SQS, args ...string) result {
 		SQS:            sqsAPI,
 		SecretsManager: secretsmanager.NewFromConfig(env.cfg),
 		CloudFormation: cloudformation.NewFromConfig(env.cfg),
-		EC2:            ec2.NewFromConfig(env.cfg),
+		EC2:            ec2api.New(env.cfg),
 		Now:            func() time.Time { return now },
 		User:           "alice",
 		Stdout:         &out,
@@ -395,14 +395,11 @@ func must(t *testing.T, err error) {
 // createLaunchTemplate makes a launch template on the emulator and returns its id.
 func createLaunchTemplate(t *testing.T, name string) string {
 	t.Helper()
-	out, err := ec2.NewFromConfig(env.cfg).CreateLaunchTemplate(context.Background(), &ec2.CreateLaunchTemplateInput{
-		LaunchTemplateName: aws.String(name),
-		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{InstanceType: ec2types.InstanceTypeM5Large},
-	})
+	id, err := provisiontest.LaunchTemplate(context.Background(), ec2api.New(env.cfg), name, "", "m5.large")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return aws.ToString(out.LaunchTemplate.LaunchTemplateId)
+	return id
 }
 
 var ltOnce sync.Once

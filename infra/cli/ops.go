@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/ghclaim/ghclaim/shared/ec2api"
 	"github.com/ghclaim/ghclaim/shared/ghapp"
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/pool"
@@ -263,9 +263,9 @@ func (c *CLI) doctor(ctx context.Context, o *opts, _ []string) error {
 		for _, p := range pools {
 			name := "launch template of pool " + p.Name
 			lt := p.Provisioner.LaunchTemplate
-			in := &ec2.DescribeLaunchTemplatesInput{}
+			in := &ec2api.DescribeLaunchTemplatesInput{}
 			if strings.HasPrefix(lt, "lt-") {
-				in.LaunchTemplateIds = []string{lt}
+				in.LaunchTemplateIDs = []string{lt}
 			} else {
 				in.LaunchTemplateNames = []string{lt}
 			}
@@ -276,7 +276,7 @@ func (c *CLI) doctor(ctx context.Context, o *opts, _ []string) error {
 			case len(out.LaunchTemplates) == 0:
 				add(name, "fail", "%s: not found", lt)
 			default:
-				add(name, "ok", "%s (%s)", lt, aws.ToString(out.LaunchTemplates[0].LaunchTemplateName))
+				add(name, "ok", "%s (%s)", lt, out.LaunchTemplates[0].LaunchTemplateName)
 			}
 		}
 	}

@@ -103,3 +103,30 @@ func State(ctx context.Context, c *ec2api.Client, id string) (string, error) {
 	}
 	return "", nil
 }
+
+// LaunchTemplateData is the part of a launch template version's data the
+// tests check.
+type LaunchTemplateData struct {
+	ImageID              string `xml:"imageId"`
+	InstanceProfileARN   string `xml:"iamInstanceProfile>arn"`
+	UserData             string `xml:"userData"`
+	ShutdownBehavior     string `xml:"instanceInitiatedShutdownBehavior"`
+	HTTPTokens           string `xml:"metadataOptions>httpTokens"`
+	HTTPPutHopLimit      int    `xml:"metadataOptions>httpPutResponseHopLimit"`
+	InstanceMetadataTags string `xml:"metadataOptions>instanceMetadataTags"`
+}
+
+// TemplateData returns the data of launch template id's default version.
+func TemplateData(ctx context.Context, c *ec2api.Client, id string) (LaunchTemplateData, error) {
+	var out struct {
+		Versions []LaunchTemplateData `xml:"launchTemplateVersionSet>item>launchTemplateData"`
+	}
+	p := url.Values{"LaunchTemplateId": {id}, "LaunchTemplateVersion.1": {"$Default"}}
+	if err := c.Call(ctx, "DescribeLaunchTemplateVersions", p, &out); err != nil {
+		return LaunchTemplateData{}, fmt.Errorf("describe launch template versions of %s: %w", id, err)
+	}
+	if len(out.Versions) == 0 {
+		return LaunchTemplateData{}, fmt.Errorf("describe launch template versions of %s: none", id)
+	}
+	return out.Versions[0], nil
+}

@@ -23,8 +23,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
-	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
@@ -33,7 +31,9 @@ import (
 	"github.com/ghclaim/ghclaim/infra/clocktest"
 	"github.com/ghclaim/ghclaim/infra/emulator"
 	"github.com/ghclaim/ghclaim/infra/ghfake"
+	"github.com/ghclaim/ghclaim/infra/provisiontest"
 	"github.com/ghclaim/ghclaim/infra/secretscan"
+	"github.com/ghclaim/ghclaim/shared/ec2api"
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/obs"
 	"github.com/ghclaim/ghclaim/shared/store"
@@ -98,7 +98,7 @@ func TestNoSecretInAnyOutput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lt := launchTemplate(t, ec2.NewFromConfig(awsCfg))
+	lt := launchTemplate(t, ec2api.New(awsCfg))
 	pools := fmt.Sprintf(`[
  {"name":"linux","labels":["self-hosted","linux","x64"],"scope":"repo","runner_group_id":1,"provisioner":{"type":"ec2","launch_template":%q}},
  {"name":"gpu","labels":["self-hosted","gpu"],"scope":"org","runner_group_id":1,"provisioner":{"type":"dispatch","queue_url":%q}},
@@ -325,7 +325,7 @@ func TestNoSecretInAnyOutput(t *testing.T) {
 	} {
 		c := cli.New(cli.Config{
 			DynamoDB: dynamodb.NewFromConfig(awsCfg), SQS: sqsc, SecretsManager: sm,
-			CloudFormation: cloudformation.NewFromConfig(awsCfg), EC2: ec2.NewFromConfig(awsCfg),
+			CloudFormation: cloudformation.NewFromConfig(awsCfg), EC2: ec2api.New(awsCfg),
 			Now: clk.Now, User: "secretscan", Stdout: out("cli stdout"), Stderr: out("cli stderr"),
 		})
 		fmt.Fprintf(out("cli stdout"), "$ ghclaim %s\n", args[0])
@@ -421,18 +421,10 @@ func redact(b []byte) string {
 }
 
 // launchTemplate creates the EC2 launch template of the linux pool.
-func launchTemplate(t *testing.T, c *ec2.Client) string {
+func launchTemplate(t *testing.T, c *ec2api.Client) string {
 	t.Helper()
-	ctx := context.Background()
-	imgs, err := c.DescribeImages(ctx, &ec2.DescribeImagesInput{})
-	if err != nil || len(imgs.Images) == 0 {
-		t.Fatalf("describe images: %v (no image to launch)", err)
-	}
 	name := "secretscan-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	if _, err := c.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{
-		LaunchTemplateName: aws.String(name),
-		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: imgs.Images[0].ImageId, InstanceType: ec2types.InstanceTypeT4gMicro},
-	}); err != nil {
+	if _, err := provisiontest.LaunchTemplate(context.Background(), c, name, "", "t4g.micro"); err != nil {
 		t.Fatal(err)
 	}
 	return name

@@ -16,8 +16,6 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
-	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
@@ -28,6 +26,7 @@ import (
 	"github.com/ghclaim/ghclaim/infra/ghfake"
 	"github.com/ghclaim/ghclaim/infra/provisiontest"
 	"github.com/ghclaim/ghclaim/shared/claim"
+	"github.com/ghclaim/ghclaim/shared/ec2api"
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/obs"
 	"github.com/ghclaim/ghclaim/shared/pool"
@@ -96,7 +95,7 @@ type world struct {
 	queue    *queue.Queue
 	queueURL string
 	dlqURL   string
-	ec2      *ec2.Client
+	ec2      *ec2api.Client
 	ssm      *ssm.Client
 	gh       *ghfake.Server
 	ghURL    string
@@ -122,7 +121,7 @@ func setupWorld(t *testing.T, ec2Pool bool) *world {
 	w.rec = &sqsRecorder{api: w.sqs, visibility: map[string]time.Duration{}}
 	w.queueURL, w.dlqURL = stack.QueueURL, stack.DLQURL
 	w.queue = queue.New(w.rec, stack.QueueURL)
-	w.ec2 = ec2.NewFromConfig(cfg)
+	w.ec2 = ec2api.New(cfg)
 	w.ssm = ssm.NewFromConfig(cfg, provisiontest.StrictSSM)
 
 	w.gh = ghfake.New(ghfake.WithClock(w.clock.Now), ghfake.WithAppID(appID))
@@ -152,18 +151,9 @@ func setupWorld(t *testing.T, ec2Pool bool) *world {
 // launchTemplate creates an EC2 launch template in moto for the test.
 func (w *world) launchTemplate(t *testing.T) string {
 	t.Helper()
-	ctx := context.Background()
-	imgs, err := w.ec2.DescribeImages(ctx, &ec2.DescribeImagesInput{})
-	if err != nil || len(imgs.Images) == 0 {
-		t.Fatalf("describe images: %v", err)
-	}
 	name := emulator.StackName("lt-" + t.Name())
-	_, err = w.ec2.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{
-		LaunchTemplateName: aws.String(name),
-		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: imgs.Images[0].ImageId, InstanceType: ec2types.InstanceTypeT4gMicro},
-	})
-	if err != nil {
-		t.Fatalf("create launch template: %v", err)
+	if _, err := provisiontest.LaunchTemplate(context.Background(), w.ec2, name, "", "t4g.micro"); err != nil {
+		t.Fatal(err)
 	}
 	return name
 }
@@ -266,9 +256,9 @@ func (w *world) invoke(t *testing.T, c *claim.Claimer, msgs ...events.SQSMessage
 // instances counts pending or running instances tagged with job id.
 func (w *world) instances(t *testing.T, id int64) int {
 	t.Helper()
-	out, err := w.ec2.DescribeInstances(context.Background(), &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
-		{Name: aws.String("tag:" + provision.TagJobID), Values: []string{fmt.Sprint(id)}},
-		{Name: aws.String("instance-state-name"), Values: []string{"pending", "running"}},
+	out, err := w.ec2.DescribeInstances(context.Background(), &ec2api.DescribeInstancesInput{Filters: []ec2api.Filter{
+		{Name: "tag:" + provision.TagJobID, Values: []string{fmt.Sprint(id)}},
+		{Name: "instance-state-name", Values: []string{ec2api.StatePending, ec2api.StateRunning}},
 	}})
 	if err != nil {
 		t.Fatal(err)

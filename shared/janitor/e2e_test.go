@@ -9,12 +9,12 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
-	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
 	"github.com/ghclaim/ghclaim/infra/emulator"
+	"github.com/ghclaim/ghclaim/infra/provisiontest"
+	"github.com/ghclaim/ghclaim/shared/ec2api"
 	"github.com/ghclaim/ghclaim/shared/janitor"
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/pool"
@@ -30,25 +30,22 @@ func TestEndToEnd(t *testing.T) {
 	ctx := context.Background()
 	f := setup(t)
 	awsCfg := emulator.ForTest(t).ConfigForTest(t)
-	instances, params := ec2.NewFromConfig(awsCfg), ssm.NewFromConfig(awsCfg)
+	instances, params := ec2api.New(awsCfg), ssm.NewFromConfig(awsCfg)
 	const idle, busy, gone = int64(5101), int64(5102), int64(5103)
 
 	launch := func(id int64) string {
 		t.Helper()
 		name := job.RunnerName("linux", id)
-		out, err := instances.RunInstances(ctx, &ec2.RunInstancesInput{
-			ImageId: aws.String("ami-03cf127a"), InstanceType: ec2types.InstanceTypeT3Micro, MinCount: aws.Int32(1), MaxCount: aws.Int32(1),
-			TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeInstance, Tags: []ec2types.Tag{
-				{Key: aws.String(provision.TagJobID), Value: aws.String(strconv.FormatInt(id, 10))},
-				{Key: aws.String(provision.TagPool), Value: aws.String("linux")},
-				{Key: aws.String(provision.TagRepo), Value: aws.String("octo/app")},
-				{Key: aws.String(provision.TagRunnerName), Value: aws.String(name)},
-			}}},
+		machine, err := provisiontest.RunInstance(ctx, instances, "ami-03cf127a", "t3.micro", []ec2api.Tag{
+			{Key: provision.TagJobID, Value: strconv.FormatInt(id, 10)},
+			{Key: provision.TagPool, Value: "linux"},
+			{Key: provision.TagRepo, Value: "octo/app"},
+			{Key: provision.TagRunnerName, Value: name},
 		})
 		if err != nil {
 			t.Fatalf("launch machine of job %d: %v", id, err)
 		}
-		return aws.ToString(out.Instances[0].InstanceId)
+		return machine
 	}
 	put := func(id int64, instance string) string {
 		t.Helper()
@@ -60,13 +57,13 @@ func TestEndToEnd(t *testing.T) {
 		}
 		return name
 	}
-	state := func(id string) ec2types.InstanceStateName {
+	state := func(id string) string {
 		t.Helper()
-		out, err := instances.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
-		if err != nil || len(out.Reservations) != 1 {
-			t.Fatalf("describe %s: %v", id, err)
+		st, err := provisiontest.State(ctx, instances, id)
+		if err != nil || st == "" {
+			t.Fatalf("describe %s: %v (state %q)", id, err, st)
 		}
-		return out.Reservations[0].Instances[0].State.Name
+		return st
 	}
 	exists := func(name string) bool {
 		t.Helper()
@@ -81,7 +78,7 @@ func TestEndToEnd(t *testing.T) {
 	idleMachine, busyMachine := launch(idle), launch(busy)
 	idleParam, busyParam := put(idle, idleMachine), put(busy, busyMachine)
 	goneMachine := launch(gone)
-	if _, err := instances.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{goneMachine}}); err != nil {
+	if _, err := instances.TerminateInstances(ctx, &ec2api.TerminateInstancesInput{InstanceIDs: []string{goneMachine}}); err != nil {
 		t.Fatal(err)
 	}
 	goneParam := put(gone, goneMachine)
@@ -112,10 +109,10 @@ func TestEndToEnd(t *testing.T) {
 	if _, ok := f.fake.RunnerByName(job.RunnerName("linux", idle)); ok {
 		t.Error("idle runner of a finished job still registered")
 	}
-	if st := state(idleMachine); st != ec2types.InstanceStateNameShuttingDown && st != ec2types.InstanceStateNameTerminated {
+	if st := state(idleMachine); st != ec2api.StateShuttingDown && st != ec2api.StateTerminated {
 		t.Errorf("machine of the deleted runner is %s, want terminated", st)
 	}
-	if st := state(busyMachine); st != ec2types.InstanceStateNameRunning {
+	if st := state(busyMachine); st != ec2api.StateRunning {
 		t.Errorf("machine of the busy runner is %s, want running", st)
 	}
 	for name, want := range map[string]bool{idleParam: false, busyParam: true, goneParam: false} {

@@ -81,7 +81,7 @@ func TestEC2CapacityMovesToTheNextOption(t *testing.T) {
 			tokens := map[string]bool{}
 			for _, f := range inst.fleets {
 				markets = append(markets, string(f.TargetCapacitySpecification.DefaultTargetCapacityType))
-				tokens[aws.ToString(f.ClientToken)] = true
+				tokens[f.ClientToken] = true
 			}
 			if len(markets) != len(tt.wantFleet) || len(tokens) != len(markets) {
 				t.Fatalf("fleets %v with %d tokens, want %v, one token each", markets, len(tokens), tt.wantFleet)

@@ -13,12 +13,12 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
-	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/ghclaim/ghclaim/shared/clock"
+	"github.com/ghclaim/ghclaim/shared/ec2api"
 	"github.com/ghclaim/ghclaim/shared/pool"
 )
 
@@ -37,11 +37,12 @@ const (
 	TagReplacement = "ghclaim:replacement"
 )
 
-// Instances is the part of the EC2 API the EC2 adapter uses.
+// Instances is the part of the EC2 API the EC2 adapter uses
+// (shared/ec2api's client).
 type Instances interface {
-	CreateFleet(ctx context.Context, params *ec2.CreateFleetInput, optFns ...func(*ec2.Options)) (*ec2.CreateFleetOutput, error)
-	DescribeInstances(ctx context.Context, params *ec2.DescribeInstancesInput, optFns ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error)
-	TerminateInstances(ctx context.Context, params *ec2.TerminateInstancesInput, optFns ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error)
+	CreateFleet(ctx context.Context, in *ec2api.CreateFleetInput) (*ec2api.CreateFleetOutput, error)
+	DescribeInstances(ctx context.Context, in *ec2api.DescribeInstancesInput) (*ec2api.DescribeInstancesOutput, error)
+	TerminateInstances(ctx context.Context, in *ec2api.TerminateInstancesInput) (*ec2api.TerminateInstancesOutput, error)
 }
 
 // Parameters is the part of the SSM API the EC2 adapter uses.
@@ -114,22 +115,23 @@ type EC2 struct {
 	parameters Parameters
 	region     string // of the EC2 client: the instances' ARNs
 	log        *slog.Logger
+	sleep      func(context.Context, time.Duration) error // between reads of a fresh instance
 }
 
 var (
 	_ Provisioner = (*EC2)(nil)
-	_ Instances   = (*ec2.Client)(nil)
+	_ Instances   = (*ec2api.Client)(nil)
 	_ Parameters  = (*ssm.Client)(nil)
 )
 
 // NewEC2 returns the EC2 adapter. log may be nil. The instances' Region,
 // part of the ARN their JIT configs are tagged with, is the client's
-// (instances has an Options method, as *ec2.Client does); Provision refuses
-// to run without one.
+// (instances has a Region method, as *ec2api.Client does); Provision
+// refuses to run without one.
 func NewEC2(instances Instances, parameters Parameters, log *slog.Logger) *EC2 {
-	e := &EC2{instances: instances, parameters: parameters, log: orDiscard(log)}
-	if o, ok := instances.(interface{ Options() ec2.Options }); ok {
-		e.region = o.Options().Region
+	e := &EC2{instances: instances, parameters: parameters, log: orDiscard(log), sleep: clock.Sleep}
+	if r, ok := instances.(interface{ Region() string }); ok {
+		e.region = r.Region()
 	}
 	return e
 }
@@ -167,7 +169,7 @@ func (e *EC2) instance(ctx context.Context, req Request) (launched, bool, error)
 	} else if inst.id != "" {
 		return inst, true, nil
 	}
-	var failed []ec2types.CreateFleetError
+	var failed []ec2api.CreateFleetError
 	for _, market := range Markets(req.Pool.Provisioner.Capacity) {
 		out, reused, err := e.launch(ctx, req, fleetInput(req, market))
 		if err != nil {
@@ -185,29 +187,30 @@ func (e *EC2) instance(ctx context.Context, req Request) (launched, bool, error)
 		failed = append(failed, out.Errors...)
 		e.log.LogAttrs(ctx, slog.LevelInfo, "no instance from fleet",
 			slog.Int64("job_id", req.JobID), slog.String("pool", req.Pool.Name),
-			slog.String("market", string(market)), slog.String("errors", fleetErrors(out.Errors)))
+			slog.String("market", market), slog.String("errors", fleetErrors(out.Errors)))
 	}
 	return launched{}, false, fmt.Errorf("provision job %d: launch from %s: %w", req.JobID, req.Pool.Provisioner.LaunchTemplate, &FleetError{Errors: failed})
 }
 
-// Markets lists the purchase options tried, in order, for a pool's capacity.
-func Markets(capacity string) []ec2types.DefaultTargetCapacityType {
+// Markets lists the purchase options tried, in order, for a pool's
+// capacity: ec2api.CapacitySpot, ec2api.CapacityOnDemand.
+func Markets(capacity string) []string {
 	switch capacity {
 	case pool.CapacitySpot:
-		return []ec2types.DefaultTargetCapacityType{ec2types.DefaultTargetCapacityTypeSpot}
+		return []string{ec2api.CapacitySpot}
 	case pool.CapacitySpotThenOnDemand:
-		return []ec2types.DefaultTargetCapacityType{ec2types.DefaultTargetCapacityTypeSpot, ec2types.DefaultTargetCapacityTypeOnDemand}
+		return []string{ec2api.CapacitySpot, ec2api.CapacityOnDemand}
 	default:
-		return []ec2types.DefaultTargetCapacityType{ec2types.DefaultTargetCapacityTypeOnDemand}
+		return []string{ec2api.CapacityOnDemand}
 	}
 }
 
 // fleetInstance returns the instance an instant fleet launched, or "". An
 // answer may carry both errors (options without capacity) and an instance:
 // the instance counts.
-func fleetInstance(out *ec2.CreateFleetOutput) string {
+func fleetInstance(out *ec2api.CreateFleetOutput) string {
 	for _, i := range out.Instances {
-		for _, id := range i.InstanceIds {
+		for _, id := range i.InstanceIDs {
 			if id != "" {
 				return id
 			}
@@ -232,14 +235,14 @@ var capacityCodes = []string{
 // option's code decides (InvalidLaunchTemplateId.*, UnauthorizedOperation:
 // failed for good).
 type FleetError struct {
-	Errors []ec2types.CreateFleetError
+	Errors []ec2api.CreateFleetError
 }
 
 var _ smithy.APIError = (*FleetError)(nil)
 
 func (f *FleetError) capacity() string {
 	for _, e := range f.Errors {
-		if c := aws.ToString(e.ErrorCode); slices.Contains(capacityCodes, c) {
+		if c := e.ErrorCode; slices.Contains(capacityCodes, c) {
 			return c
 		}
 	}
@@ -251,8 +254,8 @@ func (f *FleetError) ErrorCode() string {
 	if c := f.capacity(); c != "" {
 		return c
 	}
-	if len(f.Errors) > 0 && aws.ToString(f.Errors[0].ErrorCode) != "" {
-		return aws.ToString(f.Errors[0].ErrorCode)
+	if len(f.Errors) > 0 && f.Errors[0].ErrorCode != "" {
+		return f.Errors[0].ErrorCode
 	}
 	return "UnfulfillableCapacity"
 }
@@ -273,17 +276,17 @@ func (f *FleetError) Error() string {
 }
 
 // fleetErrors summarises per-option errors: "code (type in subnet): message; ...".
-func fleetErrors(errs []ec2types.CreateFleetError) string {
+func fleetErrors(errs []ec2api.CreateFleetError) string {
 	var b strings.Builder
 	for i, e := range errs {
 		if i > 0 {
 			b.WriteString("; ")
 		}
-		b.WriteString(aws.ToString(e.ErrorCode))
-		if lo := e.LaunchTemplateAndOverrides; lo != nil && lo.Overrides != nil {
-			fmt.Fprintf(&b, " (%s in %s)", lo.Overrides.InstanceType, aws.ToString(lo.Overrides.SubnetId))
+		b.WriteString(e.ErrorCode)
+		if o := e.LaunchTemplateAndOverrides.Overrides; o.InstanceType != "" || o.SubnetID != "" {
+			fmt.Fprintf(&b, " (%s in %s)", o.InstanceType, o.SubnetID)
 		}
-		if m := aws.ToString(e.ErrorMessage); m != "" {
+		if m := e.ErrorMessage; m != "" {
 			b.WriteString(": " + m)
 		}
 	}
@@ -292,38 +295,57 @@ func fleetErrors(errs []ec2types.CreateFleetError) string {
 
 // describe returns the launched instance's owner (part of its ARN; a fleet
 // answer carries none), waiting while EC2's eventually consistent reads do
-// not know the fresh instance yet. An instance already gone is an error: its
-// token answered with a machine launched earlier for the same registration,
-// and a later attempt (a new registration, a new token) launches anew.
+// not know the fresh instance yet (InvalidInstanceID.NotFound, or no
+// reservation), at most describeWait, as the SDK's InstanceExists waiter
+// did: the first wait describeMinDelay, doubling up to describeMaxDelay.
+// An instance already gone is an error: its token answered with a machine
+// launched earlier for the same registration, and a later attempt (a new
+// registration, a new token) launches anew.
 func (e *EC2) describe(ctx context.Context, req Request, id string) (launched, error) {
-	out, err := ec2.NewInstanceExistsWaiter(e.instances).WaitForOutput(ctx,
-		&ec2.DescribeInstancesInput{InstanceIds: []string{id}}, describeWait)
-	if err != nil {
-		return launched{}, fmt.Errorf("provision job %d: describe launched instance %s: %w", req.JobID, id, err)
-	}
-	for _, r := range out.Reservations {
-		for _, i := range r.Instances {
-			if aws.ToString(i.InstanceId) != id {
-				continue
-			}
-			var state ec2types.InstanceStateName
-			if i.State != nil {
-				state = i.State.Name
-			}
-			if !alive(state) {
-				return launched{}, fmt.Errorf("provision job %d: the instance of its client token, %s, is %s", req.JobID, id, state)
-			}
-			if aws.ToString(r.OwnerId) == "" {
-				return launched{}, fmt.Errorf("provision job %d: instance %s has no owner", req.JobID, id)
-			}
-			return launched{id: id, owner: aws.ToString(r.OwnerId)}, nil
+	var waited time.Duration
+	for delay := describeMinDelay; ; delay = min(2*delay, describeMaxDelay) {
+		out, err := e.instances.DescribeInstances(ctx, &ec2api.DescribeInstancesInput{InstanceIDs: []string{id}})
+		var api smithy.APIError
+		if err != nil && (!errors.As(err, &api) || api.ErrorCode() != ec2api.CodeInstanceNotFound) {
+			return launched{}, fmt.Errorf("provision job %d: describe launched instance %s: %w", req.JobID, id, err)
 		}
+		if err == nil {
+			for _, r := range out.Reservations {
+				for _, i := range r.Instances {
+					if i.InstanceID != id {
+						continue
+					}
+					if !alive(i.State.Name) {
+						return launched{}, fmt.Errorf("provision job %d: the instance of its client token, %s, is %s", req.JobID, id, i.State.Name)
+					}
+					if r.OwnerID == "" {
+						return launched{}, fmt.Errorf("provision job %d: instance %s has no owner", req.JobID, id)
+					}
+					return launched{id: id, owner: r.OwnerID}, nil
+				}
+			}
+			if len(out.Reservations) > 0 {
+				return launched{}, fmt.Errorf("provision job %d: launched instance %s not described", req.JobID, id)
+			}
+		}
+		if waited >= describeWait {
+			return launched{}, fmt.Errorf("provision job %d: launched instance %s still unknown to DescribeInstances after %s", req.JobID, id, waited)
+		}
+		d := min(delay, describeWait-waited)
+		if serr := e.sleep(ctx, d); serr != nil {
+			return launched{}, fmt.Errorf("provision job %d: describe launched instance %s: %w", req.JobID, id, serr)
+		}
+		waited += d
 	}
-	return launched{}, fmt.Errorf("provision job %d: launched instance %s not described", req.JobID, id)
 }
 
-// describeWait bounds the wait for a fresh instance to be readable.
-const describeWait = 2 * time.Minute
+// describeWait bounds the wait for a fresh instance to be readable;
+// describeMinDelay and describeMaxDelay are the SDK waiter's.
+const (
+	describeWait     = 2 * time.Minute
+	describeMinDelay = 5 * time.Second
+	describeMaxDelay = 120 * time.Second
+)
 
 // TagInstanceARN is the tag of a JIT config parameter naming the one
 // instance allowed to read it (the runner role's IAM condition).
@@ -371,25 +393,8 @@ type launched struct{ id, owner string }
 // instance's own requests: partition and Region from the client, account
 // from the launch or lookup answer, so it costs no extra call.
 func (e *EC2) instanceARN(inst launched) string {
-	return "arn:" + Partition(e.region) + ":ec2:" + e.region + ":" + inst.owner + ":instance/" + inst.id
+	return "arn:" + ec2api.Partition(e.region) + ":ec2:" + e.region + ":" + inst.owner + ":instance/" + inst.id
 }
-
-// Partition returns the AWS partition of region.
-func Partition(region string) string {
-	for _, p := range []struct{ prefix, partition string }{
-		{"cn-", "aws-cn"}, {"us-gov-", "aws-us-gov"}, {"us-isob-", "aws-iso-b"}, {"us-iso-", "aws-iso"},
-		{"eu-isoe-", "aws-iso-e"}, {"us-isof-", "aws-iso-f"},
-	} {
-		if strings.HasPrefix(region, p.prefix) {
-			return p.partition
-		}
-	}
-	return "aws"
-}
-
-// codeIdempotentParameterMismatch is EC2's answer to a ClientToken used
-// before with other arguments.
-const codeIdempotentParameterMismatch = "IdempotentParameterMismatch"
 
 // launch creates the instant fleet in. When EC2 refuses its ClientToken
 // because an earlier call used it with other arguments (the pool's subnets,
@@ -400,10 +405,10 @@ const codeIdempotentParameterMismatch = "IdempotentParameterMismatch"
 // as reused. Only when there is none does it launch under LaunchKey, a
 // token of the old token and the new arguments: every call with these
 // arguments computes the same one, so a repeat still starts nothing new.
-func (e *EC2) launch(ctx context.Context, req Request, in *ec2.CreateFleetInput) (*ec2.CreateFleetOutput, launched, error) {
+func (e *EC2) launch(ctx context.Context, req Request, in *ec2api.CreateFleetInput) (*ec2api.CreateFleetOutput, launched, error) {
 	out, err := e.fleet(ctx, req, in)
 	var api smithy.APIError
-	if err == nil || !errors.As(err, &api) || api.ErrorCode() != codeIdempotentParameterMismatch {
+	if err == nil || !errors.As(err, &api) || api.ErrorCode() != ec2api.CodeIdempotentParameterMismatch {
 		return out, launched{}, err
 	}
 	live, lerr := e.existing(ctx, req)
@@ -413,12 +418,12 @@ func (e *EC2) launch(ctx context.Context, req Request, in *ec2.CreateFleetInput)
 	if live.id != "" {
 		return nil, live, nil
 	}
-	old := aws.ToString(in.ClientToken)
+	old := in.ClientToken
 	token, kerr := LaunchKey(req.JobID, old, in)
 	if kerr != nil {
 		return nil, launched{}, fmt.Errorf("provision job %d: %w", req.JobID, kerr)
 	}
-	in.ClientToken = aws.String(token)
+	in.ClientToken = token
 	e.log.LogAttrs(ctx, slog.LevelInfo, "client token reused with other launch arguments: new token",
 		slog.Int64("job_id", req.JobID), slog.String("pool", req.Pool.Name),
 		slog.String("old_token", old), slog.String("token", token))
@@ -430,9 +435,9 @@ func (e *EC2) launch(ctx context.Context, req Request, in *ec2.CreateFleetInput)
 // was used with other arguments: "ghclaim-<job_id>-<digest of the old
 // token and the arguments of in, ClientToken aside>". It is a function of
 // the job and the launch only, so every call agrees on it.
-func LaunchKey(jobID int64, oldToken string, in *ec2.CreateFleetInput) (string, error) {
+func LaunchKey(jobID int64, oldToken string, in *ec2api.CreateFleetInput) (string, error) {
 	args := *in
-	args.ClientToken = nil
+	args.ClientToken = ""
 	b, err := json.Marshal(&args)
 	if err != nil {
 		return "", fmt.Errorf("encode launch arguments: %w", err)
@@ -441,7 +446,7 @@ func LaunchKey(jobID int64, oldToken string, in *ec2.CreateFleetInput) (string, 
 }
 
 // fleet calls CreateFleet.
-func (e *EC2) fleet(ctx context.Context, req Request, in *ec2.CreateFleetInput) (*ec2.CreateFleetOutput, error) {
+func (e *EC2) fleet(ctx context.Context, req Request, in *ec2api.CreateFleetInput) (*ec2api.CreateFleetOutput, error) {
 	out, err := e.instances.CreateFleet(ctx, in)
 	if err != nil {
 		return nil, fmt.Errorf("provision job %d: create fleet from %s: %w", req.JobID, req.Pool.Provisioner.LaunchTemplate, err)
@@ -451,8 +456,8 @@ func (e *EC2) fleet(ctx context.Context, req Request, in *ec2.CreateFleetInput) 
 
 // alive reports whether a launched instance can still run the job; an
 // unknown state is trusted (a fresh launch is pending).
-func alive(s ec2types.InstanceStateName) bool {
-	return s == "" || s == ec2types.InstanceStateNamePending || s == ec2types.InstanceStateNameRunning
+func alive(s string) bool {
+	return s == "" || s == ec2api.StatePending || s == ec2api.StateRunning
 }
 
 // Cleanup deletes the attempt's SSM parameter, then terminates the
@@ -491,7 +496,7 @@ func (e *EC2) Cleanup(ctx context.Context, req Request) error {
 		ids = append(ids, inst.id)
 	}
 	if len(ids) > 0 {
-		if _, err := e.instances.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: ids}); err != nil {
+		if _, err := e.instances.TerminateInstances(ctx, &ec2api.TerminateInstancesInput{InstanceIDs: ids}); err != nil {
 			return fmt.Errorf("clean up job %d: terminate %v: %w", req.JobID, ids, err)
 		}
 	}
@@ -529,10 +534,10 @@ func (e *EC2) existing(ctx context.Context, req Request) (launched, error) {
 // live returns every pending or running instance tagged with req's job
 // and runner name (its attempt).
 func (e *EC2) live(ctx context.Context, req Request) ([]launched, error) {
-	in := &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
-		{Name: aws.String("tag:" + TagJobID), Values: []string{strconv.FormatInt(req.JobID, 10)}},
-		{Name: aws.String("tag:" + TagRunnerName), Values: []string{req.RunnerName}},
-		{Name: aws.String("instance-state-name"), Values: []string{"pending", "running"}},
+	in := &ec2api.DescribeInstancesInput{Filters: []ec2api.Filter{
+		{Name: "tag:" + TagJobID, Values: []string{strconv.FormatInt(req.JobID, 10)}},
+		{Name: "tag:" + TagRunnerName, Values: []string{req.RunnerName}},
+		{Name: "instance-state-name", Values: []string{ec2api.StatePending, ec2api.StateRunning}},
 	}}
 	var all []launched
 	for {
@@ -542,12 +547,12 @@ func (e *EC2) live(ctx context.Context, req Request) ([]launched, error) {
 		}
 		for _, r := range out.Reservations {
 			for _, i := range r.Instances {
-				if id := aws.ToString(i.InstanceId); id != "" {
-					all = append(all, launched{id: id, owner: aws.ToString(r.OwnerId)})
+				if i.InstanceID != "" {
+					all = append(all, launched{id: i.InstanceID, owner: r.OwnerID})
 				}
 			}
 		}
-		if aws.ToString(out.NextToken) == "" {
+		if out.NextToken == "" {
 			break
 		}
 		in.NextToken = out.NextToken
@@ -572,42 +577,42 @@ func (e *EC2) logged(ctx context.Context, req Request, instanceID string, reused
 // (prioritized): the preferred type first, each in the job's subnet
 // first. It sets no user data (the launch template's boot script stays in
 // force; the JIT config travels through SSM only).
-func fleetInput(req Request, market ec2types.DefaultTargetCapacityType) *ec2.CreateFleetInput {
+func fleetInput(req Request, market string) *ec2api.CreateFleetInput {
 	p := req.Pool.Provisioner
-	lt := &ec2types.FleetLaunchTemplateSpecificationRequest{Version: aws.String(cmp.Or(p.LaunchTemplateVersion, "$Default"))}
+	lt := ec2api.LaunchTemplateSpecification{Version: cmp.Or(p.LaunchTemplateVersion, "$Default")}
 	if strings.HasPrefix(p.LaunchTemplate, "lt-") {
-		lt.LaunchTemplateId = aws.String(p.LaunchTemplate)
+		lt.LaunchTemplateID = p.LaunchTemplate
 	} else {
-		lt.LaunchTemplateName = aws.String(p.LaunchTemplate)
+		lt.LaunchTemplateName = p.LaunchTemplate
 	}
-	tags := []ec2types.Tag{
-		{Key: aws.String("Name"), Value: aws.String(req.RunnerName)},
-		{Key: aws.String(TagJobID), Value: aws.String(strconv.FormatInt(req.JobID, 10))},
-		{Key: aws.String(TagRunID), Value: aws.String(strconv.FormatInt(req.RunID, 10))},
-		{Key: aws.String(TagRepo), Value: aws.String(req.Repo)},
-		{Key: aws.String(TagRunnerName), Value: aws.String(req.RunnerName)},
-		{Key: aws.String(TagPool), Value: aws.String(req.Pool.Name)},
-		{Key: aws.String(TagReplacement), Value: aws.String(strconv.Itoa(req.Replacement))},
+	tags := []ec2api.Tag{
+		{Key: "Name", Value: req.RunnerName},
+		{Key: TagJobID, Value: strconv.FormatInt(req.JobID, 10)},
+		{Key: TagRunID, Value: strconv.FormatInt(req.RunID, 10)},
+		{Key: TagRepo, Value: req.Repo},
+		{Key: TagRunnerName, Value: req.RunnerName},
+		{Key: TagPool, Value: req.Pool.Name},
+		{Key: TagReplacement, Value: strconv.Itoa(req.Replacement)},
 	}
-	in := &ec2.CreateFleetInput{
-		Type:        ec2types.FleetTypeInstant,
-		ClientToken: aws.String(FleetKey(req.Pool.Name, req.JobID, req.JITConfig, market)),
-		TargetCapacitySpecification: &ec2types.TargetCapacitySpecificationRequest{
-			TotalTargetCapacity: aws.Int32(1), DefaultTargetCapacityType: market,
+	in := &ec2api.CreateFleetInput{
+		Type:        ec2api.FleetTypeInstant,
+		ClientToken: FleetKey(req.Pool.Name, req.JobID, req.JITConfig, market),
+		TargetCapacitySpecification: ec2api.TargetCapacitySpecification{
+			TotalTargetCapacity: 1, DefaultTargetCapacityType: market,
 		},
-		LaunchTemplateConfigs: []ec2types.FleetLaunchTemplateConfigRequest{{
+		LaunchTemplateConfigs: []ec2api.FleetLaunchTemplateConfig{{
 			LaunchTemplateSpecification: lt,
 			Overrides:                   Overrides(p.InstanceTypes, p.Subnets, req.JobID),
 		}},
-		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeInstance, Tags: tags}},
+		TagSpecifications: []ec2api.TagSpecification{{ResourceType: ec2api.ResourceTypeInstance, Tags: tags}},
 	}
-	if market == ec2types.DefaultTargetCapacityTypeSpot {
-		in.SpotOptions = &ec2types.SpotOptionsRequest{
-			AllocationStrategy:           ec2types.SpotAllocationStrategyPriceCapacityOptimized,
-			InstanceInterruptionBehavior: ec2types.SpotInstanceInterruptionBehaviorTerminate,
+	if market == ec2api.CapacitySpot {
+		in.SpotOptions = &ec2api.SpotOptions{
+			AllocationStrategy:           ec2api.SpotPriceCapacityOptimized,
+			InstanceInterruptionBehavior: ec2api.SpotInterruptTerminate,
 		}
 	} else {
-		in.OnDemandOptions = &ec2types.OnDemandOptionsRequest{AllocationStrategy: ec2types.FleetOnDemandAllocationStrategyPrioritized}
+		in.OnDemandOptions = &ec2api.OnDemandOptions{AllocationStrategy: ec2api.OnDemandPrioritized}
 	}
 	return in
 }
@@ -616,22 +621,15 @@ func fleetInput(req Request, market ec2types.DefaultTargetCapacityType) *ec2.Cre
 // first) in every subnet (the job's own first, Subnet), Priority 0 the
 // most wanted. Without types or subnets the launch template decides that
 // half; without both there is no override.
-func Overrides(types, subnets []string, jobID int64) []ec2types.FleetLaunchTemplateOverridesRequest {
+func Overrides(types, subnets []string, jobID int64) []ec2api.FleetOverride {
 	first := 0
 	if s := Subnet(subnets, jobID); s != "" {
 		first = slices.Index(subnets, s)
 	}
 	order := append(slices.Clone(subnets[first:]), subnets[:first]...)
-	var out []ec2types.FleetLaunchTemplateOverridesRequest
+	var out []ec2api.FleetOverride
 	add := func(typ, subnet string) {
-		o := ec2types.FleetLaunchTemplateOverridesRequest{Priority: aws.Float64(float64(len(out)))}
-		if typ != "" {
-			o.InstanceType = ec2types.InstanceType(typ)
-		}
-		if subnet != "" {
-			o.SubnetId = aws.String(subnet)
-		}
-		out = append(out, o)
+		out = append(out, ec2api.FleetOverride{InstanceType: typ, SubnetID: subnet, Priority: aws.Float64(float64(len(out)))})
 	}
 	switch {
 	case len(types) == 0 && len(order) == 0:

@@ -12,13 +12,12 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
-	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 	"github.com/aws/smithy-go"
 
 	"github.com/ghclaim/ghclaim/infra/provisiontest"
+	"github.com/ghclaim/ghclaim/shared/ec2api"
 	"github.com/ghclaim/ghclaim/shared/pool"
 )
 
@@ -26,8 +25,8 @@ import (
 // returns for any filter (tests check the filters separately).
 type fakeInstances struct {
 	mu           sync.Mutex
-	fleets       []*ec2.CreateFleetInput
-	describes    []*ec2.DescribeInstancesInput
+	fleets       []*ec2api.CreateFleetInput
+	describes    []*ec2api.DescribeInstancesInput
 	existing     []string
 	fleetErr     error
 	terminated   []string
@@ -35,14 +34,14 @@ type fakeInstances struct {
 	calls        *callLog
 }
 
-func (f *fakeInstances) TerminateInstances(_ context.Context, in *ec2.TerminateInstancesInput, _ ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error) {
+func (f *fakeInstances) TerminateInstances(_ context.Context, in *ec2api.TerminateInstancesInput) (*ec2api.TerminateInstancesOutput, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.terminateErr != nil {
 		return nil, f.terminateErr
 	}
-	f.terminated = append(f.terminated, in.InstanceIds...)
-	return &ec2.TerminateInstancesOutput{}, nil
+	f.terminated = append(f.terminated, in.InstanceIDs...)
+	return &ec2api.TerminateInstancesOutput{}, nil
 }
 
 // callLog records the order of EC2 and SSM calls across fakes.
@@ -67,10 +66,10 @@ const (
 	fakeRegion  = "eu-west-1"
 )
 
-// Options gives the adapter the client's Region, as *ec2.Client does.
-func (f *fakeInstances) Options() ec2.Options { return ec2.Options{Region: fakeRegion} }
+// Region gives the adapter the client's Region, as *ec2api.Client does.
+func (f *fakeInstances) Region() string { return fakeRegion }
 
-func (f *fakeInstances) CreateFleet(_ context.Context, in *ec2.CreateFleetInput, _ ...func(*ec2.Options)) (*ec2.CreateFleetOutput, error) {
+func (f *fakeInstances) CreateFleet(_ context.Context, in *ec2api.CreateFleetInput) (*ec2api.CreateFleetOutput, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls.add("CreateFleet")
@@ -78,25 +77,25 @@ func (f *fakeInstances) CreateFleet(_ context.Context, in *ec2.CreateFleetInput,
 	if f.fleetErr != nil {
 		return nil, f.fleetErr
 	}
-	return &ec2.CreateFleetOutput{Instances: []ec2types.CreateFleetInstance{{InstanceIds: []string{"i-0fresh"}}}}, nil
+	return &ec2api.CreateFleetOutput{Instances: []ec2api.CreateFleetInstance{{InstanceIDs: []string{"i-0fresh"}}}}, nil
 }
 
-func (f *fakeInstances) DescribeInstances(_ context.Context, in *ec2.DescribeInstancesInput, _ ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error) {
+func (f *fakeInstances) DescribeInstances(_ context.Context, in *ec2api.DescribeInstancesInput) (*ec2api.DescribeInstancesOutput, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.describes = append(f.describes, in)
 	f.calls.add("DescribeInstances")
-	r := ec2types.Reservation{OwnerId: aws.String(fakeAccount)}
-	if len(in.InstanceIds) > 0 { // the launched instance, read for its owner
-		for _, id := range in.InstanceIds {
-			r.Instances = append(r.Instances, ec2types.Instance{InstanceId: aws.String(id), State: &ec2types.InstanceState{Name: ec2types.InstanceStateNamePending}})
+	r := ec2api.Reservation{OwnerID: fakeAccount}
+	if len(in.InstanceIDs) > 0 { // the launched instance, read for its owner
+		for _, id := range in.InstanceIDs {
+			r.Instances = append(r.Instances, ec2api.Instance{InstanceID: id, State: ec2api.InstanceState{Name: ec2api.StatePending}})
 		}
-		return &ec2.DescribeInstancesOutput{Reservations: []ec2types.Reservation{r}}, nil
+		return &ec2api.DescribeInstancesOutput{Reservations: []ec2api.Reservation{r}}, nil
 	}
 	for _, id := range f.existing {
-		r.Instances = append(r.Instances, ec2types.Instance{InstanceId: aws.String(id)})
+		r.Instances = append(r.Instances, ec2api.Instance{InstanceID: id})
 	}
-	return &ec2.DescribeInstancesOutput{Reservations: []ec2types.Reservation{r}}, nil
+	return &ec2api.DescribeInstancesOutput{Reservations: []ec2api.Reservation{r}}, nil
 }
 
 // fakeParameters records SSM calls and keeps the parameters, as strict as
@@ -172,10 +171,10 @@ func setupEC2(t *testing.T) ec2Fixture {
 	return ec2Fixture{adapter: NewEC2(inst, params, log), inst: inst, params: params, calls: calls, logs: buf}
 }
 
-func tagMap(tags []ec2types.Tag) map[string]string {
+func tagMap(tags []ec2api.Tag) map[string]string {
 	m := map[string]string{}
 	for _, tg := range tags {
-		m[aws.ToString(tg.Key)] = aws.ToString(tg.Value)
+		m[tg.Key] = tg.Value
 	}
 	return m
 }
@@ -236,16 +235,16 @@ func TestEC2ProvisionLaunchArguments(t *testing.T) {
 				t.Fatalf("CreateFleet calls: got %d, want 1", len(f.inst.fleets))
 			}
 			in := f.inst.fleets[0]
-			if in.Type != ec2types.FleetTypeInstant || aws.ToInt32(in.TargetCapacitySpecification.TotalTargetCapacity) != 1 {
-				t.Errorf("fleet: got type %q of %d, want instant of 1", in.Type, aws.ToInt32(in.TargetCapacitySpecification.TotalTargetCapacity))
+			if in.Type != ec2api.FleetTypeInstant || in.TargetCapacitySpecification.TotalTargetCapacity != 1 {
+				t.Errorf("fleet: got type %q of %d, want instant of 1", in.Type, in.TargetCapacitySpecification.TotalTargetCapacity)
 			}
-			market := ec2types.DefaultTargetCapacityTypeOnDemand
+			market := ec2api.CapacityOnDemand
 			if tt.wantSpot {
-				market = ec2types.DefaultTargetCapacityTypeSpot
-				if in.SpotOptions == nil || in.SpotOptions.AllocationStrategy != ec2types.SpotAllocationStrategyPriceCapacityOptimized || in.OnDemandOptions != nil {
+				market = ec2api.CapacitySpot
+				if in.SpotOptions == nil || in.SpotOptions.AllocationStrategy != ec2api.SpotPriceCapacityOptimized || in.OnDemandOptions != nil {
 					t.Errorf("spot options %+v, want price-capacity-optimized and no on-demand options", in.SpotOptions)
 				}
-			} else if in.OnDemandOptions == nil || in.OnDemandOptions.AllocationStrategy != ec2types.FleetOnDemandAllocationStrategyPrioritized || in.SpotOptions != nil {
+			} else if in.OnDemandOptions == nil || in.OnDemandOptions.AllocationStrategy != ec2api.OnDemandPrioritized || in.SpotOptions != nil {
 				t.Errorf("on-demand options %+v, want prioritized and no spot options", in.OnDemandOptions)
 			}
 			if got := in.TargetCapacitySpecification.DefaultTargetCapacityType; got != market {
@@ -255,14 +254,14 @@ func TestEC2ProvisionLaunchArguments(t *testing.T) {
 				t.Fatalf("launch template configs: got %d, want 1", len(in.LaunchTemplateConfigs))
 			}
 			lt := in.LaunchTemplateConfigs[0].LaunchTemplateSpecification
-			if aws.ToString(lt.LaunchTemplateId) != tt.wantLTID || aws.ToString(lt.LaunchTemplateName) != tt.wantLTName || aws.ToString(lt.Version) != tt.wantVersion {
+			if lt.LaunchTemplateID != tt.wantLTID || lt.LaunchTemplateName != tt.wantLTName || lt.Version != tt.wantVersion {
 				t.Errorf("launch template: got id %q name %q version %q, want %q %q %q",
-					aws.ToString(lt.LaunchTemplateId), aws.ToString(lt.LaunchTemplateName), aws.ToString(lt.Version),
+					lt.LaunchTemplateID, lt.LaunchTemplateName, lt.Version,
 					tt.wantLTID, tt.wantLTName, tt.wantVersion)
 			}
 			var options []string
 			for i, o := range in.LaunchTemplateConfigs[0].Overrides {
-				options = append(options, string(o.InstanceType)+"/"+aws.ToString(o.SubnetId))
+				options = append(options, o.InstanceType+"/"+o.SubnetID)
 				if aws.ToFloat64(o.Priority) != float64(i) {
 					t.Errorf("override %d: priority %v, want %d (listed in preference order)", i, aws.ToFloat64(o.Priority), i)
 				}
@@ -270,14 +269,14 @@ func TestEC2ProvisionLaunchArguments(t *testing.T) {
 			if !reflect.DeepEqual(options, tt.wantOptions) {
 				t.Errorf("options: got %v, want %v", options, tt.wantOptions)
 			}
-			if got, want := aws.ToString(in.ClientToken), FleetKey(tt.pool.Name, tt.job, jit, market); got != want || len(got) > 64 {
+			if got, want := in.ClientToken, FleetKey(tt.pool.Name, tt.job, jit, market); got != want || len(got) > 64 {
 				t.Errorf("client token: got %q, want %q (at most 64 characters)", got, want)
 			}
 			wantTags := map[string]string{
 				"Name": req.RunnerName, TagJobID: itoa(tt.job), TagRunID: itoa(req.RunID),
 				TagRepo: "octo/hello", TagRunnerName: req.RunnerName, TagPool: tt.pool.Name, TagReplacement: "0",
 			}
-			if len(in.TagSpecifications) != 1 || in.TagSpecifications[0].ResourceType != ec2types.ResourceTypeInstance {
+			if len(in.TagSpecifications) != 1 || in.TagSpecifications[0].ResourceType != ec2api.ResourceTypeInstance {
 				t.Fatalf("tag specifications %+v, want instance only (an instant fleet tags no volumes)", in.TagSpecifications)
 			}
 			if got := tagMap(in.TagSpecifications[0].Tags); !reflect.DeepEqual(got, wantTags) {
@@ -348,7 +347,7 @@ func TestEC2ProvisionRepeatedIsIdentical(t *testing.T) {
 		b, _ := json.Marshal(f.inst.fleets[1])
 		t.Errorf("repeated request sent different launch arguments:\n%s\n%s", a, b)
 	}
-	if got := aws.ToString(f.inst.fleets[0].ClientToken); !strings.HasPrefix(got, "ghclaim-77-") || !strings.HasSuffix(got, "-od") {
+	if got := f.inst.fleets[0].ClientToken; !strings.HasPrefix(got, "ghclaim-77-") || !strings.HasSuffix(got, "-od") {
 		t.Errorf("client token: got %q, want ghclaim-77-<digest>-od", got)
 	}
 }
@@ -372,7 +371,7 @@ func TestEC2ProvisionReusesTaggedInstance(t *testing.T) {
 	}
 	filters := map[string][]string{}
 	for _, fl := range f.inst.describes[0].Filters {
-		filters[aws.ToString(fl.Name)] = fl.Values
+		filters[fl.Name] = fl.Values
 	}
 	want := map[string][]string{"tag:ghclaim:job-id": {"42"}, "tag:ghclaim:runner-name": {"linux-42"}, "instance-state-name": {"pending", "running"}}
 	if !reflect.DeepEqual(filters, want) {
@@ -479,10 +478,10 @@ func TestEC2Cleanup(t *testing.T) {
 	}
 }
 
-func filters(in *ec2.DescribeInstancesInput) map[string][]string {
+func filters(in *ec2api.DescribeInstancesInput) map[string][]string {
 	m := map[string][]string{}
 	for _, f := range in.Filters {
-		m[aws.ToString(f.Name)] = f.Values
+		m[f.Name] = f.Values
 	}
 	return m
 }
@@ -591,17 +590,5 @@ func TestEC2ProvisionWithoutRegionIsRefused(t *testing.T) {
 	}
 	if len(params.puts) != 0 {
 		t.Errorf("PutParameter calls: got %d, want none", len(params.puts))
-	}
-}
-
-func TestPartition(t *testing.T) {
-	t.Parallel()
-	for region, want := range map[string]string{
-		"us-east-1": "aws", "eu-central-2": "aws", "cn-north-1": "aws-cn", "cn-northwest-1": "aws-cn",
-		"us-gov-west-1": "aws-us-gov", "us-iso-east-1": "aws-iso", "us-isob-east-1": "aws-iso-b",
-	} {
-		if got := Partition(region); got != want {
-			t.Errorf("Partition(%q): got %q, want %q", region, got, want)
-		}
 	}
 }

@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/ghclaim/ghclaim/shared/ec2api"
 	"github.com/ghclaim/ghclaim/shared/failure"
 	"github.com/ghclaim/ghclaim/shared/pool"
 )
@@ -35,7 +35,7 @@ func TestEC2ProvisionAfterTheTokensMachineDied(t *testing.T) {
 		t.Fatal(err)
 	}
 	inst.mu.Lock()
-	inst.state[res.InstanceID] = ec2types.InstanceStateNameTerminated
+	inst.state[res.InstanceID] = ec2api.StateTerminated
 	inst.mu.Unlock()
 
 	second := request(ec2Pool(), 42)
@@ -80,7 +80,7 @@ func TestEC2DoubleRefusesATokenWithOtherArguments(t *testing.T) {
 	t.Parallel()
 	inst := newFleetEC2()
 	ctx := context.Background()
-	od := ec2types.DefaultTargetCapacityTypeOnDemand
+	od := ec2api.CapacityOnDemand
 	if _, err := inst.CreateFleet(ctx, fleetInput(request(onSubnet("subnet-a"), 42), od)); err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func TestEC2ProvisionAfterThePoolChanged(t *testing.T) {
 			inst, e, first := setupPoolChange(t)
 			ctx := context.Background()
 			inst.mu.Lock()
-			inst.state[first.InstanceID] = ec2types.InstanceStateNameTerminated
+			inst.state[first.InstanceID] = ec2api.StateTerminated
 			inst.mu.Unlock()
 
 			second := request(onSubnet("subnet-b"), 42)

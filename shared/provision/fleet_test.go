@@ -9,10 +9,9 @@ import (
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
-	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	"github.com/ghclaim/ghclaim/infra/provisiontest"
+	"github.com/ghclaim/ghclaim/shared/ec2api"
 )
 
 // fleetEC2 is an EC2 double as strict as EC2 where moto is lax:
@@ -29,31 +28,33 @@ import (
 //     IdempotentParameterMismatch. moto honours neither.
 //   - Only instance and fleet tag specifications are accepted for instant
 //     fleets, one instance at most is asked for.
-//   - RunInstances obeys the same capacity (on-demand), so the launch of old
-//     code meets the same shortages.
 //   - DescribeInstances by id knows every instance (any state); by the job
 //     tag and state filters, as EC2; hidden makes the filter lookup miss a
 //     fresh instance, as EC2's eventually consistent reads do.
 type fleetEC2 struct {
 	mu       sync.Mutex
 	refuse   map[string]string // "market/type/subnet" ("*" for any) → error code
-	byToken  map[string]*ec2.CreateFleetOutput
+	byToken  map[string]*ec2api.CreateFleetOutput
 	argsOf   map[string]string
-	fleets   []*ec2.CreateFleetInput
-	state    map[string]ec2types.InstanceStateName
+	fleets   []*ec2api.CreateFleetInput
+	state    map[string]string
 	jobOf    map[string]string
 	where    map[string]string // instance id → "market/type/subnet"
 	hidden   map[string]int
 	launched int
+	// freshMisses is how many reads by id of a fresh instance answer
+	// InvalidInstanceID.NotFound, as EC2's eventually consistent reads can.
+	freshMisses int
+	misses      map[string]int
 }
 
 func newFleetEC2() *fleetEC2 {
-	return &fleetEC2{refuse: map[string]string{}, byToken: map[string]*ec2.CreateFleetOutput{}, argsOf: map[string]string{},
-		state: map[string]ec2types.InstanceStateName{}, jobOf: map[string]string{}, where: map[string]string{}, hidden: map[string]int{}}
+	return &fleetEC2{refuse: map[string]string{}, byToken: map[string]*ec2api.CreateFleetOutput{}, argsOf: map[string]string{},
+		state: map[string]string{}, jobOf: map[string]string{}, where: map[string]string{}, hidden: map[string]int{}, misses: map[string]int{}}
 }
 
-// Options gives the adapter the client's Region, as *ec2.Client does.
-func (e *fleetEC2) Options() ec2.Options { return ec2.Options{Region: fakeRegion} }
+// Region gives the adapter the client's Region, as *ec2api.Client does.
+func (e *fleetEC2) Region() string { return fakeRegion }
 
 func (e *fleetEC2) refused(market, typ, subnet string) string {
 	for _, k := range []string{market + "/" + typ + "/" + subnet, market + "/*/" + subnet, market + "/" + typ + "/*", market + "/*/*"} {
@@ -64,32 +65,33 @@ func (e *fleetEC2) refused(market, typ, subnet string) string {
 	return ""
 }
 
-func (e *fleetEC2) start(market, typ, subnet string, tags []ec2types.TagSpecification) string {
+func (e *fleetEC2) start(market, typ, subnet string, tags []ec2api.TagSpecification) string {
 	e.launched++
 	id := fmt.Sprintf("i-%04d", e.launched)
-	e.state[id] = ec2types.InstanceStateNamePending
+	e.state[id] = ec2api.StatePending
 	e.where[id] = market + "/" + typ + "/" + subnet
+	e.misses[id] = e.freshMisses
 	for _, ts := range tags {
-		if ts.ResourceType == ec2types.ResourceTypeInstance {
+		if ts.ResourceType == ec2api.ResourceTypeInstance {
 			e.jobOf[id] = tagMap(ts.Tags)[TagJobID]
 		}
 	}
 	return id
 }
 
-func (e *fleetEC2) CreateFleet(_ context.Context, in *ec2.CreateFleetInput, _ ...func(*ec2.Options)) (*ec2.CreateFleetOutput, error) {
+func (e *fleetEC2) CreateFleet(_ context.Context, in *ec2api.CreateFleetInput) (*ec2api.CreateFleetOutput, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.fleets = append(e.fleets, in)
 	invalid := func(msg string) error {
 		return provisiontest.ClientError("EC2", "CreateFleet", "InvalidParameterValue", msg)
 	}
-	tok := aws.ToString(in.ClientToken)
+	tok := in.ClientToken
 	if len(tok) > 64 {
 		return nil, invalid("ClientToken: at most 64 ASCII characters")
 	}
 	args := *in
-	args.ClientToken = nil
+	args.ClientToken = ""
 	b, _ := json.Marshal(&args)
 	if out, ok := e.byToken[tok]; ok && tok != "" {
 		if e.argsOf[tok] != string(b) {
@@ -98,44 +100,43 @@ func (e *fleetEC2) CreateFleet(_ context.Context, in *ec2.CreateFleetInput, _ ..
 		}
 		return out, nil
 	}
-	if in.Type != ec2types.FleetTypeInstant || in.TargetCapacitySpecification == nil || aws.ToInt32(in.TargetCapacitySpecification.TotalTargetCapacity) != 1 {
+	if in.Type != ec2api.FleetTypeInstant || in.TargetCapacitySpecification.TotalTargetCapacity != 1 {
 		return nil, invalid("want an instant fleet of one instance")
 	}
 	for _, ts := range in.TagSpecifications {
-		if ts.ResourceType != ec2types.ResourceTypeInstance && ts.ResourceType != ec2types.ResourceTypeFleet {
-			return nil, invalid("instant fleets tag only fleet and instance, not " + string(ts.ResourceType))
+		if ts.ResourceType != ec2api.ResourceTypeInstance && ts.ResourceType != "fleet" {
+			return nil, invalid("instant fleets tag only fleet and instance, not " + ts.ResourceType)
 		}
 	}
 	if len(in.LaunchTemplateConfigs) != 1 {
 		return nil, invalid("want one launch template config")
 	}
-	market := string(in.TargetCapacitySpecification.DefaultTargetCapacityType)
+	market := in.TargetCapacitySpecification.DefaultTargetCapacityType
 	overrides := slices.Clone(in.LaunchTemplateConfigs[0].Overrides)
-	if market == string(ec2types.DefaultTargetCapacityTypeOnDemand) {
+	if market == ec2api.CapacityOnDemand {
 		sort.SliceStable(overrides, func(i, j int) bool {
 			return aws.ToFloat64(overrides[i].Priority) < aws.ToFloat64(overrides[j].Priority)
 		})
 	}
 	if len(overrides) == 0 {
-		overrides = []ec2types.FleetLaunchTemplateOverridesRequest{{}}
+		overrides = []ec2api.FleetOverride{{}}
 	}
-	lifecycle := ec2types.InstanceLifecycleOnDemand
-	if market == string(ec2types.DefaultTargetCapacityTypeSpot) {
-		lifecycle = ec2types.InstanceLifecycleSpot
+	lifecycle := "on-demand"
+	if market == ec2api.CapacitySpot {
+		lifecycle = "spot"
 	}
-	out := &ec2.CreateFleetOutput{FleetId: aws.String(fmt.Sprintf("fleet-%04d", len(e.fleets)))}
+	out := &ec2api.CreateFleetOutput{FleetID: fmt.Sprintf("fleet-%04d", len(e.fleets))}
 	for _, o := range overrides {
-		typ, subnet := string(o.InstanceType), aws.ToString(o.SubnetId)
-		lo := &ec2types.LaunchTemplateAndOverridesResponse{Overrides: &ec2types.FleetLaunchTemplateOverrides{
-			InstanceType: o.InstanceType, SubnetId: o.SubnetId}}
+		typ, subnet := o.InstanceType, o.SubnetID
+		lo := ec2api.LaunchTemplateAndOverrides{Overrides: ec2api.FleetOverride{InstanceType: o.InstanceType, SubnetID: o.SubnetID}}
 		if code := e.refused(market, typ, subnet); code != "" {
-			out.Errors = append(out.Errors, ec2types.CreateFleetError{ErrorCode: aws.String(code), Lifecycle: lifecycle,
-				ErrorMessage:               aws.String("We currently do not have sufficient " + typ + " capacity in the Availability Zone you requested."),
+			out.Errors = append(out.Errors, ec2api.CreateFleetError{ErrorCode: code, Lifecycle: lifecycle,
+				ErrorMessage:               "We currently do not have sufficient " + typ + " capacity in the Availability Zone you requested.",
 				LaunchTemplateAndOverrides: lo})
 			continue
 		}
 		id := e.start(market, typ, subnet, in.TagSpecifications)
-		out.Instances = []ec2types.CreateFleetInstance{{InstanceIds: []string{id}, InstanceType: o.InstanceType,
+		out.Instances = []ec2api.CreateFleetInstance{{InstanceIDs: []string{id}, InstanceType: o.InstanceType,
 			Lifecycle: lifecycle, LaunchTemplateAndOverrides: lo}}
 		break
 	}
@@ -145,38 +146,28 @@ func (e *fleetEC2) CreateFleet(_ context.Context, in *ec2.CreateFleetInput, _ ..
 	return out, nil
 }
 
-func (e *fleetEC2) RunInstances(_ context.Context, in *ec2.RunInstancesInput, _ ...func(*ec2.Options)) (*ec2.RunInstancesOutput, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	typ, subnet := string(in.InstanceType), aws.ToString(in.SubnetId)
-	if code := e.refused(string(ec2types.DefaultTargetCapacityTypeOnDemand), typ, subnet); code != "" {
-		return nil, provisiontest.ClientError("EC2", "RunInstances", code, "no capacity")
-	}
-	id := e.start(string(ec2types.DefaultTargetCapacityTypeOnDemand), typ, subnet, in.TagSpecifications)
-	return &ec2.RunInstancesOutput{OwnerId: aws.String(fakeAccount), Instances: []ec2types.Instance{e.instance(id)}}, nil
+func (e *fleetEC2) instance(id string) ec2api.Instance {
+	return ec2api.Instance{InstanceID: id, State: ec2api.InstanceState{Name: e.state[id]}}
 }
 
-func (e *fleetEC2) instance(id string) ec2types.Instance {
-	return ec2types.Instance{InstanceId: aws.String(id), State: &ec2types.InstanceState{Name: e.state[id]}}
-}
-
-func (e *fleetEC2) DescribeInstances(_ context.Context, in *ec2.DescribeInstancesInput, _ ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error) {
+func (e *fleetEC2) DescribeInstances(_ context.Context, in *ec2api.DescribeInstancesInput) (*ec2api.DescribeInstancesOutput, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	r := ec2types.Reservation{OwnerId: aws.String(fakeAccount)}
-	if len(in.InstanceIds) > 0 {
-		for _, id := range in.InstanceIds {
-			if _, ok := e.state[id]; !ok {
+	r := ec2api.Reservation{OwnerID: fakeAccount}
+	if len(in.InstanceIDs) > 0 {
+		for _, id := range in.InstanceIDs {
+			if _, ok := e.state[id]; !ok || e.misses[id] > 0 {
+				e.misses[id]--
 				return nil, provisiontest.ClientError("EC2", "DescribeInstances", "InvalidInstanceID.NotFound", "The instance ID '"+id+"' does not exist")
 			}
 			r.Instances = append(r.Instances, e.instance(id))
 		}
-		return &ec2.DescribeInstancesOutput{Reservations: []ec2types.Reservation{r}}, nil
+		return &ec2api.DescribeInstancesOutput{Reservations: []ec2api.Reservation{r}}, nil
 	}
 	var job string
 	states := map[string]bool{}
 	for _, f := range in.Filters {
-		switch aws.ToString(f.Name) {
+		switch f.Name {
 		case "tag:" + TagJobID:
 			job = f.Values[0]
 		case "instance-state-name":
@@ -195,16 +186,16 @@ func (e *fleetEC2) DescribeInstances(_ context.Context, in *ec2.DescribeInstance
 		}
 		r.Instances = append(r.Instances, e.instance(id))
 	}
-	return &ec2.DescribeInstancesOutput{Reservations: []ec2types.Reservation{r}}, nil
+	return &ec2api.DescribeInstancesOutput{Reservations: []ec2api.Reservation{r}}, nil
 }
 
-func (e *fleetEC2) TerminateInstances(_ context.Context, in *ec2.TerminateInstancesInput, _ ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error) {
+func (e *fleetEC2) TerminateInstances(_ context.Context, in *ec2api.TerminateInstancesInput) (*ec2api.TerminateInstancesOutput, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for _, id := range in.InstanceIds {
-		e.state[id] = ec2types.InstanceStateNameTerminated
+	for _, id := range in.InstanceIDs {
+		e.state[id] = ec2api.StateTerminated
 	}
-	return &ec2.TerminateInstancesOutput{}, nil
+	return &ec2api.TerminateInstancesOutput{}, nil
 }
 
 // alive lists the pending or running instances with where they run.
@@ -213,7 +204,7 @@ func (e *fleetEC2) alive() map[string]string {
 	defer e.mu.Unlock()
 	m := map[string]string{}
 	for id, s := range e.state {
-		if s == ec2types.InstanceStateNamePending || s == ec2types.InstanceStateNameRunning {
+		if s == ec2api.StatePending || s == ec2api.StateRunning {
 			m[id] = e.where[id]
 		}
 	}

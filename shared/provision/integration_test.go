@@ -8,8 +8,6 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
-	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
@@ -17,6 +15,7 @@ import (
 
 	"github.com/ghclaim/ghclaim/infra/emulator"
 	"github.com/ghclaim/ghclaim/infra/provisiontest"
+	"github.com/ghclaim/ghclaim/shared/ec2api"
 )
 
 // These tests talk HTTP to moto_server through the real SDK clients. moto
@@ -28,7 +27,7 @@ import (
 // needs too once the token has expired.
 
 type awsFixture struct {
-	ec2 *ec2.Client
+	ec2 *ec2api.Client
 	ssm *ssm.Client
 	sqs *sqs.Client
 }
@@ -37,36 +36,30 @@ func setupAWS(t *testing.T) awsFixture {
 	t.Helper()
 	cfg := emulator.ForTest(t).ConfigForTest(t)
 	// moto stores any value in any SSM tier: StrictSSM refuses what AWS refuses.
-	return awsFixture{ec2: ec2.NewFromConfig(cfg), ssm: ssm.NewFromConfig(cfg, provisiontest.StrictSSM), sqs: sqs.NewFromConfig(cfg)}
+	return awsFixture{ec2: ec2api.New(cfg), ssm: ssm.NewFromConfig(cfg, provisiontest.StrictSSM), sqs: sqs.NewFromConfig(cfg)}
 }
 
 // launchTemplate creates a launch template named name and returns its id.
 // The AMI need not exist: moto does not validate it by default.
 func (f awsFixture) launchTemplate(t *testing.T, name string) string {
 	t.Helper()
-	out, err := f.ec2.CreateLaunchTemplate(context.Background(), &ec2.CreateLaunchTemplateInput{
-		LaunchTemplateName: aws.String(name),
-		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{
-			ImageId: aws.String("ami-03cf127a"), InstanceType: ec2types.InstanceTypeT3Micro,
-			UserData: aws.String("IyEvYmluL2Jhc2gK"), // the boot script would be here
-		},
-	})
+	id, err := provisiontest.LaunchTemplate(context.Background(), f.ec2, name, "ami-03cf127a", "t3.micro")
 	if err != nil {
-		t.Fatalf("CreateLaunchTemplate: %v", err)
+		t.Fatal(err)
 	}
-	return aws.ToString(out.LaunchTemplate.LaunchTemplateId)
+	return id
 }
 
 // jobInstances lists the instances tagged with jobID, in any state.
-func (f awsFixture) jobInstances(t *testing.T, jobID int64) []ec2types.Instance {
+func (f awsFixture) jobInstances(t *testing.T, jobID int64) []ec2api.Instance {
 	t.Helper()
-	out, err := f.ec2.DescribeInstances(context.Background(), &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
-		{Name: aws.String("tag:" + TagJobID), Values: []string{strconv.FormatInt(jobID, 10)}},
+	out, err := f.ec2.DescribeInstances(context.Background(), &ec2api.DescribeInstancesInput{Filters: []ec2api.Filter{
+		{Name: "tag:" + TagJobID, Values: []string{strconv.FormatInt(jobID, 10)}},
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var all []ec2types.Instance
+	var all []ec2api.Instance
 	for _, r := range out.Reservations {
 		all = append(all, r.Instances...)
 	}
@@ -95,11 +88,11 @@ func TestEC2AgainstMoto(t *testing.T) {
 			if tt.byID {
 				p.Provisioner.LaunchTemplate = ltID
 			}
-			subnets, err := f.ec2.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{})
-			if err != nil || len(subnets.Subnets) == 0 {
-				t.Fatalf("DescribeSubnets: %v (%d subnets)", err, len(subnets.Subnets))
+			subnets, err := provisiontest.Subnets(ctx, f.ec2)
+			if err != nil || len(subnets) == 0 {
+				t.Fatalf("DescribeSubnets: %v (%d subnets)", err, len(subnets))
 			}
-			p.Provisioner.Subnets = []string{aws.ToString(subnets.Subnets[0].SubnetId)}
+			p.Provisioner.Subnets = []string{subnets[0]}
 			adapter := NewEC2(f.ec2, f.ssm, nil)
 			req := request(p, tt.job)
 
@@ -123,13 +116,13 @@ func TestEC2AgainstMoto(t *testing.T) {
 				t.Fatalf("instances tagged with job %d: got %d, want exactly 1", tt.job, len(insts))
 			}
 			inst := insts[0]
-			if aws.ToString(inst.InstanceId) != first.InstanceID {
-				t.Errorf("instance: got %s, want %s", aws.ToString(inst.InstanceId), first.InstanceID)
+			if inst.InstanceID != first.InstanceID {
+				t.Errorf("instance: got %s, want %s", inst.InstanceID, first.InstanceID)
 			}
 			if got := tagMap(inst.Tags); got[TagRunnerName] != req.RunnerName || got[TagRepo] != req.Repo || got["Name"] != req.RunnerName {
 				t.Errorf("instance tags: got %v", got)
 			}
-			if got := aws.ToString(inst.SubnetId); got != p.Provisioner.Subnets[0] {
+			if got := inst.SubnetID; got != p.Provisioner.Subnets[0] {
 				t.Errorf("subnet: got %q, want %q", got, p.Provisioner.Subnets[0])
 			}
 			if inst.InstanceType != "c7g.large" {
@@ -159,8 +152,8 @@ func TestEC2AgainstMoto(t *testing.T) {
 				t.Errorf("parameter %s still exists after Cleanup", name)
 			}
 			for _, inst := range f.jobInstances(t, tt.job) {
-				if st := inst.State.Name; st != ec2types.InstanceStateNameShuttingDown && st != ec2types.InstanceStateNameTerminated {
-					t.Errorf("instance %s of the cleaned-up job is %s, want terminated", aws.ToString(inst.InstanceId), st)
+				if st := inst.State.Name; st != ec2api.StateShuttingDown && st != ec2api.StateTerminated {
+					t.Errorf("instance %s of the cleaned-up job is %s, want terminated", inst.InstanceID, st)
 				}
 			}
 		})
@@ -169,16 +162,16 @@ func TestEC2AgainstMoto(t *testing.T) {
 
 // assertInstanceTag checks that parameter name carries TagInstanceARN =
 // inst's ARN, built from what EC2 itself reports (owner, Region).
-func (f awsFixture) assertInstanceTag(t *testing.T, name string, inst ec2types.Instance) {
+func (f awsFixture) assertInstanceTag(t *testing.T, name string, inst ec2api.Instance) {
 	t.Helper()
 	ctx := context.Background()
-	out, err := f.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{aws.ToString(inst.InstanceId)}})
+	out, err := f.ec2.DescribeInstances(ctx, &ec2api.DescribeInstancesInput{InstanceIDs: []string{inst.InstanceID}})
 	if err != nil || len(out.Reservations) != 1 {
-		t.Fatalf("DescribeInstances %s: %v", aws.ToString(inst.InstanceId), err)
+		t.Fatalf("DescribeInstances %s: %v", inst.InstanceID, err)
 	}
-	region := f.ec2.Options().Region
-	want := fmt.Sprintf("arn:%s:ec2:%s:%s:instance/%s", Partition(region), region,
-		aws.ToString(out.Reservations[0].OwnerId), aws.ToString(inst.InstanceId))
+	region := f.ec2.Region()
+	want := fmt.Sprintf("arn:%s:ec2:%s:%s:instance/%s", ec2api.Partition(region), region,
+		out.Reservations[0].OwnerID, inst.InstanceID)
 	tags, err := f.ssm.ListTagsForResource(ctx, &ssm.ListTagsForResourceInput{
 		ResourceType: ssmtypes.ResourceTypeForTaggingParameter, ResourceId: aws.String(name)})
 	if err != nil {
@@ -203,7 +196,7 @@ func TestMotoIgnoresClientToken(t *testing.T) {
 	f.launchTemplate(t, "runner-token")
 	p := ec2Pool()
 	p.Provisioner.LaunchTemplate, p.Provisioner.LaunchTemplateVersion, p.Provisioner.Subnets = "runner-token", "$Latest", nil
-	in := fleetInput(request(p, 5003), ec2types.DefaultTargetCapacityTypeOnDemand)
+	in := fleetInput(request(p, 5003), ec2api.CapacityOnDemand)
 	var ids []string
 	for range 2 {
 		out, err := f.ec2.CreateFleet(ctx, in)

@@ -8,11 +8,10 @@ import (
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
-	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
+	"github.com/ghclaim/ghclaim/shared/ec2api"
 	"github.com/ghclaim/ghclaim/shared/pool"
 )
 
@@ -26,7 +25,7 @@ import (
 
 // Inventory is the part of the EC2 and SSM APIs the janitor's listing uses.
 type Inventory interface {
-	DescribeInstances(ctx context.Context, params *ec2.DescribeInstancesInput, optFns ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error)
+	DescribeInstances(ctx context.Context, in *ec2api.DescribeInstancesInput) (*ec2api.DescribeInstancesOutput, error)
 }
 
 // Catalog is the part of the SSM API the janitor's listing uses.
@@ -37,7 +36,7 @@ type Catalog interface {
 }
 
 var (
-	_ Inventory = (*ec2.Client)(nil)
+	_ Inventory = (*ec2api.Client)(nil)
 	_ Catalog   = (*ssm.Client)(nil)
 )
 
@@ -49,9 +48,9 @@ type Leftovers struct {
 
 // LiveMachines returns every pending or running instance tagged TagJobID.
 func (l Leftovers) LiveMachines(ctx context.Context) ([]pool.Machine, error) {
-	in := &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
-		{Name: aws.String("tag-key"), Values: []string{TagJobID}},
-		{Name: aws.String("instance-state-name"), Values: []string{"pending", "running"}},
+	in := &ec2api.DescribeInstancesInput{Filters: []ec2api.Filter{
+		{Name: "tag-key", Values: []string{TagJobID}},
+		{Name: "instance-state-name", Values: []string{ec2api.StatePending, ec2api.StateRunning}},
 	}}
 	var out []pool.Machine
 	for {
@@ -61,9 +60,9 @@ func (l Leftovers) LiveMachines(ctx context.Context) ([]pool.Machine, error) {
 		}
 		for _, r := range page.Reservations {
 			for _, i := range r.Instances {
-				m := pool.Machine{ID: aws.ToString(i.InstanceId), LaunchedAt: aws.ToTime(i.LaunchTime)}
+				m := pool.Machine{ID: i.InstanceID, LaunchedAt: i.LaunchTime}
 				for _, t := range i.Tags {
-					switch v := aws.ToString(t.Value); aws.ToString(t.Key) {
+					switch v := t.Value; t.Key {
 					case TagJobID:
 						m.JobID, _ = strconv.ParseInt(v, 10, 64)
 					case TagPool:
@@ -79,7 +78,7 @@ func (l Leftovers) LiveMachines(ctx context.Context) ([]pool.Machine, error) {
 				}
 			}
 		}
-		if aws.ToString(page.NextToken) == "" {
+		if page.NextToken == "" {
 			return out, nil
 		}
 		in.NextToken = page.NextToken

@@ -79,8 +79,7 @@ import (
 	"log/slog"
 	"strconv"
 
-	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
-
+	"github.com/ghclaim/ghclaim/shared/ec2api"
 	"github.com/ghclaim/ghclaim/shared/pool"
 )
 
@@ -120,9 +119,9 @@ func redactedOrEmpty(s string) string { return pool.Redacted(s) }
 // attempt to the first one's failure. The claimer registers anew on every
 // attempt, so a later attempt gets a fresh answer, while a repeat of one
 // request (same registration) gets its first answer and no second machine.
-func FleetKey(poolName string, jobID int64, jitConfig string, market ec2types.DefaultTargetCapacityType) string {
+func FleetKey(poolName string, jobID int64, jitConfig string, market string) string {
 	m := "od"
-	if market == ec2types.DefaultTargetCapacityTypeSpot {
+	if market == ec2api.CapacitySpot {
 		m = "spot"
 	}
 	return "ghclaim-" + strconv.FormatInt(jobID, 10) + "-" + shortHash(poolName+"\n"+jitConfig) + "-" + m

@@ -5,11 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"log/slog"
 	"strings"
 	"testing"
 
+	"github.com/ghclaim/ghclaim/shared/ec2api"
 	"github.com/ghclaim/ghclaim/shared/pool"
 )
 
@@ -114,7 +114,7 @@ func TestRequestValidate(t *testing.T) {
 
 func TestFleetKey(t *testing.T) {
 	t.Parallel()
-	spot, od := ec2types.DefaultTargetCapacityTypeSpot, ec2types.DefaultTargetCapacityTypeOnDemand
+	spot, od := ec2api.CapacitySpot, ec2api.CapacityOnDemand
 	long := strings.Repeat("p", 40)
 	got := FleetKey(long, 9223372036854775807, jit, spot)
 	if len(got) > 64 || !strings.HasPrefix(got, "ghclaim-9223372036854775807-") || !strings.HasSuffix(got, "-spot") {

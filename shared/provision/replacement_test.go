@@ -4,10 +4,8 @@ import (
 	"context"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
-	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
-
+	"github.com/ghclaim/ghclaim/infra/provisiontest"
+	"github.com/ghclaim/ghclaim/shared/ec2api"
 	"github.com/ghclaim/ghclaim/shared/job"
 )
 
@@ -25,11 +23,11 @@ func TestReplacementGetsItsOwnMachineOnMoto(t *testing.T) {
 	p := ec2Pool()
 	p.Provisioner.LaunchTemplate, p.Provisioner.LaunchTemplateVersion = "runner-5101", "$Latest"
 	f.launchTemplate(t, "runner-5101")
-	subnets, err := f.ec2.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{})
-	if err != nil || len(subnets.Subnets) == 0 {
+	subnets, err := provisiontest.Subnets(ctx, f.ec2)
+	if err != nil || len(subnets) == 0 {
 		t.Fatalf("DescribeSubnets: %v", err)
 	}
-	p.Provisioner.Subnets = []string{aws.ToString(subnets.Subnets[0].SubnetId)}
+	p.Provisioner.Subnets = []string{subnets[0]}
 	adapter := NewEC2(f.ec2, f.ssm, nil)
 
 	first := request(p, id)
@@ -51,7 +49,7 @@ func TestReplacementGetsItsOwnMachineOnMoto(t *testing.T) {
 		t.Errorf("Running(replacement) = %q, %v; want %s", got, err, repl.InstanceID)
 	}
 	for _, inst := range f.jobInstances(t, id) {
-		if aws.ToString(inst.InstanceId) == repl.InstanceID {
+		if inst.InstanceID == repl.InstanceID {
 			if tags := tagMap(inst.Tags); tags[TagRunnerName] != second.RunnerName || tags[TagReplacement] != "1" {
 				t.Errorf("replacement tags %v, want runner name %s and replacement 1", tags, second.RunnerName)
 			}
@@ -61,14 +59,14 @@ func TestReplacementGetsItsOwnMachineOnMoto(t *testing.T) {
 	if err := adapter.Cleanup(ctx, second); err != nil {
 		t.Fatal(err)
 	}
-	states := map[string]ec2types.InstanceStateName{}
+	states := map[string]string{}
 	for _, inst := range f.jobInstances(t, id) {
-		states[aws.ToString(inst.InstanceId)] = inst.State.Name
+		states[inst.InstanceID] = inst.State.Name
 	}
-	if s := states[old.InstanceID]; s != ec2types.InstanceStateNameRunning && s != ec2types.InstanceStateNamePending {
+	if s := states[old.InstanceID]; s != ec2api.StateRunning && s != ec2api.StatePending {
 		t.Errorf("the taken runner's machine %s is %s after the replacement's cleanup, want still running", old.InstanceID, s)
 	}
-	if s := states[repl.InstanceID]; s == ec2types.InstanceStateNameRunning || s == ec2types.InstanceStateNamePending {
+	if s := states[repl.InstanceID]; s == ec2api.StateRunning || s == ec2api.StatePending {
 		t.Errorf("the replacement's machine %s is %s after its cleanup, want ended", repl.InstanceID, s)
 	}
 }

@@ -6,13 +6,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
-	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/ghclaim/ghclaim/infra/emulator"
 	"github.com/ghclaim/ghclaim/infra/provisiontest"
+	"github.com/ghclaim/ghclaim/shared/ec2api"
 	"github.com/ghclaim/ghclaim/shared/pool"
 )
 
@@ -26,13 +24,13 @@ func TestScaffoldLaunchTemplateOnMoto(t *testing.T) {
 	ctx := context.Background()
 	srv := emulator.ForTest(t)
 	cfg := srv.ConfigForTest(t)
-	ec2c := ec2.NewFromConfig(cfg)
+	ec2c := ec2api.New(cfg)
 	f := awsFixture{ec2: ec2c, ssm: ssm.NewFromConfig(cfg, provisiontest.StrictSSM)}
-	subnets, err := ec2c.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{})
-	if err != nil || len(subnets.Subnets) < 2 {
+	subnets, err := provisiontest.Subnets(ctx, ec2c)
+	if err != nil || len(subnets) < 2 {
 		t.Fatalf("DescribeSubnets: %v", err)
 	}
-	sub := []string{aws.ToString(subnets.Subnets[0].SubnetId), aws.ToString(subnets.Subnets[1].SubnetId)}
+	sub := []string{subnets[0], subnets[1]}
 
 	path, err := emulator.TemplatePath()
 	if err != nil {
@@ -64,32 +62,31 @@ func TestScaffoldLaunchTemplateOnMoto(t *testing.T) {
 		t.Fatalf("Provision: %v", err)
 	}
 	insts := f.jobInstances(t, 7001)
-	if len(insts) != 1 || aws.ToString(insts[0].InstanceId) != res.InstanceID {
+	if len(insts) != 1 || insts[0].InstanceID != res.InstanceID {
 		t.Fatalf("instances of the job: got %d, want exactly %s", len(insts), res.InstanceID)
 	}
 	inst := insts[0]
 
-	data, err := ec2c.DescribeLaunchTemplateVersions(ctx, &ec2.DescribeLaunchTemplateVersionsInput{LaunchTemplateId: aws.String(ltID)})
-	if err != nil || len(data.LaunchTemplateVersions) == 0 {
-		t.Fatalf("DescribeLaunchTemplateVersions: %v", err)
+	lt, err := provisiontest.TemplateData(ctx, ec2c, ltID)
+	if err != nil {
+		t.Fatal(err)
 	}
-	lt := data.LaunchTemplateVersions[0].LaunchTemplateData
-	if got, want := aws.ToString(inst.ImageId), aws.ToString(lt.ImageId); got != want || !strings.HasPrefix(want, "ami-") {
+	if got, want := inst.ImageID, lt.ImageID; got != want || !strings.HasPrefix(want, "ami-") {
 		t.Errorf("image: got %q, want the template's %q (AL2023 from AWS's public SSM parameter)", got, want)
 	}
 	// moto does not carry a launch template's instance profile over to the
 	// instance: check the template's.
-	if got, want := aws.ToString(lt.IamInstanceProfile.Arn), stack.Outputs["RunnerInstanceProfileArn"]; got != want || want == "" {
+	if got, want := lt.InstanceProfileARN, stack.Outputs["RunnerInstanceProfileArn"]; got != want || want == "" {
 		t.Errorf("template instance profile: got %q, want the stack's %q", got, want)
 	}
-	if mo := lt.MetadataOptions; mo == nil || mo.HttpTokens != ec2types.LaunchTemplateHttpTokensStateRequired ||
-		aws.ToInt32(mo.HttpPutResponseHopLimit) != 1 || mo.InstanceMetadataTags != ec2types.LaunchTemplateInstanceMetadataTagsStateEnabled {
-		t.Errorf("template metadata options: got %+v, want IMDSv2 required, hop limit 1, tags on", mo)
+	if lt.HTTPTokens != "required" || lt.HTTPPutHopLimit != 1 || lt.InstanceMetadataTags != "enabled" {
+		t.Errorf("template metadata options: got tokens %q, hop limit %d, tags %q, want IMDSv2 required, hop limit 1, tags on",
+			lt.HTTPTokens, lt.HTTPPutHopLimit, lt.InstanceMetadataTags)
 	}
-	if lt.InstanceInitiatedShutdownBehavior != ec2types.ShutdownBehaviorTerminate {
-		t.Errorf("template shutdown behaviour: got %q, want terminate", lt.InstanceInitiatedShutdownBehavior)
+	if lt.ShutdownBehavior != "terminate" {
+		t.Errorf("template shutdown behaviour: got %q, want terminate", lt.ShutdownBehavior)
 	}
-	ud, err := base64.StdEncoding.DecodeString(aws.ToString(lt.UserData))
+	ud, err := base64.StdEncoding.DecodeString(lt.UserData)
 	if err != nil || !strings.Contains(string(ud), "exec /usr/local/sbin/ghclaim-boot") || !strings.Contains(string(ud), "sha256sum -c") {
 		t.Errorf("template user data (%v): want the checksum-verified install and the boot script", err)
 	}

@@ -14,13 +14,13 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
-	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
 	"github.com/ghclaim/ghclaim/infra/emulator"
 	"github.com/ghclaim/ghclaim/infra/ghfake"
+	"github.com/ghclaim/ghclaim/infra/provisiontest"
+	"github.com/ghclaim/ghclaim/shared/ec2api"
 	"github.com/ghclaim/ghclaim/shared/ghapp"
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/pool"
@@ -103,17 +103,13 @@ func TestAbandonRemovesLeftovers(t *testing.T) {
 				t.Fatalf("put parameter: %v", err)
 			}
 			// And its machine, tagged with the job and the attempt's runner as the EC2 provisioner tags it.
-			machines := ec2.NewFromConfig(awsCfg)
-			run, err := machines.RunInstances(ctx, &ec2.RunInstancesInput{
-				ImageId: aws.String("ami-03cf127a"), InstanceType: ec2types.InstanceTypeT3Micro, MinCount: aws.Int32(1), MaxCount: aws.Int32(1),
-				TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeInstance, Tags: []ec2types.Tag{
-					{Key: aws.String(provision.TagJobID), Value: aws.String(strconv.FormatInt(id, 10))},
-					{Key: aws.String(provision.TagRunnerName), Value: aws.String(name)}}}},
-			})
+			machines := ec2api.New(awsCfg)
+			machine, err := provisiontest.RunInstance(ctx, machines, "ami-03cf127a", "t3.micro", []ec2api.Tag{
+				{Key: provision.TagJobID, Value: strconv.FormatInt(id, 10)},
+				{Key: provision.TagRunnerName, Value: name}})
 			if err != nil {
 				t.Fatalf("launch the dead attempt's machine: %v", err)
 			}
-			machine := aws.ToString(run.Instances[0].InstanceId)
 
 			// The job: failing since long before max age, its last claimer dead.
 			old := t0.Add(-2 * time.Hour)
@@ -136,7 +132,7 @@ func TestAbandonRemovesLeftovers(t *testing.T) {
 				Provisioner: pool.Provisioner{Type: pool.ProvisionerEC2, LaunchTemplate: "lt-runner"}}
 			rep := f.run(t, f.reclaimer(t, 1, func(c *reclaim.Config) {
 				c.GitHub, c.Rates, c.Pools = gh, rates, []pool.Pool{p}
-				c.Provisioner = registryCleanup(provision.Registry{pool.ProvisionerEC2: provision.NewEC2(ec2.NewFromConfig(awsCfg), params, slog.New(slog.DiscardHandler))})
+				c.Provisioner = registryCleanup(provision.Registry{pool.ProvisionerEC2: provision.NewEC2(machines, params, slog.New(slog.DiscardHandler))})
 			}))
 
 			if rep.Abandoned != 1 || rep.CleanedUp != tt.wantReport.CleanedUp || rep.CleanupRateLimited != tt.wantReport.CleanupRateLimited || rep.CleanupFailed != 0 {
@@ -154,12 +150,11 @@ func TestAbandonRemovesLeftovers(t *testing.T) {
 			if gone := errors.As(err, &notFound); gone == tt.wantParameter {
 				t.Errorf("parameter %s: %v; want it kept %t", param, err, tt.wantParameter)
 			}
-			desc, err := machines.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{machine}})
-			if err != nil || len(desc.Reservations) != 1 || len(desc.Reservations[0].Instances) != 1 {
-				t.Fatalf("describe the machine %s: %v", machine, err)
+			st, err := provisiontest.State(ctx, machines, machine)
+			if err != nil || st == "" {
+				t.Fatalf("describe the machine %s: %v (state %q)", machine, err, st)
 			}
-			st := desc.Reservations[0].Instances[0].State.Name
-			if ended := st == ec2types.InstanceStateNameShuttingDown || st == ec2types.InstanceStateNameTerminated; ended == tt.wantParameter {
+			if ended := st == ec2api.StateShuttingDown || st == ec2api.StateTerminated; ended == tt.wantParameter {
 				t.Errorf("machine %s is %s, want it running %t", machine, st, tt.wantParameter)
 			}
 			after := fake.Stats()

@@ -11,13 +11,13 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/ghclaim/ghclaim/shared/backoff"
 	"github.com/ghclaim/ghclaim/shared/claim"
 	"github.com/ghclaim/ghclaim/shared/config"
+	"github.com/ghclaim/ghclaim/shared/ec2api"
 	"github.com/ghclaim/ghclaim/shared/pool"
 	"github.com/ghclaim/ghclaim/shared/provision"
 	"github.com/ghclaim/ghclaim/shared/queue"
@@ -55,7 +55,7 @@ func New(ctx context.Context, env wire.Env) (claim.Handler, error) {
 		Queue:  claims,
 		GitHub: gh,
 		Provisioner: provision.Registry{
-			pool.ProvisionerEC2:      provision.NewEC2(ec2.NewFromConfig(awsCfg), ssm.NewFromConfig(awsCfg, env.SSM...), log),
+			pool.ProvisionerEC2:      provision.NewEC2(ec2api.New(awsCfg), ssm.NewFromConfig(awsCfg, env.SSM...), log),
 			pool.ProvisionerDispatch: provision.NewDispatch(sqsClient, log),
 		},
 		Policy:  policy,

@@ -10,11 +10,11 @@ package janitor
 import (
 	"context"
 
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/ghclaim/ghclaim/shared/config"
+	"github.com/ghclaim/ghclaim/shared/ec2api"
 	"github.com/ghclaim/ghclaim/shared/janitor"
 	"github.com/ghclaim/ghclaim/shared/pool"
 	"github.com/ghclaim/ghclaim/shared/provision"
@@ -39,7 +39,7 @@ func New(ctx context.Context, env wire.Env) (*janitor.Janitor, error) {
 	if err != nil {
 		return nil, err
 	}
-	instances, parameters := ec2.NewFromConfig(awsCfg), ssm.NewFromConfig(awsCfg, env.SSM...)
+	instances, parameters := ec2api.New(awsCfg), ssm.NewFromConfig(awsCfg, env.SSM...)
 	return janitor.New(janitor.Config{
 		Store:  st,
 		GitHub: gh,

@@ -9,11 +9,11 @@ package reclaimer
 import (
 	"context"
 
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/ghclaim/ghclaim/shared/config"
+	"github.com/ghclaim/ghclaim/shared/ec2api"
 	"github.com/ghclaim/ghclaim/shared/pool"
 	"github.com/ghclaim/ghclaim/shared/provision"
 	"github.com/ghclaim/ghclaim/shared/queue"
@@ -54,7 +54,7 @@ func New(ctx context.Context, env wire.Env) (*reclaim.Reclaimer, error) {
 		Rates:             rates,
 		Pools:             cfg.Pools,
 		Provisioner: cleanup(provision.Registry{
-			pool.ProvisionerEC2:      provision.NewEC2(ec2.NewFromConfig(awsCfg), ssm.NewFromConfig(awsCfg, env.SSM...), log),
+			pool.ProvisionerEC2:      provision.NewEC2(ec2api.New(awsCfg), ssm.NewFromConfig(awsCfg, env.SSM...), log),
 			pool.ProvisionerDispatch: provision.NewDispatch(sqsClient, log),
 		}),
 	})

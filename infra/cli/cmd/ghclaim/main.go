@@ -15,11 +15,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/ghclaim/ghclaim/infra/cli"
+	"github.com/ghclaim/ghclaim/shared/ec2api"
 )
 
 func main() {
@@ -35,7 +35,7 @@ func main() {
 		SQS:            sqs.NewFromConfig(cfg),
 		SecretsManager: secretsmanager.NewFromConfig(cfg),
 		CloudFormation: cloudformation.NewFromConfig(cfg),
-		EC2:            ec2.NewFromConfig(cfg),
+		EC2:            ec2api.New(cfg),
 		Stdout:         os.Stdout,
 		Stderr:         os.Stderr,
 	}).Run(ctx, os.Args[1:])
