@@ -42,15 +42,14 @@ $(SAM_TARGETS):
 	$(if $(ARTIFACTS_DIR),,$(error ARTIFACTS_DIR is not set: $@ is run by sam build; use make build))
 	$(LAMBDA_ENV) $(GO) build $(LAMBDA_FLAGS) -o $(ARTIFACTS_DIR)/bootstrap ./functions/$(FUNCTION)
 
-# Order, for a cold build cache: gofmt, then the tests, then go vet. Vet first would compile
-# every dependency before the first test runs; the tests first run the packages that do not need
-# the AWS SDK's EC2 client (one package of ~100 CPU-s, compiled on one core) while it compiles.
-# Vet then finds everything compiled. -vet=off: that full go vet runs anyway; go test's own vet
-# subset would analyse every package a second time. -ldflags='-s -w': go test links every test
-# binary afresh (links are not cached) and DWARF is a third of that work. -trimpath (also for
-# vet, make run and infra/local's builds): without it a compiled package's cache key holds the
-# clone's directory, so every fresh clone (CI's is always one) compiled ghclaim's own packages
-# again; with it, any clone finds them compiled.
+# go vet runs inside go test (-vet=all: every analyser of `go vet`, on every package, those
+# without tests too, and on the test files), so each package is analysed as soon as it is
+# compiled, on the cores the tests leave idle, instead of in a pass of its own after them.
+# -ldflags='-s -w': go test links every test binary afresh (links are not cached) and DWARF is
+# a third of that work. -trimpath (also for make lint, make run and infra/local's builds):
+# without it a compiled package's cache key holds the clone's directory, so every fresh clone
+# (CI's is always one) compiled ghclaim's own packages again; with it, any clone finds them
+# compiled.
 # withmoto keeps one warm moto factory up for the run: each test binary's emulator is a fresh
 # moto_server forked from it instead of one it launches and warms itself (infra/emulator).
 # -p 4 on two cores: several test binaries mostly wait (on timers, on the emulator), so four at
@@ -60,11 +59,10 @@ TEST_PARALLEL ?= 4
 test: gofmt browser
 	$(GO) build -trimpath -o .build/local/withmoto ./infra/emulator/cmd/withmoto
 	@cfn-lint template.yaml & cfn=$$!; \
-	echo ".build/local/withmoto $(GO) test -p $(TEST_PARALLEL) -count=1 -vet=off -trimpath -ldflags='-s -w' -timeout $(TEST_TIMEOUT) ./..."; \
-	.build/local/withmoto $(GO) test -p $(TEST_PARALLEL) -count=1 -vet=off -trimpath -ldflags='-s -w' -timeout $(TEST_TIMEOUT) ./...; rc=$$?; \
+	echo ".build/local/withmoto $(GO) test -p $(TEST_PARALLEL) -count=1 -vet=all -trimpath -ldflags='-s -w' -timeout $(TEST_TIMEOUT) ./..."; \
+	.build/local/withmoto $(GO) test -p $(TEST_PARALLEL) -count=1 -vet=all -trimpath -ldflags='-s -w' -timeout $(TEST_TIMEOUT) ./...; rc=$$?; \
 	if ! wait $$cfn; then echo "cfn-lint template.yaml failed"; [ $$rc -ne 0 ] || rc=1; fi; \
 	exit $$rc
-	$(GO) vet -trimpath ./...
 
 # infra/app's page is tested in a real headless Chromium (Debian's package). make test installs it
 # when it is missing, so a fresh machine and CI run that test instead of skipping it.
