@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os/exec"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -64,5 +66,50 @@ func TestConditionalWritesAreAtomic(t *testing.T) {
 		if wins.Load() != 1 || losses.Load() != 23 {
 			t.Fatalf("round %d: %d writes won and %d lost; want 1 and 23", round, wins.Load(), losses.Load())
 		}
+	}
+}
+
+// dispatchProbe loads the launcher script without starting a server, then
+// asks moto's own dispatcher for backends with the filesystem listing
+// refused: a request must find its backend without listing moto's package.
+const dispatchProbe = `
+import logging, os, runpy, sys
+runpy.run_path(sys.argv[1])
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+app = DomainDispatcherApplication(create_backend_app)
+def refuse(path="."):
+    raise AssertionError("moto listed %s to dispatch a request" % path)
+os.listdir = refuse
+for svc in ("dynamodb", "sqs", "ec2", "ssm"):
+    got = app.get_backend_for_host(svc)
+    if got != svc:
+        raise AssertionError("backend for %s: %r" % (svc, got))
+level = logging.getLogger("werkzeug").level
+if level < logging.WARNING:
+    raise AssertionError("werkzeug logs every request (level %d)" % level)
+print("ok")
+`
+
+// TestDispatchDoesNotListMotoPerRequest guards the launcher's fix of moto's
+// dispatcher: it listed moto's package directory (about 200 stat calls,
+// each giving up the GIL) under one global lock for every request, and
+// make chaos alone on a quiet box piled its request threads up behind that
+// lock until leases and liveness checks starved (lost jobs). The listing is
+// taken once; werkzeug's line per request is off.
+func TestDispatchDoesNotListMotoPerRequest(t *testing.T) {
+	t.Parallel()
+	bin, err := exec.LookPath("moto_server")
+	if err != nil {
+		t.Fatalf("moto_server is not on PATH: %v", err)
+	}
+	argv, env, err := atomicLauncher(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(argv[0], "-c", dispatchProbe, argv[1])
+	cmd.Env = env
+	out, err := cmd.CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "ok" {
+		t.Fatalf("probe of %s: %v\n%s", argv[1], err, out)
 	}
 }

@@ -49,6 +49,26 @@ for _name in (
     setattr(DynamoDBBackend, _name, _locked(getattr(DynamoDBBackend, _name)))
 
 
+# moto's dispatcher finds the backend of every request under one global lock,
+# and on the way lists moto's package directory (an os.listdir and an isdir
+# per service, ~200 stat calls) each time. Every stat releases the GIL; with
+# a few dozen request threads waiting, each one takes the GIL back only after
+# a switch interval, so under load one request's dispatch held the lock for
+# tens of milliseconds, every other request queued behind it, and latency fed
+# on itself (make chaos alone on a quiet box: moto at 100 % of a core, half
+# of it in this listing, request threads piled up on the lock). The listing
+# never changes while the server runs: list it once.
+from moto import backends as _backends
+
+_modules = tuple(_backends.list_of_moto_modules())
+_backends.list_of_moto_modules = lambda: _modules
+
+# werkzeug logs every request (formatting included) and nobody reads it.
+import logging
+
+logging.getLogger("werkzeug").setLevel(logging.WARNING)
+
+
 from moto.core import DEFAULT_ACCOUNT_ID
 from moto.backends import get_backend
 from moto.moto_server.werkzeug_app import (
@@ -120,9 +140,11 @@ def factory(path):
             conn.close()
 
 
-if len(sys.argv) == 3 and sys.argv[1] == "--factory":
-    factory(sys.argv[2])
-else:
-    from moto.server import main
+# Loaded by a test (runpy, another __name__) it only patches moto.
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--factory":
+        factory(sys.argv[2])
+    else:
+        from moto.server import main
 
-    main(sys.argv[1:])
+        main(sys.argv[1:])
