@@ -2,10 +2,15 @@ package provision
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aws/smithy-go"
+
+	"github.com/ghclaim/ghclaim/shared/ec2api"
 )
 
 // TestEC2WaitsForAFreshInstanceToBeKnown: DescribeInstances may not know
@@ -51,5 +56,32 @@ func TestEC2WaitsForAFreshInstanceToBeKnown(t *testing.T) {
 				t.Fatalf("got %+v, %v with %d puts, want the launched instance and its config", res, err, len(params.puts))
 			}
 		})
+	}
+}
+
+// TestFleetDoubleRefusesDescribesEC2Refuses pins the double's strictness: a
+// lookup the adapter might one day page with MaxResults must meet EC2's
+// refusals here, not first in production.
+func TestFleetDoubleRefusesDescribesEC2Refuses(t *testing.T) {
+	e := newFleetEC2()
+	for _, c := range []struct {
+		name string
+		in   ec2api.DescribeInstancesInput
+		code string
+	}{
+		{"ids and max results", ec2api.DescribeInstancesInput{InstanceIDs: []string{"i-0001"}, MaxResults: 5}, "InvalidParameterCombination"},
+		{"max results below 5", ec2api.DescribeInstancesInput{MaxResults: 4}, "InvalidParameterValue"},
+		{"max results above 1000", ec2api.DescribeInstancesInput{MaxResults: 1001}, "InvalidParameterValue"},
+	} {
+		_, err := e.DescribeInstances(context.Background(), &c.in)
+		var api smithy.APIError
+		if !errors.As(err, &api) || api.ErrorCode() != c.code {
+			t.Errorf("%s: err %v, want %s", c.name, err, c.code)
+		}
+	}
+	out, err := e.DescribeInstances(context.Background(), &ec2api.DescribeInstancesInput{
+		Filters: []ec2api.Filter{{Name: "tag:" + TagJobID, Values: []string{"7"}}}, MaxResults: 1000})
+	if err != nil || out == nil {
+		t.Fatalf("a filtered lookup pages with MaxResults on EC2: %v", err)
 	}
 }

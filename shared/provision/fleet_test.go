@@ -30,7 +30,9 @@ import (
 //     fleets, one instance at most is asked for.
 //   - DescribeInstances by id knows every instance (any state); by the job
 //     tag and state filters, as EC2; hidden makes the filter lookup miss a
-//     fresh instance, as EC2's eventually consistent reads do.
+//     fresh instance, as EC2's eventually consistent reads do. MaxResults
+//     beside instance ids, or outside 5–1000, is refused as EC2 refuses it
+//     (moto answers).
 type fleetEC2 struct {
 	mu       sync.Mutex
 	refuse   map[string]string // "market/type/subnet" ("*" for any) → error code
@@ -153,6 +155,9 @@ func (e *fleetEC2) instance(id string) ec2api.Instance {
 func (e *fleetEC2) DescribeInstances(_ context.Context, in *ec2api.DescribeInstancesInput) (*ec2api.DescribeInstancesOutput, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if err := describeRefusal(in); err != nil {
+		return nil, err
+	}
 	r := ec2api.Reservation{OwnerID: fakeAccount}
 	if len(in.InstanceIDs) > 0 {
 		for _, id := range in.InstanceIDs {
@@ -187,6 +192,24 @@ func (e *fleetEC2) DescribeInstances(_ context.Context, in *ec2api.DescribeInsta
 		r.Instances = append(r.Instances, e.instance(id))
 	}
 	return &ec2api.DescribeInstancesOutput{Reservations: []ec2api.Reservation{r}}, nil
+}
+
+// describeRefusal is what EC2 refuses of a DescribeInstances before it
+// reads anything (its API reference): MaxResults beside instance ids
+// (InvalidParameterCombination), or outside 5–1000.
+func describeRefusal(in *ec2api.DescribeInstancesInput) error {
+	if in.MaxResults == 0 {
+		return nil
+	}
+	if len(in.InstanceIDs) > 0 {
+		return provisiontest.ClientError("EC2", "DescribeInstances", "InvalidParameterCombination",
+			"The parameter instancesSet cannot be used with the parameter maxResults")
+	}
+	if in.MaxResults < 5 || in.MaxResults > 1000 {
+		return provisiontest.ClientError("EC2", "DescribeInstances", "InvalidParameterValue",
+			fmt.Sprintf("Value ( %d ) for parameter maxResults is invalid. Expecting a value between 5 and 1000.", in.MaxResults))
+	}
+	return nil
 }
 
 func (e *fleetEC2) TerminateInstances(_ context.Context, in *ec2api.TerminateInstancesInput) (*ec2api.TerminateInstancesOutput, error) {
