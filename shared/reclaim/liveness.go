@@ -36,6 +36,9 @@ import (
 // Checks start only in the third quarter of a pass's budget (collection
 // has the first half): the take-backs sent after them are what every other
 // stale record waits for, and slow GitHub answers must not starve them.
+// Oldest sweep_at first; and one check runs in every pass with budget left,
+// even when collection overran its half, so slow table reads cannot leave
+// every claimed record unchecked pass after pass.
 //
 // Call budget per claimed record past its grace: one call (idle runner),
 // two (offline, missing, busy), plus one delete for a new attempt; none when

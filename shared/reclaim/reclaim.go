@@ -91,10 +91,12 @@
 package reclaim
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -406,20 +408,29 @@ func (r *Reclaimer) Run(ctx context.Context) (Report, error) {
 	collectBy := now.Add(stop.Sub(now) / 2)
 	// Liveness checks (GitHub calls, clean-ups) start only in the third
 	// quarter: the take-backs after them are what every other stale record
-	// waits for (make chaos: slow checks left whole passes unsent).
+	// waits for (make chaos: slow checks left whole passes unsent). One
+	// check, of the claimed record waiting longest, runs whenever the pass
+	// has budget left at all: a collection that overran its half (slow
+	// table reads) must not leave every claimed record unchecked pass after
+	// pass, since only this check moves a job whose machine never came.
 	livenessBy := collectBy.Add(stop.Sub(collectBy) / 2)
 
 	rep := Report{Requeued: map[Reason]int{}}
 	found, collectErr := r.collect(ctx, now, collectBy, &rep)
+	// Oldest first: shards are read round-robin, so found is in no
+	// overall order; the records waiting longest get the checks.
+	slices.SortStableFunc(found, func(a, b candidate) int { return cmp.Compare(a.rec.SweepAt, b.rec.SweepAt) })
 
 	var requeue, abandon []candidate
 	errs := collectErr
+	checked := 0
 	for _, c := range found {
 		if c.read == job.Claimed {
-			if r.past(ctx, livenessBy) {
+			if r.past(ctx, stop) || (checked > 0 && r.past(ctx, livenessBy)) {
 				rep.Incomplete = true
 				continue
 			}
+			checked++
 			next, to, err := r.liveness(ctx, c, now, &rep)
 			errs = append(errs, err)
 			switch to {

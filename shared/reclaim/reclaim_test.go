@@ -104,10 +104,10 @@ func (f *fixture) reclaimer(t *testing.T, seed uint64, mod func(*reclaim.Config)
 		Metrics: obs.NewMetrics(f.emf, map[string]string{"function": "reclaimer"}, f.clock.Now),
 		Sleep:   func(context.Context, time.Duration) error { return nil },
 	}
-	if mod != nil {
-		mod(&cfg)
-	}
 	cfg.Store, cfg.Queue = f.store, f.queue
+	if mod != nil {
+		mod(&cfg) // may wrap the store or the queue
+	}
 	return mustNew(t, cfg)
 }
 
