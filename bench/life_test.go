@@ -143,3 +143,28 @@ func TestClaimsCountTheWiredClaimer(t *testing.T) {
 		t.Errorf("rate item: %d reads, %d writes, %g per job; want its requests counted apart from the job record's", r.RateReads, r.RateWrites, r.ClaimerItems[bench.RateItem])
 	}
 }
+
+// TestFloor2IsTheDesignsTwoRequests: the second floor of the webhook
+// section is exactly the two requests issue 11 allows a queued delivery,
+// a conditional put (a second put of the same key is refused) and a send,
+// so "handler / two bare requests" is our own cost over them.
+func TestFloor2IsTheDesignsTwoRequests(t *testing.T) {
+	srv := emulator.ForTest(t)
+	env := bench.NewEnv(srv.ConfigForTest(t), emulator.DeployForTest(t, srv))
+	w, err := bench.NewWebhook(t.Context(), env, nil, 3_000_000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	start := env.Count.Snapshot()
+	if err := w.Floor2(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	d := env.Count.Snapshot().Since(start)
+	if d.Total() != 2 || d.Calls["DynamoDB.PutItem"] != 1 || d.Calls["SQS.SendMessage"] != 1 {
+		t.Errorf("requests %v, want one DynamoDB.PutItem and one SQS.SendMessage", d.Calls)
+	}
+	if err := w.Floor2(ctx, 1); err == nil {
+		t.Error("a second put of the same key was accepted; the floor's put must be conditional")
+	}
+}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -149,6 +150,24 @@ func (w *Webhook) Floor(ctx context.Context, id int64) error {
 	return nil
 }
 
+// Floor2 issues the two bare requests issue 11 allows a queued delivery,
+// directly with the SDK: a conditional PutItem of a minimal dedup item (the
+// key and its TTL, refused when the key exists), then Floor's SendMessage.
+// The handler against it is our own cost over the design's two requests;
+// against Floor it is that plus the second request.
+func (w *Webhook) Floor2(ctx context.Context, id int64) error {
+	if _, err := w.env.DB.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: &w.env.Stack.TableName,
+		Item: map[string]types.AttributeValue{
+			"pk": s("floor2#" + strconv.FormatInt(id, 10)), "expires_at": n(time.Now().Add(72 * time.Hour).Unix()),
+		},
+		ConditionExpression: aws.String("attribute_not_exists(pk)"),
+	}); err != nil {
+		return fmt.Errorf("floor put: %w", err)
+	}
+	return w.Floor(ctx, id)
+}
+
 func s(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
 func n(v int64) types.AttributeValue {
 	return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
@@ -165,6 +184,11 @@ type WebhookResult struct {
 	// most 2.0, the TypeScript module's whole path on the same baseline.
 	RatioP50 float64 `json:"ratio_p50"`
 	RatioP99 float64 `json:"ratio_p99"`
+	// Floor2 is the latency of the two bare requests (Floor2), and the
+	// ratios handler / Floor2: our own cost over the design's two requests.
+	Floor2         Latency `json:"floor2"`
+	Floor2RatioP50 float64 `json:"floor2_ratio_p50"`
+	Floor2RatioP99 float64 `json:"floor2_ratio_p99"`
 	// HandlerOwn is the handler's time outside AWS requests (verify,
 	// parse, marshal, log): latency minus the time its requests took.
 	HandlerOwn Latency `json:"handler_own"`
@@ -194,8 +218,11 @@ func MeasureWebhook(ctx context.Context, w *Webhook, n, warm, allocRuns int) (We
 		if err := w.Floor(ctx, w.NextID()); err != nil {
 			return WebhookResult{}, err
 		}
+		if err := w.Floor2(ctx, w.NextID()); err != nil {
+			return WebhookResult{}, err
+		}
 	}
-	var hLat, fLat, hOwn, fOwn []time.Duration
+	var hLat, fLat, f2Lat, hOwn, fOwn []time.Duration
 	var hCalls, fCalls Snapshot
 	hCalls.Calls, fCalls.Calls = map[string]int{}, map[string]int{}
 	c := w.env.Count
@@ -225,16 +252,21 @@ func MeasureWebhook(ctx context.Context, w *Webhook, n, warm, allocRuns int) (We
 		add(&fCalls, delta)
 		return nil
 	}
+	runF2 := func() error {
+		t0 := time.Now()
+		if err := w.Floor2(ctx, w.NextID()); err != nil {
+			return err
+		}
+		f2Lat = append(f2Lat, time.Since(t0))
+		return nil
+	}
+	// Each kind goes first, second and third in turn.
+	order := []func() error{runH, runF, runF2}
 	for i := range n {
-		first, second := runH, runF
-		if i%2 == 1 {
-			first, second = runF, runH
-		}
-		if err := first(); err != nil {
-			return WebhookResult{}, err
-		}
-		if err := second(); err != nil {
-			return WebhookResult{}, err
+		for k := range order {
+			if err := order[(i+k)%len(order)](); err != nil {
+				return WebhookResult{}, err
+			}
 		}
 	}
 	r := WebhookResult{
@@ -247,6 +279,9 @@ func MeasureWebhook(ctx context.Context, w *Webhook, n, warm, allocRuns int) (We
 	}
 	r.RatioP50 = Ratio(r.Handler.P50, r.Floor.P50)
 	r.RatioP99 = Ratio(r.Handler.P99, r.Floor.P99)
+	r.Floor2 = Summarise(f2Lat)
+	r.Floor2RatioP50 = Ratio(r.Handler.P50, r.Floor2.P50)
+	r.Floor2RatioP99 = Ratio(r.Handler.P99, r.Floor2.P99)
 	both := hCalls
 	add(&both, fCalls)
 	for op, k := range both.Calls {
