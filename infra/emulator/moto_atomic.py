@@ -58,10 +58,13 @@ for _name in (
 # on itself (make chaos alone on a quiet box: moto at 100 % of a core, half
 # of it in this listing, request threads piled up on the lock). The listing
 # never changes while the server runs: list it once.
+# A moto without this function (renamed or gone) still starts; the launcher's
+# test then reports the listing.
 from moto import backends as _backends
 
-_modules = tuple(_backends.list_of_moto_modules())
-_backends.list_of_moto_modules = lambda: _modules
+if hasattr(_backends, "list_of_moto_modules"):
+    _modules = tuple(_backends.list_of_moto_modules())
+    _backends.list_of_moto_modules = lambda: _modules
 
 # werkzeug logs every request (formatting included) and nobody reads it.
 import logging
