@@ -70,14 +70,14 @@ type Client struct {
 	creds    aws.CredentialsProvider
 	retryer  aws.Retryer
 	signer   *v4.Signer
-	now      func() time.Time
+	now      clock.Func
 	sleep    func(context.Context, time.Duration) error
 }
 
 // Options are New's optional settings.
 type Options struct {
 	// Now is the clock requests are signed with; time.Now by default.
-	Now func() time.Time
+	Now clock.Func
 	// Sleep waits between attempts, or returns ctx's error; a timer by
 	// default. Tests inject one that records the delays.
 	Sleep func(ctx context.Context, d time.Duration) error

@@ -94,15 +94,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"strings"
 	"time"
 
+	"github.com/ghclaim/ghclaim/shared/clock"
 	"github.com/ghclaim/ghclaim/shared/failure"
 	"github.com/ghclaim/ghclaim/shared/ghapp"
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/obs"
 	"github.com/ghclaim/ghclaim/shared/pool"
+	"github.com/ghclaim/ghclaim/shared/random"
 	"github.com/ghclaim/ghclaim/shared/ratelimit"
 )
 
@@ -191,9 +192,9 @@ type Config struct {
 	Budget  time.Duration
 	Reserve time.Duration
 	// Now is the clock (time.Now when nil).
-	Now func() time.Time
-	// Perm orders repositories (math/rand/v2's Perm when nil).
-	Perm    func(n int) []int
+	Now clock.Func
+	// Rand orders repositories (random.Global when nil).
+	Rand    random.Source
 	Logger  *slog.Logger
 	Metrics *obs.Metrics
 }
@@ -236,12 +237,8 @@ func New(cfg Config) (*Janitor, error) {
 	if cfg.RateRefresh <= 0 {
 		cfg.RateRefresh = ratelimit.DefaultRefresh
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if cfg.Perm == nil {
-		cfg.Perm = rand.Perm
-	}
+	cfg.Now = clock.Or(cfg.Now)
+	cfg.Rand = random.Or(cfg.Rand)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -433,7 +430,7 @@ func (j *Janitor) installation(ctx context.Context, p *pass, st *installState, i
 		return
 	}
 	st.known = true
-	for k, i := range j.cfg.Perm(len(repos)) {
+	for k, i := range j.cfg.Rand.Perm(len(repos)) {
 		if st.stopped {
 			st.skipped += len(repos) - k
 			return

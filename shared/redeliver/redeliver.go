@@ -80,6 +80,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/ghclaim/ghclaim/shared/clock"
 	"github.com/ghclaim/ghclaim/shared/failure"
 	"github.com/ghclaim/ghclaim/shared/ghapp"
 	"github.com/ghclaim/ghclaim/shared/job"
@@ -148,7 +149,7 @@ type Config struct {
 	Budget time.Duration
 	// PerPage is the page size asked (default and cap: 100).
 	PerPage int
-	Now     func() time.Time
+	Now     clock.Func
 	Log     *slog.Logger
 	Metrics Metrics
 }
@@ -185,9 +186,7 @@ func New(cfg Config) (*Redeliverer, error) {
 	if cfg.Rate == nil {
 		cfg.Rate = func() (ratelimit.Reading, bool) { return ratelimit.Reading{}, false }
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	cfg.Now = clock.Or(cfg.Now)
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}

@@ -10,6 +10,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	smtypes "github.com/aws/aws-sdk-go-v2/service/secretsmanager/types"
+
+	"github.com/ghclaim/ghclaim/shared/clock"
 )
 
 // Defaults of CacheOptions.
@@ -47,7 +49,7 @@ func (notSetError) Is(target error) bool {
 type CacheOptions struct {
 	TTL   time.Duration
 	Retry time.Duration
-	Now   func() time.Time
+	Now   clock.Func
 }
 
 // Cache returns a secret read from Secrets Manager by ARN, re-read at most
@@ -78,9 +80,7 @@ func NewCache(sm SecretsManager, arn, plain string, o CacheOptions) *Cache {
 	if o.Retry <= 0 {
 		o.Retry = DefaultRetry
 	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
+	o.Now = clock.Or(o.Now)
 	return &Cache{sm: sm, arn: arn, plain: plain, o: o}
 }
 

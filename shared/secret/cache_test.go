@@ -12,14 +12,14 @@ import (
 	smtypes "github.com/aws/aws-sdk-go-v2/service/secretsmanager/types"
 )
 
-type clock struct{ t time.Time }
+type manualClock struct{ t time.Time }
 
-func (c *clock) now() time.Time          { return c.t }
-func (c *clock) advance(d time.Duration) { c.t = c.t.Add(d) }
+func (c *manualClock) now() time.Time          { return c.t }
+func (c *manualClock) advance(d time.Duration) { c.t = c.t.Add(d) }
 
-func setupCache(t *testing.T, sm *fakeSM) (*Cache, *clock) {
+func setupCache(t *testing.T, sm *fakeSM) (*Cache, *manualClock) {
 	t.Helper()
-	clk := &clock{t: time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)}
+	clk := &manualClock{t: time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)}
 	return NewCache(sm, "arn:aws:secretsmanager:us-east-1:1:secret:k", "", CacheOptions{TTL: 5 * time.Minute, Retry: 15 * time.Second, Now: clk.now}), clk
 }
 

@@ -27,9 +27,9 @@ package wire
 
 import (
 	"errors"
+	"github.com/ghclaim/ghclaim/shared/clock"
 	"io"
 	"log/slog"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -51,7 +51,7 @@ type Env struct {
 	// to CloudWatch Logs).
 	Out io.Writer
 	// Now is the function's clock.
-	Now func() time.Time
+	Now clock.Func
 	// SSM are options of the SSM client the provisioners write, read and
 	// delete JIT configs with (a test's strict double); none in main.
 	SSM []func(*ssm.Options)
