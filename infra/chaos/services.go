@@ -12,6 +12,7 @@ import (
 	"github.com/ghclaim/ghclaim/shared/janitor"
 	"github.com/ghclaim/ghclaim/shared/obs"
 	"github.com/ghclaim/ghclaim/shared/provision"
+	"github.com/ghclaim/ghclaim/shared/random"
 	"github.com/ghclaim/ghclaim/shared/ratelimit"
 	"github.com/ghclaim/ghclaim/shared/reclaim"
 	"github.com/ghclaim/ghclaim/shared/redeliver"
@@ -63,7 +64,7 @@ func (r *run) newJanitor() (*janitor.Janitor, error) {
 		Store: r.stores[fnJanitor], GitHub: gh, Rates: rates, Provisioner: &Provisioner{Caller: fnJanitor, Next: r.reg, In: r.inj},
 		Leftovers: &Leftovers{Caller: fnJanitor, Next: provision.Leftovers{Instances: r.ec2, Parameters: params}, In: r.inj},
 		Pools:     r.pools, UnknownGrace: r.cfg.StartGrace * 5, ConfigGrace: r.cfg.StartGrace,
-		MaxCalls: 1000, Budget: r.cfg.JanitorEvery * 4, Now: time.Now, Logger: r.log,
+		MaxCalls: 1000, Budget: r.cfg.JanitorEvery * 4, Now: time.Now, Rand: random.New(r.cfg.Seed*11 + 3), Logger: r.log,
 		Metrics: obs.NewMetrics(r.logs, map[string]string{"function": fnJanitor}, time.Now),
 	})
 }
