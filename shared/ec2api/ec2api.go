@@ -76,23 +76,26 @@ type Client struct {
 
 // Options are New's optional settings.
 type Options struct {
-	// Now is the clock requests are signed with; time.Now by default.
+	// Now is the clock requests are signed with; time.Now when nil.
 	Now clock.Func
-	// Sleep waits between attempts, or returns ctx's error; a timer by
-	// default. Tests inject one that records the delays.
+	// Sleep waits between attempts, or returns ctx's error; a timer when
+	// nil. Tests inject one that records the delays.
 	Sleep func(ctx context.Context, d time.Duration) error
 }
 
 // New returns a client for cfg's region, credentials, endpoint, HTTP
 // client and retryer.
 func New(cfg aws.Config, opts ...func(*Options)) *Client {
-	o := Options{Now: time.Now, Sleep: clock.Sleep}
+	o := Options{}
 	for _, f := range opts {
 		f(&o)
 	}
+	if o.Sleep == nil {
+		o.Sleep = clock.Sleep
+	}
 	c := &Client{
 		region: cfg.Region, http: cfg.HTTPClient, creds: cfg.Credentials,
-		signer: v4.NewSigner(), now: o.Now, sleep: o.Sleep,
+		signer: v4.NewSigner(), now: clock.Or(o.Now), sleep: o.Sleep,
 	}
 	if c.http == nil {
 		c.http = awshttp.NewBuildableClient()

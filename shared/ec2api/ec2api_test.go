@@ -404,3 +404,32 @@ func TestPartition(t *testing.T) {
 		}
 	}
 }
+
+// An option that leaves Now or Sleep nil gets the defaults, as the other
+// constructors' Configs do, instead of a nil func at the first request.
+func TestNilOptionsTakeTheDefaults(t *testing.T) {
+	t.Parallel()
+	e := &endpoint{script: []answer{{503, ec2Error("Unavailable", "try again")}, {200, `<TerminateInstancesResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/"><requestId>x</requestId><instancesSet/></TerminateInstancesResponse>`}}}
+	cfg := aws.Config{
+		Region:      "us-east-1",
+		Credentials: credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "secret-key-example", ""),
+		HTTPClient:  e,
+		Retryer: func() aws.Retryer {
+			return retry.NewStandard(func(o *retry.StandardOptions) {
+				o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return 0, nil })
+			})
+		},
+	}
+	c := ec2api.New(cfg, func(o *ec2api.Options) { o.Now, o.Sleep = nil, nil })
+	before := time.Now().UTC().Add(-time.Minute)
+	if _, err := c.TerminateInstances(context.Background(), &ec2api.TerminateInstancesInput{InstanceIDs: []string{"i-0a"}}); err != nil {
+		t.Fatal(err)
+	}
+	if len(e.reqs) != 2 {
+		t.Fatalf("requests: got %d, want 2 (one retry after the 503)", len(e.reqs))
+	}
+	signed, err := time.Parse("20060102T150405Z", e.reqs[0].Header.Get("X-Amz-Date"))
+	if err != nil || signed.Before(before) {
+		t.Errorf("X-Amz-Date %q: want the wall clock (after %v), err %v", e.reqs[0].Header.Get("X-Amz-Date"), before, err)
+	}
+}
