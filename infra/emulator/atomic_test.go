@@ -113,3 +113,111 @@ func TestDispatchDoesNotListMotoPerRequest(t *testing.T) {
 		t.Fatalf("probe of %s: %v\n%s", argv[1], err, out)
 	}
 }
+
+// sqsProbe loads the launcher script and drives moto's SQS backend from
+// threads, with hooks that wait for a second thread inside the same
+// operation: with the launcher's lock the other thread never gets in, so each
+// hook's barrier times out; without it the two overlap and moto fails as it
+// does under load (a receive raising on a dead-letter move, a send lost by a
+// delete).
+const sqsProbe = `
+import runpy, sys, threading
+runpy.run_path(sys.argv[1])
+from moto.core import DEFAULT_ACCOUNT_ID
+from moto.sqs.models import sqs_backends
+b = sqs_backends[DEFAULT_ACCOUNT_ID]["us-east-1"]
+dlq = b.create_queue("probe-dlq")
+q = b.create_queue("probe", RedrivePolicy='{"deadLetterTargetArn": "%s", "maxReceiveCount": 1}' % dlq.queue_arn)
+
+def overlap_hook():
+    barrier = threading.Barrier(2, timeout=1)
+    met = []
+    def wait():
+        try:
+            barrier.wait()
+            met.append(True)
+        except threading.BrokenBarrierError:
+            pass
+    return wait, met
+
+def run(*fns):
+    errors = []
+    def call(fn):
+        try:
+            fn()
+        except Exception as err:
+            errors.append(repr(err))
+    ts = [threading.Thread(target=call, args=(fn,)) for fn in fns]
+    for t in ts: t.start()
+    for t in ts: t.join()
+    return errors
+
+# 1. Two receives of a message due for the dead-letter queue.
+b.send_message("probe", "to-dlq")
+if len(b.receive_message("probe", 10, 0, 0)) != 1:
+    raise AssertionError("first receive")
+wait, met = overlap_hook()
+class Policy(dict):
+    def __getitem__(self, k):
+        wait()
+        return dict.__getitem__(self, k)
+q.redrive_policy = Policy(q.redrive_policy)
+errors = run(lambda: b.receive_message("probe", 10, 0, 30), lambda: b.receive_message("probe", 10, 0, 30))
+if errors or met or len(dlq._messages) != 1 or q._messages:
+    raise AssertionError("dead-letter move: errors %s, overlapped %s, dlq %d, queue %d" % (errors, bool(met), len(dlq._messages), len(q._messages)))
+q.redrive_policy = None
+q.dead_letter_queue = None
+
+# 2. A delete and a send at once: the sent message stays.
+b.send_message("probe", "old")
+old = b.receive_message("probe", 1, 0, 30)[0]  # a copy: hook the queue's own message
+wait, met = overlap_hook()
+held = q._messages[0]
+held.had_receipt_handle = (lambda orig: lambda h: (wait(), orig(h))[1])(held.had_receipt_handle)
+add = q.add_message
+q.add_message = lambda m: (wait(), add(m))
+errors = run(lambda: b.delete_message("probe", old.receipt_handle), lambda: b.send_message("probe", "new"))
+q.add_message = add
+bodies = [m.body for m in q._messages]
+if errors or met or bodies != ["new"]:
+    raise AssertionError("delete and send: errors %s, overlapped %s, queue %s" % (errors, bool(met), bodies))
+
+# 3. A long poll does not hold the lock: a send made while it waits reaches it.
+b.delete_message("probe", b.receive_message("probe", 10, 0, 30)[0].receipt_handle)
+waiting = threading.Event()
+wfm = q.wait_for_messages
+q.wait_for_messages = lambda t: (waiting.set(), wfm(t))
+got = []
+t = threading.Thread(target=lambda: got.extend(b.receive_message("probe", 10, 5, 30)))
+t.start()
+if not waiting.wait(5):
+    raise AssertionError("the long poll never waited")
+b.send_message("probe", "during-poll")
+t.join()
+if [m.body for m in got] != ["during-poll"]:
+    raise AssertionError("long poll got %s" % [m.body for m in got])
+print("ok")
+`
+
+// TestSQSQueueChangesAreSerialised guards the launcher's lock on moto's SQS:
+// moto changes a queue's messages from every request thread without one, so
+// under load two receives both moved a message to the dead-letter queue (the
+// second answered 500 and hid its batch) and a delete could drop a message
+// sent at the same moment. A long poll still lets sends through.
+func TestSQSQueueChangesAreSerialised(t *testing.T) {
+	t.Parallel()
+	bin, err := exec.LookPath("moto_server")
+	if err != nil {
+		t.Fatalf("moto_server is not on PATH: %v", err)
+	}
+	argv, env, err := atomicLauncher(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(argv[0], "-c", sqsProbe, argv[1])
+	cmd.Env = env
+	out, err := cmd.CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "ok" {
+		t.Fatalf("probe of %s: %v\n%s", argv[1], err, out)
+	}
+}

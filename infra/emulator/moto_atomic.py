@@ -1,4 +1,5 @@
-# Starts moto_server with DynamoDB's item operations serialised.
+# Starts moto_server with DynamoDB's item operations and SQS's queue changes
+# serialised.
 #
 # moto serves each request on its own thread and checks a ConditionExpression
 # in one step and writes in another, without a lock, so two concurrent
@@ -32,9 +33,9 @@ from moto.dynamodb.models import DynamoDBBackend
 _lock = threading.RLock()
 
 
-def _locked(fn):
+def _locked(fn, lock=_lock):
     def wrapper(*args, **kwargs):
-        with _lock:
+        with lock:
             return fn(*args, **kwargs)
 
     return wrapper
@@ -47,6 +48,46 @@ for _name in (
     "batch_execute_statement",
 ):
     setattr(DynamoDBBackend, _name, _locked(getattr(DynamoDBBackend, _name)))
+
+
+# moto's SQS changes a queue's message list from every request thread with no
+# lock either. Two receives of one message due for the dead-letter queue both
+# move it, and the second raises (a 500 after it already marked the rest of
+# its batch received, so they stay hidden for their visibility timeout); a
+# delete rebuilds the list and assigns it back, so a message another thread
+# sends in between is lost, which SQS never does. One lock serialises the
+# operations that change a queue. A receive that long-polls takes it for one
+# pass at a time and waits for messages without it, so sends go on meanwhile.
+import time
+
+from moto.sqs.models import SQSBackend
+
+_sqs_lock = threading.RLock()
+
+for _name in (
+    "send_message", "send_message_batch", "delete_message",
+    "delete_message_batch", "change_message_visibility",
+    "change_message_visibility_batch", "purge_queue", "delete_queue",
+):
+    setattr(SQSBackend, _name, _locked(getattr(SQSBackend, _name), _sqs_lock))
+
+_receive_pass = SQSBackend.receive_message
+
+
+def _receive_message(self, queue_name, count, wait_seconds_timeout,
+                     visibility_timeout, message_attribute_names=None):
+    end = time.time() + wait_seconds_timeout
+    while True:
+        with _sqs_lock:  # one pass: moto's own receive with no wait
+            got = _receive_pass(self, queue_name, count, 0,
+                                visibility_timeout, message_attribute_names)
+        left = end - time.time()
+        if got or left <= 0:
+            return got
+        self.get_queue(queue_name).wait_for_messages(min(1, left))
+
+
+SQSBackend.receive_message = _receive_message
 
 
 # moto's dispatcher finds the backend of every request under one global lock,

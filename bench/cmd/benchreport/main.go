@@ -271,7 +271,7 @@ func machine(root, command string) bench.Machine {
 	m := bench.Machine{
 		OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU(), Go: runtime.Version(),
 		Date: time.Now().UTC().Format("2006-01-02 15:04 UTC"), Command: command,
-		Emulator: "moto_server (DynamoDB item operations serialised by infra/emulator)",
+		Emulator: "moto_server (DynamoDB item operations and SQS queue changes serialised by infra/emulator)",
 	}
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
 		for _, line := range strings.Split(string(b), "\n") {
@@ -282,7 +282,7 @@ func machine(root, command string) bench.Machine {
 		}
 	}
 	if out, err := exec.Command("python3", "-c", "import moto; print(moto.__version__)").Output(); err == nil {
-		m.Emulator = "moto " + strings.TrimSpace(string(out)) + " (DynamoDB item operations serialised by infra/emulator)"
+		m.Emulator = "moto " + strings.TrimSpace(string(out)) + " (DynamoDB item operations and SQS queue changes serialised by infra/emulator)"
 	}
 	git := func(args ...string) string {
 		cmd := exec.Command("git", args...)
