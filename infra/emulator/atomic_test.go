@@ -98,20 +98,7 @@ print("ok")
 // taken once; werkzeug's line per request is off.
 func TestDispatchDoesNotListMotoPerRequest(t *testing.T) {
 	t.Parallel()
-	bin, err := exec.LookPath("moto_server")
-	if err != nil {
-		t.Fatalf("moto_server is not on PATH: %v", err)
-	}
-	argv, env, err := atomicLauncher(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(argv[0], "-c", dispatchProbe, argv[1])
-	cmd.Env = env
-	out, err := cmd.CombinedOutput()
-	if err != nil || strings.TrimSpace(string(out)) != "ok" {
-		t.Fatalf("probe of %s: %v\n%s", argv[1], err, out)
-	}
+	runProbe(t, dispatchProbe)
 }
 
 // sqsProbe loads the launcher script and drives moto's SQS backend from
@@ -206,6 +193,13 @@ print("ok")
 // sent at the same moment. A long poll still lets sends through.
 func TestSQSQueueChangesAreSerialised(t *testing.T) {
 	t.Parallel()
+	runProbe(t, sqsProbe)
+}
+
+// runProbe runs a Python probe with the launcher script as its argument,
+// under the interpreter moto_server runs on; the probe prints "ok".
+func runProbe(t *testing.T, probe string) {
+	t.Helper()
 	bin, err := exec.LookPath("moto_server")
 	if err != nil {
 		t.Fatalf("moto_server is not on PATH: %v", err)
@@ -214,7 +208,7 @@ func TestSQSQueueChangesAreSerialised(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(argv[0], "-c", sqsProbe, argv[1])
+	cmd := exec.Command(argv[0], "-c", probe, argv[1])
 	cmd.Env = env
 	out, err := cmd.CombinedOutput()
 	if err != nil || strings.TrimSpace(string(out)) != "ok" {
