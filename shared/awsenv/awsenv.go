@@ -1,7 +1,12 @@
 // Package awsenv builds the functions' aws.Config from the environment
 // Lambda gives every function: AWS_REGION, the execution role's
 // AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN, and the
-// SDK's own AWS_ENDPOINT_URL (LocalStack, moto, sam local).
+// SDK's own endpoint settings: AWS_ENDPOINT_URL (LocalStack, moto, sam
+// local), AWS_ENDPOINT_URL_<SERVICE> (AWS_ENDPOINT_URL_SQS, …),
+// AWS_IGNORE_CONFIGURED_ENDPOINT_URLS, AWS_USE_FIPS_ENDPOINT and
+// AWS_USE_DUALSTACK_ENDPOINT, read as config.LoadDefaultConfig reads them
+// from the environment, so every client of a function (and ghclaim's own
+// EC2 client) honours them as the tools' clients do.
 //
 // Decision: the functions do not call config.LoadDefaultConfig. On Lambda
 // the credentials are always in the environment, and the default chain
@@ -15,7 +20,9 @@
 package awsenv
 
 import (
+	"context"
 	"fmt"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -37,12 +44,92 @@ func Load(getenv func(string) string) (aws.Config, error) {
 	case key == "":
 		return aws.Config{}, fmt.Errorf("AWS_SECRET_ACCESS_KEY is not set (Lambda sets it from the execution role)")
 	}
-	cfg := aws.Config{
-		Region:      region,
-		Credentials: aws.NewCredentialsCache(credentials.NewStaticCredentialsProvider(id, key, getenv("AWS_SESSION_TOKEN"))),
+	src, err := endpointsFrom(getenv)
+	if err != nil {
+		return aws.Config{}, err
 	}
-	if ep := getenv("AWS_ENDPOINT_URL"); ep != "" {
+	cfg := aws.Config{
+		Region:        region,
+		Credentials:   aws.NewCredentialsCache(credentials.NewStaticCredentialsProvider(id, key, getenv("AWS_SESSION_TOKEN"))),
+		ConfigSources: []any{src},
+	}
+	if ep := getenv("AWS_ENDPOINT_URL"); ep != "" && !src.ignore {
 		cfg.BaseEndpoint = aws.String(ep)
 	}
 	return cfg, nil
+}
+
+// Endpoints is the environment's endpoint settings as a configuration
+// source: the SDK's clients look for these methods (the ones
+// config.EnvConfig has) among aws.Config.ConfigSources.
+type Endpoints struct {
+	getenv    func(string) string
+	fips      aws.FIPSEndpointState
+	dualStack aws.DualStackEndpointState
+	ignore    bool
+}
+
+func endpointsFrom(getenv func(string) string) (Endpoints, error) {
+	e := Endpoints{getenv: getenv}
+	var err error
+	if e.fips, err = state(getenv, "AWS_USE_FIPS_ENDPOINT", aws.FIPSEndpointStateEnabled, aws.FIPSEndpointStateDisabled); err != nil {
+		return e, err
+	}
+	if e.dualStack, err = state(getenv, "AWS_USE_DUALSTACK_ENDPOINT", aws.DualStackEndpointStateEnabled, aws.DualStackEndpointStateDisabled); err != nil {
+		return e, err
+	}
+	e.ignore, _, err = flag(getenv, "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS")
+	return e, err
+}
+
+// state maps a boolean variable onto one of the SDK's endpoint states:
+// unset (the zero value) when empty, else on or off.
+func state[S any](getenv func(string) string, name string, on, off S) (S, error) {
+	var unset S
+	switch v, set, err := flag(getenv, name); {
+	case err != nil || !set:
+		return unset, err
+	case v:
+		return on, nil
+	default:
+		return off, nil
+	}
+}
+
+// flag reads a boolean variable as the SDK does: "true" or "false" in any
+// case (set is false when it is empty); anything else is an error that
+// names the variable.
+func flag(getenv func(string) string, name string) (on, set bool, err error) {
+	switch v := getenv(name); {
+	case v == "":
+		return false, false, nil
+	case strings.EqualFold(v, "true"):
+		return true, true, nil
+	case strings.EqualFold(v, "false"):
+		return false, true, nil
+	default:
+		return false, false, fmt.Errorf("%s=%q: want true or false", name, v)
+	}
+}
+
+// GetUseFIPSEndpoint is AWS_USE_FIPS_ENDPOINT.
+func (e Endpoints) GetUseFIPSEndpoint(context.Context) (aws.FIPSEndpointState, bool, error) {
+	return e.fips, e.fips != aws.FIPSEndpointStateUnset, nil
+}
+
+// GetUseDualStackEndpoint is AWS_USE_DUALSTACK_ENDPOINT.
+func (e Endpoints) GetUseDualStackEndpoint(context.Context) (aws.DualStackEndpointState, bool, error) {
+	return e.dualStack, e.dualStack != aws.DualStackEndpointStateUnset, nil
+}
+
+// GetIgnoreConfiguredEndpoints is AWS_IGNORE_CONFIGURED_ENDPOINT_URLS.
+func (e Endpoints) GetIgnoreConfiguredEndpoints(context.Context) (bool, bool, error) {
+	return e.ignore, e.ignore, nil
+}
+
+// GetServiceBaseEndpoint is AWS_ENDPOINT_URL_<SERVICE> for a client's SDK
+// ID ("SQS", "DynamoDB", "Secrets Manager" → SECRETS_MANAGER).
+func (e Endpoints) GetServiceBaseEndpoint(_ context.Context, sdkID string) (string, bool, error) {
+	v := e.getenv("AWS_ENDPOINT_URL_" + strings.ReplaceAll(strings.ToUpper(sdkID), " ", "_"))
+	return v, v != "", nil
 }

@@ -2,10 +2,16 @@ package awsenv_test
 
 import (
 	"context"
+	"errors"
+	"net/http"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/ghclaim/ghclaim/shared/awsenv"
 )
@@ -65,5 +71,81 @@ func TestLoad(t *testing.T) {
 				t.Errorf("credentials %q/%q/%q not taken from the environment", c.AccessKeyID, c.SecretAccessKey, c.SessionToken)
 			}
 		})
+	}
+}
+
+// sentTo is an HTTP client that records where a request went and fails it.
+type sentTo struct{ hosts []string }
+
+func (s *sentTo) Do(r *http.Request) (*http.Response, error) {
+	s.hosts = append(s.hosts, r.URL.Scheme+"://"+r.URL.Host)
+	return nil, errors.New("recorded, not sent")
+}
+
+// TestEndpointSettings: the SDK clients a function builds from Load's
+// config honour the SDK's endpoint variables as config.LoadDefaultConfig's
+// would (FIPS, dual-stack, per-service endpoints, ignoring configured
+// ones); an unreadable value is an error naming its variable.
+func TestEndpointSettings(t *testing.T) {
+	for _, n := range []string{"AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_SQS", "AWS_ENDPOINT_URL_SECRETS_MANAGER"} {
+		t.Setenv(n, "") // the clients look these up in the process too
+		if err := os.Unsetenv(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base := map[string]string{"AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "s3cr3t-value"}
+	tests := []struct {
+		name    string
+		env     map[string]string
+		sqs, sm string // sm: "" leaves Secrets Manager's endpoint unchecked
+	}{
+		{name: "defaults", sqs: "https://sqs.us-east-1.amazonaws.com", sm: "https://secretsmanager.us-east-1.amazonaws.com"},
+		{name: "fips", env: map[string]string{"AWS_USE_FIPS_ENDPOINT": "true"},
+			sqs: "https://sqs-fips.us-east-1.amazonaws.com", sm: "https://secretsmanager-fips.us-east-1.amazonaws.com"},
+		{name: "fips off", env: map[string]string{"AWS_USE_FIPS_ENDPOINT": "False"},
+			sqs: "https://sqs.us-east-1.amazonaws.com", sm: "https://secretsmanager.us-east-1.amazonaws.com"},
+		{name: "dual-stack", env: map[string]string{"AWS_USE_DUALSTACK_ENDPOINT": "true"},
+			sqs: "https://sqs.us-east-1.api.aws"}, // Secrets Manager's own rules name its dual-stack endpoint
+		{name: "one service's endpoint", env: map[string]string{"AWS_ENDPOINT_URL_SECRETS_MANAGER": "http://127.0.0.1:4566"},
+			sqs: "https://sqs.us-east-1.amazonaws.com", sm: "http://127.0.0.1:4566"},
+		{name: "configured endpoints ignored", env: map[string]string{"AWS_ENDPOINT_URL": "http://127.0.0.1:4566",
+			"AWS_ENDPOINT_URL_SQS": "http://127.0.0.1:5000", "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS": "true"},
+			sqs: "https://sqs.us-east-1.amazonaws.com", sm: "https://secretsmanager.us-east-1.amazonaws.com"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := awsenv.Load(func(k string) string {
+				if v, ok := tt.env[k]; ok {
+					return v
+				}
+				return base[k]
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := &sentTo{}
+			cfg.HTTPClient = rec
+			cfg.RetryMaxAttempts = 1
+			_, _ = sqs.NewFromConfig(cfg).GetQueueUrl(context.Background(), &sqs.GetQueueUrlInput{QueueName: aws.String("q")})
+			_, _ = secretsmanager.NewFromConfig(cfg).GetSecretValue(context.Background(), &secretsmanager.GetSecretValueInput{SecretId: aws.String("s")})
+			want := []string{tt.sqs, tt.sm}
+			if tt.sm == "" && len(rec.hosts) > 0 {
+				rec.hosts, want = rec.hosts[:1], want[:1]
+			}
+			if !slices.Equal(rec.hosts, want) {
+				t.Errorf("requests went to %v, want %v", rec.hosts, want)
+			}
+		})
+	}
+	for _, name := range []string{"AWS_USE_FIPS_ENDPOINT", "AWS_USE_DUALSTACK_ENDPOINT", "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS"} {
+		_, err := awsenv.Load(func(k string) string {
+			if k == name {
+				return "yes"
+			}
+			return base[k]
+		})
+		if err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s=yes: got %v, want an error naming it", name, err)
+		}
 	}
 }

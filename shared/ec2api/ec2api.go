@@ -21,9 +21,12 @@
 // generated from as well); model_test.go checks every one of them against
 // it, and the adapters' tests run against moto's EC2.
 //
-// Endpoint: cfg.BaseEndpoint (AWS_ENDPOINT_URL: moto, LocalStack), else
-// https://ec2.<region>.<the partition's DNS suffix>. FIPS and dual-stack
-// endpoints and a service-specific AWS_ENDPOINT_URL_EC2 are not supported.
+// Endpoint: resolved as the SDK's EC2 client resolves it (its endpoint
+// rules, endpoint_test.go): a configured endpoint (AWS_ENDPOINT_URL_EC2 or
+// the shared config's ec2 endpoint_url, else cfg.BaseEndpoint: moto,
+// LocalStack), else from the region, AWS_USE_FIPS_ENDPOINT and
+// AWS_USE_DUALSTACK_ENDPOINT as cfg.ConfigSources give them
+// (config.LoadDefaultConfig's sources, or shared/awsenv's in the functions).
 //
 // It never logs, and its errors carry no credential and no request body.
 package ec2api
@@ -39,6 +42,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -66,12 +70,15 @@ const signingName = "ec2"
 type Client struct {
 	region   string
 	endpoint string
-	http     aws.HTTPClient
-	creds    aws.CredentialsProvider
-	retryer  aws.Retryer
-	signer   *v4.Signer
-	now      clock.Func
-	sleep    func(context.Context, time.Duration) error
+	// endpointErr is a configuration the endpoint rules refuse (FIPS with
+	// a custom endpoint), returned by every call.
+	endpointErr error
+	http        aws.HTTPClient
+	creds       aws.CredentialsProvider
+	retryer     aws.Retryer
+	signer      *v4.Signer
+	now         clock.Func
+	sleep       func(context.Context, time.Duration) error
 }
 
 // Options are New's optional settings.
@@ -105,11 +112,7 @@ func New(cfg aws.Config, opts ...func(*Options)) *Client {
 	} else {
 		c.retryer = retry.NewStandard()
 	}
-	if cfg.BaseEndpoint != nil && *cfg.BaseEndpoint != "" {
-		c.endpoint = strings.TrimSuffix(*cfg.BaseEndpoint, "/")
-	} else if cfg.Region != "" {
-		c.endpoint = "https://ec2." + cfg.Region + "." + DNSSuffix(Partition(cfg.Region))
-	}
+	c.endpoint, c.endpointErr = Endpoint(cfg)
 	return c
 }
 
@@ -132,6 +135,9 @@ func (c *Client) Call(ctx context.Context, action string, params url.Values, out
 func (c *Client) call(ctx context.Context, action string, params url.Values, out any) error {
 	if c.region == "" {
 		return errors.New("no region: set AWS_REGION")
+	}
+	if c.endpointErr != nil {
+		return c.endpointErr
 	}
 	if c.creds == nil {
 		return errors.New("no credentials")
@@ -258,7 +264,7 @@ func responseError(resp *http.Response, data []byte) error {
 func Partition(region string) string {
 	for _, p := range []struct{ prefix, partition string }{
 		{"cn-", "aws-cn"}, {"us-gov-", "aws-us-gov"}, {"us-isob-", "aws-iso-b"}, {"us-iso-", "aws-iso"},
-		{"eu-isoe-", "aws-iso-e"}, {"us-isof-", "aws-iso-f"},
+		{"eu-isoe-", "aws-iso-e"}, {"us-isof-", "aws-iso-f"}, {"eusc-", "aws-eusc"},
 	} {
 		if strings.HasPrefix(region, p.prefix) {
 			return p.partition
@@ -280,7 +286,126 @@ func DNSSuffix(partition string) string {
 		return "cloud.adc-e.uk"
 	case "aws-iso-f":
 		return "csp.hci.ic.gov"
+	case "aws-eusc":
+		return "amazonaws.eu"
 	default:
 		return "amazonaws.com"
 	}
+}
+
+// DualStackDNSSuffix returns the DNS suffix of a partition's dual-stack
+// (IPv4 and IPv6) endpoints.
+func DualStackDNSSuffix(partition string) string {
+	switch partition {
+	case "aws-cn":
+		return "api.amazonwebservices.com.cn"
+	case "aws-iso":
+		return "api.aws.ic.gov"
+	case "aws-iso-b":
+		return "api.aws.scloud"
+	case "aws-iso-e":
+		return "api.cloud-aws.adc-e.uk"
+	case "aws-iso-f":
+		return "api.aws.hci.ic.gov"
+	case "aws-eusc":
+		return "api.amazonwebservices.eu"
+	default: // aws, aws-us-gov
+		return "api.aws"
+	}
+}
+
+// The settings the SDK's clients read from aws.Config.ConfigSources;
+// config.EnvConfig, config.SharedConfig and awsenv.Endpoints have them.
+type (
+	serviceEndpointSource interface {
+		GetServiceBaseEndpoint(ctx context.Context, sdkID string) (string, bool, error)
+	}
+	ignoreEndpointsSource interface {
+		GetIgnoreConfiguredEndpoints(ctx context.Context) (bool, bool, error)
+	}
+	fipsSource interface {
+		GetUseFIPSEndpoint(ctx context.Context) (aws.FIPSEndpointState, bool, error)
+	}
+	dualStackSource interface {
+		GetUseDualStackEndpoint(ctx context.Context) (aws.DualStackEndpointState, bool, error)
+	}
+)
+
+// Endpoint returns the EC2 endpoint cfg resolves to, as the SDK's EC2
+// client would resolve it, without a trailing slash. With no region and
+// no configured endpoint it returns "" (a call then asks for AWS_REGION).
+func Endpoint(cfg aws.Config) (string, error) {
+	ctx := context.Background()
+	base := aws.ToString(cfg.BaseEndpoint)
+	// The SDK's order: AWS_ENDPOINT_URL alone keeps cfg.BaseEndpoint;
+	// otherwise a service-specific endpoint, unless endpoints configured
+	// outside the code are ignored, replaces it.
+	_, global := os.LookupEnv("AWS_ENDPOINT_URL")
+	_, own := os.LookupEnv("AWS_ENDPOINT_URL_EC2")
+	if !global || own {
+		if v, ok := serviceEndpoint(ctx, cfg.ConfigSources); ok {
+			base = v
+		}
+	}
+	// The first source that sets each one decides it, as in the SDK.
+	var fips, dual, fipsSet, dualSet bool
+	for _, src := range cfg.ConfigSources {
+		if s, ok := src.(fipsSource); ok && !fipsSet {
+			if v, found, err := s.GetUseFIPSEndpoint(ctx); err == nil && found {
+				fips, fipsSet = v == aws.FIPSEndpointStateEnabled, true
+			}
+		}
+		if s, ok := src.(dualStackSource); ok && !dualSet {
+			if v, found, err := s.GetUseDualStackEndpoint(ctx); err == nil && found {
+				dual, dualSet = v == aws.DualStackEndpointStateEnabled, true
+			}
+		}
+	}
+	switch {
+	case base != "" && fips:
+		return "", errors.New("EC2 endpoint: FIPS (AWS_USE_FIPS_ENDPOINT) and a custom endpoint are not supported together")
+	case base != "" && dual:
+		return "", errors.New("EC2 endpoint: dual-stack (AWS_USE_DUALSTACK_ENDPOINT) and a custom endpoint are not supported together")
+	case base != "":
+		return strings.TrimSuffix(base, "/"), nil
+	case cfg.Region == "":
+		return "", nil
+	}
+	r, p := cfg.Region, Partition(cfg.Region)
+	switch {
+	case fips && dual:
+		return "https://ec2-fips." + r + "." + DualStackDNSSuffix(p), nil
+	case fips && p == "aws-us-gov": // GovCloud's regional endpoints are FIPS already
+		return "https://ec2." + r + ".amazonaws.com", nil
+	case fips:
+		return "https://ec2-fips." + r + "." + DNSSuffix(p), nil
+	case dual:
+		return "https://ec2." + r + "." + DualStackDNSSuffix(p), nil
+	default:
+		return "https://ec2." + r + "." + DNSSuffix(p), nil
+	}
+}
+
+// serviceEndpoint is the first configured EC2 endpoint among the sources,
+// none when a source says to ignore configured endpoints.
+func serviceEndpoint(ctx context.Context, sources []any) (string, bool) {
+	for _, src := range sources {
+		if s, ok := src.(ignoreEndpointsSource); ok {
+			if v, found, err := s.GetIgnoreConfiguredEndpoints(ctx); err == nil && found && v {
+				return "", false
+			}
+		}
+	}
+	for _, src := range sources {
+		if s, ok := src.(serviceEndpointSource); ok {
+			v, found, err := s.GetServiceBaseEndpoint(ctx, ServiceID)
+			if err != nil {
+				return "", false
+			}
+			if found {
+				return v, true
+			}
+		}
+	}
+	return "", false
 }

@@ -3,9 +3,11 @@ package ec2api_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"reflect"
 	"strings"
 	"sync"
@@ -14,9 +16,11 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/smithy-go"
 
+	"github.com/ghclaim/ghclaim/shared/awsenv"
 	"github.com/ghclaim/ghclaim/shared/ec2api"
 	"github.com/ghclaim/ghclaim/shared/failure"
 )
@@ -431,5 +435,97 @@ func TestNilOptionsTakeTheDefaults(t *testing.T) {
 	signed, err := time.Parse("20060102T150405Z", e.reqs[0].Header.Get("X-Amz-Date"))
 	if err != nil || signed.Before(before) {
 		t.Errorf("X-Amz-Date %q: want the wall clock (after %v), err %v", e.reqs[0].Header.Get("X-Amz-Date"), before, err)
+	}
+}
+
+// unsetEnv removes the SDK's endpoint variables from the process for t:
+// the endpoint rules look them up there, as the SDK's clients do.
+func unsetEnv(t *testing.T, names ...string) {
+	for _, n := range names {
+		t.Setenv(n, "") // restores the old value after t
+		if err := os.Unsetenv(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestEndpointRules checks the endpoint against the SDK's EC2 client's own
+// test vectors (service/ec2 endpoints_test.go), with the settings read
+// from the environment by shared/awsenv (the functions) and by the SDK's
+// config.EnvConfig (the tools).
+func TestEndpointRules(t *testing.T) {
+	unsetEnv(t, "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_EC2")
+	tests := []struct {
+		region, fips, dual, base, ec2, ignore string
+		want, wantErr                         string
+	}{
+		{region: "eu-west-1", want: "https://ec2.eu-west-1.amazonaws.com"},
+		{region: "eu-west-1", dual: "true", want: "https://ec2.eu-west-1.api.aws"},
+		{region: "us-east-1", fips: "true", want: "https://ec2-fips.us-east-1.amazonaws.com"},
+		{region: "us-east-1", fips: "TRUE", dual: "true", want: "https://ec2-fips.us-east-1.api.aws"},
+		{region: "us-east-1", fips: "false", dual: "false", want: "https://ec2.us-east-1.amazonaws.com"},
+		{region: "ca-central-1", fips: "true", want: "https://ec2-fips.ca-central-1.amazonaws.com"},
+		{region: "cn-north-1", want: "https://ec2.cn-north-1.amazonaws.com.cn"},
+		{region: "cn-north-1", fips: "true", want: "https://ec2-fips.cn-north-1.amazonaws.com.cn"},
+		{region: "cn-north-1", dual: "true", want: "https://ec2.cn-north-1.api.amazonwebservices.com.cn"},
+		{region: "cn-north-1", fips: "true", dual: "true", want: "https://ec2-fips.cn-north-1.api.amazonwebservices.com.cn"},
+		{region: "us-gov-east-1", want: "https://ec2.us-gov-east-1.amazonaws.com"},
+		{region: "us-gov-east-1", fips: "true", want: "https://ec2.us-gov-east-1.amazonaws.com"},
+		{region: "us-gov-east-1", dual: "true", want: "https://ec2.us-gov-east-1.api.aws"},
+		{region: "us-gov-east-1", fips: "true", dual: "true", want: "https://ec2-fips.us-gov-east-1.api.aws"},
+		{region: "us-iso-east-1", fips: "true", want: "https://ec2-fips.us-iso-east-1.c2s.ic.gov"},
+		{region: "us-isob-east-1", fips: "true", want: "https://ec2-fips.us-isob-east-1.sc2s.sgov.gov"},
+		{region: "eusc-de-east-1", want: "https://ec2.eusc-de-east-1.amazonaws.eu"},
+		{region: "eu-west-1", base: "http://127.0.0.1:4566/", want: "http://127.0.0.1:4566"},
+		{region: "eu-west-1", ec2: "http://127.0.0.1:5001", want: "http://127.0.0.1:5001"},
+		{region: "eu-west-1", base: "http://127.0.0.1:4566", ec2: "http://127.0.0.1:5001", want: "http://127.0.0.1:5001"},
+		{region: "eu-west-1", base: "http://127.0.0.1:4566", ec2: "http://127.0.0.1:5001", ignore: "true", want: "https://ec2.eu-west-1.amazonaws.com"},
+		{region: "eu-west-1", base: "http://127.0.0.1:4566", fips: "true", wantErr: "FIPS"},
+		{region: "eu-west-1", ec2: "http://127.0.0.1:5001", dual: "true", wantErr: "dual-stack"},
+	}
+	for _, tt := range tests {
+		name := fmt.Sprintf("%s fips=%s dual=%s base=%s ec2=%s ignore=%s", tt.region, tt.fips, tt.dual, tt.base, tt.ec2, tt.ignore)
+		env := map[string]string{
+			"AWS_REGION": tt.region, "AWS_ACCESS_KEY_ID": "AKID", "AWS_SECRET_ACCESS_KEY": "SECRET",
+			"AWS_USE_FIPS_ENDPOINT": tt.fips, "AWS_USE_DUALSTACK_ENDPOINT": tt.dual,
+			"AWS_ENDPOINT_URL": tt.base, "AWS_ENDPOINT_URL_EC2": tt.ec2, "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS": tt.ignore,
+		}
+		cfg, err := awsenv.Load(func(k string) string { return env[k] })
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		got, err := ec2api.Endpoint(cfg)
+		switch {
+		case tt.wantErr != "":
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("%s: got %q, %v; want an error naming %s", name, got, err, tt.wantErr)
+			}
+			continue
+		case err != nil || got != tt.want:
+			t.Errorf("%s: got %q, %v; want %s", name, got, err, tt.want)
+		}
+		// The same request goes there: a call signs and sends to it.
+		e := &endpoint{script: []answer{{200, `<DescribeInstancesResponse/>`}}}
+		cfg.HTTPClient = e
+		if _, err := ec2api.New(cfg).DescribeInstances(context.Background(), &ec2api.DescribeInstancesInput{}); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if u := e.reqs[0].URL.String(); u != tt.want+"/" {
+			t.Errorf("%s: request to %s, want %s/", name, u, tt.want)
+		}
+	}
+
+	// The tools' configurations carry the SDK's own EnvConfig.
+	cfg := aws.Config{Region: "us-west-2", ConfigSources: []any{config.EnvConfig{UseFIPSEndpoint: aws.FIPSEndpointStateEnabled}}}
+	if got, err := ec2api.Endpoint(cfg); err != nil || got != "https://ec2-fips.us-west-2.amazonaws.com" {
+		t.Errorf("EnvConfig with FIPS: got %q, %v", got, err)
+	}
+	// A call with a refused configuration fails with that error, sending nothing.
+	e := &endpoint{script: []answer{{200, `<DescribeInstancesResponse/>`}}}
+	cfg = aws.Config{Region: "us-west-2", BaseEndpoint: aws.String("http://127.0.0.1:1"), HTTPClient: e,
+		Credentials:   credentials.NewStaticCredentialsProvider("AKID", "SECRET", ""),
+		ConfigSources: []any{config.EnvConfig{UseFIPSEndpoint: aws.FIPSEndpointStateEnabled}}}
+	if _, err := ec2api.New(cfg).DescribeInstances(context.Background(), &ec2api.DescribeInstancesInput{}); err == nil || !strings.Contains(err.Error(), "FIPS") || len(e.reqs) != 0 {
+		t.Errorf("FIPS with a custom endpoint: got %v after %d requests, want the configuration error and none", err, len(e.reqs))
 	}
 }
