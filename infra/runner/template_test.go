@@ -70,8 +70,20 @@ func TestTemplateEmbedsBootScript(t *testing.T) {
 		if got := seq[1].Value; got != string(boot) {
 			t.Errorf("%s: the embedded boot script differs from infra/runner/boot.sh: copy the file into template.yaml", lt)
 		}
-		if !strings.HasSuffix(seq[0].Value, "<<'GHCLAIM_BOOT'\n") || !strings.HasPrefix(seq[2].Value, "GHCLAIM_BOOT\n") {
+		// The setup is !Sub [script, {AwsUseFipsEndpoint: ...}].
+		sub := seq[0]
+		if sub.Tag != "!Sub" || len(sub.Content) != 2 {
+			t.Fatalf("%s: the setup is not !Sub [script, variables]", lt)
+		}
+		setup, vars := sub.Content[0].Value, sub.Content[1]
+		if !strings.HasSuffix(setup, "<<'GHCLAIM_BOOT'\n") || !strings.HasPrefix(seq[2].Value, "GHCLAIM_BOOT\n") {
 			t.Errorf("%s: the boot script is not inside the quoted here-document", lt)
+		}
+		// The runner's AWS CLI (its JIT config in SSM) follows AwsEndpoints=fips as the functions do.
+		fips := get(vars, "AwsUseFipsEndpoint")
+		if !strings.Contains(setup, "export AWS_USE_FIPS_ENDPOINT=${AwsUseFipsEndpoint}\n") ||
+			fips == nil || fips.Tag != "!If" || fips.Content[0].Value != "UseFipsEndpoints" {
+			t.Errorf("%s: the setup does not export AWS_USE_FIPS_ENDPOINT from !If [UseFipsEndpoints, ...]", lt)
 		}
 	}
 }
