@@ -74,7 +74,7 @@ func BenchmarkReclaimPass(b *testing.B) {
 		base += 200
 		before := env.Count.Snapshot()
 		b.StartTimer()
-		rc, err := bench.NewReclaimer(env)
+		rc, err := bench.NewReclaimer(ctx, env)
 		if err != nil {
 			b.Fatal(err)
 		}

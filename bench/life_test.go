@@ -82,7 +82,7 @@ func TestReclaimPassReadsEachRecordOnce(t *testing.T) {
 	if err := bench.SeedStale(ctx, env, m, 78_000_000, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	rc, err := bench.NewReclaimer(env)
+	rc, err := bench.NewReclaimer(ctx, env)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,8 +2,8 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"time"
 
@@ -11,8 +11,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ghclaim/ghclaim/shared/job"
-	"github.com/ghclaim/ghclaim/shared/obs"
+	"github.com/ghclaim/ghclaim/shared/pool"
 	"github.com/ghclaim/ghclaim/shared/reclaim"
+	"github.com/ghclaim/ghclaim/shared/wire/reclaimer"
 )
 
 // ReclaimResult is what sweeping a backlog of stale records cost.
@@ -120,7 +121,7 @@ func MeasureReclaim(ctx context.Context, env *Env, backlog int, base int64, limi
 	}
 	r.SeedS = round(time.Since(t0).Seconds(), 2)
 
-	rc, err := NewReclaimer(env)
+	rc, err := NewReclaimer(ctx, env)
 	if err != nil {
 		return r, err
 	}
@@ -163,8 +164,16 @@ func MeasureReclaim(ctx context.Context, env *Env, backlog int, base int64, limi
 	return r, nil
 }
 
-// NewReclaimer returns the reclaimer every bench pass runs: production
-// defaults over env's store and queue, logs discarded.
-func NewReclaimer(env *Env) (*reclaim.Reclaimer, error) {
-	return reclaim.New(reclaim.Config{Store: env.Store, Queue: env.Queue, Logger: obs.NewLogger(io.Discard, "info")})
+// NewReclaimer returns the reclaimer every bench pass runs: the one
+// functions/reclaimer runs, from its own wiring (shared/wire/reclaimer),
+// with the stack's environment and its defaults (the sweep budget, the
+// logger and the metrics, written to a discarding stream), every request
+// counted. Its GitHub App reads its key only to check a claimed record,
+// which the bench's stale records are not.
+func NewReclaimer(ctx context.Context, env *Env) (*reclaim.Reclaimer, error) {
+	pools, err := json.Marshal([]pool.Pool{BenchPool})
+	if err != nil {
+		return nil, err
+	}
+	return reclaimer.New(ctx, env.Function(map[string]string{"RUNNER_POOLS": string(pools), "GITHUB_APP_ID": "1"}))
 }

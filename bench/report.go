@@ -257,7 +257,8 @@ func (r Report) Markdown(w io.Writer) {
 	p("")
 	if rc.Backlog > 0 {
 		p("%d stale records (pending past their outbox grace: what an SQS outage leaves) seeded with BatchWriteItem in %.1f s;", rc.Backlog, rc.SeedS)
-		p("then the reclaimer in its default configuration (≤ %d records per pass, 40 s budget, 55 s deadline), pass after pass.", 1000)
+		p("then the reclaimer `functions/reclaimer` runs, from its own wiring `shared/wire/reclaimer`, in its default configuration")
+		p("(≤ %d records per pass, 40 s budget, 55 s deadline; logs and metrics written and discarded), pass after pass.", 1000)
 		p("")
 		p("| passes | records swept | wall s | in AWS requests s | ours s | records/s | longest pass s | requests/record (floor 2) |")
 		p("|---|---|---|---|---|---|---|---|")

@@ -200,7 +200,7 @@ var claimerInvocation time.Duration
 // idlePass runs the reclaimer on a table with nothing stale: the fixed
 // cost of the schedule.
 func idlePass(ctx context.Context, env *bench.Env) (time.Duration, map[string]int, error) {
-	rc, err := bench.NewReclaimer(env)
+	rc, err := bench.NewReclaimer(ctx, env)
 	if err != nil {
 		return 0, nil, err
 	}
