@@ -54,6 +54,14 @@ func Load(getenv func(string) string) (aws.Config, error) {
 		ConfigSources: []any{src},
 	}
 	if ep := getenv("AWS_ENDPOINT_URL"); ep != "" && !src.ignore {
+		// Every client would refuse each request ("FIPS and custom
+		// endpoint are not supported"): refuse once, at start.
+		switch {
+		case src.fips == aws.FIPSEndpointStateEnabled:
+			return aws.Config{}, fmt.Errorf("AWS_USE_FIPS_ENDPOINT=true with AWS_ENDPOINT_URL set: AWS SDK clients take no FIPS endpoint with a custom one; unset one of them")
+		case src.dualStack == aws.DualStackEndpointStateEnabled:
+			return aws.Config{}, fmt.Errorf("AWS_USE_DUALSTACK_ENDPOINT=true with AWS_ENDPOINT_URL set: AWS SDK clients take no dual-stack endpoint with a custom one; unset one of them")
+		}
 		cfg.BaseEndpoint = aws.String(ep)
 	}
 	return cfg, nil

@@ -138,14 +138,27 @@ func TestEndpointSettings(t *testing.T) {
 		})
 	}
 	for _, name := range []string{"AWS_USE_FIPS_ENDPOINT", "AWS_USE_DUALSTACK_ENDPOINT", "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS"} {
-		_, err := awsenv.Load(func(k string) string {
-			if k == name {
-				return "yes"
+		for value, want := range map[string]string{"yes": name, "true": "AWS_ENDPOINT_URL"} {
+			// With AWS_ENDPOINT_URL set: "yes" is unreadable; FIPS or
+			// dual-stack with a custom endpoint would fail every request.
+			_, err := awsenv.Load(func(k string) string {
+				switch k {
+				case name:
+					return value
+				case "AWS_ENDPOINT_URL":
+					return "http://127.0.0.1:4566"
+				}
+				return base[k]
+			})
+			if name == "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS" && value == "true" {
+				if err != nil {
+					t.Errorf("%s=true with AWS_ENDPOINT_URL: %v, want the endpoint ignored", name, err)
+				}
+				continue
 			}
-			return base[k]
-		})
-		if err == nil || !strings.Contains(err.Error(), name) {
-			t.Errorf("%s=yes: got %v, want an error naming it", name, err)
+			if err == nil || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), want) {
+				t.Errorf("%s=%s with AWS_ENDPOINT_URL: got %v, want an error naming %s and %s", name, value, err, name, want)
+			}
 		}
 	}
 }
