@@ -492,7 +492,12 @@ func TestEndpointRules(t *testing.T) {
 		}
 		cfg, err := awsenv.Load(func(k string) string { return env[k] })
 		if err != nil {
-			t.Fatalf("%s: %v", name, err)
+			// The functions refuse FIPS or dual-stack with AWS_ENDPOINT_URL
+			// at start; the rule's own refusal is checked below.
+			if tt.wantErr == "" || tt.base == "" || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("%s: %v", name, err)
+			}
+			continue
 		}
 		got, err := ec2api.Endpoint(cfg)
 		switch {
