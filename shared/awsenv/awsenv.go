@@ -74,7 +74,9 @@ type Endpoints struct {
 	getenv    func(string) string
 	fips      aws.FIPSEndpointState
 	dualStack aws.DualStackEndpointState
-	ignore    bool
+	// ignore is AWS_IGNORE_CONFIGURED_ENDPOINT_URLS; ignoreSet whether it
+	// was set at all (to false, it overrides a shared config's true).
+	ignore, ignoreSet bool
 }
 
 func endpointsFrom(getenv func(string) string) (Endpoints, error) {
@@ -86,7 +88,7 @@ func endpointsFrom(getenv func(string) string) (Endpoints, error) {
 	if e.dualStack, err = state(getenv, "AWS_USE_DUALSTACK_ENDPOINT", aws.DualStackEndpointStateEnabled, aws.DualStackEndpointStateDisabled); err != nil {
 		return e, err
 	}
-	e.ignore, _, err = flag(getenv, "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS")
+	e.ignore, e.ignoreSet, err = flag(getenv, "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS")
 	return e, err
 }
 
@@ -132,7 +134,7 @@ func (e Endpoints) GetUseDualStackEndpoint(context.Context) (aws.DualStackEndpoi
 
 // GetIgnoreConfiguredEndpoints is AWS_IGNORE_CONFIGURED_ENDPOINT_URLS.
 func (e Endpoints) GetIgnoreConfiguredEndpoints(context.Context) (bool, bool, error) {
-	return e.ignore, e.ignore, nil
+	return e.ignore, e.ignoreSet, nil
 }
 
 // GetServiceBaseEndpoint is AWS_ENDPOINT_URL_<SERVICE> for a client's SDK

@@ -162,3 +162,26 @@ func TestEndpointSettings(t *testing.T) {
 		}
 	}
 }
+
+// An explicit AWS_IGNORE_CONFIGURED_ENDPOINT_URLS=false is a setting the
+// SDK takes as decided (it overrides a config file's true), unlike unset.
+func TestIgnoreFalseIsASetting(t *testing.T) {
+	for value, wantFound := range map[string]bool{"": false, "false": true, "true": true} {
+		cfg, err := awsenv.Load(func(k string) string {
+			if k == "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS" {
+				return value
+			}
+			return map[string]string{"AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "AKID", "AWS_SECRET_ACCESS_KEY": "SECRET"}[k]
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		src := cfg.ConfigSources[0].(interface {
+			GetIgnoreConfiguredEndpoints(context.Context) (bool, bool, error)
+		})
+		v, found, _ := src.GetIgnoreConfiguredEndpoints(context.Background())
+		if found != wantFound || v != (value == "true") {
+			t.Errorf("%q: got (%v, found %v), want (%v, found %v)", value, v, found, value == "true", wantFound)
+		}
+	}
+}

@@ -387,12 +387,17 @@ func Endpoint(cfg aws.Config) (string, error) {
 }
 
 // serviceEndpoint is the first configured EC2 endpoint among the sources,
-// none when a source says to ignore configured endpoints.
+// none when configured endpoints are ignored (the first source that says
+// whether to ignore them decides, as in the SDK).
 func serviceEndpoint(ctx context.Context, sources []any) (string, bool) {
 	for _, src := range sources {
 		if s, ok := src.(ignoreEndpointsSource); ok {
-			if v, found, err := s.GetIgnoreConfiguredEndpoints(ctx); err == nil && found && v {
+			v, found, err := s.GetIgnoreConfiguredEndpoints(ctx)
+			if err == nil && found && v {
 				return "", false
+			}
+			if err != nil || found {
+				break
 			}
 		}
 	}

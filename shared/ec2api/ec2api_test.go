@@ -520,8 +520,20 @@ func TestEndpointRules(t *testing.T) {
 		}
 	}
 
+	// The first source that says whether to ignore configured endpoints
+	// decides: the environment's false keeps the config file's endpoint.
+	cfg := aws.Config{Region: "eu-west-1", ConfigSources: []any{
+		config.EnvConfig{IgnoreConfiguredEndpoints: aws.Bool(false)},
+		config.SharedConfig{IgnoreConfiguredEndpoints: aws.Bool(true), Services: config.Services{
+			ServiceValues: map[string]map[string]string{"ec2": {"endpoint_url": "http://127.0.0.1:5001"}},
+		}},
+	}}
+	if got, err := ec2api.Endpoint(cfg); err != nil || got != "http://127.0.0.1:5001" {
+		t.Errorf("ignore=false in the environment, true in the config file: got %q, %v; want the file's endpoint", got, err)
+	}
+
 	// The tools' configurations carry the SDK's own EnvConfig.
-	cfg := aws.Config{Region: "us-west-2", ConfigSources: []any{config.EnvConfig{UseFIPSEndpoint: aws.FIPSEndpointStateEnabled}}}
+	cfg = aws.Config{Region: "us-west-2", ConfigSources: []any{config.EnvConfig{UseFIPSEndpoint: aws.FIPSEndpointStateEnabled}}}
 	if got, err := ec2api.Endpoint(cfg); err != nil || got != "https://ec2-fips.us-west-2.amazonaws.com" {
 		t.Errorf("EnvConfig with FIPS: got %q, %v", got, err)
 	}
