@@ -50,6 +50,9 @@ func TestEC2WaitsForAFreshInstanceToBeKnown(t *testing.T) {
 				if len(params.puts) != 0 {
 					t.Errorf("JIT config put for an instance EC2 never described")
 				}
+				if alive := inst.alive(); len(alive) != 0 {
+					t.Errorf("instances %v left running without a config, want the launched one terminated", alive)
+				}
 				return
 			}
 			if err != nil || res.InstanceID == "" || len(params.puts) != 1 {

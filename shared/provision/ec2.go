@@ -154,6 +154,9 @@ func (e *EC2) Provision(ctx context.Context, req Request) (Result, error) {
 		return Result{}, err
 	}
 	if err := e.putConfig(ctx, req, inst); err != nil {
+		if !reused {
+			err = e.undo(ctx, req, inst.id, err)
+		}
 		return Result{}, err
 	}
 	e.logged(ctx, req, inst.id, reused)
@@ -180,6 +183,9 @@ func (e *EC2) instance(ctx context.Context, req Request) (launched, bool, error)
 		}
 		if id := fleetInstance(out); id != "" {
 			inst, err := e.describe(ctx, req, id)
+			if err != nil {
+				err = e.undo(ctx, req, id, err)
+			}
 			return inst, false, err
 		}
 		// No capacity (or no permission) for any option of this market:
@@ -385,6 +391,36 @@ func (e *EC2) putConfig(ctx context.Context, req Request, inst launched) error {
 	}
 	return nil
 }
+
+// undo terminates instance id, which this call launched but could not give
+// its config (the describe or the PutParameter after the launch failed, the
+// invocation's time ran out, ...), and returns cause, with the termination's
+// own failure if it failed. Left running, the machine would wait for a
+// config that never comes while the next attempt, meeting the registration
+// (409) offline with a machine of the job up, would take the machine for one
+// that is booting with it and count the job claimed: the job would wait for
+// the liveness check's runner start grace and a replacement. Terminated, the
+// next attempt finds no machine, registers afresh and launches anew. The
+// termination runs on its own short deadline, since cause is often the
+// invocation's own deadline. A parameter the failed put may still have
+// stored is replaced by the next attempt's put, or removed by the janitor.
+func (e *EC2) undo(ctx context.Context, req Request, id string, cause error) error {
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
+	defer cancel()
+	attrs := []slog.Attr{slog.Int64("job_id", req.JobID), slog.String("pool", req.Pool.Name),
+		slog.String("runner_name", req.RunnerName), slog.String("instance_id", id)}
+	if _, err := e.instances.TerminateInstances(tctx, &ec2api.TerminateInstancesInput{InstanceIDs: []string{id}}); err != nil {
+		e.log.LogAttrs(ctx, slog.LevelWarn, "provision could not terminate the instance it launched without a config",
+			append(attrs, slog.String("error", err.Error()))...)
+		return fmt.Errorf("%w (terminating instance %s, launched without its config, failed too: %v)", cause, id, err)
+	}
+	e.log.LogAttrs(ctx, slog.LevelInfo, "provision terminated the instance it launched without a config", attrs...)
+	return cause
+}
+
+// undoTimeout bounds undo's TerminateInstances: it must leave the
+// invocation's reserve to the claim's hand-off.
+const undoTimeout = 2 * time.Second
 
 // launched is an instance of the job: its id and its owner account.
 type launched struct{ id, owner string }

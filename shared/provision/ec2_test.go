@@ -34,9 +34,12 @@ type fakeInstances struct {
 	calls        *callLog
 }
 
-func (f *fakeInstances) TerminateInstances(_ context.Context, in *ec2api.TerminateInstancesInput) (*ec2api.TerminateInstancesOutput, error) {
+func (f *fakeInstances) TerminateInstances(ctx context.Context, in *ec2api.TerminateInstancesInput) (*ec2api.TerminateInstancesOutput, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return nil, err // as the SDK: no request on a finished context
+	}
 	if f.terminateErr != nil {
 		return nil, f.terminateErr
 	}
@@ -423,6 +426,56 @@ func TestEC2ProvisionErrors(t *testing.T) {
 			}
 			if len(f.inst.fleets) != tt.wantRuns {
 				t.Errorf("CreateFleet calls: got %d, want %d", len(f.inst.fleets), tt.wantRuns)
+			}
+		})
+	}
+}
+
+// TestEC2ProvisionTerminatesWhatItLaunchedWithoutAConfig: a machine this
+// call launched but could not give its config (the put failed, or the
+// invocation's time ran out) is terminated at once, even on a finished
+// context. Left running, the next attempt would meet the registration
+// offline beside a live machine of the job, take that machine for one
+// booting with the config, and count the job claimed: it would wait the
+// runner start grace for a runner that never comes.
+func TestEC2ProvisionTerminatesWhatItLaunchedWithoutAConfig(t *testing.T) {
+	t.Parallel()
+	throttled := &smithy.GenericAPIError{Code: "ThrottlingException", Message: "Rate exceeded"}
+	tests := []struct {
+		name           string
+		existing       []string
+		cancelled      bool
+		terminateErr   error
+		putErr         error
+		wantTerminated []string
+		wantInErr      string
+	}{
+		{name: "put fails after the launch", putErr: throttled, wantTerminated: []string{"i-0fresh"}},
+		{name: "the invocation's time runs out at the put", cancelled: true, putErr: context.DeadlineExceeded,
+			wantTerminated: []string{"i-0fresh"}},
+		{name: "the termination fails too", putErr: throttled,
+			terminateErr: &smithy.GenericAPIError{Code: "UnauthorizedOperation"}, wantInErr: "terminating instance i-0fresh"},
+		{name: "a machine found, not launched, is left", existing: []string{"i-0live"}, putErr: throttled},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := setupEC2(t)
+			f.inst.existing, f.inst.terminateErr, f.params.putErr = tt.existing, tt.terminateErr, tt.putErr
+			ctx, cancel := context.WithCancel(context.Background())
+			if tt.cancelled {
+				cancel()
+			}
+			defer cancel()
+			_, err := f.adapter.Provision(ctx, request(ec2Pool(), 42))
+			if !errors.Is(err, tt.putErr) {
+				t.Fatalf("got %v, want the put's error %v (its class decides the retry)", err, tt.putErr)
+			}
+			if !reflect.DeepEqual(f.inst.terminated, tt.wantTerminated) {
+				t.Errorf("terminated %v, want %v", f.inst.terminated, tt.wantTerminated)
+			}
+			if tt.wantInErr != "" && !strings.Contains(err.Error(), tt.wantInErr) {
+				t.Errorf("error %q does not say %q", err, tt.wantInErr)
 			}
 		})
 	}
