@@ -204,6 +204,14 @@ func TestClaimerEC2PolicyIsLimitedToTheLaunchTemplates(t *testing.T) {
 	// Used by the launch, not created: they carry no guarantee that a launch template is used.
 	used := []string{"subnet", "security-group", "image", "snapshot", "key-pair", "launch-template", "spot-instances-request"}
 
+	// CreateFleet is authorised against the fleet and every resource type
+	// the fleet's launch uses (the IAM reference's CreateFleet row: fleet,
+	// image, key-pair, launch-template, security-group, snapshot, subnet);
+	// one left out fails every launch with UnauthorizedOperation on AWS
+	// only, since moto enforces no IAM.
+	fleetNeeds := []string{"fleet", "image", "key-pair", "launch-template", "security-group", "snapshot", "subnet"}
+	fleetOn := map[string]bool{}
+
 	launchesInstances := false
 	for _, s := range stmts {
 		if s["Effect"] != "Allow" {
@@ -233,6 +241,15 @@ func TestClaimerEC2PolicyIsLimitedToTheLaunchTemplates(t *testing.T) {
 				}
 			}
 		}
+		if hasAction(s, "ec2:CreateFleet") {
+			for _, r := range list(s["Resource"]) {
+				typ := ec2ResourceType(t, r)
+				if !slices.Contains(fleetNeeds, typ) {
+					t.Errorf("CreateFleet on resource type %q: what a fleet creates goes through RunInstances and its launch template condition", typ)
+				}
+				fleetOn[typ] = true
+			}
+		}
 		if hasAction(s, "ec2:CreateTags") {
 			eq, _ := cond["StringEquals"].(map[string]any)
 			if a := fmt.Sprint(eq["ec2:CreateAction"]); a != "[RunInstances CreateFleet]" {
@@ -260,6 +277,11 @@ func TestClaimerEC2PolicyIsLimitedToTheLaunchTemplates(t *testing.T) {
 	if !launchesInstances {
 		t.Error("no statement lets the claimer launch an instance through a launch template: EC2 pools could not provision")
 	}
+	for _, typ := range fleetNeeds {
+		if !fleetOn[typ] {
+			t.Errorf("CreateFleet not allowed on %s: every launch would fail with UnauthorizedOperation", typ)
+		}
+	}
 }
 
 // The alarm topic and its key are part of the emulated data plane: dropping the key would
@@ -277,5 +299,37 @@ func TestDeployCreatesTheAlarmTopicWithItsKey(t *testing.T) {
 	}
 	if stack.Outputs["AlarmTopicArn"] == "" {
 		t.Errorf("no AlarmTopicArn output: %v", stack.Outputs)
+	}
+}
+
+// TestClaimerUsesDispatchKeysThroughSQSOnly: a dispatch queue under a
+// customer-managed key needs kms:GenerateDataKey and kms:Decrypt for every
+// send (moto checks neither); the claimer gets them on the keys named in
+// DispatchQueueKeyArns, and only through SQS.
+func TestClaimerUsesDispatchKeysThroughSQSOnly(t *testing.T) {
+	t.Parallel()
+	tmpl := projectTemplate(t)
+	found := false
+	for _, p := range list(prop(t, tmpl, "ClaimerFunction", "Properties", "Policies")) {
+		for _, s := range statements(p) {
+			if !hasAction(s, "kms:GenerateDataKey") {
+				continue
+			}
+			found = true
+			if got := fmt.Sprint(list(s["Action"])); got != "[kms:GenerateDataKey kms:Decrypt]" {
+				t.Errorf("KMS actions %s, want only kms:GenerateDataKey and kms:Decrypt", got)
+			}
+			if fmt.Sprint(s["Resource"]) != fmt.Sprint(ref("DispatchQueueKeyArns")) {
+				t.Errorf("KMS on %v, want only the keys of DispatchQueueKeyArns", s["Resource"])
+			}
+			cond, _ := s["Condition"].(map[string]any)
+			eq, _ := cond["StringEquals"].(map[string]any)
+			if via := fmt.Sprint(eq["kms:ViaService"]); !strings.Contains(via, "sqs.${AWS::Region}.amazonaws.com") {
+				t.Errorf("KMS condition %v, want kms:ViaService = sqs.<region>.amazonaws.com", cond)
+			}
+		}
+	}
+	if !found {
+		t.Error("no statement lets the claimer encrypt to a dispatch queue under a customer-managed key")
 	}
 }
