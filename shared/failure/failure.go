@@ -331,6 +331,9 @@ var (
 		// shared/provision recovers from it with a token of the new
 		// arguments, so one that still surfaces cannot be retried away.
 		"IdempotentParameterMismatch",
+		// EC2 Fleet: the launch's options are refused as a whole (two
+		// subnets of one Availability Zone, say); every retry would be.
+		"InvalidFleetConfig",
 	}
 )
 

@@ -475,6 +475,7 @@ func TestClassifyAWS(t *testing.T) {
 		{"ValidationError", awsErr(400, api("ValidationError", smithy.FaultClient)), want{class: failure.NonRetryable, status: 400, reason: "ValidationError"}},
 		{"ValidationException", awsErr(400, api("ValidationException", smithy.FaultClient)), want{class: failure.NonRetryable, status: 400, reason: "ValidationException"}},
 		{"IdempotentParameterMismatch", awsErr(400, api("IdempotentParameterMismatch", smithy.FaultClient)), want{class: failure.NonRetryable, status: 400, reason: "IdempotentParameterMismatch"}},
+		{"InvalidFleetConfig", awsErr(400, api("InvalidFleetConfig", smithy.FaultClient)), want{class: failure.NonRetryable, status: 400, reason: "InvalidFleetConfig"}},
 		{"unknown client code retries", awsErr(400, api("SomethingNew", smithy.FaultClient)), want{class: failure.UnknownRetryable, status: 400, reason: "aws SomethingNew"}},
 		{"unknown server fault", awsErr(500, api("SomethingBroke", smithy.FaultServer)), want{class: failure.ServerSide, status: 500, reason: "aws SomethingBroke"}},
 		{"bare API error", api("RequestLimitExceeded", smithy.FaultUnknown), want{class: failure.RateLimit, reason: "aws RequestLimitExceeded"}},

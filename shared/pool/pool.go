@@ -150,6 +150,9 @@ func (p Pool) Validate() error {
 	if len(p.Labels) == 0 {
 		return errors.New("labels: want at least one label")
 	}
+	if len(p.Labels) > MaxLabels {
+		return fmt.Errorf("labels: %d labels, GitHub registers a runner with at most %d", len(p.Labels), MaxLabels)
+	}
 	for _, l := range p.Labels {
 		if strings.TrimSpace(l) == "" {
 			return errors.New("labels: empty label")
@@ -172,12 +175,40 @@ func (p Pool) Validate() error {
 			return fmt.Errorf("provisioner.capacity %q: want %q, %q or %q",
 				p.Provisioner.Capacity, CapacityOnDemand, CapacitySpot, CapacitySpotThenOnDemand)
 		}
+		// Every subnet × type is one option of the launch's fleet, and EC2
+		// refuses a fleet with two alike (InvalidFleetConfig: duplicate
+		// instance pools) on every launch of the pool.
+		if err := distinct("provisioner.subnets", p.Provisioner.Subnets); err != nil {
+			return err
+		}
+		if err := distinct("provisioner.instance_types", p.Provisioner.InstanceTypes); err != nil {
+			return err
+		}
 	case ProvisionerDispatch:
 		if p.Provisioner.QueueURL == "" {
 			return errors.New("provisioner.queue_url: required for type dispatch")
 		}
 	default:
 		return fmt.Errorf("provisioner.type %q: want %q or %q", p.Provisioner.Type, ProvisionerEC2, ProvisionerDispatch)
+	}
+	return nil
+}
+
+// MaxLabels is the most labels GitHub's generate-jitconfig takes (its
+// OpenAPI description: labels maxItems 100); more is a 422 on every claim.
+const MaxLabels = 100
+
+// distinct refuses a blank or repeated entry of list, naming field.
+func distinct(field string, list []string) error {
+	seen := make(map[string]bool, len(list))
+	for _, v := range list {
+		if strings.TrimSpace(v) == "" {
+			return fmt.Errorf("%s: empty entry", field)
+		}
+		if seen[v] {
+			return fmt.Errorf("%s: %q listed twice (EC2 refuses a fleet with two alike options)", field, v)
+		}
+		seen[v] = true
 	}
 	return nil
 }

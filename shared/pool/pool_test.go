@@ -49,6 +49,10 @@ func TestParseErrorsNameTheProblem(t *testing.T) {
 		{"dispatch without queue", `[{"name":"a","labels":["x"],"provisioner":{"type":"dispatch"}}]`, "queue_url"},
 		{"bad capacity", `[{"name":"a","labels":["x"],"provisioner":{"type":"ec2","launch_template":"lt","capacity":"reserved"}}]`, `provisioner.capacity "reserved"`},
 		{"unknown provisioner", `[{"name":"a","labels":["x"],"provisioner":{"type":"k8s"}}]`, "provisioner.type"},
+		{"too many labels", `[{"name":"a","labels":["x"` + strings.Repeat(`,"x"`, 100) + `],"provisioner":{"type":"ec2","launch_template":"lt"}}]`, "101 labels"},
+		{"subnet twice", `[{"name":"a","labels":["x"],"provisioner":{"type":"ec2","launch_template":"lt","subnets":["subnet-1","subnet-2","subnet-1"]}}]`, `provisioner.subnets: "subnet-1" listed twice`},
+		{"empty subnet", `[{"name":"a","labels":["x"],"provisioner":{"type":"ec2","launch_template":"lt","subnets":["subnet-1",""]}}]`, "provisioner.subnets: empty entry"},
+		{"instance type twice", `[{"name":"a","labels":["x"],"provisioner":{"type":"ec2","launch_template":"lt","instance_types":["m7g.large","m7g.large"]}}]`, `provisioner.instance_types: "m7g.large" listed twice`},
 		{"duplicate name", `[{"name":"a","labels":["x"],"provisioner":{"type":"ec2","launch_template":"lt"}},{"name":"a","labels":["y"],"provisioner":{"type":"ec2","launch_template":"lt"}}]`, "used twice"},
 	}
 	for _, tt := range tests {
