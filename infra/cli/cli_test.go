@@ -96,7 +96,7 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		env.gh = ghfake.New(ghfake.WithAppID(appID), ghfake.WithPublicKey(&key.PublicKey))
+		env.gh = ghfake.New(ghfake.WithAppID(appID), ghfake.WithPublicKey(&key.PublicKey), ghfake.WithClock(func() time.Time { return now }))
 		env.gh.AddInstallation(ghfake.Installation{ID: 42, Account: "octo", Org: true})
 		gh := httptest.NewServer(env.gh)
 		defer gh.Close()

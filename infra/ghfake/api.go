@@ -22,6 +22,11 @@ const (
 	docsJob        = "https://docs.github.com/rest/actions/workflow-jobs#get-a-job-for-a-workflow-run"
 	docsToken      = "https://docs.github.com/rest/apps/apps#create-an-installation-access-token-for-an-app"
 	maxJWTLifetime = 10 * time.Minute
+	// maxJITLabels is generate-jitconfig's labels maxItems (GitHub's
+	// OpenAPI description); maxRunnerName the runner name's length limit
+	// (64 characters: the runner application's own, which GitHub enforces).
+	maxJITLabels  = 100
+	maxRunnerName = 64
 )
 
 // scopeOf reads the scope of a runner route from its path values.
@@ -43,9 +48,6 @@ func jobKey(owner, repo string, id int64) string {
 // accessToken mints an installation token for a valid App JWT.
 func (s *Server) accessToken(w http.ResponseWriter, r *http.Request) {
 	id, err := strconv.ParseInt(r.PathValue("installation_id"), 10, 64)
-	s.mu.Lock()
-	s.stats.TokenRequests[id]++
-	s.mu.Unlock()
 	if err != nil || id <= 0 {
 		writeError(w, http.StatusNotFound, "Not Found", docsToken)
 		return
@@ -55,10 +57,7 @@ func (s *Server) accessToken(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Lock()
-	s.tokenSeq++
-	tok := fmt.Sprintf("ghs_%036d", s.tokenSeq)
-	s.tokens[tok] = id
-	exp := s.now().Add(defaultTokenTTL).UTC().Truncate(time.Second)
+	tok, exp := s.issue(id)
 	s.mu.Unlock()
 	writeJSON(w, http.StatusCreated, map[string]any{
 		"token":                tok,
@@ -96,11 +95,19 @@ func (s *Server) checkJWT(tok string) string {
 			return undecodable
 		}
 	}
-	if claims.Iat == nil {
+	// GitHub dates the claims by its own clock: an iat ahead of it, an exp
+	// behind it or more than ten minutes ahead is refused (a client whose
+	// clock drifts sees these; GitHub's advice is iat 60 s in the past).
+	now := s.now().Unix()
+	if claims.Iat == nil || *claims.Iat > now {
 		return "'Issued at' claim ('iat') must be an Integer representing the time that the assertion was issued."
 	}
-	if claims.Exp == nil || time.Duration(*claims.Exp-*claims.Iat)*time.Second > maxJWTLifetime {
+	if claims.Exp == nil || time.Duration(*claims.Exp-*claims.Iat)*time.Second > maxJWTLifetime ||
+		time.Duration(*claims.Exp-now)*time.Second > maxJWTLifetime {
 		return "'Expiration time' claim ('exp') is too far in the future"
+	}
+	if *claims.Exp <= now {
+		return "'Expiration time' claim ('exp') must be a numeric value representing the future time at which the assertion expires."
 	}
 	if s.appID != 0 {
 		// GitHub accepts the app id as a JSON number or string.
@@ -145,8 +152,14 @@ func (s *Server) generateJIT(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case strings.TrimSpace(req.Name) == "":
 		invalid = `"name" wasn't supplied.`
+	case len([]rune(req.Name)) > maxRunnerName:
+		invalid = fmt.Sprintf(`"name" is too long (maximum is %d characters).`, maxRunnerName)
 	case len(req.Labels) == 0:
 		invalid = `"labels" wasn't supplied.`
+	case len(req.Labels) > maxJITLabels:
+		invalid = fmt.Sprintf(`"labels" has %d items; the maximum is %d.`, len(req.Labels), maxJITLabels)
+	case slices.ContainsFunc(req.Labels, func(l string) bool { return strings.TrimSpace(l) == "" }):
+		invalid = `"labels" contains an empty label.`
 	case req.RunnerGroupID == nil || !s.groups[*req.RunnerGroupID]:
 		invalid = `"runner_group_id" is not a runner group of this scope.`
 	}

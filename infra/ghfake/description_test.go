@@ -26,7 +26,7 @@ func TestAnswersMatchGitHubDescription(t *testing.T) {
 		t.Fatal(err)
 	}
 	const jit = `{"name":"pool-1","runner_group_id":1,"labels":["self-hosted","linux"],"work_folder":"_work"}`
-	iat := time.Now().Add(-30 * time.Second).Unix()
+	iat := t0.Add(-30 * time.Second).Unix()
 	goodJWT := func(t *testing.T) string {
 		return signJWT(t, key(t), map[string]any{"iss": appID, "iat": iat, "exp": iat + 600})
 	}

@@ -200,7 +200,7 @@ type Server struct {
 	control *http.ServeMux
 
 	mu         sync.Mutex
-	tokens     map[string]int64 // token → installation id
+	tokens     map[string]issued // installation tokens
 	tokenSeq   int
 	rates      map[int64]*bucket
 	appRate    *bucket
@@ -279,7 +279,7 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 }
 
 func (s *Server) resetState() {
-	s.tokens = map[string]int64{}
+	s.tokens = map[string]issued{}
 	s.tokenSeq = 0
 	s.rates = map[int64]*bucket{}
 	s.appRate = nil
@@ -455,13 +455,39 @@ func (s *Server) refill(b *bucket) {
 	}
 }
 
+// issued is an installation token: its installation and when it expires
+// (GitHub: one hour after it was created; a request with it after that is
+// a 401).
+type issued struct {
+	installation int64
+	expires      time.Time
+}
+
+// issue mints an installation token of installationID; s.mu is held.
+func (s *Server) issue(installationID int64) (string, time.Time) {
+	s.tokenSeq++
+	tok := fmt.Sprintf("ghs_%036d", s.tokenSeq)
+	exp := s.now().Add(defaultTokenTTL).UTC().Truncate(time.Second)
+	s.tokens[tok] = issued{installation: installationID, expires: exp}
+	return tok, exp
+}
+
+// installationOfToken returns the installation tok belongs to, false when
+// the fake never issued it or it has expired; s.mu is held.
+func (s *Server) installationOfToken(tok string) (int64, bool) {
+	t, ok := s.tokens[tok]
+	if !ok || !s.now().Before(t.expires) {
+		return 0, false
+	}
+	return t.installation, true
+}
+
 // IssueToken mints an installation token without an App JWT, for tests and
-// local runs that drive the API with a plain token client.
+// local runs that drive the API with a plain token client. It expires an
+// hour after it was issued, by the fake's clock, like every token.
 func (s *Server) IssueToken(installationID int64) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.tokenSeq++
-	tok := fmt.Sprintf("ghs_%036d", s.tokenSeq)
-	s.tokens[tok] = installationID
+	tok, _ := s.issue(installationID)
 	return tok
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/google/go-github/v62/github"
 
+	"github.com/ghclaim/ghclaim/infra/clocktest"
 	"github.com/ghclaim/ghclaim/infra/ghfake"
 )
 
@@ -129,7 +130,7 @@ func TestAccessToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	iat := time.Now().Add(-30 * time.Second).Unix()
+	iat := t0.Add(-30 * time.Second).Unix()
 	good := map[string]any{"iss": "1234", "iat": iat, "exp": iat + 120}
 	tests := []struct {
 		name    string
@@ -197,12 +198,28 @@ func TestAccessToken(t *testing.T) {
 	}
 }
 
-func TestUnknownTokenIsBadCredentials(t *testing.T) {
+// TestBadCredentials: a token the fake never issued, or one past its hour
+// (GitHub's installation tokens expire one hour after they were created),
+// is a 401. Before, the fake honoured a token forever, so no test could
+// catch a client that kept an old one (a wrong clock, a stale cache).
+func TestBadCredentials(t *testing.T) {
 	t.Parallel()
-	f := setup(t)
-	_, _, err := client(t, f.srv.URL+"/", "ghs_nope").Actions.ListRunners(context.Background(), "o", "r", nil)
-	if er := errorResponse(t, err, 401); er.Message != "Bad credentials" {
-		t.Errorf("message = %q, want Bad credentials", er.Message)
+	for _, age := range []time.Duration{-1, time.Hour} { // -1: never issued
+		clk := clocktest.New(t0)
+		f := setup(t, ghfake.WithClock(clk.Now))
+		tok := "ghs_nope"
+		if age >= 0 {
+			tok = f.fake.IssueToken(inst)
+			clk.Advance(age - time.Second)
+			if _, _, err := client(t, f.srv.URL+"/", tok).Actions.ListRunners(context.Background(), "o", "r", nil); err != nil {
+				t.Fatalf("a token one second before its hour is up: %v", err)
+			}
+			clk.Advance(time.Second)
+		}
+		_, _, err := client(t, f.srv.URL+"/", tok).Actions.ListRunners(context.Background(), "o", "r", nil)
+		if er := errorResponse(t, err, 401); er.Message != "Bad credentials" {
+			t.Errorf("token aged %v: message = %q, want Bad credentials", age, er.Message)
+		}
 	}
 }
 

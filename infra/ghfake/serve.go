@@ -54,6 +54,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	s.mu.Lock()
 	s.stats.Calls[route]++
+	if route == RouteAccessToken {
+		// Counted whatever the answer (the exchange's own checks follow).
+		// (The mux fills PathValue only when it serves the request.)
+		id, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/app/installations/"), "/access_tokens"), 10, 64)
+		s.stats.TokenRequests[id]++
+	}
 	s.requestSeq++
 	reqID := fmt.Sprintf("F00D:%04X:%06X", s.requestSeq>>16, s.requestSeq)
 	if route == RouteRepoJIT || route == RouteOrgJIT {
@@ -67,7 +73,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	app := appRoute(route)
 	public := app || route == RouteManifestConversion
 	if !public && route != "" {
-		inst, authed = s.tokens[bearer(r)]
+		inst, authed = s.installationOfToken(bearer(r))
 		if authed {
 			s.stats.InstallationCalls[inst]++
 		}
@@ -99,8 +105,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "Not Found", docsREST)
 		return
 	}
-	if app && route != RouteAccessToken {
+	if app {
+		// The token exchange too: it is billed to the App's own budget,
+		// and refused like the App's other routes once that is spent.
 		if msg := s.checkJWT(bearer(r)); msg != "" {
+			s.mu.Lock()
+			setRate(h, s.appBucket()) // the App budget's reading, uncharged
+			s.mu.Unlock()
 			copyHeader(w, h)
 			writeError(w, http.StatusUnauthorized, msg, docsREST)
 			return
@@ -141,17 +152,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	rec := &recorder{header: http.Header{}, status: http.StatusOK}
 	s.api.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), ctxKey{}, inst)))
-	if route == RouteAccessToken {
-		// The token exchange charges the App's own budget too (the other
-		// App routes were charged above, once their JWT checked out).
-		s.mu.Lock()
-		b := s.appBucket()
-		if b.remaining > 0 {
-			b.remaining--
-		}
-		setRate(h, b)
-		s.mu.Unlock()
-	}
 
 	if fault != nil { // after effect
 		if fault.Kind == KindSlow {

@@ -34,7 +34,7 @@ var appKey = sync.OnceValue(func() []byte {
 func newGitHub(t *testing.T, rs ratelimit.Store, url string, now func() time.Time, transport bool) (claim.GitHub, *ratelimit.Tracker) {
 	t.Helper()
 	tr := ratelimit.NewTracker(rs, ratelimit.DefaultPersistRule(), now)
-	cfg := ghapp.Config{AppID: appID, PrivateKey: appKey(), BaseURL: url}
+	cfg := ghapp.Config{AppID: appID, PrivateKey: appKey(), BaseURL: url, Now: now}
 	if transport {
 		cfg.Wrap = func(inst int64, base http.RoundTripper) http.RoundTripper {
 			return ratelimit.NewTransport(base, inst, tr, now)

@@ -75,8 +75,9 @@ func TestAppJWT(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			rec := &recording{}
-			f := setup(t, option{cfg: func(c *ghapp.Config) {
-				c.PrivateKey, c.Now, c.Transport = key, func() time.Time { return t0 }, rec.transport()
+			now := func() time.Time { return t0 }
+			f := setup(t, option{fake: []ghfake.Option{ghfake.WithClock(now)}, cfg: func(c *ghapp.Config) {
+				c.PrivateKey, c.Now, c.Transport = key, now, rec.transport()
 			}})
 			f.fake.SetJob("octo", "hello", ghfake.Job{ID: 7, Status: "queued"})
 			if _, err := f.client.JobStatus(context.Background(), inst, "octo", "hello", 7); err != nil {

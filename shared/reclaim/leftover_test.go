@@ -84,7 +84,7 @@ func TestAbandonRemovesLeftovers(t *testing.T) {
 
 			fake, gh, rates, url := f.github(t)
 			// What the dead attempt left: a registered runner, its JIT config in SSM.
-			dead, err := ghapp.New(ghapp.Config{AppID: appID, PrivateKey: appKey(), BaseURL: url})
+			dead, err := ghapp.New(ghapp.Config{AppID: appID, PrivateKey: appKey(), BaseURL: url, Now: f.clock.Now})
 			if err != nil {
 				t.Fatal(err)
 			}

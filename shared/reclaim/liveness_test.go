@@ -57,7 +57,7 @@ func (f *fixture) github(t *testing.T) (*ghfake.Server, *ghapp.Client, *ratelimi
 	ts := httptest.NewServer(fake)
 	t.Cleanup(ts.Close)
 	rates := ratelimit.NewTracker(f.store, ratelimit.DefaultPersistRule(), f.clock.Now)
-	gh, err := ghapp.New(ghapp.Config{AppID: appID, PrivateKey: appKey(), BaseURL: ts.URL,
+	gh, err := ghapp.New(ghapp.Config{AppID: appID, PrivateKey: appKey(), BaseURL: ts.URL, Now: f.clock.Now,
 		Wrap: func(inst int64, base http.RoundTripper) http.RoundTripper {
 			return ratelimit.NewTransport(base, inst, rates, f.clock.Now)
 		}})
