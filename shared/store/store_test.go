@@ -325,6 +325,39 @@ func (r retriedUpdate) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemIn
 	return r.Client.UpdateItem(ctx, in, opt...)
 }
 
+// TestTakeBackRetriedAfterItTookEffect: the reclaimer's take-back whose
+// answer was lost and that the SDK retried is ours, returned as written,
+// not a race (which would send no message and leave the job queued for
+// QUEUED_GRACE); another pass's take-back of the same read is still a
+// conflict. Jobs 74 and 82: shard 2, which no other test reads.
+func TestTakeBackRetriedAfterItTookEffect(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	s := store.New(retriedUpdate{env.db}, env.table, store.Options{})
+	for _, id := range []int64{74, 82} {
+		if _, err := f.s.CreateJob(ctx, rec(id), t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := f.get(t, 74)
+	due := t0.Add(time.Hour)
+	got, err := s.TakeBack(ctx, read, job.Queued, due, "lost message", t0.Add(time.Hour))
+	if err != nil {
+		t.Fatalf("TakeBack retried after it took effect: %v, want the record as taken back", err)
+	}
+	if got.State != job.Queued || got.Version != read.Version+1 || got.DueAt != job.Millis(due) {
+		t.Fatalf("got %+v, want queued at version %d due %v", got, read.Version+1, due)
+	}
+	// Another pass took job 82 back first (an earlier instant): a conflict.
+	read = f.get(t, 82)
+	if _, err := f.s.TakeBack(ctx, read, job.Queued, due, "lost message", t0.Add(59*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.TakeBack(ctx, read, job.Queued, due, "lost message", t0.Add(time.Hour)); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("another pass's take-back: got %v, want ErrConflict", err)
+	}
+}
+
 // TestAcquireRetriedAfterItTookEffect: a lease write whose answer was lost
 // and that the SDK retried fails its condition against our own write; that
 // is our lease, not a conflict, or the job would sit out a whole lease.
