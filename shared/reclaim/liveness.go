@@ -136,34 +136,32 @@ func (r *Reclaimer) liveness(ctx context.Context, c candidate, now time.Time, re
 			slog.Int("liveness_checks", rec.LivenessChecks+1))
 		return c, "", r.recheck(ctx, c, now.Add(grace), true, now, rep)
 	}
-	status, serr := r.cfg.GitHub.JobStatus(ctx, rec.InstallationID, rec.Owner(), rec.RepoName(), rec.JobID)
-	if serr != nil {
-		rep.LivenessFailed++
-		log.WarnContext(ctx, "reclaim liveness check failed", slog.String("step", "job status"), slog.Any("err", serr))
-		return c, "", r.recheck(ctx, c, now.Add(grace), false, now, rep)
+	status, settled, err := r.atWork(ctx, rec, now, rep, log)
+	if settled || err != nil {
+		return c, "", err
 	}
-	if status == "in_progress" || status == "completed" {
-		// The in_progress delivery never reached us.
-		if _, err := r.cfg.Store.MarkDone(ctx, job.Report{JobID: rec.JobID, Repo: rec.Repo, InstallationID: rec.InstallationID, Pool: rec.Pool, Actor: job.ActorReclaimer}, now); err != nil && !errors.Is(err, job.ErrTerminal) {
-			rep.Failed++
-			return c, "", fmt.Errorf("reclaim: mark job %d done: %w", rec.JobID, err)
-		}
-		rep.LivenessDone++
-		log.InfoContext(ctx, "reclaim liveness: job already at work at GitHub, done", slog.String("job_status", status))
-		return c, "", nil
+	if status == "" {
+		return c, "", r.recheck(ctx, c, now.Add(grace), false, now, rep)
 	}
 	c.reason = RunnerLost
 	if !missing && runner.Busy {
-		// Taken by another job: a new attempt now, the busy runner and its
-		// machine left to that job.
-		c.reason = RunnerTaken
-		rep.RunnersTaken++
-		log.WarnContext(ctx, "reclaim liveness: runner taken by another job", slog.String("runner_name", name),
-			slog.String("job_status", status), slog.String("outcome", string(RunnerTaken)))
+		r.taken(ctx, &c, name, status, log, rep)
 	}
 	// The old attempt goes first (busy-safe: a busy runner and its machine
 	// stay).
-	removed := r.removeAttempt(ctx, c, p, scope, owner, repo, name, runner, missing, log, rep)
+	removed, took := r.removeAttempt(ctx, c, p, scope, owner, repo, name, runner, missing, log, rep)
+	if took {
+		// The runner took a job between the look and the delete: ours (a
+		// new attempt would give it a second runner) or another's. GitHub
+		// says which.
+		if status, settled, err = r.atWork(ctx, rec, now, rep, log); settled || err != nil {
+			return c, "", err
+		}
+		if status == "" {
+			return c, "", r.recheck(ctx, c, now.Add(grace), false, now, rep)
+		}
+		r.taken(ctx, &c, name, status, log, rep)
+	}
 	if !job.Replaceable(rec, now, r.cfg.MaxReplacements, r.cfg.MaxAge) {
 		c.why = fmt.Sprintf("reclaimer: %s after %d replacements (cap %d, max age %s)", c.reason, rec.Replacements, r.cfg.MaxReplacements, r.cfg.MaxAge)
 		return c, job.Abandoned, nil
@@ -181,12 +179,45 @@ func (r *Reclaimer) liveness(ctx context.Context, c candidate, now time.Time, re
 	return c, job.Queued, nil
 }
 
+// atWork asks GitHub for rec's job. A job in progress or completed is
+// settled here: the record is marked done (the in_progress delivery never
+// reached us). It returns the job's status, or "" when the question failed
+// (logged and counted: the caller looks again after a grace).
+func (r *Reclaimer) atWork(ctx context.Context, rec job.Record, now time.Time, rep *Report, log *slog.Logger) (status string, settled bool, err error) {
+	status, serr := r.cfg.GitHub.JobStatus(ctx, rec.InstallationID, rec.Owner(), rec.RepoName(), rec.JobID)
+	if serr != nil {
+		rep.LivenessFailed++
+		log.WarnContext(ctx, "reclaim liveness check failed", slog.String("step", "job status"), slog.Any("err", serr))
+		return "", false, nil
+	}
+	if status != "in_progress" && status != "completed" {
+		return status, false, nil
+	}
+	if _, err := r.cfg.Store.MarkDone(ctx, job.Report{JobID: rec.JobID, Repo: rec.Repo, InstallationID: rec.InstallationID, Pool: rec.Pool, Actor: job.ActorReclaimer}, now); err != nil && !errors.Is(err, job.ErrTerminal) {
+		rep.Failed++
+		return status, true, fmt.Errorf("reclaim: mark job %d done: %w", rec.JobID, err)
+	}
+	rep.LivenessDone++
+	log.InfoContext(ctx, "reclaim liveness: job already at work at GitHub, done", slog.String("job_status", status))
+	return status, true, nil
+}
+
+// taken records that the attempt's runner is at work on another job: a new
+// attempt now, the busy runner and its machine left to that job.
+func (r *Reclaimer) taken(ctx context.Context, c *candidate, name, status string, log *slog.Logger, rep *Report) {
+	c.reason = RunnerTaken
+	rep.RunnersTaken++
+	log.WarnContext(ctx, "reclaim liveness: runner taken by another job", slog.String("runner_name", name),
+		slog.String("job_status", status), slog.String("outcome", string(RunnerTaken)))
+}
+
 // removeAttempt deletes the old attempt's runner (unless busy) and has the
 // provisioner clean up, ending the machines only when the runner is known
 // gone. Failures are logged and counted; it reports whether the old attempt
 // is removed (its runner gone and its machines ended) or deliberately left
-// at work (busy).
-func (r *Reclaimer) removeAttempt(ctx context.Context, c candidate, p pool.Pool, scope, owner, repo, name string, runner ghapp.Runner, missing bool, log *slog.Logger, rep *Report) bool {
+// at work (busy), and whether the runner took a job between the look and
+// the delete (GitHub refused the delete: still running a job).
+func (r *Reclaimer) removeAttempt(ctx context.Context, c candidate, p pool.Pool, scope, owner, repo, name string, runner ghapp.Runner, missing bool, log *slog.Logger, rep *Report) (removed, took bool) {
 	gone, removed := missing, true
 	if !missing && !runner.Busy {
 		err := r.cfg.GitHub.DeleteRunner(ctx, c.rec.InstallationID, scope, owner, repo, runner.ID)
@@ -194,7 +225,7 @@ func (r *Reclaimer) removeAttempt(ctx context.Context, c candidate, p pool.Pool,
 		case err == nil:
 			gone = true
 		case ghapp.IsStillRunning(err):
-			// It took a job between the look and the delete.
+			took = true
 		default:
 			rep.CleanupFailed++
 			removed = false
@@ -202,16 +233,16 @@ func (r *Reclaimer) removeAttempt(ctx context.Context, c candidate, p pool.Pool,
 		}
 	}
 	if r.cfg.Provisioner == nil {
-		return removed
+		return removed, took
 	}
 	l := Leftover{JobID: c.rec.JobID, RunID: c.rec.RunID, Repo: c.rec.Repo, Pool: p, RunnerName: name, KeepMachines: !gone}
 	if err := r.cfg.Provisioner.Cleanup(ctx, l); err != nil {
 		rep.CleanupFailed++
 		log.WarnContext(ctx, "reclaim cleanup failed", slog.String("step", "provisioner cleanup"), slog.Any("err", err))
-		return false
+		return false, took
 	}
 	log.InfoContext(ctx, "reclaim removed the old attempt", slog.Bool("machines_kept", !gone), slog.Bool("runner_gone", gone))
-	return removed
+	return removed, took
 }
 
 // recheck moves a claimed record's check to due (counted: an idle-runner

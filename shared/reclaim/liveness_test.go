@@ -386,6 +386,58 @@ func TestTakenRunnerNewAttemptAtOnce(t *testing.T) {
 	}
 }
 
+// racingGitHub is GitHub where the runner takes a job between the
+// reclaimer's look and its delete: took runs just before the delete, which
+// GitHub then refuses (422, still running a job).
+type racingGitHub struct {
+	reclaim.GitHub
+	took func()
+}
+
+func (g racingGitHub) DeleteRunner(ctx context.Context, installationID int64, scope, owner, repo string, id int64) error {
+	g.took()
+	return g.GitHub.DeleteRunner(ctx, installationID, scope, owner, repo, id)
+}
+
+// TestRunnerThatTakesAJobDuringTheCheck: the runner was offline and the job
+// queued when looked at, but it took a job before the delete (GitHub: 422).
+// If that job is ours, GitHub now has it in progress: done, and no second
+// runner. If it is another's, ours is still queued: a new attempt, as for
+// any taken runner. Before, a new attempt went out either way, and a job
+// whose own runner had just taken it got a second runner and machine.
+func TestRunnerThatTakesAJobDuringTheCheck(t *testing.T) {
+	t.Parallel()
+	for _, ours := range []bool{true, false} {
+		l := setupLive(t)
+		id := int64(710)
+		if !ours {
+			id = 711
+		}
+		name := job.RunnerName("linux", id)
+		l.claimed(t, id, t0.Add(-liveGrace-time.Second))
+		r := l.reclaimer(t, func(c *reclaim.Config) {
+			c.GitHub = racingGitHub{GitHub: c.GitHub, took: func() {
+				must(t, l.fake.SetRunner(name, "online", true))
+				if ours {
+					l.fake.SetJob("octo", "app", ghfake.Job{ID: id, RunID: 7, Status: "in_progress", RunnerName: name})
+				}
+			}}
+		})
+		rep := l.run(t, r)
+		got, msgs := l.get(t, id), l.messages()
+		if ours {
+			if got.State != job.Done || len(msgs) != 0 || rep.LivenessDone != 1 || got.Replacements != 0 {
+				t.Errorf("our job taken by its runner: record %+v, report %+v, %d messages; want done, no new attempt", got, rep, len(msgs))
+			}
+		} else if got.State != job.Queued || got.Replacements != 1 || len(msgs) != 1 || rep.Requeued[reclaim.RunnerTaken] != 1 || rep.RunnersTaken != 1 {
+			t.Errorf("runner taken by another job: record %+v, report %+v, %d messages; want a new attempt for a taken runner", got, rep, len(msgs))
+		}
+		if l.machinesLive(id) != 1 {
+			t.Errorf("job %d: %d live machines, want the busy runner's kept", id, l.machinesLive(id))
+		}
+	}
+}
+
 // TestFailedRemovalDefersTheNewAttempt: when the old attempt cannot be
 // removed (GitHub fails the runner's delete, or the provisioner's clean-up
 // fails), its machine may still be up, so the new attempt waits for a
