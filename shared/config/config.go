@@ -158,6 +158,29 @@ func (r *reader) duration(v string, def time.Duration) time.Duration {
 	return d
 }
 
+// bounded is duration with an upper bound: a larger value fails naming
+// the variable and why.
+func (r *reader) bounded(v string, def, max time.Duration, why string) time.Duration {
+	d := r.duration(v, def)
+	if d > max {
+		r.fail(v, fmt.Errorf("%s is longer than %s: %s", d, max, why))
+		return def
+	}
+	return d
+}
+
+// Upper bounds of the durations, and why.
+const (
+	maxLease       = 15 * time.Minute
+	whyLease       = "no claimer runs longer than Lambda's 15-minute maximum, so a longer lease only delays a dead claimer's job"
+	maxGrace       = 6 * time.Hour
+	whyGrace       = "a stale record waits this long before the reclaimer takes it back, and GitHub cancels a job queued for 24 hours"
+	maxMaxAge      = 24 * time.Hour
+	whyMaxAge      = "GitHub cancels a job still queued after 24 hours"
+	maxSweepBudget = 15 * time.Minute
+	whySweep       = "no invocation runs longer than Lambda's 15-minute maximum"
+)
+
 func (r *reader) integer(v string, def int64, min int64) int64 {
 	s := strings.TrimSpace(r.get(v))
 	if s == "" {
@@ -171,6 +194,9 @@ func (r *reader) integer(v string, def int64, min int64) int64 {
 	return x
 }
 
+// pools reads RUNNER_POOLS, and RUNNER_START_GRACE: the runner start grace
+// of every pool that sets none (a pool's runner_start_grace wins; both
+// unset: job.DefaultRunnerStartGrace).
 func (r *reader) pools() []pool.Pool {
 	ps, err := pool.Parse(r.get("RUNNER_POOLS"))
 	if err != nil {
@@ -180,6 +206,20 @@ func (r *reader) pools() []pool.Pool {
 		}
 		r.fail(v, err)
 	}
+	const v = "RUNNER_START_GRACE"
+	s := strings.TrimSpace(r.get(v))
+	if s == "" {
+		return ps
+	}
+	if d, err := time.ParseDuration(s); err != nil || d < pool.MinRunnerStartGrace || d > pool.MaxRunnerStartGrace {
+		r.fail(v, fmt.Errorf("%s: want a duration from %s to %s", quote(s), pool.MinRunnerStartGrace, pool.MaxRunnerStartGrace))
+		return ps
+	}
+	for i := range ps {
+		if ps[i].RunnerStartGrace == "" {
+			ps[i].RunnerStartGrace = s
+		}
+	}
 	return ps
 }
 
@@ -188,8 +228,8 @@ func (r *reader) common() Common {
 		TableName:      r.required("TABLE_NAME"),
 		ClaimsQueueURL: r.required("CLAIMS_QUEUE_URL"),
 		SweepShards:    int(r.integer("SWEEP_SHARDS", DefaultSweepShards, 1)),
-		PendingGrace:   r.duration("PENDING_GRACE", DefaultPendingGrace),
-		QueuedGrace:    r.duration("QUEUED_GRACE", DefaultQueuedGrace),
+		PendingGrace:   r.bounded("PENDING_GRACE", DefaultPendingGrace, maxGrace, whyGrace),
+		QueuedGrace:    r.bounded("QUEUED_GRACE", DefaultQueuedGrace, maxGrace, whyGrace),
 		RecordTTL:      r.duration("RECORD_TTL", DefaultRecordTTL),
 		LogLevel:       r.logLevel(),
 	}
@@ -279,7 +319,7 @@ func LoadWebhook(get Getenv) (Webhook, error) {
 		MaxBodyBytes: int(r.integer("MAX_BODY_BYTES", DefaultMaxBody, 1024)),
 
 		MaxReplacements: int(r.integer("MAX_REPLACEMENTS", 3, 1)),
-		MaxAge:          r.duration("MAX_AGE", DefaultMaxAge),
+		MaxAge:          r.bounded("MAX_AGE", DefaultMaxAge, maxMaxAge, whyMaxAge),
 	}
 	for _, o := range strings.Split(get("ALLOWED_OWNERS"), ",") {
 		if o = strings.TrimSpace(o); o != "" {
@@ -299,8 +339,8 @@ func LoadClaimer(get Getenv) (Claimer, error) {
 		Common:    r.common(),
 		GitHubApp: r.githubApp(),
 		Pools:     r.pools(),
-		MaxAge:    r.duration("MAX_AGE", DefaultMaxAge),
-		Lease:     r.duration("LEASE_DURATION", DefaultLease),
+		MaxAge:    r.bounded("MAX_AGE", DefaultMaxAge, maxMaxAge, whyMaxAge),
+		Lease:     r.bounded("LEASE_DURATION", DefaultLease, maxLease, whyLease),
 	}
 	ladder := strings.TrimSpace(get("RETRY_LADDER"))
 	if ladder == "" {
@@ -324,8 +364,8 @@ func LoadReclaimer(get Getenv) (Reclaimer, error) {
 		Common:    r.common(),
 		GitHubApp: r.githubApp(),
 		Pools:     r.pools(),
-		MaxAge:    r.duration("MAX_AGE", DefaultMaxAge),
-		Budget:    r.duration("SWEEP_BUDGET", 40*time.Second),
+		MaxAge:    r.bounded("MAX_AGE", DefaultMaxAge, maxMaxAge, whyMaxAge),
+		Budget:    r.bounded("SWEEP_BUDGET", 40*time.Second, maxSweepBudget, whySweep),
 
 		MaxReplacements:   int(r.integer("MAX_REPLACEMENTS", 3, 1)),
 		LivenessMaxChecks: int(r.integer("LIVENESS_MAX_CHECKS", 3, 1)),

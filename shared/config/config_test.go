@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ghclaim/ghclaim/shared/pool"
 )
 
 const pools = `[{"name":"linux","labels":["self-hosted","linux"],"provisioner":{"type":"ec2","launch_template":"lt-1"}}]`
@@ -103,6 +105,13 @@ func TestErrorsNameTheVariable(t *testing.T) {
 		{"reclaimer: no app id", reclaimer, nil, []string{"GITHUB_APP_ID"}, "GITHUB_APP_ID"},
 		{"reclaimer: no key", reclaimer, nil, []string{"GITHUB_APP_PRIVATE_KEY"}, "GITHUB_APP_PRIVATE_KEY_ARN"},
 		{"reclaimer: no pools", reclaimer, nil, []string{"RUNNER_POOLS"}, "RUNNER_POOLS"},
+		{"lease past Lambda's longest run", claimer, map[string]string{"LEASE_DURATION": "30h"}, nil, "LEASE_DURATION"},
+		{"pending grace past 6h", webhook, map[string]string{"PENDING_GRACE": "7h"}, nil, "PENDING_GRACE"},
+		{"queued grace past 6h", reclaimer, map[string]string{"QUEUED_GRACE": "12h"}, nil, "QUEUED_GRACE"},
+		{"max age past GitHub's 24h", claimer, map[string]string{"MAX_AGE": "25h"}, nil, "MAX_AGE"},
+		{"sweep budget past 15m", reclaimer, map[string]string{"SWEEP_BUDGET": "20m"}, nil, "SWEEP_BUDGET"},
+		{"runner start grace too short", reclaimer, map[string]string{"RUNNER_START_GRACE": "10s"}, nil, "RUNNER_START_GRACE"},
+		{"runner start grace not a duration", claimer, map[string]string{"RUNNER_START_GRACE": "soon"}, nil, "RUNNER_START_GRACE"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -123,6 +132,30 @@ func TestErrorsNameTheVariable(t *testing.T) {
 				t.Fatalf("got %q, want it to name %s", err, tt.wantVar)
 			}
 		})
+	}
+}
+
+// TestRunnerStartGraceIsEveryPoolsDefault: RUNNER_START_GRACE fills the
+// runner start grace of the pools that set none, for every function that
+// reads the pools; a pool's own runner_start_grace wins.
+func TestRunnerStartGraceIsEveryPoolsDefault(t *testing.T) {
+	t.Parallel()
+	m := base()
+	m["RUNNER_POOLS"] = `[{"name":"a","labels":["x"],"provisioner":{"type":"dispatch","queue_url":"q"}},` +
+		`{"name":"b","labels":["y"],"runner_start_grace":"5m","provisioner":{"type":"dispatch","queue_url":"q"}}]`
+	m["RUNNER_START_GRACE"] = "25m"
+	c, err := LoadClaimer(env(m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := LoadReclaimer(env(m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ps := range [][]pool.Pool{c.Pools, r.Pools} {
+		if got := []time.Duration{ps[0].StartGrace(), ps[1].StartGrace()}; got[0] != 25*time.Minute || got[1] != 5*time.Minute {
+			t.Errorf("grace of pools a, b: %v, want [25m 5m] (the variable for a, b's own)", got)
+		}
 	}
 }
 
