@@ -227,6 +227,19 @@ func Match(pools []Pool, jobLabels []string) (Pool, bool) {
 	return Pool{}, false
 }
 
+// RepoScoped returns the pools that register runners at the repository
+// (scope repo), in order: the ones that can serve a user account's
+// repositories.
+func RepoScoped(pools []Pool) []Pool {
+	var out []Pool
+	for _, p := range pools {
+		if p.Scope == ScopeRepo {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // Find returns the pool named name.
 func Find(pools []Pool, name string) (Pool, bool) {
 	for _, p := range pools {

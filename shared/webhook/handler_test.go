@@ -261,6 +261,29 @@ func TestHandleQueued(t *testing.T) {
 			code: 202, status: StatusAccepted, text: "pool public-arm", requests: 2, sent: true, logged: "enqueued",
 		},
 		{
+			name: "an organisation's repository: the organisation's pool",
+			body: func(t testing.TB) []byte {
+				return compact(t, set(payload(t, "queued"), "workflow_job.labels", []any{"self-hosted", "macos"}))
+			},
+			code: 202, status: StatusAccepted, text: "pool mac-org", requests: 2, sent: true, logged: "enqueued",
+		},
+		{
+			name: "a user's repository: past the organisation's pool to the repository-scoped one",
+			body: func(t testing.TB) []byte {
+				m := set(payload(t, "queued"), "workflow_job.labels", []any{"self-hosted", "macos"})
+				return compact(t, set(m, "repository.owner.type", "User"))
+			},
+			code: 202, status: StatusAccepted, text: "pool mac-repo", requests: 2, sent: true, logged: "enqueued",
+		},
+		{
+			name: "a user's repository and only an organisation's pool: nothing touched",
+			body: func(t testing.TB) []byte {
+				m := set(payload(t, "queued"), "workflow_job.labels", []any{"self-hosted", "orgonly"})
+				return compact(t, set(m, "repository.owner.type", "User"))
+			},
+			code: 200, status: StatusIgnored, text: "pool org-only registers runners at the organisation, and octo-org is a user account", logged: "skip",
+		},
+		{
 			name:    "owner not allowed",
 			prepare: func(f *fixture) { f.h.cfg.AllowedOwners = []string{"other-org"} },
 			code:    200, status: StatusIgnored, text: "owner octo-org is not allowed", logged: "skip",

@@ -34,6 +34,17 @@ var testPools = []pool.Pool{{
 	Name: "public-arm", Labels: []string{"self-hosted", "linux", "arm64", "public"}, Scope: pool.ScopeRepo, RunnerGroupID: 1,
 	AllowPublic: true,
 	Provisioner: pool.Provisioner{Type: pool.ProvisionerDispatch, QueueURL: "http://127.0.0.1:1/000000000000/dispatch"},
+}, {
+	// An organisation's pool first, a repository-scoped one with the same
+	// labels after it (user accounts have no organisation runners).
+	Name: "mac-org", Labels: []string{"self-hosted", "macos"}, Scope: pool.ScopeOrg, RunnerGroupID: 1,
+	Provisioner: pool.Provisioner{Type: pool.ProvisionerDispatch, QueueURL: "http://127.0.0.1:1/000000000000/dispatch"},
+}, {
+	Name: "mac-repo", Labels: []string{"self-hosted", "macos"}, Scope: pool.ScopeRepo, RunnerGroupID: 1,
+	Provisioner: pool.Provisioner{Type: pool.ProvisionerDispatch, QueueURL: "http://127.0.0.1:1/000000000000/dispatch"},
+}, {
+	Name: "org-only", Labels: []string{"self-hosted", "orgonly"}, Scope: pool.ScopeOrg, RunnerGroupID: 1,
+	Provisioner: pool.Provisioner{Type: pool.ProvisionerDispatch, QueueURL: "http://127.0.0.1:1/000000000000/dispatch"},
 }}
 
 // payload returns the named testdata/payloads document as a generic map, so a

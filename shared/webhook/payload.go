@@ -73,6 +73,10 @@ type Job struct {
 	// Public is true unless GitHub says the repository is private or
 	// internal: an unknown visibility counts as public, the stricter case.
 	Public bool
+	// UserOwned is true when GitHub says the repository's owner is a user
+	// account (repository.owner.type "User"), which has no organisation
+	// runners; false for an organisation, and when the type is absent.
+	UserOwned bool
 	// InstallationID is installation.id of the GitHub App: always > 0 for
 	// queued, 0 when another action's payload has no installation.
 	InstallationID int64
@@ -106,6 +110,9 @@ type rawPayload struct {
 		FullName   *string `json:"full_name"`
 		Private    *bool   `json:"private"`
 		Visibility *string `json:"visibility"`
+		Owner      *struct {
+			Type string `json:"type"`
+		} `json:"owner"`
 	} `json:"repository"`
 	Installation *struct {
 		ID *int64 `json:"id"`
@@ -193,6 +200,7 @@ func Parse(body []byte) (Job, error) {
 	}
 	j.Repo = *repo.FullName
 	j.Public = isPublic(repo.Private, repo.Visibility)
+	j.UserOwned = repo.Owner != nil && strings.EqualFold(repo.Owner.Type, "User")
 
 	// Only a claim calls GitHub as the installation: marking a job done or
 	// skipping it does not, so only queued requires it. An id that is there
