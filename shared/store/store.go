@@ -429,7 +429,7 @@ func (s *Store) Release(ctx context.Context, l Lease, r Retry, now time.Time) er
 	}
 	e := entry{t: job.Transition{At: job.Millis(now), To: job.Queued, Attempt: r.Attempt, Class: r.ErrorClass, Error: r.Error, Actor: job.ActorClaimer},
 		setsAttempt: true, known: l.History}
-	return s.fenced(ctx, l, set+" REMOVE lease_owner, lease_expires_at", vals, &e)
+	return s.fenced(ctx, l, set+" REMOVE lease_owner, lease_expires_at", vals, &e, wrote(r.Version, job.Queued, e.t))
 }
 
 // Outcome is the end of a claim: Claimed, Failed, Abandoned or Done.
@@ -470,9 +470,26 @@ func (s *Store) Finish(ctx context.Context, l Lease, o Outcome, now time.Time) e
 	if o.State == job.Claimed {
 		vals[":sweep"] = n(job.Millis(now.Add(startGrace(o.RunnerStartGrace))))
 		set += ", sweep_at = :sweep"
-		return s.fenced(ctx, l, set+" REMOVE lease_owner, lease_expires_at", vals, &e)
+		return s.fenced(ctx, l, set+" REMOVE lease_owner, lease_expires_at", vals, &e, wrote(l.Version, o.State, e.t))
 	}
-	return s.fenced(ctx, l, set+" REMOVE lease_owner, lease_expires_at, sweep_shard, sweep_at", vals, &e)
+	return s.fenced(ctx, l, set+" REMOVE lease_owner, lease_expires_at, sweep_shard, sweep_at", vals, &e, wrote(l.Version, o.State, e.t))
+}
+
+// wrote tells whether a record refusing a fenced state change is that very
+// change, already made: the SDK retries a request whose answer was lost,
+// and when the first try had taken effect the retry fails its fence
+// against our own write. The record then has the change's state and
+// version, no lease, and the change's history entry last (its instant,
+// state and actor: another writer of that state at that version would have
+// had to hold our lease, or bumped the version).
+func wrote(version int64, st job.State, t job.Transition) func(job.Record) bool {
+	return func(cur job.Record) bool {
+		if cur.State != st || cur.Version != version || cur.LeaseOwner != "" || len(cur.History) == 0 {
+			return false
+		}
+		last := cur.History[len(cur.History)-1]
+		return last.At == t.At && last.To == t.To && last.Actor == t.Actor && last.Attempt == t.Attempt
+	}
 }
 
 // startGrace is g, or the default runner-start grace when g is not set.
@@ -499,17 +516,24 @@ func (s *Store) Extend(ctx context.Context, l Lease, attempt int, runnerName str
 		vals[":rn"] = str(runnerName)
 		set += ", runner_name = :rn"
 	}
-	return s.fenced(ctx, l, set, vals, nil)
+	return s.fenced(ctx, l, set, vals, nil, nil)
 }
 
 // fenced is one update under lease l, with e's history entry when e is
-// not nil (a state change).
-func (s *Store) fenced(ctx context.Context, l Lease, update string, vals map[string]types.AttributeValue, e *entry) error {
+// not nil (a state change). A refusal is ErrLeaseLost, unless ours (nil
+// for none) recognises the refusing record as this update already made.
+func (s *Store) fenced(ctx context.Context, l Lease, update string, vals map[string]types.AttributeValue, e *entry, ours func(job.Record) bool) error {
 	_, err := s.update(ctx, l.JobID, update, "#s = :claiming AND version = :v AND lease_owner = :owner",
 		map[string]string{"#s": "state"}, vals, types.ReturnValueNone, e, func(cur job.Record) bool {
 			return cur.State == job.Claiming && cur.Version == l.Version && cur.LeaseOwner == l.Owner
 		})
 	if isConditionFailed(err) {
+		var ccf *types.ConditionalCheckFailedException
+		if ours != nil && errors.As(err, &ccf) && len(ccf.Item) > 0 {
+			if cur, derr := unmarshal(ccf.Item); derr == nil && ours(cur) {
+				return nil
+			}
+		}
 		return ErrLeaseLost
 	}
 	if err != nil {

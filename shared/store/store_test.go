@@ -358,6 +358,49 @@ func TestTakeBackRetriedAfterItTookEffect(t *testing.T) {
 	}
 }
 
+// TestFencedChangesRetriedAfterTheyTookEffect: a Finish or Release whose
+// answer was lost and that the SDK retried fails its fence against our own
+// write; that is our change made, not a lost lease (which would skip the
+// clean-up of a failed claim and log a lease lost). A change under someone
+// else's lease is still ErrLeaseLost. Jobs 90, 98 and 106: shard 2, which
+// no other test reads.
+func TestFencedChangesRetriedAfterTheyTookEffect(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	retried := store.New(retriedUpdate{env.db}, env.table, store.Options{})
+	lease := func(id int64, owner string) store.Lease {
+		t.Helper()
+		if _, err := f.s.CreateJob(ctx, rec(id), t0); err != nil {
+			t.Fatal(err)
+		}
+		l, _, err := f.s.Acquire(ctx, id, 1, owner, t0.Add(3*time.Minute), t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	l := lease(90, "me")
+	if err := retried.Finish(ctx, l, store.Outcome{State: job.Failed, Attempt: 1, ErrorClass: "non_retryable", Error: "github 422"}, t0.Add(time.Second)); err != nil {
+		t.Fatalf("Finish retried after it took effect: %v, want nil", err)
+	}
+	if got := f.get(t, 90); got.State != job.Failed {
+		t.Fatalf("job 90: %s, want failed", got.State)
+	}
+	l = lease(98, "me")
+	if err := retried.Release(ctx, l, store.Retry{Version: l.Version + 1, Attempt: 1, Due: t0.Add(time.Minute)}, t0.Add(time.Second)); err != nil {
+		t.Fatalf("Release retried after it took effect: %v, want nil", err)
+	}
+	if got := f.get(t, 98); got.State != job.Queued || got.Version != l.Version+1 {
+		t.Fatalf("job 98: %s v%d, want queued v%d", got.State, got.Version, l.Version+1)
+	}
+	// Another claimer's lease: still lost, whatever the record says.
+	other := lease(106, "other")
+	mine := store.Lease{JobID: 106, Owner: "me", Version: other.Version}
+	if err := retried.Finish(ctx, mine, store.Outcome{State: job.Claimed, Attempt: 1}, t0.Add(time.Second)); !errors.Is(err, store.ErrLeaseLost) {
+		t.Fatalf("Finish under another's lease: %v, want ErrLeaseLost", err)
+	}
+}
+
 // TestAcquireRetriedAfterItTookEffect: a lease write whose answer was lost
 // and that the SDK retried fails its condition against our own write; that
 // is our lease, not a conflict, or the job would sit out a whole lease.
