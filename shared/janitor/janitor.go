@@ -120,6 +120,9 @@ type GitHub interface {
 	Installations(ctx context.Context) ([]ghapp.Installation, error)
 	Repositories(ctx context.Context, installationID int64) ([]string, error)
 	ListRunners(ctx context.Context, installationID int64, scope, owner, repo string) ([]ghapp.Runner, error)
+	// FindRunner looks one runner up by name (ghapp.ErrRunnerNotFound when
+	// there is none): the last word before a machine is ended.
+	FindRunner(ctx context.Context, installationID int64, scope, owner, repo, name string) (ghapp.Runner, error)
 	DeleteRunner(ctx context.Context, installationID int64, scope, owner, repo string, runnerID int64) error
 }
 
@@ -258,8 +261,11 @@ type Report struct {
 	UnknownKept    int // unknown job, runner online: left for now
 	MachinesEnded  int
 	MachinesKept   int // terminal or unknown job whose runner may still be there
-	ConfigsDeleted int
-	RateLimited    int // installations not asked: rate reading exhausted
+	// RunnerReappeared counts machines kept because GitHub, asked by
+	// name, still had the runner the listing missed.
+	RunnerReappeared int
+	ConfigsDeleted   int
+	RateLimited      int // installations not asked: rate reading exhausted
 	// SkippedRateLimited counts installations whose budget ran out during
 	// the pass: the rest of their work waits for the next pass.
 	SkippedRateLimited int
@@ -288,8 +294,10 @@ type pass struct {
 	now, by time.Time
 	calls   int
 	rep     Report
-	// listed maps a fully listed scope to the runner names still in it.
+	// listed maps a fully listed scope to the runner names still in it,
+	// and lister to the installation that listed it.
 	listed map[string]map[string]bool
+	lister map[string]*installState
 	// cleaned holds the attempts (lower-cased runner names) whose
 	// provisioner cleanup ran this pass.
 	cleaned map[string]bool
@@ -299,7 +307,8 @@ type pass struct {
 // failed as a whole (installations, machines); single failures are counted.
 func (j *Janitor) Run(ctx context.Context) (Report, error) {
 	now := j.cfg.Now()
-	p := &pass{now: now, by: now.Add(j.cfg.Budget), listed: map[string]map[string]bool{}, cleaned: map[string]bool{}}
+	p := &pass{now: now, by: now.Add(j.cfg.Budget), listed: map[string]map[string]bool{},
+		lister: map[string]*installState{}, cleaned: map[string]bool{}}
 	if dl, ok := ctx.Deadline(); ok && dl.Add(-j.cfg.Reserve).Before(p.by) {
 		p.by = dl.Add(-j.cfg.Reserve)
 	}
@@ -310,6 +319,17 @@ func (j *Janitor) Run(ctx context.Context) (Report, error) {
 	j.report(ctx, p.rep, err)
 	return p.rep, err
 }
+
+// pages charges a list of n entries its further pages (GitHub serves 100
+// a page; spend charged the first before the call).
+func (p *pass) pages(n int) {
+	if n > listPage {
+		p.calls += (n - 1) / listPage
+	}
+}
+
+// listPage is the entries of one page of GitHub's lists (per_page=100).
+const listPage = 100
 
 // spend takes one GitHub call from the pass's budget; false when none is left.
 func (j *Janitor) spend(p *pass) bool {
@@ -339,7 +359,10 @@ func (j *Janitor) runners(ctx context.Context, p *pass) error {
 		p.rep.Errors++
 		return fmt.Errorf("janitor: %w", err)
 	}
-	for _, in := range insts {
+	// A new order every pass, as for repositories: a budget smaller than
+	// the fleet must not always leave the same installations unvisited.
+	for _, i := range j.cfg.Rand.Perm(len(insts)) {
+		in := insts[i]
 		p.rep.InstallationsSeen++
 		if rd, exhausted := j.rate(ctx, in.ID, p.now); exhausted {
 			p.rep.RateLimited++
@@ -429,6 +452,7 @@ func (j *Janitor) installation(ctx context.Context, p *pass, st *installState, i
 			slog.Int64("installation_id", in.ID), slog.Any("err", err))
 		return
 	}
+	p.pages(len(repos))
 	st.known = true
 	for k, i := range j.cfg.Rand.Perm(len(repos)) {
 		if st.stopped {
@@ -525,13 +549,14 @@ func (j *Janitor) scope(ctx context.Context, p *pass, st *installState, scope, o
 		log.WarnContext(ctx, "janitor could not list runners", slog.Any("err", err))
 		return false
 	}
+	p.pages(len(runners))
 	present := map[string]bool{}
 	for _, r := range runners {
 		present[r.Name] = true
 	}
 	p.rep.ScopesListed++
 	key := scopeKey(scope, owner, repo)
-	p.listed[key] = present
+	p.listed[key], p.lister[key] = present, st
 	for _, r := range runners {
 		pl, id, ok := j.ours(r.Name, scope)
 		if !ok {
@@ -607,9 +632,10 @@ func (j *Janitor) machines(ctx context.Context, p *pass) error {
 		return fmt.Errorf("janitor: %w", err)
 	}
 	live := map[string]bool{}
+	partial := false // the loop stopped before every machine was seen
 	for _, m := range ms {
 		if !j.cfg.Now().Before(p.by) {
-			p.rep.Incomplete = true
+			p.rep.Incomplete, partial = true, true
 			break
 		}
 		live[m.ID] = true
@@ -620,8 +646,11 @@ func (j *Janitor) machines(ctx context.Context, p *pass) error {
 			delete(live, m.ID)
 		}
 	}
-	if p.rep.Incomplete {
-		return nil // the live set is partial: no config is judged on it
+	if partial {
+		// No config is judged on a partial live set. (A runner phase cut
+		// short by its budget does not make it partial: every live machine
+		// was seen.)
+		return nil
 	}
 	cs, err := j.cfg.Leftovers.Configs(ctx)
 	if err != nil {
@@ -679,6 +708,15 @@ func (j *Janitor) machine(ctx context.Context, p *pass, m pool.Machine) bool {
 		log.InfoContext(ctx, "janitor left a machine whose runner may be at work", slog.Bool("scope_listed", listed))
 		return false
 	}
+	// Absent from the listing is not yet gone: a list of many pages is no
+	// snapshot (runners removed from an earlier page while it was read move
+	// a later one out of both reads), and the runner may have registered
+	// since. A machine is ended only once GitHub says, by name, that its
+	// runner is not there; a busy runner's machine is running a job.
+	if gone := j.runnerGone(ctx, p, p.lister[scope], pl.Scope, owner, name, runner, log); !gone {
+		p.rep.MachinesKept++
+		return false
+	}
 	if !j.cleanup(ctx, p, pool.Request{JobID: m.JobID, RunID: rec.RunID, Repo: repo, Pool: pl, RunnerName: runner}, log) {
 		return false
 	}
@@ -686,6 +724,33 @@ func (j *Janitor) machine(ctx context.Context, p *pass, m pool.Machine) bool {
 	j.cfg.Metrics.Count(metricMachinesEnded, 1, obs.Pool(pl.Name))
 	log.InfoContext(ctx, "janitor ended a machine of a finished job", slog.Bool("known", found))
 	return true
+}
+
+// runnerGone asks GitHub for runner by name in the scope st listed; true
+// only when GitHub says it is not there.
+func (j *Janitor) runnerGone(ctx context.Context, p *pass, st *installState, scope, owner, repo, runner string, log *slog.Logger) bool {
+	if scope == pool.ScopeOrg {
+		repo = ""
+	}
+	if st == nil || !j.call(ctx, p, st) {
+		log.InfoContext(ctx, "janitor left a machine: no budget to confirm its runner is gone")
+		return false
+	}
+	r, err := j.cfg.GitHub.FindRunner(ctx, st.id, scope, owner, repo, runner)
+	switch {
+	case errors.Is(err, ghapp.ErrRunnerNotFound):
+		return true
+	case err != nil:
+		if !j.limited(st, err) {
+			p.rep.Errors++
+		}
+		log.WarnContext(ctx, "janitor could not confirm a runner is gone", slog.String("runner_name", runner), slog.Any("err", err))
+		return false
+	}
+	p.rep.RunnerReappeared++
+	log.InfoContext(ctx, "janitor left a machine whose runner the listing missed", slog.String("runner_name", runner),
+		slog.String("status", r.Status), slog.Bool("busy", r.Busy))
+	return false
 }
 
 // machineRunner is the runner of m's attempt: its runner-name tag (every
@@ -712,7 +777,8 @@ func (j *Janitor) report(ctx context.Context, r Report, err error) {
 		{metricRunnersDeleted.Name, r.RunnersDeleted}, {"JanitorRunnersBusy", r.RunnersBusy},
 		{"JanitorBusyRace", r.BusyRace}, {"JanitorRunnersLive", r.RunnersLive},
 		{"JanitorUnknownKept", r.UnknownKept}, {metricMachinesEnded.Name, r.MachinesEnded},
-		{"JanitorMachinesKept", r.MachinesKept}, {"JanitorConfigsDeleted", r.ConfigsDeleted},
+		{"JanitorMachinesKept", r.MachinesKept}, {"JanitorRunnerReappeared", r.RunnerReappeared},
+		{"JanitorConfigsDeleted", r.ConfigsDeleted},
 		{"JanitorRateLimited", r.RateLimited}, {"JanitorSkippedRateLimited", r.SkippedRateLimited},
 		{"JanitorReposSkippedRateLimited", r.ReposSkippedRateLimited}, {"JanitorErrors", r.Errors},
 	}
