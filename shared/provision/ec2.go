@@ -174,9 +174,10 @@ func (e *EC2) instance(ctx context.Context, req Request) (launched, bool, error)
 	}
 	var failed []ec2api.CreateFleetError
 	for _, market := range Markets(req.Pool.Provisioner.Capacity) {
-		out, reused, err := e.launch(ctx, req, fleetInput(req, market))
+		in := fleetInput(req, market)
+		out, reused, err := e.launch(ctx, req, in)
 		if err != nil {
-			return launched{}, false, err
+			return launched{}, false, e.unknownLaunch(ctx, req, in, err)
 		}
 		if reused.id != "" {
 			return reused, true, nil
@@ -407,15 +408,51 @@ func (e *EC2) putConfig(ctx context.Context, req Request, inst launched) error {
 func (e *EC2) undo(ctx context.Context, req Request, id string, cause error) error {
 	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
 	defer cancel()
+	return e.terminate(tctx, req, id, cause)
+}
+
+// terminate is undo's termination of id, under ctx (already bounded).
+func (e *EC2) terminate(ctx context.Context, req Request, id string, cause error) error {
 	attrs := []slog.Attr{slog.Int64("job_id", req.JobID), slog.String("pool", req.Pool.Name),
 		slog.String("runner_name", req.RunnerName), slog.String("instance_id", id)}
-	if _, err := e.instances.TerminateInstances(tctx, &ec2api.TerminateInstancesInput{InstanceIDs: []string{id}}); err != nil {
+	if _, err := e.instances.TerminateInstances(ctx, &ec2api.TerminateInstancesInput{InstanceIDs: []string{id}}); err != nil {
 		e.log.LogAttrs(ctx, slog.LevelWarn, "provision could not terminate the instance it launched without a config",
 			append(attrs, slog.String("error", err.Error()))...)
 		return fmt.Errorf("%w (terminating instance %s, launched without its config, failed too: %v)", cause, id, err)
 	}
 	e.log.LogAttrs(ctx, slog.LevelInfo, "provision terminated the instance it launched without a config", attrs...)
 	return cause
+}
+
+// unknownLaunch settles a launch that failed without EC2's answer saying
+// what happened (the invocation's time ran out, the connection broke, a
+// server error after the retries): the fleet may have started a machine
+// that nothing will give a config, and the next attempt would take that
+// machine for one booting with it (see undo). The identical request, under
+// the same ClientToken, gets EC2's first answer again and starts nothing
+// new if the first one did; a machine it names is terminated. A refusal
+// EC2 answered (a client fault, a throttle) launched nothing and is left
+// as it is. Replay and termination share undo's short deadline, and cause
+// is returned either way.
+func (e *EC2) unknownLaunch(ctx context.Context, req Request, in *ec2api.CreateFleetInput, cause error) error {
+	var api smithy.APIError
+	if errors.As(cause, &api) && (api.ErrorFault() == smithy.FaultClient || api.ErrorCode() == "RequestLimitExceeded") {
+		return cause
+	}
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
+	defer cancel()
+	out, err := e.instances.CreateFleet(tctx, in)
+	if err != nil {
+		e.log.LogAttrs(ctx, slog.LevelWarn, "provision could not learn what a failed launch started",
+			slog.Int64("job_id", req.JobID), slog.String("pool", req.Pool.Name), slog.String("runner_name", req.RunnerName),
+			slog.String("error", err.Error()))
+		return cause
+	}
+	id := fleetInstance(out)
+	if id == "" {
+		return cause
+	}
+	return e.terminate(tctx, req, id, cause)
 }
 
 // undoTimeout bounds undo's TerminateInstances: it must leave the

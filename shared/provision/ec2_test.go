@@ -24,11 +24,16 @@ import (
 // fakeInstances records EC2 calls. existing is what DescribeInstances
 // returns for any filter (tests check the filters separately).
 type fakeInstances struct {
-	mu           sync.Mutex
-	fleets       []*ec2api.CreateFleetInput
-	describes    []*ec2api.DescribeInstancesInput
-	existing     []string
-	fleetErr     error
+	mu        sync.Mutex
+	fleets    []*ec2api.CreateFleetInput
+	describes []*ec2api.DescribeInstancesInput
+	existing  []string
+	fleetErr  error
+	// fleetLost is how many CreateFleet calls take effect but lose their
+	// answer (the caller sees lostErr); a replay under the same token then
+	// gets the launch's answer, as EC2 gives it.
+	fleetLost    int
+	lostErr      error
 	terminated   []string
 	terminateErr error
 	calls        *callLog
@@ -79,6 +84,10 @@ func (f *fakeInstances) CreateFleet(_ context.Context, in *ec2api.CreateFleetInp
 	f.fleets = append(f.fleets, in)
 	if f.fleetErr != nil {
 		return nil, f.fleetErr
+	}
+	if f.fleetLost > 0 {
+		f.fleetLost--
+		return nil, f.lostErr
 	}
 	return &ec2api.CreateFleetOutput{Instances: []ec2api.CreateFleetInstance{{InstanceIDs: []string{"i-0fresh"}}}}, nil
 }
@@ -476,6 +485,64 @@ func TestEC2ProvisionTerminatesWhatItLaunchedWithoutAConfig(t *testing.T) {
 			}
 			if tt.wantInErr != "" && !strings.Contains(err.Error(), tt.wantInErr) {
 				t.Errorf("error %q does not say %q", err, tt.wantInErr)
+			}
+		})
+	}
+}
+
+// TestEC2LaunchWithoutAnAnswerIsSettled: a CreateFleet that failed without
+// EC2's answer (time ran out, the connection broke, server errors) may have
+// started a machine: the identical request (same ClientToken, so nothing
+// new starts) learns which, and that machine is terminated, even on a
+// finished context. A refusal EC2 answered launched nothing: no replay.
+func TestEC2LaunchWithoutAnAnswerIsSettled(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name           string
+		lost           int
+		err            error
+		cancelled      bool
+		wantFleets     int
+		wantTerminated []string
+	}{
+		{name: "answer lost after the launch", lost: 1, err: errors.New("read tcp: connection reset by peer"),
+			wantFleets: 2, wantTerminated: []string{"i-0fresh"}},
+		{name: "the invocation's time ran out during the call", lost: 1, err: context.DeadlineExceeded, cancelled: true,
+			wantFleets: 2, wantTerminated: []string{"i-0fresh"}},
+		{name: "server errors until the retries ran out", lost: 1,
+			err:        &smithy.GenericAPIError{Code: "InternalError", Fault: smithy.FaultServer},
+			wantFleets: 2, wantTerminated: []string{"i-0fresh"}},
+		{name: "the replay fails too: nothing known, nothing ended", lost: 2, err: errors.New("connection refused"), wantFleets: 2},
+		{name: "EC2 refused: nothing launched, no replay", lost: 1,
+			err: &smithy.GenericAPIError{Code: "InvalidParameterValue", Fault: smithy.FaultClient}, wantFleets: 1},
+		{name: "throttled: nothing launched, no replay", lost: 1,
+			err: &smithy.GenericAPIError{Code: "RequestLimitExceeded", Fault: smithy.FaultServer}, wantFleets: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := setupEC2(t)
+			f.inst.fleetLost, f.inst.lostErr = tt.lost, tt.err
+			ctx, cancel := context.WithCancel(context.Background())
+			if tt.cancelled {
+				cancel()
+			}
+			defer cancel()
+			_, err := f.adapter.Provision(ctx, request(ec2Pool(), 42))
+			if !errors.Is(err, tt.err) {
+				t.Fatalf("got %v, want the launch's error %v (its class decides the retry)", err, tt.err)
+			}
+			if len(f.inst.fleets) != tt.wantFleets {
+				t.Fatalf("CreateFleet calls %d, want %d", len(f.inst.fleets), tt.wantFleets)
+			}
+			if tt.wantFleets == 2 && f.inst.fleets[1].ClientToken != f.inst.fleets[0].ClientToken {
+				t.Errorf("replay token %q, want the launch's %q (no second machine)", f.inst.fleets[1].ClientToken, f.inst.fleets[0].ClientToken)
+			}
+			if !reflect.DeepEqual(f.inst.terminated, tt.wantTerminated) {
+				t.Errorf("terminated %v, want %v", f.inst.terminated, tt.wantTerminated)
+			}
+			if len(f.params.puts) != 0 {
+				t.Errorf("a config was put for a launch that failed")
 			}
 		})
 	}
