@@ -105,8 +105,9 @@ func (c *Claimer) handleMessage(ctx context.Context, sm events.SQSMessage, invoc
 // refused decides a message whose lease write was refused, from the
 // record the refusal carried: no record is an unknown job; an older
 // version, or a terminal record, a duplicate; a newer version an early
-// message; claiming at the version this message's lease write gives, a
-// lease an earlier receive of this message took (takeOver); the same
+// message; claiming at the version this message's lease write gives, or
+// under a lease owner of this very message (one it took over), a lease an
+// earlier receive of this message took (takeOver); the same
 // version in another state than queued a duplicate too (the claim ended).
 func (f *flow) refused(ctx context.Context, ce *job.ConflictError) error {
 	if !ce.Found {
@@ -118,12 +119,22 @@ func (f *flow) refused(ctx context.Context, ce *job.ConflictError) error {
 	switch {
 	case f.msg.Version > rec.Version && !rec.State.Settled():
 		return f.early(ctx)
-	case rec.State == job.Claiming && rec.Version == f.msg.Version+1 && !f.tookOver:
+	case rec.State == job.Claiming && !f.tookOver && (rec.Version == f.msg.Version+1 || f.heldByThisMessage(rec.LeaseOwner)):
 		return f.takeOver(ctx)
 	case rec.State.Settled() || f.msg.Version < rec.Version:
 		return f.duplicate(ctx, "older than the record, or the record is terminal")
 	}
 	return f.duplicate(ctx, "lease taken or record moved")
+}
+
+// heldByThisMessage reports whether a lease owner is a receive of this
+// very message (the owner carries the SQS message id, which every receive
+// of a message shares): the lease it took over, at a version past the one
+// its own lease write gives, when the claimer that took it over died too.
+// Without it a message recovered one dead claimer, and its next receive
+// was dropped as a duplicate, leaving the job to the reclaimer.
+func (f *flow) heldByThisMessage(owner string) bool {
+	return f.sm.MessageId != "" && strings.Contains(owner, "/"+f.sm.MessageId+"/")
 }
 
 // duplicate drops a message that has nothing left to do.

@@ -134,6 +134,37 @@ func TestDeadClaimerRecoveredByItsMessage(t *testing.T) {
 	}
 }
 
+// TestMessageTakesOverAgainAfterASecondDeath: the claimer that took the
+// lease over dies too. The message's next receive finds the lease its own
+// earlier receive took over (a version past its own lease write's) and
+// takes it over again: the message recovers claimers in a row, as the
+// package doc says. Before, that receive was dropped as a duplicate and the
+// job waited for the reclaimer, up to QUEUED_GRACE past its due time.
+func TestMessageTakesOverAgainAfterASecondDeath(t *testing.T) {
+	t.Parallel()
+	h := setup(t, setupOpt{ec2: true})
+	const id = int64(9901)
+	dead := diesHolding(t, h, id, false)
+	h.esm.redeliver()
+	h.clock.Set(job.FromMillis(dead.LeaseExpiresAt).Add(time.Second))
+	h.spy.set(func(n int) error { h.crash(); return nil }, nil) // the second claimer dies too
+	h.invoke(t, h.claimer(t, claimerOpt{instance: "second"}), h.receive(t, 1)...)
+	h.spy.set(nil, nil)
+	second := h.get(t, id)
+	if second.State != job.Claiming || second.Version != dead.Version+1 {
+		t.Fatalf("record %s v%d after the second death, want claiming v%d (taken over once)", second.State, second.Version, dead.Version+1)
+	}
+
+	h.esm.redeliver()
+	h.clock.Set(job.FromMillis(second.LeaseExpiresAt).Add(time.Second))
+	h.invoke(t, h.claimer(t, claimerOpt{instance: "third"}), h.receive(t, 1)...)
+	r := checkOneRunner(t, h, id)
+	if r.Version != second.Version+1 || h.logs.count(t, claim.DecisionDuplicate) != 0 {
+		t.Fatalf("record v%d, %d duplicates; want taken over again (v%d) and claimed", r.Version, h.logs.count(t, claim.DecisionDuplicate), second.Version+1)
+	}
+	h.receiveNone(t)
+}
+
 // TestLiveLeaseIsNeverTaken: a copy of a message reaches another claimer
 // while the claimer holding its lease is still at work (mid-provisioning).
 // The copy cannot tell a live holder from a dead one: it is hidden until
