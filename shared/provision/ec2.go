@@ -174,6 +174,11 @@ func (e *EC2) instance(ctx context.Context, req Request) (launched, bool, error)
 	}
 	var failed []ec2api.CreateFleetError
 	for _, market := range Markets(req.Pool.Provisioner.Capacity) {
+		if err := ctx.Err(); err != nil {
+			// Out of time before the call: nothing launched, nothing to
+			// settle (a replay would launch a machine only to end it).
+			return launched{}, false, fmt.Errorf("provision job %d: launch from %s: %w", req.JobID, req.Pool.Provisioner.LaunchTemplate, err)
+		}
 		in := fleetInput(req, market)
 		out, reused, err := e.launch(ctx, req, in)
 		if err != nil {

@@ -32,8 +32,11 @@ type fakeInstances struct {
 	// fleetLost is how many CreateFleet calls take effect but lose their
 	// answer (the caller sees lostErr); a replay under the same token then
 	// gets the launch's answer, as EC2 gives it.
-	fleetLost    int
-	lostErr      error
+	fleetLost int
+	lostErr   error
+	// during runs inside every CreateFleet (the invocation's time running
+	// out mid-call, say).
+	during       func()
 	terminated   []string
 	terminateErr error
 	calls        *callLog
@@ -82,6 +85,9 @@ func (f *fakeInstances) CreateFleet(_ context.Context, in *ec2api.CreateFleetInp
 	defer f.mu.Unlock()
 	f.calls.add("CreateFleet")
 	f.fleets = append(f.fleets, in)
+	if f.during != nil {
+		f.during()
+	}
 	if f.fleetErr != nil {
 		return nil, f.fleetErr
 	}
@@ -121,6 +127,7 @@ type fakeParameters struct {
 	stored    map[string]*ssm.PutParameterInput
 	putErr    error
 	deleteErr error
+	during    func() // runs inside every PutParameter
 	calls     *callLog
 }
 
@@ -129,6 +136,9 @@ func (f *fakeParameters) PutParameter(_ context.Context, in *ssm.PutParameterInp
 	defer f.mu.Unlock()
 	f.calls.add("PutParameter")
 	f.puts = append(f.puts, in)
+	if f.during != nil {
+		f.during()
+	}
 	if f.putErr != nil {
 		return nil, f.putErr
 	}
@@ -473,7 +483,7 @@ func TestEC2ProvisionTerminatesWhatItLaunchedWithoutAConfig(t *testing.T) {
 			f.inst.existing, f.inst.terminateErr, f.params.putErr = tt.existing, tt.terminateErr, tt.putErr
 			ctx, cancel := context.WithCancel(context.Background())
 			if tt.cancelled {
-				cancel()
+				f.params.during = cancel // the time runs out during the put
 			}
 			defer cancel()
 			_, err := f.adapter.Provision(ctx, request(ec2Pool(), 42))
@@ -502,6 +512,7 @@ func TestEC2LaunchWithoutAnAnswerIsSettled(t *testing.T) {
 		lost           int
 		err            error
 		cancelled      bool
+		before         bool // the time ran out before the call
 		wantFleets     int
 		wantTerminated []string
 	}{
@@ -513,6 +524,7 @@ func TestEC2LaunchWithoutAnAnswerIsSettled(t *testing.T) {
 			err:        &smithy.GenericAPIError{Code: "InternalError", Fault: smithy.FaultServer},
 			wantFleets: 2, wantTerminated: []string{"i-0fresh"}},
 		{name: "the replay fails too: nothing known, nothing ended", lost: 2, err: errors.New("connection refused"), wantFleets: 2},
+		{name: "out of time before the call: no launch, no replay", cancelled: true, before: true, err: context.Canceled},
 		{name: "EC2 refused: nothing launched, no replay", lost: 1,
 			err: &smithy.GenericAPIError{Code: "InvalidParameterValue", Fault: smithy.FaultClient}, wantFleets: 1},
 		{name: "throttled: nothing launched, no replay", lost: 1,
@@ -524,8 +536,11 @@ func TestEC2LaunchWithoutAnAnswerIsSettled(t *testing.T) {
 			f := setupEC2(t)
 			f.inst.fleetLost, f.inst.lostErr = tt.lost, tt.err
 			ctx, cancel := context.WithCancel(context.Background())
-			if tt.cancelled {
+			switch {
+			case tt.before:
 				cancel()
+			case tt.cancelled:
+				f.inst.during = cancel // the time runs out during the call
 			}
 			defer cancel()
 			_, err := f.adapter.Provision(ctx, request(ec2Pool(), 42))
