@@ -2,6 +2,7 @@ package emulator
 
 import (
 	"encoding/json"
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -283,6 +284,15 @@ func searchMetric(t *testing.T, where string, row []any, vars map[string]any) (m
 		t.Fatalf("%s: %s is not SEARCH('{namespace,dims…} terms', 'stat', period)", where, expr)
 	}
 	schema := strings.Split(m[1], ",")
+	// A namespace with a space or another non-alphanumeric character (a
+	// hyphenated stack name, METRICS_NAMESPACE's spaces) graphs nothing
+	// unless quoted.
+	ns, pre := strings.CutPrefix(schema[0], `"`)
+	ns, suf := strings.CutSuffix(ns, `"`)
+	if !pre || !suf {
+		t.Errorf("%s: namespace %s not in double quotes in the SEARCH schema", where, schema[0])
+	}
+	schema[0] = ns
 	r := metricRef{where: where + " " + expr, namespace: schema[0], dims: map[string]string{}}
 	if v, ok := strings.CutPrefix(schema[0], "<"); ok {
 		r.namespace = vars[strings.TrimSuffix(v, ">")]
@@ -563,4 +573,49 @@ func allLiterals(n ast.Node, into map[string]bool) {
 		}
 		return true
 	})
+}
+
+// TestAlarmSumsFillMissingData: CloudWatch's metric math has no value for a
+// sum at an instant where one of its series has none, and most of ghclaim's
+// counters are written only when something happened. An alarm that adds
+// series must FILL each with 0, or one series alone never breaches: the
+// give-ups alarm summed the claimer's abandoned (written only on a give-up)
+// and the reclaimer's, and a reclaimer give-up alone never paged.
+func TestAlarmSumsFillMissingData(t *testing.T) {
+	t.Parallel()
+	tmpl := projectTemplate(t)
+	res, _ := dig(tmpl, "Resources").(map[string]any)
+	sums := 0
+	for id, r := range res {
+		m, _ := r.(map[string]any)
+		if m["Type"] != "AWS::CloudWatch::Alarm" {
+			continue
+		}
+		props, _ := m["Properties"].(map[string]any)
+		var series []string
+		var exprs []string
+		for _, q := range list(props["Metrics"]) {
+			qm, _ := q.(map[string]any)
+			if _, ok := qm["MetricStat"]; ok {
+				series = append(series, fmt.Sprint(qm["Id"]))
+			}
+			if e, ok := qm["Expression"].(string); ok {
+				exprs = append(exprs, e)
+			}
+		}
+		for _, e := range exprs {
+			if !strings.Contains(e, "+") {
+				continue
+			}
+			sums++
+			for _, sid := range series {
+				if strings.Contains(e, sid) && !regexp.MustCompile(`FILL\(\s*`+regexp.QuoteMeta(sid)+`\s*,\s*0\s*\)`).MatchString(e) {
+					t.Errorf("alarm %s: %q adds %s without FILL(%s, 0): a period with no %s data has no sum", id, e, sid, sid, sid)
+				}
+			}
+		}
+	}
+	if sums == 0 {
+		t.Fatal("no alarm adds series: nothing was checked (the give-ups alarm adds two)")
+	}
 }
