@@ -53,6 +53,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/ghclaim/ghclaim/shared/ec2api"
+	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/queue"
 	"github.com/ghclaim/ghclaim/shared/secret"
 	"github.com/ghclaim/ghclaim/shared/store"
@@ -290,6 +291,7 @@ func commonFlags(fs *flag.FlagSet, o *opts) {
 	fs.StringVar(&o.dep.GitHubAPI, "github-api-url", "", "GitHub REST API root (default: the stack's GitHubApiUrl, else https://api.github.com)")
 	fs.StringVar(&o.dep.WebhookURL, "webhook-url", "", "webhook URL (default: the stack's WebhookUrl)")
 	fs.StringVar(&o.dep.Pools, "pools", "", "RUNNER_POOLS JSON (default: the stack's RunnerPools, else the runner scaffold's pools)")
+	fs.IntVar(&o.dep.Shards, "sweep-shards", 0, "the deployment's SweepShards (default: the stack's)")
 }
 
 // deployment is where ghclaim's resources are.
@@ -348,8 +350,13 @@ func (c *CLI) resolve(ctx context.Context, o *opts) error {
 		}
 		d.AppID = id
 	}
-	if s, err := strconv.Atoi(params["SweepShards"]); err == nil {
-		d.Shards = s
+	if d.Shards == 0 {
+		// CloudFormation lists every parameter, defaults included; a
+		// stack that lists none had the template's default.
+		d.Shards = job.DefaultShards
+		if s, err := strconv.Atoi(params["SweepShards"]); err == nil {
+			d.Shards = s
+		}
 	}
 	return nil
 }

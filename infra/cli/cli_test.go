@@ -249,6 +249,9 @@ func TestBadArguments(t *testing.T) {
 		{"job id not a number", []string{"job", "seven"}, `"seven"`},
 		{"job without id", []string{"job"}, "want 1 argument"},
 		{"retry with two ids", []string{"retry", "1", "2"}, "want 1 argument"},
+		// Without the stack, the deployment's shard count must be said: a
+		// record on a shard the reclaimer never reads has no backstop.
+		{"retry without the shard count", []string{"retry", "1", "--table", "t", "--queue-url", "http://q"}, "--sweep-shards"},
 		{"no table", []string{"rate"}, "--table"},
 		{"unknown command", []string{"jbos"}, `"jbos"`},
 	}

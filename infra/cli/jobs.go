@@ -41,30 +41,37 @@ type transitionView struct {
 
 // jobView is a job record as printed (--json).
 type jobView struct {
-	JobID          int64            `json:"job_id"`
-	State          string           `json:"state"`
-	Version        int64            `json:"version"`
-	Attempt        int              `json:"attempt"`
-	Pool           string           `json:"pool,omitempty"`
-	Repo           string           `json:"repo,omitempty"`
-	InstallationID int64            `json:"installation_id,omitempty"`
-	RunID          int64            `json:"run_id,omitempty"`
-	Labels         []string         `json:"labels,omitempty"`
-	RunnerName     string           `json:"runner_name,omitempty"`
-	CreatedAt      string           `json:"created_at,omitempty"`
-	UpdatedAt      string           `json:"updated_at,omitempty"`
-	DueAt          string           `json:"due_at,omitempty"`
-	FirstFailureAt string           `json:"first_failure_at,omitempty"`
-	LeaseExpiresAt string           `json:"lease_expires_at,omitempty"`
-	LastErrorClass string           `json:"last_error_class,omitempty"`
-	LastError      string           `json:"last_error,omitempty"`
-	History        []transitionView `json:"history,omitempty"`
+	JobID          int64    `json:"job_id"`
+	State          string   `json:"state"`
+	Version        int64    `json:"version"`
+	Attempt        int      `json:"attempt"`
+	Pool           string   `json:"pool,omitempty"`
+	Repo           string   `json:"repo,omitempty"`
+	InstallationID int64    `json:"installation_id,omitempty"`
+	RunID          int64    `json:"run_id,omitempty"`
+	Labels         []string `json:"labels,omitempty"`
+	RunnerName     string   `json:"runner_name,omitempty"`
+	// Replacements counts the new attempts of runners that never took the
+	// job; ReplacementsBase those before the last operator retry (the cap,
+	// MAX_REPLACEMENTS, counts the rest); LivenessChecks the idle checks.
+	Replacements     int              `json:"replacements,omitempty"`
+	ReplacementsBase int              `json:"replacements_base,omitempty"`
+	LivenessChecks   int              `json:"liveness_checks,omitempty"`
+	CreatedAt        string           `json:"created_at,omitempty"`
+	UpdatedAt        string           `json:"updated_at,omitempty"`
+	DueAt            string           `json:"due_at,omitempty"`
+	FirstFailureAt   string           `json:"first_failure_at,omitempty"`
+	LeaseExpiresAt   string           `json:"lease_expires_at,omitempty"`
+	LastErrorClass   string           `json:"last_error_class,omitempty"`
+	LastError        string           `json:"last_error,omitempty"`
+	History          []transitionView `json:"history,omitempty"`
 }
 
 func view(r job.Record) jobView {
 	v := jobView{
 		JobID: r.JobID, State: string(r.State), Version: r.Version, Attempt: r.Attempt, Pool: r.Pool, Repo: r.Repo,
 		InstallationID: r.InstallationID, RunID: r.RunID, Labels: r.Labels, RunnerName: r.RunnerName,
+		Replacements: r.Replacements, ReplacementsBase: r.ReplacementsBase, LivenessChecks: r.LivenessChecks,
 		CreatedAt: stamp(r.CreatedAt), UpdatedAt: stamp(r.UpdatedAt), DueAt: stamp(r.DueAt),
 		FirstFailureAt: stamp(r.FirstFailureAt), LeaseExpiresAt: stamp(r.LeaseExpiresAt),
 		LastErrorClass: r.LastErrorClass, LastError: r.LastError,
@@ -199,6 +206,13 @@ func (c *CLI) job(ctx context.Context, o *opts, args []string) error {
 	row("labels", strings.Join(r.Labels, ", "))
 	row("installation", nonzero(r.InstallationID))
 	row("runner", r.RunnerName)
+	if r.Replacements > 0 || r.LivenessChecks > 0 {
+		rep := fmt.Sprintf("%d", r.Replacements)
+		if r.ReplacementsBase > 0 {
+			rep += fmt.Sprintf(" (%d since the last retry)", r.Replacements-r.ReplacementsBase)
+		}
+		row("replacements", fmt.Sprintf("%s, idle checks %d", rep, r.LivenessChecks))
+	}
 	row("created", withAge(now, r.CreatedAt))
 	row("updated", withAge(now, r.UpdatedAt))
 	row("first failure", withAge(now, r.FirstFailureAt))
@@ -287,6 +301,12 @@ func (c *CLI) retry(ctx context.Context, o *opts, args []string) error {
 	}
 	if err := need("table", o.dep.Table, "queue-url", o.dep.QueueURL); err != nil {
 		return err
+	}
+	if o.dep.Shards == 0 {
+		// The retried record goes back into the sweep index, on a shard of
+		// the deployment's count: one the reclaimer never reads would leave
+		// the job without its backstop.
+		return usagef("flag --sweep-shards (or --stack) is required: the deployment's SweepShards")
 	}
 	by := o.by
 	if by == "" {

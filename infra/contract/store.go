@@ -427,6 +427,31 @@ func TestStoreCore(t *testing.T, base int64, open func(t *testing.T) Core, pendi
 		}
 	})
 
+	run("an operator's requeue gives the replacement cap and the idle checks back", func(t *testing.T) {
+		j := id(22)
+		now := T0.Add(11 * time.Minute)
+		taken, err := s.TakeBack(ctx, claimed(t, j, 0), job.Queued, now, "runner_lost", now)
+		must(t, err)
+		l, _, err := s.Acquire(ctx, j, taken.Version, "b", now.Add(time.Minute), now)
+		must(t, err)
+		must(t, s.Finish(ctx, l, job.Outcome{State: job.Claimed, Attempt: 2}, now))
+		checked, err := s.Recheck(ctx, get(t, j), now.Add(10*time.Minute), true, now)
+		must(t, err)
+		capped, err := s.TakeBack(ctx, checked, job.Abandoned, now, "runner_lost after 1 replacements (cap 1)", now)
+		must(t, err)
+		if capped.Replacements != 1 || capped.LivenessChecks != 1 || job.Replaceable(capped, now, 1, 24*time.Hour) {
+			t.Fatalf("abandoned at the cap: %+v, want replacements 1, liveness checks 1, not replaceable", capped)
+		}
+		got, err := s.Requeue(ctx, job.Requeue{Read: capped, By: "alice", Due: now}, now)
+		must(t, err)
+		if got.Replacements != 1 || got.ReplacementsBase != 1 || got.LivenessChecks != 0 || !job.Replaceable(got, now, 1, 24*time.Hour) {
+			t.Fatalf("after requeue: %+v, want replacements 1 (runner names go on), base 1, liveness checks 0: replaceable again", got)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(get(t, j)) {
+			t.Errorf("requeue returned %+v, want the record as written %+v", got, get(t, j))
+		}
+	})
+
 	run("recheck of a claimed record", func(t *testing.T) {
 		j := id(20)
 		read := claimed(t, j, 0)

@@ -478,6 +478,7 @@ func (s *Store) Requeue(_ context.Context, q job.Requeue, now time.Time) (job.Re
 	cur.UpdatedAt, cur.ExpiresAt = nowMs, now.Add(s.t.RecordTTL).Unix()
 	cur.LastErrorClass, cur.LastError = "", truncate(note)
 	cur.LeaseOwner, cur.LeaseExpiresAt = "", 0
+	cur.ReplacementsBase, cur.LivenessChecks = cur.Replacements, 0
 	s.recs[read.JobID] = cur
 	return clone(cur), nil
 }

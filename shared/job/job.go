@@ -98,6 +98,10 @@ type Record struct {
 	// Replacements counts the new attempts the reclaimer (or the webhook)
 	// started because the claimed runner never took the job.
 	Replacements int
+	// ReplacementsBase is Replacements when an operator last retried the
+	// job: the cap counts the new attempts after that retry. (Replacements
+	// itself never goes back: it names the attempt's runner.)
+	ReplacementsBase int
 	// LivenessChecks counts the reclaimer's checks of a claimed record
 	// that found its runner online but idle (bounded; reset by a new attempt).
 	LivenessChecks int
@@ -227,7 +231,7 @@ const (
 // reclaimer and the webhook decide with it alike.
 func Replaceable(r Record, now time.Time, maxReplacements int, maxAge time.Duration) bool {
 	pastAge := r.FirstFailureAt != 0 && now.Sub(FromMillis(r.FirstFailureAt)) > maxAge
-	return r.Replacements < maxReplacements && !pastAge
+	return r.Replacements-r.ReplacementsBase < maxReplacements && !pastAge
 }
 
 // Message is the SQS claim message body. The JSON field names are part of

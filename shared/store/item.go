@@ -20,30 +20,31 @@ import (
 // keeps the webhook's put small (the emulator's time per put grows with
 // the number of attributes, DynamoDB's with the bytes).
 type recordItem struct {
-	PK             string           `dynamodbav:"pk"`
-	State          string           `dynamodbav:"state"`
-	Version        int64            `dynamodbav:"version"`
-	Attempt        int              `dynamodbav:"attempt,omitempty"`
-	FirstFailureAt int64            `dynamodbav:"first_failure_at,omitempty"`
-	DueAt          int64            `dynamodbav:"due_at,omitempty"`
-	LeaseOwner     string           `dynamodbav:"lease_owner,omitempty"`
-	LeaseExpiresAt int64            `dynamodbav:"lease_expires_at,omitempty"`
-	LastErrorClass string           `dynamodbav:"last_error_class,omitempty"`
-	LastError      string           `dynamodbav:"last_error,omitempty"`
-	Repo           string           `dynamodbav:"repo,omitempty"`
-	InstallationID int64            `dynamodbav:"installation_id,omitempty"`
-	Labels         []string         `dynamodbav:"labels,omitempty"`
-	Pool           string           `dynamodbav:"pool,omitempty"`
-	RunnerName     string           `dynamodbav:"runner_name,omitempty"`
-	RunID          int64            `dynamodbav:"run_id,omitempty"`
-	CreatedAt      int64            `dynamodbav:"created_at,omitempty"`
-	UpdatedAt      int64            `dynamodbav:"updated_at,omitempty"`
-	ExpiresAt      int64            `dynamodbav:"expires_at,omitempty"`
-	SweepShard     string           `dynamodbav:"sweep_shard,omitempty"`
-	SweepAt        int64            `dynamodbav:"sweep_at,omitempty"`
-	Replacements   int              `dynamodbav:"replacements,omitempty"`
-	LivenessChecks int              `dynamodbav:"liveness_checks,omitempty"`
-	History        []transitionItem `dynamodbav:"history,omitempty"`
+	PK               string           `dynamodbav:"pk"`
+	State            string           `dynamodbav:"state"`
+	Version          int64            `dynamodbav:"version"`
+	Attempt          int              `dynamodbav:"attempt,omitempty"`
+	FirstFailureAt   int64            `dynamodbav:"first_failure_at,omitempty"`
+	DueAt            int64            `dynamodbav:"due_at,omitempty"`
+	LeaseOwner       string           `dynamodbav:"lease_owner,omitempty"`
+	LeaseExpiresAt   int64            `dynamodbav:"lease_expires_at,omitempty"`
+	LastErrorClass   string           `dynamodbav:"last_error_class,omitempty"`
+	LastError        string           `dynamodbav:"last_error,omitempty"`
+	Repo             string           `dynamodbav:"repo,omitempty"`
+	InstallationID   int64            `dynamodbav:"installation_id,omitempty"`
+	Labels           []string         `dynamodbav:"labels,omitempty"`
+	Pool             string           `dynamodbav:"pool,omitempty"`
+	RunnerName       string           `dynamodbav:"runner_name,omitempty"`
+	RunID            int64            `dynamodbav:"run_id,omitempty"`
+	CreatedAt        int64            `dynamodbav:"created_at,omitempty"`
+	UpdatedAt        int64            `dynamodbav:"updated_at,omitempty"`
+	ExpiresAt        int64            `dynamodbav:"expires_at,omitempty"`
+	SweepShard       string           `dynamodbav:"sweep_shard,omitempty"`
+	SweepAt          int64            `dynamodbav:"sweep_at,omitempty"`
+	Replacements     int              `dynamodbav:"replacements,omitempty"`
+	ReplacementsBase int              `dynamodbav:"replacements_base,omitempty"`
+	LivenessChecks   int              `dynamodbav:"liveness_checks,omitempty"`
+	History          []transitionItem `dynamodbav:"history,omitempty"`
 }
 
 func marshal(r job.Record) (map[string]types.AttributeValue, error) {
@@ -54,7 +55,7 @@ func marshal(r job.Record) (map[string]types.AttributeValue, error) {
 		Repo: r.Repo, InstallationID: r.InstallationID, Labels: r.Labels, Pool: r.Pool,
 		RunnerName: r.RunnerName, RunID: r.RunID, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 		ExpiresAt: r.ExpiresAt, SweepShard: r.SweepShard, SweepAt: r.SweepAt,
-		Replacements: r.Replacements, LivenessChecks: r.LivenessChecks,
+		Replacements: r.Replacements, ReplacementsBase: r.ReplacementsBase, LivenessChecks: r.LivenessChecks,
 		History: historyItems(r.History),
 	}
 	if it.UpdatedAt == it.CreatedAt {
@@ -92,7 +93,7 @@ func unmarshal(m map[string]types.AttributeValue) (job.Record, error) {
 		Repo: it.Repo, InstallationID: it.InstallationID, Labels: it.Labels, Pool: it.Pool,
 		RunnerName: it.RunnerName, RunID: it.RunID, CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt,
 		ExpiresAt: it.ExpiresAt, SweepShard: it.SweepShard, SweepAt: it.SweepAt,
-		Replacements: it.Replacements, LivenessChecks: it.LivenessChecks,
+		Replacements: it.Replacements, ReplacementsBase: it.ReplacementsBase, LivenessChecks: it.LivenessChecks,
 		History: historyOf(it.History),
 	}, nil
 }

@@ -16,7 +16,10 @@ import (
 // read, that moves the record back to queued at version+1 with the ladder
 // reset (attempt 0, first_failure_at removed), due at q.Due, back in the
 // sweep index (so a message that never arrives is found by the reclaimer,
-// as for any queued record), last_error "retried by operator <by>", and
+// as for any queued record), the replacement cap and the idle checks
+// reset (replacements_base = replacements, liveness_checks 0: the retried
+// job gets its full tolerance again, while its runners keep counting up
+// their names), last_error "retried by operator <by>", and
 // the operator's entry appended to the history (history.go). It returns the record as written, or a *job.ConflictError carrying
 // the record as it is now (not found when there is none). The caller sends
 // the claim message for the new version afterwards.
@@ -46,7 +49,8 @@ func (s *Store) Requeue(ctx context.Context, q job.Requeue, now time.Time) (job.
 		":note":   str(truncate(note)),
 	}
 	out, err := s.update(ctx, r.JobID, "SET #s = :queued, version = :nv, attempt = :zero, due_at = :due, "+
-		"sweep_shard = :shard, sweep_at = :sweep, updated_at = :now, expires_at = :exp, last_error = :note "+
+		"sweep_shard = :shard, sweep_at = :sweep, updated_at = :now, expires_at = :exp, last_error = :note, "+
+		"replacements_base = if_not_exists(replacements, :zero), liveness_checks = :zero "+
 		"REMOVE first_failure_at, last_error_class, lease_owner, lease_expires_at", "#s = :read AND version = :v",
 		map[string]string{"#s": "state"}, vals, types.ReturnValueAllNew, &e,
 		func(cur job.Record) bool { return cur.State == r.State && cur.Version == r.Version })
