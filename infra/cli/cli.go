@@ -299,9 +299,13 @@ type deployment struct {
 	Table, QueueURL, DLQURL      string
 	WebhookSecretARN, AppKeyARN  string
 	GitHubAPI, WebhookURL, Pools string
-	AppID                        int64
-	Shards                       int
-	scaffoldX64, scaffoldArm64   string
+	// PoolsParameter is the stack's RunnerPoolsParameter: the SSM
+	// parameter the functions read RUNNER_POOLS from, winning over
+	// RunnerPools.
+	PoolsParameter             string
+	AppID                      int64
+	Shards                     int
+	scaffoldX64, scaffoldArm64 string
 }
 
 // resolve fills o.dep from the stack where a flag left a field empty.
@@ -341,7 +345,11 @@ func (c *CLI) resolve(ctx context.Context, o *opts) error {
 	fill(&d.AppKeyARN, outputs["GitHubAppPrivateKeyArn"])
 	fill(&d.WebhookURL, outputs["WebhookUrl"])
 	fill(&d.GitHubAPI, params["GitHubApiUrl"])
-	fill(&d.Pools, params["RunnerPools"])
+	if p := params["RunnerPoolsParameter"]; p != "" && d.Pools == "" {
+		d.PoolsParameter = p // the functions' pools: not RunnerPools
+	} else {
+		fill(&d.Pools, params["RunnerPools"])
+	}
 	d.scaffoldX64, d.scaffoldArm64 = outputs["RunnerLaunchTemplateX64"], outputs["RunnerLaunchTemplateArm64"]
 	if d.AppID == 0 && params["GitHubAppId"] != "" {
 		id, err := strconv.ParseInt(params["GitHubAppId"], 10, 64)

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -473,6 +474,12 @@ func TestDoctor(t *testing.T) {
 type failingSend struct {
 	*sqs.Client
 	sends int
+	waits []int32 // each receive's WaitTimeSeconds
+}
+
+func (f *failingSend) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, optFns ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
+	f.waits = append(f.waits, in.WaitTimeSeconds)
+	return f.Client.ReceiveMessage(ctx, in, optFns...)
 }
 
 func (f *failingSend) SendMessage(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
@@ -506,9 +513,22 @@ func TestRedrive(t *testing.T) {
 	if n := inDLQ(); n != 3 {
 		t.Fatalf("%d messages in the DLQ after failed sends, want all 3 still there", n)
 	}
+	// Long polls: a short poll may answer empty while messages remain, and
+	// the run would stop there.
+	if len(fail.waits) == 0 || slices.Contains(fail.waits, 0) {
+		t.Fatalf("receives waited %v s, want long polls", fail.waits)
+	}
 
+	// --max bounds what one run moves.
+	r = run(t, nil, "redrive", "--stack", env.stack.Name, "--max", "1", "--json")
+	if rep := decode[map[string]float64](t, r.stdout); r.code != 0 || rep["moved"]+rep["undecodable"] != 1 {
+		t.Fatalf("redrive --max 1: exit %d, %v; want one message taken", r.code, rep)
+	}
+	if n := inDLQ(); n != 2 && n != 3 {
+		t.Fatalf("%d messages in the DLQ after redrive --max 1, want 2 (one moved) or 3 (the undecodable one left)", n)
+	}
 	r = run(t, nil, "redrive", "--stack", env.stack.Name)
-	if r.code != cli.ExitFail || !strings.Contains(r.stdout, "moved 2 message(s)") || !strings.Contains(r.stderr, "not a claim message") {
+	if r.code != cli.ExitFail || !strings.Contains(r.stdout, "message(s) to the claims queue") || !strings.Contains(r.stderr, "not a claim message") {
 		t.Fatalf("redrive: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	if n := inDLQ(); n != 1 {

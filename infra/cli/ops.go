@@ -56,9 +56,25 @@ func (c *CLI) redrive(ctx context.Context, o *opts, _ []string) error {
 	claims := queue.New(c.cfg.SQS, o.dep.QueueURL)
 	var rep redriveReport
 	seen := map[string]bool{}
+	// Messages left in the DLQ stay hidden until the run ends, then are
+	// made visible again for the next run: received again meanwhile, they
+	// would crowd out the ones not yet seen.
+	var left []*string
+	defer func() {
+		for _, h := range left {
+			c.release(context.WithoutCancel(ctx), o.dep.DLQURL, h)
+		}
+	}()
 	for o.max == 0 || rep.Moved+rep.SendFailed+rep.Undecodable < o.max {
+		n := int32(10)
+		if o.max > 0 {
+			n = int32(min(10, o.max-rep.Moved-rep.SendFailed-rep.Undecodable))
+		}
+		// A long poll: a short one may answer empty, or with a few, while
+		// messages remain; an empty long poll means the DLQ has none left
+		// to show.
 		out, err := c.cfg.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-			QueueUrl: aws.String(o.dep.DLQURL), MaxNumberOfMessages: 10, WaitTimeSeconds: 0,
+			QueueUrl: aws.String(o.dep.DLQURL), MaxNumberOfMessages: n, WaitTimeSeconds: redriveWait,
 			VisibilityTimeout: int32(o.visibility / time.Second),
 		})
 		if err != nil {
@@ -67,9 +83,9 @@ func (c *CLI) redrive(ctx context.Context, o *opts, _ []string) error {
 		fresh := 0
 		for _, m := range out.Messages {
 			if seen[aws.ToString(m.MessageId)] {
-				// Left in the DLQ by this run and received again: counted
-				// already; visible again for the next run.
-				c.release(ctx, o.dep.DLQURL, m.ReceiptHandle)
+				// Left by this run and back after --visibility: counted
+				// already.
+				left = append(left, m.ReceiptHandle)
 				continue
 			}
 			seen[aws.ToString(m.MessageId)] = true
@@ -78,13 +94,13 @@ func (c *CLI) redrive(ctx context.Context, o *opts, _ []string) error {
 			if err != nil {
 				rep.Undecodable++
 				c.progress("message %s is not a claim message (%v): left in the DLQ", aws.ToString(m.MessageId), err)
-				c.release(ctx, o.dep.DLQURL, m.ReceiptHandle)
+				left = append(left, m.ReceiptHandle)
 				continue
 			}
 			if err := claims.Send(ctx, msg, 0); err != nil {
 				rep.SendFailed++
 				c.progress("job %d: send to the claims queue failed (%v): left in the DLQ", msg.JobID, err)
-				c.release(ctx, o.dep.DLQURL, m.ReceiptHandle)
+				left = append(left, m.ReceiptHandle)
 				continue
 			}
 			if _, err := c.cfg.SQS.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(o.dep.DLQURL), ReceiptHandle: m.ReceiptHandle}); err != nil {
@@ -105,12 +121,18 @@ func (c *CLI) redrive(ctx context.Context, o *opts, _ []string) error {
 	} else {
 		fmt.Fprintf(c.cfg.Stdout, "moved %d message(s) to the claims queue; %d undecodable and %d failed sends left in the DLQ\n",
 			rep.Moved, rep.Undecodable, rep.SendFailed)
+		if rep.NotDeleted > 0 {
+			fmt.Fprintf(c.cfg.Stdout, "%d of the moved could not be deleted from the DLQ: they come back there, and their claim copies are duplicates the version drops\n", rep.NotDeleted)
+		}
 	}
 	if rep.SendFailed > 0 || rep.Undecodable > 0 {
 		return failf("redrive left %d message(s) in the DLQ", rep.SendFailed+rep.Undecodable)
 	}
 	return nil
 }
+
+// redriveWait is redrive's long poll, in seconds.
+const redriveWait = 1
 
 // release makes a DLQ message that stays there visible again at once, for
 // the next redrive (this one remembers it and does not take it twice).
@@ -335,10 +357,15 @@ func apiOrDefault(u string) string {
 }
 
 // pools returns the ec2 pools doctor checks: --pools or the stack's
-// RunnerPools, else the runner scaffold's two pools.
+// RunnerPools, else the runner scaffold's two pools. A stack whose pools
+// are in an SSM parameter (RunnerPoolsParameter) needs --pools: the
+// functions read that parameter, and checking RunnerPools or the scaffold
+// instead would pass on the wrong templates.
 func (c *CLI) pools(d deployment) ([]pool.Pool, error) {
 	var all []pool.Pool
 	switch {
+	case d.Pools == "" && d.PoolsParameter != "":
+		return nil, fmt.Errorf("the stack's pools are in the SSM parameter %s (RunnerPoolsParameter): pass its value with --pools", d.PoolsParameter)
 	case d.Pools != "":
 		ps, err := pool.Parse(d.Pools)
 		if err != nil {
