@@ -2,6 +2,7 @@ package claim_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -156,5 +157,27 @@ func TestRateLimitLearntFromAnErrorIsRecorded(t *testing.T) {
 	}
 	if got.Remaining != 0 || !got.ResetAt.Equal(reset) || !got.ObservedAt.Equal(h.clock.Now().Truncate(time.Millisecond)) {
 		t.Fatalf("shared reading %+v, want remaining 0 until %v observed now", got, reset)
+	}
+}
+
+// TestAppBudgetIsNotTheInstallations: the installation token exchange is
+// billed to the App's own budget. When that is spent, the claim is retried
+// later, but the installation is not recorded as exhausted: the claimers
+// holding a token go on. Before, the exchange's reset was recorded and
+// shared as the installation's, and every claimer of the installation
+// deferred until it (up to an hour, counted toward MAX_AGE).
+func TestAppBudgetIsNotTheInstallations(t *testing.T) {
+	t.Parallel()
+	h := setup(t, setupOpt{})
+	h.gh.SetAppRateLimit(5000, 0, h.clock.Now().Add(45*time.Minute).Truncate(time.Second))
+	c := h.claimer(t, claimerOpt{instance: "app-budget", noTransport: true})
+	h.seed(t, 9505)
+	h.invoke(t, c, h.receive(t, 1)...)
+	r := h.get(t, 9505)
+	if r.State != job.Queued || r.LastErrorClass != "rate_limit" || !strings.HasPrefix(r.LastError, "github token rate limit") {
+		t.Fatalf("record %s class %q error %q, want queued after the token exchange's rate limit", r.State, r.LastErrorClass, r.LastError)
+	}
+	if got, err := h.store.LoadRate(context.Background(), installation); err == nil && got.Remaining == 0 {
+		t.Fatalf("shared reading %+v: the App's budget recorded as the installation's", got)
 	}
 }

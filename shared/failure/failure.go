@@ -112,6 +112,10 @@ type Failure struct {
 	// Reason is short and safe to store and log: no tokens, no URLs, no
 	// header values.
 	Reason string
+	// TokenExchange is true when GitHub refused the installation token
+	// exchange itself: a rate limit there is the App's own budget, never
+	// the installation's, and must not be recorded as the installation's.
+	TokenExchange bool
 }
 
 // Retryable reports whether the failure may be retried.
@@ -136,7 +140,10 @@ func classify(err error) Failure {
 	// GitHub's typed errors.
 	var rle *github.RateLimitError
 	if errors.As(err, &rle) {
-		f := Failure{Class: RateLimit, Reason: "github rate limit: " + rle.Message}
+		f := Failure{Class: RateLimit, Reason: "github rate limit: " + rle.Message, TokenExchange: tokenExchange(rle.Response)}
+		if f.TokenExchange {
+			f.Reason = "github token rate limit: " + rle.Message
+		}
 		if rle.Response != nil {
 			f.Status = rle.Response.StatusCode
 			f.RetryAfter, f.ResetAt = retryAfter(rle.Response.Header)
@@ -148,7 +155,10 @@ func classify(err error) Failure {
 	}
 	var are *github.AbuseRateLimitError
 	if errors.As(err, &are) {
-		f := Failure{Class: RateLimit, Reason: "github secondary rate limit: " + are.Message}
+		f := Failure{Class: RateLimit, Reason: "github secondary rate limit: " + are.Message, TokenExchange: tokenExchange(are.Response)}
+		if f.TokenExchange {
+			f.Reason = "github token secondary rate limit: " + are.Message
+		}
 		if are.Response != nil {
 			f.Status = are.Response.StatusCode
 			f.RetryAfter, f.ResetAt = rateHeaders(are.Response.Header)
@@ -173,12 +183,15 @@ func classify(err error) Failure {
 	var ger *github.ErrorResponse
 	if errors.As(err, &ger) && ger.Response != nil {
 		src := "github"
-		if r := ger.Response.Request; r != nil && r.URL != nil && strings.HasSuffix(r.URL.Path, "/access_tokens") {
+		exchange := tokenExchange(ger.Response)
+		if exchange {
 			// The installation token exchange itself failed (shared/ghapp
 			// hands its answer to go-github): say so, a 401 here is the App key.
 			src = "github token"
 		}
-		return fromResponse(src, ger.Response.StatusCode, ger.Response.Header, ger.Message, ger.DocumentationURL)
+		f := fromResponse(src, ger.Response.StatusCode, ger.Response.Header, ger.Message, ger.DocumentationURL)
+		f.TokenExchange = exchange
+		return f
 	}
 
 	// Our own adapters' refusals before any call (bad scope, missing name…):
@@ -270,6 +283,12 @@ func fromResponse(src string, status int, h http.Header, message, docURL string)
 		f.Class = UnknownRetryable
 	}
 	return f
+}
+
+// tokenExchange reports whether resp answered the installation token
+// exchange (POST /app/installations/{id}/access_tokens).
+func tokenExchange(resp *http.Response) bool {
+	return resp != nil && resp.Request != nil && resp.Request.URL != nil && strings.HasSuffix(resp.Request.URL.Path, "/access_tokens")
 }
 
 // rateHeaders reads GitHub's rate-limit headers in the documented order:

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -551,5 +552,37 @@ func TestClassString(t *testing.T) {
 				t.Errorf("got %q, want %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestTokenExchangeIsTold: a refusal of the installation token exchange
+// (the App's own budget) says so, whatever go-github typed it as, so the
+// claimer never records it as the installation's rate limit; the same
+// refusal of an API call does not.
+func TestTokenExchangeIsTold(t *testing.T) {
+	t.Parallel()
+	resp := func(path string) *http.Response {
+		h := http.Header{}
+		h.Set("X-RateLimit-Remaining", "0")
+		h.Set("X-RateLimit-Reset", "1900000000")
+		return &http.Response{StatusCode: 403, Header: h, Request: &http.Request{Method: "POST", URL: &url.URL{Path: path}}}
+	}
+	for _, tt := range []struct {
+		path string
+		want bool
+	}{
+		{"/app/installations/42/access_tokens", true},
+		{"/repos/o/r/actions/runners/generate-jitconfig", false},
+	} {
+		for _, err := range []error{
+			&github.RateLimitError{Response: resp(tt.path), Message: "API rate limit exceeded"},
+			&github.AbuseRateLimitError{Response: resp(tt.path), Message: "secondary rate limit"},
+			&github.ErrorResponse{Response: resp(tt.path), Message: "Resource not accessible"},
+		} {
+			f := failure.Classify(err)
+			if f.TokenExchange != tt.want || (tt.want && !strings.HasPrefix(f.Reason, "github token")) {
+				t.Errorf("%T on %s: token exchange %v, reason %q; want %v", err, tt.path, f.TokenExchange, f.Reason, tt.want)
+			}
+		}
 	}
 }

@@ -303,7 +303,7 @@ func TestTokenExchangeClassified(t *testing.T) {
 			f.fake.Fail(ghfake.RouteAccessToken, 1, ghfake.ServerError(502))
 			return f.client
 		}},
-		{name: "403 secondary rate limit", class: failure.RateLimit, status: 403, reason: "github secondary rate limit", client: func(t *testing.T) *ghapp.Client {
+		{name: "403 secondary rate limit", class: failure.RateLimit, status: 403, reason: "github token secondary rate limit", client: func(t *testing.T) *ghapp.Client {
 			f := setup(t, option{})
 			f.fake.Fail(ghfake.RouteAccessToken, 1, ghfake.SecondaryRateLimit(time.Minute))
 			return f.client
