@@ -482,6 +482,19 @@ func (s *Server) installationOfToken(tok string) (int64, bool) {
 	return t.installation, true
 }
 
+// RevokeTokens revokes every token of installationID (GitHub: DELETE
+// /installation/token, a leaked token revoked, the installation suspended):
+// a request with one is a 401 from then on.
+func (s *Server) RevokeTokens(installationID int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for tok, t := range s.tokens {
+		if t.installation == installationID {
+			delete(s.tokens, tok)
+		}
+	}
+}
+
 // IssueToken mints an installation token without an App JWT, for tests and
 // local runs that drive the API with a plain token client. It expires an
 // hour after it was issued, by the fake's clock, like every token.

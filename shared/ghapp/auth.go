@@ -107,11 +107,18 @@ type installation struct {
 // by the client's timeout), so a caller that gives up does not fail the
 // others that wait for it.
 func (in *installation) get(ctx context.Context) (string, error) {
+	tok, _, err := in.cached(ctx)
+	return tok, err
+}
+
+// cached is get, and whether the token came from the cache (rather than
+// from an exchange this call waited for).
+func (in *installation) cached(ctx context.Context) (string, bool, error) {
 	in.mu.Lock()
 	if in.token != "" && in.c.now().Before(in.refreshAt) {
 		tok := in.token
 		in.mu.Unlock()
-		return tok, nil
+		return tok, true, nil
 	}
 	f := in.pending
 	if f == nil {
@@ -122,9 +129,18 @@ func (in *installation) get(ctx context.Context) (string, error) {
 	in.mu.Unlock()
 	select {
 	case <-f.done:
-		return f.token, f.err
+		return f.token, false, f.err
 	case <-ctx.Done():
-		return "", ctx.Err()
+		return "", false, ctx.Err()
+	}
+}
+
+// drop forgets tok if it is still the cached token: GitHub refused it.
+func (in *installation) drop(tok string) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.token == tok {
+		in.token, in.refreshAt = "", time.Time{}
 	}
 }
 
@@ -194,8 +210,13 @@ type installTransport struct {
 	next http.RoundTripper
 }
 
+// A cached token GitHub refuses (401: revoked, the installation suspended
+// and back, a clock behind GitHub's keeping it past its expiry) is dropped
+// and the request sent once more with a fresh one: left cached, every call
+// of the installation would fail until the token's refresh time, up to 55
+// minutes, and a 401 fails a claim for good. A 401 on a fresh token stands.
 func (t installTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	tok, err := t.in.get(req.Context())
+	tok, cached, err := t.in.cached(req.Context())
 	if err != nil {
 		if req.Body != nil {
 			_ = req.Body.Close()
@@ -204,7 +225,30 @@ func (t installTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	out := req.Clone(req.Context())
 	out.Header.Set("Authorization", "token "+tok)
-	return t.next.RoundTrip(out)
+	resp, err := t.next.RoundTrip(out)
+	if err != nil || resp.StatusCode != http.StatusUnauthorized || !cached {
+		return resp, err
+	}
+	t.in.drop(tok)
+	if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
+		return resp, nil // the body cannot be sent again
+	}
+	again := req.Clone(req.Context())
+	if req.GetBody != nil {
+		body, berr := req.GetBody()
+		if berr != nil {
+			return resp, nil
+		}
+		again.Body = body
+	}
+	tok, err = t.in.get(req.Context())
+	if err != nil {
+		return resp, nil // the refusal stands; the exchange's own error comes with the next call
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
+	_ = resp.Body.Close()
+	again.Header.Set("Authorization", "token "+tok)
+	return t.next.RoundTrip(again)
 }
 
 // tokenErrors hands a failed token exchange's answer to go-github as the

@@ -165,6 +165,39 @@ func TestTokenFetchedOnceAndReused(t *testing.T) {
 	}
 }
 
+// TestRevokedTokenIsReplaced: GitHub refuses a cached token before its
+// expiry (revoked, the installation suspended and back): the client drops
+// it and sends the request once more with a fresh token, a POST with its
+// body too. Before, every call of the installation failed with the 401,
+// which fails a claim for good, until the token's refresh time (up to 55
+// minutes). A 401 on a fresh token stands.
+func TestRevokedTokenIsReplaced(t *testing.T) {
+	t.Parallel()
+	f := setup(t, option{})
+	ctx := context.Background()
+	f.fake.SetJob("octo", "hello", ghfake.Job{ID: 7, Status: "queued"})
+	if _, err := f.client.JobStatus(ctx, inst, "octo", "hello", 7); err != nil {
+		t.Fatal(err)
+	}
+	f.fake.RevokeTokens(inst)
+	jit, err := f.client.GenerateJIT(ctx, inst, repoJIT("after-revoke"))
+	if err != nil {
+		t.Fatalf("GenerateJIT after the token was revoked: %v, want it sent again with a fresh token", err)
+	}
+	if jit.Name != "after-revoke" {
+		t.Errorf("registered %q, want the request's body sent again", jit.Name)
+	}
+	if got := f.fake.Stats().TokenRequests[inst]; got != 2 {
+		t.Errorf("%d token exchanges, want 2 (the first, and one after the refusal)", got)
+	}
+	if _, err := f.client.JobStatus(ctx, inst, "octo", "hello", 7); err != nil {
+		t.Fatalf("the next call: %v, want the fresh token reused", err)
+	}
+	if got := f.fake.Stats().TokenRequests[inst]; got != 2 {
+		t.Errorf("%d token exchanges after the next call, want still 2", got)
+	}
+}
+
 func TestConcurrentInstallations(t *testing.T) {
 	t.Parallel()
 	f := setup(t, option{})
