@@ -279,7 +279,17 @@ func (h *Handler) done(ctx context.Context, d *delivery, j Job, p pool.Pool, now
 		outcome = "done_created"
 	}
 	if taken, ok := takenFrom(h.cfg.Pools, j); ok {
-		h.replaceTaken(ctx, d, taken, j.RunnerName, now)
+		// B claimed has a runner of its own booting (registered, its
+		// machine started), now without a job: one that fits A's labels
+		// will take A, as a burst's runners take its jobs in whatever
+		// order they boot. Sent back now, A would get a spare runner and
+		// machine; if that runner never takes it, the liveness check does
+		// as for any claimed job.
+		var spare *pool.Pool
+		if prev == job.Claimed {
+			spare = &p
+		}
+		h.replaceTaken(ctx, d, taken, j.RunnerName, spare, now)
 	}
 	return h.answer(ctx, d, http.StatusAccepted, StatusAccepted, fmt.Sprintf("job %d is %s", j.JobID, j.Action), outcome,
 		slog.String("pool", p.Name), slog.String("previous_state", string(prev)), slog.String("runner_name", j.RunnerName))
@@ -308,6 +318,7 @@ const (
 	OutcomeRunnerTakenAbandoned = "runner_taken_abandoned" // A past its replacement bounds
 	OutcomeRunnerTakenStale     = "runner_taken_stale"     // A no longer waits for that runner
 	OutcomeRunnerTakenFailed    = "runner_taken_failed"    // left to the reclaimer's liveness check
+	OutcomeRunnerSwapped        = "runner_swapped"         // A waits for the other job's own runner
 )
 
 // replaceTaken sends job A back for a new attempt: its runner (named by
@@ -322,7 +333,11 @@ const (
 // they run the other job. Every failure here leaves A to the reclaimer's
 // liveness check, which finds the runner busy and does the same, so the
 // delivery's answer never depends on it.
-func (h *Handler) replaceTaken(ctx context.Context, d *delivery, a int64, runner string, now time.Time) {
+//
+// spare is the other job's pool when that job's own runner is booting and
+// left without a job (the other job was claimed): if that pool covers A's
+// labels, A waits for that runner instead (runner_swapped).
+func (h *Handler) replaceTaken(ctx context.Context, d *delivery, a int64, runner string, spare *pool.Pool, now time.Time) {
 	log := func(level slog.Level, outcome string, extra ...slog.Attr) {
 		h.cfg.Logger.LogAttrs(ctx, level, "runner taken by another job", h.attrs(d, append([]slog.Attr{
 			slog.String("outcome", outcome), slog.String("runner_name", runner), slog.Int64("taken_from_job_id", a)}, extra...)...)...)
@@ -339,6 +354,13 @@ func (h *Handler) replaceTaken(ctx context.Context, d *delivery, a int64, runner
 		log(slog.LevelInfo, OutcomeRunnerTakenStale, slog.String(obs.KeyState, string(rec.State)),
 			slog.String("record_runner_name", rec.RunnerName))
 		return
+	}
+	if spare != nil {
+		if _, fits := pool.Match([]pool.Pool{*spare}, rec.Labels); fits {
+			log(slog.LevelInfo, OutcomeRunnerSwapped, slog.String("spare_pool", spare.Name),
+				slog.String(obs.KeyReason, "the other job's own runner is booting and fits this job"))
+			return
+		}
 	}
 	to, outcome, why := job.Queued, OutcomeRunnerTaken, "webhook: runner "+runner+" taken by job "+strconv.FormatInt(d.jobID, 10)
 	if !job.Replaceable(rec, now, h.cfg.MaxReplacements, h.cfg.MaxAge) {

@@ -27,9 +27,14 @@ func TestRunnerTakenSendsTheJobBack(t *testing.T) {
 		}
 		return r
 	}
+	withLabels := func(r job.Record, labels ...string) job.Record {
+		r.Labels = labels
+		return r
+	}
 	tests := []struct {
 		name     string
 		a        job.Record // A's record before (JobID 0: none)
+		bState   job.State  // B's state before ("": queued)
 		runner   string     // the runner the delivery for B names
 		requests int
 		state    job.State // A's state after
@@ -52,12 +57,22 @@ func TestRunnerTakenSendsTheJobBack(t *testing.T) {
 		{name: "max age: abandoned", a: claimedA(1, testNow.Add(-job.DefaultMaxAge-time.Minute)), runner: "linux-x64-29679400-r1",
 			requests: 3, state: job.Abandoned, outcome: OutcomeRunnerTakenAbandoned},
 		{name: "B on its own replacement's runner: not taken", runner: "linux-x64-29679449-r2", requests: 1},
+		// B claimed: its own runner is booting, without a job now, and fits
+		// A: A waits for it rather than get a spare runner and machine.
+		{name: "B's own runner is booting and fits A: A waits for it", a: withLabels(claimedA(0, time.Time{}), "self-hosted", "linux"),
+			bState: job.Claimed, runner: "linux-x64-29679400", requests: 2, state: job.Claimed, outcome: OutcomeRunnerSwapped},
+		{name: "B's own runner does not fit A: new attempt", a: withLabels(claimedA(0, time.Time{}), "self-hosted", "gpu"),
+			bState: job.Claimed, runner: "linux-x64-29679400", requests: 4, state: job.Queued, sent: true, outcome: OutcomeRunnerTaken},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			f := setup(t, nil)
-			f.st.Put(job.Record{JobID: b, State: job.Queued, Version: 1, Pool: "linux-x64"})
+			bState := tt.bState
+			if bState == "" {
+				bState = job.Queued
+			}
+			f.st.Put(job.Record{JobID: b, State: bState, Version: 1, Pool: "linux-x64"})
 			if tt.a.JobID != 0 {
 				f.st.Put(tt.a)
 			}
