@@ -442,3 +442,56 @@ func TestTrackerObserveKeepsNewest(t *testing.T) {
 		t.Fatalf("got %+v, want %+v", got, newer)
 	}
 }
+
+// TestTrackerObserveKeepsAnExhaustionALateSuccessFollows: concurrent calls
+// near the end of a budget: a 403 (remaining 0) answers first, a slower
+// success (remaining 2, the same window) arrives after it. The budget only
+// falls within a window, so the exhaustion stands (observed at the later
+// arrival). Before, the last arrival won: the process, and every process it
+// shared with, called GitHub again for a 403.
+func TestTrackerObserveKeepsAnExhaustionALateSuccessFollows(t *testing.T) {
+	t.Parallel()
+	tr := ratelimit.NewTracker(newFakeStore(), ratelimit.DefaultPersistRule(), func() time.Time { return t0 })
+	tr.Observe(installation, ratelimit.Reading{Limit: 5000, Remaining: 0, ResetAt: resetAt, ObservedAt: t0})
+	tr.Observe(installation, ratelimit.Reading{Limit: 5000, Remaining: 2, ResetAt: resetAt, ObservedAt: t0.Add(10 * time.Millisecond)})
+	got, _ := tr.Latest(installation)
+	if want := (ratelimit.Reading{Limit: 5000, Remaining: 0, ResetAt: resetAt, ObservedAt: t0.Add(10 * time.Millisecond)}); !got.Equal(want) {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+	// A new window is a new budget, whatever was left in the old one.
+	next := ratelimit.Reading{Limit: 5000, Remaining: 4999, ResetAt: resetAt.Add(time.Hour), ObservedAt: t0.Add(time.Second)}
+	tr.Observe(installation, next)
+	if got, _ := tr.Latest(installation); !got.Equal(next) {
+		t.Fatalf("after the reset: got %+v, want %+v", got, next)
+	}
+}
+
+// TestTrackerRefreshesAnExhaustionItLoadedOld: a process loads an exhausted
+// shared reading shortly before it goes stale (Freshness), then, past it,
+// learns the same exhaustion from GitHub. It writes it back: the shared
+// item's age is its own observation's, not the time of the load. Before,
+// the write-age rule counted from the load, nothing was written, and every
+// process that trusts no stale item called GitHub once more to learn it.
+func TestTrackerRefreshesAnExhaustionItLoadedOld(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store := newFakeStore()
+	now := t0
+	tr := ratelimit.NewTracker(store, ratelimit.DefaultPersistRule(), func() time.Time { return now })
+	reset := t0.Add(50 * time.Minute)
+	store.items[installation] = ratelimit.Reading{Limit: 5000, Remaining: 0, ResetAt: reset, ObservedAt: t0}
+
+	now = t0.Add(ratelimit.Freshness - 10*time.Second)
+	if _, err := tr.Current(ctx, installation); err != nil {
+		t.Fatal(err)
+	}
+	now = t0.Add(ratelimit.Freshness + time.Second)
+	tr.Observe(installation, ratelimit.Reading{Limit: 5000, Remaining: 0, ResetAt: reset, ObservedAt: now})
+	wrote, err := tr.Persist(ctx, installation)
+	if err != nil || !wrote {
+		t.Fatalf("Persist: wrote %v, %v; want the fresh exhaustion written over the stale one", wrote, err)
+	}
+	if got := store.items[installation]; !got.ObservedAt.Equal(now) || !got.Exhausted(now) {
+		t.Fatalf("shared reading %+v, want the exhaustion observed now", got)
+	}
+}

@@ -113,7 +113,10 @@ func (t *Tracker) entry(id int64) *entry {
 
 // Observe records r as installationID's latest reading unless a newer one
 // is already known (responses of concurrent requests finish in any order).
-// It does no I/O.
+// Within one window (the same reset) the budget only falls, so the lower
+// remaining is the newer count whichever answer arrived last: a slow
+// success must not hide the exhaustion a faster 403 reported. It does no
+// I/O.
 func (t *Tracker) Observe(installationID int64, r Reading) {
 	if !r.Known() {
 		return
@@ -121,9 +124,28 @@ func (t *Tracker) Observe(installationID int64, r Reading) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e := t.entry(installationID)
-	if r.ObservedAt.After(e.latest.ObservedAt) || !e.latest.Known() {
-		e.latest = r
+	e.latest = newest(e.latest, r)
+}
+
+// newest merges reading r into known: the newer window wins; within one
+// window (the same reset) the lower remaining, observed at the later of
+// the two.
+func newest(known, r Reading) Reading {
+	switch {
+	case !known.Known():
+		return r
+	case r.ResetAt.Equal(known.ResetAt):
+		if r.Remaining < known.Remaining {
+			known.Remaining, known.Limit = r.Remaining, r.Limit
+		}
+		if r.ObservedAt.After(known.ObservedAt) {
+			known.ObservedAt = r.ObservedAt
+		}
+		return known
+	case r.ObservedAt.After(known.ObservedAt):
+		return r
 	}
+	return known
 }
 
 // Rule returns the PersistRule the Tracker shares by.
@@ -153,9 +175,16 @@ func (t *Tracker) Current(ctx context.Context, installationID int64) (Reading, e
 	e := t.entry(installationID)
 	if err == nil && shared.Known() {
 		if shared.ObservedAt.After(e.saved.ObservedAt) {
-			// Shared already: no need to write it back.
-			e.saved, e.savedAt = shared, t.now()
+			// Shared already: no need to write it back. Its age is the
+			// item's, not the time of this read: a process that read an
+			// exhausted item shortly before it went stale, then learnt the
+			// same exhaustion from GitHub, must refresh it, or every
+			// process trusting no stale item calls GitHub to learn it too.
+			e.saved, e.savedAt = shared, shared.ObservedAt
 		}
+		// The newer observation wins here, as a reading of another
+		// process: only this process's own answers are merged by window
+		// (Observe).
 		if shared.ObservedAt.After(e.latest.ObservedAt) {
 			e.latest = shared
 		}
