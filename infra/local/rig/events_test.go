@@ -157,6 +157,32 @@ func TestEventsUnderTheRuntimeInterfaceEmulator(t *testing.T) {
 			check(t, name, out, logs, st, gh)
 		})
 	}
+
+	// The other scheduled functions take events/schedule.json too (README): each makes a pass
+	// with its env.json variables, and a configuration error would fail its start.
+	payload, err := os.ReadFile(filepath.Join(root, "events", "schedule.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The janitor is not part of the local stack (bootstrap.Functions): built here.
+	more, err := bootstrap.Build(ctx, root, bin, "janitor")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bins["janitor"] = more["janitor"]
+	for _, f := range []struct{ fn, logical string }{{"janitor", "JanitorFunction"}, {"redeliverer", "RedelivererFunction"}} {
+		if env[f.logical] == nil {
+			t.Errorf("events/env.json has no %s: sam local invoke would run it with the template's values", f.logical)
+			continue
+		}
+		out, logs, err := invokeUnderRIE(t, rieBin, bins[f.fn], f.logical, env[f.logical], payload)
+		t.Run("schedule/"+f.fn, func(t *testing.T) {
+			if err != nil {
+				t.Fatalf("invoke: %v\n%s", err, logs)
+			}
+			check(t, "schedule", out, logs, st, gh)
+		})
+	}
 }
 
 // check asserts what each event must have done.
