@@ -1,0 +1,42 @@
+package emulator
+
+import (
+	"fmt"
+	"testing"
+)
+
+// TestScheduledFunctionsAreNotRetriedByLambda: a schedule invokes its
+// function asynchronously, and Lambda retries a failed asynchronous run
+// twice by default, beside the schedule's next run: the janitor would spend
+// its GitHub budget up to three times a period, and a retry would overlap
+// the next pass. The schedule is the retry.
+func TestScheduledFunctionsAreNotRetriedByLambda(t *testing.T) {
+	t.Parallel()
+	tmpl := projectTemplate(t)
+	res, _ := dig(tmpl, "Resources").(map[string]any)
+	scheduled := 0
+	for id, r := range res {
+		m, _ := r.(map[string]any)
+		if m["Type"] != "AWS::Serverless::Function" {
+			continue
+		}
+		props, _ := m["Properties"].(map[string]any)
+		events, _ := props["Events"].(map[string]any)
+		onSchedule := false
+		for _, e := range events {
+			if em, _ := e.(map[string]any); em["Type"] == "Schedule" || em["Type"] == "ScheduleV2" {
+				onSchedule = true
+			}
+		}
+		if !onSchedule {
+			continue
+		}
+		scheduled++
+		if got := fmt.Sprint(dig(props, "EventInvokeConfig", "MaximumRetryAttempts")); got != "0" {
+			t.Errorf("%s runs on a schedule with EventInvokeConfig.MaximumRetryAttempts %s, want 0", id, got)
+		}
+	}
+	if scheduled == 0 {
+		t.Fatal("no scheduled function found: nothing was checked")
+	}
+}
