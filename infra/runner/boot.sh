@@ -86,11 +86,15 @@ param=/ghclaim/runners/$name
 log "runner $name, parameter $param"
 
 # 1-2. The claimer writes the parameter after the launch: wait for it, a
-# bounded number of polls (not a clock, so a stalled boot cannot stretch it).
+# bounded number of polls, each call bounded too (SSM_TIMEOUTS: the CLI's
+# own are a minute to connect and a minute to read, three attempts, so an
+# SSM that silently drops packets would stretch every poll to minutes and
+# the wait to hours).
+SSM_TIMEOUTS=(--cli-connect-timeout 5 --cli-read-timeout 10)
 jit=
 for ((i = 0; i * POLL < GHCLAIM_PARAM_WAIT; i++)); do
 	if jit=$(aws ssm get-parameter --region "$region" --name "$param" \
-		--with-decryption --query Parameter.Value --output text 2>/dev/null) && [[ -n $jit ]]; then
+		--with-decryption --query Parameter.Value --output text "${SSM_TIMEOUTS[@]}" 2>/dev/null) && [[ -n $jit ]]; then
 		break
 	fi
 	jit=
@@ -100,7 +104,7 @@ if [[ -z $jit ]]; then
 	log "no readable $param within ${GHCLAIM_PARAM_WAIT}s (cleaned up, or access denied)"
 	exit 1
 fi
-if ! aws ssm delete-parameter --region "$region" --name "$param" >/dev/null 2>&1; then
+if ! aws ssm delete-parameter --region "$region" --name "$param" "${SSM_TIMEOUTS[@]}" >/dev/null 2>&1; then
 	log "cannot delete $param: not running a runner whose config could be read again"
 	exit 1
 fi
@@ -127,10 +131,14 @@ while [[ $json =~ $entry ]]; do
 	files=$((files + 1))
 done
 unset jit json entry
-if ((files == 0)); then
-	log "the JIT config holds no runner files"
-	exit 1
-fi
+# The runner needs all three; an entry this parser could not read (an
+# escape it does not know, say) would start a runner that fails at once.
+for f in .runner .credentials .credentials_rsaparams; do
+	if [[ ! -s $RUNNER_DIR/$f ]]; then
+		log "the JIT config holds no runner file $f that this script can read ($files read)"
+		exit 1
+	fi
+done
 
 # Stops a runner that took no job within the idle limit. The runner's
 # Listener starts a Worker, which logs to _diag/Worker_*, once a job is

@@ -32,6 +32,7 @@ case $url in
 *) exit 22 ;;
 esac`,
 	"aws": `echo "aws $1 $2 $6" >>"$STUB/calls"
+echo "$*" >>"$STUB/aws.args"
 case $2 in
 get-parameter) [[ -e $STUB/jit ]] || exit 255; cat "$STUB/jit" ;;
 delete-parameter) [[ ! -e $STUB/fail-delete ]] || exit 255 ;;
@@ -260,6 +261,12 @@ func TestBootFailuresPowerOff(t *testing.T) {
 		}, want: []string{getParam, delParam, firewall, poweroff}},
 		{name: "config not base64", arrange: func(t *testing.T, f fixture) { f.write(t, filepath.Join(f.stub, "jit"), "not*base64", 0o600) },
 			want: []string{getParam, delParam, firewall, poweroff}},
+		// An entry the parser cannot read leaves a runner file out: the
+		// runner would fail at once, so the machine powers off first.
+		{name: "config missing a runner file", arrange: func(t *testing.T, f fixture) {
+			two := map[string]string{".runner": runnerFiles[".runner"], ".credentials": runnerFiles[".credentials"]}
+			f.write(t, filepath.Join(f.stub, "jit"), jitConfig(t, two), 0o600)
+		}, want: []string{getParam, delParam, firewall, poweroff}},
 		{name: "runner fails", arrange: func(t *testing.T, f fixture) { f.write(t, filepath.Join(f.stub, "runner-mode"), "fail", 0o644) },
 			want: []string{getParam, delParam, firewall, start, run, poweroff}},
 	}
@@ -329,4 +336,28 @@ func TestBootIdleLimit(t *testing.T) {
 			t.Errorf("calls: got %q, want a power-off last", calls)
 		}
 	})
+}
+
+// TestBootBoundsEverySSMCall: each SSM call carries short connect and read
+// timeouts. The CLI's own are a minute each, over three attempts: an SSM
+// endpoint that silently drops packets stretched every poll of the
+// parameter wait to minutes, and the bounded wait to hours.
+func TestBootBoundsEverySSMCall(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	_ = os.Remove(filepath.Join(f.stub, "jit")) // a few polls, then off
+	f.boot(t, nil)
+	f2 := setup(t)
+	f2.boot(t, nil) // a read and a delete
+	for _, fx := range []fixture{f, f2} {
+		b, err := os.ReadFile(filepath.Join(fx.stub, "aws.args"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, call := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			if !strings.Contains(call, "--cli-connect-timeout 5") || !strings.Contains(call, "--cli-read-timeout 10") {
+				t.Errorf("aws %s: want --cli-connect-timeout 5 --cli-read-timeout 10", call)
+			}
+		}
+	}
 }
