@@ -72,6 +72,15 @@ log() { echo "ghclaim-boot: $*"; }
 # Power off however we leave: after the one job, or on any failure.
 trap 'log "powering off"; shutdown -h now' EXIT
 
+# Whole seconds only: bash arithmetic refuses "900.5", and a refused idle
+# limit would silently mean none.
+for v in GHCLAIM_PARAM_WAIT GHCLAIM_IDLE_LIMIT; do
+	if [[ ! ${!v} =~ ^[0-9]+$ ]]; then
+		log "$v=${!v} is not a whole number of seconds"
+		exit 1
+	fi
+done
+
 token=$(curl -fsS --retry 10 --retry-connrefused -X PUT \
 	-H 'X-aws-ec2-metadata-token-ttl-seconds: 300' "$IMDS/api/token")
 imds() { curl -fsS --retry 10 --retry-connrefused -H "X-aws-ec2-metadata-token: $token" "$IMDS/$1"; }

@@ -245,6 +245,7 @@ func TestBootFailuresPowerOff(t *testing.T) {
 	}{
 		{name: "no IMDS token", arrange: func(t *testing.T, f fixture) { f.touch(t, "fail-token") },
 			want: []string{poweroff}},
+
 		{name: "no runner name tag", arrange: func(t *testing.T, f fixture) { _ = os.Remove(filepath.Join(f.stub, "name")) },
 			want: []string{poweroff}},
 		{name: "malformed runner name tag", arrange: func(t *testing.T, f fixture) { f.write(t, filepath.Join(f.stub, "name"), "../etc", 0o644) },
@@ -358,6 +359,21 @@ func TestBootBoundsEverySSMCall(t *testing.T) {
 			if !strings.Contains(call, "--cli-connect-timeout 5") || !strings.Contains(call, "--cli-read-timeout 10") {
 				t.Errorf("aws %s: want --cli-connect-timeout 5 --cli-read-timeout 10", call)
 			}
+		}
+	}
+}
+
+// TestBootRefusesAFractionalLimit: a fractional idle limit (the template's
+// Number parameter takes one) would fail bash's arithmetic, and the idle
+// stop with it, silently: the machine powers off before it reads anything.
+func TestBootRefusesAFractionalLimit(t *testing.T) {
+	t.Parallel()
+	for _, v := range []string{"GHCLAIM_IDLE_LIMIT=900.5", "GHCLAIM_PARAM_WAIT=10m"} {
+		f := setup(t)
+		f.env = append(f.env, v)
+		calls, out := f.boot(t, nil)
+		if len(calls) != 1 || calls[0] != poweroff || !strings.Contains(out, "not a whole number of seconds") {
+			t.Errorf("%s: calls %v, output %q; want a refusal, then power off", v, calls, out)
 		}
 	}
 }
