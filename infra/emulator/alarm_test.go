@@ -584,14 +584,9 @@ func allLiterals(n ast.Node, into map[string]bool) {
 func TestAlarmSumsFillMissingData(t *testing.T) {
 	t.Parallel()
 	tmpl := projectTemplate(t)
-	res, _ := dig(tmpl, "Resources").(map[string]any)
 	sums := 0
-	for id, r := range res {
-		m, _ := r.(map[string]any)
-		if m["Type"] != "AWS::CloudWatch::Alarm" {
-			continue
-		}
-		props, _ := m["Properties"].(map[string]any)
+	for _, id := range resourcesOfType(tmpl, "AWS::CloudWatch::Alarm") {
+		props, _ := dig(tmpl, "Resources", id, "Properties").(map[string]any)
 		var series []string
 		var exprs []string
 		for _, q := range list(props["Metrics"]) {

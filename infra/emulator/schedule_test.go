@@ -13,14 +13,9 @@ import (
 func TestScheduledFunctionsAreNotRetriedByLambda(t *testing.T) {
 	t.Parallel()
 	tmpl := projectTemplate(t)
-	res, _ := dig(tmpl, "Resources").(map[string]any)
 	scheduled := 0
-	for id, r := range res {
-		m, _ := r.(map[string]any)
-		if m["Type"] != "AWS::Serverless::Function" {
-			continue
-		}
-		props, _ := m["Properties"].(map[string]any)
+	for _, id := range resourcesOfType(tmpl, "AWS::Serverless::Function") {
+		props, _ := dig(tmpl, "Resources", id, "Properties").(map[string]any)
 		events, _ := props["Events"].(map[string]any)
 		onSchedule := false
 		for _, e := range events {
