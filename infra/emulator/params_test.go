@@ -2,10 +2,19 @@ package emulator
 
 import (
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/ghclaim/ghclaim/shared/config"
 )
+
+// functionEnv is an environment every function starts with; the tests
+// below vary one variable of it.
+var functionEnv = map[string]string{
+	"TABLE_NAME": "t", "CLAIMS_QUEUE_URL": "http://q", "WEBHOOK_SECRET": "s",
+	"RUNNER_POOLS":  `[{"name":"linux","labels":["self-hosted"],"provisioner":{"type":"dispatch","queue_url":"q"}}]`,
+	"GITHUB_APP_ID": "7", "GITHUB_APP_PRIVATE_KEY": "-----BEGIN RSA PRIVATE KEY-----",
+}
 
 // TestParameterPatternsAcceptOnlyWhatTheFunctionsAccept: a value a
 // parameter's AllowedPattern accepts must start every function that reads
@@ -15,11 +24,7 @@ import (
 func TestParameterPatternsAcceptOnlyWhatTheFunctionsAccept(t *testing.T) {
 	t.Parallel()
 	tmpl := projectTemplate(t)
-	base := map[string]string{
-		"TABLE_NAME": "t", "CLAIMS_QUEUE_URL": "http://q", "WEBHOOK_SECRET": "s",
-		"RUNNER_POOLS":  `[{"name":"linux","labels":["self-hosted"],"provisioner":{"type":"dispatch","queue_url":"q"}}]`,
-		"GITHUB_APP_ID": "7", "GITHUB_APP_PRIVATE_KEY": "-----BEGIN RSA PRIVATE KEY-----",
-	}
+	base := functionEnv
 	load := map[string]func(config.Getenv) error{
 		"webhook":     func(g config.Getenv) error { _, err := config.LoadWebhook(g); return err },
 		"claimer":     func(g config.Getenv) error { _, err := config.LoadClaimer(g); return err },
@@ -43,7 +48,8 @@ func TestParameterPatternsAcceptOnlyWhatTheFunctionsAccept(t *testing.T) {
 		{"RedeliveryWindow", "REDELIVERY_WINDOW", []string{"redeliverer"},
 			[]string{"3h", "1h", "72h", "4320m", "1m", "73h", "100h", "4321m", "0h", "0m"}},
 		{"MetricsNamespace", "METRICS_NAMESPACE", []string{"webhook", "claimer", "reclaimer", "janitor", "redeliverer"},
-			[]string{"", "ghclaim", "ghclaim-prod", "Team/ghclaim", " ghclaim", "ghclaim ", "bad!name"}},
+			[]string{"", "ghclaim", "ghclaim-prod", "Team/ghclaim", " ghclaim", "ghclaim ", "bad!name",
+				"AWS/Lambda", "AWS/", "AWS", "AWSx/y", "AW/S", "A WS/", strings.Repeat("n", 255), strings.Repeat("n", 256)}},
 	} {
 		p, _ := dig(tmpl, "Parameters", tt.param).(map[string]any)
 		pat, _ := p["AllowedPattern"].(string)
@@ -55,8 +61,9 @@ func TestParameterPatternsAcceptOnlyWhatTheFunctionsAccept(t *testing.T) {
 		if err != nil {
 			t.Fatalf("parameter %s: pattern %q: %v", tt.param, pat, err)
 		}
+		maxLen := parameterMaxLength(t, p)
 		for _, v := range tt.values {
-			if !re.MatchString(v) {
+			if !re.MatchString(v) || (maxLen > 0 && len(v) > maxLen) {
 				continue // refused at deploy: fine
 			}
 			for _, fn := range tt.readers {
@@ -71,4 +78,67 @@ func TestParameterPatternsAcceptOnlyWhatTheFunctionsAccept(t *testing.T) {
 			}
 		}
 	}
+}
+
+// parameterMaxLength is a String parameter's MaxLength, 0 when it has none.
+func parameterMaxLength(t *testing.T, p map[string]any) int {
+	t.Helper()
+	switch n := p["MaxLength"].(type) {
+	case nil:
+		return 0
+	case int:
+		return n
+	default:
+		t.Fatalf("MaxLength %v (%T): want a whole number", n, n)
+		return 0
+	}
+}
+
+// TestMetricsNamespacePatternIsTheFunctionsRule: the MetricsNamespace
+// pattern spells "not AWS/..." out without lookahead, so it is checked
+// against the functions' own rule on every string of up to six characters
+// over the letters that matter (the prefix's, a space, another allowed one
+// and a refused one), both ways: what the pattern accepts starts every
+// function, and every namespace the functions take as written (no spaces
+// to trim) deploys.
+func TestMetricsNamespacePatternIsTheFunctionsRule(t *testing.T) {
+	t.Parallel()
+	p, _ := dig(projectTemplate(t), "Parameters", "MetricsNamespace").(map[string]any)
+	pat, _ := p["AllowedPattern"].(string)
+	re, err := regexp.Compile(pat)
+	if err != nil {
+		t.Fatalf("pattern %q: %v", pat, err)
+	}
+	if got := parameterMaxLength(t, p); got != 255 {
+		t.Errorf("MaxLength %d, want CloudWatch's 255", got)
+	}
+	accepts := func(v string) bool {
+		_, err := config.LoadWebhook(func(k string) string {
+			if k == "METRICS_NAMESPACE" {
+				return v
+			}
+			return functionEnv[k]
+		})
+		return err == nil
+	}
+	if !accepts("ghclaim") || accepts("AWS/Lambda") {
+		t.Fatal("the webhook's config does not take a plain namespace or refuse AWS/: the base environment is wrong")
+	}
+	var walk func(s string, n int)
+	walk = func(s string, n int) {
+		match, ok := re.MatchString(s), accepts(s)
+		switch {
+		case match && !ok:
+			t.Errorf("%q passes the pattern but the functions refuse it", s)
+		case !match && ok && s == strings.TrimSpace(s):
+			t.Errorf("%q is a namespace the functions take, but the pattern refuses it", s)
+		}
+		if n == 0 {
+			return
+		}
+		for _, c := range []string{"A", "W", "S", "/", " ", "x", "!"} {
+			walk(s+c, n-1)
+		}
+	}
+	walk("", 6)
 }
