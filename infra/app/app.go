@@ -422,7 +422,14 @@ func (f *flow) convert(ctx context.Context, code string) (conversion, error) {
 	req.Header.Set("X-GitHub-Api-Version", "2022-11-28")
 	resp, err := f.cfg.HTTP.Do(req)
 	if err != nil {
-		return conversion{}, fmt.Errorf("app: conversion: %w", err)
+		// The request's URL holds the one-time code, which buys the App's
+		// key and webhook secret for an hour if the request never reached
+		// GitHub: the error names the route, never the code.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return conversion{}, fmt.Errorf("app: conversion (POST %s/app-manifests/{code}/conversions): %w", f.cfg.APIURL, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))

@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -190,6 +191,66 @@ func pemBody(p string) string {
 		return p
 	}
 	return lines[1]
+}
+
+// failingConversion is a transport that never reaches GitHub's
+// conversion (the network failed) and remembers the code it carried;
+// every other request goes through.
+type failingConversion struct {
+	mu   sync.Mutex
+	code string
+}
+
+func (f *failingConversion) RoundTrip(r *http.Request) (*http.Response, error) {
+	if rest, ok := strings.CutPrefix(r.URL.Path, "/app-manifests/"); ok {
+		f.mu.Lock()
+		f.code, _, _ = strings.Cut(rest, "/")
+		f.mu.Unlock()
+		return nil, errors.New("connection reset by peer")
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestFailedConversionKeepsTheCodeOut: when the conversion never reached
+// GitHub, its one-time code can still be exchanged for the App's key and
+// webhook secret, so neither the error, the printed output nor the page
+// shown in the browser may quote it.
+func TestFailedConversionKeepsTheCodeOut(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	tr := &failingConversion{}
+	cfg := f.config(nil)
+	pages := make(chan string, 1)
+	cfg.Listening = func(u string) {
+		go func() {
+			body, err := submit(u)
+			if err != nil {
+				body = "error: " + err.Error()
+			}
+			pages <- body
+		}()
+	}
+	cfg.HTTP = &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	var out bytes.Buffer
+	_, err := app.Run(context.Background(), cfg, f.cf, f.sm, &out)
+	page := <-pages
+	if err == nil {
+		t.Fatal("Run succeeded though the conversion failed")
+	}
+	tr.mu.Lock()
+	code := tr.code
+	tr.mu.Unlock()
+	if code == "" {
+		t.Fatal("the conversion was never attempted")
+	}
+	for name, text := range map[string]string{"error": err.Error(), "output": out.String(), "page": page} {
+		if strings.Contains(text, code) {
+			t.Errorf("the one-time code reached the %s: %s", name, text)
+		}
+	}
+	if !strings.Contains(err.Error(), "connection reset by peer") || !strings.Contains(err.Error(), "conversions") {
+		t.Errorf("error %q does not say what failed", err)
+	}
 }
 
 // TestCallbackRefusesAForeignState: a redirect whose state is not the

@@ -55,6 +55,7 @@ import (
 	"github.com/ghclaim/ghclaim/shared/ec2api"
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/queue"
+	"github.com/ghclaim/ghclaim/shared/redact"
 	"github.com/ghclaim/ghclaim/shared/secret"
 	"github.com/ghclaim/ghclaim/shared/store"
 )
@@ -255,10 +256,11 @@ func (c *CLI) Run(ctx context.Context, args []string) int {
 	case errors.As(err, &ue):
 		return printUsage(ue.msg)
 	case errors.As(err, &fe):
-		fmt.Fprintln(c.cfg.Stderr, fe.msg)
+		fmt.Fprintln(c.cfg.Stderr, redact.String(fe.msg))
 		return ExitFail
 	default:
-		fmt.Fprintf(c.cfg.Stderr, "ghclaim %s: %v\n", cmd.name, err)
+		// An error from GitHub or AWS may quote a credential.
+		fmt.Fprintf(c.cfg.Stderr, "ghclaim %s: %v\n", cmd.name, redact.Error(err))
 		return ExitFail
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/ghclaim/ghclaim/shared/ghapp"
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/queue"
+	"github.com/ghclaim/ghclaim/shared/redact"
 	"github.com/ghclaim/ghclaim/shared/secret"
 	"github.com/ghclaim/ghclaim/shared/store"
 )
@@ -280,13 +281,13 @@ func (c *CLI) githubStatus(ctx context.Context, d deployment, r job.Record) gith
 	}
 	app, err := c.githubApp(ctx, d)
 	if err != nil {
-		return githubView{Error: err.Error()}
+		return githubView{Error: redact.String(err.Error())}
 	}
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	st, err := app.JobStatus(ctx, r.InstallationID, r.Owner(), r.RepoName(), r.JobID)
 	if err != nil {
-		return githubView{Error: err.Error()}
+		return githubView{Error: redact.String(err.Error())}
 	}
 	return githubView{Status: st}
 }

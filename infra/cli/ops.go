@@ -23,6 +23,7 @@ import (
 	"github.com/ghclaim/ghclaim/shared/pool"
 	"github.com/ghclaim/ghclaim/shared/queue"
 	"github.com/ghclaim/ghclaim/shared/ratelimit"
+	"github.com/ghclaim/ghclaim/shared/redact"
 	"github.com/ghclaim/ghclaim/shared/secret"
 	"github.com/ghclaim/ghclaim/shared/store"
 	"github.com/ghclaim/ghclaim/shared/webhook"
@@ -212,8 +213,10 @@ func (c *CLI) doctor(ctx context.Context, o *opts, _ []string) error {
 	}
 	d := o.dep
 	var checks []check
+	// A detail may quote an error from GitHub or AWS, whose message can
+	// echo the credential that signed the request: it is redacted.
 	add := func(name, status, format string, a ...any) {
-		checks = append(checks, check{Name: name, Status: status, Detail: fmt.Sprintf(format, a...)})
+		checks = append(checks, check{Name: name, Status: status, Detail: redact.String(fmt.Sprintf(format, a...))})
 	}
 
 	// Secrets: set, never shown.

@@ -279,6 +279,9 @@ func TestNoSecretInAnyOutput(t *testing.T) {
 	jan, err := wirejanitor.New(ctx, wired(e, clk.Now, out("janitor")))
 	must(err)
 	gh.echo("/installation/repositories", http.StatusBadGateway, 1)
+	// Listing the installations is signed with the App JWT, and that
+	// error is the pass's own: Handle returns it and the runtime logs it.
+	gh.echo("/app/installations", http.StatusBadGateway, 1)
 	for range 2 {
 		if err := jan.Handle(ctx); err != nil {
 			fmt.Fprintf(out("janitor"), "handler error: %v\n", err)
@@ -318,11 +321,18 @@ func TestNoSecretInAnyOutput(t *testing.T) {
 	}))
 	t.Cleanup(hookSrv.Close)
 	common := []string{"--stack", stack.Name, "--app-id", strconv.Itoa(appID), "--github-api-url", ghSrv.URL}
-	for _, args := range [][]string{
+	// Some commands meet a GitHub that echoes their credential: the token
+	// exchange (App JWT) and the job's status (installation token) for
+	// `job`, the App and its installations (App JWT) for `doctor`.
+	echoes := map[int][]string{2: {"/access_tokens"}, 3: {"/actions/jobs/"}, 8: {"/app"}, 9: {"/app/installations"}}
+	for i, args := range [][]string{
 		{"jobs"}, {"jobs", "--json"}, {"job", "1001"}, {"job", "1004", "--json"}, {"job", "999999"}, {"rate"}, {"rate", "--json"},
 		{"retry", "1004", "--by", "secretscan"}, {"doctor", "--pools", pools, "--webhook-url", hookSrv.URL}, {"doctor", "--json", "--pools", pools, "--webhook-url", hookSrv.URL},
 		{"job", "--no-such-flag"},
 	} {
+		for _, route := range echoes[i] {
+			gh.echo(route, http.StatusBadGateway, 1)
+		}
 		c := cli.New(cli.Config{
 			DynamoDB: dynamodb.NewFromConfig(awsCfg), SQS: sqsc, SecretsManager: sm,
 			CloudFormation: cloudformation.NewFromConfig(awsCfg), EC2: ec2api.New(awsCfg),

@@ -105,6 +105,7 @@ import (
 	"github.com/ghclaim/ghclaim/shared/pool"
 	"github.com/ghclaim/ghclaim/shared/random"
 	"github.com/ghclaim/ghclaim/shared/ratelimit"
+	"github.com/ghclaim/ghclaim/shared/redact"
 )
 
 // Store reads job records (shared/store, infra/mem). Get fails with an
@@ -278,10 +279,13 @@ type Report struct {
 	InstallationsSeen       int
 }
 
-// Handle runs one pass as a scheduled Lambda handler.
+// Handle runs one pass as a scheduled Lambda handler. The runtime logs a
+// returned error as it is, and GitHub's message in it (listing the
+// installations is signed with the App JWT) may quote a credential: it is
+// redacted, as every log line is.
 func (j *Janitor) Handle(ctx context.Context) error {
 	_, err := j.Run(ctx)
-	return err
+	return redact.Error(err)
 }
 
 // scopeKey names a listed scope, case-insensitively as GitHub compares.
