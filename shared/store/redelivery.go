@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"time"
@@ -109,18 +110,26 @@ func (s *Store) SaveMark(ctx context.Context, m job.DeliveryMark, now time.Time)
 // count being below max, and renews its TTL. A count past its expires_at
 // counts as absent (TTL deletion is lazy): it is replaced by a fresh one.
 // When the count is at max: an error wrapping job.ErrAttemptsSpent.
+//
+// Each count writes a random token of its own (count_token). The SDK
+// retries a request whose answer was lost (a 500, a reset connection), and
+// an ADD that took effect the first time would count twice, or, at the
+// last allowed attempt, be refused by its own write and spend the
+// delivery's redelivery without asking GitHub for it. A refusal whose
+// record carries this call's token is this call's count.
 func (s *Store) CountRedelivery(ctx context.Context, guid string, max int, now time.Time) (int, error) {
 	if guid == "" {
 		return 0, fmt.Errorf("count redelivery: empty guid")
 	}
 	exp := n(now.Add(job.RedeliveryTTL).Unix())
+	tok := rand.Text()
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:           &s.table,
 		Key:                 key(job.RedeliveryKey(guid)),
-		UpdateExpression:    aws.String("ADD attempts :one SET expires_at = :exp"),
-		ConditionExpression: aws.String("attribute_not_exists(pk) OR (attempts < :max AND expires_at >= :nows)"),
+		UpdateExpression:    aws.String("ADD attempts :one SET expires_at = :exp, count_token = :tok"),
+		ConditionExpression: aws.String("attribute_not_exists(pk) OR (attempts < :max AND expires_at >= :nows AND (attribute_not_exists(count_token) OR count_token <> :tok))"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":one": n(1), ":exp": exp, ":max": n(int64(max)), ":nows": n(now.Unix()),
+			":one": n(1), ":exp": exp, ":max": n(int64(max)), ":nows": n(now.Unix()), ":tok": str(tok),
 		},
 		ReturnValues:                        types.ReturnValueUpdatedNew,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
@@ -128,10 +137,13 @@ func (s *Store) CountRedelivery(ctx context.Context, guid string, max int, now t
 	var ccf *types.ConditionalCheckFailedException
 	switch {
 	case errors.As(err, &ccf):
+		got, _ := num(ccf.Item["attempts"])
+		if t, _ := ccf.Item["count_token"].(*types.AttributeValueMemberS); t != nil && t.Value == tok {
+			return int(got), nil // our own count, retried
+		}
 		if e, ok := num(ccf.Item["expires_at"]); ok && e < now.Unix() {
 			return s.restartCount(ctx, guid, exp, now)
 		}
-		got, _ := num(ccf.Item["attempts"])
 		return int(got), fmt.Errorf("count redelivery %s: %w", guid, job.ErrAttemptsSpent)
 	case err != nil:
 		return 0, fmt.Errorf("count redelivery %s: %w", guid, err)
@@ -144,15 +156,22 @@ func (s *Store) CountRedelivery(ctx context.Context, guid string, max int, now t
 }
 
 // restartCount replaces an expired count with a count of one, conditional
-// on it being still expired (a concurrent pass may have restarted it).
+// on it being still expired (a concurrent pass may have restarted it). Its
+// token tells a retried put of its own from a concurrent restart.
 func (s *Store) restartCount(ctx context.Context, guid string, exp types.AttributeValue, now time.Time) (int, error) {
+	tok := rand.Text()
 	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName:                 &s.table,
-		Item:                      map[string]types.AttributeValue{"pk": str(job.RedeliveryKey(guid)), "attempts": n(1), "expires_at": exp},
-		ConditionExpression:       aws.String("attribute_not_exists(pk) OR expires_at < :nows"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":nows": n(now.Unix())},
+		TableName:                           &s.table,
+		Item:                                map[string]types.AttributeValue{"pk": str(job.RedeliveryKey(guid)), "attempts": n(1), "expires_at": exp, "count_token": str(tok)},
+		ConditionExpression:                 aws.String("attribute_not_exists(pk) OR expires_at < :nows"),
+		ExpressionAttributeValues:           map[string]types.AttributeValue{":nows": n(now.Unix())},
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
-	if isConditionFailed(err) {
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		if t, _ := ccf.Item["count_token"].(*types.AttributeValueMemberS); t != nil && t.Value == tok {
+			return 1, nil // our own restart, retried
+		}
 		return 0, fmt.Errorf("count redelivery %s: restarted concurrently: %w", guid, job.ErrAttemptsSpent)
 	}
 	if err != nil {
