@@ -462,10 +462,23 @@ func TestStoreCore(t *testing.T, base int64, open func(t *testing.T) Core, pendi
 			got.SweepShard != job.Shard(j, tm.Shards) {
 			t.Fatalf("counted recheck: %+v, want claimed v%d, 1 check, sweep_at pushed", got, read.Version)
 		}
+		// The same read counted again (a retried request whose first
+		// answer was lost, or two passes of one read) is one check.
+		got, err = s.Recheck(ctx, read, now.Add(10*time.Minute), true, now)
+		must(t, err)
+		if got.LivenessChecks != 1 {
+			t.Fatalf("a read counted twice: %d checks, want 1", got.LivenessChecks)
+		}
 		got, err = s.Recheck(ctx, read, now.Add(20*time.Minute), false, now)
 		must(t, err)
 		if got.LivenessChecks != 1 || got.SweepAt != now.Add(20*time.Minute).UnixMilli() {
 			t.Fatalf("uncounted recheck: %+v, want 1 check still, sweep_at pushed again", got)
+		}
+		// A later read counts on.
+		got, err = s.Recheck(ctx, get(t, j), now.Add(30*time.Minute), true, now)
+		must(t, err)
+		if got.LivenessChecks != 2 {
+			t.Fatalf("a second read's check: %d checks, want 2", got.LivenessChecks)
 		}
 		// A new attempt resets the checks; the old read is then refused.
 		_, err = s.TakeBack(ctx, got, job.Queued, now, "runner_lost", now)

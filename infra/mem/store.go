@@ -427,7 +427,7 @@ func (s *Store) Recheck(_ context.Context, read job.Record, due time.Time, count
 	}
 	cur.SweepAt, cur.UpdatedAt = job.Millis(due), job.Millis(now)
 	if counted {
-		cur.LivenessChecks++
+		cur.LivenessChecks = read.LivenessChecks + 1 // one check per read, as shared/store writes it
 	}
 	s.recs[read.JobID] = cur
 	return clone(cur), nil

@@ -603,3 +603,30 @@ func TestCountRedeliveryRetriedAfterItTookEffect(t *testing.T) {
 		t.Errorf("a count after the restart at max 1: %d, %v; want 1, ErrAttemptsSpent", n, err)
 	}
 }
+
+// TestRecheckRetriedAfterItTookEffect: a counted liveness check whose
+// answer was lost and that the SDK retried (the version does not move, so
+// the retry passes its condition again) is one check, not two.
+func TestRecheckRetriedAfterItTookEffect(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	const id = 139
+	if _, err := f.s.CreateJob(ctx, rec(id), t0); err != nil {
+		t.Fatal(err)
+	}
+	l, _, err := f.s.Acquire(ctx, id, 1, "m-139", t0.Add(5*time.Minute), t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.s.Finish(ctx, l, store.Outcome{State: job.Claimed, Attempt: 1, RunnerName: "linux-139"}, t0); err != nil {
+		t.Fatal(err)
+	}
+	retried := store.New(retriedUpdate{env.db}, env.table, store.Options{})
+	got, err := retried.Recheck(ctx, f.get(t, id), t0.Add(20*time.Minute), true, t0.Add(10*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.LivenessChecks != 1 || f.get(t, id).LivenessChecks != 1 {
+		t.Errorf("checks: returned %d, stored %d; want 1 (one check, retried)", got.LivenessChecks, f.get(t, id).LivenessChecks)
+	}
+}

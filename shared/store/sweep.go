@@ -232,9 +232,12 @@ func (s *Store) Recheck(ctx context.Context, read job.Record, due time.Time, cou
 	}
 	update := "SET sweep_at = :sweep, updated_at = :now"
 	if counted {
-		vals[":one"] = n(1)
-		vals[":zero"] = n(0)
-		update += ", liveness_checks = if_not_exists(liveness_checks, :zero) + :one"
+		// The count as read plus one, not an increment: the version does
+		// not move, so an SDK retry of a write that took effect passes the
+		// condition again and would count one check twice (an idle runner
+		// would reach the check limit a grace period early and be replaced).
+		vals[":checks"] = n(int64(read.LivenessChecks) + 1)
+		update += ", liveness_checks = :checks"
 	}
 	// No history entry: the record stays claimed (no transition).
 	return s.conditional(ctx, "recheck", read.JobID, update, "#s = :read AND version = :v", vals, nil, nil)
