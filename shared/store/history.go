@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -173,6 +175,34 @@ type entry struct {
 	// known is the record's whole history as the writer knows it (nil:
 	// unknown, the write appends blind).
 	known []job.Transition
+	// put, when set, is a random token of this write, stored with the
+	// entry (transitionItem.Put) so that writeOf can tell the SDK's retry
+	// of this write, refused by its own entry, from another writer's.
+	put string
+}
+
+// newPut returns a random token for entry.put.
+func newPut() (string, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("history token: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+// writeOf reports whether item's newest history entry carries token put:
+// the write that put it there is the caller's own.
+func writeOf(item map[string]types.AttributeValue, put string) bool {
+	l, ok := item["history"].(*types.AttributeValueMemberL)
+	if put == "" || !ok || len(l.Value) == 0 {
+		return false
+	}
+	last, ok := l.Value[len(l.Value)-1].(*types.AttributeValueMemberS)
+	if !ok {
+		return false
+	}
+	f := strings.Split(last.Value, historySep)
+	return len(f) == 8 && f[7] == put
 }
 
 // full reports whether e writes the whole list (it knows a full one).
@@ -187,12 +217,14 @@ func (e entry) into(update, cond string, vals map[string]types.AttributeValue) (
 	var set, guard string
 	var h any
 	if e.full() {
-		h = historyItems(job.AppendHistory(e.known, job.Chained(e.known, e.t, e.setsAttempt)))
+		items := historyItems(job.AppendHistory(e.known, job.Chained(e.known, e.t, e.setsAttempt)))
+		items[len(items)-1].Put = e.put
+		h = items
 		vals[":hn"] = n(int64(len(e.known)))
 		set, guard = "history = :h", "size(history) = :hn"
 	} else {
 		t := e.t.Compact()
-		it := transitionItem{At: t.At, To: string(t.To), Class: t.Class, Error: t.Error, Actor: t.Actor}
+		it := transitionItem{At: t.At, To: string(t.To), Class: t.Class, Error: t.Error, Actor: t.Actor, Put: e.put}
 		if e.setsAttempt {
 			it.Attempt = &t.Attempt
 		}

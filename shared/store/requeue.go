@@ -34,7 +34,11 @@ func (s *Store) Requeue(ctx context.Context, q job.Requeue, now time.Time) (job.
 	if known == nil {
 		known = []job.Transition{}
 	}
-	e := entry{t: job.Transition{At: nowMs, To: job.Queued, Attempt: 0, Error: note, Actor: job.ActorOperator}, setsAttempt: true, known: known}
+	put, err := newPut()
+	if err != nil {
+		return job.Record{}, fmt.Errorf("requeue job %d: %w", r.JobID, err)
+	}
+	e := entry{t: job.Transition{At: nowMs, To: job.Queued, Attempt: 0, Error: note, Actor: job.ActorOperator}, setsAttempt: true, known: known, put: put}
 	vals := map[string]types.AttributeValue{
 		":queued": str(string(job.Queued)),
 		":read":   str(string(r.State)),
@@ -56,6 +60,12 @@ func (s *Store) Requeue(ctx context.Context, q job.Requeue, now time.Time) (job.
 		func(cur job.Record) bool { return cur.State == r.State && cur.Version == r.Version })
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
+		// The SDK's retry of this very write, whose first answer was lost,
+		// is refused by it: the record is requeued as asked, and the
+		// caller must still send its claim message.
+		if writeOf(ccf.Item, put) {
+			return unmarshal(ccf.Item)
+		}
 		return job.Record{}, conflict("requeue", r.JobID, ccf.Item)
 	}
 	if err != nil {

@@ -49,8 +49,6 @@ package store
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -177,11 +175,11 @@ func (s *Store) CreateJob(ctx context.Context, r job.Record, now time.Time) (job
 // create it in the same millisecond. The token rides in the entry the put
 // writes anyway: no attribute of its own on the webhook's hot path.
 func creationEntry(t job.Transition) (types.AttributeValue, error) {
-	var b [8]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return nil, fmt.Errorf("create token: %w", err)
+	put, err := newPut()
+	if err != nil {
+		return nil, err
 	}
-	it := transitionItem{At: t.At, From: string(t.From), To: string(t.To), Actor: t.Actor, Put: hex.EncodeToString(b[:])}
+	it := transitionItem{At: t.At, From: string(t.From), To: string(t.To), Actor: t.Actor, Put: put}
 	return it.MarshalDynamoDBAttributeValue()
 }
 
@@ -260,13 +258,29 @@ func (s *Store) MarkDone(ctx context.Context, d job.Report, now time.Time) (job.
 	if actor == "" {
 		actor = job.ActorWebhook
 	}
+	put, err := newPut()
+	if err != nil {
+		return "", fmt.Errorf("mark job %d done: %w", d.JobID, err)
+	}
 	out, err := s.update(ctx, d.JobID, set+" REMOVE sweep_shard, sweep_at, lease_owner, lease_expires_at",
 		"attribute_not_exists(pk) OR #s IN (:pending, :queued, :claiming, :claimed)", names, vals, types.ReturnValueUpdatedOld,
-		&entry{t: job.Transition{At: ms, To: job.Done, Actor: actor}}, func(cur job.Record) bool { return !cur.State.Terminal() })
+		&entry{t: job.Transition{At: ms, To: job.Done, Actor: actor}, put: put}, func(cur job.Record) bool { return !cur.State.Terminal() })
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
-		if cur, derr := unmarshal(ccf.Item); derr == nil && !cur.State.Terminal() {
+		cur, derr := unmarshal(ccf.Item)
+		switch {
+		case derr != nil:
+		case !cur.State.Terminal():
 			return "", conflict("mark done", d.JobID, ccf.Item) // raced on the history's retry
+		case cur.State == job.Done && writeOf(ccf.Item, put):
+			// The SDK's retry of this very write, whose first answer was
+			// lost: refused by our own done. The state it replaced is the
+			// one the entry before ours moved to (every state change
+			// writes an entry); none when our write created the record.
+			if len(cur.History) == 1 {
+				return "", nil
+			}
+			return cur.History[len(cur.History)-2].To, nil
 		}
 		return "", ErrTerminal
 	}

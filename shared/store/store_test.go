@@ -630,3 +630,52 @@ func TestRecheckRetriedAfterItTookEffect(t *testing.T) {
 		t.Errorf("checks: returned %d, stored %d; want 1 (one check, retried)", got.LivenessChecks, f.get(t, id).LivenessChecks)
 	}
 }
+
+// TestMarkDoneAndRequeueRetriedAfterTheyTookEffect: a done or an
+// operator's requeue whose answer was lost and that the SDK retried is
+// refused by its own write. MarkDone must still name the state it replaced
+// (claimed: the webhook hands that job's runner on; none: it created the
+// record) and Requeue must return the requeued record (the CLI then sends
+// the claim message), not a race. Another writer's refusal stays one.
+func TestMarkDoneAndRequeueRetriedAfterTheyTookEffect(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	retried := store.New(retriedUpdate{env.db}, env.table, store.Options{})
+	finished := func(id int64, st job.State) {
+		t.Helper()
+		if _, err := f.s.CreateJob(ctx, rec(id), t0); err != nil {
+			t.Fatal(err)
+		}
+		l, _, err := f.s.Acquire(ctx, id, 1, fmt.Sprintf("m-%d", id), t0.Add(5*time.Minute), t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.s.Finish(ctx, l, store.Outcome{State: st, Attempt: 1, RunnerName: fmt.Sprintf("linux-%d", id)}, t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	finished(141, job.Claimed)
+	if prev, err := retried.MarkDone(ctx, store.Done{JobID: 141}, t0.Add(time.Minute)); prev != job.Claimed || err != nil {
+		t.Errorf("done of a claimed job, retried: %q, %v; want claimed, nil", prev, err)
+	}
+	if prev, err := f.s.MarkDone(ctx, store.Done{JobID: 141}, t0.Add(2*time.Minute)); prev != "" || !errors.Is(err, store.ErrTerminal) {
+		t.Errorf("a later done: %q, %v; want ErrTerminal", prev, err)
+	}
+	if prev, err := retried.MarkDone(ctx, store.Done{JobID: 143, Repo: "octo/app", InstallationID: 42}, t0); prev != "" || err != nil {
+		t.Errorf("done creating the record, retried: %q, %v; want none, nil", prev, err)
+	}
+	if got := f.get(t, 143); got.State != job.Done {
+		t.Errorf("job 143 %s, want done", got.State)
+	}
+
+	finished(147, job.Failed)
+	read := f.get(t, 147)
+	got, err := retried.Requeue(ctx, job.Requeue{Read: read, By: "ops", Due: t0.Add(time.Hour)}, t0.Add(time.Hour))
+	if err != nil || got.State != job.Queued || got.Version != read.Version+1 {
+		t.Fatalf("requeue, retried: %+v, %v; want queued v%d", got, err, read.Version+1)
+	}
+	if _, err := f.s.Requeue(ctx, job.Requeue{Read: read, By: "other", Due: t0.Add(time.Hour)}, t0.Add(time.Hour)); !errors.Is(err, job.ErrConflict) {
+		t.Errorf("another requeue of the same read: %v, want a conflict", err)
+	}
+}
