@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -255,9 +256,10 @@ func TestDeadlineReleasesUnstarted(t *testing.T) {
 	for id := int64(6001); id <= 6010; id++ {
 		h.seed(t, id)
 	}
-	// Each provisioning takes 20 s of the 60 s budget: three messages start
-	// (60, 40 and 20 s left), the fourth would start with 0 s left.
-	h.spy.set(nil, func(int) { h.clock.Advance(20 * time.Second) })
+	// Each provisioning takes 17 s of the 60 s budget: three messages start
+	// (60, 43 and 26 s left), the fourth would start with 9 s left, under
+	// the 10 s safety margin; the release has those 9 s.
+	h.spy.set(nil, func(int) { h.clock.Advance(17 * time.Second) })
 	msgs := h.receive(t, 10)
 	resp := h.invoke(t, c, msgs...)
 	if h.spy.Calls() != 3 {
@@ -275,6 +277,37 @@ func TestDeadlineReleasesUnstarted(t *testing.T) {
 		if w := time.Duration(math.Ceil(want[k].Seconds())) * time.Second; !ok || got != w {
 			t.Fatalf("unstarted %d visibility %s (set %v), want %s (Spread's %s rounded up)", k, got, ok, w, want[k])
 		}
+	}
+}
+
+// TestNoReleaseAfterTheAnswerIsDue: when the messages handled used the
+// invocation up, the unstarted ones are not released past the time the
+// answer is due. Lambda would discard a late answer and fail the whole
+// batch, the handled messages too; answered in time, only the unstarted
+// ones come back, after the visibility timeout.
+func TestNoReleaseAfterTheAnswerIsDue(t *testing.T) {
+	t.Parallel()
+	h := setup(t, setupOpt{})
+	c := h.claimer(t, claimerOpt{concurrency: 1, seed: 5})
+	for id := int64(6021); id <= 6024; id++ {
+		h.seed(t, id)
+	}
+	// Each provisioning takes 20 s of the 60 s budget: three messages
+	// start (60, 40 and 20 s left), then none is left.
+	h.spy.set(nil, func(int) { h.clock.Advance(20 * time.Second) })
+	msgs := h.receive(t, 4)
+	resp := h.invoke(t, c, msgs...)
+	if h.spy.Calls() != 3 {
+		t.Fatalf("%d messages started, want 3", h.spy.Calls())
+	}
+	if len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != msgs[3].MessageId {
+		t.Fatalf("batch item failures %v, want the unstarted %s only", resp.BatchItemFailures, msgs[3].MessageId)
+	}
+	if d, ok := h.queue.Visibility(msgs[3].ReceiptHandle); ok {
+		t.Errorf("the unstarted message was released (visibility %s) after the answer was due", d)
+	}
+	if !strings.Contains(h.logs.String(), "no time left before the answer is due") {
+		t.Errorf("no log line says the release was skipped:\n%s", h.logs.String())
 	}
 }
 

@@ -97,17 +97,36 @@ func (c *Claimer) closeToDeadline(ctx context.Context) bool {
 	return ok && dl.Sub(c.cfg.Now()) < c.cfg.SafetyMargin
 }
 
+// answerReserve is the time the handler keeps to answer before its
+// invocation's deadline: Lambda discards the answer of an invocation that
+// timed out and fails its whole batch, so every message, the handled ones
+// too, would come back after the visibility timeout.
+const answerReserve = 500 * time.Millisecond
+
 // releaseUnstarted makes the messages nobody started visible again at
 // once, spread so that they do not all start claimers in the same second.
-// A message whose visibility cannot be changed comes back after the
-// queue's visibility timeout instead: later, never lost.
+// A message whose visibility cannot be changed, or that there is no time
+// left to release before the answer is due (answerReserve), comes back
+// after the queue's visibility timeout instead: later, never lost.
 func (c *Claimer) releaseUnstarted(ctx context.Context, ev events.SQSEvent, idx []int) {
 	delays := reclaim.Spread(len(idx), c.cfg.Rand)
-	// The invocation is ending: do not let its deadline cancel the release.
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	// The work context may be done already: the release has its own,
+	// which ends when the answer is due.
+	until := c.cfg.Now().Add(5 * time.Second)
+	if dl, ok := ctx.Deadline(); ok && dl.Add(-answerReserve).Before(until) {
+		until = dl.Add(-answerReserve)
+	}
+	rctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), until)
 	defer cancel()
 	for k, i := range idx {
 		m := ev.Records[i]
+		if !c.cfg.Now().Before(until) {
+			c.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "claim deadline_release",
+				slog.String("decision", "deadline_release"),
+				slog.Int("left", len(idx)-k),
+				slog.String("error", "no time left before the answer is due: they come back after the visibility timeout"))
+			break
+		}
 		err := c.cfg.Queue.RetryAfter(rctx, m.ReceiptHandle, delays[k])
 		attrs := []slog.Attr{
 			slog.String("decision", "deadline_release"),
