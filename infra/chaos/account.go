@@ -57,6 +57,12 @@ type Report struct {
 	ClaimedAfterDone int
 	// Stray counts job records of deliveries that must leave none.
 	Stray int
+	// LateAnswers and BadAnswers count claimer invocations whose answer
+	// the event source mapping discards (after the timeout; not a valid
+	// batch item failures response for the batch): their whole batch
+	// comes back, late but not lost. A bad answer is a claimer bug and
+	// fails the run; a late one is reported (the emulator can be slow).
+	LateAnswers, BadAnswers int
 	// Rejected counts deliveries answered 4xx (a valid, signed delivery
 	// must never be); Undelivered those still 5xx after every redelivery.
 	Rejected, Undelivered int
@@ -94,7 +100,7 @@ type Report struct {
 func (r Report) OK() bool {
 	return r.Jobs > 0 && r.Lost == 0 && r.DuplicateRunners == 0 && r.DuplicateInstances == 0 &&
 		r.OrphanRunners == 0 && r.OrphanMachines == 0 &&
-		r.ClaimedAfterDone == 0 && r.Stray == 0 && r.Rejected == 0 && r.SecretsLogged == 0
+		r.ClaimedAfterDone == 0 && r.Stray == 0 && r.Rejected == 0 && r.SecretsLogged == 0 && r.BadAnswers == 0
 }
 
 // Line is the figures as key=value pairs, the required ones first.
@@ -102,12 +108,13 @@ func (r Report) Line() string {
 	return fmt.Sprintf("jobs=%d faults=%d kills=%d duplicate_deliveries=%d lost=%d duplicate_runners=%d duplicate_instances=%d "+
 		"github_calls_per_claim=%.2f aws_calls_per_job=%.2f claimed=%d done=%d failed=%d abandoned=%d redeliveries=%d "+
 		"claimed_after_done=%d stray=%d rejected=%d undelivered=%d secrets_logged=%d orphan_runners=%d reclaimer_calls=%d "+
-		"ran=%d cancelled=%d elsewhere=%d never_booted=%d runners_died=%d unreached=%d redelivered=%d orphan_machines=%d elapsed=%s",
+		"ran=%d cancelled=%d elsewhere=%d never_booted=%d runners_died=%d unreached=%d redelivered=%d orphan_machines=%d "+
+		"late_answers=%d bad_answers=%d elapsed=%s",
 		r.Jobs, r.Faults, r.Kills, r.DuplicateDeliveries, r.Lost, r.DuplicateRunners, r.DuplicateInstances,
 		r.GitHubCallsPerClaim, r.AWSCallsPerJob, r.Claimed, r.Done, r.Failed, r.Abandoned, r.Redeliveries,
 		r.ClaimedAfterDone, r.Stray, r.Rejected, r.Undelivered, r.SecretsLogged, r.OrphanRunners, r.ReclaimerCalls,
 		r.Ran, r.Cancelled, r.Elsewhere, r.NeverBooted, r.RunnersDied, r.Unreached, r.Redelivered, r.OrphanMachines,
-		r.Elapsed.Round(time.Second))
+		r.LateAnswers, r.BadAnswers, r.Elapsed.Round(time.Second))
 }
 
 // record is the part of a job record the accounting reads.
@@ -316,6 +323,7 @@ func (r *run) account(ctx context.Context) (Report, error) {
 		Jobs: len(r.plans), Faults: c.TotalFaults(), Kills: c.Kills, Counts: c,
 		DuplicateDeliveries: r.stats.duplicates, Redeliveries: r.stats.redeliveries,
 		Rejected: r.stats.rejected, Undelivered: r.stats.undelivered, Unreached: r.stats.unreached, Statuses: map[int]int{},
+		LateAnswers: int(r.late.Load()), BadAnswers: int(r.badAnswers.Load()),
 	}
 	for k, v := range r.stats.statuses {
 		rep.Statuses[k] = v

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -20,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/ghclaim/ghclaim/infra/ghfake"
+	"github.com/ghclaim/ghclaim/infra/local/eventsource"
 	"github.com/ghclaim/ghclaim/infra/provisiontest"
 	"github.com/ghclaim/ghclaim/shared/backoff"
 	"github.com/ghclaim/ghclaim/shared/claim"
@@ -258,13 +260,17 @@ type run struct {
 	down     atomic.Bool // the webhook endpoint is unreachable
 	dups     dupSampler
 
-	closers  []func()
-	sem      chan struct{}
-	reqSeq   atomic.Int64
-	force    forced
-	seedSeq  atomic.Uint64
-	stats    deliveryStats
-	throttle int64 // installation whose budget runs out
+	closers []func()
+	sem     chan struct{}
+	reqSeq  atomic.Int64
+	// late and badAnswers count claimer answers the event source mapping
+	// would discard: after the function timeout, or not readable as batch
+	// item failures of the batch.
+	late, badAnswers atomic.Int64
+	force            forced
+	seedSeq          atomic.Uint64
+	stats            deliveryStats
+	throttle         int64 // installation whose budget runs out
 }
 
 type deliveryStats struct {
@@ -493,6 +499,7 @@ func (r *run) poll(ctx context.Context, worker int) {
 		ictx = WithInvocation(ictx, inv)
 		var resp events.SQSEventResponse
 		var herr error
+		deadline, _ := ictx.Deadline()
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
@@ -500,26 +507,52 @@ func (r *run) poll(ctx context.Context, worker int) {
 		}()
 		<-done
 		cancel()
-		if inv.Killed() {
+		if r.settleBatch(ev, resp, herr, inv.Killed(), time.Now().After(deadline)) {
 			if c, err = r.newClaimer(worker); err != nil {
 				r.log.Error("chaos: claimer", slog.Any("err", err))
 				return
 			}
-			continue
 		}
-		if herr != nil {
-			continue // the whole batch comes back after the visibility timeout
-		}
-		r.deleteHandled(ev, resp)
 	}
 }
 
+// settleBatch ends one claimer invocation as the event source mapping does and
+// reports whether its execution environment is replaced. A killed
+// invocation deletes nothing. Lambda ends an invocation at its timeout
+// and discards what it answers later: a late answer deletes nothing
+// either, and the environment is replaced. A function error fails the
+// whole batch; otherwise the answer decides (deleteHandled). Whatever is
+// not deleted comes back after the visibility timeout.
+func (r *run) settleBatch(ev events.SQSEvent, resp events.SQSEventResponse, herr error, killed, late bool) bool {
+	switch {
+	case killed:
+		return true
+	case late:
+		r.late.Add(1)
+		r.log.Warn("chaos: claimer answered after its timeout; the whole batch comes back", slog.Int("messages", len(ev.Records)))
+		return true
+	case herr != nil:
+		return false
+	}
+	r.deleteHandled(ev, resp)
+	return false
+}
+
 // deleteHandled deletes the batch's messages that are not batch item
-// failures, as the event source mapping does.
+// failures, as the event source mapping does, reading the answer by the
+// mapping's rules (eventsource.Failures): one it cannot read, or that
+// names a message outside the batch, fails the whole batch.
 func (r *run) deleteHandled(ev events.SQSEvent, resp events.SQSEventResponse) {
-	failed := map[string]bool{}
-	for _, f := range resp.BatchItemFailures {
-		failed[f.ItemIdentifier] = true
+	raw, err := json.Marshal(resp)
+	if err != nil {
+		r.badAnswers.Add(1)
+		return
+	}
+	failed, err := eventsource.Failures(raw, ev.Records)
+	if err != nil {
+		r.badAnswers.Add(1)
+		r.log.Warn("chaos: the claimer's answer fails the whole batch", slog.Any("err", err))
+		return
 	}
 	var entries []sqstypes.DeleteMessageBatchRequestEntry
 	for _, m := range ev.Records {
