@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ghclaim/ghclaim/shared/config"
+	"github.com/ghclaim/ghclaim/shared/job"
 )
 
 // functionEnv is an environment every function starts with; the tests
@@ -141,4 +142,14 @@ func TestMetricsNamespacePatternIsTheFunctionsRule(t *testing.T) {
 		}
 	}
 	walk("", 6)
+}
+
+// TestSweepShardsBound: the template allows no more shards than the
+// functions accept and the reclaimer visits (job.MaxShards).
+func TestSweepShardsBound(t *testing.T) {
+	t.Parallel()
+	p, _ := dig(projectTemplate(t), "Parameters", "SweepShards").(map[string]any)
+	if got, ok := p["MaxValue"].(int); !ok || got != job.MaxShards {
+		t.Errorf("SweepShards MaxValue %v, want job.MaxShards %d", p["MaxValue"], job.MaxShards)
+	}
 }

@@ -303,6 +303,7 @@ func (s *Store) TakeBack(_ context.Context, read job.Record, to job.State, due t
 	if to == job.Queued {
 		d := job.Millis(due)
 		cur.State, cur.DueAt, cur.SweepAt = job.Queued, d, d+s.t.QueuedGrace.Milliseconds()
+		cur.SweepShard = job.Shard(read.JobID, s.t.Shards) // home under today's count, as shared/store
 		if (read.State == job.Claiming || read.State == job.Claimed) && cur.FirstFailureAt == 0 {
 			cur.FirstFailureAt = nowMs
 		}
@@ -321,13 +322,7 @@ func (s *Store) TakeBack(_ context.Context, read job.Record, to job.State, due t
 }
 
 // Shards lists the sweep shard keys ("0" … Shards-1).
-func (s *Store) Shards() []string {
-	out := make([]string, s.t.Shards)
-	for i := range out {
-		out[i] = strconv.Itoa(i)
-	}
-	return out
-}
+func (s *Store) Shards() []string { return job.ShardKeys(s.t.Shards) }
 
 // Stale returns one page of the records of shard whose sweep_at is before
 // now, oldest first, continuing after cursor. Like a DynamoDB Query with a
@@ -425,7 +420,7 @@ func (s *Store) Recheck(_ context.Context, read job.Record, due time.Time, count
 	if !ok || cur.State != job.Claimed || cur.Version != read.Version {
 		return job.Record{}, &job.ConflictError{Op: "recheck", JobID: read.JobID, Current: clone(cur), Found: ok}
 	}
-	cur.SweepAt, cur.UpdatedAt = job.Millis(due), job.Millis(now)
+	cur.SweepShard, cur.SweepAt, cur.UpdatedAt = job.Shard(read.JobID, s.t.Shards), job.Millis(due), job.Millis(now)
 	if counted {
 		cur.LivenessChecks = read.LivenessChecks + 1 // one check per read, as shared/store writes it
 	}

@@ -194,6 +194,17 @@ func (r *reader) integer(v string, def int64, min int64) int64 {
 	return x
 }
 
+// shards reads SWEEP_SHARDS: 1 to job.MaxShards, the template's bounds
+// (the reclaimer visits every shard up to job.MaxShards).
+func (r *reader) shards() int {
+	n := r.integer("SWEEP_SHARDS", DefaultSweepShards, 1)
+	if n > job.MaxShards {
+		r.fail("SWEEP_SHARDS", fmt.Errorf("%d: at most %d shards", n, job.MaxShards))
+		return DefaultSweepShards
+	}
+	return int(n)
+}
+
 // pools reads RUNNER_POOLS, and RUNNER_START_GRACE: the runner start grace
 // of every pool that sets none (a pool's runner_start_grace wins; both
 // unset: job.DefaultRunnerStartGrace).
@@ -227,7 +238,7 @@ func (r *reader) common() Common {
 	c := Common{
 		TableName:      r.required("TABLE_NAME"),
 		ClaimsQueueURL: r.required("CLAIMS_QUEUE_URL"),
-		SweepShards:    int(r.integer("SWEEP_SHARDS", DefaultSweepShards, 1)),
+		SweepShards:    r.shards(),
 		PendingGrace:   r.bounded("PENDING_GRACE", DefaultPendingGrace, maxGrace, whyGrace),
 		QueuedGrace:    r.bounded("QUEUED_GRACE", DefaultQueuedGrace, maxGrace, whyGrace),
 		RecordTTL:      r.duration("RECORD_TTL", DefaultRecordTTL),

@@ -99,6 +99,7 @@ func TestErrorsNameTheVariable(t *testing.T) {
 		{"no key", claimer, nil, []string{"GITHUB_APP_PRIVATE_KEY"}, "GITHUB_APP_PRIVATE_KEY_ARN"},
 		{"bad api url", claimer, map[string]string{"GITHUB_API_URL": "api.github.com"}, nil, "GITHUB_API_URL"},
 		{"bad shards", reclaimer, map[string]string{"SWEEP_SHARDS": "0"}, nil, "SWEEP_SHARDS"},
+		{"too many shards", reclaimer, map[string]string{"SWEEP_SHARDS": "65"}, nil, "SWEEP_SHARDS"},
 		{"bad level", reclaimer, map[string]string{"LOG_LEVEL": "loud"}, nil, "LOG_LEVEL"},
 		{"janitor: bad level", janitor, map[string]string{"LOG_LEVEL": "loud"}, nil, "LOG_LEVEL"},
 		{"redeliverer: bad level", redeliverer, map[string]string{"LOG_LEVEL": "verbose"}, nil, "LOG_LEVEL"},

@@ -3,6 +3,7 @@ package job
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -138,6 +139,22 @@ type Timing struct {
 	PendingGrace time.Duration
 	// QueuedGrace: a queued record is stale this long after its due_at.
 	QueuedGrace time.Duration
+}
+
+// MaxShards is the most shards SWEEP_SHARDS may name (the template's
+// MaxValue). The reclaimer also visits the shards above the configured
+// count, a few per pass (reclaim's strays): a record written before
+// SWEEP_SHARDS was lowered stays in its old shard, and would otherwise
+// never be swept.
+const MaxShards = 64
+
+// ShardKeys lists the keys of n sweep shards: "0" … n-1, as Shard names them.
+func ShardKeys(n int) []string {
+	out := make([]string, max(n, 0))
+	for i := range out {
+		out[i] = strconv.Itoa(i)
+	}
+	return out
 }
 
 // Defaults of Timing.

@@ -55,8 +55,11 @@ type memStore struct {
 
 func (s *memStore) Shards() []string { return []string{"0"} }
 
-func (s *memStore) Stale(_ context.Context, _ string, _ time.Time, _ int32, _ string) (job.Page, error) {
+func (s *memStore) Stale(_ context.Context, shard string, _ time.Time, _ int32, _ string) (job.Page, error) {
 	s.clock.call()
+	if shard != "0" {
+		return job.Page{}, nil // the strays above the one shard: empty
+	}
 	return job.Page{Records: slices.Clone(s.recs)}, nil
 }
 

@@ -47,6 +47,12 @@
 //     random shard order on every pass, so neither a backlog in one shard
 //     nor the shards' numbering starves some shards when passes keep
 //     running out of budget.
+//   - Each pass also reads StraysPerPass of the shards above the
+//     configured count (up to job.MaxShards), in turn: a record keeps the
+//     shard it was written to, so after SWEEP_SHARDS is lowered the
+//     records of the dropped shards would never be swept. A take-back or a
+//     liveness recheck moves such a record to its shard under the current
+//     count. Reading an empty shard is one small Query.
 //   - Re-enqueues go before abandonments: a job that can still run matters
 //     more than bookkeeping for one that cannot.
 //   - The herd bound is on arrivals, not on planned delays. SQS makes a
@@ -97,6 +103,8 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -296,7 +304,13 @@ func (c Config) withDefaults() Config {
 type Reclaimer struct {
 	cfg  Config
 	gate *ratelimit.Gate // nil without Rates
+	// stray is where the next pass's turn of stray shards starts.
+	stray atomic.Uint64
 }
+
+// StraysPerPass is how many shards above the configured count one pass
+// reads: with the default 8 of 64, each comes round every 28 passes.
+const StraysPerPass = 2
 
 // New validates cfg, fills its defaults and returns a reclaimer.
 func New(cfg Config) (*Reclaimer, error) {
@@ -307,6 +321,7 @@ func New(cfg Config) (*Reclaimer, error) {
 		return nil, errors.New("reclaim: Config.Queue is required")
 	}
 	r := &Reclaimer{cfg: cfg.withDefaults()}
+	r.stray.Store(uint64(r.cfg.Rand.IntN(job.MaxShards))) // instances start apart
 	if r.cfg.Rates != nil {
 		r.gate = ratelimit.NewGate(r.cfg.Rates, r.cfg.RateRefresh)
 	}
@@ -315,8 +330,9 @@ func New(cfg Config) (*Reclaimer, error) {
 
 // Report is what one pass did.
 type Report struct {
-	// Scanned counts the records the sweep index returned.
-	Scanned int
+	// Scanned counts the records the sweep index returned; Strays those
+	// of them found in a shard above the configured count.
+	Scanned, Strays int
 	// Requeued counts the records taken back and sent, by reason.
 	Requeued map[Reason]int
 	// Abandoned counts the records past max age, moved to abandoned.
@@ -389,6 +405,29 @@ type candidate struct {
 func (r *Reclaimer) Handle(ctx context.Context, _ events.CloudWatchEvent) error {
 	_, err := r.Run(ctx)
 	return err
+}
+
+// stray reports whether shard is above the n configured shards.
+func stray(shard string, n int) bool {
+	i, err := strconv.Atoi(shard)
+	return err == nil && i >= n
+}
+
+// strays returns this pass's turn of the shards above the n configured:
+// StraysPerPass of them, the next ones after the last pass's.
+func (r *Reclaimer) strays(n int) []string {
+	all := job.ShardKeys(job.MaxShards)
+	if n >= len(all) {
+		return nil
+	}
+	all = all[n:]
+	k := min(StraysPerPass, len(all))
+	first := (r.stray.Add(uint64(k)) - uint64(k)) % uint64(len(all))
+	out := make([]string, k)
+	for i := range out {
+		out[i] = all[(first+uint64(i))%uint64(len(all))]
+	}
+	return out
 }
 
 // Run performs one pass: collect stale records from every shard, abandon
@@ -478,6 +517,8 @@ func (r *Reclaimer) collect(ctx context.Context, now, by time.Time, rep *Report)
 	// A new shard order on every pass: a pass that runs out of budget
 	// must not always leave the same shards for later.
 	shards := r.cfg.Store.Shards()
+	configured := len(shards)
+	shards = append(shards, r.strays(configured)...)
 	var active []cursor
 	for _, i := range r.cfg.Rand.Perm(len(shards)) {
 		active = append(active, cursor{shard: shards[i]})
@@ -508,6 +549,11 @@ func (r *Reclaimer) collect(ctx context.Context, now, by time.Time, rep *Report)
 			}
 			for _, rec := range page.Records {
 				rep.Scanned++
+				if stray(c.shard, configured) {
+					rep.Strays++
+					r.cfg.Logger.Warn("reclaim found a record in a shard above SWEEP_SHARDS (was it lowered?); a take-back moves it",
+						slog.Int64(obs.KeyJobID, rec.JobID), slog.String("shard", c.shard), slog.Int("sweep_shards", configured))
+				}
 				reason, ok := Classify(rec, now)
 				if !ok && rec.State == job.Claiming {
 					errs = append(errs, r.postpone(ctx, rec, rep))
@@ -617,6 +663,7 @@ func (r *Reclaimer) summarize(rep Report, err error) {
 	m := r.cfg.Metrics
 	attrs := []any{
 		slog.Int("scanned", rep.Scanned),
+		slog.Int("strays", rep.Strays),
 		slog.Int("requeued", rep.RequeuedTotal()),
 	}
 	for _, reason := range Reasons {

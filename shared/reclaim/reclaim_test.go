@@ -713,13 +713,13 @@ func TestShardsAndPaging(t *testing.T) {
 	if rep.Scanned != m || rep.Requeued[reclaim.OutboxLost] != m || rep.Incomplete {
 		t.Errorf("report %+v, want all %d outbox_lost", rep, m)
 	}
-	if len(counter.calls) != timing.Shards {
-		t.Errorf("queried shards %v, want all %d", counter.calls, timing.Shards)
-	}
-	for sh, n := range counter.calls {
-		if n < 2 {
+	for _, sh := range job.ShardKeys(timing.Shards) {
+		if n := counter.calls[sh]; n < 2 {
 			t.Errorf("shard %s: %d page(s), want ≥ 2 with page size 2", sh, n)
 		}
+	}
+	if got := len(counter.calls) - timing.Shards; got != reclaim.StraysPerPass {
+		t.Errorf("queried shards %v: %d above the %d configured, want StraysPerPass %d", counter.calls, got, timing.Shards, reclaim.StraysPerPass)
 	}
 	if got := len(f.messages()); got != m {
 		t.Errorf("claims queue holds %d messages, want %d", got, m)
@@ -960,5 +960,39 @@ func TestFailedShardLeavesTheOthers(t *testing.T) {
 	}
 	if len(got) != len(want) {
 		t.Errorf("taken back %d jobs, want the %d outside shard %s", len(got), len(want), st.failed)
+	}
+}
+
+// TestStrayShardsAreSwept: a record written when SWEEP_SHARDS was higher
+// keeps its old shard, above today's count. The passes visit those
+// shards in turn, StraysPerPass at a time, so it is found within one round
+// of them and taken back, which moves it to its shard under today's
+// count; before, no pass ever read it and its job waited forever.
+func TestStrayShardsAreSwept(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	const id = 43
+	r := f.pending(t, id, t0.Add(-time.Hour))
+	r.SweepShard = "59" // job_id mod 64: written under SWEEP_SHARDS=64
+	f.store.Put(r)
+	rc := mustNew(t, reclaim.Config{Store: f.store, Queue: f.queue, Now: f.clock.Now, Rand: random.New(3), Logger: slog.New(slog.DiscardHandler)})
+	round := (job.MaxShards - timing.Shards + reclaim.StraysPerPass - 1) / reclaim.StraysPerPass
+	passes := 0
+	for passes < round && len(f.messages()) == 0 {
+		passes++
+		rep := f.run(t, rc)
+		if rep.Strays != rep.Scanned {
+			t.Fatalf("pass %d: %d scanned, %d of them strays; want the one record, a stray", passes, rep.Scanned, rep.Strays)
+		}
+	}
+	if len(f.messages()) != 1 {
+		t.Fatalf("after %d passes (a round of the strays) the record was not taken back", passes)
+	}
+	got, err := f.store.Get(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != job.Queued || got.SweepShard != job.Shard(id, timing.Shards) {
+		t.Errorf("record %s in shard %q, want queued in shard %q", got.State, got.SweepShard, job.Shard(id, timing.Shards))
 	}
 }

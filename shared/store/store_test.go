@@ -679,3 +679,50 @@ func TestMarkDoneAndRequeueRetriedAfterTheyTookEffect(t *testing.T) {
 		t.Errorf("another requeue of the same read: %v, want a conflict", err)
 	}
 }
+
+// TestTakeBackAndRecheckMoveAStrayHome: a record written when SWEEP_SHARDS
+// was higher sits in a shard above today's count, which the reclaimer
+// reads only now and then (its strays). Its take-back, and a liveness
+// recheck of a claimed one, move it to its shard under today's count.
+func TestTakeBackAndRecheckMoveAStrayHome(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	wide := store.New(env.db, env.table, store.Options{Shards: 64})
+	// Jobs 189 and 253: shard 61 of 64 and 5 of 8 (the latter read by
+	// TestStaleCursor only a year before t0).
+	for _, id := range []int64{189, 253} {
+		if _, err := wide.CreateJob(ctx, rec(id), t0); err != nil {
+			t.Fatal(err)
+		}
+		if got := f.get(t, id).SweepShard; got != "61" {
+			t.Fatalf("job %d created in shard %q, want 61 of 64", id, got)
+		}
+	}
+	home := job.Shard(189, store.DefaultShards)
+
+	got, err := f.s.TakeBack(ctx, f.get(t, 189), job.Queued, t0.Add(time.Minute), "outbox_lost", t0.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.SweepShard != home || f.get(t, 189).SweepShard != home {
+		t.Errorf("taken back: shard %q (stored %q), want %q", got.SweepShard, f.get(t, 189).SweepShard, home)
+	}
+
+	l, _, err := f.s.Acquire(ctx, 253, 1, "m-253", t0.Add(5*time.Minute), t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.s.Finish(ctx, l, store.Outcome{State: job.Claimed, Attempt: 1, RunnerName: "linux-253"}, t0); err != nil {
+		t.Fatal(err)
+	}
+	if sh := f.get(t, 253).SweepShard; sh != "61" {
+		t.Fatalf("claimed in shard %q, want still 61", sh)
+	}
+	got, err = f.s.Recheck(ctx, f.get(t, 253), t0.Add(20*time.Minute), true, t0.Add(10*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := job.Shard(253, store.DefaultShards); got.SweepShard != want {
+		t.Errorf("rechecked: shard %q, want %q", got.SweepShard, want)
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -137,7 +136,10 @@ func (s *Store) TakeBack(ctx context.Context, read job.Record, to job.State, due
 		dueMs := job.Millis(due)
 		vals[":due"] = n(dueMs)
 		vals[":sweep"] = n(dueMs + s.opt.QueuedGrace.Milliseconds())
-		update = "SET #s = :to, version = :nv, due_at = :due, sweep_at = :sweep, updated_at = :now"
+		// The shard under the current count: a record from before
+		// SWEEP_SHARDS was lowered moves home (reclaim's strays).
+		vals[":shard"] = str(job.Shard(read.JobID, s.opt.Shards))
+		update = "SET #s = :to, version = :nv, due_at = :due, sweep_shard = :shard, sweep_at = :sweep, updated_at = :now"
 		if read.State == job.Claiming {
 			// An expired lease is a failed attempt whose claimer died
 			// before it could say so. Start the max-age clock if no
@@ -227,10 +229,11 @@ func (s *Store) Recheck(ctx context.Context, read job.Record, due time.Time, cou
 	vals := map[string]types.AttributeValue{
 		":read":  str(string(job.Claimed)),
 		":v":     n(read.Version),
+		":shard": str(job.Shard(read.JobID, s.opt.Shards)), // home, as TakeBack
 		":sweep": n(job.Millis(due)),
 		":now":   n(job.Millis(now)),
 	}
-	update := "SET sweep_at = :sweep, updated_at = :now"
+	update := "SET sweep_shard = :shard, sweep_at = :sweep, updated_at = :now"
 	if counted {
 		// The count as read plus one, not an increment: the version does
 		// not move, so an SDK retry of a write that took effect passes the
@@ -374,10 +377,4 @@ func (s *Store) Postpone(ctx context.Context, read job.Record, until time.Time) 
 }
 
 // Shards lists the sweep shard keys ("0" … Shards-1).
-func (s *Store) Shards() []string {
-	out := make([]string, s.opt.Shards)
-	for i := range out {
-		out[i] = strconv.Itoa(i)
-	}
-	return out
-}
+func (s *Store) Shards() []string { return job.ShardKeys(s.opt.Shards) }
