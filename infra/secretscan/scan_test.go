@@ -303,7 +303,7 @@ func TestNoSecretInAnyOutput(t *testing.T) {
 		Body:   payload("queued", "octo/app", 1040, octo, gpu, "")})
 	red, err := wireredeliverer.New(ctx, wired(e, clk.Now, out("redeliverer")))
 	must(err)
-	gh.echo("/hook/deliveries", http.StatusBadGateway, 1) // the App JWT quoted
+	gh.echo("/hook/deliveries", http.StatusBadGateway, 1) // the App JWT quoted: a read error, logged (obs redacts), not returned
 	for range 2 {
 		if err := red.Handle(ctx, events.CloudWatchEvent{}); err != nil {
 			fmt.Fprintf(out("redeliverer"), "handler error: %v\n", err)

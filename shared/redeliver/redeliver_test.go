@@ -10,9 +10,12 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/ghclaim/ghclaim/infra/contract"
 	"github.com/ghclaim/ghclaim/infra/ghfake"
@@ -506,5 +509,32 @@ func TestCarriedRedeliveryOfAReadUnderWay(t *testing.T) {
 	}
 	if n := f.fake.Redeliveries("g"); n != 1 {
 		t.Errorf("redeliveries of g = %d, want 1 (its failed redelivery carried to the next pass)", n)
+	}
+}
+
+// loadMarkFails fails the mark's read with text that quotes a credential,
+// as an upstream error may.
+type loadMarkFails struct{ redeliver.Store }
+
+func (loadMarkFails) LoadMark(context.Context) (job.DeliveryMark, error) {
+	return job.DeliveryMark{}, errors.New("get mark: refused (Authorization: Bearer eyJhbGciOiJSUzI1NiJ9.eyJpc3MiOiI3In0.c2lnbmF0dXJl)")
+}
+
+// TestHandleRedactsItsError: Lambda logs a returned error as it is, so
+// Handle passes it through the redaction every log line gets; errors.Is
+// still sees the cause.
+func TestHandleRedactsItsError(t *testing.T) {
+	f := setup(t)
+	f.cfg.Store = loadMarkFails{f.store}
+	r, err := redeliver.New(f.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	herr := r.Handle(context.Background(), events.CloudWatchEvent{})
+	if herr == nil {
+		t.Fatal("Handle returned no error though the mark could not be read")
+	}
+	if strings.Contains(herr.Error(), "eyJ") || !strings.Contains(herr.Error(), "load mark") {
+		t.Errorf("Handle's error %q: want the cause named and the JWT redacted", herr)
 	}
 }
