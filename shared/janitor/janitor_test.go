@@ -315,13 +315,7 @@ func TestBudgetBoundsAPass(t *testing.T) {
 	f.record(4001, job.Done, "")
 	j, err := janitor.New(janitor.Config{Store: f.store, GitHub: f.gh, Provisioner: f.prov, Leftovers: f.prov,
 		Pools: []pool.Pool{linux}, MaxCalls: 3, Now: func() time.Time { return f.now },
-		Rand: permSource(func(n int) []int { // octo/app last
-			out := make([]int, 0, n)
-			for i := 1; i < n; i++ {
-				out = append(out, i)
-			}
-			return append(out, 0)
-		})})
+		Rand: appLast})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,6 +334,15 @@ func TestNoAWSServiceDependency(t *testing.T) {
 	contract.DepsFree(t, "github.com/ghclaim/ghclaim/shared/janitor")
 }
 
+// appLast lists octo/app, the installation's first repository, last.
+var appLast = permSource(func(n int) []int {
+	out := make([]int, 0, n)
+	for i := 1; i < n; i++ {
+		out = append(out, i)
+	}
+	return append(out, 0)
+})
+
 // permSource is a random source whose permutations are perm's (the janitor
 // draws nothing else).
 type permSource func(n int) []int
@@ -347,3 +350,125 @@ type permSource func(n int) []int
 func (p permSource) Float64() float64 { return 0 }
 func (p permSource) IntN(int) int     { return 0 }
 func (p permSource) Perm(n int) []int { return p(n) }
+
+// slowGets is a store whose every read takes d of the fixture's clock.
+type slowGets struct {
+	janitor.Store
+	f     *fixture
+	d     time.Duration
+	reads int
+}
+
+func (s *slowGets) Get(ctx context.Context, id int64) (job.Record, error) {
+	s.reads++
+	s.f.now = s.f.now.Add(s.d)
+	return s.Store.Get(ctx, id)
+}
+
+// TestTimeBoundsTheMachinePhase: the machine loop stops at the pass's
+// time budget, and at the invocation's deadline less Reserve when that
+// comes first; a loop cut short judges no JIT config, since the machines
+// it did not reach are not in its live set and their configs would look
+// orphaned (a booting machine would lose the config its runner needs).
+func TestTimeBoundsTheMachinePhase(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		budget   time.Duration
+		deadline time.Duration // from now; 0: none
+	}{
+		{name: "budget", budget: 45 * time.Second},
+		{name: "deadline", deadline: 50 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := setup(t)
+			f.now = time.Now().UTC().Truncate(time.Second) // a real deadline is measured from it
+			for id := int64(5001); id <= 5004; id++ {
+				f.machine(t, id)
+				f.record(id, job.Claimed, job.RunnerName("linux", id))
+			}
+			f.now = f.now.Add(janitor.DefaultConfigGrace + time.Minute) // every config is old enough to judge
+			st := &slowGets{Store: f.store, f: f, d: 20 * time.Second}
+			j, err := janitor.New(janitor.Config{Store: st, GitHub: f.gh, Provisioner: f.prov, Leftovers: f.prov,
+				Pools: []pool.Pool{linux}, Now: func() time.Time { return f.now }, Budget: tc.budget, Reserve: 5 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			if tc.deadline > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithDeadline(ctx, f.now.Add(tc.deadline))
+				defer cancel()
+			}
+			rep, err := j.Run(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// 45 s allowed (the budget, or 50 s to the deadline less the
+			// 5 s reserve): machines start at 0, 20 and 40 s; at 60 s the
+			// fourth does not.
+			if !rep.Incomplete || st.reads != 3 {
+				t.Errorf("%+v after %d record reads, want incomplete after 3 (20 s each, 45 s allowed)", rep, st.reads)
+			}
+			if rep.ConfigsDeleted != 0 {
+				t.Errorf("%d JIT configs deleted on a partial view of the live machines, want 0", rep.ConfigsDeleted)
+			}
+			for id := int64(5001); id <= 5004; id++ {
+				if _, ok := f.prov.Config(job.RunnerName("linux", id)); !ok {
+					t.Errorf("job %d's config is gone", id)
+				}
+			}
+		})
+	}
+}
+
+// slowGitHub is GitHub where the listing calls take d of the fixture's
+// clock each.
+type slowGitHub struct {
+	janitor.GitHub
+	f *fixture
+	d time.Duration
+}
+
+func (s slowGitHub) Installations(ctx context.Context) ([]ghapp.Installation, error) {
+	s.f.now = s.f.now.Add(s.d)
+	return s.GitHub.Installations(ctx)
+}
+
+func (s slowGitHub) Repositories(ctx context.Context, id int64) ([]string, error) {
+	s.f.now = s.f.now.Add(s.d)
+	return s.GitHub.Repositories(ctx, id)
+}
+
+func (s slowGitHub) ListRunners(ctx context.Context, id int64, scope, owner, repo string) ([]ghapp.Runner, error) {
+	s.f.now = s.f.now.Add(s.d)
+	return s.GitHub.ListRunners(ctx, id, scope, owner, repo)
+}
+
+// TestTimeBoundsTheRunnerPhase: GitHub calls stop at the pass's time
+// budget as they do at MaxCalls (TestBudgetBoundsAPass): a repository the
+// pass had no time to list keeps its runners.
+func TestTimeBoundsTheRunnerPhase(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.fake.SetInstallation(inst, "octo", false, "app", "b", "c", "d")
+	f.runner(t, "linux-4001", "offline", false)
+	f.record(4001, job.Done, "")
+	j, err := janitor.New(janitor.Config{Store: f.store, GitHub: slowGitHub{GitHub: f.gh, f: f, d: 20 * time.Second},
+		Provisioner: f.prov, Leftovers: f.prov, Pools: []pool.Pool{linux}, Budget: 45 * time.Second,
+		Now:  func() time.Time { return f.now },
+		Rand: appLast})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := j.Run(context.Background())
+	// Calls start at 0 s (installations), 20 s (repositories) and 40 s
+	// (one repository's runners); at 60 s the budget is spent.
+	if err != nil || !rep.Incomplete || rep.ScopesListed != 1 || rep.RunnersDeleted != 0 {
+		t.Errorf("pass %+v, %v: want incomplete after 1 scope (45 s, 20 s a call), nothing deleted", rep, err)
+	}
+	if _, ok := f.fake.RunnerByName("linux-4001"); !ok {
+		t.Error("runner deleted in a pass that never listed its repository")
+	}
+}
