@@ -2,6 +2,7 @@ package contract
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -62,6 +63,24 @@ func TestQueue(t *testing.T, open func(t *testing.T) QueueWorld) {
 			if s.Delay != want[i] || s.Msg != msg(1) {
 				t.Errorf("message %d: %+v, want delay %s", i, s, want[i])
 			}
+		}
+	})
+
+	t.Run("a done context sends nothing", func(t *testing.T) {
+		w := open(t)
+		n := len(w.Sent())
+		done, cancel := context.WithCancel(ctx)
+		cancel()
+		if err := w.Queue.Send(done, msg(5), 0); !errors.Is(err, context.Canceled) {
+			t.Errorf("send with a done context: %v, want context.Canceled", err)
+		}
+		for i, err := range w.Queue.SendBatch(done, []job.Message{msg(6), msg(7)}, []time.Duration{0, 0}) {
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("batch entry %d with a done context: %v, want context.Canceled", i, err)
+			}
+		}
+		if got := since(w, n); len(got) != 0 {
+			t.Errorf("reached the queue with a done context: %+v", got)
 		}
 	})
 

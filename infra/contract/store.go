@@ -206,6 +206,26 @@ func TestStoreCore(t *testing.T, base int64, open func(t *testing.T) Core, pendi
 		}
 	})
 
+	run("a done context writes nothing", func(t *testing.T) {
+		j := id(23)
+		done, cancel := context.WithCancel(ctx)
+		cancel()
+		if _, err := s.CreateJob(done, Rec(j), T0); !errors.Is(err, context.Canceled) {
+			t.Fatalf("create with a done context: %v, want context.Canceled", err)
+		}
+		if _, err := s.Get(ctx, j); !errors.Is(err, job.ErrNotFound) {
+			t.Fatalf("after a create with a done context: %v, want ErrNotFound", err)
+		}
+		_, err := s.CreateJob(ctx, Rec(j), T0)
+		must(t, err)
+		if _, err := s.MarkDone(done, job.Report{JobID: j}, T0); !errors.Is(err, context.Canceled) {
+			t.Fatalf("done with a done context: %v, want context.Canceled", err)
+		}
+		if got := get(t, j); got.State != job.Pending {
+			t.Fatalf("record %s after a done with a done context, want pending", got.State)
+		}
+	})
+
 	run("lease fencing", func(t *testing.T) {
 		j := id(4)
 		_, err := s.CreateJob(ctx, Rec(j), T0)

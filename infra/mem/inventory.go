@@ -34,7 +34,10 @@ func (p *Provisioner) PutConfig(runnerName, instanceID string, at time.Time) {
 }
 
 // LiveMachines returns every machine not stopped.
-func (p *Provisioner) LiveMachines(context.Context) ([]pool.Machine, error) {
+func (p *Provisioner) LiveMachines(ctx context.Context) ([]pool.Machine, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var out []pool.Machine
@@ -48,7 +51,10 @@ func (p *Provisioner) LiveMachines(context.Context) ([]pool.Machine, error) {
 }
 
 // Configs returns every stored config, without values.
-func (p *Provisioner) Configs(context.Context) ([]pool.Parameter, error) {
+func (p *Provisioner) Configs(ctx context.Context) ([]pool.Parameter, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var out []pool.Parameter
@@ -64,7 +70,10 @@ func (p *Provisioner) Configs(context.Context) ([]pool.Parameter, error) {
 
 // DeleteConfig deletes a stored config by its parameter name; one already
 // gone is success.
-func (p *Provisioner) DeleteConfig(_ context.Context, name string) error {
+func (p *Provisioner) DeleteConfig(ctx context.Context, name string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	runner, ok := strings.CutPrefix(name, configPrefix)

@@ -62,7 +62,10 @@ func (p *Provisioner) Fail(err error, n int) {
 }
 
 // Provision stores req's config and starts (or finds) the job's machine.
-func (p *Provisioner) Provision(_ context.Context, req pool.Request) (pool.Result, error) {
+func (p *Provisioner) Provision(ctx context.Context, req pool.Request) (pool.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return pool.Result{}, err
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.requests = append(p.requests, req)
@@ -99,7 +102,10 @@ func (p *Provisioner) live(req pool.Request) string {
 
 // Running names the job's live machine, or "" (always "" for a dispatch
 // pool, whose adapter cannot tell).
-func (p *Provisioner) Running(_ context.Context, req pool.Request) (string, error) {
+func (p *Provisioner) Running(ctx context.Context, req pool.Request) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if req.Pool.Provisioner.Type == pool.ProvisionerDispatch {
@@ -110,7 +116,10 @@ func (p *Provisioner) Running(_ context.Context, req pool.Request) (string, erro
 
 // Cleanup removes the runner's stored config, if any, then ends the
 // attempt's machines unless req.KeepMachines.
-func (p *Provisioner) Cleanup(_ context.Context, req pool.Request) error {
+func (p *Provisioner) Cleanup(ctx context.Context, req pool.Request) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !pool.RunnerNameRE.MatchString(req.RunnerName) {

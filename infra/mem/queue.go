@@ -64,7 +64,10 @@ func (q *Queue) fail(method string) error {
 
 // Send records m, visible after delay rounded up to whole seconds. Like
 // SQS it refuses a delay over 900 s and a body over 256 KB.
-func (q *Queue) Send(_ context.Context, m job.Message, delay time.Duration) error {
+func (q *Queue) Send(ctx context.Context, m job.Message, delay time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if err := q.fail("Send"); err != nil {
@@ -82,7 +85,10 @@ func (q *Queue) Send(_ context.Context, m job.Message, delay time.Duration) erro
 // SendMessageBatch: every entry leaves at the same instant. It returns one
 // error per message (nil: sent). Like SQS it refuses a whole batch of more
 // than 10 entries, and each entry on its own (delay, body, FailEntry).
-func (q *Queue) SendBatch(_ context.Context, msgs []job.Message, delays []time.Duration) []error {
+func (q *Queue) SendBatch(ctx context.Context, msgs []job.Message, delays []time.Duration) []error {
+	if err := ctx.Err(); err != nil {
+		return each(err, len(msgs))
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	errs := make([]error, len(msgs))
@@ -133,7 +139,10 @@ func (q *Queue) entry(m job.Message, delay time.Duration) (Sent, error) {
 }
 
 // Delete records a deleted receipt handle.
-func (q *Queue) Delete(_ context.Context, receiptHandle string) error {
+func (q *Queue) Delete(ctx context.Context, receiptHandle string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if err := q.fail("Delete"); err != nil {
@@ -145,7 +154,10 @@ func (q *Queue) Delete(_ context.Context, receiptHandle string) error {
 
 // RetryAfter records the visibility asked for a received message. Like SQS
 // it refuses a visibility that would end 12 hours or more after the receive.
-func (q *Queue) RetryAfter(_ context.Context, receiptHandle string, d time.Duration) error {
+func (q *Queue) RetryAfter(ctx context.Context, receiptHandle string, d time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if err := q.fail("RetryAfter"); err != nil {
@@ -181,4 +193,13 @@ func (q *Queue) Visibility(receiptHandle string) (time.Duration, bool) {
 	defer q.mu.Unlock()
 	d, ok := q.visibility[receiptHandle]
 	return d, ok
+}
+
+// each is err for every one of n messages.
+func each(err error, n int) []error {
+	out := make([]error, n)
+	for i := range out {
+		out[i] = err
+	}
+	return out
 }

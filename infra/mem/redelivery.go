@@ -24,7 +24,10 @@ type attemptCount struct {
 
 // LoadMark returns the mark of the last completed pass, or an error
 // wrapping job.ErrNotFound.
-func (s *Store) LoadMark(_ context.Context) (job.DeliveryMark, error) {
+func (s *Store) LoadMark(ctx context.Context) (job.DeliveryMark, error) {
+	if err := ctx.Err(); err != nil {
+		return job.DeliveryMark{}, err
+	}
 	defer s.enter("LoadMark")()
 	if !s.red.hasMark {
 		return job.DeliveryMark{}, fmt.Errorf("redelivery mark: %w", job.ErrNotFound)
@@ -36,7 +39,10 @@ func (s *Store) LoadMark(_ context.Context) (job.DeliveryMark, error) {
 }
 
 // SaveMark stores m unless the stored mark is at a higher ID.
-func (s *Store) SaveMark(_ context.Context, m job.DeliveryMark, _ time.Time) error {
+func (s *Store) SaveMark(ctx context.Context, m job.DeliveryMark, _ time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	defer s.enter("SaveMark")()
 	if s.red.hasMark && s.red.mark.ID > m.ID {
 		return nil
@@ -58,7 +64,10 @@ func (s *Store) SaveMark(_ context.Context, m job.DeliveryMark, _ time.Time) err
 // CountRedelivery adds one to guid's attempts unless it has max already (an
 // error wrapping job.ErrAttemptsSpent). A count past its expires_at counts
 // as absent, as in the table (TTL deletion is lazy).
-func (s *Store) CountRedelivery(_ context.Context, guid string, max int, now time.Time) (int, error) {
+func (s *Store) CountRedelivery(ctx context.Context, guid string, max int, now time.Time) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
 	defer s.enter("CountRedelivery")()
 	if guid == "" {
 		return 0, fmt.Errorf("count redelivery: empty guid")

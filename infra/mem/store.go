@@ -7,6 +7,8 @@
 // contract suites in infra/contract run against both this package and the
 // DynamoDB/SQS adapters on the emulator, so the two cannot drift. Where
 // DynamoDB refuses (a failed condition, a 400 KB item), so does Store.
+// Like an SDK call, every method with a context fails with the context's
+// error, changing nothing, once the context is done.
 package mem
 
 import (
@@ -78,7 +80,10 @@ func (s *Store) enter(method string) func() {
 
 // CreateJob writes a new pending record at version 1, unless a live record
 // of the job exists: then a *job.ConflictError carrying it.
-func (s *Store) CreateJob(_ context.Context, r job.Record, now time.Time) (job.Record, error) {
+func (s *Store) CreateJob(ctx context.Context, r job.Record, now time.Time) (job.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return job.Record{}, err
+	}
 	defer s.enter("CreateJob")()
 	if cur, ok := s.recs[r.JobID]; ok && !cur.Expired(now) {
 		return job.Record{}, &job.ConflictError{Op: "create", JobID: r.JobID, Current: clone(cur), Found: true}
@@ -98,7 +103,10 @@ func (s *Store) CreateJob(_ context.Context, r job.Record, now time.Time) (job.R
 // MarkDone moves the record to done (version+1), or creates it as done when
 // there is none. It returns the state before ("" when created), or
 // ErrTerminal when the record was terminal already.
-func (s *Store) MarkDone(_ context.Context, d job.Report, now time.Time) (job.State, error) {
+func (s *Store) MarkDone(ctx context.Context, d job.Report, now time.Time) (job.State, error) {
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
 	defer s.enter("MarkDone")()
 	ms := job.Millis(now)
 	cur, ok := s.recs[d.JobID]
@@ -133,7 +141,10 @@ func (s *Store) MarkDone(_ context.Context, d job.Report, now time.Time) (job.St
 }
 
 // Get returns the record of job id, or an error wrapping ErrNotFound.
-func (s *Store) Get(_ context.Context, id int64) (job.Record, error) {
+func (s *Store) Get(ctx context.Context, id int64) (job.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return job.Record{}, err
+	}
 	defer s.enter("Get")()
 	r, ok := s.recs[id]
 	if !ok {
@@ -145,7 +156,10 @@ func (s *Store) Get(_ context.Context, id int64) (job.Record, error) {
 // Acquire takes the lease on a queued (or pending) record at version. A
 // refusal carries the record as it is; a record already leased to owner at
 // version+1 (a retried write that took effect) is the caller's lease.
-func (s *Store) Acquire(_ context.Context, id, version int64, owner string, until, now time.Time) (job.Lease, job.Record, error) {
+func (s *Store) Acquire(ctx context.Context, id, version int64, owner string, until, now time.Time) (job.Lease, job.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return job.Lease{}, job.Record{}, err
+	}
 	defer s.enter("Acquire")()
 	cur, ok := s.recs[id]
 	lease := job.Lease{JobID: id, Owner: owner, Version: version + 1, Expires: until}
@@ -176,7 +190,10 @@ func (s *Store) Acquire(_ context.Context, id, version int64, owner string, unti
 // did, a claiming → claiming history entry). A refusal carries the record
 // as it is; a record already taken over by owner at held+1 (a retried
 // write that took effect) is the caller's lease.
-func (s *Store) Takeover(_ context.Context, id, held int64, owner string, until, now time.Time) (job.Lease, job.Record, error) {
+func (s *Store) Takeover(ctx context.Context, id, held int64, owner string, until, now time.Time) (job.Lease, job.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return job.Lease{}, job.Record{}, err
+	}
 	defer s.enter("Takeover")()
 	nowMs := job.Millis(now)
 	cur, ok := s.recs[id]
@@ -211,7 +228,10 @@ func (s *Store) fenced(l job.Lease) (job.Record, error) {
 }
 
 // Release hands a leased record back to queued for the message just sent.
-func (s *Store) Release(_ context.Context, l job.Lease, r job.Retry, now time.Time) error {
+func (s *Store) Release(ctx context.Context, l job.Lease, r job.Retry, now time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	defer s.enter("Release")()
 	cur, err := s.fenced(l)
 	if err != nil {
@@ -233,7 +253,10 @@ func (s *Store) Release(_ context.Context, l job.Lease, r job.Retry, now time.Ti
 }
 
 // Finish moves a leased record to the outcome's state.
-func (s *Store) Finish(_ context.Context, l job.Lease, o job.Outcome, now time.Time) error {
+func (s *Store) Finish(ctx context.Context, l job.Lease, o job.Outcome, now time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	defer s.enter("Finish")()
 	switch o.State {
 	case job.Claimed, job.Failed, job.Abandoned, job.Done:
@@ -269,7 +292,10 @@ func (s *Store) Finish(_ context.Context, l job.Lease, o job.Outcome, now time.T
 
 // Extend records progress under a held lease: the attempt counter and,
 // optionally, the runner name.
-func (s *Store) Extend(_ context.Context, l job.Lease, attempt int, runnerName string, now time.Time) error {
+func (s *Store) Extend(ctx context.Context, l job.Lease, attempt int, runnerName string, now time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	defer s.enter("Extend")()
 	cur, err := s.fenced(l)
 	if err != nil {
@@ -287,7 +313,10 @@ func (s *Store) Extend(_ context.Context, l job.Lease, attempt int, runnerName s
 // (state and version unchanged; a claiming record's lease expired by now),
 // to Queued (due at due) or Abandoned. It returns the record as written, or
 // a *job.ConflictError carrying the record as it is.
-func (s *Store) TakeBack(_ context.Context, read job.Record, to job.State, due time.Time, reason string, now time.Time) (job.Record, error) {
+func (s *Store) TakeBack(ctx context.Context, read job.Record, to job.State, due time.Time, reason string, now time.Time) (job.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return job.Record{}, err
+	}
 	defer s.enter("TakeBack")()
 	if to != job.Queued && to != job.Abandoned {
 		return job.Record{}, fmt.Errorf("take back job %d: cannot move to %q", read.JobID, to)
@@ -329,7 +358,10 @@ func (s *Store) Shards() []string { return job.ShardKeys(s.t.Shards) }
 // Limit, a full page carries a cursor even when nothing follows. Each record
 // is whole and current, as shared/store's consistent read of the stale keys
 // returns it.
-func (s *Store) Stale(_ context.Context, shard string, now time.Time, limit int32, cursor string) (job.Page, error) {
+func (s *Store) Stale(ctx context.Context, shard string, now time.Time, limit int32, cursor string) (job.Page, error) {
+	if err := ctx.Err(); err != nil {
+		return job.Page{}, err
+	}
 	defer s.enter("Stale")()
 	var after struct {
 		at int64
@@ -372,7 +404,10 @@ func (s *Store) Stale(_ context.Context, shard string, now time.Time, limit int3
 
 // LoadRate returns the shared reading of an installation, or an error
 // wrapping ratelimit.ErrNoReading.
-func (s *Store) LoadRate(_ context.Context, installationID int64) (ratelimit.Reading, error) {
+func (s *Store) LoadRate(ctx context.Context, installationID int64) (ratelimit.Reading, error) {
+	if err := ctx.Err(); err != nil {
+		return ratelimit.Reading{}, err
+	}
 	defer s.enter("LoadRate")()
 	r, ok := s.rates[installationID]
 	if !ok {
@@ -382,7 +417,10 @@ func (s *Store) LoadRate(_ context.Context, installationID int64) (ratelimit.Rea
 }
 
 // SaveRate shares r unless the stored reading was observed later.
-func (s *Store) SaveRate(_ context.Context, installationID int64, r ratelimit.Reading) error {
+func (s *Store) SaveRate(ctx context.Context, installationID int64, r ratelimit.Reading) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	defer s.enter("SaveRate")()
 	if cur, ok := s.rates[installationID]; ok && cur.ObservedAt.After(r.ObservedAt) {
 		return nil
@@ -395,7 +433,10 @@ func (s *Store) SaveRate(_ context.Context, installationID int64, r ratelimit.Re
 
 // Postpone moves a stale record's sweep_at to until (a live lease's
 // expiry), conditional on the state and version read; nothing else changes.
-func (s *Store) Postpone(_ context.Context, read job.Record, until time.Time) (job.Record, error) {
+func (s *Store) Postpone(ctx context.Context, read job.Record, until time.Time) (job.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return job.Record{}, err
+	}
 	defer s.enter("Postpone")()
 	if read.State.Terminal() {
 		return job.Record{}, fmt.Errorf("postpone job %d: a %s record is not in the sweep index", read.JobID, read.State)
@@ -411,7 +452,10 @@ func (s *Store) Postpone(_ context.Context, read job.Record, until time.Time) (j
 
 // Recheck moves a claimed record's sweep_at to due (liveness_checks+1 when
 // counted), conditional on the state and version read.
-func (s *Store) Recheck(_ context.Context, read job.Record, due time.Time, counted bool, now time.Time) (job.Record, error) {
+func (s *Store) Recheck(ctx context.Context, read job.Record, due time.Time, counted bool, now time.Time) (job.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return job.Record{}, err
+	}
 	defer s.enter("Recheck")()
 	if read.State != job.Claimed {
 		return job.Record{}, fmt.Errorf("recheck job %d: %q is not claimed", read.JobID, read.State)
@@ -455,7 +499,10 @@ func truncate(s string) string {
 // Requeue is an operator's retry of a failed or abandoned record read at
 // q.Read's state and version (as shared/store.Requeue): queued at
 // version+1, ladder reset, the operator's entry appended to the history.
-func (s *Store) Requeue(_ context.Context, q job.Requeue, now time.Time) (job.Record, error) {
+func (s *Store) Requeue(ctx context.Context, q job.Requeue, now time.Time) (job.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return job.Record{}, err
+	}
 	defer s.enter("Requeue")()
 	read := q.Read
 	if !read.State.Retryable() {
