@@ -28,6 +28,11 @@ func TestJWTIsDatedByGitHubsClock(t *testing.T) {
 			message: "'Expiration time' claim ('exp') must be a numeric value representing the future time at which the assertion expires."},
 		{name: "expires too far from now", iat: now - 60, exp: now + 660,
 			message: "'Expiration time' claim ('exp') is too far in the future"},
+		// Within ten minutes of now, but living longer than ten minutes from
+		// its iat: GitHub refuses that too (iat now-60 with exp now+600, a
+		// common mistake, meets this).
+		{name: "lives longer than ten minutes", iat: now - 300, exp: now + 400,
+			message: "'Expiration time' claim ('exp') is too far in the future"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
