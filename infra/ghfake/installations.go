@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 )
 
 // Routes of the App's installations: the list (App JWT) and an
@@ -33,6 +34,33 @@ func (s *Server) SetInstallation(id int64, owner string, org bool, repos ...stri
 		s.installs = map[int64]installationOf{}
 	}
 	s.installs[id] = installationOf{id: id, owner: owner, org: org, repos: slices.Clone(repos)}
+}
+
+// covers reports whether a token of installation inst may reach path: an
+// /orgs/{org}/… route only on the installation's own organisation, a
+// /repos/{owner}/{repo}/… route only in its account and, when it was given
+// a repository selection, only there. An installation the fake was never
+// told about (a test that only issues tokens) covers everything. s.mu is
+// held.
+func (s *Server) covers(inst int64, path string) bool {
+	in, ok := s.installs[inst]
+	if !ok {
+		return true
+	}
+	parts := strings.Split(strings.TrimPrefix(path, "/"), "/")
+	switch {
+	case len(parts) >= 2 && parts[0] == "orgs":
+		return in.org && strings.EqualFold(parts[1], in.owner)
+	case len(parts) >= 3 && parts[0] == "repos":
+		if !strings.EqualFold(parts[1], in.owner) {
+			return false
+		}
+		if len(in.repos) == 0 {
+			return true
+		}
+		return slices.ContainsFunc(in.repos, func(r string) bool { return strings.EqualFold(r, parts[2]) })
+	}
+	return true
 }
 
 // page cuts all to the request's per_page/page and sets GitHub's Link

@@ -147,7 +147,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		b.remaining--
 		setRate(h, b)
+		covered := s.covers(inst, r.URL.Path)
 		s.mu.Unlock()
+		if !covered {
+			// GitHub answers a token used outside its installation's
+			// account or repository selection as if nothing were there.
+			copyHeader(w, h)
+			writeError(w, http.StatusNotFound, "Not Found", docsREST)
+			return
+		}
 	}
 
 	rec := &recorder{header: http.Header{}, status: http.StatusOK}

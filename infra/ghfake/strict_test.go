@@ -114,3 +114,53 @@ func TestJITRefusesWhatGitHubRefuses(t *testing.T) {
 		})
 	}
 }
+
+// TestTokenIsScopedToItsInstallation: an installation token reaches only
+// its installation's account and selected repositories; anywhere else
+// GitHub answers 404 Not Found (rate-charged, like any answer).
+func TestTokenIsScopedToItsInstallation(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	const org, user = int64(501), int64(502)
+	f.fake.SetInstallation(org, "octo", true, "app")
+	f.fake.SetInstallation(user, "alice", false)
+	ctx := context.Background()
+	octo := client(t, f.srv.URL+"/", f.fake.IssueToken(org))
+	alice := client(t, f.srv.URL+"/", f.fake.IssueToken(user))
+
+	if _, _, err := octo.Actions.ListRunners(ctx, "octo", "app", nil); err != nil {
+		t.Errorf("a selected repository: %v", err)
+	}
+	if _, _, err := octo.Actions.ListOrganizationRunners(ctx, "Octo", nil); err != nil {
+		t.Errorf("its own organisation (names compare case-insensitively): %v", err)
+	}
+	if _, _, err := alice.Actions.ListRunners(ctx, "alice", "anything", nil); err != nil {
+		t.Errorf("a repository of an installation on every repository: %v", err)
+	}
+	for name, call := range map[string]func() (*github.Response, error){
+		"a repository not selected": func() (*github.Response, error) {
+			_, resp, err := octo.Actions.ListRunners(ctx, "octo", "other", nil)
+			return resp, err
+		},
+		"another account's repository": func() (*github.Response, error) {
+			_, resp, err := octo.Actions.ListRunners(ctx, "alice", "app", nil)
+			return resp, err
+		},
+		"another organisation": func() (*github.Response, error) {
+			_, resp, err := octo.Actions.ListOrganizationRunners(ctx, "other", nil)
+			return resp, err
+		},
+		"a user account's installation on an organisation route": func() (*github.Response, error) {
+			_, resp, err := alice.Actions.ListOrganizationRunners(ctx, "alice", nil)
+			return resp, err
+		},
+	} {
+		resp, err := call()
+		if er := errorResponse(t, err, 404); er.Message != "Not Found" {
+			t.Errorf("%s: message %q, want Not Found", name, er.Message)
+		}
+		if resp == nil || resp.Header.Get("X-RateLimit-Remaining") == "" {
+			t.Errorf("%s: no rate headers on the 404", name)
+		}
+	}
+}
