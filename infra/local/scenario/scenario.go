@@ -150,6 +150,7 @@ type Player struct {
 	// Poll is how often job records are read for progress (default 200 ms).
 	Poll time.Duration
 
+	once     sync.Once // init: Watch and the play start it from two goroutines
 	start    time.Time
 	mu       sync.Mutex
 	cases    []Case
@@ -160,17 +161,17 @@ type Player struct {
 
 // Start begins the clock and the progress display; it returns when ctx ends or Stop is called.
 func (p *Player) init() {
-	if p.start.IsZero() {
+	p.once.Do(func() {
 		p.start = time.Now()
 		p.queuedAt = map[int64]time.Time{}
 		p.seen = map[int64]string{}
-	}
-	if p.Out == nil {
-		p.Out = io.Discard
-	}
-	if p.Poll <= 0 {
-		p.Poll = 200 * time.Millisecond
-	}
+		if p.Out == nil {
+			p.Out = io.Discard
+		}
+		if p.Poll <= 0 {
+			p.Poll = 200 * time.Millisecond
+		}
+	})
 }
 
 // Say prints one progress line, stamped with the time since the scenario began.
