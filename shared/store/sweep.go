@@ -2,12 +2,10 @@ package store
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -173,22 +171,22 @@ func (s *Store) TakeBack(ctx context.Context, read job.Record, to job.State, due
 	pinned := func(cur job.Record) bool {
 		return cur.State == read.State && cur.Version == read.Version && (read.State != job.Claiming || cur.LeaseExpiresAt < nowMs)
 	}
-	// A token of this take-back, written with it: the SDK retries a
-	// request whose answer was lost, and when the first try had taken
-	// effect the retry fails its condition against our own write. The
-	// token tells that apart from another pass's take-back of the same
+	// A token of this take-back, written with its history entry: the SDK
+	// retries a request whose answer was lost, and when the first try had
+	// taken effect the retry fails its condition against our own write.
+	// The token tells that apart from another pass's take-back of the same
 	// read; reporting our own as a race would send no message and leave
 	// the record queued for QUEUED_GRACE.
-	tok := rand.Text()
-	vals[":tb"] = str(tok)
-	if i := strings.Index(update, " REMOVE "); i >= 0 {
-		update = update[:i] + ", take_back = :tb" + update[i:]
+	put, err := newPut()
+	if err != nil {
+		return job.Record{}, fmt.Errorf("take back job %d: %w", read.JobID, err)
 	}
+	e.put = put
 	out, err := s.update(ctx, read.JobID, update, cond, map[string]string{"#s": "state"}, vals, types.ReturnValueAllNew, &e, pinned)
 	var ccf *types.ConditionalCheckFailedException
 	switch {
 	case errors.As(err, &ccf):
-		if tb, _ := ccf.Item["take_back"].(*types.AttributeValueMemberS); tb == nil || tb.Value != tok {
+		if !writeOf(ccf.Item, put) {
 			return job.Record{}, conflict("take back", read.JobID, ccf.Item)
 		}
 		return unmarshal(ccf.Item)
