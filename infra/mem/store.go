@@ -520,6 +520,7 @@ func (s *Store) Requeue(ctx context.Context, q job.Requeue, now time.Time) (job.
 	cur.UpdatedAt, cur.ExpiresAt = nowMs, now.Add(s.t.RecordTTL).Unix()
 	cur.LastErrorClass, cur.LastError = "", truncate(note)
 	cur.LeaseOwner, cur.LeaseExpiresAt = "", 0
+	cur.Replacements++ // a fresh runner name (job.RunnerNameAt) for the new attempt
 	cur.ReplacementsBase, cur.LivenessChecks = cur.Replacements, 0
 	s.recs[read.JobID] = cur
 	return clone(cur), nil

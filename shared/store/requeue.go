@@ -16,10 +16,12 @@ import (
 // read, that moves the record back to queued at version+1 with the ladder
 // reset (attempt 0, first_failure_at removed), due at q.Due, back in the
 // sweep index (so a message that never arrives is found by the reclaimer,
-// as for any queued record), the replacement cap and the idle checks
-// reset (replacements_base = replacements, liveness_checks 0: the retried
-// job gets its full tolerance again, while its runners keep counting up
-// their names), last_error "retried by operator <by>", and
+// as for any queued record), a fresh runner name for the new attempt
+// (replacements one up: the last attempt's runner may be at work on another
+// job, and a claim under its name would take that busy runner for its
+// own), the replacement cap and the idle checks reset (replacements_base =
+// the new replacements, liveness_checks 0: the retried job gets its full
+// tolerance again), last_error "retried by operator <by>", and
 // the operator's entry appended to the history (history.go). It returns the record as written, or a *job.ConflictError carrying
 // the record as it is now (not found when there is none). The caller sends
 // the claim message for the new version afterwards.
@@ -45,6 +47,7 @@ func (s *Store) Requeue(ctx context.Context, q job.Requeue, now time.Time) (job.
 		":v":      n(r.Version),
 		":nv":     n(r.Version + 1),
 		":zero":   n(0),
+		":one":    n(1),
 		":due":    n(dueMs),
 		":shard":  str(job.Shard(r.JobID, s.opt.Shards)),
 		":sweep":  n(dueMs + s.opt.QueuedGrace.Milliseconds()),
@@ -54,7 +57,8 @@ func (s *Store) Requeue(ctx context.Context, q job.Requeue, now time.Time) (job.
 	}
 	out, err := s.update(ctx, r.JobID, "SET #s = :queued, version = :nv, attempt = :zero, due_at = :due, "+
 		"sweep_shard = :shard, sweep_at = :sweep, updated_at = :now, expires_at = :exp, last_error = :note, "+
-		"replacements_base = if_not_exists(replacements, :zero), liveness_checks = :zero "+
+		"replacements = if_not_exists(replacements, :zero) + :one, replacements_base = if_not_exists(replacements, :zero) + :one, "+
+		"liveness_checks = :zero "+
 		"REMOVE first_failure_at, last_error_class, lease_owner, lease_expires_at", "#s = :read AND version = :v",
 		map[string]string{"#s": "state"}, vals, types.ReturnValueAllNew, &e,
 		func(cur job.Record) bool { return cur.State == r.State && cur.Version == r.Version })

@@ -1,0 +1,53 @@
+package claim_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/ghclaim/ghclaim/shared/job"
+)
+
+// TestOperatorRetryGetsARunnerOfItsOwn: job A's runner was taken by
+// another job (busy at work on it) and A was abandoned at its bounds. An
+// operator retries A (ghclaim retry: Store.Requeue). The retried attempt
+// must register a runner and start a machine of its own; under the last
+// attempt's name, GitHub's 409 would find that busy runner and the claim
+// would take it for A's own, leaving A with no runner until the liveness
+// check a grace later.
+func TestOperatorRetryGetsARunnerOfItsOwn(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	h := setup(t, setupOpt{ec2: true})
+	const id = 9391
+	h.seed(t, id)
+	h.invoke(t, h.claimer(t, claimerOpt{instance: "first"}), h.receive(t, 1)...)
+	first := h.get(t, id)
+	if first.State != job.Claimed {
+		t.Fatalf("first attempt: %s", first.State)
+	}
+	if err := h.gh.SetRunner(first.RunnerName, "online", true); err != nil { // at work on another job
+		t.Fatal(err)
+	}
+	abandoned, err := h.store.TakeBack(ctx, first, job.Abandoned, h.clock.Now(), "runner_taken past the cap", h.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	retried, err := h.store.Requeue(ctx, job.Requeue{Read: abandoned, By: "alice", Due: h.clock.Now()}, h.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.queue.Send(ctx, job.Message{JobID: id, Version: retried.Version}, 0); err != nil {
+		t.Fatal(err)
+	}
+	h.invoke(t, h.claimer(t, claimerOpt{instance: "retry"}), h.receive(t, 1)...)
+	got := h.get(t, id)
+	if got.State != job.Claimed || got.RunnerName == first.RunnerName {
+		t.Fatalf("after the retry: %s by %q, want claimed by a runner of its own (not %q, busy elsewhere)", got.State, got.RunnerName, first.RunnerName)
+	}
+	if r, ok := h.gh.RunnerByName(got.RunnerName); !ok || r.Busy {
+		t.Errorf("the retry's runner %q: registered %v, busy %v; want a new idle one", got.RunnerName, ok, r.Busy)
+	}
+	if n := h.instances(id); n != 2 {
+		t.Errorf("%d machines for the job, want 2 (the first attempt's, at work elsewhere, and the retry's)", n)
+	}
+}
