@@ -348,8 +348,8 @@ func TestStoreCore(t *testing.T, base int64, open func(t *testing.T) Core, pendi
 		if got := get(t, k); got.Pool != "linux" {
 			t.Errorf("pool %q after done, want the record's own %q kept (the report's is recorded only on creation)", got.Pool, "linux")
 		}
-		if _, err := s.MarkDone(ctx, job.Report{JobID: k}, T0); !errors.Is(err, job.ErrTerminal) {
-			t.Fatalf("done twice: got %v, want ErrTerminal", err)
+		if prev, err := s.MarkDone(ctx, job.Report{JobID: k}, T0); !errors.Is(err, job.ErrTerminal) || prev != job.Claiming {
+			t.Fatalf("done twice: got %q, %v; want ErrTerminal with the state before the first done (claiming)", prev, err)
 		}
 	})
 

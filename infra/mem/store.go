@@ -102,7 +102,8 @@ func (s *Store) CreateJob(ctx context.Context, r job.Record, now time.Time) (job
 
 // MarkDone moves the record to done (version+1), or creates it as done when
 // there is none. It returns the state before ("" when created), or
-// ErrTerminal when the record was terminal already.
+// ErrTerminal when the record was terminal already (with, for a done one,
+// the state it had before: job.StateBeforeDone).
 func (s *Store) MarkDone(ctx context.Context, d job.Report, now time.Time) (job.State, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
@@ -113,6 +114,8 @@ func (s *Store) MarkDone(ctx context.Context, d job.Report, now time.Time) (job.
 	if ok {
 		switch cur.State {
 		case job.Pending, job.Queued, job.Claiming, job.Claimed:
+		case job.Done:
+			return job.StateBeforeDone(cur), job.ErrTerminal
 		default:
 			return "", job.ErrTerminal
 		}

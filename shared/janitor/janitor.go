@@ -260,8 +260,12 @@ type Report struct {
 	BusyRace       int // turned busy between the list and the delete: left
 	RunnersLive    int // of a non-terminal job: left
 	UnknownKept    int // unknown job, runner online: left for now
-	MachinesEnded  int
-	MachinesKept   int // terminal or unknown job whose runner may still be there
+	// SparesKept counts idle runners of a job done less than its pool's
+	// runner-start grace ago: left, since another job whose runner took
+	// that job may be waiting for this one (shared/webhook's swap).
+	SparesKept    int
+	MachinesEnded int
+	MachinesKept  int // terminal or unknown job whose runner may still be there
 	// RunnerReappeared counts machines kept because GitHub, asked by
 	// name, still had the runner the listing missed.
 	RunnerReappeared int
@@ -521,6 +525,15 @@ func over(s job.State) bool {
 	return s == job.Done || s == job.Failed || s == job.Abandoned
 }
 
+// spareGrace is how long after its job ended an idle runner is kept: the
+// pool's runner-start grace.
+func spareGrace(pl pool.Pool) time.Duration {
+	if g := pl.StartGrace(); g > 0 {
+		return g
+	}
+	return job.DefaultRunnerStartGrace
+}
+
 // record reads a job's record; found is false for none (or one past its TTL).
 func (j *Janitor) record(ctx context.Context, id int64, now time.Time) (rec job.Record, found bool, err error) {
 	rec, err = j.cfg.Store.Get(ctx, id)
@@ -584,6 +597,15 @@ func (j *Janitor) scope(ctx context.Context, p *pass, st *installState, scope, o
 		case !found && r.Status != "offline":
 			p.rep.UnknownKept++
 			rlog.InfoContext(ctx, "janitor left an online runner of an unknown job", slog.String("status", r.Status))
+			continue
+		case found && rec.State == job.Done && p.now.Before(job.FromMillis(rec.UpdatedAt).Add(spareGrace(pl))):
+			// When another job A's runner took this job, A waits for this
+			// job's own runner, booting or idle (shared/webhook: the swap);
+			// A's liveness check replaces it only after A's grace. Deleting
+			// it sooner leaves A with nothing coming.
+			p.rep.SparesKept++
+			rlog.InfoContext(ctx, "janitor left the idle runner of a job done lately: another job may be waiting for it",
+				slog.String("status", r.Status))
 			continue
 		}
 		if !j.call(ctx, p, st) {
@@ -780,7 +802,7 @@ func (j *Janitor) report(ctx context.Context, r Report, err error) {
 	}{
 		{metricRunnersDeleted.Name, r.RunnersDeleted}, {"JanitorRunnersBusy", r.RunnersBusy},
 		{"JanitorBusyRace", r.BusyRace}, {"JanitorRunnersLive", r.RunnersLive},
-		{"JanitorUnknownKept", r.UnknownKept}, {metricMachinesEnded.Name, r.MachinesEnded},
+		{"JanitorUnknownKept", r.UnknownKept}, {"JanitorSparesKept", r.SparesKept}, {metricMachinesEnded.Name, r.MachinesEnded},
 		{"JanitorMachinesKept", r.MachinesKept}, {"JanitorRunnerReappeared", r.RunnerReappeared},
 		{"JanitorConfigsDeleted", r.ConfigsDeleted},
 		{"JanitorRateLimited", r.RateLimited}, {"JanitorSkippedRateLimited", r.SkippedRateLimited},

@@ -472,3 +472,42 @@ func TestTimeBoundsTheRunnerPhase(t *testing.T) {
 		t.Error("runner deleted in a pass that never listed its repository")
 	}
 }
+
+// TestIdleRunnerOfAJobDoneLatelyIsKept: when another job's runner took job
+// B, that job waits for B's own runner, still booting or idle (the swap,
+// shared/webhook). B is done, but its runner is kept for the pool's
+// runner-start grace after B ended, the time that job's liveness check
+// gives it; after that it goes as any leftover does.
+func TestIdleRunnerOfAJobDoneLatelyIsKept(t *testing.T) {
+	t.Parallel()
+	const id = int64(6001)
+	for _, tc := range []struct {
+		name  string
+		ended time.Duration // before the pass
+		kept  bool
+	}{
+		{name: "done a minute ago", ended: time.Minute, kept: true},
+		{name: "done longer ago than the grace", ended: job.DefaultRunnerStartGrace + time.Minute},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := setup(t)
+			name := job.RunnerName("linux", id)
+			f.runner(t, name, "online", false)
+			f.machine(t, id)
+			f.record(id, job.Done, name)
+			r, err := f.store.Get(context.Background(), id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.UpdatedAt = job.Millis(f.now.Add(-tc.ended))
+			f.store.Put(r)
+			rep := f.run(t, nil)
+			_, registered := f.fake.RunnerByName(name)
+			running := len(f.prov.Machines(id)) > 0
+			if registered != tc.kept || running != tc.kept || (rep.SparesKept == 1) != tc.kept {
+				t.Errorf("runner registered %v, machine running %v, spares kept %d; want kept %v", registered, running, rep.SparesKept, tc.kept)
+			}
+		})
+	}
+}

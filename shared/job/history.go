@@ -109,3 +109,14 @@ func RequeueNote(by string) string { return "retried by operator " + by }
 
 // Retryable reports whether an operator may requeue a record in state s.
 func (s State) Retryable() bool { return s == Failed || s == Abandoned }
+
+// StateBeforeDone is the state a done record had when it became done, read
+// from its history (every state change writes an entry, and nothing
+// follows done): "" when it was created done or r is not done.
+func StateBeforeDone(r Record) State {
+	n := len(r.History)
+	if r.State != Done || n < 2 || r.History[n-1].To != Done {
+		return ""
+	}
+	return r.History[n-2].To
+}

@@ -215,8 +215,10 @@ type Done = job.Report
 // in flight stops at its next step. With no record yet (deliveries arrive out
 // of order) it creates one as done, so a late queued is never claimed. It
 // returns the state the record had before (empty when it was created) or
-// ErrTerminal when the record was already terminal (nothing changed). It is
-// one conditional upsert: no read first.
+// ErrTerminal when the record was already terminal (nothing changed), then
+// with the state a done record had before it became done
+// (job.StateBeforeDone), so that a redelivered report decides as the first
+// one did. It is one conditional upsert: no read first.
 func (s *Store) MarkDone(ctx context.Context, d job.Report, now time.Time) (job.State, error) {
 	ms := job.Millis(now)
 	names := map[string]string{"#s": "state"}
@@ -274,13 +276,13 @@ func (s *Store) MarkDone(ctx context.Context, d job.Report, now time.Time) (job.
 			return "", conflict("mark done", d.JobID, ccf.Item) // raced on the history's retry
 		case cur.State == job.Done && writeOf(ccf.Item, put):
 			// The SDK's retry of this very write, whose first answer was
-			// lost: refused by our own done. The state it replaced is the
-			// one the entry before ours moved to (every state change
-			// writes an entry); none when our write created the record.
-			if len(cur.History) == 1 {
-				return "", nil
-			}
-			return cur.History[len(cur.History)-2].To, nil
+			// lost: refused by our own done.
+			return job.StateBeforeDone(cur), nil
+		case cur.State == job.Done:
+			// Done already (a redelivery, or completed before in_progress):
+			// the state it had then, for the caller to decide as the first
+			// delivery did (shared/webhook: a claimed job's runner is spare).
+			return job.StateBeforeDone(cur), ErrTerminal
 		}
 		return "", ErrTerminal
 	}

@@ -659,8 +659,8 @@ func TestMarkDoneAndRequeueRetriedAfterTheyTookEffect(t *testing.T) {
 	if prev, err := retried.MarkDone(ctx, store.Done{JobID: 141}, t0.Add(time.Minute)); prev != job.Claimed || err != nil {
 		t.Errorf("done of a claimed job, retried: %q, %v; want claimed, nil", prev, err)
 	}
-	if prev, err := f.s.MarkDone(ctx, store.Done{JobID: 141}, t0.Add(2*time.Minute)); prev != "" || !errors.Is(err, store.ErrTerminal) {
-		t.Errorf("a later done: %q, %v; want ErrTerminal", prev, err)
+	if prev, err := f.s.MarkDone(ctx, store.Done{JobID: 141}, t0.Add(2*time.Minute)); prev != job.Claimed || !errors.Is(err, store.ErrTerminal) {
+		t.Errorf("a later done: %q, %v; want ErrTerminal, with claimed, the state before the first", prev, err)
 	}
 	if prev, err := retried.MarkDone(ctx, store.Done{JobID: 143, Repo: "octo/app", InstallationID: 42}, t0); prev != "" || err != nil {
 		t.Errorf("done creating the record, retried: %q, %v; want none, nil", prev, err)

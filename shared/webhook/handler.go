@@ -24,7 +24,8 @@ import (
 // domain's types (*store.Store over DynamoDB in production, *mem.Store in
 // the flow tests). CreateJob refuses a job already recorded with a
 // *job.ConflictError; MarkDone is an upsert that returns job.ErrTerminal
-// when the record was terminal already. Get and TakeBack serve only the
+// when the record was terminal already (with, for a done record, the state
+// it had before it became done, so a redelivery decides as the first did). Get and TakeBack serve only the
 // rare taken-runner path (see the package doc): TakeBack moves a record
 // read as claimed back to queued (a new attempt, replacements+1) or to
 // abandoned, conditional on the version read, and refuses with a

@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -126,6 +127,47 @@ func TestRunnerTakenSendsTheJobBack(t *testing.T) {
 			}
 			if n := f.requests() - before; n != 2 {
 				t.Errorf("a redelivery made %d requests, want 2 (mark done, read A)", n)
+			}
+		})
+	}
+}
+
+// TestSwapHoldsWhenBsReportComesAgain: A's runner took B while B's own
+// runner was booting, so A waits for B's runner (the swap). B's
+// in_progress delivered again (GitHub's redelivery, the redeliverer), or
+// arriving after B's completed, finds B done already; it must decide as
+// the first report did, not send A back for a second runner and machine.
+func TestSwapHoldsWhenBsReportComesAgain(t *testing.T) {
+	t.Parallel()
+	const b, a = int64(29679449), int64(29679400)
+	labels := []string{"self-hosted", "linux", "x64"}
+	for _, first := range []string{"in_progress", "completed"} {
+		t.Run(first+" first", func(t *testing.T) {
+			t.Parallel()
+			f := setup(t, nil)
+			ctx := context.Background()
+			for _, id := range []int64{a, b} { // both claimed, with the history a real claim writes
+				r, err := f.st.CreateJob(ctx, job.Record{JobID: id, Repo: "octo-org/octo-repo", InstallationID: 42, Pool: "linux-x64", Labels: labels}, testNow)
+				if err != nil {
+					t.Fatal(err)
+				}
+				l, _, err := f.st.Acquire(ctx, id, r.Version, "m", testNow.Add(time.Minute), testNow)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := f.st.Finish(ctx, l, job.Outcome{State: job.Claimed, Attempt: 1, RunnerName: job.RunnerName("linux-x64", id)}, testNow); err != nil {
+					t.Fatal(err)
+				}
+			}
+			claimedA := f.st.Records()[a]
+			onA := func(action string) []byte {
+				return compact(t, set(payload(t, action), "workflow_job.runner_name", job.RunnerName("linux-x64", a)))
+			}
+			f.do(t, signedRequest("workflow_job", "guid-first", onA(first)))
+			f.do(t, signedRequest("workflow_job", "guid-again", onA("in_progress")))
+			if got := f.st.Records()[a]; got.State != job.Claimed || got.Version != claimedA.Version || len(f.q.Sent()) != 0 {
+				t.Errorf("A %s v%d (was v%d), %d claim messages: want A still waiting for B's runner, nothing sent",
+					got.State, got.Version, claimedA.Version, len(f.q.Sent()))
 			}
 		})
 	}
