@@ -1,8 +1,9 @@
 // Package awsenv builds the functions' aws.Config from the environment
 // Lambda gives every function: AWS_REGION, the execution role's
 // AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN, and the
-// SDK's own endpoint settings: AWS_ENDPOINT_URL (LocalStack, moto, sam
-// local), AWS_ENDPOINT_URL_<SERVICE> (AWS_ENDPOINT_URL_SQS, …),
+// SDK's own endpoint settings: AWS_ENDPOINT_URL (LocalStack, moto), or
+// GHCLAIM_ENDPOINT_URL when it is unset (EndpointVar: sam local),
+// AWS_ENDPOINT_URL_<SERVICE> (AWS_ENDPOINT_URL_SQS, …),
 // AWS_IGNORE_CONFIGURED_ENDPOINT_URLS, AWS_USE_FIPS_ENDPOINT and
 // AWS_USE_DUALSTACK_ENDPOINT, read as config.LoadDefaultConfig reads them
 // from the environment, so every client of a function (and ghclaim's own
@@ -27,6 +28,25 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 )
+
+// EndpointVar is ghclaim's own name for the base endpoint, used when
+// AWS_ENDPOINT_URL is unset. The template declares it, empty, so that
+// `sam local invoke --env-vars` can set it: SAM CLI overrides only the
+// variables a template declares, and declaring AWS_ENDPOINT_URL itself
+// would blank the one LocalStack gives every function it runs (a
+// function's own environment wins over LocalStack's).
+const EndpointVar = "GHCLAIM_ENDPOINT_URL"
+
+// baseEndpoint is the base endpoint the environment names, and the
+// variable that named it.
+func baseEndpoint(getenv func(string) string) (name, url string) {
+	for _, n := range []string{"AWS_ENDPOINT_URL", EndpointVar} {
+		if v := getenv(n); v != "" {
+			return n, v
+		}
+	}
+	return "", ""
+}
 
 // Load returns the aws.Config the environment describes.
 func Load(getenv func(string) string) (aws.Config, error) {
@@ -53,14 +73,14 @@ func Load(getenv func(string) string) (aws.Config, error) {
 		Credentials:   aws.NewCredentialsCache(credentials.NewStaticCredentialsProvider(id, key, getenv("AWS_SESSION_TOKEN"))),
 		ConfigSources: []any{src},
 	}
-	if ep := getenv("AWS_ENDPOINT_URL"); ep != "" && !src.ignore {
+	if name, ep := baseEndpoint(getenv); ep != "" && !src.ignore {
 		// Every client would refuse each request ("FIPS and custom
 		// endpoint are not supported"): refuse once, at start.
 		switch {
 		case src.fips == aws.FIPSEndpointStateEnabled:
-			return aws.Config{}, fmt.Errorf("AWS_USE_FIPS_ENDPOINT=true with AWS_ENDPOINT_URL set: AWS SDK clients take no FIPS endpoint with a custom one; unset one of them")
+			return aws.Config{}, fmt.Errorf("AWS_USE_FIPS_ENDPOINT=true with %s set: AWS SDK clients take no FIPS endpoint with a custom one; unset one of them", name)
 		case src.dualStack == aws.DualStackEndpointStateEnabled:
-			return aws.Config{}, fmt.Errorf("AWS_USE_DUALSTACK_ENDPOINT=true with AWS_ENDPOINT_URL set: AWS SDK clients take no dual-stack endpoint with a custom one; unset one of them")
+			return aws.Config{}, fmt.Errorf("AWS_USE_DUALSTACK_ENDPOINT=true with %s set: AWS SDK clients take no dual-stack endpoint with a custom one; unset one of them", name)
 		}
 		cfg.BaseEndpoint = aws.String(ep)
 	}

@@ -185,3 +185,43 @@ func TestIgnoreFalseIsASetting(t *testing.T) {
 		}
 	}
 }
+
+// TestGhclaimEndpoint: GHCLAIM_ENDPOINT_URL (the template's declared
+// variable that sam local's --env-vars can set) is the base endpoint when
+// AWS_ENDPOINT_URL is unset, and AWS_ENDPOINT_URL (LocalStack's, injected
+// into every function it runs) wins when both are; FIPS with it is refused
+// at start naming it.
+func TestGhclaimEndpoint(t *testing.T) {
+	base := map[string]string{"AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "x"}
+	with := func(kv ...string) func(string) string {
+		m := map[string]string{}
+		for k, v := range base {
+			m[k] = v
+		}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return func(k string) string { return m[k] }
+	}
+	for _, tt := range []struct {
+		name string
+		env  func(string) string
+		want string
+	}{
+		{"ghclaim's alone", with(awsenv.EndpointVar, "http://127.0.0.1:5000"), "http://127.0.0.1:5000"},
+		{"the SDK's wins", with(awsenv.EndpointVar, "http://127.0.0.1:5000", "AWS_ENDPOINT_URL", "http://127.0.0.1:4566"), "http://127.0.0.1:4566"},
+		{"ghclaim's empty (the template's value on AWS)", with(awsenv.EndpointVar, ""), ""},
+	} {
+		cfg, err := awsenv.Load(tt.env)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		if got := aws.ToString(cfg.BaseEndpoint); got != tt.want {
+			t.Errorf("%s: endpoint %q, want %q", tt.name, got, tt.want)
+		}
+	}
+	_, err := awsenv.Load(with(awsenv.EndpointVar, "http://127.0.0.1:5000", "AWS_USE_FIPS_ENDPOINT", "true"))
+	if err == nil || !strings.Contains(err.Error(), awsenv.EndpointVar) {
+		t.Errorf("FIPS with %s: %v, want an error naming it", awsenv.EndpointVar, err)
+	}
+}

@@ -30,6 +30,7 @@ import (
 	"github.com/ghclaim/ghclaim/shared/config"
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/store"
+	"gopkg.in/yaml.v3"
 )
 
 // Where events/env.json points: the host as seen from sam local's Docker containers.
@@ -65,6 +66,16 @@ func TestEventsUnderTheRuntimeInterfaceEmulator(t *testing.T) {
 	stack := emulator.DeployForTest(t, srv)
 	cfg := srv.ConfigForTest(t)
 	env := loadEnv(t, filepath.Join(root, "events", "env.json"))
+	// SAM CLI applies only the variables the template declares for a function; the others
+	// are dropped without a word, so env.json may set nothing else.
+	decl := declaredVars(t, filepath.Join(root, "template.yaml"))
+	for fn, vars := range env {
+		for k := range vars {
+			if !decl[fn][k] {
+				t.Errorf("events/env.json sets %s for %s, which template.yaml does not declare: sam local invoke would ignore it", k, fn)
+			}
+		}
+	}
 
 	// The resources env.json names by name, created on the emulator; the stack's own table and
 	// queue replace the names sam local would get from a deployment.
@@ -93,8 +104,10 @@ func TestEventsUnderTheRuntimeInterfaceEmulator(t *testing.T) {
 			vars[k] = v
 		}
 		vars["TABLE_NAME"], vars["CLAIMS_QUEUE_URL"] = stack.TableName, stack.QueueURL
+		// The region and credentials sam local takes from its own session (--region); not
+		// AWS_ENDPOINT_URL, which it never sets: env.json's GHCLAIM_ENDPOINT_URL carries it.
 		for k, v := range srv.Env() {
-			if _, set := vars[k]; !set || k == emulator.EndpointEnv {
+			if _, set := vars[k]; !set && k != emulator.EndpointEnv {
 				vars[k] = v
 			}
 		}
@@ -309,4 +322,47 @@ func atoi(t *testing.T, s string) int64 {
 		t.Fatalf("%q: %v", s, err)
 	}
 	return n
+}
+
+// declaredVars lists, per function (logical id), the environment variables template.yaml
+// declares for it: Globals' and its own.
+func declaredVars(t *testing.T, path string) map[string]map[string]bool {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type environment struct {
+		Variables map[string]yaml.Node `yaml:"Variables"`
+	}
+	var doc struct {
+		Globals struct {
+			Function struct {
+				Environment environment `yaml:"Environment"`
+			} `yaml:"Function"`
+		} `yaml:"Globals"`
+		Resources map[string]struct {
+			Type       string `yaml:"Type"`
+			Properties struct {
+				Environment environment `yaml:"Environment"`
+			} `yaml:"Properties"`
+		} `yaml:"Resources"`
+	}
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	out := map[string]map[string]bool{}
+	for id, r := range doc.Resources {
+		if r.Type != "AWS::Serverless::Function" {
+			continue
+		}
+		out[id] = map[string]bool{}
+		for k := range doc.Globals.Function.Environment.Variables {
+			out[id][k] = true
+		}
+		for k := range r.Properties.Environment.Variables {
+			out[id][k] = true
+		}
+	}
+	return out
 }

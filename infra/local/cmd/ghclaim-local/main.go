@@ -26,6 +26,7 @@ import (
 	"github.com/ghclaim/ghclaim/infra/local/bootstrap"
 	"github.com/ghclaim/ghclaim/infra/local/rig"
 	"github.com/ghclaim/ghclaim/infra/local/scenario"
+	"github.com/ghclaim/ghclaim/shared/awsenv"
 )
 
 func main() {
@@ -189,7 +190,11 @@ Ctrl-C stops everything this started.
 }
 
 // writeEnvFile writes the functions' environment in sam local's --env-vars format, keyed by
-// the template's logical ids.
+// the template's logical ids. SAM applies only the variables the template declares, so the
+// emulator's endpoint goes in GHCLAIM_ENDPOINT_URL (shared/awsenv), and the region and
+// credentials, which sam sets from its own session, are left out: run sam with
+// --region us-east-1 (the rig's region) and, on Linux, --docker-network host, or the functions
+// in its containers cannot reach 127.0.0.1 on the host.
 func writeEnvFile(path string, r *rig.Rig) error {
 	var b strings.Builder
 	b.WriteString("{\n")
@@ -201,8 +206,9 @@ func writeEnvFile(path string, r *rig.Rig) error {
 	for i, n := range names {
 		fn := r.Functions[n]
 		fmt.Fprintf(&b, "  %q: {\n", fn.LogicalID)
-		keys := make([]string, 0, len(fn.Env))
-		for k := range fn.Env {
+		env := samEnv(fn.Env)
+		keys := make([]string, 0, len(env))
+		for k := range env {
 			keys = append(keys, k)
 		}
 		sort.Strings(keys)
@@ -211,7 +217,7 @@ func writeEnvFile(path string, r *rig.Rig) error {
 			if j == len(keys)-1 {
 				sep = ""
 			}
-			fmt.Fprintf(&b, "    %q: %q%s\n", k, fn.Env[k], sep)
+			fmt.Fprintf(&b, "    %q: %q%s\n", k, env[k], sep)
 		}
 		sep := ","
 		if i == len(names)-1 {
@@ -224,6 +230,22 @@ func writeEnvFile(path string, r *rig.Rig) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
+}
+
+// samEnv is a function's environment as sam local can apply it (see writeEnvFile).
+func samEnv(fnEnv map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range fnEnv {
+		switch k {
+		case "AWS_ENDPOINT_URL", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN":
+		default:
+			out[k] = v
+		}
+	}
+	if ep := fnEnv["AWS_ENDPOINT_URL"]; ep != "" {
+		out[awsenv.EndpointVar] = ep
+	}
+	return out
 }
 
 func emulatorName() string {
