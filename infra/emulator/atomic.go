@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 )
 
 // motoAtomic wraps moto_server so that DynamoDB item operations are atomic,
@@ -65,13 +66,17 @@ func atomicLauncher(motoServer string) (argv, env []string, err error) {
 
 // sharedFile writes content to one file per content version in the temporary directory,
 // shared by every process on the machine (written once, never a temporary directory per
-// test run), and returns its path.
+// test run), and returns its path. Writing a new version removes the other versions not
+// touched for staleShared: a run still using one would have refreshed it.
 func sharedFile(prefix, suffix string, content []byte) (string, error) {
 	sum := sha256.Sum256(content)
 	path := filepath.Join(os.TempDir(), prefix+hex.EncodeToString(sum[:6])+suffix)
 	if b, err := os.ReadFile(path); err == nil && bytes.Equal(b, content) {
+		now := time.Now()
+		_ = os.Chtimes(path, now, now) // in use: not stale for the others' clean-up
 		return path, nil
 	}
+	removeStale(prefix, suffix, path)
 	tmp, err := os.CreateTemp(os.TempDir(), prefix+"*.tmp")
 	if err != nil {
 		return "", err
@@ -88,6 +93,23 @@ func sharedFile(prefix, suffix string, content []byte) (string, error) {
 		return "", err
 	}
 	return path, nil
+}
+
+// staleShared is how long a shared file's other versions are kept unused.
+const staleShared = 24 * time.Hour
+
+// removeStale removes the versions of a shared file other than keep not touched for
+// staleShared (errors ignored: another process may be removing them too).
+func removeStale(prefix, suffix, keep string) {
+	old, _ := filepath.Glob(filepath.Join(os.TempDir(), prefix+"*"+suffix))
+	for _, f := range old {
+		if f == keep {
+			continue
+		}
+		if fi, err := os.Stat(f); err == nil && time.Since(fi.ModTime()) > staleShared {
+			_ = os.Remove(f)
+		}
+	}
 }
 
 func interpreter(motoServer string) (string, error) {

@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -241,4 +244,36 @@ print("ok")
 func TestWarmFreezesMotosObjects(t *testing.T) {
 	t.Parallel()
 	runProbe(t, warmProbe)
+}
+
+// TestSharedFileRemovesStaleVersions: writing a new version of a shared
+// file removes the other versions nobody touched for a day, and keeps a
+// recent one (another checkout's run may be using it).
+func TestSharedFileRemovesStaleVersions(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("TMPDIR", dir)
+	stale := filepath.Join(dir, "ghclaim-test-aaaaaaaaaaaa.txt")
+	recent := filepath.Join(dir, "ghclaim-test-bbbbbbbbbbbb.txt")
+	for _, f := range []string{stale, recent} {
+		if err := os.WriteFile(f, []byte(f), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := time.Now().Add(-staleShared - time.Hour)
+	if err := os.Chtimes(stale, old, old); err != nil {
+		t.Fatal(err)
+	}
+	path, err := sharedFile("ghclaim-test-", ".txt", []byte("new version"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(path); err != nil || string(b) != "new version" {
+		t.Fatalf("new version: %q, %v", b, err)
+	}
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("the version untouched for a day is still there (%v)", err)
+	}
+	if _, err := os.Stat(recent); err != nil {
+		t.Errorf("the recent version was removed: %v", err)
+	}
 }
