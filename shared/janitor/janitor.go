@@ -17,9 +17,12 @@
 //     decides:
 //     - non-terminal (queued … claimed): live, left alone (a claimed job's
 //     runner is watched by the reclaimer, not here);
-//     - terminal (done, failed, abandoned): deleted unless busy; GitHub's
-//     422 on the delete means it turned busy between the list and the
-//     delete: left alone and counted (busy_race). A deleted runner's
+//     - terminal (done, failed, abandoned): deleted unless busy, or idle
+//     with its job done less than its pool's runner-start grace ago: another
+//     job whose runner took that job may be waiting for this one (the swap,
+//     shared/webhook), and gets that long before its liveness check
+//     (spares_kept). GitHub's 422 on the delete means it turned busy
+//     between the list and the delete: left alone and counted (busy_race). A deleted runner's
 //     attempt is then cleaned up by its provisioner (parameter deleted,
 //     that attempt's machines terminated): its runner is gone, so nothing
 //     on them can run. Only that attempt's: an earlier attempt's runner,
