@@ -89,6 +89,10 @@ func evalRule(v any, params map[string]any) (bool, error) {
 			return !b, err
 		case "Fn::Equals":
 			return fmt.Sprint(value(args[0], params)) == fmt.Sprint(value(args[1], params)), nil
+		case "Fn::Contains":
+			l, _ := args[0].([]any)
+			want := fmt.Sprint(value(args[1], params))
+			return slices.ContainsFunc(l, func(x any) bool { return fmt.Sprint(x) == want }), nil
 		case "Fn::EachMemberEquals":
 			l, _ := value(args[0], params).([]string)
 			want := fmt.Sprint(value(args[1], params))
@@ -107,4 +111,46 @@ func value(v any, params map[string]any) any {
 		}
 	}
 	return v
+}
+
+// TestRulesRefuseFipsWhereThereIsNone: AwsEndpoints fips or fips-dualstack
+// deploys only in a Region where every service the functions call has FIPS
+// endpoints; elsewhere every call would fail on a host name that does not
+// resolve. regional and dualstack deploy anywhere.
+func TestRulesRefuseFipsWhereThereIsNone(t *testing.T) {
+	t.Parallel()
+	tmpl := projectTemplate(t)
+	cond := dig(tmpl, "Rules", "FipsEndpointsInTheRegion", "RuleCondition")
+	rule, _ := dig(tmpl, "Rules", "FipsEndpointsInTheRegion", "Assertions").([]any)
+	if cond == nil || len(rule) != 1 {
+		t.Fatalf("Rules.FipsEndpointsInTheRegion: condition %v, assertions %v; want a condition and one assertion", cond, rule)
+	}
+	assert := dig(rule[0], "Assert")
+	for _, tt := range []struct {
+		endpoints, region string
+		deploys           bool
+	}{
+		{"fips", "us-east-1", true},
+		{"fips-dualstack", "ca-central-1", true},
+		{"fips", "us-gov-west-1", true},
+		{"fips", "eu-west-1", false},
+		{"fips-dualstack", "ap-southeast-2", false},
+		{"regional", "eu-west-1", true},
+		{"dualstack", "ap-southeast-2", true},
+	} {
+		params := map[string]any{"AwsEndpoints": tt.endpoints, "AWS::Region": tt.region}
+		applies, err := evalRule(cond, params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ok := true
+		if applies {
+			if ok, err = evalRule(assert, params); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if ok != tt.deploys {
+			t.Errorf("AwsEndpoints=%s in %s: deploys %v, want %v", tt.endpoints, tt.region, ok, tt.deploys)
+		}
+	}
 }
