@@ -280,11 +280,7 @@ func (s *Store) Finish(ctx context.Context, l job.Lease, o job.Outcome, now time
 	}
 	if o.State == job.Claimed {
 		// Stays in the sweep index until a runner of ours takes the job.
-		g := o.RunnerStartGrace
-		if g <= 0 {
-			g = job.DefaultRunnerStartGrace
-		}
-		cur.LeaseOwner, cur.LeaseExpiresAt, cur.SweepAt = "", 0, job.Millis(now.Add(g))
+		cur.LeaseOwner, cur.LeaseExpiresAt, cur.SweepAt = "", 0, job.Millis(now.Add(job.StartGrace(o.RunnerStartGrace)))
 	} else {
 		cur.LeaseOwner, cur.LeaseExpiresAt, cur.SweepShard, cur.SweepAt = "", 0, "", 0
 	}

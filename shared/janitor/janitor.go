@@ -528,15 +528,6 @@ func over(s job.State) bool {
 	return s == job.Done || s == job.Failed || s == job.Abandoned
 }
 
-// spareGrace is how long after its job ended an idle runner is kept: the
-// pool's runner-start grace.
-func spareGrace(pl pool.Pool) time.Duration {
-	if g := pl.StartGrace(); g > 0 {
-		return g
-	}
-	return job.DefaultRunnerStartGrace
-}
-
 // record reads a job's record; found is false for none (or one past its TTL).
 func (j *Janitor) record(ctx context.Context, id int64, now time.Time) (rec job.Record, found bool, err error) {
 	rec, err = j.cfg.Store.Get(ctx, id)
@@ -601,7 +592,7 @@ func (j *Janitor) scope(ctx context.Context, p *pass, st *installState, scope, o
 			p.rep.UnknownKept++
 			rlog.InfoContext(ctx, "janitor left an online runner of an unknown job", slog.String("status", r.Status))
 			continue
-		case found && rec.State == job.Done && p.now.Before(job.FromMillis(rec.UpdatedAt).Add(spareGrace(pl))):
+		case found && rec.State == job.Done && p.now.Before(job.FromMillis(rec.UpdatedAt).Add(job.StartGrace(pl.StartGrace()))):
 			// When another job A's runner took this job, A waits for this
 			// job's own runner, booting or idle (shared/webhook: the swap);
 			// A's liveness check replaces it only after A's grace. Deleting

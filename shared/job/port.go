@@ -97,6 +97,15 @@ type Outcome struct {
 // may wait for its runner before the reclaimer checks on it.
 const DefaultRunnerStartGrace = 10 * time.Minute
 
+// StartGrace is g, a pool's runner-start grace, or DefaultRunnerStartGrace
+// when g is not set.
+func StartGrace(g time.Duration) time.Duration {
+	if g <= 0 {
+		return DefaultRunnerStartGrace
+	}
+	return g
+}
+
 // Report is a job GitHub reported in progress or completed: the webhook marks
 // its record done with it.
 type Report struct {

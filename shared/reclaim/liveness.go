@@ -97,10 +97,7 @@ func (r *Reclaimer) liveness(ctx context.Context, c candidate, now time.Time, re
 	rec := c.rec // whole and current: the sweep read it consistently
 	log := r.decisionLog(c)
 	p, ok := pool.Find(r.cfg.Pools, rec.Pool)
-	grace := job.DefaultRunnerStartGrace
-	if ok && p.StartGrace() > 0 {
-		grace = p.StartGrace()
-	}
+	grace := job.StartGrace(p.StartGrace()) // the default when the pool is unknown
 	if !ok || r.cfg.GitHub == nil {
 		// Nothing to ask with: look again later rather than every pass.
 		log.WarnContext(ctx, "reclaim cannot check a claimed job", slog.String("pool", rec.Pool), slog.Bool("pool_known", ok))

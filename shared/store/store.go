@@ -484,7 +484,7 @@ func (s *Store) Finish(ctx context.Context, l Lease, o Outcome, now time.Time) e
 	e := entry{t: job.Transition{At: job.Millis(now), To: o.State, Attempt: o.Attempt, Class: o.ErrorClass, Error: o.Error, Actor: job.ActorClaimer},
 		setsAttempt: true, known: l.History}
 	if o.State == job.Claimed {
-		vals[":sweep"] = n(job.Millis(now.Add(startGrace(o.RunnerStartGrace))))
+		vals[":sweep"] = n(job.Millis(now.Add(job.StartGrace(o.RunnerStartGrace))))
 		set += ", sweep_at = :sweep"
 		return s.fenced(ctx, l, set+" REMOVE lease_owner, lease_expires_at", vals, &e, wrote(l.Version, o.State, e.t))
 	}
@@ -506,14 +506,6 @@ func wrote(version int64, st job.State, t job.Transition) func(job.Record) bool 
 		last := cur.History[len(cur.History)-1]
 		return last.At == t.At && last.To == t.To && last.Actor == t.Actor && last.Attempt == t.Attempt
 	}
-}
-
-// startGrace is g, or the default runner-start grace when g is not set.
-func startGrace(g time.Duration) time.Duration {
-	if g <= 0 {
-		return job.DefaultRunnerStartGrace
-	}
-	return g
 }
 
 // Extend records progress under a held lease: the attempt counter (an
