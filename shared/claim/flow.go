@@ -308,6 +308,7 @@ func (f *flow) claim(ctx context.Context) error {
 		}
 	}
 
+	f.releasePrevious(f.work)
 	jit, reused, err := f.register(f.work)
 	if err != nil {
 		return f.retryOrFail(ctx, err, nil)
@@ -558,6 +559,23 @@ func (f *flow) releaseSpare(ctx context.Context) {
 		slog.Int64(obs.KeyJobID, f.rec.JobID), slog.String("runner_name", f.name), slog.String("taken_by", rec.RunnerName))
 	f.count(metricSpareReleased)
 	f.cleanUp(ctx, cleanup{byName: true, provisioned: true})
+}
+
+// releasePrevious, on the first try after an operator's retry, removes the
+// last attempt's runner when it is idle or offline, and that attempt's
+// machines once it is gone. The retry registers a runner under a name of
+// its own (store.Requeue: the old one may be at work on another job, and is
+// then left alone); an idle old one would otherwise wait beside the new one,
+// a second machine for the job. Best effort, as cleanUp is.
+func (f *flow) releasePrevious(ctx context.Context) {
+	r := f.rec
+	if r.Replacements == 0 || r.Replacements != r.ReplacementsBase || r.Attempt != 0 {
+		return
+	}
+	prev := *f
+	prev.rec.Replacements = r.Replacements - 1
+	prev.name = job.RunnerNameAt(f.pool.Name, r.JobID, prev.rec.Replacements)
+	prev.cleanUp(ctx, cleanup{byName: true, provisioned: true})
 }
 
 // cleanUp removes the runner registration and provisioned leftovers of a

@@ -51,3 +51,42 @@ func TestOperatorRetryGetsARunnerOfItsOwn(t *testing.T) {
 		t.Errorf("%d machines for the job, want 2 (the first attempt's, at work elsewhere, and the retry's)", n)
 	}
 }
+
+// TestOperatorRetryRemovesTheIdleLastRunner: when the last attempt's
+// runner is idle (its removal failed when the job was abandoned), the
+// retry removes it and ends its machine before registering its own, so the
+// job does not keep two idle runners and two machines.
+func TestOperatorRetryRemovesTheIdleLastRunner(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	h := setup(t, setupOpt{ec2: true})
+	const id = 9392
+	h.seed(t, id)
+	h.invoke(t, h.claimer(t, claimerOpt{instance: "first"}), h.receive(t, 1)...)
+	first := h.get(t, id)
+	if err := h.gh.SetRunner(first.RunnerName, "online", false); err != nil {
+		t.Fatal(err)
+	}
+	abandoned, err := h.store.TakeBack(ctx, first, job.Abandoned, h.clock.Now(), "runner_lost past the cap", h.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	retried, err := h.store.Requeue(ctx, job.Requeue{Read: abandoned, By: "alice", Due: h.clock.Now()}, h.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.queue.Send(ctx, job.Message{JobID: id, Version: retried.Version}, 0); err != nil {
+		t.Fatal(err)
+	}
+	h.invoke(t, h.claimer(t, claimerOpt{instance: "retry"}), h.receive(t, 1)...)
+	got := h.get(t, id)
+	if got.State != job.Claimed || got.RunnerName == first.RunnerName {
+		t.Fatalf("after the retry: %s by %q, want claimed by a runner of its own", got.State, got.RunnerName)
+	}
+	if _, ok := h.gh.RunnerByName(first.RunnerName); ok {
+		t.Errorf("the last attempt's idle runner %q is still registered beside %q", first.RunnerName, got.RunnerName)
+	}
+	if n := h.instances(id); n != 1 {
+		t.Errorf("%d machines for the job, want 1 (the last attempt's ended)", n)
+	}
+}
