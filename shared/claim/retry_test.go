@@ -16,30 +16,9 @@ import (
 // check a grace later.
 func TestOperatorRetryGetsARunnerOfItsOwn(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	h := setup(t, setupOpt{ec2: true})
 	const id = 9391
-	h.seed(t, id)
-	h.invoke(t, h.claimer(t, claimerOpt{instance: "first"}), h.receive(t, 1)...)
-	first := h.get(t, id)
-	if first.State != job.Claimed {
-		t.Fatalf("first attempt: %s", first.State)
-	}
-	if err := h.gh.SetRunner(first.RunnerName, "online", true); err != nil { // at work on another job
-		t.Fatal(err)
-	}
-	abandoned, err := h.store.TakeBack(ctx, first, job.Abandoned, h.clock.Now(), "runner_taken past the cap", h.clock.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	retried, err := h.store.Requeue(ctx, job.Requeue{Read: abandoned, By: "alice", Due: h.clock.Now()}, h.clock.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := h.queue.Send(ctx, job.Message{JobID: id, Version: retried.Version}, 0); err != nil {
-		t.Fatal(err)
-	}
-	h.invoke(t, h.claimer(t, claimerOpt{instance: "retry"}), h.receive(t, 1)...)
+	first := retryAbandoned(t, h, id, true)
 	got := h.get(t, id)
 	if got.State != job.Claimed || got.RunnerName == first.RunnerName {
 		t.Fatalf("after the retry: %s by %q, want claimed by a runner of its own (not %q, busy elsewhere)", got.State, got.RunnerName, first.RunnerName)
@@ -58,16 +37,38 @@ func TestOperatorRetryGetsARunnerOfItsOwn(t *testing.T) {
 // job does not keep two idle runners and two machines.
 func TestOperatorRetryRemovesTheIdleLastRunner(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	h := setup(t, setupOpt{ec2: true})
 	const id = 9392
+	first := retryAbandoned(t, h, id, false)
+	got := h.get(t, id)
+	if got.State != job.Claimed || got.RunnerName == first.RunnerName {
+		t.Fatalf("after the retry: %s by %q, want claimed by a runner of its own", got.State, got.RunnerName)
+	}
+	if _, ok := h.gh.RunnerByName(first.RunnerName); ok {
+		t.Errorf("the last attempt's idle runner %q is still registered beside %q", first.RunnerName, got.RunnerName)
+	}
+	if n := h.instances(id); n != 1 {
+		t.Errorf("%d machines for the job, want 1 (the last attempt's ended)", n)
+	}
+}
+
+// retryAbandoned claims job id, makes its runner busy (at work on another
+// job) or idle, abandons the job and retries it as an operator would
+// (Store.Requeue and the claim message), then runs the retry's claim. It
+// returns the first attempt's record.
+func retryAbandoned(t *testing.T, h *harness, id int64, busy bool) job.Record {
+	t.Helper()
+	ctx := context.Background()
 	h.seed(t, id)
 	h.invoke(t, h.claimer(t, claimerOpt{instance: "first"}), h.receive(t, 1)...)
 	first := h.get(t, id)
-	if err := h.gh.SetRunner(first.RunnerName, "online", false); err != nil {
+	if first.State != job.Claimed {
+		t.Fatalf("first attempt: %s", first.State)
+	}
+	if err := h.gh.SetRunner(first.RunnerName, "online", busy); err != nil {
 		t.Fatal(err)
 	}
-	abandoned, err := h.store.TakeBack(ctx, first, job.Abandoned, h.clock.Now(), "runner_lost past the cap", h.clock.Now())
+	abandoned, err := h.store.TakeBack(ctx, first, job.Abandoned, h.clock.Now(), "abandoned past the cap", h.clock.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,14 +80,5 @@ func TestOperatorRetryRemovesTheIdleLastRunner(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.invoke(t, h.claimer(t, claimerOpt{instance: "retry"}), h.receive(t, 1)...)
-	got := h.get(t, id)
-	if got.State != job.Claimed || got.RunnerName == first.RunnerName {
-		t.Fatalf("after the retry: %s by %q, want claimed by a runner of its own", got.State, got.RunnerName)
-	}
-	if _, ok := h.gh.RunnerByName(first.RunnerName); ok {
-		t.Errorf("the last attempt's idle runner %q is still registered beside %q", first.RunnerName, got.RunnerName)
-	}
-	if n := h.instances(id); n != 1 {
-		t.Errorf("%d machines for the job, want 1 (the last attempt's ended)", n)
-	}
+	return first
 }
