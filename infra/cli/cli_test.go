@@ -371,20 +371,28 @@ func TestRate(t *testing.T) {
 	must(t, s.SaveRate(ctx, 5001, ratelimit.Reading{Limit: 5000, Remaining: 0, ResetAt: now.Add(20 * time.Minute), ObservedAt: now.Add(-time.Minute)}))
 	must(t, s.SaveRate(ctx, 5002, ratelimit.Reading{Limit: 5000, Remaining: 0, ResetAt: now.Add(-30 * time.Minute), ObservedAt: now.Add(-time.Hour)}))
 	must(t, s.SaveRate(ctx, 5003, ratelimit.Reading{Limit: 15000, Remaining: 14000, ResetAt: now.Add(40 * time.Minute), ObservedAt: now.Add(-10 * time.Second)}))
+	// 5004: ample, but a secondary limit blocks it for 90 s more; 5005: a block alone (a 429).
+	must(t, s.SaveRate(ctx, 5004, ratelimit.Reading{Limit: 5000, Remaining: 4000, ResetAt: now.Add(40 * time.Minute), ObservedAt: now.Add(-5 * time.Second)}))
+	must(t, s.SaveBlock(ctx, 5004, now.Add(90*time.Second)))
+	must(t, s.SaveBlock(ctx, 5005, now.Add(30*time.Second)))
 
 	r := run(t, nil, "rate", "--stack", env.stack.Name, "--json")
 	got := map[float64]map[string]any{}
 	for _, v := range decode[[]map[string]any](t, r.stdout) {
 		got[v["installation_id"].(float64)] = v
 	}
-	want := map[float64][2]any{5001: {"exhausted", float64(60)}, 5002: {"stale", float64(3600)}, 5003: {"ok", float64(10)}}
+	want := map[float64][2]any{5001: {"exhausted", float64(60)}, 5002: {"stale", float64(3600)}, 5003: {"ok", float64(10)},
+		5004: {"blocked", float64(5)}, 5005: {"blocked", float64(0)}}
 	for id, w := range want {
 		if g := got[id]; g == nil || g["status"] != w[0] || g["age_seconds"] != w[1] {
 			t.Errorf("installation %v: got %v, want status %v, age %v s", id, g, w[0], w[1])
 		}
 	}
+	if b := got[5004]["blocked_until"]; b != now.Add(90*time.Second).UTC().Format(time.RFC3339) {
+		t.Errorf("installation 5004 blocked_until %v, want the block's end", b)
+	}
 	r = run(t, nil, "rate", "--stack", env.stack.Name)
-	if r.code != 0 || !strings.Contains(r.stdout, "READING AGE") || !strings.Contains(r.stdout, "1h0m0s") {
+	if r.code != 0 || !strings.Contains(r.stdout, "READING AGE") || !strings.Contains(r.stdout, "1h0m0s") || !strings.Contains(r.stdout, "blocked for 1m30s") {
 		t.Fatalf("rate: exit %d\n%s", r.code, r.stdout)
 	}
 }

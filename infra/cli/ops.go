@@ -150,8 +150,11 @@ type rateView struct {
 	ResetAt        string `json:"reset_at"`
 	ObservedAt     string `json:"observed_at"`
 	AgeSeconds     int64  `json:"age_seconds"`
-	// Status is "exhausted" (the claimers defer), "stale" (older than
-	// ratelimit.Freshness: it says little about now) or "ok".
+	// BlockedUntil is a secondary rate limit's end, while it blocks.
+	BlockedUntil string `json:"blocked_until,omitempty"`
+	// Status is "blocked" (a secondary limit: the claimers defer),
+	// "exhausted" (the claimers defer), "stale" (older than
+	// ratelimit.Freshness, or no reading: it says little about now) or "ok".
 	Status string `json:"status"`
 }
 
@@ -172,14 +175,22 @@ func (c *CLI) rate(ctx context.Context, o *opts, _ []string) error {
 		r := rates[id]
 		st := "ok"
 		switch {
+		case r.Blocked(now):
+			st = "blocked"
 		case r.Exhausted(now):
 			st = "exhausted"
-		case now.Sub(r.ObservedAt) >= ratelimit.Freshness:
+		case !r.Known() || now.Sub(r.ObservedAt) >= ratelimit.Freshness:
 			st = "stale"
 		}
-		out = append(out, rateView{InstallationID: id, Limit: r.Limit, Remaining: r.Remaining,
-			ResetAt: r.ResetAt.UTC().Format(time.RFC3339), ObservedAt: r.ObservedAt.UTC().Format(time.RFC3339),
-			AgeSeconds: int64(now.Sub(r.ObservedAt) / time.Second), Status: st})
+		v := rateView{InstallationID: id, Limit: r.Limit, Remaining: r.Remaining, Status: st}
+		if r.Known() {
+			v.ResetAt, v.ObservedAt = r.ResetAt.UTC().Format(time.RFC3339), r.ObservedAt.UTC().Format(time.RFC3339)
+			v.AgeSeconds = int64(now.Sub(r.ObservedAt) / time.Second)
+		}
+		if r.Blocked(now) {
+			v.BlockedUntil = r.BlockedUntil.UTC().Format(time.RFC3339)
+		}
+		out = append(out, v)
 	}
 	if o.json {
 		return c.printJSON(out)
@@ -188,8 +199,14 @@ func (c *CLI) rate(ctx context.Context, o *opts, _ []string) error {
 	fmt.Fprintln(w, "INSTALLATION\tLIMIT\tREMAINING\tRESET IN\tREADING AGE\tSTATUS")
 	for _, v := range out {
 		r := rates[v.InstallationID]
-		fmt.Fprintf(w, "%d\t%d\t%d\t%s\t%s\t%s\n", v.InstallationID, v.Limit, v.Remaining,
-			r.ResetAt.Sub(now).Truncate(time.Second), now.Sub(r.ObservedAt).Truncate(time.Second), v.Status)
+		reset, age, status := "-", "-", v.Status
+		if r.Known() {
+			reset, age = r.ResetAt.Sub(now).Truncate(time.Second).String(), now.Sub(r.ObservedAt).Truncate(time.Second).String()
+		}
+		if r.Blocked(now) {
+			status += " for " + r.BlockedUntil.Sub(now).Truncate(time.Second).String()
+		}
+		fmt.Fprintf(w, "%d\t%d\t%d\t%s\t%s\t%s\n", v.InstallationID, v.Limit, v.Remaining, reset, age, status)
 	}
 	if err := w.Flush(); err != nil {
 		return err

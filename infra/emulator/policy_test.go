@@ -333,3 +333,40 @@ func TestClaimerUsesDispatchKeysThroughSQSOnly(t *testing.T) {
 		t.Error("no statement lets the claimer encrypt to a dispatch queue under a customer-managed key")
 	}
 }
+
+// TestRateWritersMayUpdateTheRateItems: every function that shares rate
+// state (an exhaustion, or a secondary limit's block, through
+// rate#<installation>) may UpdateItem that item, the one request the
+// store makes for it (shared/store's TestRateWritesAreUpdatesOfTheRateItem);
+// moto enforces no IAM, so a role without it would fail only on AWS. None
+// keeps a PutItem only for rate items, which nothing sends any more.
+func TestRateWritersMayUpdateTheRateItems(t *testing.T) {
+	t.Parallel()
+	tmpl := projectTemplate(t)
+	table := map[string]any{"Fn::GetAtt": []any{"Table", "Arn"}}
+	for _, fn := range []string{"ClaimerFunction", "ReclaimerFunction", "JanitorFunction"} {
+		var stmts []map[string]any
+		for _, p := range list(prop(t, tmpl, fn, "Properties", "Policies")) {
+			stmts = append(stmts, statements(p)...)
+		}
+		update := false
+		for _, s := range stmts {
+			if s["Effect"] != "Allow" || !slices.ContainsFunc(list(s["Resource"]), func(r any) bool { return fmt.Sprint(r) == fmt.Sprint(table) }) {
+				continue
+			}
+			cond, _ := s["Condition"].(map[string]any)
+			like, _ := cond["ForAllValues:StringLike"].(map[string]any)
+			keys := list(like["dynamodb:LeadingKeys"])
+			rateOnly := len(keys) > 0 && !slices.ContainsFunc(keys, func(k any) bool { return k != "rate#*" })
+			switch {
+			case hasAction(s, "dynamodb:UpdateItem") && (cond == nil || rateOnly):
+				update = true
+			case hasAction(s, "dynamodb:PutItem") && rateOnly:
+				t.Errorf("%s: PutItem on rate items only, which no rate write sends: %v", fn, s)
+			}
+		}
+		if !update {
+			t.Errorf("%s: no statement allows dynamodb:UpdateItem on rate#* items", fn)
+		}
+	}
+}

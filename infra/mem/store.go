@@ -421,12 +421,31 @@ func (s *Store) SaveRate(ctx context.Context, installationID int64, r ratelimit.
 		return err
 	}
 	defer s.enter("SaveRate")()
-	if cur, ok := s.rates[installationID]; ok && cur.ObservedAt.After(r.ObservedAt) {
+	cur, ok := s.rates[installationID]
+	if ok && cur.ObservedAt.After(r.ObservedAt) {
 		return nil
 	}
-	// Millisecond precision, as the table stores it.
+	// Millisecond precision, as the table stores it; the block stays.
 	r.ResetAt, r.ObservedAt = job.FromMillis(job.Millis(r.ResetAt)), job.FromMillis(job.Millis(r.ObservedAt))
+	r.BlockedUntil = cur.BlockedUntil
 	s.rates[installationID] = r
+	return nil
+}
+
+// SaveBlock shares a secondary rate limit's block until until unless the
+// stored block ends later; the primary fields stay.
+func (s *Store) SaveBlock(ctx context.Context, installationID int64, until time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	defer s.enter("SaveBlock")()
+	cur := s.rates[installationID]
+	until = job.FromMillis(job.Millis(until)) // as the table stores it
+	if !until.After(cur.BlockedUntil) {
+		return nil
+	}
+	cur.BlockedUntil = until
+	s.rates[installationID] = cur
 	return nil
 }
 

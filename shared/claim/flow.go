@@ -284,7 +284,7 @@ func (f *flow) claim(ctx context.Context) error {
 		c.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "claim rate state unreadable",
 			slog.Int64(obs.KeyJobID, f.rec.JobID), slog.String("error", err.Error()))
 	}
-	if rd.Exhausted(f.now) {
+	if rd.Halted(f.now) {
 		return f.deferRate(ctx, rd)
 	}
 
@@ -415,6 +415,12 @@ func (f *flow) retryOrFail(ctx context.Context, err error, registered *ghapp.Run
 			rd.Limit = l.Limit
 		}
 		f.c.cfg.Rates.Observe(f.rec.InstallationID, rd)
+	} else if fl.Secondary() {
+		// A secondary limit binds the installation, not this call: no
+		// process may call GitHub for it until the block ends (the deferred
+		// shareRate tells the others). Timed from the answer, not from the
+		// attempt's start.
+		f.c.cfg.Rates.Observe(f.rec.InstallationID, ratelimit.Reading{BlockedUntil: ratelimit.BlockUntil(f.c.cfg.Now(), fl.RetryAfter)})
 	}
 	if !fl.Retryable() {
 		return f.finish(ctx, job.Outcome{State: job.Failed, Attempt: f.attempt, ErrorClass: fl.Class.String(), Error: fl.Reason},
@@ -444,15 +450,16 @@ func (f *flow) retry(ctx context.Context, fl failure.Failure, registered *ghapp.
 	}, DecisionRetry, slog.String(obs.KeyClass, fl.Class.String()), slog.String("basis", string(d.Basis)))
 }
 
-// deferRate defers a claim whose installation has no budget left, without
-// calling GitHub: to the reset plus the policy's snap jitter. Not an
+// deferRate defers a claim whose installation has no budget left, or is
+// blocked by a secondary limit, without calling GitHub: to the reset (or
+// the block's end, whichever is later) plus the policy's snap jitter. Not an
 // attempt (the ladder does not advance), but it counts toward the maximum
 // age: the first deferral starts the clock (first_failure_at, when no
 // failure did), and a deferral past the maximum age abandons the job.
 func (f *flow) deferRate(ctx context.Context, rd ratelimit.Reading) error {
 	in := backoff.Input{
 		Now: f.now, Rung: f.rec.Attempt, Rand: f.c.cfg.Rand,
-		Failure: failure.Failure{Class: failure.RateLimit, ResetAt: rd.ResetAt},
+		Failure: failure.Failure{Class: failure.RateLimit, ResetAt: rd.ResumeAt(f.now)},
 	}
 	if f.rec.FirstFailureAt > 0 {
 		in.FirstFailureAt = job.FromMillis(f.rec.FirstFailureAt)
@@ -461,7 +468,11 @@ func (f *flow) deferRate(ctx context.Context, rd ratelimit.Reading) error {
 	// give-up; the rung it returns is not stored, because nothing was
 	// attempted.
 	d := f.c.cfg.Policy.Next(in)
-	reason := "deferred: installation rate limit exhausted until " + rd.ResetAt.UTC().Format(time.RFC3339)
+	resume := rd.ResumeAt(f.now)
+	reason := "deferred: installation rate limit exhausted until " + resume.UTC().Format(time.RFC3339)
+	if resume.Equal(rd.BlockedUntil) {
+		reason = "deferred: installation blocked by a GitHub secondary rate limit until " + resume.UTC().Format(time.RFC3339)
+	}
 	if d.GiveUp {
 		// The budget is exhausted: no GitHub call, so an earlier attempt's
 		// registration is not looked up by name (see the package doc); the
@@ -472,7 +483,7 @@ func (f *flow) deferRate(ctx context.Context, rd ratelimit.Reading) error {
 	}
 	return f.handOff(ctx, d.Delay, f.rec.Attempt, job.Retry{
 		Attempt: f.rec.Attempt, FirstFailureAt: d.FirstFailureAt, ErrorClass: failure.RateLimit.String(), Error: reason,
-	}, DecisionDeferred, slog.String(obs.KeyClass, failure.RateLimit.String()), slog.Int64("reset_at", job.Millis(rd.ResetAt)),
+	}, DecisionDeferred, slog.String(obs.KeyClass, failure.RateLimit.String()), slog.Int64("reset_at", job.Millis(resume)),
 		slog.Int64("first_failure_at", job.Millis(d.FirstFailureAt)))
 }
 

@@ -43,6 +43,8 @@ var (
 	metricRateRemaining = obs.Metric{Name: "RateRemaining", Unit: obs.None, Dims: []string{obs.DimInstallation}}
 	metricRateReset     = obs.Metric{Name: "RateResetIn", Unit: obs.Seconds, Dims: []string{obs.DimInstallation}}
 	metricRateAge       = obs.Metric{Name: "RateReadingAge", Unit: obs.Seconds, Dims: []string{obs.DimInstallation}}
+	// While a secondary rate limit blocks the installation: how long yet.
+	metricRateBlocked = obs.Metric{Name: "RateBlockedFor", Unit: obs.Seconds, Dims: []string{obs.DimInstallation}}
 )
 
 // byClass is the class breakdown of the decisions that carry an error class.
@@ -83,10 +85,13 @@ func (f *flow) count(metric obs.Metric, dims ...obs.Dim) {
 
 // rateGauges writes the installation's reading as of now.
 func (c *Claimer) rateGauges(inst int64, rd ratelimit.Reading, now time.Time) {
+	m, d := c.cfg.Metrics, obs.Installation(strconv.FormatInt(inst, 10))
+	if rd.Blocked(now) {
+		m.Gauge(metricRateBlocked, rd.BlockedUntil.Sub(now).Seconds(), d)
+	}
 	if !rd.Known() {
 		return
 	}
-	m, d := c.cfg.Metrics, obs.Installation(strconv.FormatInt(inst, 10))
 	m.Gauge(metricRateLimit, float64(rd.Limit), d)
 	m.Gauge(metricRateRemaining, float64(rd.Remaining), d)
 	m.Gauge(metricRateReset, max(rd.ResetAt.Sub(now), 0).Seconds(), d)

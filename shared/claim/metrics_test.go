@@ -88,6 +88,16 @@ func TestMetricsOfEachOutcome(t *testing.T) {
 			},
 		},
 		{
+			name:    "deferred by a secondary limit",
+			outcome: claim.DecisionDeferred,
+			arrange: func(t *testing.T, h *harness, id int64) {
+				if err := h.store.SaveBlock(context.Background(), installation, h.clock.Now().Add(90*time.Second)); err != nil {
+					t.Fatal(err)
+				}
+			},
+			want: []want{{"RateBlockedFor", inst, installationSets, []float64{90}}},
+		},
+		{
 			name:    "abandoned",
 			outcome: claim.DecisionAbandoned,
 			arrange: func(t *testing.T, h *harness, id int64) {

@@ -34,8 +34,8 @@ type Store interface {
 	Finish(ctx context.Context, l job.Lease, o job.Outcome, now time.Time) error
 	// Get is read only on the rare lease-lost path, to tell a spare runner.
 	Get(ctx context.Context, id int64) (job.Record, error)
-	LoadRate(ctx context.Context, installationID int64) (ratelimit.Reading, error)
-	SaveRate(ctx context.Context, installationID int64, r ratelimit.Reading) error
+	// The shared rate#<installation> item: reading, and block.
+	ratelimit.Store
 }
 
 // Queue is the claims queue as the claimer needs it; shared/queue

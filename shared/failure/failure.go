@@ -116,10 +116,24 @@ type Failure struct {
 	// exchange itself: a rate limit there is the App's own budget, never
 	// the installation's, and must not be recorded as the installation's.
 	TokenExchange bool
+	// GitHub is true when the error is GitHub's answer (a response of its
+	// API, or go-github's memory of one), not AWS's or the network's: a
+	// rate limit of GitHub's binds every caller of the installation, an AWS
+	// throttle only the call.
+	GitHub bool
 }
 
 // Retryable reports whether the failure may be retried.
 func (f Failure) Retryable() bool { return f.Class.Retryable() }
+
+// Secondary reports whether f is a secondary rate limit of an
+// installation's: GitHub's rate limit on an API call (not the App's token
+// exchange) that names no reset of an exhausted budget. It binds every
+// caller of the installation until its Retry-After, or a minute when it
+// names none (shared/ratelimit records it as a block).
+func (f Failure) Secondary() bool {
+	return f.Class == RateLimit && f.GitHub && !f.TokenExchange && f.ResetAt.IsZero()
+}
 
 // maxReason bounds Reason so a verbose upstream message cannot bloat the
 // job record.
@@ -140,7 +154,7 @@ func classify(err error) Failure {
 	// GitHub's typed errors.
 	var rle *github.RateLimitError
 	if errors.As(err, &rle) {
-		f := Failure{Class: RateLimit, Reason: "github rate limit: " + rle.Message, TokenExchange: tokenExchange(rle.Response)}
+		f := Failure{Class: RateLimit, Reason: "github rate limit: " + rle.Message, TokenExchange: tokenExchange(rle.Response), GitHub: true}
 		if f.TokenExchange {
 			f.Reason = "github token rate limit: " + rle.Message
 		}
@@ -155,7 +169,7 @@ func classify(err error) Failure {
 	}
 	var are *github.AbuseRateLimitError
 	if errors.As(err, &are) {
-		f := Failure{Class: RateLimit, Reason: "github secondary rate limit: " + are.Message, TokenExchange: tokenExchange(are.Response)}
+		f := Failure{Class: RateLimit, Reason: "github secondary rate limit: " + are.Message, TokenExchange: tokenExchange(are.Response), GitHub: true}
 		if f.TokenExchange {
 			f.Reason = "github token secondary rate limit: " + are.Message
 		}
@@ -174,11 +188,11 @@ func classify(err error) Failure {
 	var acc *github.AcceptedError
 	if errors.As(err, &acc) {
 		// 202: GitHub scheduled the work and asks us to come back later.
-		return Failure{Class: ServerSide, Status: http.StatusAccepted, Reason: "github 202: accepted, try again later"}
+		return Failure{Class: ServerSide, Status: http.StatusAccepted, Reason: "github 202: accepted, try again later", GitHub: true}
 	}
 	var tfa *github.TwoFactorAuthError
 	if errors.As(err, &tfa) {
-		return Failure{Class: NonRetryable, Status: http.StatusUnauthorized, Reason: "github 401: two-factor authentication required"}
+		return Failure{Class: NonRetryable, Status: http.StatusUnauthorized, Reason: "github 401: two-factor authentication required", GitHub: true}
 	}
 	var ger *github.ErrorResponse
 	if errors.As(err, &ger) && ger.Response != nil {
@@ -190,7 +204,7 @@ func classify(err error) Failure {
 			src = "github token"
 		}
 		f := fromResponse(src, ger.Response.StatusCode, ger.Response.Header, ger.Message, ger.DocumentationURL)
-		f.TokenExchange = exchange
+		f.TokenExchange, f.GitHub = exchange, true
 		return f
 	}
 

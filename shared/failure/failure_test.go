@@ -586,3 +586,66 @@ func TestTokenExchangeIsTold(t *testing.T) {
 		}
 	}
 }
+
+// TestGitHubIsTold: a failure says whether GitHub gave it, so that a rate
+// limit of GitHub's (which binds every caller of the installation) is never
+// confused with an AWS throttle of the same class (which binds one call).
+func TestGitHubIsTold(t *testing.T) {
+	t.Parallel()
+	h := http.Header{}
+	h.Set("Retry-After", "30")
+	resp := &http.Response{StatusCode: 429, Header: h, Request: &http.Request{Method: "POST", URL: &url.URL{Path: "/repos/o/r/actions/runners/generate-jitconfig"}}}
+	for _, tt := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"RateLimitError", &github.RateLimitError{Response: resp, Message: "API rate limit exceeded"}, true},
+		{"AbuseRateLimitError", &github.AbuseRateLimitError{Response: resp, Message: "secondary rate limit"}, true},
+		{"AbuseRateLimitError without a response", &github.AbuseRateLimitError{Message: "secondary rate limit", RetryAfter: ptr(time.Minute)}, true},
+		{"ErrorResponse 429", &github.ErrorResponse{Response: resp, Message: "Too Many Requests"}, true},
+		{"AcceptedError", &github.AcceptedError{}, true},
+		{"AWS TooManyRequestsException", awsErr(429, api("TooManyRequestsException", smithy.FaultClient)), false},
+		{"AWS RequestLimitExceeded", awsErr(503, api("RequestLimitExceeded", smithy.FaultClient)), false},
+		{"deadline", context.DeadlineExceeded, false},
+		{"connection refused", &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}, false},
+	} {
+		f := failure.Classify(fmt.Errorf("claim job 7: %w", tt.err))
+		if f.GitHub != tt.want {
+			t.Errorf("%s: GitHub %v (class %v), want %v", tt.name, f.GitHub, f.Class, tt.want)
+		}
+	}
+}
+
+// TestSecondary: only GitHub's rate limits of an API call that name no
+// exhausted budget's reset are secondary limits of the installation.
+func TestSecondary(t *testing.T) {
+	t.Parallel()
+	req := func(path string) *http.Request {
+		return &http.Request{Method: "POST", URL: &url.URL{Path: path}}
+	}
+	resp := func(status int, path string, kv ...string) *http.Response {
+		h := http.Header{}
+		for i := 0; i < len(kv); i += 2 {
+			h.Set(kv[i], kv[i+1])
+		}
+		return &http.Response{StatusCode: status, Header: h, Request: req(path)}
+	}
+	const jit = "/repos/o/r/actions/runners/generate-jitconfig"
+	for _, tt := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"403 secondary with Retry-After", &github.AbuseRateLimitError{Response: resp(403, jit, "Retry-After", "60"), Message: "secondary rate limit"}, true},
+		{"429 without headers", &github.ErrorResponse{Response: resp(429, jit), Message: "Too Many Requests"}, true},
+		{"403 primary at 0", &github.RateLimitError{Response: resp(403, jit, "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "1900000000"), Message: "API rate limit exceeded", Rate: github.Rate{Limit: 5000, Reset: github.Timestamp{Time: time.Unix(1900000000, 0)}}}, false},
+		{"429 on the token exchange", &github.ErrorResponse{Response: resp(429, "/app/installations/42/access_tokens"), Message: "Too Many Requests"}, false},
+		{"AWS throttle", awsErr(400, api("Throttling", smithy.FaultClient)), false},
+		{"GitHub 502", &github.ErrorResponse{Response: resp(502, jit), Message: "Bad Gateway"}, false},
+	} {
+		if got := failure.Classify(tt.err).Secondary(); got != tt.want {
+			t.Errorf("%s: secondary %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}

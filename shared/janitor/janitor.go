@@ -141,6 +141,8 @@ var (
 // shares what they observed with Persist.
 type Rates interface {
 	ratelimit.Source
+	// Observe records a secondary limit GitHub's message told of.
+	ratelimit.Observer
 	// Persist shares the latest reading when the persist rule says
 	// another process's decision depends on it.
 	Persist(ctx context.Context, installationID int64) (bool, error)
@@ -409,8 +411,11 @@ func (j *Janitor) call(ctx context.Context, p *pass, st *installState) bool {
 		return false
 	}
 	now := j.cfg.Now()
-	if rd, exhausted := j.rate(ctx, st.id, now); exhausted {
-		st.stopped, st.resetAt, st.reason = true, rd.ResetAt, "rate state exhausted"
+	if rd, halted := j.rate(ctx, st.id, now); halted {
+		st.stopped, st.resetAt, st.reason = true, rd.ResumeAt(now), "rate state exhausted"
+		if rd.Blocked(now) {
+			st.reason = "rate state blocked by a secondary limit"
+		}
 		return false
 	}
 	return j.spend(p)
@@ -427,6 +432,13 @@ func (j *Janitor) limited(st *installState, err error) bool {
 	st.stopped, st.resetAt, st.reason = true, fl.ResetAt, fl.Reason
 	if fl.RetryAfter > 0 {
 		st.resetAt = j.cfg.Now().Add(fl.RetryAfter)
+	}
+	if fl.Secondary() && j.cfg.Rates != nil {
+		// It binds every caller of the installation: the claimers too,
+		// once the pass's shareRate writes it.
+		until := ratelimit.BlockUntil(j.cfg.Now(), fl.RetryAfter)
+		j.cfg.Rates.Observe(st.id, ratelimit.Reading{BlockedUntil: until})
+		st.resetAt = until
 	}
 	return true
 }
@@ -479,7 +491,7 @@ func (j *Janitor) installation(ctx context.Context, p *pass, st *installState, i
 // rate reads inst's budget at now through the janitor's gate (the shared
 // item at most once per RateRefresh, and only when this process's own
 // reading is not enough: ratelimit.Gate) and reports whether it is
-// exhausted. A read error is not fatal: GitHub answers for itself.
+// exhausted or blocked. A read error is not fatal: GitHub answers for itself.
 func (j *Janitor) rate(ctx context.Context, inst int64, now time.Time) (ratelimit.Reading, bool) {
 	if j.gate == nil {
 		return ratelimit.Reading{}, false
@@ -488,7 +500,7 @@ func (j *Janitor) rate(ctx context.Context, inst int64, now time.Time) (ratelimi
 	if err != nil {
 		j.cfg.Logger.WarnContext(ctx, "janitor rate state unreadable", slog.Int64("installation_id", inst), slog.Any("err", err))
 	}
-	return rd, rd.Exhausted(now)
+	return rd, rd.Halted(now)
 }
 
 // shareRate shares what the pass's calls for inst observed (an exhaustion

@@ -276,32 +276,48 @@ func TestConfigsWithoutLiveMachine(t *testing.T) {
 	}
 }
 
-// TestExhaustedInstallationNotAsked: an installation whose shared rate
-// reading is exhausted gets no call; its runners and machines wait.
-func TestExhaustedInstallationNotAsked(t *testing.T) {
+// TestHaltedInstallationNotAsked: an installation whose shared rate item
+// says its budget is exhausted, or that a secondary limit blocks it (another
+// process met one), gets no call; its runners and machines wait.
+func TestHaltedInstallationNotAsked(t *testing.T) {
 	t.Parallel()
-	f := setup(t)
-	const id = int64(3001)
-	name := job.RunnerName("linux", id)
-	f.machine(t, id)
-	f.runner(t, name, "online", false)
-	f.record(id, job.Done, "linux-999")
-	rd := ratelimit.Reading{Limit: 5000, Remaining: 0, ResetAt: t0.Add(20 * time.Minute), ObservedAt: t0.Add(-time.Minute)}
-	if err := f.store.SaveRate(context.Background(), inst, rd); err != nil {
-		t.Fatal(err)
-	}
-	before := f.fake.Stats().InstallationCalls[inst]
+	for _, tt := range []struct {
+		name  string
+		share func(f *fixture) error
+	}{
+		{"exhausted", func(f *fixture) error {
+			rd := ratelimit.Reading{Limit: 5000, Remaining: 0, ResetAt: t0.Add(20 * time.Minute), ObservedAt: t0.Add(-time.Minute)}
+			return f.store.SaveRate(context.Background(), inst, rd)
+		}},
+		{"blocked by a secondary limit", func(f *fixture) error {
+			return f.store.SaveBlock(context.Background(), inst, f.now.Add(time.Minute))
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := setup(t)
+			const id = int64(3001)
+			name := job.RunnerName("linux", id)
+			f.machine(t, id)
+			f.runner(t, name, "online", false)
+			f.record(id, job.Done, "linux-999")
+			if err := tt.share(f); err != nil {
+				t.Fatal(err)
+			}
+			before := f.fake.Stats().InstallationCalls[inst]
 
-	rep := f.run(t, nil)
+			rep := f.run(t, nil)
 
-	if rep.RateLimited != 1 || rep.RunnersDeleted != 0 || rep.MachinesEnded != 0 {
-		t.Errorf("report %+v, want 1 installation rate limited, nothing deleted or ended", rep)
-	}
-	if calls := f.fake.Stats().InstallationCalls[inst] - before; calls != 0 {
-		t.Errorf("%d calls for installation %d, want 0", calls, inst)
-	}
-	if _, ok := f.fake.RunnerByName(name); !ok || len(f.prov.Machines(id)) != 1 {
-		t.Errorf("runner or machine of job %d removed, want both left", id)
+			if rep.RateLimited != 1 || rep.RunnersDeleted != 0 || rep.MachinesEnded != 0 {
+				t.Errorf("report %+v, want 1 installation rate limited, nothing deleted or ended", rep)
+			}
+			if calls := f.fake.Stats().InstallationCalls[inst] - before; calls != 0 {
+				t.Errorf("%d calls for installation %d, want 0", calls, inst)
+			}
+			if _, ok := f.fake.RunnerByName(name); !ok || len(f.prov.Machines(id)) != 1 {
+				t.Errorf("runner or machine of job %d removed, want both left", id)
+			}
+		})
 	}
 }
 

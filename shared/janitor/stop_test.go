@@ -141,6 +141,15 @@ func TestBudgetRunsOutPartway(t *testing.T) {
 			if got := after[inst] - before[inst]; got != tt.wantCalls {
 				t.Errorf("GitHub requests for installation %d: got %d, want %d", inst, got, tt.wantCalls)
 			}
+			if tt.retryAfter > 0 {
+				// A secondary limit binds the claimers too: shared as a block.
+				// The fixture's clock steps on during the pass: the
+				// block runs from GitHub's answer, a moment before now.
+				rd, err := f.store.LoadRate(ctx, inst)
+				if end := f.now.Add(tt.retryAfter); err != nil || rd.BlockedUntil.After(end) || rd.BlockedUntil.Before(end.Add(-time.Second)) {
+					t.Errorf("shared rate item %+v (%v), want blocked until just before %v", rd, err, end)
+				}
+			}
 			// The other installation: its repository list, both repositories' runners, the delete.
 			if got := after[other] - before[other]; got != 1+2+1 {
 				t.Errorf("GitHub requests for installation %d: got %d, want 4", other, got)

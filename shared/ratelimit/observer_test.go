@@ -39,29 +39,7 @@ func TestTransportObservesOnlyRealReadings(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				tt.headers(w.Header())
-				w.WriteHeader(tt.status)
-				_, _ = io.WriteString(w, `{"message":"x"}`)
-			}))
-			t.Cleanup(srv.Close)
-			var got []ratelimit.Reading
-			obs := ratelimit.ObserverFunc(func(id int64, r ratelimit.Reading) {
-				if id != installation {
-					t.Errorf("observed installation %d, want %d", id, installation)
-				}
-				got = append(got, r)
-			})
-			c := &http.Client{Transport: ratelimit.NewTransport(srv.Client().Transport, installation, obs, func() time.Time { return t0 })}
-			resp, err := c.Get(srv.URL + "/repos/octo/repo/actions/runners")
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != tt.status {
-				t.Fatalf("status %d, want %d passed through", resp.StatusCode, tt.status)
-			}
+			got := observe(t, tt.status, tt.headers)
 			if len(got) != tt.want {
 				t.Fatalf("%d observations %+v, want %d", len(got), got, tt.want)
 			}
@@ -73,4 +51,90 @@ func TestTransportObservesOnlyRealReadings(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestTransportObservesBlocks: a 429, or a 403 with Retry-After, that is
+// not the primary budget at 0 is a secondary limit's block of the whole
+// installation, read from the status and Retry-After alone; a plain 403
+// (a permission error, for all the transport can tell) and a primary
+// exhaustion are not.
+func TestTransportObservesBlocks(t *testing.T) {
+	t.Parallel()
+	h := func(kv ...string) func(http.Header) {
+		return func(hd http.Header) {
+			for i := 0; i < len(kv); i += 2 {
+				hd.Set(kv[i], kv[i+1])
+			}
+		}
+	}
+	rate := []string{"X-RateLimit-Limit", "5000", "X-RateLimit-Remaining", "4000", "X-RateLimit-Reset", strconv.Itoa(resetEpoch)}
+	tests := []struct {
+		name      string
+		headers   func(http.Header)
+		status    int
+		block     time.Time // zero: none
+		remaining int       // -1: no primary reading
+	}{
+		{"403 with Retry-After", h(append(rate, "Retry-After", "120")...), http.StatusForbidden, t0.Add(2 * time.Minute), 4000},
+		{"429 with Retry-After", h("Retry-After", "30"), http.StatusTooManyRequests, t0.Add(30 * time.Second), -1},
+		{"429 without Retry-After: a minute", h(rate...), http.StatusTooManyRequests, t0.Add(ratelimit.MinBlock), 4000},
+		{"429 with an HTTP-date Retry-After", h("Retry-After", t0.Add(90*time.Second).Format(http.TimeFormat)), http.StatusTooManyRequests, t0.Add(90 * time.Second), -1},
+		{"Retry-After beyond the cap", h("Retry-After", "86400"), http.StatusTooManyRequests, t0.Add(ratelimit.MaxBlock), -1},
+		{"403 without Retry-After", h(rate...), http.StatusForbidden, time.Time{}, 4000},
+		{"primary exhaustion", h("X-RateLimit-Limit", "5000", "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", strconv.Itoa(resetEpoch)), http.StatusTooManyRequests, time.Time{}, 0},
+		{"another resource's 429", h("Retry-After", "30", "X-RateLimit-Resource", "search"), http.StatusTooManyRequests, time.Time{}, -1},
+		{"200 with Retry-After", h(append(rate, "Retry-After", "30")...), http.StatusOK, time.Time{}, 4000},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got := observe(t, tt.status, tt.headers)
+			if tt.block.IsZero() && tt.remaining < 0 {
+				if len(got) != 0 {
+					t.Fatalf("observed %+v, want nothing", got)
+				}
+				return
+			}
+			if len(got) != 1 {
+				t.Fatalf("observed %d readings, want 1", len(got))
+			}
+			r := got[0]
+			if !r.BlockedUntil.Equal(tt.block) {
+				t.Errorf("blocked until %v, want %v", r.BlockedUntil, tt.block)
+			}
+			if tt.remaining < 0 && r.Known() || tt.remaining >= 0 && (!r.Known() || r.Remaining != tt.remaining) {
+				t.Errorf("primary reading %+v, want remaining %d (-1: none)", r, tt.remaining)
+			}
+		})
+	}
+}
+
+// observe answers one request through a Transport with status and the
+// headers set, and returns what the transport handed its observer.
+func observe(t *testing.T, status int, headers func(http.Header)) []ratelimit.Reading {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		headers(w.Header())
+		w.WriteHeader(status)
+		_, _ = io.WriteString(w, `{"message":"You have exceeded a secondary rate limit."}`)
+	}))
+	t.Cleanup(srv.Close)
+	var got []ratelimit.Reading
+	obs := ratelimit.ObserverFunc(func(id int64, r ratelimit.Reading) {
+		if id != installation {
+			t.Errorf("observed installation %d, want %d", id, installation)
+		}
+		got = append(got, r)
+	})
+	c := &http.Client{Transport: ratelimit.NewTransport(srv.Client().Transport, installation, obs, func() time.Time { return t0 })}
+	resp, err := c.Post(srv.URL+"/repos/octo/repo/actions/runners/generate-jitconfig", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != status {
+		t.Fatalf("status %d, want %d passed through", resp.StatusCode, status)
+	}
+	return got
 }

@@ -92,6 +92,7 @@ type fakeStore struct {
 	mu      sync.Mutex
 	items   map[int64]ratelimit.Reading
 	saves   []ratelimit.Reading
+	blocks  []time.Time
 	loads   int
 	loadErr error
 }
@@ -116,9 +117,24 @@ func (s *fakeStore) SaveRate(_ context.Context, id int64, r ratelimit.Reading) e
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.saves = append(s.saves, r)
-	if old, ok := s.items[id]; ok && old.ObservedAt.After(r.ObservedAt) {
+	old, ok := s.items[id]
+	if ok && old.ObservedAt.After(r.ObservedAt) {
 		return nil
 	}
+	r.BlockedUntil = old.BlockedUntil // the primary fields only
+	s.items[id] = r
+	return nil
+}
+
+func (s *fakeStore) SaveBlock(_ context.Context, id int64, until time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.blocks = append(s.blocks, until)
+	r := s.items[id]
+	if !until.After(r.BlockedUntil) {
+		return nil
+	}
+	r.BlockedUntil = until
 	s.items[id] = r
 	return nil
 }

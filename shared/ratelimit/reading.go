@@ -5,10 +5,11 @@
 // sharing with other claimers through the rate#<installation_id> item.
 //
 // It must never log or keep a header other than X-RateLimit-{Limit,
-// Remaining,Reset,Resource} (an Authorization header passes through the
-// transport untouched and unseen), never change a request or a response,
-// and never import an AWS package: persistence goes through the Store port
-// that shared/store implements.
+// Remaining,Reset,Resource} and a 403's or 429's Retry-After (an
+// Authorization header passes through the transport untouched and
+// unseen), never change a request or a response, and never import an AWS
+// package: persistence goes through the Store port that shared/store
+// implements.
 //
 // Decisions written down here:
 //   - Exhausted (remaining 0, observed less than Freshness ago, reset still
@@ -49,6 +50,18 @@
 //     path: each of them shares what its own calls observed through
 //     Tracker.Persist after them, so an exhaustion the reclaimer or the
 //     janitor meets stops the claimers too.
+//   - A secondary rate limit (a 403 or 429 of GitHub's that is not the
+//     primary budget at 0) binds the whole installation, not the one call:
+//     GitHub asks every caller to wait for its Retry-After, or at least a
+//     minute when it names none, and may ban an integration that goes on
+//     calling. So it is recorded as the reading's BlockedUntil, apart from
+//     the primary fields (a 429 carries no budget to read), and shared like
+//     an exhaustion: a later block is always written (SaveBlock), the item
+//     keeps the latest block whatever primary reading lands after it, and
+//     every process that asks the Gate stops until it passes (Halted).
+//     Without it, a backlog after an outage would spend one refused call
+//     per queued job, in every claimer. A block is capped at MaxBlock when
+//     recorded, and one further ahead is a skewed clock's and ignored.
 package ratelimit
 
 import (
@@ -62,10 +75,32 @@ type Reading struct {
 	Remaining  int
 	ResetAt    time.Time
 	ObservedAt time.Time
+	// BlockedUntil is when a secondary rate limit of the installation
+	// ends (zero: none known). It is independent of the fields above,
+	// which only a response's X-RateLimit-* headers set: a reading may
+	// carry a block and no primary reading (Known false).
+	BlockedUntil time.Time
 }
 
 // Freshness is how long an exhausted reading is trusted.
 const Freshness = 5 * time.Minute
+
+// MinBlock is the wait a secondary rate limit imposes when GitHub names
+// none ("wait for at least one minute"); MaxBlock caps a recorded block,
+// and a block further ahead than it is not trusted.
+const (
+	MinBlock = time.Minute
+	MaxBlock = time.Hour
+)
+
+// BlockUntil is the end of the block a secondary rate limit met at now
+// imposes: GitHub's Retry-After, or MinBlock without one, at most MaxBlock.
+func BlockUntil(now time.Time, retryAfter time.Duration) time.Time {
+	if retryAfter <= 0 {
+		retryAfter = MinBlock
+	}
+	return now.Add(min(retryAfter, MaxBlock))
+}
 
 // ErrNoReading is wrapped by Store.LoadRate when no reading was ever shared
 // for the installation.
@@ -81,9 +116,34 @@ func (r Reading) Exhausted(now time.Time) bool {
 		now.Sub(r.ObservedAt) < Freshness && r.ResetAt.After(now)
 }
 
+// Blocked reports whether a secondary rate limit forbids calling GitHub at
+// now: BlockedUntil is ahead, by no more than MaxBlock.
+func (r Reading) Blocked(now time.Time) bool {
+	return r.BlockedUntil.After(now) && r.BlockedUntil.Sub(now) <= MaxBlock
+}
+
+// Halted reports whether no GitHub call may be made at now: the budget is
+// exhausted or a secondary limit blocks the installation.
+func (r Reading) Halted(now time.Time) bool { return r.Exhausted(now) || r.Blocked(now) }
+
+// ResumeAt is when calls may start again, for a Halted reading: the later
+// of the exhausted budget's reset and the block's end. It is the zero time
+// when r is not Halted at now.
+func (r Reading) ResumeAt(now time.Time) time.Time {
+	var at time.Time
+	if r.Exhausted(now) {
+		at = r.ResetAt
+	}
+	if r.Blocked(now) && r.BlockedUntil.After(at) {
+		at = r.BlockedUntil
+	}
+	return at
+}
+
 // Equal reports whether r and o are the same reading, comparing times as
 // instants (== on Reading also compares time zones).
 func (r Reading) Equal(o Reading) bool {
 	return r.Limit == o.Limit && r.Remaining == o.Remaining &&
-		r.ResetAt.Equal(o.ResetAt) && r.ObservedAt.Equal(o.ObservedAt)
+		r.ResetAt.Equal(o.ResetAt) && r.ObservedAt.Equal(o.ObservedAt) &&
+		r.BlockedUntil.Equal(o.BlockedUntil)
 }

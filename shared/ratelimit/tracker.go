@@ -16,9 +16,14 @@ type Store interface {
 	// LoadRate returns the shared reading, or an error wrapping
 	// ErrNoReading when there is none.
 	LoadRate(ctx context.Context, installationID int64) (Reading, error)
-	// SaveRate shares r unless the stored reading was observed later (that
-	// refusal is not an error).
+	// SaveRate shares r's primary fields unless the stored reading was
+	// observed later (that refusal is not an error). It leaves the stored
+	// block as it is.
 	SaveRate(ctx context.Context, installationID int64, r Reading) error
+	// SaveBlock shares a secondary limit's block until until, unless the
+	// stored block ends later (not an error either). It leaves the primary
+	// fields as they are.
+	SaveBlock(ctx context.Context, installationID int64, until time.Time) error
 }
 
 // PersistRule decides when a reading is worth a write to the Store. See
@@ -87,10 +92,11 @@ type Tracker struct {
 }
 
 type entry struct {
-	latest  Reading // newest observed here or loaded from the store
-	saved   Reading // newest known to be in the store
-	savedAt time.Time
-	saving  bool // a Persist is writing; no other may start
+	latest     Reading // newest observed here or loaded from the store
+	saved      Reading // newest known to be in the store
+	savedAt    time.Time
+	savedBlock time.Time // the latest block known to be in the store
+	saving     bool      // a Persist is writing; no other may start
 }
 
 var _ Observer = (*Tracker)(nil)
@@ -118,7 +124,7 @@ func (t *Tracker) entry(id int64) *entry {
 // success must not hide the exhaustion a faster 403 reported. It does no
 // I/O.
 func (t *Tracker) Observe(installationID int64, r Reading) {
-	if !r.Known() {
+	if !r.Known() && r.BlockedUntil.IsZero() {
 		return
 	}
 	t.mu.Lock()
@@ -129,8 +135,28 @@ func (t *Tracker) Observe(installationID int64, r Reading) {
 
 // newest merges reading r into known: the newer window wins; within one
 // window (the same reset) the lower remaining, observed at the later of
-// the two.
+// the two. The block is the later of the two, whichever reading wins.
 func newest(known, r Reading) Reading {
+	block := later(known.BlockedUntil, r.BlockedUntil)
+	out := newestPrimary(known, r)
+	out.BlockedUntil = block
+	return out
+}
+
+// later is the later of a and b.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// newestPrimary is newest for the primary fields; a reading without them
+// (a block alone) never replaces them.
+func newestPrimary(known, r Reading) Reading {
+	if !r.Known() {
+		return known
+	}
 	switch {
 	case !known.Known():
 		return r
@@ -151,11 +177,12 @@ func newest(known, r Reading) Reading {
 // Rule returns the PersistRule the Tracker shares by.
 func (t *Tracker) Rule() PersistRule { return t.rule }
 
-// Latest returns the newest reading this process knows for installationID.
+// Latest returns the newest reading this process knows for installationID:
+// false when it knows neither a primary reading nor a block.
 func (t *Tracker) Latest(installationID int64) (Reading, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if e := t.by[installationID]; e != nil && e.latest.Known() {
+	if e := t.by[installationID]; e != nil && (e.latest.Known() || !e.latest.BlockedUntil.IsZero()) {
 		return e.latest, true
 	}
 	return Reading{}, false
@@ -173,6 +200,14 @@ func (t *Tracker) Current(ctx context.Context, installationID int64) (Reading, e
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e := t.entry(installationID)
+	block := e.latest.BlockedUntil
+	if err == nil {
+		// A block is merged apart from the reading: the later one holds,
+		// whichever process observed it. One read from the item is shared
+		// already: no need to write it back.
+		block = later(block, shared.BlockedUntil)
+		e.savedBlock = later(e.savedBlock, shared.BlockedUntil)
+	}
 	if err == nil && shared.Known() {
 		if shared.ObservedAt.After(e.saved.ObservedAt) {
 			// Shared already: no need to write it back. Its age is the
@@ -189,14 +224,16 @@ func (t *Tracker) Current(ctx context.Context, installationID int64) (Reading, e
 			e.latest = shared
 		}
 	}
-	if !e.latest.Known() {
+	e.latest.BlockedUntil = block
+	if !e.latest.Known() && e.latest.BlockedUntil.IsZero() {
 		return Reading{}, fmt.Errorf("rate of installation %d: %w", installationID, ErrNoReading)
 	}
 	return e.latest, nil
 }
 
 // Persist writes installationID's latest reading to the Store when the
-// PersistRule says so, and reports whether it wrote. One write per
+// PersistRule says so, and a block this process observed that the Store
+// does not hold yet, and reports whether it wrote. One write per
 // installation is in flight at a time: a call that finds one returns false
 // at once (the concurrent workers of a batch would otherwise all write the
 // same first reading), and the writer, once done, decides afresh on the
@@ -225,8 +262,21 @@ func (t *Tracker) Persist(ctx context.Context, installationID int64) (bool, erro
 		t.mu.Lock()
 		now := t.now()
 		cur := e.latest
+		block := cur.BlockedUntil.After(e.savedBlock) && cur.Blocked(now)
 		write := t.rule.ShouldPersist(e.saved, e.savedAt, cur, now)
 		t.mu.Unlock()
+		if block {
+			// First: it stops every caller, and it costs a write only
+			// when GitHub imposed a block this process had not shared.
+			if err := t.store.SaveBlock(ctx, installationID, cur.BlockedUntil); err != nil {
+				return wrote, fmt.Errorf("save rate block of installation %d: %w", installationID, err)
+			}
+			wrote = true
+			t.mu.Lock()
+			e.savedBlock = later(e.savedBlock, cur.BlockedUntil)
+			t.mu.Unlock()
+			continue
+		}
 		if !write {
 			return wrote, nil
 		}

@@ -14,15 +14,15 @@ const (
 	headerRemaining = "X-RateLimit-Remaining"
 	headerReset     = "X-RateLimit-Reset"
 	headerResource  = "X-RateLimit-Resource"
+	// Retry-After is read only on a 403 or 429: a secondary limit's wait.
+	headerRetryAfter = "Retry-After"
 )
 
 // ParseHeaders takes a reading from a response's headers, observed at now.
 // ok is false when a header is missing or malformed, or when the reading is
 // of a bucket the claimer does not spend (see the package doc).
 func ParseHeaders(h http.Header, now time.Time) (r Reading, ok bool) {
-	switch strings.ToLower(h.Get(headerResource)) {
-	case "", "core", "actions_runner_registration":
-	default:
+	if !spent(h) {
 		return Reading{}, false
 	}
 	limit, err1 := strconv.Atoi(strings.TrimSpace(h.Get(headerLimit)))
@@ -81,8 +81,48 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if resp.Header.Get("X-From-Cache") != "" {
 		return resp, err
 	}
-	if r, ok := ParseHeaders(resp.Header, t.now()); ok {
+	now := t.now()
+	r, ok := ParseHeaders(resp.Header, now)
+	if until, blocked := blockOf(resp, now); blocked {
+		r.BlockedUntil, ok = until, true
+	}
+	if ok {
 		t.observer.Observe(t.installationID, r)
 	}
 	return resp, err
+}
+
+// spent reports whether h's answer is of a bucket the claimer spends.
+func spent(h http.Header) bool {
+	switch strings.ToLower(h.Get(headerResource)) {
+	case "", "core", "actions_runner_registration":
+		return true
+	}
+	return false
+}
+
+// blockOf reads a secondary rate limit's block from a response's status
+// and Retry-After alone (the body is not the transport's to read): a 429,
+// or a 403 with Retry-After, that is not the primary budget at 0. A 429
+// without Retry-After blocks for MinBlock; a 403 without it may be a
+// permission error, and is left to the caller, which reads GitHub's
+// message (failure.Failure.Secondary).
+func blockOf(resp *http.Response, now time.Time) (time.Time, bool) {
+	if resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusForbidden || !spent(resp.Header) {
+		return time.Time{}, false
+	}
+	v := strings.TrimSpace(resp.Header.Get(headerRetryAfter))
+	if v == "" {
+		if resp.StatusCode == http.StatusForbidden || strings.TrimSpace(resp.Header.Get(headerRemaining)) == "0" {
+			return time.Time{}, false
+		}
+		return BlockUntil(now, 0), true
+	}
+	if secs, err := strconv.ParseInt(v, 10, 64); err == nil && secs > 0 {
+		return BlockUntil(now, time.Duration(secs)*time.Second), true
+	}
+	if at, err := http.ParseTime(v); err == nil && at.After(now) {
+		return BlockUntil(now, at.Sub(now)), true
+	}
+	return BlockUntil(now, 0), true // a Retry-After we cannot read: the least wait
 }

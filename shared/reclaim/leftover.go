@@ -139,10 +139,10 @@ func (r *Reclaimer) removeLeftovers(ctx context.Context, c candidate, now time.T
 // removeRunner deletes the job's runner unless it is busy, and says what it
 // found: "none", "deleted", "busy", "rate_limited" or "unknown" (an error).
 func (r *Reclaimer) removeRunner(ctx context.Context, inst int64, scope, owner, repo, name string, now time.Time, log *slog.Logger, fail func(string, error)) string {
-	if rd, exhausted := r.rate(ctx, inst, now, log); exhausted {
-		log.WarnContext(ctx, "reclaim cleanup skips GitHub: installation rate limit exhausted",
+	if rd, halted := r.rate(ctx, inst, now, log); halted {
+		log.WarnContext(ctx, "reclaim cleanup skips GitHub: installation rate limit exhausted or blocked",
 			slog.Int64("installation_id", inst), slog.String("runner_name", name),
-			slog.Time("reset_at", rd.ResetAt))
+			slog.Time("reset_at", rd.ResumeAt(now)))
 		return "rate_limited"
 	}
 	defer r.shareRate(ctx, inst, log)
@@ -168,8 +168,9 @@ func (r *Reclaimer) removeRunner(ctx context.Context, inst int64, scope, owner, 
 
 // rate reads inst's budget at now through the pass's gate (the shared item
 // at most once per RateRefresh, and only when this process's own reading
-// is not enough: ratelimit.Gate) and reports whether it is exhausted. A
-// read error is not fatal: GitHub answers for itself.
+// is not enough: ratelimit.Gate) and reports whether it is halted
+// (exhausted, or blocked by a secondary limit). A read error is not fatal:
+// GitHub answers for itself.
 func (r *Reclaimer) rate(ctx context.Context, inst int64, now time.Time, log *slog.Logger) (ratelimit.Reading, bool) {
 	if r.gate == nil {
 		return ratelimit.Reading{}, false
@@ -178,7 +179,7 @@ func (r *Reclaimer) rate(ctx context.Context, inst int64, now time.Time, log *sl
 	if err != nil {
 		log.WarnContext(ctx, "reclaim rate state unreadable", slog.Int64("installation_id", inst), slog.Any("err", err))
 	}
-	return rd, rd.Exhausted(now)
+	return rd, rd.Halted(now)
 }
 
 // shareRate shares what this process's GitHub calls for inst observed (an

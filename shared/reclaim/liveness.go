@@ -103,14 +103,14 @@ func (r *Reclaimer) liveness(ctx context.Context, c candidate, now time.Time, re
 		log.WarnContext(ctx, "reclaim cannot check a claimed job", slog.String("pool", rec.Pool), slog.Bool("pool_known", ok))
 		return c, "", r.recheck(ctx, c, now.Add(grace), false, now, rep)
 	}
-	if rd, exhausted := r.rate(ctx, rec.InstallationID, now, log); exhausted {
-		due := now.Add(grace)
-		if rd.ResetAt.Before(due) {
-			due = rd.ResetAt.Add(time.Minute)
+	if rd, halted := r.rate(ctx, rec.InstallationID, now, log); halted {
+		due, resume := now.Add(grace), rd.ResumeAt(now)
+		if resume.Before(due) {
+			due = resume.Add(time.Minute)
 		}
 		rep.LivenessRateLimited++
-		log.WarnContext(ctx, "reclaim liveness check deferred: installation rate limit exhausted",
-			slog.Int64("installation_id", rec.InstallationID), slog.Time("reset_at", rd.ResetAt))
+		log.WarnContext(ctx, "reclaim liveness check deferred: installation rate limit exhausted or blocked",
+			slog.Int64("installation_id", rec.InstallationID), slog.Time("reset_at", resume))
 		return c, "", r.recheck(ctx, c, due, false, now, rep)
 	}
 	defer r.shareRate(ctx, rec.InstallationID, log)

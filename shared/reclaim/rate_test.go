@@ -43,6 +43,9 @@ func TestSharedRateReadOncePerPass(t *testing.T) {
 		rd := ratelimit.Reading{Limit: 5000, Remaining: 0, ResetAt: t0.Add(time.Hour), ObservedAt: t0.Add(-time.Minute)}
 		must(t, l.store.SaveRate(context.Background(), 42, rd))
 	}
+	blocked := func(t *testing.T, l *live) {
+		must(t, l.store.SaveBlock(context.Background(), 42, t0.Add(2*time.Minute)))
+	}
 	tests := []struct {
 		name    string
 		abandon bool                        // the candidates are abandons (leftovers), not liveness checks
@@ -63,6 +66,11 @@ func TestSharedRateReadOncePerPass(t *testing.T) {
 		{name: "leftovers, no own reading", abandon: true,
 			calls: true, report: func(r reclaim.Report) bool { return r.Abandoned == len(ids) && r.CleanedUp == len(ids) }},
 		{name: "leftovers, shared reading exhausted", abandon: true, after: exhausted,
+			report: func(r reclaim.Report) bool { return r.Abandoned == len(ids) && r.CleanupRateLimited == len(ids) }},
+		{name: "liveness, shared secondary-limit block",
+			after:  func(t *testing.T, l *live) { blocked(t, l); l.coldRates() },
+			report: func(r reclaim.Report) bool { return r.LivenessRateLimited == len(ids) && len(r.Requeued) == 0 }},
+		{name: "leftovers, shared secondary-limit block", abandon: true, after: blocked,
 			report: func(r reclaim.Report) bool { return r.Abandoned == len(ids) && r.CleanupRateLimited == len(ids) }},
 	}
 	for _, tt := range tests {

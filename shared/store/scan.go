@@ -156,7 +156,7 @@ func (v *Inventory) Rates(ctx context.Context) (map[int64]ratelimit.Reading, err
 			if err != nil {
 				return nil, fmt.Errorf("decode rate reading: bad pk %q", it.PK)
 			}
-			out[id] = ratelimit.Reading{Limit: it.Limit, Remaining: it.Remaining, ResetAt: job.FromMillis(it.ResetAt), ObservedAt: job.FromMillis(it.UpdatedAt)}
+			out[id] = it.reading()
 		}
 		if len(page.LastEvaluatedKey) == 0 {
 			return out, nil

@@ -567,40 +567,58 @@ func (s *Store) LoadRate(ctx context.Context, installationID int64) (ratelimit.R
 	if err := attributevalue.UnmarshalMap(out.Item, &it); err != nil {
 		return ratelimit.Reading{}, fmt.Errorf("decode rate of installation %d: %w", installationID, err)
 	}
-	return ratelimit.Reading{
-		Limit:      it.Limit,
-		Remaining:  it.Remaining,
-		ResetAt:    job.FromMillis(it.ResetAt),
-		ObservedAt: job.FromMillis(it.UpdatedAt),
-	}, nil
+	return it.reading(), nil
 }
 
-// SaveRate writes the shared rate reading of an installation, unless the
-// stored one is newer (another instance observed later).
+// SaveRate writes the primary fields of an installation's shared rate
+// reading, unless the stored one is newer (another instance observed
+// later). An update, not a put: a block stored on the item (SaveBlock)
+// stays.
 func (s *Store) SaveRate(ctx context.Context, installationID int64, r ratelimit.Reading) error {
-	item, err := attributevalue.MarshalMap(rateItem{
-		PK:        job.RateKey(installationID),
-		Limit:     r.Limit,
-		Remaining: r.Remaining,
-		ResetAt:   job.Millis(r.ResetAt),
-		UpdatedAt: job.Millis(r.ObservedAt),
-		// Rate items outlive their usefulness quickly; let TTL drop them.
-		ExpiresAt: r.ResetAt.Add(24 * time.Hour).Unix(),
-	})
-	if err != nil {
-		return fmt.Errorf("encode rate of installation %d: %w", installationID, err)
-	}
-	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName:                 &s.table,
-		Item:                      item,
-		ConditionExpression:       aws.String("attribute_not_exists(pk) OR updated_at <= :u"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":u": n(job.Millis(r.ObservedAt))},
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:        &s.table,
+		Key:              key(job.RateKey(installationID)),
+		UpdateExpression: aws.String("SET #l = :l, #r = :r, #re = :re, #u = :u, #e = :e"),
+		// A block alone has no updated_at yet.
+		ConditionExpression: aws.String("attribute_not_exists(#u) OR #u <= :u"),
+		ExpressionAttributeNames: map[string]string{
+			"#l": "limit", "#r": "remaining", "#re": "reset_at", "#u": "updated_at", "#e": "expires_at",
+		},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":l": n(int64(r.Limit)), ":r": n(int64(r.Remaining)), ":re": n(job.Millis(r.ResetAt)),
+			":u": n(job.Millis(r.ObservedAt)),
+			// Rate items outlive their usefulness quickly; let TTL drop them.
+			":e": n(r.ResetAt.Add(24 * time.Hour).Unix()),
+		},
 	})
 	if isConditionFailed(err) {
 		return nil // a newer reading is already shared
 	}
 	if err != nil {
-		return fmt.Errorf("put rate of installation %d: %w", installationID, err)
+		return fmt.Errorf("update rate of installation %d: %w", installationID, err)
+	}
+	return nil
+}
+
+// SaveBlock shares a secondary rate limit's block of an installation until
+// until, unless the stored block ends later; the primary fields stay.
+func (s *Store) SaveBlock(ctx context.Context, installationID int64, until time.Time) error {
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                &s.table,
+		Key:                      key(job.RateKey(installationID)),
+		UpdateExpression:         aws.String("SET #b = :b, #e = if_not_exists(#e, :e)"),
+		ConditionExpression:      aws.String("attribute_not_exists(#b) OR #b < :b"),
+		ExpressionAttributeNames: map[string]string{"#b": "blocked_until", "#e": "expires_at"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":b": n(job.Millis(until)),
+			":e": n(until.Add(24 * time.Hour).Unix()),
+		},
+	})
+	if isConditionFailed(err) {
+		return nil // a later block is already shared
+	}
+	if err != nil {
+		return fmt.Errorf("update rate block of installation %d: %w", installationID, err)
 	}
 	return nil
 }
@@ -612,6 +630,20 @@ type rateItem struct {
 	ResetAt   int64  `dynamodbav:"reset_at"`
 	UpdatedAt int64  `dynamodbav:"updated_at"`
 	ExpiresAt int64  `dynamodbav:"expires_at"`
+	// BlockedUntil is a secondary rate limit's end (SaveBlock), 0 if none.
+	BlockedUntil int64 `dynamodbav:"blocked_until,omitempty"`
+}
+
+// reading is the Reading the item holds.
+func (it rateItem) reading() ratelimit.Reading {
+	r := ratelimit.Reading{Limit: it.Limit, Remaining: it.Remaining}
+	if it.UpdatedAt > 0 {
+		r.ResetAt, r.ObservedAt = job.FromMillis(it.ResetAt), job.FromMillis(it.UpdatedAt)
+	}
+	if it.BlockedUntil > 0 {
+		r.BlockedUntil = job.FromMillis(it.BlockedUntil)
+	}
+	return r
 }
 
 func truncate(s string) string {

@@ -1,0 +1,115 @@
+package claim_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/ghclaim/ghclaim/infra/ghfake"
+	"github.com/ghclaim/ghclaim/shared/job"
+	"github.com/ghclaim/ghclaim/shared/ratelimit"
+)
+
+// TestSecondaryLimitBlocksTheInstallation: GitHub answers one claim with a
+// secondary rate limit (a 403 with Retry-After, or a 429 naming no wait:
+// then at least a minute). GitHub asks every caller to wait, so the jobs
+// after it, in the same claimer and in another one that never met the
+// limit, are deferred past the block without a GitHub call, instead of
+// each spending a refused call; after the block they are claimed.
+func TestSecondaryLimitBlocksTheInstallation(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name  string
+		fault ghfake.Fault
+		block time.Duration
+	}{
+		{"403 with Retry-After", ghfake.SecondaryRateLimit(2 * time.Minute), 2 * time.Minute},
+		{"429 without Retry-After", ghfake.TooManyRequests(0), ratelimit.MinBlock},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h := setup(t, setupOpt{})
+			a := h.claimer(t, claimerOpt{instance: "a", seed: 1})
+			b := h.claimer(t, claimerOpt{instance: "b", seed: 2})
+			h.gh.SetRateLimit(installation, 5000, 4000, h.clock.Now().Add(30*time.Minute))
+			for id := int64(2201); id <= 2203; id++ {
+				h.seed(t, id)
+			}
+			msgs := h.receive(t, 3)
+
+			h.gh.Fail(ghfake.RouteRepoJIT, 1, tt.fault)
+			met := h.clock.Now()
+			h.invoke(t, a, msgs[0])
+			first := h.get(t, jobOf(t, msgs[0].Body))
+			if first.State != job.Queued || first.Attempt != 1 || first.LastErrorClass != "rate_limit" {
+				t.Fatalf("the job that met the limit: %s attempt %d class %q, want queued, attempt 1, rate_limit", first.State, first.Attempt, first.LastErrorClass)
+			}
+			end := met.Add(tt.block)
+
+			// The same claimer, a second later, and another claimer that
+			// learns the block only from the shared item.
+			for i, c := range []struct {
+				name string
+				msg  int
+			}{{"the same claimer", 1}, {"another claimer", 2}} {
+				h.clock.Advance(time.Second)
+				before := h.gh.Stats()
+				cl := a
+				if i == 1 {
+					cl = b
+				}
+				h.invoke(t, cl, msgs[c.msg])
+				after := h.gh.Stats()
+				if after.JITCalls != before.JITCalls || len(after.TokenRequests) != len(before.TokenRequests) || after.TokenRequests[installation] != before.TokenRequests[installation] {
+					t.Fatalf("%s called GitHub during the block: before %+v after %+v", c.name, before, after)
+				}
+				r := h.get(t, jobOf(t, msgs[c.msg].Body))
+				if r.State != job.Queued || r.Attempt != 0 || r.LastErrorClass != "rate_limit" {
+					t.Fatalf("%s: record %s attempt %d class %q, want queued, attempt 0 (deferred, not attempted), rate_limit", c.name, r.State, r.Attempt, r.LastErrorClass)
+				}
+				s := h.lastSend(t)
+				back := h.clock.Now().Add(s.Delay)
+				if back.Before(end.Add(5*time.Second)) || !back.Before(end.Add(25*time.Second)) {
+					t.Fatalf("%s: message back at block end%+v, want end + [5s, 25s)", c.name, back.Sub(end))
+				}
+			}
+
+			// After the block: claimed, one JIT call each.
+			h.clock.Set(end.Add(25 * time.Second))
+			before := h.gh.Stats().JITCalls
+			h.invoke(t, b, h.receive(t, 3)...)
+			for _, m := range msgs {
+				if r := h.get(t, jobOf(t, m.Body)); r.State != job.Claimed {
+					t.Errorf("job %d after the block: %s, want claimed", r.JobID, r.State)
+				}
+			}
+			if got := h.gh.Stats().JITCalls - before; got != 3 {
+				t.Errorf("JIT calls after the block %d, want 3", got)
+			}
+		})
+	}
+}
+
+// TestAWSThrottleBlocksNothing: an AWS throttle is of the same class as a
+// secondary limit, but binds only its own call: the next job calls GitHub.
+func TestAWSThrottleBlocksNothing(t *testing.T) {
+	t.Parallel()
+	h := setup(t, setupOpt{})
+	a := h.claimer(t, claimerOpt{instance: "a", seed: 1})
+	h.seed(t, 2301)
+	h.seed(t, 2302)
+	msgs := h.receive(t, 2)
+	h.prov.Fail(awsErr("RunInstances", "RequestLimitExceeded", "Request limit exceeded."), 1)
+	h.invoke(t, a, msgs[0])
+	if r := h.get(t, jobOf(t, msgs[0].Body)); r.State != job.Queued || r.LastErrorClass != "rate_limit" {
+		t.Fatalf("throttled job: %s class %q, want queued, rate_limit", r.State, r.LastErrorClass)
+	}
+	h.clock.Advance(time.Second)
+	h.invoke(t, a, msgs[1])
+	if r := h.get(t, jobOf(t, msgs[1].Body)); r.State != job.Claimed {
+		t.Fatalf("the next job: %s, want claimed (an AWS throttle blocks no GitHub call)", r.State)
+	}
+	if rd, err := h.store.LoadRate(context.Background(), installation); err == nil && !rd.BlockedUntil.IsZero() {
+		t.Errorf("shared item %+v: an AWS throttle recorded a block", rd)
+	}
+}

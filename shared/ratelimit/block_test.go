@@ -1,0 +1,148 @@
+package ratelimit_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/ghclaim/ghclaim/infra/clocktest"
+	"github.com/ghclaim/ghclaim/shared/ratelimit"
+)
+
+func TestBlockUntil(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name       string
+		retryAfter time.Duration
+		want       time.Time
+	}{
+		{"GitHub's Retry-After", 90 * time.Second, t0.Add(90 * time.Second)},
+		{"none named: a minute", 0, t0.Add(ratelimit.MinBlock)},
+		{"longer than the cap: the cap", 3 * time.Hour, t0.Add(ratelimit.MaxBlock)},
+	} {
+		if got := ratelimit.BlockUntil(t0, tt.retryAfter); !got.Equal(tt.want) {
+			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestHalted(t *testing.T) {
+	t.Parallel()
+	exhausted := ratelimit.Reading{Limit: 5000, Remaining: 0, ResetAt: t0.Add(10 * time.Minute), ObservedAt: t0.Add(-time.Second)}
+	ample := ratelimit.Reading{Limit: 5000, Remaining: 4000, ResetAt: t0.Add(10 * time.Minute), ObservedAt: t0.Add(-time.Second)}
+	blocked := func(r ratelimit.Reading, d time.Duration) ratelimit.Reading {
+		r.BlockedUntil = t0.Add(d)
+		return r
+	}
+	for _, tt := range []struct {
+		name   string
+		r      ratelimit.Reading
+		halted bool
+		resume time.Time
+	}{
+		{"ample, no block", ample, false, time.Time{}},
+		{"ample but blocked", blocked(ample, time.Minute), true, t0.Add(time.Minute)},
+		{"a block alone, no primary reading", blocked(ratelimit.Reading{}, time.Minute), true, t0.Add(time.Minute)},
+		{"block passed", blocked(ample, -time.Second), false, time.Time{}},
+		{"block ends now", blocked(ample, 0), false, time.Time{}},
+		{"block beyond the cap: a skewed clock's", blocked(ample, ratelimit.MaxBlock+time.Second), false, time.Time{}},
+		{"exhausted: its reset", exhausted, true, t0.Add(10 * time.Minute)},
+		{"exhausted and blocked past the reset: the block", blocked(exhausted, 20*time.Minute), true, t0.Add(20 * time.Minute)},
+		{"exhausted and blocked before the reset: the reset", blocked(exhausted, time.Minute), true, t0.Add(10 * time.Minute)},
+	} {
+		if got := tt.r.Halted(t0); got != tt.halted {
+			t.Errorf("%s: halted %v, want %v", tt.name, got, tt.halted)
+		}
+		if got := tt.r.ResumeAt(t0); !got.Equal(tt.resume) {
+			t.Errorf("%s: resume at %v, want %v", tt.name, got, tt.resume)
+		}
+	}
+}
+
+// TestTrackerBlock: a secondary limit's block is kept apart from the
+// primary reading: it neither clobbers the reading nor is lost to a newer
+// one, and the later of two blocks holds.
+func TestTrackerBlock(t *testing.T) {
+	t.Parallel()
+	tr := ratelimit.NewTracker(newFakeStore(), ratelimit.DefaultPersistRule(), func() time.Time { return t0 })
+	if _, ok := tr.Latest(installation); ok {
+		t.Fatal("a reading before any was observed")
+	}
+	tr.Observe(installation, ratelimit.Reading{BlockedUntil: t0.Add(time.Minute)})
+	got, ok := tr.Latest(installation)
+	if !ok || !got.Halted(t0) || got.Known() {
+		t.Fatalf("after a block alone: %+v, %v; want a halted reading with no primary fields", got, ok)
+	}
+
+	primary := ratelimit.Reading{Limit: 5000, Remaining: 4000, ResetAt: resetAt, ObservedAt: t0}
+	tr.Observe(installation, primary)
+	got, _ = tr.Latest(installation)
+	if got.Remaining != 4000 || !got.BlockedUntil.Equal(t0.Add(time.Minute)) {
+		t.Errorf("after a newer primary reading: %+v; want remaining 4000 and the block kept", got)
+	}
+
+	tr.Observe(installation, ratelimit.Reading{BlockedUntil: t0.Add(30 * time.Second)})
+	got, _ = tr.Latest(installation)
+	if got.Remaining != 4000 || !got.BlockedUntil.Equal(t0.Add(time.Minute)) {
+		t.Errorf("after an earlier block: %+v; want the later block and the reading kept", got)
+	}
+
+	next := ratelimit.Reading{Limit: 5000, Remaining: 5000, ResetAt: resetAt.Add(time.Hour), ObservedAt: t0.Add(time.Second)}
+	tr.Observe(installation, next)
+	got, _ = tr.Latest(installation)
+	if got.Remaining != 5000 || !got.BlockedUntil.Equal(t0.Add(time.Minute)) {
+		t.Errorf("after a new window: %+v; want its budget and the block kept", got)
+	}
+}
+
+// TestBlockIsShared: one process meets a secondary limit; another that
+// asks the gate learns it from the shared item and stops calling, and the
+// block is written once, however often its holder persists, and survives
+// the primary readings written after it.
+func TestBlockIsShared(t *testing.T) {
+	t.Parallel()
+	s := newFakeStore()
+	clk := clocktest.New(t0)
+	a := ratelimit.NewTracker(s, ratelimit.DefaultPersistRule(), clk.Now)
+	b := ratelimit.NewTracker(s, ratelimit.DefaultPersistRule(), clk.Now)
+	ctx := context.Background()
+
+	a.Observe(installation, ratelimit.Reading{Limit: 5000, Remaining: 4000, ResetAt: resetAt, ObservedAt: t0})
+	until := ratelimit.BlockUntil(t0, 2*time.Minute)
+	a.Observe(installation, ratelimit.Reading{BlockedUntil: until})
+	for range 3 {
+		if _, err := a.Persist(ctx, installation); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(s.blocks) != 1 || !s.blocks[0].Equal(until) {
+		t.Errorf("blocks written %v, want one, until %v", s.blocks, until)
+	}
+
+	// A later primary reading of a's is written; the item keeps the block.
+	clk.Advance(40 * time.Second)
+	a.Observe(installation, ratelimit.Reading{Limit: 5000, Remaining: 3900, ResetAt: resetAt, ObservedAt: clk.Now()})
+	if _, err := a.Persist(ctx, installation); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.saves) < 2 || len(s.blocks) != 1 {
+		t.Errorf("saves %d, blocks %d; want the new reading written and no second block", len(s.saves), len(s.blocks))
+	}
+
+	got, err := ratelimit.NewGate(b, 0).Reading(ctx, installation, clk.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.Halted(clk.Now()) || !got.ResumeAt(clk.Now()).Equal(until) || got.Remaining != 3900 {
+		t.Errorf("the other process reads %+v; want halted until %v with the newest reading", got, until)
+	}
+	// b learnt the block from the item: it has nothing of its own to share.
+	if wrote, err := b.Persist(ctx, installation); err != nil || len(s.blocks) != 1 {
+		t.Errorf("the reader wrote (%v, %v), blocks %d; want no block written back", wrote, err, len(s.blocks))
+	}
+
+	clk.Advance(2 * time.Minute)
+	if got, _ := b.Latest(installation); got.Halted(clk.Now()) {
+		t.Errorf("still halted after the block: %+v", got)
+	}
+}

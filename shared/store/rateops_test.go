@@ -1,0 +1,69 @@
+package store_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/ghclaim/ghclaim/shared/ratelimit"
+	"github.com/ghclaim/ghclaim/shared/store"
+)
+
+// opRecorder passes each request on and notes its operation and the
+// partition key it names.
+type opRecorder struct {
+	next dynamodb.HTTPClient
+	mu   sync.Mutex
+	ops  []string
+}
+
+func (r *opRecorder) Do(req *http.Request) (*http.Response, error) {
+	body, err := io.ReadAll(req.Body)
+	if err != nil {
+		return nil, err
+	}
+	req.Body = io.NopCloser(bytes.NewReader(body))
+	var in struct {
+		Key, Item map[string]map[string]string
+	}
+	_ = json.Unmarshal(body, &in)
+	pk := in.Key["pk"]["S"] + in.Item["pk"]["S"]
+	r.mu.Lock()
+	r.ops = append(r.ops, req.Header.Get("X-Amz-Target")+" "+pk)
+	r.mu.Unlock()
+	return r.next.Do(req)
+}
+
+// TestRateWritesAreUpdatesOfTheRateItem: sharing a reading or a block is
+// one UpdateItem of rate#<installation> and nothing else. The roles of the
+// functions that share rate state (template.yaml, checked by
+// infra/emulator's TestRateWritersMayUpdateTheRateItems) allow exactly
+// that; moto enforces no IAM, so this pins the request the roles must
+// allow.
+func TestRateWritesAreUpdatesOfTheRateItem(t *testing.T) {
+	t.Parallel()
+	opts := env.db.Options()
+	rec := &opRecorder{next: opts.HTTPClient}
+	opts.HTTPClient = rec
+	s := store.New(dynamodb.New(opts), env.table, store.Options{})
+	ctx := context.Background()
+	const inst = 990_001
+	now := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
+	if err := s.SaveRate(ctx, inst, ratelimit.Reading{Limit: 5000, Remaining: 10, ResetAt: now.Add(time.Hour), ObservedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SaveBlock(ctx, inst, now.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"DynamoDB_20120810.UpdateItem rate#990001", "DynamoDB_20120810.UpdateItem rate#990001"}
+	if len(rec.ops) != len(want) || rec.ops[0] != want[0] || rec.ops[1] != want[1] {
+		t.Errorf("requests %q, want %q", rec.ops, want)
+	}
+}
