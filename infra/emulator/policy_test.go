@@ -23,39 +23,10 @@ func resourcesOfType(tmpl map[string]any, typ string) []string {
 	return ids
 }
 
-// list returns v as a list: a scalar or mapping becomes a list of one.
-func list(v any) []any {
-	if l, ok := v.([]any); ok {
-		return l
-	}
-	if v == nil {
-		return nil
-	}
-	return []any{v}
-}
-
-// statements returns the statements of a policy document, with every Fn::If statement replaced
-// by its branches that are statements (either may apply, depending on parameters).
-func statements(doc any) []map[string]any {
-	d, _ := doc.(map[string]any)
-	var out []map[string]any
-	for _, s := range list(d["Statement"]) {
-		m, ok := s.(map[string]any)
-		if !ok {
-			continue
-		}
-		if branches, ok := m["Fn::If"].([]any); ok && len(branches) == 3 {
-			for _, b := range branches[1:] {
-				if bm, ok := b.(map[string]any); ok && bm["Ref"] != "AWS::NoValue" {
-					out = append(out, bm)
-				}
-			}
-			continue
-		}
-		out = append(out, m)
-	}
-	return out
-}
+// list and statements are AsList and PolicyStatements (template.go), which infra/iamcheck
+// reads roles with too.
+func list(v any) []any                    { return AsList(v) }
+func statements(doc any) []map[string]any { return PolicyStatements(doc) }
 
 // hasAction reports whether a statement's Action names action exactly.
 func hasAction(s map[string]any, action string) bool {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -373,4 +374,49 @@ func emulatable(tmpl map[string]any, keep func(resourceType string) bool) (map[s
 	}
 	slices.Sort(dropped)
 	return out, dropped, nil
+}
+
+// LoadTemplate reads the template at path as decodeTemplate does: plain Go values, intrinsics in
+// their long form.
+func LoadTemplate(path string) (map[string]any, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read template: %w", err)
+	}
+	return decodeTemplate(data)
+}
+
+// AsList returns v as a list: a scalar or mapping becomes a list of one, nil none.
+func AsList(v any) []any {
+	if l, ok := v.([]any); ok {
+		return l
+	}
+	if v == nil {
+		return nil
+	}
+	return []any{v}
+}
+
+// PolicyStatements returns the statements of a policy document (as LoadTemplate gives it), with
+// every Fn::If statement replaced by its branches that are statements: either may apply,
+// depending on parameters.
+func PolicyStatements(doc any) []map[string]any {
+	d, _ := doc.(map[string]any)
+	var out []map[string]any
+	for _, s := range AsList(d["Statement"]) {
+		m, ok := s.(map[string]any)
+		if !ok {
+			continue
+		}
+		if branches, ok := m["Fn::If"].([]any); ok && len(branches) == 3 {
+			for _, b := range branches[1:] {
+				if bm, ok := b.(map[string]any); ok && bm["Ref"] != "AWS::NoValue" {
+					out = append(out, bm)
+				}
+			}
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
 }

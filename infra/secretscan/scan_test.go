@@ -21,6 +21,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
@@ -31,12 +32,14 @@ import (
 	"github.com/ghclaim/ghclaim/infra/clocktest"
 	"github.com/ghclaim/ghclaim/infra/emulator"
 	"github.com/ghclaim/ghclaim/infra/ghfake"
+	"github.com/ghclaim/ghclaim/infra/iamcheck"
 	"github.com/ghclaim/ghclaim/infra/provisiontest"
 	"github.com/ghclaim/ghclaim/infra/secretscan"
 	"github.com/ghclaim/ghclaim/shared/ec2api"
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/obs"
 	"github.com/ghclaim/ghclaim/shared/store"
+	"github.com/ghclaim/ghclaim/shared/wire"
 	wireclaimer "github.com/ghclaim/ghclaim/shared/wire/claimer"
 	wirejanitor "github.com/ghclaim/ghclaim/shared/wire/janitor"
 	wirereclaimer "github.com/ghclaim/ghclaim/shared/wire/reclaimer"
@@ -129,10 +132,27 @@ func TestNoSecretInAnyOutput(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	hook, err := wirehook.New(ctx, wired(e, clk.Now, out("webhook")))
+	// Each function's AWS requests are judged by its role in
+	// template.yaml, as IAM would (moto enforces none): a refusal fails
+	// the test at its end.
+	tmplPath, err := emulator.TemplatePath()
+	must(err)
+	var roles []*iamcheck.Checker
+	role := func(fn string, env wire.Env) wire.Env {
+		t.Helper()
+		p, err := iamcheck.Load(tmplPath, fn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := iamcheck.NewChecker(p)
+		roles = append(roles, c)
+		env.HTTPClient = &iamcheck.Client{Checker: c, Next: awshttp.NewBuildableClient()}
+		return env
+	}
+	hook, err := wirehook.New(ctx, role("WebhookFunction", wired(e, clk.Now, out("webhook"))))
 	must(err)
 	ssmEcho := &echoSSM{}
-	claimer, err := wireclaimer.New(ctx, wired(e, clk.Now, out("claimer"), strict(ssmEcho)...))
+	claimer, err := wireclaimer.New(ctx, role("ClaimerFunction", wired(e, clk.Now, out("claimer"), strict(ssmEcho)...)))
 	must(err)
 
 	// deliver sends one delivery to the webhook and keeps its answer.
@@ -261,7 +281,7 @@ func TestNoSecretInAnyOutput(t *testing.T) {
 	must(fake.SetRunner("gpu-1012", "online", true))
 	must(fake.SetRunner("gpu-1013", "online", false)) // idle: check again
 	clk.Advance(30 * time.Minute)
-	rec, err := wirereclaimer.New(ctx, wired(e, clk.Now, out("reclaimer")))
+	rec, err := wirereclaimer.New(ctx, role("ReclaimerFunction", wired(e, clk.Now, out("reclaimer"))))
 	must(err)
 	// A liveness check's job status answered with an error quoting the
 	// token: job 1014's, so the checks the other jobs stand for still run
@@ -276,7 +296,7 @@ func TestNoSecretInAnyOutput(t *testing.T) {
 
 	// Janitor, later: runners and machines of finished jobs.
 	clk.Advance(2 * time.Hour)
-	jan, err := wirejanitor.New(ctx, wired(e, clk.Now, out("janitor")))
+	jan, err := wirejanitor.New(ctx, role("JanitorFunction", wired(e, clk.Now, out("janitor"))))
 	must(err)
 	gh.echo("/installation/repositories", http.StatusBadGateway, 1)
 	// Listing the installations is signed with the App JWT, and that
@@ -301,7 +321,7 @@ func TestNoSecretInAnyOutput(t *testing.T) {
 		InstallationID: octo, DeliveredAt: time.Now().Add(-time.Minute),
 		Header: http.Header{"X-Github-Event": {"workflow_job"}, "X-Github-Delivery": {"guid-lost-1040"}},
 		Body:   payload("queued", "octo/app", 1040, octo, gpu, "")})
-	red, err := wireredeliverer.New(ctx, wired(e, clk.Now, out("redeliverer")))
+	red, err := wireredeliverer.New(ctx, role("RedelivererFunction", wired(e, clk.Now, out("redeliverer"))))
 	must(err)
 	gh.echo("/hook/deliveries", http.StatusBadGateway, 1) // the App JWT quoted: a read error, logged (obs redacts), not returned
 	for range 2 {
@@ -371,6 +391,12 @@ func TestNoSecretInAnyOutput(t *testing.T) {
 	}
 	planted := driveHold(t, ctx, kit)
 	maps.Copy(planted, driveStartup(t, ctx, kit))
+
+	for _, r := range roles {
+		for _, d := range r.Denied() {
+			t.Errorf("IAM would refuse %s", d)
+		}
+	}
 
 	// The secrets: configured, recorded at the stand-in, and derived.
 	var set secretscan.Set

@@ -37,8 +37,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -51,6 +53,7 @@ import (
 
 	"github.com/ghclaim/ghclaim/infra/emulator"
 	"github.com/ghclaim/ghclaim/infra/ghfake"
+	"github.com/ghclaim/ghclaim/infra/iamcheck"
 	"github.com/ghclaim/ghclaim/infra/local/bootstrap"
 	"github.com/ghclaim/ghclaim/infra/local/eventsource"
 	"github.com/ghclaim/ghclaim/infra/local/functionurl"
@@ -128,6 +131,10 @@ type Rig struct {
 	// Redeliverer runs on Redelivery, the RedeliverySchedule parameter's rate.
 	Redeliverer *rie.Environment
 	Redelivery  *eventsource.Schedule
+
+	// roles judge each function's AWS requests by its role in the
+	// template (the emulator enforces no IAM): see Denied.
+	roles map[string]*iamcheck.Checker
 
 	log      *slog.Logger
 	servers  []*http.Server
@@ -275,6 +282,12 @@ func Start(ctx context.Context, o Options) (_ *Rig, err error) {
 		if d, ok := o.Timeouts[name]; ok {
 			fn.Timeout = d
 		}
+		// The function reaches the emulator through a proxy that refuses
+		// what its role would not allow, as IAM on AWS does.
+		if fn.Env[emulator.EndpointEnv], err = r.roleProxy(tmpl, fn.LogicalID); err != nil {
+			<-builds
+			return nil, err
+		}
 		r.Functions[name] = fn
 	}
 	shards, _ := strconv.Atoi(r.Functions["reclaimer"].Env["SWEEP_SHARDS"])
@@ -354,6 +367,40 @@ func Start(ctx context.Context, o Options) (_ *Rig, err error) {
 	go func() { defer r.wg.Done(); _ = r.Schedule.Run(runCtx, r.Reclaimer) }()
 	go func() { defer r.wg.Done(); _ = r.Redelivery.Run(runCtx, r.Redeliverer) }()
 	return r, nil
+}
+
+// roleProxy serves an endpoint for function logicalID that forwards to the
+// emulator what the function's role allows, and returns its URL.
+func (r *Rig) roleProxy(tmpl, logicalID string) (string, error) {
+	p, err := iamcheck.Load(tmpl, logicalID)
+	if err != nil {
+		return "", err
+	}
+	target, err := url.Parse(r.Emulator.Endpoint)
+	if err != nil {
+		return "", fmt.Errorf("emulator endpoint: %w", err)
+	}
+	c := iamcheck.NewChecker(p)
+	if r.roles == nil {
+		r.roles = map[string]*iamcheck.Checker{}
+	}
+	r.roles[logicalID] = c
+	addr, err := r.serve("127.0.0.1:0", iamcheck.Proxy(c, target))
+	if err != nil {
+		return "", fmt.Errorf("serve the %s role proxy: %w", logicalID, err)
+	}
+	return "http://" + addr, nil
+}
+
+// Denied returns the AWS requests the functions made that their roles in
+// template.yaml would not allow (refused, as IAM would), sorted.
+func (r *Rig) Denied() []string {
+	var out []string
+	for _, c := range r.roles {
+		out = append(out, c.Denied()...)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // serve listens on addr (127.0.0.1 only) and serves h until Close.

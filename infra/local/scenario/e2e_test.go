@@ -50,6 +50,10 @@ func TestEndToEnd(t *testing.T) {
 		t.Errorf("scenario: %v\n%s\n%s\nfunction output (tail):\n%s", playErr, progress.String(), table.String(), tail(logs.String(), 60))
 		return
 	}
+	// moto enforces no IAM: the rig's role proxies refused what AWS would.
+	for _, d := range r.Denied() {
+		t.Errorf("IAM would refuse %s", d)
+	}
 	t.Logf("\n%s", table.String())
 }
 

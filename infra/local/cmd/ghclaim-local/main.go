@@ -131,7 +131,10 @@ func run(ctx context.Context, args []string) error {
 	if !scenario.AllOK(results) {
 		return fmt.Errorf("some jobs did not end where they should (function logs: %s)", logPath)
 	}
-	fmt.Println("  every job ended where it should.")
+	if d := r.Denied(); len(d) > 0 {
+		return fmt.Errorf("IAM would refuse %d AWS requests of the functions (their roles in template.yaml lack them): %s", len(d), strings.Join(d, "; "))
+	}
+	fmt.Println("  every job ended where it should, and every AWS request was one its function's role allows.")
 	return nil
 }
 
@@ -160,6 +163,9 @@ func serve(ctx context.Context, args []string) error {
 	defer func() {
 		fmt.Println("\nstopping…")
 		r.Close()
+		for _, d := range r.Denied() {
+			fmt.Printf("IAM would refuse %s (refused here too: the role in template.yaml lacks it)\n", d)
+		}
 		fmt.Println("stopped.")
 	}()
 	if *envFile != "" {

@@ -1,0 +1,179 @@
+package iamcheck_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/ghclaim/ghclaim/infra/emulator"
+	"github.com/ghclaim/ghclaim/infra/iamcheck"
+	"github.com/ghclaim/ghclaim/shared/ec2api"
+)
+
+func policy(t *testing.T, fn string) *iamcheck.Policy {
+	t.Helper()
+	path, err := emulator.TemplatePath()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := iamcheck.Load(path, fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestRolesFromTheTemplate: the roles read from template.yaml, as IAM
+// would judge a few of the functions' requests.
+func TestRolesFromTheTemplate(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		fn, action string
+		keys       []string
+		want       bool
+	}{
+		{"JanitorFunction", "dynamodb:UpdateItem", []string{"rate#42"}, true},
+		{"JanitorFunction", "dynamodb:UpdateItem", []string{"job#42"}, false},
+		{"JanitorFunction", "dynamodb:UpdateItem", nil, false},
+		{"JanitorFunction", "dynamodb:PutItem", []string{"rate#42"}, false},
+		{"JanitorFunction", "dynamodb:GetItem", []string{"job#42"}, true},
+		{"RedelivererFunction", "dynamodb:PutItem", []string{"redeliver#1"}, true},
+		{"RedelivererFunction", "dynamodb:PutItem", []string{"job#1"}, false},
+		{"ClaimerFunction", "sqs:ChangeMessageVisibility", nil, true},
+		{"ClaimerFunction", "ec2:TerminateInstances", nil, true},
+		{"WebhookFunction", "ec2:TerminateInstances", nil, false},
+		{"ReclaimerFunction", "SQS:SendMessage", nil, true}, // actions are case-insensitive
+		{"ReclaimerFunction", "dynamodb:DeleteItem", []string{"job#1"}, false},
+	} {
+		if got := policy(t, tt.fn).Allows(tt.action, tt.keys); got != tt.want {
+			t.Errorf("%s %s %v: allowed %v, want %v", tt.fn, tt.action, tt.keys, got, tt.want)
+		}
+	}
+	if _, err := iamcheck.Load(mustPath(t), "NoSuchFunction"); err == nil {
+		t.Error("a function the template lacks loaded")
+	}
+}
+
+func mustPath(t *testing.T) string {
+	t.Helper()
+	p, err := emulator.TemplatePath()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// ok answers every request 200 with an empty JSON object, counting them.
+type ok struct{ n atomic.Int32 }
+
+func (o *ok) Do(r *http.Request) (*http.Response, error) {
+	o.n.Add(1)
+	return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/x-amz-json-1.0"}},
+		Body: io.NopCloser(strings.NewReader("{}")), ContentLength: 2, Request: r}, nil
+}
+
+func cfg(hc aws.HTTPClient) aws.Config {
+	return aws.Config{Region: "us-east-1", HTTPClient: hc, BaseEndpoint: aws.String("http://127.0.0.1:1"),
+		Credentials: credentials.NewStaticCredentialsProvider("test", "test", "")}
+}
+
+// TestClientRefusesAsAWSDoes: through the real SDK clients, a request the
+// role allows goes on, and one it does not is answered with AWS's
+// AccessDenied error, never sent, and recorded.
+func TestClientRefusesAsAWSDoes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	next := &ok{}
+	c := &iamcheck.Client{Checker: iamcheck.NewChecker(policy(t, "JanitorFunction")), Next: next}
+	db := dynamodb.NewFromConfig(cfg(c))
+	key := func(pk string) map[string]types.AttributeValue {
+		return map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: pk}}
+	}
+	if _, err := db.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String("t"), Key: key("rate#42"), UpdateExpression: aws.String("SET #b = :b")}); err != nil {
+		t.Fatalf("rate item update: %v, want it allowed", err)
+	}
+	_, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String("t"), Item: key("rate#42")})
+	var api smithy.APIError
+	if !errors.As(err, &api) || api.ErrorCode() != "AccessDeniedException" || !strings.Contains(api.ErrorMessage(), "dynamodb:PutItem") {
+		t.Fatalf("put: %v, want AccessDeniedException naming dynamodb:PutItem", err)
+	}
+	if n := next.n.Load(); n != 1 {
+		t.Errorf("%d requests sent on, want the allowed one only", n)
+	}
+	if d := c.Denied(); len(d) != 1 || d[0] != "JanitorFunction: dynamodb:PutItem (PutItem of rate#42)" {
+		t.Errorf("denied %q", d)
+	}
+
+	// EC2's query protocol: refused with 403 UnauthorizedOperation.
+	ec2 := ec2api.New(cfg(c))
+	if _, err := ec2.DescribeLaunchTemplates(ctx, &ec2api.DescribeLaunchTemplatesInput{}); err == nil || !strings.Contains(err.Error(), "UnauthorizedOperation") {
+		t.Errorf("janitor DescribeLaunchTemplates: %v, want UnauthorizedOperation", err)
+	}
+}
+
+// TestBatchesAreAuthorisedAsTheirSingleForms: SendMessageBatch needs
+// sqs:SendMessage, as AWS documents.
+func TestBatchesAreAuthorisedAsTheirSingleForms(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		fn   string
+		want bool
+	}{{"ReclaimerFunction", true}, {"JanitorFunction", false}} {
+		c := &iamcheck.Client{Checker: iamcheck.NewChecker(policy(t, tt.fn)), Next: &ok{}}
+		_, err := sqs.NewFromConfig(cfg(c)).SendMessageBatch(context.Background(), &sqs.SendMessageBatchInput{
+			QueueUrl: aws.String("http://127.0.0.1:1/000000000000/q"),
+			Entries:  []sqstypes.SendMessageBatchRequestEntry{{Id: aws.String("1"), MessageBody: aws.String("{}")}},
+		})
+		if got := len(c.Denied()) == 0; got != tt.want {
+			t.Errorf("%s SendMessageBatch: allowed %v (err %v), want %v", tt.fn, got, err, tt.want)
+		}
+	}
+}
+
+// TestProxy: a function binary pointed at the proxy reaches the emulator
+// only with what its role allows.
+func TestProxy(t *testing.T) {
+	t.Parallel()
+	var hits atomic.Int32
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+		_, _ = io.WriteString(w, "{}")
+	}))
+	t.Cleanup(upstream.Close)
+	target, _ := url.Parse(upstream.URL)
+	chk := iamcheck.NewChecker(policy(t, "WebhookFunction"))
+	proxy := httptest.NewServer(iamcheck.Proxy(chk, target))
+	t.Cleanup(proxy.Close)
+	c := cfg(nil)
+	c.BaseEndpoint = aws.String(proxy.URL)
+	c.HTTPClient = proxy.Client()
+	db := dynamodb.NewFromConfig(c)
+	ctx := context.Background()
+	key := map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "job#1"}}
+	if _, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String("t"), Key: key}); err != nil {
+		t.Fatalf("webhook GetItem: %v, want it through", err)
+	}
+	_, err := db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{"t": {Keys: []map[string]types.AttributeValue{key}}}})
+	var api smithy.APIError
+	if !errors.As(err, &api) || api.ErrorCode() != "AccessDeniedException" {
+		t.Fatalf("webhook BatchGetItem: %v, want AccessDeniedException", err)
+	}
+	if hits.Load() != 1 || len(chk.Denied()) != 1 {
+		t.Errorf("upstream saw %d requests, denied %q; want 1 and the batch get", hits.Load(), chk.Denied())
+	}
+}
