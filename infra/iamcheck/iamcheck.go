@@ -220,34 +220,36 @@ func hasPrefix(form url.Values, prefix string) bool {
 	return false
 }
 
-// partitionKeys returns the pk values a DynamoDB request body names.
+// partitionKeys returns the pk values a DynamoDB request body names. Only
+// pk is decoded: an item's other attributes take every type.
 func partitionKeys(body []byte) []string {
-	type attr map[string]map[string]string
+	type attrs map[string]json.RawMessage
 	var in struct {
-		Key, Item    attr
+		Key, Item    attrs
 		RequestItems map[string]json.RawMessage
 	}
 	if json.Unmarshal(body, &in) != nil {
 		return nil
 	}
 	var keys []string
-	add := func(a attr) {
-		if v, ok := a["pk"]["S"]; ok {
-			keys = append(keys, v)
+	add := func(a attrs) {
+		var pk struct{ S *string }
+		if raw, ok := a["pk"]; ok && json.Unmarshal(raw, &pk) == nil && pk.S != nil {
+			keys = append(keys, *pk.S)
 		}
 	}
 	add(in.Key)
 	add(in.Item)
 	for _, raw := range in.RequestItems {
-		var get struct{ Keys []attr }
+		var get struct{ Keys []attrs }
 		if json.Unmarshal(raw, &get) == nil {
 			for _, k := range get.Keys {
 				add(k)
 			}
 		}
 		var write []struct {
-			PutRequest    *struct{ Item attr }
-			DeleteRequest *struct{ Key attr }
+			PutRequest    *struct{ Item attrs }
+			DeleteRequest *struct{ Key attrs }
 		}
 		if json.Unmarshal(raw, &write) == nil {
 			for _, w := range write {

@@ -177,3 +177,28 @@ func TestProxy(t *testing.T) {
 		t.Errorf("upstream saw %d requests, denied %q; want 1 and the batch get", hits.Load(), chk.Denied())
 	}
 }
+
+// TestKeysOfWholeItems: the partition key of an item with attributes of
+// every type (a job record's) is read, so a LeadingKeys condition judges
+// it rather than refusing it for want of a key.
+func TestKeysOfWholeItems(t *testing.T) {
+	t.Parallel()
+	c := &iamcheck.Client{Checker: iamcheck.NewChecker(policy(t, "RedelivererFunction")), Next: &ok{}}
+	db := dynamodb.NewFromConfig(cfg(c))
+	item := func(pk string) map[string]types.AttributeValue {
+		return map[string]types.AttributeValue{
+			"pk": &types.AttributeValueMemberS{Value: pk}, "expires_at": &types.AttributeValueMemberN{Value: "1900000000"},
+			"labels": &types.AttributeValueMemberL{Value: []types.AttributeValue{&types.AttributeValueMemberS{Value: "linux"}}},
+		}
+	}
+	ctx := context.Background()
+	if _, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String("t"), Item: item("redeliver#mark")}); err != nil {
+		t.Errorf("redeliverer put of its own item: %v", err)
+	}
+	if _, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String("t"), Item: item("job#7")}); err == nil {
+		t.Error("redeliverer put of a job record allowed")
+	}
+	if d := c.Denied(); len(d) != 1 || !strings.Contains(d[0], "job#7") {
+		t.Errorf("denied %q, want the job record's put, naming its key", d)
+	}
+}
