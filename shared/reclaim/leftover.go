@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/ghclaim/ghclaim/shared/failure"
 	"github.com/ghclaim/ghclaim/shared/ghapp"
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/pool"
@@ -60,6 +61,8 @@ func (f ProvisionerFunc) Cleanup(ctx context.Context, l Leftover) error { return
 // after those calls, shares what they observed with Persist.
 type Rates interface {
 	ratelimit.Source
+	// Observe records a secondary limit GitHub's message told of.
+	ratelimit.Observer
 	// Persist shares the latest reading when the persist rule says
 	// another process's decision depends on it.
 	Persist(ctx context.Context, installationID int64) (bool, error)
@@ -151,6 +154,7 @@ func (r *Reclaimer) removeRunner(ctx context.Context, inst int64, scope, owner, 
 	case errors.Is(err, ghapp.ErrRunnerNotFound):
 		return "none"
 	case err != nil:
+		r.noteBlock(inst, err)
 		fail("find runner", err)
 		return "unknown"
 	case found.Busy:
@@ -160,6 +164,7 @@ func (r *Reclaimer) removeRunner(ctx context.Context, inst int64, scope, owner, 
 		if ghapp.IsStillRunning(err) {
 			return "busy" // it took a job between the look and the delete
 		}
+		r.noteBlock(inst, err)
 		fail("delete runner", err)
 		return "unknown"
 	}
@@ -180,6 +185,17 @@ func (r *Reclaimer) rate(ctx context.Context, inst int64, now time.Time, log *sl
 		log.WarnContext(ctx, "reclaim rate state unreadable", slog.Int64("installation_id", inst), slog.Any("err", err))
 	}
 	return rd, rd.Halted(now)
+}
+
+// noteBlock records the block of a secondary limit that err, GitHub's
+// answer to a call for inst, tells of in its message (the rate transport
+// records those it can tell from the status and Retry-After alone): the
+// pass's later candidates of inst, and once shareRate writes it every
+// other process, stay off GitHub until it ends.
+func (r *Reclaimer) noteBlock(inst int64, err error) {
+	if fl := failure.Classify(err); fl.Secondary() && r.cfg.Rates != nil {
+		r.cfg.Rates.Observe(inst, ratelimit.Reading{BlockedUntil: ratelimit.BlockUntil(r.cfg.Now(), fl.RetryAfter)})
+	}
 }
 
 // shareRate shares what this process's GitHub calls for inst observed (an

@@ -122,6 +122,7 @@ func (r *Reclaimer) liveness(ctx context.Context, c candidate, now time.Time, re
 	runner, ferr := r.cfg.GitHub.FindRunner(ctx, rec.InstallationID, scope, owner, repo, name)
 	missing := errors.Is(ferr, ghapp.ErrRunnerNotFound)
 	if ferr != nil && !missing {
+		r.noteBlock(rec.InstallationID, ferr)
 		rep.LivenessFailed++
 		log.WarnContext(ctx, "reclaim liveness check failed", slog.String("step", "find runner"), slog.Any("err", ferr))
 		return c, "", r.recheck(ctx, c, now.Add(grace), false, now, rep)
@@ -183,6 +184,7 @@ func (r *Reclaimer) liveness(ctx context.Context, c candidate, now time.Time, re
 func (r *Reclaimer) atWork(ctx context.Context, rec job.Record, now time.Time, rep *Report, log *slog.Logger) (status string, settled bool, err error) {
 	status, serr := r.cfg.GitHub.JobStatus(ctx, rec.InstallationID, rec.Owner(), rec.RepoName(), rec.JobID)
 	if serr != nil {
+		r.noteBlock(rec.InstallationID, serr)
 		rep.LivenessFailed++
 		log.WarnContext(ctx, "reclaim liveness check failed", slog.String("step", "job status"), slog.Any("err", serr))
 		return "", false, nil

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ghclaim/ghclaim/infra/ghfake"
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/ratelimit"
 	"github.com/ghclaim/ghclaim/shared/reclaim"
@@ -114,11 +115,7 @@ func TestSharedRateReadOncePerPass(t *testing.T) {
 // stay off GitHub.
 func TestReclaimerSharesAnExhaustionItObserves(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name    string
-		abandon bool
-		report  func(r reclaim.Report) bool
-	}{
+	tests := []passCase{
 		{name: "liveness check",
 			report: func(r reclaim.Report) bool { return r.LivenessRateLimited == 1 }},
 		{name: "leftover removal", abandon: true,
@@ -128,13 +125,7 @@ func TestReclaimerSharesAnExhaustionItObserves(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			l := setupLive(t)
-			for _, id := range []int64{720, 721} {
-				if tt.abandon {
-					l.deadPastMaxAge(t, id)
-				} else {
-					l.claimed(t, id, t0.Add(-liveGrace-time.Second))
-				}
-			}
+			l.candidates(t, tt.abandon, 720, 721)
 			// One call left: the pass's first GitHub answer says 0.
 			reset := t0.Add(30 * time.Minute)
 			l.fake.SetRateLimit(42, 5000, 1, reset)
@@ -158,4 +149,63 @@ func TestReclaimerSharesAnExhaustionItObserves(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestReclaimerRecordsASecondaryLimitItMeets: GitHub refuses the pass's
+// first call with a secondary limit that names no wait (a 403 whose
+// message alone says so, which the rate transport cannot tell from a
+// permission error): the installation is blocked for a minute, so the
+// pass's next candidate of it stays off GitHub, and the block is shared
+// for the claimers.
+func TestReclaimerRecordsASecondaryLimitItMeets(t *testing.T) {
+	t.Parallel()
+	tests := []passCase{
+		{name: "liveness check",
+			report: func(r reclaim.Report) bool { return r.LivenessFailed == 1 && r.LivenessRateLimited == 1 }},
+		{name: "leftover removal", abandon: true,
+			report: func(r reclaim.Report) bool { return r.CleanupFailed == 1 && r.CleanupRateLimited == 1 }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			l := setupLive(t)
+			l.candidates(t, tt.abandon, 730, 731)
+			l.fake.Fail(ghfake.RouteRepoRunners, 1, ghfake.SecondaryRateLimit(0))
+			calls := l.fake.Stats().InstallationCalls[42]
+
+			rep := l.run(t, l.reclaimer(t, nil))
+
+			if !tt.report(rep) {
+				t.Errorf("report %+v: want the first call refused and the second candidate kept off GitHub", rep)
+			}
+			if n := l.fake.Stats().InstallationCalls[42] - calls; n != 1 {
+				t.Errorf("%d GitHub calls for the installation, want the refused one only", n)
+			}
+			got, err := l.store.LoadRate(context.Background(), 42)
+			if want := l.clock.Now().Add(ratelimit.MinBlock); err != nil || !got.BlockedUntil.Equal(want) {
+				t.Errorf("shared rate item %+v (%v), want blocked until %v", got, err, want)
+			}
+		})
+	}
+}
+
+// candidates makes ids the pass's candidates of installation 42: abandons
+// whose leftovers are removed, or claimed jobs due for a liveness check.
+func (l *live) candidates(t *testing.T, abandon bool, ids ...int64) {
+	t.Helper()
+	for _, id := range ids {
+		if abandon {
+			l.deadPastMaxAge(t, id)
+		} else {
+			l.claimed(t, id, t0.Add(-liveGrace-time.Second))
+		}
+	}
+}
+
+// passCase is a pass over two candidates of one installation, liveness
+// checks or abandons, and what its report must say.
+type passCase struct {
+	name    string
+	abandon bool
+	report  func(r reclaim.Report) bool
 }
