@@ -13,10 +13,14 @@
 // event also gets the poller actions SAM adds. Checked: the IAM action of
 // each request (its operation, under the documented names: SendMessageBatch
 // is authorised as sqs:SendMessage, a PutParameter with tags also as
-// ssm:AddTagsToResource, a launch with tags also as ec2:CreateTags), and
+// ssm:AddTagsToResource, a launch with tags also as ec2:CreateTags),
 // DynamoDB's dynamodb:LeadingKeys condition against the partition keys a
-// request names. Not checked: resource ARNs and every other condition key;
-// those stay with the template tests (infra/emulator's policy tests).
+// request names, and, given the stack's Values, the resource ARN of each
+// DynamoDB, SQS, Secrets Manager and SSM request against the statement's
+// resolved Resource (an empty list parameter, such as DispatchQueueArns
+// left out, allows nothing). Not checked: EC2's resources and every other
+// condition key; those stay with the template tests (infra/emulator's
+// policy tests).
 package iamcheck
 
 import (
@@ -26,7 +30,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"path"
 	"slices"
 	"strings"
 	"sync"
@@ -39,13 +42,15 @@ type Policy struct {
 	// Function is the template's logical id, e.g. JanitorFunction.
 	Function string
 	grants   []grant
+	values   *Values // nil: resources not checked
 }
 
 // grant is one Allow statement's action pattern, and the partition keys
 // it is limited to (nil: any).
 type grant struct {
-	action string   // "dynamodb:UpdateItem"; may hold IAM's * and ?
-	keys   []string // dynamodb:LeadingKeys patterns (ForAllValues:StringLike)
+	action    string   // "dynamodb:UpdateItem"; may hold IAM's * and ?
+	resources []string // ARN patterns; nil when not checked
+	keys      []string // dynamodb:LeadingKeys patterns (ForAllValues:StringLike)
 }
 
 // pollerActions are what SAM's SQS event source adds to a function's role
@@ -53,7 +58,9 @@ type grant struct {
 var pollerActions = []string{"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:ChangeMessageVisibility"}
 
 // Load reads the role of function logicalID from the template at path.
-func Load(templatePath, logicalID string) (*Policy, error) {
+// With v, the statements' resources are resolved with it and checked for
+// the services Values names; with nil, only actions and keys are.
+func Load(templatePath, logicalID string, v *Values) (*Policy, error) {
 	tmpl, err := emulator.LoadTemplate(templatePath)
 	if err != nil {
 		return nil, err
@@ -64,7 +71,9 @@ func Load(templatePath, logicalID string) (*Policy, error) {
 		return nil, fmt.Errorf("iamcheck: no resource %s in %s", logicalID, templatePath)
 	}
 	props, _ := fn["Properties"].(map[string]any)
-	p := &Policy{Function: logicalID}
+	p := &Policy{Function: logicalID, values: v}
+	params, _ := tmpl["Parameters"].(map[string]any)
+	rs := resolver{v: v, params: params}
 	for _, doc := range emulator.AsList(props["Policies"]) {
 		d, ok := doc.(map[string]any)
 		if !ok {
@@ -80,15 +89,31 @@ func Load(templatePath, logicalID string) (*Policy, error) {
 				if !ok {
 					return nil, fmt.Errorf("iamcheck: %s: action %v is not a string", logicalID, a)
 				}
-				p.grants = append(p.grants, grant{action: strings.ToLower(name), keys: keys})
+				g := grant{action: strings.ToLower(name), keys: keys}
+				if svc, _, _ := strings.Cut(g.action, ":"); v != nil && slices.Contains(checked, svc) {
+					if g.resources, err = rs.resolve(s["Resource"]); err != nil {
+						return nil, fmt.Errorf("iamcheck: %s: resource of %s: %w", logicalID, name, err)
+					}
+					if g.resources == nil {
+						g.resources = []string{} // an empty list parameter: no resource at all
+					}
+				}
+				p.grants = append(p.grants, g)
 			}
 		}
 	}
 	events, _ := props["Events"].(map[string]any)
 	for _, e := range events {
 		if m, ok := e.(map[string]any); ok && m["Type"] == "SQS" {
+			var queue []string
+			if v != nil {
+				ep, _ := m["Properties"].(map[string]any)
+				if queue, err = rs.resolve(ep["Queue"]); err != nil {
+					return nil, fmt.Errorf("iamcheck: %s: event queue: %w", logicalID, err)
+				}
+			}
 			for _, a := range pollerActions {
-				p.grants = append(p.grants, grant{action: strings.ToLower(a)})
+				p.grants = append(p.grants, grant{action: strings.ToLower(a), resources: queue})
 			}
 		}
 	}
@@ -109,18 +134,15 @@ func leadingKeys(s map[string]any) []string {
 	return keys
 }
 
-// match is IAM's pattern match (* and ?), case-insensitive for actions.
-func match(pattern, s string) bool {
-	ok, err := path.Match(pattern, s)
-	return err == nil && ok
-}
-
 // Allows reports whether the role allows action (e.g. "dynamodb:UpdateItem")
-// on items whose partition keys are keys (nil when the request names none).
-func (p *Policy) Allows(action string, keys []string) bool {
-	action = strings.ToLower(action)
+// on resource (an ARN; "" when not checked) and on items whose partition
+// keys are keys (nil when the request names none).
+func (p *Policy) Allows(action, resource string, keys []string) bool {
 	for _, g := range p.grants {
-		if !match(g.action, action) {
+		if !glob(g.action, action, true) {
+			continue
+		}
+		if resource != "" && g.resources != nil && !slices.ContainsFunc(g.resources, func(pat string) bool { return glob(pat, resource, false) }) {
 			continue
 		}
 		if g.keys == nil {
@@ -130,7 +152,7 @@ func (p *Policy) Allows(action string, keys []string) bool {
 		// a request naming none cannot be shown to (IAM then allows it
 		// vacuously, but none of ours does that on a conditioned action).
 		if len(keys) > 0 && !slices.ContainsFunc(keys, func(k string) bool {
-			return !slices.ContainsFunc(g.keys, func(pat string) bool { return match(pat, k) })
+			return !slices.ContainsFunc(g.keys, func(pat string) bool { return glob(pat, k, false) })
 		}) {
 			return true
 		}
@@ -148,6 +170,8 @@ type Request struct {
 	Actions []string
 	// Keys are the DynamoDB partition keys (pk) it names.
 	Keys []string
+
+	body []byte
 }
 
 // Read reads what r asks for. Its body is read and put back.
@@ -162,7 +186,7 @@ func Read(r *http.Request) (Request, error) {
 		r.Body = io.NopCloser(bytes.NewReader(b))
 		r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
 	}
-	var q Request
+	q := Request{body: body}
 	auth := r.Header.Get("Authorization")
 	if i := strings.Index(auth, "Credential="); i >= 0 {
 		scope := strings.Split(strings.SplitN(auth[i+len("Credential="):], ",", 2)[0], "/")
@@ -288,9 +312,18 @@ func (c *Checker) check(r *http.Request) *http.Response {
 	if err != nil {
 		return c.refuse(r, Request{Service: "unknown", Actions: []string{err.Error()}}, err.Error())
 	}
+	resources := c.policy.values.resources(q, q.body)
+	if resources == nil {
+		resources = []string{""}
+	}
 	for _, a := range q.Actions {
-		if !c.policy.Allows(a, q.Keys) {
-			return c.refuse(r, q, a)
+		for _, res := range resources {
+			if !c.policy.Allows(a, res, q.Keys) {
+				if res != "" {
+					a += " on " + res
+				}
+				return c.refuse(r, q, a)
+			}
 		}
 	}
 	return nil

@@ -15,8 +15,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"github.com/aws/smithy-go"
 
 	"github.com/ghclaim/ghclaim/infra/emulator"
@@ -30,7 +32,7 @@ func policy(t *testing.T, fn string) *iamcheck.Policy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := iamcheck.Load(path, fn)
+	p, err := iamcheck.Load(path, fn, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,11 +61,11 @@ func TestRolesFromTheTemplate(t *testing.T) {
 		{"ReclaimerFunction", "SQS:SendMessage", nil, true}, // actions are case-insensitive
 		{"ReclaimerFunction", "dynamodb:DeleteItem", []string{"job#1"}, false},
 	} {
-		if got := policy(t, tt.fn).Allows(tt.action, tt.keys); got != tt.want {
+		if got := policy(t, tt.fn).Allows(tt.action, "", tt.keys); got != tt.want {
 			t.Errorf("%s %s %v: allowed %v, want %v", tt.fn, tt.action, tt.keys, got, tt.want)
 		}
 	}
-	if _, err := iamcheck.Load(mustPath(t), "NoSuchFunction"); err == nil {
+	if _, err := iamcheck.Load(mustPath(t), "NoSuchFunction", nil); err == nil {
 		t.Error("a function the template lacks loaded")
 	}
 }
@@ -201,4 +203,79 @@ func TestKeysOfWholeItems(t *testing.T) {
 	if d := c.Denied(); len(d) != 1 || !strings.Contains(d[0], "job#7") {
 		t.Errorf("denied %q, want the job record's put, naming its key", d)
 	}
+}
+
+// TestResources: with the stack's values, a request is judged on the
+// resource it names too, as IAM does.
+func TestResources(t *testing.T) {
+	t.Parallel()
+	const acct = "123456789012"
+	base := "http://127.0.0.1:1/" + acct + "/"
+	stack := &emulator.Stack{Name: "s", TableName: "jobs", QueueURL: base + "claims", QueueARN: "arn:aws:sqs:us-east-1:" + acct + ":claims",
+		DLQURL: base + "dlq", DLQARN: "arn:aws:sqs:us-east-1:" + acct + ":dlq",
+		WebhookSecretARN:       "arn:aws:secretsmanager:us-east-1:" + acct + ":secret:hook-AbCdEf",
+		GitHubAppPrivateKeyARN: "arn:aws:secretsmanager:us-east-1:" + acct + ":secret:key-GhIjKl"}
+	ctx := context.Background()
+	client := func(fn string, params map[string]string) (*iamcheck.Client, aws.Config) {
+		p, err := iamcheck.Load(mustPath(t), fn, iamcheck.StackValues(stack, params))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := &iamcheck.Client{Checker: iamcheck.NewChecker(p), Next: &ok{}}
+		return c, cfg(c)
+	}
+	allowed := func(c *iamcheck.Client, want bool, what string) {
+		t.Helper()
+		n := len(c.Denied())
+		if want && n != 0 || !want && n == 0 {
+			t.Errorf("%s: denied %q, want allowed %v", what, c.Denied(), want)
+		}
+	}
+	key := map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "job#1"}}
+
+	for _, tt := range []struct {
+		table, index string
+		want         bool
+	}{{"jobs", "sweep", true}, {"jobs", "", false}, {"other", "sweep", false}} {
+		c, ac := client("ReclaimerFunction", nil)
+		in := &dynamodb.QueryInput{TableName: aws.String(tt.table), KeyConditionExpression: aws.String("sweep_shard = :s")}
+		if tt.index != "" {
+			in.IndexName = aws.String(tt.index)
+		}
+		_, _ = dynamodb.NewFromConfig(ac).Query(ctx, in)
+		allowed(c, tt.want, "reclaimer Query of "+tt.table+"/"+tt.index)
+	}
+	for _, tt := range []struct {
+		fn, queue string
+		params    map[string]string
+		want      bool
+	}{
+		{"ReclaimerFunction", "claims", nil, true},
+		{"ReclaimerFunction", "dlq", nil, false},
+		{"ClaimerFunction", "dispatch", nil, false},
+		{"ClaimerFunction", "dispatch", map[string]string{"DispatchQueueArns": "arn:aws:sqs:us-east-1:" + acct + ":dispatch"}, true},
+	} {
+		c, ac := client(tt.fn, tt.params)
+		_, _ = sqs.NewFromConfig(ac).SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(base + tt.queue), MessageBody: aws.String("{}")})
+		allowed(c, tt.want, tt.fn+" SendMessage to "+tt.queue)
+	}
+	for _, tt := range []struct {
+		fn, secret string
+		want       bool
+	}{{"WebhookFunction", stack.WebhookSecretARN, true}, {"WebhookFunction", stack.GitHubAppPrivateKeyARN, false}, {"ClaimerFunction", stack.GitHubAppPrivateKeyARN, true}} {
+		c, ac := client(tt.fn, nil)
+		_, _ = secretsmanager.NewFromConfig(ac).GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(tt.secret)})
+		allowed(c, tt.want, tt.fn+" GetSecretValue of "+tt.secret)
+	}
+	for _, tt := range []struct {
+		name string
+		want bool
+	}{{"/ghclaim/runners/linux-1", true}, {"/elsewhere/linux-1", false}} {
+		c, ac := client("ClaimerFunction", nil)
+		_, _ = ssm.NewFromConfig(ac).DeleteParameter(ctx, &ssm.DeleteParameterInput{Name: aws.String(tt.name)})
+		allowed(c, tt.want, "claimer DeleteParameter "+tt.name)
+	}
+	c, ac := client("WebhookFunction", nil)
+	_, _ = dynamodb.NewFromConfig(ac).GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String("other"), Key: key})
+	allowed(c, false, "webhook GetItem of another table")
 }

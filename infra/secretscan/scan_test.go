@@ -26,6 +26,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/ghclaim/ghclaim/infra/chaos"
 	"github.com/ghclaim/ghclaim/infra/cli"
@@ -101,6 +102,11 @@ func TestNoSecretInAnyOutput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	dattrs, err := sqsc.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: dispatch.QueueUrl, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dispatchARN := dattrs.Attributes[string(sqstypes.QueueAttributeNameQueueArn)]
 	lt := launchTemplate(t, ec2api.New(awsCfg))
 	pools := fmt.Sprintf(`[
  {"name":"linux","labels":["self-hosted","linux","x64"],"scope":"repo","runner_group_id":1,"provisioner":{"type":"ec2","launch_template":%q}},
@@ -137,10 +143,13 @@ func TestNoSecretInAnyOutput(t *testing.T) {
 	// the test at its end.
 	tmplPath, err := emulator.TemplatePath()
 	must(err)
+	// The deployment these tests stand for: the dispatch pool's queue
+	// named in DispatchQueueArns, as a stack with that pool must.
+	roleValues := iamcheck.StackValues(stack, map[string]string{"DispatchQueueArns": dispatchARN})
 	var roles []*iamcheck.Checker
 	role := func(fn string, env wire.Env) wire.Env {
 		t.Helper()
-		p, err := iamcheck.Load(tmplPath, fn)
+		p, err := iamcheck.Load(tmplPath, fn, roleValues)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -50,6 +50,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/ghclaim/ghclaim/infra/emulator"
 	"github.com/ghclaim/ghclaim/infra/ghfake"
@@ -212,6 +213,13 @@ func Start(ctx context.Context, o Options) (_ *Rig, err error) {
 		return nil, fmt.Errorf("create the dispatch queue: %w", err)
 	}
 	r.DispatchQueueURL = aws.ToString(q.QueueUrl)
+	qa, err := r.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: q.QueueUrl,
+		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
+	if err != nil {
+		<-builds
+		return nil, fmt.Errorf("read the dispatch queue's ARN: %w", err)
+	}
+	dispatchARN := qa.Attributes[string(sqstypes.QueueAttributeNameQueueArn)]
 	for _, p := range o.Pools {
 		if p.Provisioner.Type == "" {
 			p.Provisioner = pool.Provisioner{Type: pool.ProvisionerDispatch, QueueURL: r.DispatchQueueURL}
@@ -241,6 +249,8 @@ func Start(ctx context.Context, o Options) (_ *Rig, err error) {
 		"GitHubAppId":  strconv.Itoa(AppID),
 		"GitHubApiUrl": r.GitHubURL,
 		"RunnerPools":  string(poolsJSON),
+		// The claimer may send only to the dispatch queues named here.
+		"DispatchQueueArns": dispatchARN,
 	}
 	for k, v := range o.Params {
 		params[k] = v
@@ -284,7 +294,7 @@ func Start(ctx context.Context, o Options) (_ *Rig, err error) {
 		}
 		// The function reaches the emulator through a proxy that refuses
 		// what its role would not allow, as IAM on AWS does.
-		if fn.Env[emulator.EndpointEnv], err = r.roleProxy(tmpl, fn.LogicalID); err != nil {
+		if fn.Env[emulator.EndpointEnv], err = r.roleProxy(tmpl, fn.LogicalID, iamcheck.StackValues(r.Stack, params)); err != nil {
 			<-builds
 			return nil, err
 		}
@@ -371,8 +381,8 @@ func Start(ctx context.Context, o Options) (_ *Rig, err error) {
 
 // roleProxy serves an endpoint for function logicalID that forwards to the
 // emulator what the function's role allows, and returns its URL.
-func (r *Rig) roleProxy(tmpl, logicalID string) (string, error) {
-	p, err := iamcheck.Load(tmpl, logicalID)
+func (r *Rig) roleProxy(tmpl, logicalID string, v *iamcheck.Values) (string, error) {
+	p, err := iamcheck.Load(tmpl, logicalID, v)
 	if err != nil {
 		return "", err
 	}
