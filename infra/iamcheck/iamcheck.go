@@ -54,8 +54,10 @@ type grant struct {
 }
 
 // pollerActions are what SAM's SQS event source adds to a function's role
-// (AWSLambdaSQSQueueExecutionRole).
-var pollerActions = []string{"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:ChangeMessageVisibility"}
+// (the AWSLambdaSQSQueueExecutionRole managed policy); not
+// sqs:ChangeMessageVisibility, which a function that calls it must grant
+// itself.
+var pollerActions = []string{"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"}
 
 // Load reads the role of function logicalID from the template at path.
 // With v, the statements' resources are resolved with it and checked for

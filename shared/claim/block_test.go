@@ -25,6 +25,8 @@ func TestSecondaryLimitBlocksTheInstallation(t *testing.T) {
 	}{
 		{"403 with Retry-After", ghfake.SecondaryRateLimit(2 * time.Minute), 2 * time.Minute},
 		{"429 without Retry-After", ghfake.TooManyRequests(0), ratelimit.MinBlock},
+		// Only GitHub's message says so: the claimer records it, not the transport.
+		{"403 without Retry-After", ghfake.SecondaryRateLimit(0), ratelimit.MinBlock},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -111,5 +113,46 @@ func TestAWSThrottleBlocksNothing(t *testing.T) {
 	}
 	if rd, err := h.store.LoadRate(context.Background(), installation); err == nil && !rd.BlockedUntil.IsZero() {
 		t.Errorf("shared item %+v: an AWS throttle recorded a block", rd)
+	}
+}
+
+// TestTokenExchangeLimitBlocksNoInstallation: the App's token exchange is
+// refused (its budget at 0, or a secondary limit). go-github then refuses
+// the installation's next calls itself, from its memory of that answer.
+// Neither the answer nor the memory is the installation's: the shared
+// item records no exhaustion and no block for it.
+func TestTokenExchangeLimitBlocksNoInstallation(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name   string
+		refuse func(h *harness)
+	}{
+		{"the App's budget at 0", func(h *harness) {
+			h.gh.SetAppRateLimit(5000, 0, h.clock.Now().Add(45*time.Minute).Truncate(time.Second))
+		}},
+		{"a secondary limit on the exchange", func(h *harness) {
+			h.gh.Fail(ghfake.RouteAccessToken, 1, ghfake.SecondaryRateLimit(2*time.Minute))
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h := setup(t, setupOpt{})
+			c := h.claimer(t, claimerOpt{instance: "a", seed: 1})
+			h.seed(t, 2401)
+			h.seed(t, 2402)
+			msgs := h.receive(t, 2)
+			tt.refuse(h)
+			h.invoke(t, c, msgs[0])
+			h.clock.Advance(time.Second)
+			h.invoke(t, c, msgs[1])
+			for _, m := range msgs {
+				if r := h.get(t, jobOf(t, m.Body)); r.State != job.Queued || r.LastErrorClass != "rate_limit" {
+					t.Errorf("job %d: %s class %q, want queued, rate_limit", r.JobID, r.State, r.LastErrorClass)
+				}
+			}
+			if got, err := h.store.LoadRate(context.Background(), installation); err == nil && (got.Remaining == 0 && got.Known() || !got.BlockedUntil.IsZero()) {
+				t.Errorf("shared reading %+v: the App's limit recorded as the installation's", got)
+			}
+		})
 	}
 }

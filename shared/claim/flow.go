@@ -407,7 +407,7 @@ func (f *flow) machineUp(ctx context.Context) (bool, error) {
 // attempt registered, if any.
 func (f *flow) retryOrFail(ctx context.Context, err error, registered *ghapp.Runner) error {
 	fl := failure.Classify(err)
-	if fl.Class == failure.RateLimit && !fl.ResetAt.IsZero() && !fl.TokenExchange {
+	if fl.Class == failure.RateLimit && !fl.ResetAt.IsZero() && !fl.TokenExchange && !fl.Remembered {
 		// Usually the transport saw the headers already; go-github's own
 		// pre-request check answers without a request, so record it here.
 		rd := ratelimit.Reading{Remaining: 0, ResetAt: fl.ResetAt, ObservedAt: f.now}

@@ -121,6 +121,12 @@ type Failure struct {
 	// rate limit of GitHub's binds every caller of the installation, an AWS
 	// throttle only the call.
 	GitHub bool
+	// Remembered is true when go-github refused the call itself, from its
+	// memory of an earlier rate-limited answer, without a request (its
+	// stand-in response has no headers). That answer was observed when it
+	// came, and may have been the App's token exchange rather than an API
+	// call: a remembered refusal says nothing new about the installation.
+	Remembered bool
 }
 
 // Retryable reports whether the failure may be retried.
@@ -132,7 +138,7 @@ func (f Failure) Retryable() bool { return f.Class.Retryable() }
 // caller of the installation until its Retry-After, or a minute when it
 // names none (shared/ratelimit records it as a block).
 func (f Failure) Secondary() bool {
-	return f.Class == RateLimit && f.GitHub && !f.TokenExchange && f.ResetAt.IsZero()
+	return f.Class == RateLimit && f.GitHub && !f.TokenExchange && !f.Remembered && f.ResetAt.IsZero()
 }
 
 // maxReason bounds Reason so a verbose upstream message cannot bloat the
@@ -161,6 +167,7 @@ func classify(err error) Failure {
 		if rle.Response != nil {
 			f.Status = rle.Response.StatusCode
 			f.RetryAfter, f.ResetAt = retryAfter(rle.Response.Header)
+			f.Remembered = len(rle.Response.Header) == 0
 		}
 		if f.RetryAfter == 0 && f.ResetAt.IsZero() {
 			f.ResetAt = rle.Rate.Reset.Time
@@ -176,7 +183,8 @@ func classify(err error) Failure {
 		if are.Response != nil {
 			f.Status = are.Response.StatusCode
 			f.RetryAfter, f.ResetAt = rateHeaders(are.Response.Header)
-			if len(are.Response.Header) == 0 && are.RetryAfter != nil && *are.RetryAfter > 0 {
+			f.Remembered = len(are.Response.Header) == 0
+			if f.Remembered && are.RetryAfter != nil && *are.RetryAfter > 0 {
 				// go-github's pre-request check: no real response, only its memory.
 				f.RetryAfter = *are.RetryAfter
 			}

@@ -643,6 +643,10 @@ func TestSecondary(t *testing.T) {
 		{"429 on the token exchange", &github.ErrorResponse{Response: resp(429, "/app/installations/42/access_tokens"), Message: "Too Many Requests"}, false},
 		{"AWS throttle", awsErr(400, api("Throttling", smithy.FaultClient)), false},
 		{"GitHub 502", &github.ErrorResponse{Response: resp(502, jit), Message: "Bad Gateway"}, false},
+		// go-github's pre-request check: its memory of an earlier answer,
+		// perhaps the App's token exchange, with a stand-in response.
+		{"go-github's memory of a secondary limit", &github.AbuseRateLimitError{Response: &http.Response{StatusCode: 403, Header: http.Header{}, Request: req(jit)},
+			Message: "API secondary rate limit exceeded until 2026-12-02 09:02:00, not making remote request.", RetryAfter: ptr(2 * time.Minute)}, false},
 	} {
 		if got := failure.Classify(tt.err).Secondary(); got != tt.want {
 			t.Errorf("%s: secondary %v, want %v", tt.name, got, tt.want)

@@ -377,10 +377,10 @@ func (j *Janitor) runners(ctx context.Context, p *pass) error {
 	for _, i := range j.cfg.Rand.Perm(len(insts)) {
 		in := insts[i]
 		p.rep.InstallationsSeen++
-		if rd, exhausted := j.rate(ctx, in.ID, p.now); exhausted {
+		if rd, halted := j.rate(ctx, in.ID, p.now); halted {
 			p.rep.RateLimited++
-			j.cfg.Logger.WarnContext(ctx, "janitor skips installation: rate limit exhausted",
-				slog.Int64("installation_id", in.ID), slog.Time("reset_at", rd.ResetAt))
+			j.cfg.Logger.WarnContext(ctx, "janitor skips installation: rate limit exhausted or blocked",
+				slog.Int64("installation_id", in.ID), slog.Time("reset_at", rd.ResumeAt(p.now)), slog.Bool("blocked", rd.Blocked(p.now)))
 			continue
 		}
 		st := &installState{id: in.ID}

@@ -16,6 +16,7 @@ import (
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/obs"
 	"github.com/ghclaim/ghclaim/shared/pool"
+	"github.com/ghclaim/ghclaim/shared/ratelimit"
 )
 
 // stepping moves the fixture's clock on by callTime before every
@@ -81,8 +82,10 @@ func TestBudgetRunsOutPartway(t *testing.T) {
 		// refuse, when set, changes GitHub just before inst's (n+1)-th list.
 		refuse    func(f *fixture)
 		wantCalls int // GitHub requests for inst
-		// retryAfter is GitHub's Retry-After (0: the log line names the reset).
-		retryAfter time.Duration
+		// block is how long the refusal blocks the installation, GitHub's
+		// Retry-After or a minute without one (0: no block; the log line
+		// names the reset).
+		block time.Duration
 	}{
 		{name: "rate gate: the n-th list leaves remaining 0", budget: 1 + n,
 			wantCalls: 1 + n},
@@ -91,10 +94,13 @@ func TestBudgetRunsOutPartway(t *testing.T) {
 		}, wantCalls: 1 + n + 1},
 		{name: "secondary limit: 403 with retry-after", refuse: func(f *fixture) {
 			f.fake.Fail(ghfake.RouteRepoRunners, 1, ghfake.SecondaryRateLimit(90*time.Second))
-		}, wantCalls: 1 + n + 1, retryAfter: 90 * time.Second},
+		}, wantCalls: 1 + n + 1, block: 90 * time.Second},
 		{name: "secondary limit: 429 with retry-after", refuse: func(f *fixture) {
 			f.fake.Fail(ghfake.RouteRepoRunners, 1, ghfake.TooManyRequests(time.Minute))
-		}, wantCalls: 1 + n + 1, retryAfter: time.Minute},
+		}, wantCalls: 1 + n + 1, block: time.Minute},
+		{name: "secondary limit: 403 whose message alone says so", refuse: func(f *fixture) {
+			f.fake.Fail(ghfake.RouteRepoRunners, 1, ghfake.SecondaryRateLimit(0))
+		}, wantCalls: 1 + n + 1, block: ratelimit.MinBlock},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -141,12 +147,12 @@ func TestBudgetRunsOutPartway(t *testing.T) {
 			if got := after[inst] - before[inst]; got != tt.wantCalls {
 				t.Errorf("GitHub requests for installation %d: got %d, want %d", inst, got, tt.wantCalls)
 			}
-			if tt.retryAfter > 0 {
+			if tt.block > 0 {
 				// A secondary limit binds the claimers too: shared as a block.
 				// The fixture's clock steps on during the pass: the
 				// block runs from GitHub's answer, a moment before now.
 				rd, err := f.store.LoadRate(ctx, inst)
-				if end := f.now.Add(tt.retryAfter); err != nil || rd.BlockedUntil.After(end) || rd.BlockedUntil.Before(end.Add(-time.Second)) {
+				if end := f.now.Add(tt.block); err != nil || rd.BlockedUntil.After(end) || rd.BlockedUntil.Before(end.Add(-time.Second)) {
 					t.Errorf("shared rate item %+v (%v), want blocked until just before %v", rd, err, end)
 				}
 			}
@@ -170,8 +176,8 @@ func TestBudgetRunsOutPartway(t *testing.T) {
 				}
 			}
 			wantReset := reset
-			if tt.retryAfter > 0 {
-				wantReset = gh.hookAt.Add(tt.retryAfter)
+			if tt.block > 0 {
+				wantReset = gh.hookAt.Add(tt.block)
 			}
 			checkStopLine(t, logs.String(), wantReset, len(repos)-n)
 		})

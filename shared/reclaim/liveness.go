@@ -226,6 +226,7 @@ func (r *Reclaimer) removeAttempt(ctx context.Context, c candidate, p pool.Pool,
 		case ghapp.IsStillRunning(err):
 			took = true
 		default:
+			r.noteBlock(c.rec.InstallationID, err)
 			rep.CleanupFailed++
 			removed = false
 			log.WarnContext(ctx, "reclaim cleanup failed", slog.String("step", "delete runner"), slog.Any("err", err))

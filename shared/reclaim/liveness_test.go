@@ -449,9 +449,15 @@ func TestFailedRemovalDefersTheNewAttempt(t *testing.T) {
 	for _, tt := range []struct {
 		name string
 		fail func(l *live) func(*reclaim.Config)
+		// block: the refusal is a secondary limit, shared as a block.
+		block bool
 	}{
 		{name: "delete fails", fail: func(l *live) func(*reclaim.Config) {
 			l.fake.Fail(ghfake.RouteRepoDeleteRunner, 1, ghfake.ServerError(http.StatusBadGateway))
+			return nil
+		}},
+		{name: "delete refused by a secondary limit", block: true, fail: func(l *live) func(*reclaim.Config) {
+			l.fake.Fail(ghfake.RouteRepoDeleteRunner, 1, ghfake.SecondaryRateLimit(0))
 			return nil
 		}},
 		{name: "clean-up fails", fail: func(l *live) func(*reclaim.Config) {
@@ -481,6 +487,9 @@ func TestFailedRemovalDefersTheNewAttempt(t *testing.T) {
 			}
 			if got := l.get(t, id); got.State != job.Claimed || got.SweepAt != job.Millis(l.clock.Now().Add(liveGrace)) {
 				t.Fatalf("record %+v, want claimed, checked again after a grace", got)
+			}
+			if rd, err := l.store.LoadRate(context.Background(), 42); tt.block && (err != nil || !rd.Blocked(l.clock.Now())) {
+				t.Fatalf("shared rate item %+v (%v), want the secondary limit's block", rd, err)
 			}
 
 			l.clock.Advance(liveGrace + time.Second)

@@ -491,6 +491,9 @@ var _ ratelimit.Observer = (*AppBudget)(nil)
 
 // Observe keeps r.
 func (b *AppBudget) Observe(_ int64, r ratelimit.Reading) {
+	if !r.Known() {
+		return // a secondary limit's block alone: no budget to read
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.r = r

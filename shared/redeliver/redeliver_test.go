@@ -77,6 +77,20 @@ type fixture struct {
 
 // setup serves ghfake over HTTP and builds the App client on it (JWT, a
 // rate-reading transport), a memory store and the injected clock.
+// TestAppBudgetKeepsItsReadingThroughABlock: a 429 without rate headers
+// (a secondary limit's block alone) never clobbers the App's last budget
+// reading, which the pass's floor check reads.
+func TestAppBudgetKeepsItsReadingThroughABlock(t *testing.T) {
+	t.Parallel()
+	b := &redeliver.AppBudget{}
+	rd := ratelimit.Reading{Limit: 5000, Remaining: 3, ResetAt: t0.Add(time.Hour), ObservedAt: t0}
+	b.Observe(0, rd)
+	b.Observe(0, ratelimit.Reading{BlockedUntil: t0.Add(time.Minute)})
+	if got, ok := b.Reading(); !ok || !got.Equal(rd) {
+		t.Errorf("reading %+v (%v), want %+v kept", got, ok, rd)
+	}
+}
+
 func setup(t *testing.T, opts ...ghfake.Option) *fixture {
 	t.Helper()
 	k := appKey(t)
