@@ -13,6 +13,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -249,6 +250,31 @@ func (t installTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	_ = resp.Body.Close()
 	again.Header.Set("Authorization", "token "+tok)
 	return t.next.RoundTrip(again)
+}
+
+// forgetSecondaryReset keeps go-github from holding a secondary rate limit
+// until the primary window's reset. Given a 403 or 429 that names no
+// Retry-After while budget remains, go-github reads X-RateLimit-Reset as
+// the wait and then refuses every call of the installation's client itself
+// until then, up to an hour; GitHub's documented wait is a minute, which
+// ghclaim shares with every process as a block (shared/ratelimit). So the
+// header is dropped from such an answer before go-github reads it. The
+// rate transport beneath has read it already, and the classifier reads the
+// reset only when remaining is 0, which this leaves alone; a Retry-After
+// GitHub names is kept, and go-github honours it.
+type forgetSecondaryReset struct{ next http.RoundTripper }
+
+func (t forgetSecondaryReset) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(req)
+	if err != nil || resp == nil || (resp.StatusCode != http.StatusForbidden && resp.StatusCode != http.StatusTooManyRequests) {
+		return resp, err
+	}
+	h := resp.Header
+	if h.Get("Retry-After") == "" && h.Get("X-RateLimit-Reset") != "" && strings.TrimSpace(h.Get("X-RateLimit-Remaining")) != "0" {
+		resp.Header = h.Clone()
+		resp.Header.Del("X-RateLimit-Reset")
+	}
+	return resp, err
 }
 
 // tokenErrors hands a failed token exchange's answer to go-github as the
