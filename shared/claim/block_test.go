@@ -2,6 +2,7 @@ package claim_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -154,9 +155,15 @@ func TestTokenExchangeLimitBlocksNoInstallation(t *testing.T) {
 			h.invoke(t, c, msgs[0])
 			h.clock.Advance(time.Second)
 			h.invoke(t, c, msgs[1])
-			for _, m := range msgs {
-				if r := h.get(t, jobOf(t, m.Body)); r.State != job.Queued || r.LastErrorClass != "rate_limit" {
+			for i, m := range msgs {
+				r := h.get(t, jobOf(t, m.Body))
+				if r.State != job.Queued || r.LastErrorClass != "rate_limit" {
 					t.Errorf("job %d: %s class %q, want queued, rate_limit", r.JobID, r.State, r.LastErrorClass)
+				}
+				// The first reached GitHub (the exchange); the second was
+				// refused by go-github's memory: deferred, not attempted.
+				if want := 1 - i; r.Attempt != want || (i == 1 && !strings.HasPrefix(r.LastError, "deferred: ")) {
+					t.Errorf("job %d: attempt %d, error %q; want attempt %d (a refusal from memory is no attempt)", r.JobID, r.Attempt, r.LastError, want)
 				}
 			}
 			if got, err := h.store.LoadRate(context.Background(), installation); err == nil && (got.Remaining == 0 && got.Known() || !got.BlockedUntil.IsZero()) {

@@ -407,6 +407,19 @@ func (f *flow) machineUp(ctx context.Context) (bool, error) {
 // attempt registered, if any.
 func (f *flow) retryOrFail(ctx context.Context, err error, registered *ghapp.Runner) error {
 	fl := failure.Classify(err)
+	if fl.Class == failure.RateLimit && fl.Remembered && registered == nil {
+		// go-github refused the call itself, from its memory of an
+		// earlier answer (perhaps the App's token exchange, which the
+		// rate state does not hold as the installation's): nothing reached
+		// GitHub, so it is no attempt (DESIGN.md: attempt counts the
+		// attempts that reached GitHub or the provisioner). Deferred to
+		// the end of that memory, as a deferral for an exhausted budget.
+		resume := fl.ResetAt
+		if resume.IsZero() {
+			resume = f.c.cfg.Now().Add(fl.RetryAfter)
+		}
+		return f.deferTo(ctx, resume, "deferred: "+fl.Reason)
+	}
 	if fl.Class == failure.RateLimit && !fl.ResetAt.IsZero() && !fl.TokenExchange && !fl.Remembered {
 		// Usually the transport saw the headers already; go-github's own
 		// pre-request check answers without a request, so record it here.
@@ -457,9 +470,20 @@ func (f *flow) retry(ctx context.Context, fl failure.Failure, registered *ghapp.
 // age: the first deferral starts the clock (first_failure_at, when no
 // failure did), and a deferral past the maximum age abandons the job.
 func (f *flow) deferRate(ctx context.Context, rd ratelimit.Reading) error {
+	resume := rd.ResumeAt(f.now)
+	reason := "deferred: installation rate limit exhausted until " + resume.UTC().Format(time.RFC3339)
+	if resume.Equal(rd.BlockedUntil) {
+		reason = "deferred: installation blocked by a GitHub secondary rate limit until " + resume.UTC().Format(time.RFC3339)
+	}
+	return f.deferTo(ctx, resume, reason)
+}
+
+// deferTo defers the claim, unattempted, to resume plus the policy's snap
+// jitter (deferRate), or abandons it past the maximum age.
+func (f *flow) deferTo(ctx context.Context, resume time.Time, reason string) error {
 	in := backoff.Input{
 		Now: f.now, Rung: f.rec.Attempt, Rand: f.c.cfg.Rand,
-		Failure: failure.Failure{Class: failure.RateLimit, ResetAt: rd.ResumeAt(f.now)},
+		Failure: failure.Failure{Class: failure.RateLimit, ResetAt: resume},
 	}
 	if f.rec.FirstFailureAt > 0 {
 		in.FirstFailureAt = job.FromMillis(f.rec.FirstFailureAt)
@@ -468,11 +492,6 @@ func (f *flow) deferRate(ctx context.Context, rd ratelimit.Reading) error {
 	// give-up; the rung it returns is not stored, because nothing was
 	// attempted.
 	d := f.c.cfg.Policy.Next(in)
-	resume := rd.ResumeAt(f.now)
-	reason := "deferred: installation rate limit exhausted until " + resume.UTC().Format(time.RFC3339)
-	if resume.Equal(rd.BlockedUntil) {
-		reason = "deferred: installation blocked by a GitHub secondary rate limit until " + resume.UTC().Format(time.RFC3339)
-	}
 	if d.GiveUp {
 		// The budget is exhausted: no GitHub call, so an earlier attempt's
 		// registration is not looked up by name (see the package doc); the
