@@ -93,8 +93,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if fault != nil && !fault.After {
 		s.mu.Lock()
-		if authed {
+		switch {
+		case authed:
 			setRate(h, s.bucketFor(inst))
+		case app:
+			// GitHub sends the rate headers on every REST answer: on
+			// the App's routes (the token exchange among them) the
+			// App budget's, uncharged.
+			setRate(h, s.appBucket())
 		}
 		s.mu.Unlock()
 		writeFault(w, *fault, h)

@@ -266,15 +266,23 @@ type forgetSecondaryReset struct{ next http.RoundTripper }
 
 func (t forgetSecondaryReset) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.next.RoundTrip(req)
-	if err != nil || resp == nil || (resp.StatusCode != http.StatusForbidden && resp.StatusCode != http.StatusTooManyRequests) {
-		return resp, err
+	if err == nil {
+		forgetReset(resp)
+	}
+	return resp, err
+}
+
+// forgetReset drops X-RateLimit-Reset from resp when it is a 403 or 429
+// that names no Retry-After while budget remains (forgetSecondaryReset).
+func forgetReset(resp *http.Response) {
+	if resp == nil || (resp.StatusCode != http.StatusForbidden && resp.StatusCode != http.StatusTooManyRequests) {
+		return
 	}
 	h := resp.Header
 	if h.Get("Retry-After") == "" && h.Get("X-RateLimit-Reset") != "" && strings.TrimSpace(h.Get("X-RateLimit-Remaining")) != "0" {
 		resp.Header = h.Clone()
 		resp.Header.Del("X-RateLimit-Reset")
 	}
-	return resp, err
 }
 
 // tokenErrors hands a failed token exchange's answer to go-github as the
@@ -285,7 +293,12 @@ func (t tokenErrors) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.next.RoundTrip(req)
 	var ee *exchangeError
 	if err != nil && errors.As(err, &ee) {
-		return ee.response(), nil
+		// The exchange's answer is go-github's to type, and to remember:
+		// a secondary limit there is held for its Retry-After or a
+		// minute, not until the App window's reset.
+		r := ee.response()
+		forgetReset(r)
+		return r, nil
 	}
 	return resp, err
 }

@@ -330,3 +330,45 @@ func TestTokenExchangeClassified(t *testing.T) {
 		})
 	}
 }
+
+// TestSecondaryLimitWithoutRetryAfterIsNotHeldToTheReset: GitHub answers a
+// secondary limit naming no Retry-After, with its rate headers (the reset
+// up to an hour ahead). go-github would take that reset as the wait and
+// refuse every later call of the client itself until then; ghclaim keeps
+// it from doing so (the installation's block is shared for a minute
+// instead), on the token exchange, the App's own routes and installation
+// calls alike: the next call is made, and answered.
+func TestSecondaryLimitWithoutRetryAfterIsNotHeldToTheReset(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name  string
+		route string
+		call  func(c *ghapp.Client) error
+	}{
+		{"token exchange", ghfake.RouteAccessToken, func(c *ghapp.Client) error {
+			_, err := c.GenerateJIT(context.Background(), inst, repoJIT("a"))
+			return err
+		}},
+		{"installation call", ghfake.RouteRepoJIT, func(c *ghapp.Client) error {
+			_, err := c.GenerateJIT(context.Background(), inst, repoJIT("b"))
+			return err
+		}},
+		{"App route", ghfake.RouteDeliveries, func(c *ghapp.Client) error {
+			_, err := c.ListHookDeliveries(context.Background(), "", 10)
+			return err
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := setup(t, option{})
+			f.fake.Fail(tt.route, 1, ghfake.SecondaryRateLimit(0))
+			err := tt.call(f.client)
+			if fl := failure.Classify(err); fl.Class != failure.RateLimit || fl.Remembered {
+				t.Fatalf("first call: %v (%+v), want GitHub's secondary limit", err, fl)
+			}
+			if err := tt.call(f.client); err != nil {
+				t.Fatalf("second call: %v (%+v), want it made and answered, not refused from go-github's memory", err, failure.Classify(err))
+			}
+		})
+	}
+}
