@@ -373,8 +373,8 @@ func TestRate(t *testing.T) {
 	must(t, s.SaveRate(ctx, 5003, ratelimit.Reading{Limit: 15000, Remaining: 14000, ResetAt: now.Add(40 * time.Minute), ObservedAt: now.Add(-10 * time.Second)}))
 	// 5004: ample, but a secondary limit blocks it for 90 s more; 5005: a block alone (a 429).
 	must(t, s.SaveRate(ctx, 5004, ratelimit.Reading{Limit: 5000, Remaining: 4000, ResetAt: now.Add(40 * time.Minute), ObservedAt: now.Add(-5 * time.Second)}))
-	must(t, s.SaveBlock(ctx, 5004, now.Add(90*time.Second)))
-	must(t, s.SaveBlock(ctx, 5005, now.Add(30*time.Second)))
+	must(t, s.SaveBlock(ctx, 5004, now.Add(90*time.Second), 2*time.Minute))
+	must(t, s.SaveBlock(ctx, 5005, now.Add(30*time.Second), time.Minute))
 
 	r := run(t, nil, "rate", "--stack", env.stack.Name, "--json")
 	got := map[float64]map[string]any{}

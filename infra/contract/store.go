@@ -46,7 +46,7 @@ type Core interface {
 	Recheck(ctx context.Context, read job.Record, due time.Time, counted bool, now time.Time) (job.Record, error)
 	LoadRate(ctx context.Context, installationID int64) (ratelimit.Reading, error)
 	SaveRate(ctx context.Context, installationID int64, r ratelimit.Reading) error
-	SaveBlock(ctx context.Context, installationID int64, until time.Time) error
+	SaveBlock(ctx context.Context, installationID int64, until time.Time, length time.Duration) error
 	Requeue(ctx context.Context, q job.Requeue, now time.Time) (job.Record, error)
 }
 
@@ -840,17 +840,17 @@ func TestStoreCore(t *testing.T, base int64, open func(t *testing.T) Core, pendi
 		inst := base + 2
 		until := T0.Add(2 * time.Minute)
 		// A block alone: a 429 carries no budget to read.
-		must(t, s.SaveBlock(ctx, inst, until))
+		must(t, s.SaveBlock(ctx, inst, until, 2*time.Minute))
 		got, err := s.LoadRate(ctx, inst)
 		must(t, err)
-		if !got.BlockedUntil.Equal(until) || got.Known() {
-			t.Fatalf("after a block alone: %+v, want the block and no primary reading", got)
+		if !got.BlockedUntil.Equal(until) || got.BlockedFor != 2*time.Minute || got.Known() {
+			t.Fatalf("after a block alone: %+v, want the block (2m) and no primary reading", got)
 		}
 		// The first primary reading lands on the blocked item; the block stays.
 		rd := ratelimit.Reading{Limit: 5000, Remaining: 4000, ResetAt: T0.Add(40 * time.Minute), ObservedAt: T0}
 		must(t, s.SaveRate(ctx, inst, rd))
 		// An earlier block never shortens a later one.
-		must(t, s.SaveBlock(ctx, inst, T0.Add(time.Minute)))
+		must(t, s.SaveBlock(ctx, inst, T0.Add(time.Minute), time.Minute))
 		got, err = s.LoadRate(ctx, inst)
 		must(t, err)
 		if got.Remaining != 4000 || !got.ObservedAt.Equal(rd.ObservedAt) || !got.BlockedUntil.Equal(until) {
@@ -858,13 +858,13 @@ func TestStoreCore(t *testing.T, base int64, open func(t *testing.T) Core, pendi
 		}
 		// A later block extends it; a newer reading leaves it.
 		later := T0.Add(5 * time.Minute)
-		must(t, s.SaveBlock(ctx, inst, later))
+		must(t, s.SaveBlock(ctx, inst, later, 4*time.Minute))
 		rd.Remaining, rd.ObservedAt = 3900, T0.Add(time.Second)
 		must(t, s.SaveRate(ctx, inst, rd))
 		got, err = s.LoadRate(ctx, inst)
 		must(t, err)
-		if got.Remaining != 3900 || !got.BlockedUntil.Equal(later) {
-			t.Fatalf("after a later block and a newer reading: %+v, want remaining 3900 and the block until %v", got, later)
+		if got.Remaining != 3900 || !got.BlockedUntil.Equal(later) || got.BlockedFor != 4*time.Minute {
+			t.Fatalf("after a later block and a newer reading: %+v, want remaining 3900 and the block until %v (4m)", got, later)
 		}
 	})
 }

@@ -427,14 +427,14 @@ func (s *Store) SaveRate(ctx context.Context, installationID int64, r ratelimit.
 	}
 	// Millisecond precision, as the table stores it; the block stays.
 	r.ResetAt, r.ObservedAt = job.FromMillis(job.Millis(r.ResetAt)), job.FromMillis(job.Millis(r.ObservedAt))
-	r.BlockedUntil = cur.BlockedUntil
+	r.BlockedUntil, r.BlockedFor = cur.BlockedUntil, cur.BlockedFor
 	s.rates[installationID] = r
 	return nil
 }
 
-// SaveBlock shares a secondary rate limit's block until until unless the
-// stored block ends later; the primary fields stay.
-func (s *Store) SaveBlock(ctx context.Context, installationID int64, until time.Time) error {
+// SaveBlock shares a secondary rate limit's block until until, of length
+// length, unless the stored block ends later; the primary fields stay.
+func (s *Store) SaveBlock(ctx context.Context, installationID int64, until time.Time, length time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -444,7 +444,7 @@ func (s *Store) SaveBlock(ctx context.Context, installationID int64, until time.
 	if !until.After(cur.BlockedUntil) {
 		return nil
 	}
-	cur.BlockedUntil = until
+	cur.BlockedUntil, cur.BlockedFor = until, length.Truncate(time.Millisecond)
 	s.rates[installationID] = cur
 	return nil
 }

@@ -172,3 +172,33 @@ func TestTokenExchangeLimitBlocksNoInstallation(t *testing.T) {
 		})
 	}
 }
+
+// TestRepeatedSecondaryLimitsBackOff: GitHub refuses again right after the
+// block: the next block is twice as long, and the job after it is deferred
+// to that longer block's end.
+func TestRepeatedSecondaryLimitsBackOff(t *testing.T) {
+	t.Parallel()
+	h := setup(t, setupOpt{})
+	c := h.claimer(t, claimerOpt{instance: "a", seed: 1})
+	h.gh.SetRateLimit(installation, 5000, 4000, h.clock.Now().Add(30*time.Minute))
+	for id := int64(2501); id <= 2503; id++ {
+		h.seed(t, id)
+	}
+	msgs := h.receive(t, 3)
+	h.gh.Fail(ghfake.RouteRepoJIT, 1, ghfake.TooManyRequests(0))
+	h.invoke(t, c, msgs[0]) // blocked for a minute
+	h.clock.Advance(ratelimit.MinBlock + 10*time.Second)
+	h.gh.Fail(ghfake.RouteRepoJIT, 1, ghfake.TooManyRequests(0))
+	again := h.clock.Now()
+	h.invoke(t, c, msgs[1]) // refused again just after: two minutes
+	if r := h.get(t, jobOf(t, msgs[1].Body)); r.Attempt != 1 || r.LastErrorClass != "rate_limit" {
+		t.Fatalf("second job: attempt %d class %q, want it attempted and refused", r.Attempt, r.LastErrorClass)
+	}
+	h.clock.Advance(time.Second)
+	h.invoke(t, c, msgs[2])
+	end := again.Add(2 * ratelimit.MinBlock)
+	back := h.clock.Now().Add(h.lastSend(t).Delay)
+	if back.Before(end.Add(5*time.Second)) || !back.Before(end.Add(25*time.Second)) {
+		t.Fatalf("third job back at the doubled block's end%+v, want end + [5s, 25s)", back.Sub(end))
+	}
+}

@@ -433,7 +433,7 @@ func (f *flow) retryOrFail(ctx context.Context, err error, registered *ghapp.Run
 		// process may call GitHub for it until the block ends (the deferred
 		// shareRate tells the others). Timed from the answer, not from the
 		// attempt's start.
-		f.c.cfg.Rates.Observe(f.rec.InstallationID, ratelimit.Reading{BlockedUntil: ratelimit.BlockUntil(f.c.cfg.Now(), fl.RetryAfter)})
+		f.c.cfg.Rates.Observe(f.rec.InstallationID, ratelimit.Block(f.c.cfg.Now(), fl.RetryAfter))
 	}
 	if !fl.Retryable() {
 		return f.finish(ctx, job.Outcome{State: job.Failed, Attempt: f.attempt, ErrorClass: fl.Class.String(), Error: fl.Reason},

@@ -91,7 +91,7 @@ func TestMetricsOfEachOutcome(t *testing.T) {
 			name:    "deferred by a secondary limit",
 			outcome: claim.DecisionDeferred,
 			arrange: func(t *testing.T, h *harness, id int64) {
-				if err := h.store.SaveBlock(context.Background(), installation, h.clock.Now().Add(90*time.Second)); err != nil {
+				if err := h.store.SaveBlock(context.Background(), installation, h.clock.Now().Add(90*time.Second), 2*time.Minute); err != nil {
 					t.Fatal(err)
 				}
 			},

@@ -436,9 +436,9 @@ func (j *Janitor) limited(st *installState, err error) bool {
 	if fl.Secondary() && j.cfg.Rates != nil {
 		// It binds every caller of the installation: the claimers too,
 		// once the pass's shareRate writes it.
-		until := ratelimit.BlockUntil(j.cfg.Now(), fl.RetryAfter)
-		j.cfg.Rates.Observe(st.id, ratelimit.Reading{BlockedUntil: until})
-		st.resetAt = until
+		b := ratelimit.Block(j.cfg.Now(), fl.RetryAfter)
+		j.cfg.Rates.Observe(st.id, b)
+		st.resetAt = b.BlockedUntil
 	}
 	return true
 }

@@ -290,7 +290,7 @@ func TestHaltedInstallationNotAsked(t *testing.T) {
 			return f.store.SaveRate(context.Background(), inst, rd)
 		}},
 		{"blocked by a secondary limit", func(f *fixture) error {
-			return f.store.SaveBlock(context.Background(), inst, f.now.Add(time.Minute))
+			return f.store.SaveBlock(context.Background(), inst, f.now.Add(time.Minute), time.Minute)
 		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -2,6 +2,7 @@ package ratelimit_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -101,10 +102,7 @@ func TestTrackerBlock(t *testing.T) {
 // the primary readings written after it.
 func TestBlockIsShared(t *testing.T) {
 	t.Parallel()
-	s := newFakeStore()
-	clk := clocktest.New(t0)
-	a := ratelimit.NewTracker(s, ratelimit.DefaultPersistRule(), clk.Now)
-	b := ratelimit.NewTracker(s, ratelimit.DefaultPersistRule(), clk.Now)
+	s, clk, a, b := twoProcesses()
 	ctx := context.Background()
 
 	a.Observe(installation, ratelimit.Reading{Limit: 5000, Remaining: 4000, ResetAt: resetAt, ObservedAt: t0})
@@ -145,4 +143,78 @@ func TestBlockIsShared(t *testing.T) {
 	if got, _ := b.Latest(installation); got.Halted(clk.Now()) {
 		t.Errorf("still halted after the block: %+v", got)
 	}
+}
+
+// TestRepeatedSecondaryLimitsWaitLonger: GitHub asks for exponentially
+// longer waits while secondary limits continue. A limit met again soon
+// after the last block ended doubles its length (at least GitHub's new
+// Retry-After, at most MaxBlock); a refusal of a call made during a block
+// (in flight when it began) is not a repeat, and after a quiet
+// RepeatWindow the next block starts from GitHub's wait again.
+func TestRepeatedSecondaryLimitsWaitLonger(t *testing.T) {
+	t.Parallel()
+	tr := ratelimit.NewTracker(newFakeStore(), ratelimit.DefaultPersistRule(), func() time.Time { return t0 })
+	block := func(at time.Time, retryAfter time.Duration) ratelimit.Reading {
+		tr.Observe(installation, ratelimit.Block(at, retryAfter))
+		got, _ := tr.Latest(installation)
+		return got
+	}
+	check := func(what string, got ratelimit.Reading, met time.Time, length time.Duration) {
+		t.Helper()
+		if got.BlockedFor != length || !got.BlockedUntil.Equal(met.Add(length)) {
+			t.Errorf("%s: blocked for %s until %v, want %s from %v", what, got.BlockedFor, got.BlockedUntil, length, met)
+		}
+	}
+	at := t0
+	check("first", block(at, 0), at, time.Minute)
+	// A call in flight when it began, refused meanwhile: GitHub's newer
+	// wait holds, not doubled.
+	at = at.Add(20 * time.Second)
+	check("a call refused during it", block(at, 0), at, time.Minute)
+	for i, want := range []time.Duration{2 * time.Minute, 4 * time.Minute, 8 * time.Minute} {
+		end, _ := tr.Latest(installation)
+		at = end.BlockedUntil.Add(15 * time.Second) // the deferred jobs come back and are refused again
+		check(fmt.Sprintf("repeat %d", i+1), block(at, 0), at, want)
+	}
+	end, _ := tr.Latest(installation)
+	at = end.BlockedUntil.Add(time.Second)
+	check("a longer Retry-After than the doubling", block(at, 30*time.Minute), at, 30*time.Minute)
+	end, _ = tr.Latest(installation)
+	at = end.BlockedUntil.Add(time.Second)
+	check("doubling capped", block(at, 0), at, ratelimit.MaxBlock)
+	end, _ = tr.Latest(installation)
+	at = end.BlockedUntil.Add(ratelimit.RepeatWindow + time.Second)
+	check("after a quiet window: GitHub's wait again", block(at, 0), at, time.Minute)
+}
+
+// TestRepeatDoublesAcrossProcesses: the length travels with the shared
+// block, so a process that learnt another's block from the item doubles
+// from it when it meets the limit again after the block.
+func TestRepeatDoublesAcrossProcesses(t *testing.T) {
+	t.Parallel()
+	s, clk, a, b := twoProcesses()
+	ctx := context.Background()
+	a.Observe(installation, ratelimit.Block(t0, 0))
+	if _, err := a.Persist(ctx, installation); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(ratelimit.MinBlock + 15*time.Second)
+	if rd, err := ratelimit.NewGate(b, 0).Reading(ctx, installation, clk.Now()); err != nil || rd.Halted(clk.Now()) || rd.BlockedFor != ratelimit.MinBlock {
+		t.Fatalf("b before its call: %+v (%v), want a's ended 1m block, not halted", rd, err)
+	}
+	b.Observe(installation, ratelimit.Block(clk.Now(), 0))
+	if _, err := b.Persist(ctx, installation); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.LoadRate(ctx, installation)
+	if err != nil || got.BlockedFor != 2*ratelimit.MinBlock || !got.BlockedUntil.Equal(clk.Now().Add(2*ratelimit.MinBlock)) {
+		t.Errorf("shared block %+v (%v), want b's repeat: 2m from now", got, err)
+	}
+}
+
+// twoProcesses are two processes' trackers sharing one store, on one clock.
+func twoProcesses() (*fakeStore, *clocktest.Clock, *ratelimit.Tracker, *ratelimit.Tracker) {
+	s := newFakeStore()
+	clk := clocktest.New(t0)
+	return s, clk, ratelimit.NewTracker(s, ratelimit.DefaultPersistRule(), clk.Now), ratelimit.NewTracker(s, ratelimit.DefaultPersistRule(), clk.Now)
 }

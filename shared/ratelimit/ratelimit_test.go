@@ -121,12 +121,12 @@ func (s *fakeStore) SaveRate(_ context.Context, id int64, r ratelimit.Reading) e
 	if ok && old.ObservedAt.After(r.ObservedAt) {
 		return nil
 	}
-	r.BlockedUntil = old.BlockedUntil // the primary fields only
+	r.BlockedUntil, r.BlockedFor = old.BlockedUntil, old.BlockedFor // the primary fields only
 	s.items[id] = r
 	return nil
 }
 
-func (s *fakeStore) SaveBlock(_ context.Context, id int64, until time.Time) error {
+func (s *fakeStore) SaveBlock(_ context.Context, id int64, until time.Time, length time.Duration) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.blocks = append(s.blocks, until)
@@ -134,7 +134,7 @@ func (s *fakeStore) SaveBlock(_ context.Context, id int64, until time.Time) erro
 	if !until.After(r.BlockedUntil) {
 		return nil
 	}
-	r.BlockedUntil = until
+	r.BlockedUntil, r.BlockedFor = until, length
 	s.items[id] = r
 	return nil
 }

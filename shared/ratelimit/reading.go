@@ -62,6 +62,12 @@
 //     Without it, a backlog after an outage would spend one refused call
 //     per queued job, in every claimer. A block is capped at MaxBlock when
 //     recorded, and one further ahead is a skewed clock's and ignored.
+//   - A secondary limit met again within RepeatWindow after the last block
+//     ended doubles that block's length (at least GitHub's new wait, at
+//     most MaxBlock): "if your request continues to fail due to a
+//     secondary rate limit, wait for an exponentially increasing amount of
+//     time between retries". The length travels with the block
+//     (BlockedFor), so every process doubles from the same base.
 package ratelimit
 
 import (
@@ -80,6 +86,9 @@ type Reading struct {
 	// which only a response's X-RateLimit-* headers set: a reading may
 	// carry a block and no primary reading (Known false).
 	BlockedUntil time.Time
+	// BlockedFor is the block's length from when GitHub imposed it
+	// (BlockedUntil − BlockedFor): the base a repeat doubles.
+	BlockedFor time.Duration
 }
 
 // Freshness is how long an exhausted reading is trusted.
@@ -91,7 +100,18 @@ const Freshness = 5 * time.Minute
 const (
 	MinBlock = time.Minute
 	MaxBlock = time.Hour
+	// RepeatWindow: a secondary limit met this soon after the last block
+	// ended is a repeat, and waits twice as long.
+	RepeatWindow = 10 * time.Minute
 )
+
+// Block is the reading a secondary limit met at now gives: blocked for
+// GitHub's Retry-After, or MinBlock without one, at most MaxBlock (before
+// any doubling for a repeat, which the Tracker applies).
+func Block(now time.Time, retryAfter time.Duration) Reading {
+	until := BlockUntil(now, retryAfter)
+	return Reading{BlockedUntil: until, BlockedFor: until.Sub(now)}
+}
 
 // BlockUntil is the end of the block a secondary rate limit met at now
 // imposes: GitHub's Retry-After, or MinBlock without one, at most MaxBlock.
@@ -145,5 +165,26 @@ func (r Reading) ResumeAt(now time.Time) time.Time {
 func (r Reading) Equal(o Reading) bool {
 	return r.Limit == o.Limit && r.Remaining == o.Remaining &&
 		r.ResetAt.Equal(o.ResetAt) && r.ObservedAt.Equal(o.ObservedAt) &&
-		r.BlockedUntil.Equal(o.BlockedUntil)
+		r.BlockedUntil.Equal(o.BlockedUntil) && r.BlockedFor == o.BlockedFor
+}
+
+// mergeBlock is the block that holds once r's is known beside known's:
+// a repeat (r's limit met at or after known's block ended, within
+// RepeatWindow) doubles known's length; otherwise the later block holds.
+func mergeBlock(known, r Reading) (time.Time, time.Duration) {
+	switch {
+	case r.BlockedUntil.IsZero():
+		return known.BlockedUntil, known.BlockedFor
+	case known.BlockedUntil.IsZero():
+		return r.BlockedUntil, r.BlockedFor
+	}
+	met := r.BlockedUntil.Add(-r.BlockedFor)
+	if r.BlockedFor > 0 && !met.Before(known.BlockedUntil) && met.Sub(known.BlockedUntil) <= RepeatWindow {
+		w := min(max(r.BlockedFor, 2*known.BlockedFor), MaxBlock)
+		return met.Add(w), w
+	}
+	if r.BlockedUntil.After(known.BlockedUntil) {
+		return r.BlockedUntil, r.BlockedFor
+	}
+	return known.BlockedUntil, known.BlockedFor
 }

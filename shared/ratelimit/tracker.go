@@ -20,10 +20,10 @@ type Store interface {
 	// observed later (that refusal is not an error). It leaves the stored
 	// block as it is.
 	SaveRate(ctx context.Context, installationID int64, r Reading) error
-	// SaveBlock shares a secondary limit's block until until, unless the
-	// stored block ends later (not an error either). It leaves the primary
-	// fields as they are.
-	SaveBlock(ctx context.Context, installationID int64, until time.Time) error
+	// SaveBlock shares a secondary limit's block until until, of length
+	// length (Reading.BlockedFor), unless the stored block ends later (not
+	// an error either). It leaves the primary fields as they are.
+	SaveBlock(ctx context.Context, installationID int64, until time.Time, length time.Duration) error
 }
 
 // PersistRule decides when a reading is worth a write to the Store. See
@@ -137,9 +137,9 @@ func (t *Tracker) Observe(installationID int64, r Reading) {
 // window (the same reset) the lower remaining, observed at the later of
 // the two. The block is the later of the two, whichever reading wins.
 func newest(known, r Reading) Reading {
-	block := later(known.BlockedUntil, r.BlockedUntil)
+	until, length := mergeBlock(known, r)
 	out := newestPrimary(known, r)
-	out.BlockedUntil = block
+	out.BlockedUntil, out.BlockedFor = until, length
 	return out
 }
 
@@ -200,12 +200,13 @@ func (t *Tracker) Current(ctx context.Context, installationID int64) (Reading, e
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e := t.entry(installationID)
-	block := e.latest.BlockedUntil
+	own := e.latest
+	until, length := own.BlockedUntil, own.BlockedFor
 	if err == nil {
-		// A block is merged apart from the reading: the later one holds,
-		// whichever process observed it. One read from the item is shared
-		// already: no need to write it back.
-		block = later(block, shared.BlockedUntil)
+		// A block is merged apart from the reading, whichever process
+		// observed it (a repeat doubles). One read from the item is
+		// shared already: no need to write it back.
+		until, length = mergeBlock(own, shared)
 		e.savedBlock = later(e.savedBlock, shared.BlockedUntil)
 	}
 	if err == nil && shared.Known() {
@@ -224,7 +225,7 @@ func (t *Tracker) Current(ctx context.Context, installationID int64) (Reading, e
 			e.latest = shared
 		}
 	}
-	e.latest.BlockedUntil = block
+	e.latest.BlockedUntil, e.latest.BlockedFor = until, length
 	if !e.latest.Known() && e.latest.BlockedUntil.IsZero() {
 		return Reading{}, fmt.Errorf("rate of installation %d: %w", installationID, ErrNoReading)
 	}
@@ -268,7 +269,7 @@ func (t *Tracker) Persist(ctx context.Context, installationID int64) (bool, erro
 		if block {
 			// First: it stops every caller, and it costs a write only
 			// when GitHub imposed a block this process had not shared.
-			if err := t.store.SaveBlock(ctx, installationID, cur.BlockedUntil); err != nil {
+			if err := t.store.SaveBlock(ctx, installationID, cur.BlockedUntil, cur.BlockedFor); err != nil {
 				return wrote, fmt.Errorf("save rate block of installation %d: %w", installationID, err)
 			}
 			wrote = true

@@ -84,7 +84,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	now := t.now()
 	r, ok := ParseHeaders(resp.Header, now)
 	if until, blocked := blockOf(resp, now); blocked {
-		r.BlockedUntil, ok = until, true
+		r.BlockedUntil, r.BlockedFor, ok = until, until.Sub(now), true
 	}
 	if ok {
 		t.observer.Observe(t.installationID, r)

@@ -194,7 +194,7 @@ func (r *Reclaimer) rate(ctx context.Context, inst int64, now time.Time, log *sl
 // other process, stay off GitHub until it ends.
 func (r *Reclaimer) noteBlock(inst int64, err error) {
 	if fl := failure.Classify(err); fl.Secondary() && r.cfg.Rates != nil {
-		r.cfg.Rates.Observe(inst, ratelimit.Reading{BlockedUntil: ratelimit.BlockUntil(r.cfg.Now(), fl.RetryAfter)})
+		r.cfg.Rates.Observe(inst, ratelimit.Block(r.cfg.Now(), fl.RetryAfter))
 	}
 }
 

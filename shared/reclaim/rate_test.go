@@ -45,7 +45,7 @@ func TestSharedRateReadOncePerPass(t *testing.T) {
 		must(t, l.store.SaveRate(context.Background(), 42, rd))
 	}
 	blocked := func(t *testing.T, l *live) {
-		must(t, l.store.SaveBlock(context.Background(), 42, t0.Add(2*time.Minute)))
+		must(t, l.store.SaveBlock(context.Background(), 42, t0.Add(2*time.Minute), 2*time.Minute))
 	}
 	tests := []struct {
 		name    string

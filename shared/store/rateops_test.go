@@ -59,7 +59,7 @@ func TestRateWritesAreUpdatesOfTheRateItem(t *testing.T) {
 	if err := s.SaveRate(ctx, inst, ratelimit.Reading{Limit: 5000, Remaining: 10, ResetAt: now.Add(time.Hour), ObservedAt: now}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SaveBlock(ctx, inst, now.Add(time.Minute)); err != nil {
+	if err := s.SaveBlock(ctx, inst, now.Add(time.Minute), time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{"DynamoDB_20120810.UpdateItem rate#990001", "DynamoDB_20120810.UpdateItem rate#990001"}

@@ -601,16 +601,18 @@ func (s *Store) SaveRate(ctx context.Context, installationID int64, r ratelimit.
 }
 
 // SaveBlock shares a secondary rate limit's block of an installation until
-// until, unless the stored block ends later; the primary fields stay.
-func (s *Store) SaveBlock(ctx context.Context, installationID int64, until time.Time) error {
+// until, of length length, unless the stored block ends later; the primary
+// fields stay.
+func (s *Store) SaveBlock(ctx context.Context, installationID int64, until time.Time, length time.Duration) error {
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                &s.table,
 		Key:                      key(job.RateKey(installationID)),
-		UpdateExpression:         aws.String("SET #b = :b, #e = if_not_exists(#e, :e)"),
+		UpdateExpression:         aws.String("SET #b = :b, #f = :f, #e = if_not_exists(#e, :e)"),
 		ConditionExpression:      aws.String("attribute_not_exists(#b) OR #b < :b"),
-		ExpressionAttributeNames: map[string]string{"#b": "blocked_until", "#e": "expires_at"},
+		ExpressionAttributeNames: map[string]string{"#b": "blocked_until", "#f": "blocked_for", "#e": "expires_at"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":b": n(job.Millis(until)),
+			":f": n(length.Milliseconds()),
 			":e": n(until.Add(24 * time.Hour).Unix()),
 		},
 	})
@@ -632,6 +634,8 @@ type rateItem struct {
 	ExpiresAt int64  `dynamodbav:"expires_at"`
 	// BlockedUntil is a secondary rate limit's end (SaveBlock), 0 if none.
 	BlockedUntil int64 `dynamodbav:"blocked_until,omitempty"`
+	// BlockedFor is that block's length in milliseconds.
+	BlockedFor int64 `dynamodbav:"blocked_for,omitempty"`
 }
 
 // reading is the Reading the item holds.
@@ -641,7 +645,7 @@ func (it rateItem) reading() ratelimit.Reading {
 		r.ResetAt, r.ObservedAt = job.FromMillis(it.ResetAt), job.FromMillis(it.UpdatedAt)
 	}
 	if it.BlockedUntil > 0 {
-		r.BlockedUntil = job.FromMillis(it.BlockedUntil)
+		r.BlockedUntil, r.BlockedFor = job.FromMillis(it.BlockedUntil), time.Duration(it.BlockedFor)*time.Millisecond
 	}
 	return r
 }
