@@ -2,11 +2,17 @@ package claim_test
 
 import (
 	"context"
+	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-github/v62/github"
+
 	"github.com/ghclaim/ghclaim/infra/ghfake"
+	"github.com/ghclaim/ghclaim/shared/claim"
+	"github.com/ghclaim/ghclaim/shared/ghapp"
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/ratelimit"
 )
@@ -200,5 +206,39 @@ func TestRepeatedSecondaryLimitsBackOff(t *testing.T) {
 	back := h.clock.Now().Add(h.lastSend(t).Delay)
 	if back.Before(end.Add(5*time.Second)) || !back.Before(end.Add(25*time.Second)) {
 		t.Fatalf("third job back at the doubled block's end%+v, want end + [5s, 25s)", back.Sub(end))
+	}
+}
+
+// memoryAfterAReach is a GitHub whose JIT call reaches GitHub and answers
+// 409 (a runner of that name exists), and whose runner look-up is then
+// refused by go-github's memory without a request.
+type memoryAfterAReach struct{ claim.GitHub }
+
+func (g memoryAfterAReach) GenerateJIT(ctx context.Context, installationID int64, req ghapp.JITRequest) (ghapp.JIT, error) {
+	_, _ = g.GitHub.GenerateJIT(ctx, installationID, req) // reaches the stand-in
+	return ghapp.JIT{}, &github.ErrorResponse{Message: "Already exists - A runner with the name already exists.",
+		Response: &http.Response{StatusCode: http.StatusConflict, Header: http.Header{"X-Github-Request-Id": {"1"}},
+			Request: &http.Request{Method: http.MethodPost, URL: &url.URL{Path: "/repos/octo/repo/actions/runners/generate-jitconfig"}}}}
+}
+
+func (g memoryAfterAReach) FindRunner(ctx context.Context, installationID int64, scope, owner, repo, name string) (ghapp.Runner, error) {
+	wait := 2 * time.Minute
+	return ghapp.Runner{}, &github.AbuseRateLimitError{Message: "API secondary rate limit exceeded, not making remote request.", RetryAfter: &wait,
+		Response: &http.Response{StatusCode: http.StatusForbidden, Header: http.Header{},
+			Request: &http.Request{Method: http.MethodGet, URL: &url.URL{Path: "/repos/octo/repo/actions/runners"}}}}
+}
+
+// TestMemoryRefusalAfterAReachIsAnAttempt: a refusal from go-github's
+// memory is no attempt only when nothing of the attempt reached GitHub;
+// after a call that did, the attempt counts and is retried.
+func TestMemoryRefusalAfterAReachIsAnAttempt(t *testing.T) {
+	t.Parallel()
+	h := setup(t, setupOpt{})
+	c := h.claimer(t, claimerOpt{instance: "a", seed: 1, github: func(g claim.GitHub) claim.GitHub { return memoryAfterAReach{g} }})
+	h.seed(t, 2601)
+	h.invoke(t, c, h.receive(t, 1)...)
+	r := h.get(t, 2601)
+	if r.State != job.Queued || r.Attempt != 1 || strings.HasPrefix(r.LastError, "deferred") {
+		t.Fatalf("record %s attempt %d error %q, want queued after attempt 1 (the JIT call reached GitHub)", r.State, r.Attempt, r.LastError)
 	}
 }

@@ -65,6 +65,49 @@ type flow struct {
 	// empty at org scope).
 	scope, owner, repo string
 	name               string
+	// reached is set once a GitHub call of this attempt was made: it was
+	// answered, or failed other than by go-github's refusal from memory.
+	reached bool
+}
+
+// github is the claimer's GitHub, noting in f.reached whether a call of
+// the attempt reached GitHub.
+func (f *flow) github() GitHub { return reaching{next: f.c.cfg.GitHub, f: f} }
+
+// reaching is a GitHub that notes the calls that reached it.
+type reaching struct {
+	next GitHub
+	f    *flow
+}
+
+func (r reaching) note(err error) {
+	if err == nil || !failure.Classify(err).Remembered {
+		r.f.reached = true
+	}
+}
+
+func (r reaching) GenerateJIT(ctx context.Context, installationID int64, req ghapp.JITRequest) (ghapp.JIT, error) {
+	jit, err := r.next.GenerateJIT(ctx, installationID, req)
+	r.note(err)
+	return jit, err
+}
+
+func (r reaching) FindRunner(ctx context.Context, installationID int64, scope, owner, repo, name string) (ghapp.Runner, error) {
+	run, err := r.next.FindRunner(ctx, installationID, scope, owner, repo, name)
+	r.note(err)
+	return run, err
+}
+
+func (r reaching) DeleteRunner(ctx context.Context, installationID int64, scope, owner, repo string, runnerID int64) error {
+	err := r.next.DeleteRunner(ctx, installationID, scope, owner, repo, runnerID)
+	r.note(err)
+	return err
+}
+
+func (r reaching) JobStatus(ctx context.Context, installationID int64, owner, repo string, jobID int64) (string, error) {
+	st, err := r.next.JobStatus(ctx, installationID, owner, repo, jobID)
+	r.note(err)
+	return st, err
 }
 
 // handleMessage runs one message through the claim. nil means the message
@@ -293,7 +336,7 @@ func (f *flow) claim(ctx context.Context) error {
 	defer f.shareRate(ctx)
 
 	if p.CheckQueued {
-		st, err := c.cfg.GitHub.JobStatus(f.work, f.rec.InstallationID, f.rec.Owner(), f.rec.RepoName(), f.rec.JobID)
+		st, err := f.github().JobStatus(f.work, f.rec.InstallationID, f.rec.Owner(), f.rec.RepoName(), f.rec.JobID)
 		switch fl := failure.Classify(err); {
 		case err != nil && fl.Class == failure.RateLimit:
 			// The JIT call would be refused too: do not spend another call.
@@ -351,7 +394,7 @@ func (f *flow) request(config ghapp.Secret) pool.Request {
 // offline with no machine, it never will: it is deleted and a new config
 // generated.
 func (f *flow) register(ctx context.Context) (ghapp.JIT, *ghapp.Runner, error) {
-	gh, inst := f.c.cfg.GitHub, f.rec.InstallationID
+	gh, inst := f.github(), f.rec.InstallationID
 	req := ghapp.JITRequest{
 		Scope: f.scope, Owner: f.owner, Repo: f.repo, Name: f.name,
 		Labels: f.pool.Labels, RunnerGroupID: f.pool.RunnerGroupID,
@@ -407,13 +450,14 @@ func (f *flow) machineUp(ctx context.Context) (bool, error) {
 // attempt registered, if any.
 func (f *flow) retryOrFail(ctx context.Context, err error, registered *ghapp.Runner) error {
 	fl := failure.Classify(err)
-	if fl.Class == failure.RateLimit && fl.Remembered && registered == nil {
+	if fl.Class == failure.RateLimit && fl.Remembered && registered == nil && !f.reached {
 		// go-github refused the call itself, from its memory of an
 		// earlier answer (perhaps the App's token exchange, which the
-		// rate state does not hold as the installation's): nothing reached
-		// GitHub, so it is no attempt (DESIGN.md: attempt counts the
-		// attempts that reached GitHub or the provisioner). Deferred to
-		// the end of that memory, as a deferral for an exhausted budget.
+		// rate state does not hold as the installation's), and no call of
+		// this attempt reached GitHub before it: it is no attempt
+		// (DESIGN.md: attempt counts the attempts that reached GitHub or
+		// the provisioner). Deferred to the end of that memory, as a
+		// deferral for an exhausted budget.
 		resume := fl.ResetAt
 		if resume.IsZero() {
 			resume = f.c.cfg.Now().Add(fl.RetryAfter)
@@ -606,13 +650,14 @@ func (f *flow) releasePrevious(ctx context.Context) {
 	prev.rec.Replacements = r.Replacements - 1
 	prev.name = job.RunnerNameAt(f.pool.Name, r.JobID, prev.rec.Replacements)
 	prev.cleanUp(ctx, cleanup{byName: true, provisioned: true})
+	f.reached = f.reached || prev.reached
 }
 
 // cleanUp removes the runner registration and provisioned leftovers of a
 // claim that ended without a runner. Best effort: a failure is logged (an
 // offline registration that never connects does no harm but clutter).
 func (f *flow) cleanUp(ctx context.Context, cu cleanup) {
-	gh, inst := f.c.cfg.GitHub, f.rec.InstallationID
+	gh, inst := f.github(), f.rec.InstallationID
 	fail := func(what string, err error) {
 		fl := failure.Classify(err)
 		f.c.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "claim cleanup failed", slog.Int64(obs.KeyJobID, f.rec.JobID),

@@ -218,3 +218,69 @@ func twoProcesses() (*fakeStore, *clocktest.Clock, *ratelimit.Tracker, *ratelimi
 	clk := clocktest.New(t0)
 	return s, clk, ratelimit.NewTracker(s, ratelimit.DefaultPersistRule(), clk.Now), ratelimit.NewTracker(s, ratelimit.DefaultPersistRule(), clk.Now)
 }
+
+// TestBlockMergeKeepsTheDoublingLevel: the level a repeat doubles from
+// survives a refusal met near the end of a long block, in one process
+// (Observe), from the shared item (Current), and through a process that
+// never read the item before writing its own block (Persist merges first);
+// an old block long over does not lend its level to a fresh one.
+func TestBlockMergeKeepsTheDoublingLevel(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	long := ratelimit.Block(t0, 4*time.Minute) // a block already doubled to 4m
+	nearEnd := ratelimit.Block(long.BlockedUntil.Add(-30*time.Second), 0)
+
+	t.Run("one process", func(t *testing.T) {
+		t.Parallel()
+		tr := ratelimit.NewTracker(newFakeStore(), ratelimit.DefaultPersistRule(), func() time.Time { return t0 })
+		tr.Observe(installation, long)
+		tr.Observe(installation, nearEnd)
+		got, _ := tr.Latest(installation)
+		if got.BlockedFor != 4*time.Minute || !got.BlockedUntil.Equal(nearEnd.BlockedUntil) {
+			t.Errorf("after a refusal near the end: %+v, want its later end, at the 4m level", got)
+		}
+	})
+	t.Run("from the shared item", func(t *testing.T) {
+		t.Parallel()
+		s, clk, a, _ := twoProcesses()
+		a.Observe(installation, long)
+		// Another process's fresh block, just after a's ended, is a repeat of it.
+		fresh := ratelimit.Block(long.BlockedUntil.Add(10*time.Second), 0)
+		s.items[installation] = fresh
+		clk.Set(fresh.BlockedUntil.Add(-30 * time.Second))
+		got, err := a.Current(ctx, installation)
+		if err != nil || got.BlockedFor != 8*time.Minute || !got.BlockedUntil.Equal(blockStart(fresh).Add(8*time.Minute)) {
+			t.Errorf("merged %+v (%v), want the repeat doubled to 8m from its start", got, err)
+		}
+	})
+	t.Run("a writer that never read the item", func(t *testing.T) {
+		t.Parallel()
+		s, clk, a, b := twoProcesses()
+		a.Observe(installation, long)
+		if _, err := a.Persist(ctx, installation); err != nil {
+			t.Fatal(err)
+		}
+		clk.Set(blockStart(nearEnd))
+		b.Observe(installation, nearEnd)
+		if _, err := b.Persist(ctx, installation); err != nil {
+			t.Fatal(err)
+		}
+		if got := s.items[installation]; got.BlockedFor != 4*time.Minute || !got.BlockedUntil.Equal(nearEnd.BlockedUntil) {
+			t.Errorf("stored %+v, want b's later end at a's 4m level", got)
+		}
+	})
+	t.Run("an old block lends no level", func(t *testing.T) {
+		t.Parallel()
+		tr := ratelimit.NewTracker(newFakeStore(), ratelimit.DefaultPersistRule(), func() time.Time { return t0 })
+		fresh := ratelimit.Block(long.BlockedUntil.Add(ratelimit.RepeatWindow+time.Minute), 0)
+		tr.Observe(installation, fresh)
+		tr.Observe(installation, long) // learnt late, e.g. from an old shared item
+		got, _ := tr.Latest(installation)
+		if got.BlockedFor != ratelimit.MinBlock || !got.BlockedUntil.Equal(fresh.BlockedUntil) {
+			t.Errorf("merged %+v, want the fresh 1m block alone", got)
+		}
+	})
+}
+
+// blockStart is when GitHub imposed r's block.
+func blockStart(r ratelimit.Reading) time.Time { return r.BlockedUntil.Add(-r.BlockedFor) }

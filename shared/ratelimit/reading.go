@@ -168,9 +168,16 @@ func (r Reading) Equal(o Reading) bool {
 		r.BlockedUntil.Equal(o.BlockedUntil) && r.BlockedFor == o.BlockedFor
 }
 
-// mergeBlock is the block that holds once r's is known beside known's:
-// a repeat (r's limit met at or after known's block ended, within
-// RepeatWindow) doubles known's length; otherwise the later block holds.
+// blockMet is when GitHub imposed r's block.
+func blockMet(r Reading) time.Time { return r.BlockedUntil.Add(-r.BlockedFor) }
+
+// mergeBlock is the block that holds once two are known, whichever
+// process saw which and in whatever order: of two blocks that overlap,
+// the later end holds with the longer length (the doubling level: a
+// refusal of a call made during a block does not lower it); a block
+// imposed after the other ended, within RepeatWindow, is a repeat and
+// doubles the other's length (at least its own); after a quiet window the
+// later block holds alone.
 func mergeBlock(known, r Reading) (time.Time, time.Duration) {
 	switch {
 	case r.BlockedUntil.IsZero():
@@ -178,13 +185,17 @@ func mergeBlock(known, r Reading) (time.Time, time.Duration) {
 	case known.BlockedUntil.IsZero():
 		return r.BlockedUntil, r.BlockedFor
 	}
-	met := r.BlockedUntil.Add(-r.BlockedFor)
-	if r.BlockedFor > 0 && !met.Before(known.BlockedUntil) && met.Sub(known.BlockedUntil) <= RepeatWindow {
-		w := min(max(r.BlockedFor, 2*known.BlockedFor), MaxBlock)
+	first, next := known, r
+	if blockMet(next).Before(blockMet(first)) {
+		first, next = next, first
+	}
+	met := blockMet(next)
+	switch {
+	case met.Before(first.BlockedUntil): // they overlap
+		return later(first.BlockedUntil, next.BlockedUntil), max(first.BlockedFor, next.BlockedFor)
+	case next.BlockedFor > 0 && met.Sub(first.BlockedUntil) <= RepeatWindow:
+		w := min(max(next.BlockedFor, 2*first.BlockedFor), MaxBlock)
 		return met.Add(w), w
 	}
-	if r.BlockedUntil.After(known.BlockedUntil) {
-		return r.BlockedUntil, r.BlockedFor
-	}
-	return known.BlockedUntil, known.BlockedFor
+	return next.BlockedUntil, next.BlockedFor
 }

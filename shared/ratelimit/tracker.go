@@ -269,6 +269,18 @@ func (t *Tracker) Persist(ctx context.Context, installationID int64) (bool, erro
 		if block {
 			// First: it stops every caller, and it costs a write only
 			// when GitHub imposed a block this process had not shared.
+			// The stored block is read first and merged (a repeat of it
+			// doubles, an overlap keeps its length), so a process that
+			// never read it cannot lower the shared doubling level. A read
+			// error leaves this process's own block to write.
+			_, _ = t.Current(ctx, installationID)
+			t.mu.Lock()
+			cur = e.latest
+			block = cur.BlockedUntil.After(e.savedBlock) && cur.Blocked(now)
+			t.mu.Unlock()
+			if !block {
+				continue
+			}
 			if err := t.store.SaveBlock(ctx, installationID, cur.BlockedUntil, cur.BlockedFor); err != nil {
 				return wrote, fmt.Errorf("save rate block of installation %d: %w", installationID, err)
 			}
