@@ -284,3 +284,22 @@ func TestBlockMergeKeepsTheDoublingLevel(t *testing.T) {
 
 // blockStart is when GitHub imposed r's block.
 func blockStart(r ratelimit.Reading) time.Time { return r.BlockedUntil.Add(-r.BlockedFor) }
+
+// TestACallThatGoesThroughEndsTheRepeats: a limit is "continuing" only
+// while no call goes through: one answered without a rate limit after the
+// block ended means it lifted, and the next limit starts from GitHub's
+// wait again rather than doubling.
+func TestACallThatGoesThroughEndsTheRepeats(t *testing.T) {
+	t.Parallel()
+	tr := ratelimit.NewTracker(newFakeStore(), ratelimit.DefaultPersistRule(), func() time.Time { return t0 })
+	first := ratelimit.Block(t0, 0)
+	tr.Observe(installation, first)
+	ok := ratelimit.Reading{Limit: 5000, Remaining: 3999, ResetAt: resetAt, ObservedAt: first.BlockedUntil.Add(5 * time.Second), Passed: true}
+	tr.Observe(installation, ok)
+	next := ratelimit.Block(first.BlockedUntil.Add(20*time.Second), 0)
+	tr.Observe(installation, next)
+	got, _ := tr.Latest(installation)
+	if got.BlockedFor != ratelimit.MinBlock || !got.BlockedUntil.Equal(next.BlockedUntil) {
+		t.Errorf("after a call went through: %+v, want GitHub's plain minute, not doubled", got)
+	}
+}

@@ -105,6 +105,10 @@ func TestTransportObservesBlocks(t *testing.T) {
 			if tt.remaining < 0 && r.Known() || tt.remaining >= 0 && (!r.Known() || r.Remaining != tt.remaining) {
 				t.Errorf("primary reading %+v, want remaining %d (-1: none)", r, tt.remaining)
 			}
+			// Only an answer that was no rate limit says a call went through.
+			if passed := tt.status != http.StatusForbidden && tt.status != http.StatusTooManyRequests; r.Passed != passed {
+				t.Errorf("passed %v, want %v", r.Passed, passed)
+			}
 		})
 	}
 }

@@ -62,12 +62,15 @@
 //     Without it, a backlog after an outage would spend one refused call
 //     per queued job, in every claimer. A block is capped at MaxBlock when
 //     recorded, and one further ahead is a skewed clock's and ignored.
-//   - A secondary limit met again within RepeatWindow after the last block
-//     ended doubles that block's length (at least GitHub's new wait, at
-//     most MaxBlock): "if your request continues to fail due to a
-//     secondary rate limit, wait for an exponentially increasing amount of
-//     time between retries". The length travels with the block
-//     (BlockedFor), so every process doubles from the same base.
+//   - A secondary limit met again after the last block ended, with no call
+//     of this process going through in between and within RepeatWindow,
+//     doubles that block's length (at least GitHub's new wait, at most
+//     MaxBlock): "if your request continues to fail due to a secondary
+//     rate limit, wait for an exponentially increasing amount of time
+//     between retries". A call that went through since (Reading.Passed)
+//     means the limit lifted: the next one starts from GitHub's wait
+//     again. The length travels with the block (BlockedFor), so every
+//     process doubles from the same base.
 package ratelimit
 
 import (
@@ -89,6 +92,10 @@ type Reading struct {
 	// BlockedFor is the block's length from when GitHub imposed it
 	// (BlockedUntil − BlockedFor): the base a repeat doubles.
 	BlockedFor time.Duration
+	// Passed marks a reading taken from an answer that was not a rate
+	// limit (the call went through): the Tracker notes when, and a limit
+	// met after that is no repeat. It is not stored.
+	Passed bool
 }
 
 // Freshness is how long an exhausted reading is trusted.
@@ -175,10 +182,11 @@ func blockMet(r Reading) time.Time { return r.BlockedUntil.Add(-r.BlockedFor) }
 // process saw which and in whatever order: of two blocks that overlap,
 // the later end holds with the longer length (the doubling level: a
 // refusal of a call made during a block does not lower it); a block
-// imposed after the other ended, within RepeatWindow, is a repeat and
-// doubles the other's length (at least its own); after a quiet window the
-// later block holds alone.
-func mergeBlock(known, r Reading) (time.Time, time.Duration) {
+// imposed after the other ended, within RepeatWindow and with no call
+// gone through since it ended (passed, the last that did), is a repeat
+// and doubles the other's length (at least its own); otherwise the later
+// block holds alone.
+func mergeBlock(known, r Reading, passed time.Time) (time.Time, time.Duration) {
 	switch {
 	case r.BlockedUntil.IsZero():
 		return known.BlockedUntil, known.BlockedFor
@@ -193,7 +201,7 @@ func mergeBlock(known, r Reading) (time.Time, time.Duration) {
 	switch {
 	case met.Before(first.BlockedUntil): // they overlap
 		return later(first.BlockedUntil, next.BlockedUntil), max(first.BlockedFor, next.BlockedFor)
-	case next.BlockedFor > 0 && met.Sub(first.BlockedUntil) <= RepeatWindow:
+	case next.BlockedFor > 0 && met.Sub(first.BlockedUntil) <= RepeatWindow && !passed.After(first.BlockedUntil):
 		w := min(max(next.BlockedFor, 2*first.BlockedFor), MaxBlock)
 		return met.Add(w), w
 	}

@@ -96,6 +96,7 @@ type entry struct {
 	saved      Reading // newest known to be in the store
 	savedAt    time.Time
 	savedBlock time.Time // the latest block known to be in the store
+	passedAt   time.Time // the last answer of this process that was no rate limit
 	saving     bool      // a Persist is writing; no other may start
 }
 
@@ -130,14 +131,17 @@ func (t *Tracker) Observe(installationID int64, r Reading) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e := t.entry(installationID)
-	e.latest = newest(e.latest, r)
+	if r.Passed && r.Known() {
+		e.passedAt = later(e.passedAt, r.ObservedAt)
+	}
+	e.latest = newest(e.latest, r, e.passedAt)
 }
 
 // newest merges reading r into known: the newer window wins; within one
 // window (the same reset) the lower remaining, observed at the later of
 // the two. The block is the later of the two, whichever reading wins.
-func newest(known, r Reading) Reading {
-	until, length := mergeBlock(known, r)
+func newest(known, r Reading, passed time.Time) Reading {
+	until, length := mergeBlock(known, r, passed)
 	out := newestPrimary(known, r)
 	out.BlockedUntil, out.BlockedFor = until, length
 	return out
@@ -206,7 +210,7 @@ func (t *Tracker) Current(ctx context.Context, installationID int64) (Reading, e
 		// A block is merged apart from the reading, whichever process
 		// observed it (a repeat doubles). One read from the item is
 		// shared already: no need to write it back.
-		until, length = mergeBlock(own, shared)
+		until, length = mergeBlock(own, shared, e.passedAt)
 		e.savedBlock = later(e.savedBlock, shared.BlockedUntil)
 	}
 	if err == nil && shared.Known() {

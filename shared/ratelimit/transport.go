@@ -85,6 +85,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	r, ok := ParseHeaders(resp.Header, now)
 	if until, blocked := blockOf(resp, now); blocked {
 		r.BlockedUntil, r.BlockedFor, ok = until, until.Sub(now), true
+	} else if resp.StatusCode != http.StatusForbidden && resp.StatusCode != http.StatusTooManyRequests {
+		r.Passed = true // the call went through the rate limits
 	}
 	if ok {
 		t.observer.Observe(t.installationID, r)
