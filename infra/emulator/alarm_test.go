@@ -93,6 +93,7 @@ var paged = []struct{ function, metric string }{
 	{"claimer", "failed"},
 	{"reclaimer", "Reclaimed"},
 	{"claimer", "RateRemaining"},
+	{"claimer", "RateBlockedFor"},
 	{"webhook", "TimeToRunner"},
 	{"claimer", "lease_taken_over"},
 }
