@@ -825,13 +825,13 @@ func TestStoreCore(t *testing.T, base int64, open func(t *testing.T) Core, pendi
 		if _, err := s.LoadRate(ctx, inst); !errors.Is(err, ratelimit.ErrNoReading) {
 			t.Fatalf("no reading yet: got %v, want ErrNoReading", err)
 		}
-		newer := ratelimit.Reading{Limit: 5000, Remaining: 0, ResetAt: T0.Add(40 * time.Minute), ObservedAt: T0.Add(time.Second)}
+		newer := ratelimit.Reading{Limit: 5000, Remaining: 0, ResetAt: T0.Add(40 * time.Minute), ObservedAt: T0.Add(time.Second), PassedAt: T0.Add(-time.Second)}
 		older := ratelimit.Reading{Limit: 5000, Remaining: 4000, ResetAt: T0.Add(40 * time.Minute), ObservedAt: T0}
 		must(t, s.SaveRate(ctx, inst, newer))
 		must(t, s.SaveRate(ctx, inst, older))
 		got, err := s.LoadRate(ctx, inst)
 		must(t, err)
-		if got.Remaining != 0 || got.Limit != 5000 || !got.ResetAt.Equal(newer.ResetAt) || !got.ObservedAt.Equal(newer.ObservedAt) {
+		if got.Remaining != 0 || got.Limit != 5000 || !got.ResetAt.Equal(newer.ResetAt) || !got.ObservedAt.Equal(newer.ObservedAt) || !got.PassedAt.Equal(newer.PassedAt) {
 			t.Fatalf("an older reading clobbered a newer one: got %+v", got)
 		}
 	})

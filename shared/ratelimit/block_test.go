@@ -303,3 +303,35 @@ func TestACallThatGoesThroughEndsTheRepeats(t *testing.T) {
 		t.Errorf("after a call went through: %+v, want GitHub's plain minute, not doubled", got)
 	}
 }
+
+// TestACallThatWentThroughElsewhereEndsTheRepeats: a call another process
+// got through after the block is shared with its reading, so this process
+// does not take its own next limit for a repeat.
+func TestACallThatWentThroughElsewhereEndsTheRepeats(t *testing.T) {
+	t.Parallel()
+	s, clk, a, b := twoProcesses()
+	ctx := context.Background()
+	first := ratelimit.Block(t0, 0)
+	a.Observe(installation, first)
+	if _, err := a.Persist(ctx, installation); err != nil {
+		t.Fatal(err)
+	}
+	// a's call goes through after the block, and a shares its reading.
+	clk.Set(first.BlockedUntil.Add(ratelimit.DefaultPersistRule().MaxInterval))
+	a.Observe(installation, ratelimit.Reading{Limit: 5000, Remaining: 3990, ResetAt: resetAt, ObservedAt: clk.Now(), Passed: true})
+	if wrote, err := a.Persist(ctx, installation); err != nil || !wrote {
+		t.Fatalf("a shared its reading: %v, %v; want written", wrote, err)
+	}
+	if got := s.items[installation]; !got.PassedAt.Equal(clk.Now()) {
+		t.Fatalf("stored passed_at %v, want %v", got.PassedAt, clk.Now())
+	}
+	// b reads the item, then meets a limit of its own.
+	clk.Advance(5 * time.Second)
+	if _, err := ratelimit.NewGate(b, 0).Reading(ctx, installation, clk.Now()); err != nil {
+		t.Fatal(err)
+	}
+	b.Observe(installation, ratelimit.Block(clk.Now(), 0))
+	if got, _ := b.Latest(installation); got.BlockedFor != ratelimit.MinBlock {
+		t.Errorf("b's block %+v, want GitHub's plain minute: a call went through at a since the last block", got)
+	}
+}

@@ -94,8 +94,13 @@ type Reading struct {
 	BlockedFor time.Duration
 	// Passed marks a reading taken from an answer that was not a rate
 	// limit (the call went through): the Tracker notes when, and a limit
-	// met after that is no repeat. It is not stored.
+	// met after that is no repeat.
 	Passed bool
+	// PassedAt is the last time a call of the installation went through,
+	// as the process that shares this reading knows it (shared with the
+	// primary fields, so another process does not take a limit after it
+	// for a repeat).
+	PassedAt time.Time
 }
 
 // Freshness is how long an exhausted reading is trusted.

@@ -134,6 +134,7 @@ func (t *Tracker) Observe(installationID int64, r Reading) {
 	if r.Passed && r.Known() {
 		e.passedAt = later(e.passedAt, r.ObservedAt)
 	}
+	e.passedAt = later(e.passedAt, r.PassedAt)
 	e.latest = newest(e.latest, r, e.passedAt)
 }
 
@@ -207,6 +208,7 @@ func (t *Tracker) Current(ctx context.Context, installationID int64) (Reading, e
 	own := e.latest
 	until, length := own.BlockedUntil, own.BlockedFor
 	if err == nil {
+		e.passedAt = later(e.passedAt, shared.PassedAt)
 		// A block is merged apart from the reading, whichever process
 		// observed it (a repeat doubles). One read from the item is
 		// shared already: no need to write it back.
@@ -267,6 +269,7 @@ func (t *Tracker) Persist(ctx context.Context, installationID int64) (bool, erro
 		t.mu.Lock()
 		now := t.now()
 		cur := e.latest
+		cur.PassedAt = e.passedAt
 		block := cur.BlockedUntil.After(e.savedBlock) && cur.Blocked(now)
 		write := t.rule.ShouldPersist(e.saved, e.savedAt, cur, now)
 		t.mu.Unlock()

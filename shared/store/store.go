@@ -578,15 +578,17 @@ func (s *Store) SaveRate(ctx context.Context, installationID int64, r ratelimit.
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:        &s.table,
 		Key:              key(job.RateKey(installationID)),
-		UpdateExpression: aws.String("SET #l = :l, #r = :r, #re = :re, #u = :u, #e = :e"),
+		UpdateExpression: aws.String("SET #l = :l, #r = :r, #re = :re, #u = :u, #e = :e, #p = :p"),
 		// A block alone has no updated_at yet.
 		ConditionExpression: aws.String("attribute_not_exists(#u) OR #u <= :u"),
 		ExpressionAttributeNames: map[string]string{
 			"#l": "limit", "#r": "remaining", "#re": "reset_at", "#u": "updated_at", "#e": "expires_at",
+			"#p": "passed_at",
 		},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":l": n(int64(r.Limit)), ":r": n(int64(r.Remaining)), ":re": n(job.Millis(r.ResetAt)),
 			":u": n(job.Millis(r.ObservedAt)),
+			":p": n(max(job.Millis(r.PassedAt), 0)),
 			// Rate items outlive their usefulness quickly; let TTL drop them.
 			":e": n(r.ResetAt.Add(24 * time.Hour).Unix()),
 		},
@@ -636,6 +638,8 @@ type rateItem struct {
 	BlockedUntil int64 `dynamodbav:"blocked_until,omitempty"`
 	// BlockedFor is that block's length in milliseconds.
 	BlockedFor int64 `dynamodbav:"blocked_for,omitempty"`
+	// PassedAt is when a call last went through, as the writer knew it.
+	PassedAt int64 `dynamodbav:"passed_at,omitempty"`
 }
 
 // reading is the Reading the item holds.
@@ -643,6 +647,9 @@ func (it rateItem) reading() ratelimit.Reading {
 	r := ratelimit.Reading{Limit: it.Limit, Remaining: it.Remaining}
 	if it.UpdatedAt > 0 {
 		r.ResetAt, r.ObservedAt = job.FromMillis(it.ResetAt), job.FromMillis(it.UpdatedAt)
+	}
+	if it.PassedAt > 0 {
+		r.PassedAt = job.FromMillis(it.PassedAt)
 	}
 	if it.BlockedUntil > 0 {
 		r.BlockedUntil, r.BlockedFor = job.FromMillis(it.BlockedUntil), time.Duration(it.BlockedFor)*time.Millisecond
