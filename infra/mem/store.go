@@ -427,7 +427,6 @@ func (s *Store) SaveRate(ctx context.Context, installationID int64, r ratelimit.
 	}
 	// Millisecond precision, as the table stores it; the block stays.
 	r.ResetAt, r.ObservedAt = job.FromMillis(job.Millis(r.ResetAt)), job.FromMillis(job.Millis(r.ObservedAt))
-	r.Passed = false // not stored
 	if !r.PassedAt.IsZero() {
 		r.PassedAt = job.FromMillis(job.Millis(r.PassedAt))
 	}

@@ -294,7 +294,7 @@ func TestACallThatGoesThroughEndsTheRepeats(t *testing.T) {
 	tr := ratelimit.NewTracker(newFakeStore(), ratelimit.DefaultPersistRule(), func() time.Time { return t0 })
 	first := ratelimit.Block(t0, 0)
 	tr.Observe(installation, first)
-	ok := ratelimit.Reading{Limit: 5000, Remaining: 3999, ResetAt: resetAt, ObservedAt: first.BlockedUntil.Add(5 * time.Second), Passed: true}
+	ok := ratelimit.Reading{Limit: 5000, Remaining: 3999, ResetAt: resetAt, ObservedAt: first.BlockedUntil.Add(5 * time.Second), PassedAt: first.BlockedUntil.Add(5 * time.Second)}
 	tr.Observe(installation, ok)
 	next := ratelimit.Block(first.BlockedUntil.Add(20*time.Second), 0)
 	tr.Observe(installation, next)
@@ -318,7 +318,7 @@ func TestACallThatWentThroughElsewhereEndsTheRepeats(t *testing.T) {
 	}
 	// a's call goes through after the block, and a shares its reading.
 	clk.Set(first.BlockedUntil.Add(ratelimit.DefaultPersistRule().MaxInterval))
-	a.Observe(installation, ratelimit.Reading{Limit: 5000, Remaining: 3990, ResetAt: resetAt, ObservedAt: clk.Now(), Passed: true})
+	a.Observe(installation, ratelimit.Reading{Limit: 5000, Remaining: 3990, ResetAt: resetAt, ObservedAt: clk.Now(), PassedAt: clk.Now()})
 	if wrote, err := a.Persist(ctx, installation); err != nil || !wrote {
 		t.Fatalf("a shared its reading: %v, %v; want written", wrote, err)
 	}

@@ -106,8 +106,8 @@ func TestTransportObservesBlocks(t *testing.T) {
 				t.Errorf("primary reading %+v, want remaining %d (-1: none)", r, tt.remaining)
 			}
 			// Only an answer that was no rate limit says a call went through.
-			if passed := tt.status != http.StatusForbidden && tt.status != http.StatusTooManyRequests; r.Passed != passed {
-				t.Errorf("passed %v, want %v", r.Passed, passed)
+			if passed := tt.status != http.StatusForbidden && tt.status != http.StatusTooManyRequests; r.PassedAt.Equal(t0) != passed || !passed && !r.PassedAt.IsZero() {
+				t.Errorf("passed at %v, want the answer's time: %v", r.PassedAt, passed)
 			}
 		})
 	}

@@ -67,7 +67,7 @@
 //     doubles that block's length (at least GitHub's new wait, at most
 //     MaxBlock): "if your request continues to fail due to a secondary
 //     rate limit, wait for an exponentially increasing amount of time
-//     between retries". A call that went through since (Reading.Passed)
+//     between retries". A call that went through since (Reading.PassedAt)
 //     means the limit lifted: the next one starts from GitHub's wait
 //     again. The length travels with the block (BlockedFor), so every
 //     process doubles from the same base.
@@ -92,14 +92,10 @@ type Reading struct {
 	// BlockedFor is the block's length from when GitHub imposed it
 	// (BlockedUntil − BlockedFor): the base a repeat doubles.
 	BlockedFor time.Duration
-	// Passed marks a reading taken from an answer that was not a rate
-	// limit (the call went through): the Tracker notes when, and a limit
-	// met after that is no repeat.
-	Passed bool
-	// PassedAt is the last time a call of the installation went through,
-	// as the process that shares this reading knows it (shared with the
-	// primary fields, so another process does not take a limit after it
-	// for a repeat).
+	// PassedAt is the last time a call of the installation went through
+	// (its answer was no rate limit): set by the transport on such an
+	// answer, kept by the Tracker, and shared with the primary fields, so
+	// that no process takes a limit met after it for a repeat.
 	PassedAt time.Time
 }
 

@@ -131,9 +131,6 @@ func (t *Tracker) Observe(installationID int64, r Reading) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e := t.entry(installationID)
-	if r.Passed && r.Known() {
-		e.passedAt = later(e.passedAt, r.ObservedAt)
-	}
 	e.passedAt = later(e.passedAt, r.PassedAt)
 	e.latest = newest(e.latest, r, e.passedAt)
 }

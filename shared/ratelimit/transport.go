@@ -86,7 +86,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if until, blocked := blockOf(resp, now); blocked {
 		r.BlockedUntil, r.BlockedFor, ok = until, until.Sub(now), true
 	} else if resp.StatusCode != http.StatusForbidden && resp.StatusCode != http.StatusTooManyRequests {
-		r.Passed = true // the call went through the rate limits
+		r.PassedAt = now // the call went through the rate limits
 	}
 	if ok {
 		t.observer.Observe(t.installationID, r)
