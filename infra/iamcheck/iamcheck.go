@@ -162,8 +162,8 @@ func (p *Policy) Allows(action, resource string, keys []string) bool {
 	return false
 }
 
-// Request is what IAM authorises of one AWS request.
-type Request struct {
+// request is what IAM authorises of one AWS request.
+type request struct {
 	// Service is the signing name from the credential scope ("dynamodb").
 	Service string
 	// Operation is the API operation ("UpdateItem").
@@ -176,19 +176,19 @@ type Request struct {
 	body []byte
 }
 
-// Read reads what r asks for. Its body is read and put back.
-func Read(r *http.Request) (Request, error) {
+// read reads what r asks for. Its body is read and put back.
+func read(r *http.Request) (request, error) {
 	var body []byte
 	if r.Body != nil {
 		b, err := io.ReadAll(r.Body)
 		if err != nil {
-			return Request{}, err
+			return request{}, err
 		}
 		body = b
 		r.Body = io.NopCloser(bytes.NewReader(b))
 		r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
 	}
-	q := Request{body: body}
+	q := request{body: body}
 	auth := r.Header.Get("Authorization")
 	if i := strings.Index(auth, "Credential="); i >= 0 {
 		scope := strings.Split(strings.SplitN(auth[i+len("Credential="):], ",", 2)[0], "/")
@@ -197,7 +197,7 @@ func Read(r *http.Request) (Request, error) {
 		}
 	}
 	if q.Service == "" {
-		return Request{}, fmt.Errorf("iamcheck: %s %s: no SigV4 credential scope", r.Method, r.URL.Path)
+		return request{}, fmt.Errorf("iamcheck: %s %s: no SigV4 credential scope", r.Method, r.URL.Path)
 	}
 	form := url.Values{}
 	if t := r.Header.Get("X-Amz-Target"); t != "" {
@@ -206,7 +206,7 @@ func Read(r *http.Request) (Request, error) {
 		form, q.Operation = f, f.Get("Action")
 	}
 	if q.Operation == "" {
-		return Request{}, fmt.Errorf("iamcheck: %s %s to %s: no operation named", r.Method, r.URL.Path, q.Service)
+		return request{}, fmt.Errorf("iamcheck: %s %s to %s: no operation named", r.Method, r.URL.Path, q.Service)
 	}
 	q.Actions = []string{q.Service + ":" + authorisedAs(q.Operation)}
 	switch q.Service {
@@ -310,11 +310,11 @@ func (c *Checker) Denied() []string {
 
 // check returns the refusal for r, or nil when its role allows it.
 func (c *Checker) check(r *http.Request) *http.Response {
-	q, err := Read(r)
+	q, err := read(r)
 	if err != nil {
-		return c.refuse(r, Request{Service: "unknown", Actions: []string{err.Error()}}, err.Error())
+		return c.refuse(r, request{Service: "unknown", Actions: []string{err.Error()}}, err.Error())
 	}
-	resources := c.policy.values.resources(q, q.body)
+	resources := c.policy.values.resources(q)
 	if resources == nil {
 		resources = []string{""}
 	}
@@ -331,7 +331,7 @@ func (c *Checker) check(r *http.Request) *http.Response {
 	return nil
 }
 
-func (c *Checker) refuse(r *http.Request, q Request, action string) *http.Response {
+func (c *Checker) refuse(r *http.Request, q request, action string) *http.Response {
 	line := fmt.Sprintf("%s: %s (%s", c.policy.Function, action, q.Operation)
 	if len(q.Keys) > 0 {
 		line += " of " + strings.Join(q.Keys, ", ")

@@ -209,9 +209,9 @@ func (r resolver) sub(arg any) ([]string, error) {
 // checks.
 var checked = []string{"dynamodb", "sqs", "secretsmanager", "ssm"}
 
-// resources returns the ARNs a request of q's service acts on, from its
-// body; nil when the service's resources are not checked.
-func (v *Values) resources(q Request, body []byte) []string {
+// resources returns the ARNs request q acts on, from its body; nil when
+// its service's resources are not checked.
+func (v *Values) resources(q request) []string {
 	if v == nil || !slices.Contains(checked, q.Service) {
 		return nil
 	}
@@ -223,7 +223,7 @@ func (v *Values) resources(q Request, body []byte) []string {
 		Names                                                      []string
 		RequestItems                                               map[string]json.RawMessage
 	}
-	_ = json.Unmarshal(body, &in)
+	_ = json.Unmarshal(q.body, &in)
 	var out []string
 	switch q.Service {
 	case "dynamodb":
