@@ -188,7 +188,7 @@ func (p Policy) Next(in Input) Decision {
 		snapR = in.Rand.Float64()
 	}
 	ladder := p.rungDelay(rung, ladderR)
-	snap := SnapJitterMin + time.Duration(snapR*float64(SnapJitterMax-SnapJitterMin))
+	snap := SnapJitter(snapR)
 
 	delay, basis := ladder, BasisLadder
 	if in.Failure.Class == failure.RateLimit {
@@ -209,6 +209,13 @@ func (p Policy) Next(in Input) Decision {
 		Rung:           rung + 1,
 		Basis:          basis,
 	}
+}
+
+// SnapJitter is the jitter added to a wait snapped to a rate limit's end,
+// for r uniform in [0, 1): in [SnapJitterMin, SnapJitterMax), so that the
+// processes waiting on one installation do not all call at its reset second.
+func SnapJitter(r float64) time.Duration {
+	return SnapJitterMin + time.Duration(r*float64(SnapJitterMax-SnapJitterMin))
 }
 
 // rungDelay is Ladder[min(rung, last)] scaled by 1 + Jitter·(2r − 1).

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/ghclaim/ghclaim/shared/backoff"
 	"github.com/ghclaim/ghclaim/shared/ghapp"
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/pool"
@@ -104,10 +105,12 @@ func (r *Reclaimer) liveness(ctx context.Context, c candidate, now time.Time, re
 		return c, "", r.recheck(ctx, c, now.Add(grace), false, now, rep)
 	}
 	if rd, halted := r.rate(ctx, rec.InstallationID, now, log); halted {
-		due, resume := now.Add(grace), rd.ResumeAt(now)
-		if resume.Before(due) {
-			due = resume.Add(time.Minute)
-		}
+		// Looked at again as soon as GitHub may be asked, with the jitter
+		// the claimers' deferrals get: sooner would be deferred again, and a
+		// fixed margin past the end left the job without a runner for that
+		// long (a minute, where the end was seconds away).
+		resume := rd.ResumeAt(now)
+		due := resume.Add(backoff.SnapJitter(r.cfg.Rand.Float64()))
 		rep.LivenessRateLimited++
 		log.WarnContext(ctx, "reclaim liveness check deferred: installation rate limit exhausted or blocked",
 			slog.Int64("installation_id", rec.InstallationID), slog.Time("reset_at", resume))

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ghclaim/ghclaim/infra/ghfake"
+	"github.com/ghclaim/ghclaim/shared/backoff"
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/ratelimit"
 	"github.com/ghclaim/ghclaim/shared/reclaim"
@@ -208,4 +209,48 @@ type passCase struct {
 	name    string
 	abandon bool
 	report  func(r reclaim.Report) bool
+}
+
+// TestLivenessDeferredToTheResume: a liveness check the installation's
+// rate limit holds up is due again when GitHub may be asked, plus the
+// claimers' snap jitter: neither a grace early (it would be deferred
+// again) nor a fixed minute late (a block of seconds kept a job without a
+// runner for a minute, longer than `make test`'s short chaos run waited).
+func TestLivenessDeferredToTheResume(t *testing.T) {
+	t.Parallel()
+	const id = int64(730)
+	tests := []struct {
+		name   string
+		resume time.Time
+		halt   func(t *testing.T, l *live, resume time.Time)
+	}{
+		{name: "budget exhausted past the grace", resume: t0.Add(time.Hour),
+			halt: func(t *testing.T, l *live, resume time.Time) {
+				must(t, l.store.SaveRate(context.Background(), 42, ratelimit.Reading{Limit: 5000, Remaining: 0, ResetAt: resume, ObservedAt: t0.Add(-time.Minute)}))
+			}},
+		{name: "secondary-limit block ending within the grace", resume: t0.Add(3 * time.Second),
+			halt: func(t *testing.T, l *live, resume time.Time) {
+				must(t, l.store.SaveBlock(context.Background(), 42, resume, time.Minute))
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			l := setupLive(t)
+			l.claimed(t, id, t0.Add(-liveGrace-time.Second))
+			tt.halt(t, l, tt.resume)
+			l.coldRates()
+
+			rep := l.run(t, l.reclaimer(t, nil))
+
+			got := l.get(t, id)
+			if rep.LivenessRateLimited != 1 || got.State != job.Claimed {
+				t.Fatalf("record %+v, report %+v: want the check deferred", got, rep)
+			}
+			due := job.FromMillis(got.SweepAt)
+			if lo, hi := tt.resume.Add(backoff.SnapJitterMin), tt.resume.Add(backoff.SnapJitterMax); due.Before(lo) || !due.Before(hi) {
+				t.Errorf("checked again at %s, want in [%s, %s): the resume %s plus the snap jitter", due, lo, hi, tt.resume)
+			}
+		})
+	}
 }
