@@ -50,7 +50,13 @@ func TestRunShort(t *testing.T) {
 		FunctionTimeout: 4 * time.Second, Lease: 5 * time.Second, Visibility: 5 * time.Second,
 		Ladder: []time.Duration{ms(200), ms(400), ms(600)}, PendingGrace: ms(400), QueuedGrace: ms(600),
 		ReclaimEvery: ms(500), RedeliverEvery: ms(500), JanitorEvery: time.Second, ScriptPace: 0.1,
-		Settle: 60 * time.Second}
+		// Not compressed: DESIGN's 5–25 s jitter after a rate limit's end. A
+		// throttle fault blocks its installation (a secondary limit binds
+		// them all), so every claim and liveness check of it in flight waits
+		// that long, and a job can meet two or three such waits (claim,
+		// check, new claim): up to about 75 s. Passing runs end in 10–40 s;
+		// a run that fails waits this long before it says so.
+		Settle: 150 * time.Second}
 	if testing.Verbose() {
 		cfg.Progress = os.Stderr
 	}
