@@ -405,9 +405,10 @@ func TestHungGitHubCallStillHandsOff(t *testing.T) {
 	h.seed(t, id)
 	h.gh.Fail(ghfake.RouteRepoJIT, 1, ghfake.Slow(time.Minute))
 	msgs := h.receive(t, 1)
-	// Just over the safety margin left: the message starts, the JIT call
-	// hangs until the work context ends HandOffReserve before the invocation.
-	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(1100*time.Millisecond))
+	// Over the safety margin left (by 400 ms, so that a busy CI box still
+	// starts the message): the message starts, the JIT call hangs until the
+	// work context ends HandOffReserve before the invocation.
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(1400*time.Millisecond))
 	defer cancel()
 	if resp := h.invokeCtx(t, ctx, c, msgs...); len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("failures %v", resp.BatchItemFailures)
