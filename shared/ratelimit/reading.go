@@ -104,10 +104,16 @@ const Freshness = 5 * time.Minute
 
 // MinBlock is the wait a secondary rate limit imposes when GitHub names
 // none ("wait for at least one minute"); MaxBlock caps a recorded block,
-// and a block further ahead than it is not trusted.
+// and a block further ahead than it and NowLag is not trusted.
 const (
 	MinBlock = time.Minute
 	MaxBlock = time.Hour
+	// NowLag is how far the now a caller asks with may trail the clock a
+	// block was timed with: a reclaimer pass reads its now once and the
+	// claimer before its lease, so a cap-length block met during the pass
+	// or the claim ends a little more than MaxBlock after that now, and
+	// must still hold (a repeated limit doubles to exactly the cap).
+	NowLag = 5 * time.Minute
 	// RepeatWindow: a secondary limit met this soon after the last block
 	// ended is a repeat, and waits twice as long.
 	RepeatWindow = 10 * time.Minute
@@ -145,9 +151,10 @@ func (r Reading) Exhausted(now time.Time) bool {
 }
 
 // Blocked reports whether a secondary rate limit forbids calling GitHub at
-// now: BlockedUntil is ahead, by no more than MaxBlock.
+// now: BlockedUntil is ahead, by no more than MaxBlock and NowLag (further
+// ahead, it comes from a skewed clock).
 func (r Reading) Blocked(now time.Time) bool {
-	return r.BlockedUntil.After(now) && r.BlockedUntil.Sub(now) <= MaxBlock
+	return r.BlockedUntil.After(now) && r.BlockedUntil.Sub(now) <= MaxBlock+NowLag
 }
 
 // Halted reports whether no GitHub call may be made at now: the budget is

@@ -19,9 +19,11 @@ import (
 // sweep finds one past its grace (the sweep's consistent read of the record
 // carries its identity) the reclaimer decides:
 //
-//   - the installation's shared rate reading is exhausted: GitHub is not
-//     asked; the check moves to the reset (or one grace, if sooner),
-//     uncounted.
+//   - the installation's rate reading is exhausted or blocked (a
+//     secondary limit): GitHub is not asked; the check moves to the reset
+//     or the block's end plus the 5–25 s snap jitter, uncounted. A check
+//     whose own call meets the limit moves the same way; any other failed
+//     call moves it one grace.
 //   - GitHub is asked first for the attempt's runner (job.RunnerNameAt:
 //     <pool>-<job>, or <pool>-<job>-r<n> after n replacements; one call). Online
 //     and idle: GitHub has not assigned yet; check again after another
@@ -43,8 +45,9 @@ import (
 //
 // Call budget per claimed record past its grace: one call (idle runner),
 // two (offline, missing, busy), plus one delete for a new attempt; none when
-// the installation is exhausted. A GitHub error pushes the check by one
-// grace, uncounted, so a broken installation costs one call per grace.
+// the installation is exhausted or blocked. A GitHub error pushes the
+// check by one grace, uncounted, so a broken installation costs one call
+// per grace; a rate limit met pushes it to the limit's end instead.
 //
 // A new attempt first removes the old attempt: the runner is deleted
 // busy-safe (GitHub's 422 on a busy runner means leave it) and the
@@ -128,7 +131,7 @@ func (r *Reclaimer) liveness(ctx context.Context, c candidate, now time.Time, re
 		r.noteBlock(rec.InstallationID, ferr)
 		rep.LivenessFailed++
 		log.WarnContext(ctx, "reclaim liveness check failed", slog.String("step", "find runner"), slog.Any("err", ferr))
-		return c, "", r.recheck(ctx, c, now.Add(grace), false, now, rep)
+		return c, "", r.recheck(ctx, c, r.afterFailure(rec.InstallationID, now, grace), false, now, rep)
 	}
 	idle := !missing && runner.Status == "online" && !runner.Busy
 	if idle && rec.LivenessChecks < r.cfg.MaxLivenessChecks {
@@ -142,7 +145,7 @@ func (r *Reclaimer) liveness(ctx context.Context, c candidate, now time.Time, re
 		return c, "", err
 	}
 	if status == "" {
-		return c, "", r.recheck(ctx, c, now.Add(grace), false, now, rep)
+		return c, "", r.recheck(ctx, c, r.afterFailure(rec.InstallationID, now, grace), false, now, rep)
 	}
 	c.reason = RunnerLost
 	if !missing && runner.Busy {
@@ -159,7 +162,7 @@ func (r *Reclaimer) liveness(ctx context.Context, c candidate, now time.Time, re
 			return c, "", err
 		}
 		if status == "" {
-			return c, "", r.recheck(ctx, c, now.Add(grace), false, now, rep)
+			return c, "", r.recheck(ctx, c, r.afterFailure(rec.InstallationID, now, grace), false, now, rep)
 		}
 		r.taken(ctx, &c, name, status, log, rep)
 	}
@@ -172,12 +175,27 @@ func (r *Reclaimer) liveness(ctx context.Context, c candidate, now time.Time, re
 		// the job two. Like any failed call of the check, look again after
 		// a grace.
 		log.WarnContext(ctx, "reclaim liveness: old attempt not removed, new attempt deferred", slog.String("runner_name", name))
-		return c, "", r.recheck(ctx, c, now.Add(grace), false, now, rep)
+		return c, "", r.recheck(ctx, c, r.afterFailure(rec.InstallationID, now, grace), false, now, rep)
 	}
 	log.InfoContext(ctx, "reclaim liveness: new attempt", slog.String("runner_name", name), slog.String("job_status", status),
 		slog.String("runner_status", runner.Status), slog.Bool("runner_busy", runner.Busy), slog.Bool("runner_missing", missing),
 		slog.Int("replacements", rec.Replacements))
 	return c, job.Queued, nil
+}
+
+// afterFailure is when a check whose GitHub call failed is looked at
+// again: a grace later, or, when the failure was the installation's rate
+// limit (the transport or noteBlock recorded it in this process's
+// reading), at its end plus the snap jitter, as a check deferred before
+// calling is: a block of seconds must not cost the job a grace.
+func (r *Reclaimer) afterFailure(inst int64, now time.Time, grace time.Duration) time.Time {
+	if r.cfg.Rates != nil {
+		at := r.cfg.Now() // the reading was timed with the clock, not the pass's now
+		if rd, ok := r.cfg.Rates.Latest(inst); ok && rd.Halted(at) {
+			return rd.ResumeAt(at).Add(backoff.SnapJitter(r.cfg.Rand.Float64()))
+		}
+	}
+	return now.Add(grace)
 }
 
 // atWork asks GitHub for rec's job. A job in progress or completed is

@@ -485,8 +485,15 @@ func TestFailedRemovalDefersTheNewAttempt(t *testing.T) {
 			if msgs := l.messages(); len(msgs) != 0 {
 				t.Fatalf("messages %+v after a failed removal, want none (the old machine may be up)", msgs)
 			}
-			if got := l.get(t, id); got.State != job.Claimed || got.SweepAt != job.Millis(l.clock.Now().Add(liveGrace)) {
-				t.Fatalf("record %+v, want claimed, checked again after a grace", got)
+			// Checked again after a grace; after a secondary limit (no
+			// Retry-After: a minute), at the block's end plus the jitter.
+			lo, hi := l.clock.Now().Add(liveGrace), l.clock.Now().Add(liveGrace+time.Millisecond)
+			if tt.block {
+				end := l.clock.Now().Add(ratelimit.MinBlock)
+				lo, hi = end.Add(backoff.SnapJitterMin), end.Add(backoff.SnapJitterMax)
+			}
+			if got := l.get(t, id); got.State != job.Claimed || job.FromMillis(got.SweepAt).Before(lo) || !job.FromMillis(got.SweepAt).Before(hi) {
+				t.Fatalf("record %+v, want claimed, checked again in [%s, %s)", got, lo, hi)
 			}
 			if rd, err := l.store.LoadRate(context.Background(), 42); tt.block && (err != nil || !rd.Blocked(l.clock.Now())) {
 				t.Fatalf("shared rate item %+v (%v), want the secondary limit's block", rd, err)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/ghclaim/ghclaim/infra/ghfake"
 	"github.com/ghclaim/ghclaim/shared/backoff"
+	"github.com/ghclaim/ghclaim/shared/ghapp"
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/ratelimit"
 	"github.com/ghclaim/ghclaim/shared/reclaim"
@@ -252,5 +253,86 @@ func TestLivenessDeferredToTheResume(t *testing.T) {
 				t.Errorf("checked again at %s, want in [%s, %s): the resume %s plus the snap jitter", due, lo, hi, tt.resume)
 			}
 		})
+	}
+}
+
+// TestLivenessMeetingTheLimitWaitsForItsEnd: a check whose own GitHub call
+// meets a secondary limit is due again at the block's end plus the snap
+// jitter, like one deferred before calling; any other failed call moves it
+// one grace (a broken installation costs one call per grace).
+func TestLivenessMeetingTheLimitWaitsForItsEnd(t *testing.T) {
+	t.Parallel()
+	const id = int64(740)
+	block := 5 * time.Second
+	tests := []struct {
+		name   string
+		fail   func(l *live)
+		lo, hi time.Time
+	}{
+		{name: "runner lookup: 429 with Retry-After",
+			fail: func(l *live) { l.fake.Fail(ghfake.RouteRepoRunners, 1, ghfake.TooManyRequests(block)) },
+			lo:   t0.Add(block + backoff.SnapJitterMin), hi: t0.Add(block + backoff.SnapJitterMax)},
+		{name: "job status: secondary-limit 403",
+			fail: func(l *live) {
+				must(t, l.fake.SetRunner(job.RunnerName("linux", id), "offline", false))
+				l.fake.Fail(ghfake.RouteJob, 1, ghfake.SecondaryRateLimit(block))
+			},
+			lo: t0.Add(block + backoff.SnapJitterMin), hi: t0.Add(block + backoff.SnapJitterMax)},
+		{name: "runner lookup: 502, one grace",
+			fail: func(l *live) { l.fake.Fail(ghfake.RouteRepoRunners, 1, ghfake.ServerError(502)) },
+			lo:   t0.Add(liveGrace), hi: t0.Add(liveGrace + time.Nanosecond)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			l := setupLive(t)
+			l.claimed(t, id, t0.Add(-liveGrace-time.Second))
+			tt.fail(l)
+
+			rep := l.run(t, l.reclaimer(t, nil))
+
+			got := l.get(t, id)
+			if rep.LivenessFailed != 1 || got.State != job.Claimed {
+				t.Fatalf("record %+v, report %+v: want the check failed and kept", got, rep)
+			}
+			if due := job.FromMillis(got.SweepAt); due.Before(tt.lo) || !due.Before(tt.hi) {
+				t.Errorf("checked again at t0+%s, want in [t0+%s, t0+%s)", due.Sub(t0), tt.lo.Sub(t0), tt.hi.Sub(t0))
+			}
+		})
+	}
+}
+
+// ticking moves the clock on a second before each runner lookup: a pass's
+// calls take time, while the pass reads its now once.
+type ticking struct {
+	reclaim.GitHub
+	l *live
+}
+
+func (g ticking) FindRunner(ctx context.Context, inst int64, scope, owner, repo, name string) (ghapp.Runner, error) {
+	g.l.clock.Advance(time.Second)
+	return g.GitHub.FindRunner(ctx, inst, scope, owner, repo, name)
+}
+
+// TestCapLengthBlockHoldsForThePass: a block of the full cap (an hour: what
+// a repeated limit doubles to) met a second into a pass ends a little more
+// than the cap after the pass's now; it still keeps the pass's later
+// candidates off GitHub, rather than being taken for a skewed clock's.
+func TestCapLengthBlockHoldsForThePass(t *testing.T) {
+	t.Parallel()
+	l := setupLive(t)
+	for _, id := range []int64{750, 751, 752} {
+		l.claimed(t, id, t0.Add(-liveGrace-time.Second))
+	}
+	l.fake.Fail(ghfake.RouteRepoRunners, 1, ghfake.TooManyRequests(ratelimit.MaxBlock))
+	before := l.fake.Stats().Calls[ghfake.RouteRepoRunners]
+
+	rep := l.run(t, l.reclaimer(t, func(c *reclaim.Config) { c.GitHub = ticking{GitHub: l.gh, l: l} }))
+
+	if n := l.fake.Stats().Calls[ghfake.RouteRepoRunners] - before; n != 1 {
+		t.Errorf("%d runner lookups, want 1: GitHub was called again during the hour's block (report %+v)", n, rep)
+	}
+	if rep.LivenessRateLimited != 2 {
+		t.Errorf("report %+v, want the two later checks deferred", rep)
 	}
 }
