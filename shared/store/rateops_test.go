@@ -10,7 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ghclaim/ghclaim/shared/ratelimit"
 	"github.com/ghclaim/ghclaim/shared/store"
@@ -65,5 +68,38 @@ func TestRateWritesAreUpdatesOfTheRateItem(t *testing.T) {
 	want := []string{"DynamoDB_20120810.UpdateItem rate#990001", "DynamoDB_20120810.UpdateItem rate#990001"}
 	if len(rec.ops) != len(want) || rec.ops[0] != want[0] || rec.ops[1] != want[1] {
 		t.Errorf("requests %q, want %q", rec.ops, want)
+	}
+}
+
+// TestBlockOutlivesAnOldTTL: a block written on a rate item whose TTL
+// (set by a primary reading days ago) has passed moves the TTL past the
+// block, so DynamoDB's TTL sweep cannot drop the item, block included,
+// while the block runs.
+func TestBlockOutlivesAnOldTTL(t *testing.T) {
+	t.Parallel()
+	s := store.New(env.db, env.table, store.Options{})
+	ctx := context.Background()
+	const inst = 990_002
+	now := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
+	old := now.Add(-72 * time.Hour)
+	if err := s.SaveRate(ctx, inst, ratelimit.Reading{Limit: 5000, Remaining: 10, ResetAt: old.Add(time.Hour), ObservedAt: old}); err != nil {
+		t.Fatal(err)
+	}
+	until := now.Add(time.Minute)
+	if err := s.SaveBlock(ctx, inst, until, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	out, err := env.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &env.table, Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "rate#990002"}}, ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var it struct {
+		ExpiresAt int64 `dynamodbav:"expires_at"`
+	}
+	if err := attributevalue.UnmarshalMap(out.Item, &it); err != nil {
+		t.Fatal(err)
+	}
+	if it.ExpiresAt < until.Unix() {
+		t.Errorf("expires_at %s, before the block's end %s: TTL may delete the block", time.Unix(it.ExpiresAt, 0).UTC(), until)
 	}
 }

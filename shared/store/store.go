@@ -607,9 +607,11 @@ func (s *Store) SaveRate(ctx context.Context, installationID int64, r ratelimit.
 // fields stay.
 func (s *Store) SaveBlock(ctx context.Context, installationID int64, until time.Time, length time.Duration) error {
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                &s.table,
-		Key:                      key(job.RateKey(installationID)),
-		UpdateExpression:         aws.String("SET #b = :b, #f = :f, #e = if_not_exists(#e, :e)"),
+		TableName: &s.table,
+		Key:       key(job.RateKey(installationID)),
+		// The TTL moves too: a primary reading's (its reset + 24 h) may
+		// have passed, and TTL would drop the item with the block.
+		UpdateExpression:         aws.String("SET #b = :b, #f = :f, #e = :e"),
 		ConditionExpression:      aws.String("attribute_not_exists(#b) OR #b < :b"),
 		ExpressionAttributeNames: map[string]string{"#b": "blocked_until", "#f": "blocked_for", "#e": "expires_at"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
