@@ -204,7 +204,7 @@ func (nopMetrics) Flush()              {}
 // Why a pass stopped before it was done.
 const (
 	StopRateFloor = "rate_floor" // the App budget fell below MinRemaining
-	StopRateLimit = "rate_limit" // GitHub refused with a rate limit
+	StopRateLimit = "rate_limit" // GitHub refused with a rate limit, or a secondary limit's block runs
 	StopBudget    = "budget"     // the pass ran out of time
 	// StopReadError: a page of the log could not be read. Unlike the
 	// others it does not stop the redeliveries of what was read.
@@ -457,7 +457,14 @@ func (r *Redeliverer) shouldStop(stop time.Time) string {
 	if !r.c.Now().Before(stop) {
 		return StopBudget
 	}
-	if rd, ok := r.c.Rate(); ok && rd.Remaining < r.c.MinRemaining && rd.ResetAt.After(r.c.Now()) {
+	rd, ok := r.c.Rate()
+	if !ok {
+		return ""
+	}
+	if rd.Blocked(r.c.Now()) {
+		return StopRateLimit
+	}
+	if rd.Known() && rd.Remaining < r.c.MinRemaining && rd.ResetAt.After(r.c.Now()) {
 		return StopRateFloor
 	}
 	return ""
@@ -482,6 +489,10 @@ func (r *Redeliverer) record(rep Report) {
 // Config.Rate (AppBudget.Reading). The App is one budget, read by one pass
 // at a time, so the last answer wins (readings taken in the same
 // millisecond included, which ratelimit.Tracker would keep the first of).
+// A secondary limit's block (a 429, or a 403 with Retry-After) is kept
+// beside it, the later block winning, and outlives the pass in a warm
+// process: the next passes make no call until it ends (GitHub may ban an
+// integration that goes on calling).
 type AppBudget struct {
 	mu sync.Mutex
 	r  ratelimit.Reading
@@ -489,19 +500,25 @@ type AppBudget struct {
 
 var _ ratelimit.Observer = (*AppBudget)(nil)
 
-// Observe keeps r.
+// Observe keeps r's budget, when it carries one, and the later of the
+// kept block and r's.
 func (b *AppBudget) Observe(_ int64, r ratelimit.Reading) {
-	if !r.Known() {
-		return // a secondary limit's block alone: no budget to read
-	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.r = r
+	until, length := b.r.BlockedUntil, b.r.BlockedFor
+	if r.BlockedUntil.After(until) {
+		until, length = r.BlockedUntil, r.BlockedFor
+	}
+	if r.Known() {
+		b.r = r
+	}
+	b.r.BlockedUntil, b.r.BlockedFor = until, length
 }
 
-// Reading returns the latest reading (ok false: none yet).
+// Reading returns the latest reading (ok false: no budget and no block
+// seen yet).
 func (b *AppBudget) Reading() (ratelimit.Reading, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.r, b.r.Known()
+	return b.r, b.r.Known() || !b.r.BlockedUntil.IsZero()
 }

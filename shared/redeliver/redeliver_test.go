@@ -79,15 +79,29 @@ type fixture struct {
 // rate-reading transport), a memory store and the injected clock.
 // TestAppBudgetKeepsItsReadingThroughABlock: a 429 without rate headers
 // (a secondary limit's block alone) never clobbers the App's last budget
-// reading, which the pass's floor check reads.
+// reading, which the pass's floor check reads; the block is kept beside
+// it, through later readings, and a shorter block does not cut it.
 func TestAppBudgetKeepsItsReadingThroughABlock(t *testing.T) {
 	t.Parallel()
 	b := &redeliver.AppBudget{}
 	rd := ratelimit.Reading{Limit: 5000, Remaining: 3, ResetAt: t0.Add(time.Hour), ObservedAt: t0}
 	b.Observe(0, rd)
-	b.Observe(0, ratelimit.Reading{BlockedUntil: t0.Add(time.Minute)})
-	if got, ok := b.Reading(); !ok || !got.Equal(rd) {
-		t.Errorf("reading %+v (%v), want %+v kept", got, ok, rd)
+	b.Observe(0, ratelimit.Reading{BlockedUntil: t0.Add(time.Minute), BlockedFor: time.Minute})
+	b.Observe(0, ratelimit.Reading{BlockedUntil: t0.Add(time.Second), BlockedFor: time.Second})
+	want := rd
+	want.BlockedUntil, want.BlockedFor = t0.Add(time.Minute), time.Minute
+	if got, ok := b.Reading(); !ok || !got.Equal(want) {
+		t.Errorf("reading %+v (%v), want %+v", got, ok, want)
+	}
+	later := ratelimit.Reading{Limit: 5000, Remaining: 2, ResetAt: t0.Add(time.Hour), ObservedAt: t0.Add(time.Second)}
+	b.Observe(0, later)
+	want = later
+	want.BlockedUntil, want.BlockedFor = t0.Add(time.Minute), time.Minute
+	if got, _ := b.Reading(); !got.Equal(want) {
+		t.Errorf("after a later reading %+v, want %+v", got, want)
+	}
+	if b := (&redeliver.AppBudget{}); func() bool { b.Observe(0, ratelimit.Block(t0, time.Minute)); _, ok := b.Reading(); return !ok }() {
+		t.Error("a block alone reads as nothing seen")
 	}
 }
 
@@ -308,6 +322,27 @@ func TestRateLimitStopsThePass(t *testing.T) {
 		rep := f.run(t)
 		if rep.Stopped != redeliver.StopRateLimit || rep.Pages != 0 {
 			t.Errorf("pass = %+v, want stopped by the rate limit before any page", rep)
+		}
+	})
+	t.Run("a secondary limit's block outlasts the pass", func(t *testing.T) {
+		t.Parallel()
+		f := setup(t)
+		f.fake.SetWebhook(answer(200), "s")
+		f.record("g", "workflow_job", 503, time.Minute)
+		f.fake.Fail(ghfake.RouteDeliveries, 1, ghfake.TooManyRequests(30*time.Minute))
+		if rep := f.run(t); rep.Stopped != redeliver.StopRateLimit || rep.Pages != 0 {
+			t.Fatalf("pass 1 = %+v, want stopped by the 429", rep)
+		}
+		// The next pass, five minutes on, is inside the 30-minute block:
+		// no call at all (GitHub may ban an integration that goes on).
+		f.clock.add(5 * time.Minute)
+		lists := f.fake.Stats().Calls[ghfake.RouteDeliveries]
+		if rep := f.run(t); rep.Stopped != redeliver.StopRateLimit || f.fake.Stats().Calls[ghfake.RouteDeliveries] != lists {
+			t.Fatalf("pass 2 = %+v, %d more log reads; want stopped by the block before any call", rep, f.fake.Stats().Calls[ghfake.RouteDeliveries]-lists)
+		}
+		f.clock.add(26 * time.Minute)
+		if rep := f.run(t); rep.Stopped != "" || f.fake.Redeliveries("g") != 1 {
+			t.Fatalf("pass after the block = %+v, g redelivered %d times; want it asked", rep, f.fake.Redeliveries("g"))
 		}
 	})
 	t.Run("429 on a redelivery", func(t *testing.T) {
