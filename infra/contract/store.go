@@ -834,6 +834,17 @@ func TestStoreCore(t *testing.T, base int64, open func(t *testing.T) Core, pendi
 		if got.Remaining != 0 || got.Limit != 5000 || !got.ResetAt.Equal(newer.ResetAt) || !got.ObservedAt.Equal(newer.ObservedAt) || !got.PassedAt.Equal(newer.PassedAt) {
 			t.Fatalf("an older reading clobbered a newer one: got %+v", got)
 		}
+		// A newer reading from a process whose last call went through
+		// earlier than the stored one's keeps the later passed_at: "a
+		// call went through since" must not go back in time, or a limit
+		// met after a block would be taken for a repeat and doubled.
+		lagging := ratelimit.Reading{Limit: 5000, Remaining: 0, ResetAt: T0.Add(40 * time.Minute), ObservedAt: T0.Add(2 * time.Second), PassedAt: T0.Add(-time.Minute)}
+		must(t, s.SaveRate(ctx, inst, lagging))
+		got, err = s.LoadRate(ctx, inst)
+		must(t, err)
+		if !got.ObservedAt.Equal(lagging.ObservedAt) || !got.PassedAt.Equal(newer.PassedAt) {
+			t.Fatalf("after a newer reading with an older pass: %+v, want observed %v and passed %v kept", got, lagging.ObservedAt, newer.PassedAt)
+		}
 	})
 
 	run("rate block", func(t *testing.T) {

@@ -431,6 +431,9 @@ func (s *Store) SaveRate(ctx context.Context, installationID int64, r ratelimit.
 		r.PassedAt = job.FromMillis(job.Millis(r.PassedAt))
 	}
 	r.BlockedUntil, r.BlockedFor = cur.BlockedUntil, cur.BlockedFor
+	if cur.PassedAt.After(r.PassedAt) {
+		r.PassedAt = cur.PassedAt // a call went through later elsewhere
+	}
 	s.rates[installationID] = r
 	return nil
 }

@@ -574,13 +574,21 @@ func (s *Store) LoadRate(ctx context.Context, installationID int64) (ratelimit.R
 // reading, unless the stored one is newer (another instance observed
 // later). An update, not a put: a block stored on the item (SaveBlock)
 // stays.
+//
+// passed_at (the last call known to have gone through) never goes back: a
+// newer reading from a process whose own last pass is older than the
+// stored one is written without it. DynamoDB has no max in an update, so
+// the write is conditional on both and, when only passed_at refused it
+// (the item the refusal returns says which), written again without it:
+// a second write, and only then.
 func (s *Store) SaveRate(ctx context.Context, installationID int64, r ratelimit.Reading) error {
-	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	passed := max(job.Millis(r.PassedAt), 0)
+	in := &dynamodb.UpdateItemInput{
 		TableName:        &s.table,
 		Key:              key(job.RateKey(installationID)),
 		UpdateExpression: aws.String("SET #l = :l, #r = :r, #re = :re, #u = :u, #e = :e, #p = :p"),
 		// A block alone has no updated_at yet.
-		ConditionExpression: aws.String("attribute_not_exists(#u) OR #u <= :u"),
+		ConditionExpression: aws.String("(attribute_not_exists(#u) OR #u <= :u) AND (attribute_not_exists(#p) OR #p <= :p)"),
 		ExpressionAttributeNames: map[string]string{
 			"#l": "limit", "#r": "remaining", "#re": "reset_at", "#u": "updated_at", "#e": "expires_at",
 			"#p": "passed_at",
@@ -588,13 +596,31 @@ func (s *Store) SaveRate(ctx context.Context, installationID int64, r ratelimit.
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":l": n(int64(r.Limit)), ":r": n(int64(r.Remaining)), ":re": n(job.Millis(r.ResetAt)),
 			":u": n(job.Millis(r.ObservedAt)),
-			":p": n(max(job.Millis(r.PassedAt), 0)),
+			":p": n(passed),
 			// Rate items outlive their usefulness quickly; let TTL drop them.
 			":e": n(r.ResetAt.Add(24 * time.Hour).Unix()),
 		},
-	})
-	if isConditionFailed(err) {
-		return nil // a newer reading is already shared
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}
+	_, err := s.db.UpdateItem(ctx, in)
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		var cur rateItem
+		if derr := attributevalue.UnmarshalMap(ccf.Item, &cur); derr != nil {
+			return fmt.Errorf("decode rate of installation %d: %w", installationID, derr)
+		}
+		if cur.UpdatedAt > job.Millis(r.ObservedAt) {
+			return nil // a newer reading is already shared
+		}
+		// Newer, but a call went through later elsewhere: keep that.
+		in.UpdateExpression = aws.String("SET #l = :l, #r = :r, #re = :re, #u = :u, #e = :e")
+		in.ConditionExpression = aws.String("attribute_not_exists(#u) OR #u <= :u")
+		delete(in.ExpressionAttributeNames, "#p")
+		delete(in.ExpressionAttributeValues, ":p")
+		_, err = s.db.UpdateItem(ctx, in)
+		if isConditionFailed(err) {
+			return nil // a newer reading landed in between
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("update rate of installation %d: %w", installationID, err)
