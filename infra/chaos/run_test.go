@@ -11,10 +11,14 @@ import (
 	"github.com/ghclaim/ghclaim/infra/emulator"
 )
 
-// world deploys the template's table and queues on the shared emulator.
+// world deploys the template's table and queues on an emulator of the
+// run's own: its janitor lists every tagged machine and runner parameter
+// of the account, and on the binary's shared server it ended the machines
+// of TestMachineRunsTheJob, running beside it (unknown jobs, missing
+// runners, older than the compressed 3.5 s grace).
 func world(t *testing.T) chaos.World {
 	t.Helper()
-	srv := emulator.ForTest(t)
+	srv := emulator.OwnForTest(t)
 	stack := emulator.DeployForTest(t, srv)
 	return chaos.World{AWS: srv.ConfigForTest(t), TableName: stack.TableName, QueueURL: stack.QueueURL}
 }

@@ -54,8 +54,10 @@ const FactoryEnv = "GHCLAIM_MOTO_FACTORY"
 // Region is the region every emulator configuration uses.
 const Region = "us-east-1"
 
-// startTimeout bounds how long Start waits for moto_server to answer.
-const startTimeout = 20 * time.Second
+// startTimeout bounds how long Start waits for moto_server to answer: as long as the
+// factory's warm-up (factoryStartTimeout), which is the same imports, since a launched server
+// often starts while the rest of `make test` compiles on the same cores.
+const startTimeout = 60 * time.Second
 
 // ErrNoEmulator is returned (wrapped) when no endpoint is configured and moto_server cannot be
 // found or started. Its text tells the reader how to get one.
@@ -74,7 +76,7 @@ type Server struct {
 
 // Start returns the emulator named by AWS_ENDPOINT_URL; or else a fresh server from the
 // factory named by GHCLAIM_MOTO_FACTORY; or else launches moto_server on a free 127.0.0.1
-// port. It waits (at most 20 s) until the server answers. Call Close when done.
+// port. It waits (at most 60 s) until the server answers. Call Close when done.
 func Start(ctx context.Context) (*Server, error) {
 	if ep := os.Getenv(EndpointEnv); ep != "" {
 		return &Server{Endpoint: ep}, nil
@@ -275,6 +277,20 @@ func ForTest(t testing.TB) *Server {
 			shared.srv = nil
 		}
 	})
+	return srv
+}
+
+// OwnForTest returns an emulator of t's own (AWS_ENDPOINT_URL's when set, which every test
+// then shares), stopped when t ends. For a test that scans the whole account, as the janitor
+// lists every tagged machine and runner parameter: on the shared server it would judge, and
+// end, the machines of the binary's other tests.
+func OwnForTest(t testing.TB) *Server {
+	t.Helper()
+	srv, err := Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
 	return srv
 }
 
