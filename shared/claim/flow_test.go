@@ -398,17 +398,18 @@ func TestLeaseLostChangesNothing(t *testing.T) {
 func TestHungGitHubCallStillHandsOff(t *testing.T) {
 	t.Parallel()
 	h := setup(t, setupOpt{})
-	// Margins scaled down (1 s, 0.5 s) so the hang is cut within a second
-	// of wall time: the deadline is a real one.
-	c := h.claimer(t, claimerOpt{safety: time.Second, reserve: 500 * time.Millisecond})
+	// The deadline is a real one: the hang is cut a second in (the
+	// deadline minus HandOffReserve), and the hand-off then has the
+	// reserve, 9 s, to write and send before the invocation's deadline,
+	// however slow the box.
+	c := h.claimer(t, claimerOpt{safety: 9500 * time.Millisecond, reserve: 9 * time.Second})
 	const id = 9101
 	h.seed(t, id)
 	h.gh.Fail(ghfake.RouteRepoJIT, 1, ghfake.Slow(time.Minute))
 	msgs := h.receive(t, 1)
-	// Over the safety margin left (by 400 ms, so that a busy CI box still
-	// starts the message): the message starts, the JIT call hangs until the
-	// work context ends HandOffReserve before the invocation.
-	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(1400*time.Millisecond))
+	// Over the safety margin left: the message starts, the JIT call hangs
+	// until the work context ends HandOffReserve before the invocation.
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(10*time.Second))
 	defer cancel()
 	if resp := h.invokeCtx(t, ctx, c, msgs...); len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("failures %v", resp.BatchItemFailures)
