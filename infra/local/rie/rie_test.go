@@ -212,7 +212,9 @@ func TestWarmInvocationsReuseTheProcess(t *testing.T) {
 
 func TestTimeoutAndTheNextInvokeColdStarts(t *testing.T) {
 	t.Parallel()
-	e, _ := setup(t, func(c *rie.Config) { c.Timeout = time.Second })
+	// 3 s: the emulator's timer also runs through the next invoke's cold
+	// start, which a box busy compiling can stretch past a second.
+	e, _ := setup(t, func(c *rie.Config) { c.Timeout = 3 * time.Second })
 	_, err := e.Invoke(context.Background(), []byte(`{"sleep_ms":60000}`))
 	if !errors.Is(err, rie.ErrTimeout) {
 		t.Fatalf("got %v, want ErrTimeout", err)
@@ -261,7 +263,9 @@ func TestTwoEnvironmentsRunAtOnce(t *testing.T) {
 	payload := `{"barrier":` + strconv.Quote(barrier) + `,"parties":2}`
 	envs := []*rie.Environment{}
 	for range 2 {
-		e, _ := setup(t, nil)
+		// A long timeout: the first waits at the barrier while the second
+		// cold-starts, which a busy box can stretch to seconds.
+		e, _ := setup(t, func(c *rie.Config) { c.Timeout = 30 * time.Second })
 		envs = append(envs, e)
 	}
 	answers := make([]answer, len(envs))
