@@ -58,10 +58,14 @@
 //     the primary fields (a 429 carries no budget to read), and shared like
 //     an exhaustion: a later block is always written (SaveBlock), the item
 //     keeps the latest block whatever primary reading lands after it, and
-//     every process that asks the Gate stops until it passes (Halted).
-//     Without it, a backlog after an outage would spend one refused call
-//     per queued job, in every claimer. A block is capped at MaxBlock when
-//     recorded, and one further ahead is a skewed clock's and ignored.
+//     every process that asks the Gate stops until it passes (Halted):
+//     at once when the Gate reads the item (a cold, idle or Low process),
+//     or, for a process busy with the installation (whose own fresh
+//     reading spares it the read), at its own next call, which GitHub
+//     refuses too. Without it, a backlog after an outage would spend one
+//     refused call per queued job, in every claimer. A block is capped at
+//     MaxBlock when recorded, and one further ahead than that and NowLag
+//     is a skewed clock's and ignored.
 //   - A secondary limit met again after the last block ended, with no call
 //     of this process going through in between and within RepeatWindow,
 //     doubles that block's length (at least GitHub's new wait, at most
