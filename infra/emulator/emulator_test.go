@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -153,5 +154,22 @@ func TestRunTestsKeepsOneServerForSequentialTests(t *testing.T) {
 				t.Fatalf("second sequential test got a new server %s, want %s kept", srv.Endpoint, first.Endpoint)
 			}
 		})
+	}
+}
+
+// TestOwnForTestIsApart: a test's own emulator holds none of the shared
+// server's state (a queue made on the shared one is not there), so an
+// account-wide listing, as the janitor's, sees only the test's own
+// resources; with an external endpoint every test shares that one.
+func TestOwnForTestIsApart(t *testing.T) {
+	ctx := context.Background()
+	shared, own := ForTest(t), OwnForTest(t)
+	name := StackName(t.Name())
+	if _, err := sqs.NewFromConfig(shared.ConfigForTest(t)).CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name)}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := sqs.NewFromConfig(own.ConfigForTest(t)).GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(name)})
+	if external := os.Getenv(EndpointEnv) != ""; external != (err == nil) {
+		t.Errorf("external endpoint %v: the shared server's queue seen on the test's own: %v (err %v)", external, err == nil, err)
 	}
 }
