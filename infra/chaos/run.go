@@ -221,6 +221,10 @@ const (
 	fnReclaimer = "reclaimer"
 )
 
+// Stack is the deployment name a run's machines and JIT configs are
+// tagged with (GHCLAIM_STACK), and the one its janitor lists.
+const Stack = "ghclaim-chaos"
+
 // Secret is the webhook secret of a run.
 var Secret = []byte("chaos-webhook-secret")
 
@@ -384,7 +388,7 @@ func (r *run) setUp(ctx context.Context) error {
 	}
 	r.reg = provision.Registry{
 		// StrictSSM: moto would store a JIT config in any tier; AWS would not.
-		pool.ProvisionerEC2:      provision.NewEC2(r.ec2, ssm.NewFromConfig(cfg, provisiontest.StrictSSM), r.log),
+		pool.ProvisionerEC2:      provision.NewEC2(r.ec2, ssm.NewFromConfig(cfg, provisiontest.StrictSSM), r.log).InStack(Stack),
 		pool.ProvisionerDispatch: provision.NewDispatch(r.sqs, r.log),
 	}
 

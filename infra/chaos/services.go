@@ -62,7 +62,7 @@ func (r *run) newJanitor() (*janitor.Janitor, error) {
 	params := ssm.NewFromConfig(r.world.AWS, provisiontest.StrictSSM)
 	return janitor.New(janitor.Config{
 		Store: r.stores[fnJanitor], GitHub: gh, Rates: rates, Provisioner: &Provisioner{Caller: fnJanitor, Next: r.reg, In: r.inj},
-		Leftovers: &Leftovers{Caller: fnJanitor, Next: provision.Leftovers{Instances: r.ec2, Parameters: params}, In: r.inj},
+		Leftovers: &Leftovers{Caller: fnJanitor, Next: provision.Leftovers{Instances: r.ec2, Parameters: params, Stack: Stack}, In: r.inj},
 		Pools:     r.pools, UnknownGrace: r.cfg.StartGrace * 5, ConfigGrace: r.cfg.StartGrace,
 		MaxCalls: 1000, Budget: r.cfg.JanitorEvery * 4, Now: time.Now, Rand: random.New(r.cfg.Seed*11 + 3), Logger: r.log,
 		Metrics: obs.NewMetrics(r.logs, map[string]string{"function": fnJanitor}, time.Now),

@@ -58,6 +58,7 @@ func (s *Stack) Env() map[string]string {
 	return map[string]string{
 		"TABLE_NAME":                 s.TableName,
 		"CLAIMS_QUEUE_URL":           s.QueueURL,
+		"GHCLAIM_STACK":              s.Name,
 		"WEBHOOK_SECRET_ARN":         s.WebhookSecretARN,
 		"GITHUB_APP_PRIVATE_KEY_ARN": s.GitHubAppPrivateKeyARN,
 	}

@@ -87,10 +87,10 @@ func TestRunnerRoleIsForEC2Only(t *testing.T) {
 	}
 }
 
-// The claimer writes the config with its one tag: PutParameter with Tags
-// is also authorised as ssm:AddTagsToResource, which must not let it tag
-// with anything else.
-func TestClaimerTagsConfigsWithTheInstanceTagOnly(t *testing.T) {
+// The claimer writes the config with its two tags (the instance's ARN, the
+// stack's name): PutParameter with Tags is also authorised as
+// ssm:AddTagsToResource, which must not let it tag with anything else.
+func TestClaimerTagsConfigsWithTheInstanceAndStackTagsOnly(t *testing.T) {
 	t.Parallel()
 	tmpl := projectTemplate(t)
 	props := tmpl["Resources"].(map[string]any)["ClaimerFunction"].(map[string]any)["Properties"].(map[string]any)
@@ -103,8 +103,8 @@ func TestClaimerTagsConfigsWithTheInstanceTagOnly(t *testing.T) {
 			found = true
 			c, _ := s["Condition"].(map[string]any)
 			keys, _ := c["ForAllValues:StringEquals"].(map[string]any)
-			if fmt.Sprint(keys["aws:TagKeys"]) != "[ghclaim:instance-arn]" {
-				t.Errorf("AddTagsToResource condition: got %v, want aws:TagKeys limited to ghclaim:instance-arn", c)
+			if fmt.Sprint(keys["aws:TagKeys"]) != "[ghclaim:instance-arn ghclaim:stack]" {
+				t.Errorf("AddTagsToResource condition: got %v, want aws:TagKeys limited to ghclaim:instance-arn and ghclaim:stack", c)
 			}
 		}
 	}

@@ -22,6 +22,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -71,6 +72,11 @@ type Common struct {
 	// MetricsNamespace is the CloudWatch namespace of the EMF metrics
 	// (METRICS_NAMESPACE; template.yaml passes the stack's name by default).
 	MetricsNamespace string
+	// Stack names the deployment (GHCLAIM_STACK; template.yaml passes the
+	// stack's name): the EC2 adapter tags its machines and JIT configs with
+	// it, and its lookups and the janitor leave another stack's alone
+	// (provision.OfStack). Unset: nothing is tagged and everything is seen.
+	Stack string
 }
 
 // Webhook is the webhook function's configuration.
@@ -245,6 +251,7 @@ func (r *reader) common() Common {
 		LogLevel:       r.logLevel(),
 	}
 	c.MetricsNamespace = r.namespace()
+	c.Stack = r.stack()
 	// The job record is the webhook's dedup key: it must outlive GitHub's
 	// 3-day manual-redelivery window, or a redelivery would claim again.
 	if c.RecordTTL < 72*time.Hour {
@@ -252,6 +259,21 @@ func (r *reader) common() Common {
 	}
 	return c
 }
+
+// stack reads GHCLAIM_STACK under CloudFormation's rule for a stack name
+// (a letter, then up to 127 letters, digits and hyphens), which also makes
+// it a valid EC2 and SSM tag value.
+func (r *reader) stack() string {
+	const v = "GHCLAIM_STACK"
+	s := strings.TrimSpace(r.get(v))
+	if s != "" && !stackNameRE.MatchString(s) {
+		r.fail(v, fmt.Errorf("%s: want a CloudFormation stack name (a letter, then up to 127 letters, digits and hyphens)", quote(s)))
+		return ""
+	}
+	return s
+}
+
+var stackNameRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9-]{0,127}$`)
 
 // logLevel reads LOG_LEVEL: debug, info (the default), warn or error, in
 // any case. Anything else fails the cold start, naming the variable.
@@ -401,6 +423,9 @@ type Janitor struct {
 	ConfigGrace time.Duration
 	// MaxCalls bounds one pass's GitHub calls (JANITOR_MAX_CALLS, default 100).
 	MaxCalls int
+	// Stack is Common.Stack: the janitor lists only this stack's machines
+	// and configs.
+	Stack string
 }
 
 // LoadJanitor reads the janitor's configuration.
@@ -415,6 +440,7 @@ func LoadJanitor(get Getenv) (Janitor, error) {
 		UnknownGrace:     r.duration("JANITOR_UNKNOWN_GRACE", time.Hour),
 		ConfigGrace:      r.duration("JANITOR_CONFIG_GRACE", 15*time.Minute),
 		MaxCalls:         int(r.integer("JANITOR_MAX_CALLS", 100, 1)),
+		Stack:            r.stack(),
 	}
 	return c, r.err()
 }

@@ -113,6 +113,9 @@ func TestErrorsNameTheVariable(t *testing.T) {
 		{"sweep budget past 15m", reclaimer, map[string]string{"SWEEP_BUDGET": "20m"}, nil, "SWEEP_BUDGET"},
 		{"runner start grace too short", reclaimer, map[string]string{"RUNNER_START_GRACE": "10s"}, nil, "RUNNER_START_GRACE"},
 		{"runner start grace not a duration", claimer, map[string]string{"RUNNER_START_GRACE": "soon"}, nil, "RUNNER_START_GRACE"},
+		{"stack name with a slash", janitor, map[string]string{"GHCLAIM_STACK": "ci/a"}, nil, "GHCLAIM_STACK"},
+		{"stack name starting with a digit", claimer, map[string]string{"GHCLAIM_STACK": "1ci"}, nil, "GHCLAIM_STACK"},
+		{"stack name too long", reclaimer, map[string]string{"GHCLAIM_STACK": "a" + strings.Repeat("b", 128)}, nil, "GHCLAIM_STACK"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -133,6 +136,28 @@ func TestErrorsNameTheVariable(t *testing.T) {
 				t.Fatalf("got %q, want it to name %s", err, tt.wantVar)
 			}
 		})
+	}
+}
+
+// TestStackNamesTheDeployment: GHCLAIM_STACK reaches every function's
+// configuration as given, and is optional.
+func TestStackNamesTheDeployment(t *testing.T) {
+	t.Parallel()
+	m := base()
+	c, err := LoadJanitor(env(m))
+	if err != nil || c.Stack != "" {
+		t.Fatalf("unset: stack %q, %v; want none and no error", c.Stack, err)
+	}
+	m["GHCLAIM_STACK"] = " ghclaim-prod-2 "
+	for name, load := range map[string]func(Getenv) (string, error){
+		"claimer":   func(g Getenv) (string, error) { c, err := LoadClaimer(g); return c.Stack, err },
+		"reclaimer": func(g Getenv) (string, error) { c, err := LoadReclaimer(g); return c.Stack, err },
+		"janitor":   func(g Getenv) (string, error) { c, err := LoadJanitor(g); return c.Stack, err },
+	} {
+		stack, err := load(env(m))
+		if err != nil || stack != "ghclaim-prod-2" {
+			t.Errorf("%s: stack %q, %v; want ghclaim-prod-2", name, stack, err)
+		}
 	}
 }
 

@@ -36,7 +36,9 @@
 //     when offline and not busy. An online one holds a machine; the boot
 //     script's idle limit powers that machine off, the runner goes offline
 //     and a later pass deletes it.
-//  2. Machines: every live instance tagged ghclaim:job-id. One whose job is
+//  2. Machines: every live instance tagged ghclaim:job-id of this stack
+//     (another stack's, by its ghclaim:stack tag, is not listed:
+//     provision.Leftovers). One whose job is
 //     terminal, or unknown and launched more than UnknownGrace ago, is
 //     terminated through the provisioner (Cleanup) only when its runner
 //     (the machine's runner-name tag: one attempt's) is known to be gone:
@@ -44,7 +46,8 @@
 //     deleted. A machine whose runner is present (busy,
 //     or a delete that failed), or whose scope was not listed (rate limit,
 //     budget, error), is left: a machine at work must never be ended.
-//  3. Parameters under /ghclaim/runners/ older than ConfigGrace whose
+//  3. Parameters under /ghclaim/runners/ of this stack (listed alike)
+//     older than ConfigGrace whose
 //     instance-ARN tag names no live machine (or that carry no tag) are
 //     deleted: only that instance may read it, so nobody ever will. The
 //     grace covers the moment between a launch and its parameter write,

@@ -28,6 +28,7 @@ import (
 // janitor use TagJobID; the lookup of an attempt's machine uses TagJobID
 // and TagRunnerName together (the runner name is per attempt, see
 // job.RunnerNameAt); TagReplacement says which attempt, for operators.
+// TagStack names the deployment (EC2.InStack): see OfStack.
 const (
 	TagJobID       = "ghclaim:job-id"
 	TagRunID       = "ghclaim:run-id"
@@ -35,7 +36,21 @@ const (
 	TagRunnerName  = "ghclaim:runner-name"
 	TagPool        = "ghclaim:pool"
 	TagReplacement = "ghclaim:replacement"
+	TagStack       = "ghclaim:stack"
 )
+
+// OfStack reports whether a machine or parameter whose TagStack tag is
+// tagged belongs to the deployment named stack. Two stacks in one account
+// and Region share EC2 and the /ghclaim/runners/ path, so each stack tags
+// what it launches and writes, and its lookups, cleanups and janitor pass
+// leave another stack's alone (template.yaml's conditions refuse the
+// termination and the deletion too). Untagged ones (launched or written
+// before stacks were tagged) count as everyone's, as they did then, so an
+// upgrade strands nothing; an unnamed stack ("": a local run without
+// GHCLAIM_STACK) sees everything.
+func OfStack(tagged, stack string) bool {
+	return stack == "" || tagged == "" || tagged == stack
+}
 
 // Instances is the part of the EC2 API the EC2 adapter uses
 // (shared/ec2api's client).
@@ -106,7 +121,7 @@ type Parameters interface {
 // runner name): an earlier attempt's runner taken by another job keeps
 // its machine until that job ends.
 // The functions may terminate only instances that carry the TagJobID tag
-// (template.yaml: an aws:ResourceTag condition). The launch template must
+// and no other stack's TagStack (template.yaml: aws:ResourceTag conditions). The launch template must
 // require IMDSv2 and enable instance metadata tags (a fleet cannot
 // override metadata options), because the boot script finds its runner
 // name in its tags.
@@ -114,6 +129,7 @@ type EC2 struct {
 	instances  Instances
 	parameters Parameters
 	region     string // of the EC2 client: the instances' ARNs
+	stack      string // TagStack of what it launches and writes; "": none
 	log        *slog.Logger
 	sleep      func(context.Context, time.Duration) error // between reads of a fresh instance
 }
@@ -133,6 +149,14 @@ func NewEC2(instances Instances, parameters Parameters, log *slog.Logger) *EC2 {
 	if r, ok := instances.(interface{ Region() string }); ok {
 		e.region = r.Region()
 	}
+	return e
+}
+
+// InStack names the deployment (GHCLAIM_STACK): its launches and JIT
+// configs are tagged TagStack = stack, and its lookups and cleanups skip
+// the machines another stack tagged (OfStack). It returns e.
+func (e *EC2) InStack(stack string) *EC2 {
+	e.stack = stack
 	return e
 }
 
@@ -179,7 +203,7 @@ func (e *EC2) instance(ctx context.Context, req Request) (launched, bool, error)
 			// settle (a replay would launch a machine only to end it).
 			return launched{}, false, fmt.Errorf("provision job %d: launch from %s: %w", req.JobID, req.Pool.Provisioner.LaunchTemplate, err)
 		}
-		in := fleetInput(req, market)
+		in := fleetInput(req, market, e.stack)
 		out, reused, err := e.launch(ctx, req, in)
 		if err != nil {
 			return launched{}, false, e.unknownLaunch(ctx, req, in, err)
@@ -382,6 +406,9 @@ func (e *EC2) putConfig(ctx context.Context, req Request, inst launched) error {
 		Description: aws.String(fmt.Sprintf("ghclaim JIT runner config for job %d (%s); read and deleted by %s at boot", req.JobID, req.Repo, inst.id)),
 		Tags:        []ssmtypes.Tag{{Key: aws.String(TagInstanceARN), Value: aws.String(arn)}},
 	}
+	if e.stack != "" {
+		in.Tags = append(in.Tags, ssmtypes.Tag{Key: aws.String(TagStack), Value: aws.String(e.stack)})
+	}
 	_, err := e.parameters.PutParameter(ctx, in)
 	var exists *ssmtypes.ParameterAlreadyExists
 	if errors.As(err, &exists) {
@@ -532,6 +559,16 @@ func (e *EC2) fleet(ctx context.Context, req Request, in *ec2api.CreateFleetInpu
 	return out, nil
 }
 
+// tagValue is the value of tags' key, or "".
+func tagValue(tags []ec2api.Tag, key string) string {
+	for _, t := range tags {
+		if t.Key == key {
+			return t.Value
+		}
+	}
+	return ""
+}
+
 // alive reports whether a launched instance can still run the job; an
 // unknown state is trusted (a fresh launch is pending).
 func alive(s string) bool {
@@ -610,7 +647,7 @@ func (e *EC2) existing(ctx context.Context, req Request) (launched, error) {
 }
 
 // live returns every pending or running instance tagged with req's job
-// and runner name (its attempt).
+// and runner name (its attempt) of this stack (OfStack).
 func (e *EC2) live(ctx context.Context, req Request) ([]launched, error) {
 	in := &ec2api.DescribeInstancesInput{Filters: []ec2api.Filter{
 		{Name: "tag:" + TagJobID, Values: []string{strconv.FormatInt(req.JobID, 10)}},
@@ -625,7 +662,7 @@ func (e *EC2) live(ctx context.Context, req Request) ([]launched, error) {
 		}
 		for _, r := range out.Reservations {
 			for _, i := range r.Instances {
-				if i.InstanceID != "" {
+				if i.InstanceID != "" && OfStack(tagValue(i.Tags, TagStack), e.stack) {
 					all = append(all, launched{id: i.InstanceID, owner: r.OwnerID})
 				}
 			}
@@ -654,8 +691,9 @@ func (e *EC2) logged(ctx context.Context, req Request, instanceID string, reused
 // to be interrupted, at a low price); on-demand takes the options in order
 // (prioritized): the preferred type first, each in the job's subnet
 // first. It sets no user data (the launch template's boot script stays in
-// force; the JIT config travels through SSM only).
-func fleetInput(req Request, market string) *ec2api.CreateFleetInput {
+// force; the JIT config travels through SSM only). A named stack is
+// tagged on the instance (TagStack).
+func fleetInput(req Request, market, stack string) *ec2api.CreateFleetInput {
 	p := req.Pool.Provisioner
 	lt := ec2api.LaunchTemplateSpecification{Version: cmp.Or(p.LaunchTemplateVersion, "$Default")}
 	if strings.HasPrefix(p.LaunchTemplate, "lt-") {
@@ -671,6 +709,9 @@ func fleetInput(req Request, market string) *ec2api.CreateFleetInput {
 		{Key: TagRunnerName, Value: req.RunnerName},
 		{Key: TagPool, Value: req.Pool.Name},
 		{Key: TagReplacement, Value: strconv.Itoa(req.Replacement)},
+	}
+	if stack != "" {
+		tags = append(tags, ec2api.Tag{Key: TagStack, Value: stack})
 	}
 	in := &ec2api.CreateFleetInput{
 		Type:        ec2api.FleetTypeInstant,

@@ -81,10 +81,10 @@ func TestEC2DoubleRefusesATokenWithOtherArguments(t *testing.T) {
 	inst := newFleetEC2()
 	ctx := context.Background()
 	od := ec2api.CapacityOnDemand
-	if _, err := inst.CreateFleet(ctx, fleetInput(request(onSubnet("subnet-a"), 42), od)); err != nil {
+	if _, err := inst.CreateFleet(ctx, fleetInput(request(onSubnet("subnet-a"), 42), od, "")); err != nil {
 		t.Fatal(err)
 	}
-	_, err := inst.CreateFleet(ctx, fleetInput(request(onSubnet("subnet-b"), 42), od))
+	_, err := inst.CreateFleet(ctx, fleetInput(request(onSubnet("subnet-b"), 42), od, ""))
 	var api smithy.APIError
 	if !errors.As(err, &api) || api.ErrorCode() != "IdempotentParameterMismatch" {
 		t.Fatalf("got %v, want IdempotentParameterMismatch", err)

@@ -196,7 +196,7 @@ func TestMotoIgnoresClientToken(t *testing.T) {
 	f.launchTemplate(t, "runner-token")
 	p := ec2Pool()
 	p.Provisioner.LaunchTemplate, p.Provisioner.LaunchTemplateVersion, p.Provisioner.Subnets = "runner-token", "$Latest", nil
-	in := fleetInput(request(p, 5003), ec2api.CapacityOnDemand)
+	in := fleetInput(request(p, 5003), ec2api.CapacityOnDemand, "")
 	var ids []string
 	for range 2 {
 		out, err := f.ec2.CreateFleet(ctx, in)

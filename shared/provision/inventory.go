@@ -41,12 +41,19 @@ var (
 )
 
 // Leftovers lists the EC2 adapter's machines and parameters for the janitor.
+// Stack (GHCLAIM_STACK) scopes both lists to one deployment: what another
+// stack tagged is left out (OfStack), so its janitor never counts another
+// stack's machine as an unknown job's, nor a parameter whose machine it
+// cannot see as orphaned. Machines and parameters must be scoped alike:
+// a parameter is kept only while its machine is listed.
 type Leftovers struct {
 	Instances  Inventory
 	Parameters Catalog
+	Stack      string
 }
 
-// LiveMachines returns every pending or running instance tagged TagJobID.
+// LiveMachines returns every pending or running instance tagged TagJobID
+// of l's stack.
 func (l Leftovers) LiveMachines(ctx context.Context) ([]pool.Machine, error) {
 	in := &ec2api.DescribeInstancesInput{Filters: []ec2api.Filter{
 		{Name: "tag-key", Values: []string{TagJobID}},
@@ -60,6 +67,9 @@ func (l Leftovers) LiveMachines(ctx context.Context) ([]pool.Machine, error) {
 		}
 		for _, r := range page.Reservations {
 			for _, i := range r.Instances {
+				if !OfStack(tagValue(i.Tags, TagStack), l.Stack) {
+					continue
+				}
 				m := pool.Machine{ID: i.InstanceID, LaunchedAt: i.LaunchTime}
 				for _, t := range i.Tags {
 					switch v := t.Value; t.Key {
@@ -85,7 +95,8 @@ func (l Leftovers) LiveMachines(ctx context.Context) ([]pool.Machine, error) {
 	}
 }
 
-// Configs returns every parameter under ParameterPrefix, without values.
+// Configs returns every parameter under ParameterPrefix of l's stack,
+// without values.
 func (l Leftovers) Configs(ctx context.Context) ([]pool.Parameter, error) {
 	in := &ssm.DescribeParametersInput{ParameterFilters: []ssmtypes.ParameterStringFilter{
 		{Key: aws.String("Path"), Option: aws.String("OneLevel"), Values: []string{strings.TrimSuffix(ParameterPrefix, "/")}},
@@ -111,13 +122,18 @@ func (l Leftovers) Configs(ctx context.Context) ([]pool.Parameter, error) {
 				return nil, fmt.Errorf("list parameters: tags of %s: %w", name, err)
 			}
 			par := pool.Parameter{Name: name, ModifiedAt: aws.ToTime(p.LastModifiedDate)}
+			stack := ""
 			for _, t := range tags.TagList {
-				if aws.ToString(t.Key) == TagInstanceARN {
-					v := aws.ToString(t.Value)
+				switch v := aws.ToString(t.Value); aws.ToString(t.Key) {
+				case TagInstanceARN:
 					par.InstanceID = v[strings.LastIndex(v, "/")+1:]
+				case TagStack:
+					stack = v
 				}
 			}
-			out = append(out, par)
+			if OfStack(stack, l.Stack) {
+				out = append(out, par)
+			}
 		}
 		if aws.ToString(page.NextToken) == "" {
 			return out, nil

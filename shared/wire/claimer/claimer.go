@@ -12,17 +12,14 @@ import (
 	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/ghclaim/ghclaim/shared/backoff"
 	"github.com/ghclaim/ghclaim/shared/claim"
 	"github.com/ghclaim/ghclaim/shared/config"
-	"github.com/ghclaim/ghclaim/shared/ec2api"
-	"github.com/ghclaim/ghclaim/shared/pool"
-	"github.com/ghclaim/ghclaim/shared/provision"
 	"github.com/ghclaim/ghclaim/shared/queue"
 	"github.com/ghclaim/ghclaim/shared/wire"
 	"github.com/ghclaim/ghclaim/shared/wire/app"
+	"github.com/ghclaim/ghclaim/shared/wire/provisioners"
 )
 
 // New wires the claimer's handler from env. A configuration error names
@@ -48,21 +45,19 @@ func New(ctx context.Context, env wire.Env) (claim.Handler, error) {
 	}
 	sqsClient := sqs.NewFromConfig(awsCfg)
 	claims := queue.New(sqsClient, cfg.ClaimsQueueURL)
+	reg, _ := provisioners.New(awsCfg, env, sqsClient, log, cfg.Stack)
 	c, err := claim.New(claim.Config{
-		Pools:  cfg.Pools,
-		Lease:  cfg.Lease,
-		Store:  st,
-		Queue:  claims,
-		GitHub: gh,
-		Provisioner: provision.Registry{
-			pool.ProvisionerEC2:      provision.NewEC2(ec2api.New(awsCfg), ssm.NewFromConfig(awsCfg, env.SSM...), log),
-			pool.ProvisionerDispatch: provision.NewDispatch(sqsClient, log),
-		},
-		Policy:  policy,
-		Rates:   rates,
-		Now:     env.Now,
-		Logger:  log,
-		Metrics: env.Metrics(cfg.MetricsNamespace, "claimer", env.Out),
+		Pools:       cfg.Pools,
+		Lease:       cfg.Lease,
+		Store:       st,
+		Queue:       claims,
+		GitHub:      gh,
+		Provisioner: reg,
+		Policy:      policy,
+		Rates:       rates,
+		Now:         env.Now,
+		Logger:      log,
+		Metrics:     env.Metrics(cfg.MetricsNamespace, "claimer", env.Out),
 	})
 	if err != nil {
 		return nil, err

@@ -11,15 +11,12 @@ import (
 	"context"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/ghclaim/ghclaim/shared/config"
-	"github.com/ghclaim/ghclaim/shared/ec2api"
 	"github.com/ghclaim/ghclaim/shared/janitor"
-	"github.com/ghclaim/ghclaim/shared/pool"
-	"github.com/ghclaim/ghclaim/shared/provision"
 	"github.com/ghclaim/ghclaim/shared/wire"
 	"github.com/ghclaim/ghclaim/shared/wire/app"
+	"github.com/ghclaim/ghclaim/shared/wire/provisioners"
 )
 
 // New wires the janitor from env. A configuration error names the
@@ -39,16 +36,13 @@ func New(ctx context.Context, env wire.Env) (*janitor.Janitor, error) {
 	if err != nil {
 		return nil, err
 	}
-	instances, parameters := ec2api.New(awsCfg), ssm.NewFromConfig(awsCfg, env.SSM...)
+	reg, leftovers := provisioners.New(awsCfg, env, sqs.NewFromConfig(awsCfg), log, cfg.Stack)
 	return janitor.New(janitor.Config{
-		Store:  st,
-		GitHub: gh,
-		Rates:  rates,
-		Provisioner: provision.Registry{
-			pool.ProvisionerEC2:      provision.NewEC2(instances, parameters, log),
-			pool.ProvisionerDispatch: provision.NewDispatch(sqs.NewFromConfig(awsCfg), log),
-		},
-		Leftovers:    provision.Leftovers{Instances: instances, Parameters: parameters},
+		Store:        st,
+		GitHub:       gh,
+		Rates:        rates,
+		Provisioner:  reg,
+		Leftovers:    leftovers,
 		Pools:        cfg.Pools,
 		UnknownGrace: cfg.UnknownGrace,
 		ConfigGrace:  cfg.ConfigGrace,

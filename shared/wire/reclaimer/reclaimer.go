@@ -10,16 +10,14 @@ import (
 	"context"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/ghclaim/ghclaim/shared/config"
-	"github.com/ghclaim/ghclaim/shared/ec2api"
-	"github.com/ghclaim/ghclaim/shared/pool"
 	"github.com/ghclaim/ghclaim/shared/provision"
 	"github.com/ghclaim/ghclaim/shared/queue"
 	"github.com/ghclaim/ghclaim/shared/reclaim"
 	"github.com/ghclaim/ghclaim/shared/wire"
 	"github.com/ghclaim/ghclaim/shared/wire/app"
+	"github.com/ghclaim/ghclaim/shared/wire/provisioners"
 )
 
 // New wires the reclaimer from env. A configuration error names the
@@ -40,6 +38,7 @@ func New(ctx context.Context, env wire.Env) (*reclaim.Reclaimer, error) {
 		return nil, err
 	}
 	sqsClient := sqs.NewFromConfig(awsCfg)
+	reg, _ := provisioners.New(awsCfg, env, sqsClient, log, cfg.Stack)
 	return reclaim.New(reclaim.Config{
 		Store:             st,
 		Queue:             queue.New(sqsClient, cfg.ClaimsQueueURL),
@@ -53,10 +52,7 @@ func New(ctx context.Context, env wire.Env) (*reclaim.Reclaimer, error) {
 		GitHub:            gh,
 		Rates:             rates,
 		Pools:             cfg.Pools,
-		Provisioner: cleanup(provision.Registry{
-			pool.ProvisionerEC2:      provision.NewEC2(ec2api.New(awsCfg), ssm.NewFromConfig(awsCfg, env.SSM...), log),
-			pool.ProvisionerDispatch: provision.NewDispatch(sqsClient, log),
-		}),
+		Provisioner:       cleanup(reg),
 	})
 }
 
