@@ -282,6 +282,44 @@ func TestCounterCountsAQueueApart(t *testing.T) {
 	}
 }
 
+// failingOnce answers the first request with a 500 (what a loaded
+// emulator sometimes does), then as next.
+type failingOnce struct {
+	next   aws.HTTPClient
+	failed bool
+}
+
+func (f *failingOnce) Do(r *http.Request) (*http.Response, error) {
+	if !f.failed {
+		f.failed = true
+		const out = `{"__type":"InternalFailure","message":"emulator hiccup"}`
+		return &http.Response{StatusCode: http.StatusInternalServerError, Header: http.Header{"Content-Type": {"application/x-amz-json-1.0"}},
+			Body: io.NopCloser(strings.NewReader(out)), ContentLength: int64(len(out)), Request: r}, nil
+	}
+	return f.next.Do(r)
+}
+
+// TestCounterCountsRetriesApart: a request the real SDK client retries
+// after a 500 is one SendMessage in the figures, and one retry apart, so
+// a test of request counts does not fail because the emulator did once.
+func TestCounterCountsRetriesApart(t *testing.T) {
+	t.Parallel()
+	c := NewCounter(&failingOnce{next: sqsAnswer{}})
+	client := sqs.NewFromConfig(aws.Config{Region: "us-east-1", HTTPClient: c, BaseEndpoint: aws.String("http://127.0.0.1:4566"),
+		Credentials: credentials.NewStaticCredentialsProvider("test", "test", "")})
+	if _, err := client.SendMessage(context.Background(), &sqs.SendMessageInput{
+		QueueUrl: aws.String("http://127.0.0.1:4566/000000000000/q"), MessageBody: aws.String("m")}); err != nil {
+		t.Fatal(err)
+	}
+	s := c.Snapshot()
+	if s.Calls["SQS.SendMessage"] != 1 || s.Service("SQS") != 1 || s.Retries["SQS.SendMessage"] != 1 {
+		t.Errorf("calls %v, retries %v; want one SendMessage and one retry of it", s.Calls, s.Retries)
+	}
+	if d := s.Since(Snapshot{}); d.Retries["SQS.SendMessage"] != 1 {
+		t.Errorf("Since: retries %v, want the one", d.Retries)
+	}
+}
+
 // TestLifeOfSplitsTheRateItem: the figures of a run in which the job
 // record costs its 5 requests (queued put, lease, claimed, in_progress,
 // completed) and one claimer instance read the rate item 4 times and wrote
@@ -323,5 +361,20 @@ func TestLifeOfSplitsTheRateItem(t *testing.T) {
 		if !strings.Contains(row, part) {
 			t.Errorf("headline row %q lacks %q", row, part)
 		}
+	}
+}
+
+// TestReportSaysTheRetries: a run in which the SDK retried says so, with
+// the operations, and a run without says nothing of retries.
+func TestReportSaysTheRetries(t *testing.T) {
+	t.Parallel()
+	var with, without strings.Builder
+	Report{SDKRetries: map[string]int{"DynamoDB.PutItem": 2, "SQS.SendMessage": 1}}.Markdown(&with)
+	Report{}.Markdown(&without)
+	if !strings.Contains(with.String(), "DynamoDB.PutItem 2, SQS.SendMessage 1") {
+		t.Errorf("report with retries does not list them:\n%s", with.String())
+	}
+	if strings.Contains(without.String(), "again after an emulator error") {
+		t.Error("report without retries mentions them")
 	}
 }

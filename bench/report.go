@@ -54,6 +54,9 @@ type Report struct {
 	JobLife     JobLife       `json:"job_life"`
 	Cost        CostModel     `json:"cost"`
 	Missing     []string      `json:"missing,omitempty"`
+	// SDKRetries counts, by operation, the requests the SDK sent again
+	// after an emulator error (Counter.Do): in no figure above.
+	SDKRetries map[string]int `json:"sdk_retries,omitempty"`
 }
 
 func calls(m map[string]float64) string {
@@ -98,6 +101,15 @@ func (r Report) Markdown(w io.Writer) {
 	p("on AWS they take less. Ratios were measured within this run, interleaved, so they carry over;")
 	p("absolute milliseconds do not. Machine-readable figures: `bench/report.json`.")
 	p("")
+	if len(r.SDKRetries) > 0 {
+		m := map[string]float64{}
+		for k, v := range r.SDKRetries {
+			m[k] = float64(v)
+		}
+		p("The SDK sent some requests again after an emulator error (5xx or a broken connection): %s.", calls(m))
+		p("The figures count each operation once; these retries are in none of them.")
+		p("")
+	}
 	p("## Headline")
 	p("")
 	p("| figure | value |")

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -20,7 +22,9 @@ import (
 )
 
 // opRecorder passes each request on and notes its operation and the
-// partition key it names.
+// partition key it names, once per operation: the SDK's retries of a
+// request the loaded emulator failed (Amz-Sdk-Request: attempt=2 and
+// later) are not noted.
 type opRecorder struct {
 	next dynamodb.HTTPClient
 	mu   sync.Mutex
@@ -38,9 +42,14 @@ func (r *opRecorder) Do(req *http.Request) (*http.Response, error) {
 	}
 	_ = json.Unmarshal(body, &in)
 	pk := in.Key["pk"]["S"] + in.Item["pk"]["S"]
-	r.mu.Lock()
-	r.ops = append(r.ops, req.Header.Get("X-Amz-Target")+" "+pk)
-	r.mu.Unlock()
+	if !strings.Contains(req.Header.Get("Amz-Sdk-Request"), "attempt=") {
+		return nil, fmt.Errorf("request without Amz-Sdk-Request: its retries cannot be told apart")
+	}
+	if strings.Contains(req.Header.Get("Amz-Sdk-Request"), "attempt=1;") {
+		r.mu.Lock()
+		r.ops = append(r.ops, req.Header.Get("X-Amz-Target")+" "+pk)
+		r.mu.Unlock()
+	}
 	return r.next.Do(req)
 }
 

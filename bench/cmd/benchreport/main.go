@@ -90,8 +90,13 @@ func run(ctx context.Context, o options) error {
 	}
 	defer srv.Close()
 	tmpl := filepath.Join(root, "template.yaml")
+	var envs []*bench.Env
 	deploy := func(name string) (*bench.Env, error) {
-		return bench.Deploy(ctx, srv, tmpl, fmt.Sprintf("bench-%s-%d", name, time.Now().UnixNano()%1_000_000))
+		e, err := bench.Deploy(ctx, srv, tmpl, fmt.Sprintf("bench-%s-%d", name, time.Now().UnixNano()%1_000_000))
+		if err == nil {
+			envs = append(envs, e)
+		}
+		return e, err
 	}
 
 	// 1. Webhook vs floor, and the deliveries of a job's life.
@@ -186,6 +191,14 @@ func run(ctx context.Context, o options) error {
 
 	// 6. Cost.
 	rep.Cost = costModel(rep, idle, idleCalls)
+	for _, e := range envs {
+		for op, n := range e.Count.Snapshot().Retries {
+			if rep.SDKRetries == nil {
+				rep.SDKRetries = map[string]int{}
+			}
+			rep.SDKRetries[op] += n
+		}
+	}
 
 	rep.Machine.DurationS = math.Round(time.Since(start).Seconds())
 	step("writing %s", o.out)
