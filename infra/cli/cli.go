@@ -419,10 +419,12 @@ func stamp(ms int64) string {
 	return time.UnixMilli(ms).UTC().Format(time.RFC3339)
 }
 
+// oneLine is s on one line, cut to at most max characters (runes, so a
+// cut never splits one), the last an ellipsis.
 func oneLine(s string, max int) string {
 	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > max {
-		return s[:max-1] + "…"
+	if r := []rune(s); len(r) > max {
+		return string(r[:max-1]) + "…"
 	}
 	return s
 }

@@ -1,7 +1,6 @@
 package cli_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
@@ -21,7 +20,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -128,29 +126,7 @@ type result struct {
 // --stack) and GitHub stand-in.
 func run(t *testing.T, sqsAPI cli.SQS, args ...string) result {
 	t.Helper()
-	var out, errb bytes.Buffer
-	if sqsAPI == nil {
-		sqsAPI = sqs.NewFromConfig(env.cfg)
-	}
-	c := cli.New(cli.Config{
-		DynamoDB:       dynamodb.NewFromConfig(env.cfg),
-		SQS:            sqsAPI,
-		SecretsManager: secretsmanager.NewFromConfig(env.cfg),
-		CloudFormation: cloudformation.NewFromConfig(env.cfg),
-		EC2:            ec2api.New(env.cfg),
-		Now:            func() time.Time { return now },
-		User:           "alice",
-		Stdout:         &out,
-		Stderr:         &errb,
-	})
-	r := result{code: c.Run(context.Background(), args), stdout: out.String(), stderr: errb.String()}
-	for _, s := range []string{env.hookKey, env.pem, "BEGIN RSA PRIVATE KEY"} {
-		if strings.Contains(r.stdout+r.stderr, s) {
-			t.Fatalf("ghclaim %v printed a secret", args)
-		}
-	}
-	t.Logf("$ ghclaim %s\n%s%s(exit %d)", strings.Join(args, " "), r.stdout, r.stderr, r.code)
-	return r
+	return runWith(t, context.Background(), nil, sqsAPI, args...)
 }
 
 func gh(args ...string) []string {

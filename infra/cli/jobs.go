@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -85,6 +86,9 @@ func view(r job.Record) jobView {
 }
 
 func (c *CLI) jobs(ctx context.Context, o *opts, _ []string) error {
+	if o.pageSize > math.MaxInt32 {
+		return usagef("invalid value %d for flag --page-size: at most %d", o.pageSize, math.MaxInt32)
+	}
 	f := store.JobFilter{Pool: o.pool, PageSize: int32(o.pageSize)}
 	if o.states != "" {
 		for _, s := range strings.Split(o.states, ",") {
@@ -308,6 +312,9 @@ func (c *CLI) retry(ctx context.Context, o *opts, args []string) error {
 		// the deployment's count: one the reclaimer never reads would leave
 		// the job without its backstop.
 		return usagef("flag --sweep-shards (or --stack) is required: the deployment's SweepShards")
+	}
+	if o.dep.Shards < 1 || o.dep.Shards > job.MaxShards {
+		return usagef("invalid value %d for flag --sweep-shards: the deployment's SweepShards, 1 to %d", o.dep.Shards, job.MaxShards)
 	}
 	by := o.by
 	if by == "" {

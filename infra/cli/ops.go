@@ -45,8 +45,11 @@ type redriveReport struct {
 }
 
 func (c *CLI) redrive(ctx context.Context, o *opts, _ []string) error {
-	if o.max < 0 || o.visibility < time.Second {
-		return usagef("flag --max must not be negative and --visibility at least 1s")
+	if o.max < 0 {
+		return usagef("invalid value %d for flag --max: must not be negative", o.max)
+	}
+	if o.visibility < time.Second || o.visibility > sqsMaxVisibility || o.visibility%time.Second != 0 {
+		return usagef("invalid value %s for flag --visibility: whole seconds from 1s to %s (SQS's visibility timeout)", o.visibility, sqsMaxVisibility)
 	}
 	if err := c.resolve(ctx, o); err != nil {
 		return err
@@ -54,19 +57,22 @@ func (c *CLI) redrive(ctx context.Context, o *opts, _ []string) error {
 	if err := need("dlq-url", o.dep.DLQURL, "queue-url", o.dep.QueueURL); err != nil {
 		return err
 	}
+	if o.dep.DLQURL == o.dep.QueueURL {
+		return usagef("flags --dlq-url and --queue-url name the same queue (%s): each copy would be received again, for ever", o.dep.DLQURL)
+	}
 	claims := queue.New(c.cfg.SQS, o.dep.QueueURL)
 	var rep redriveReport
-	seen := map[string]bool{}
-	// Messages left in the DLQ stay hidden until the run ends, then are
-	// made visible again for the next run: received again meanwhile, they
-	// would crowd out the ones not yet seen.
-	var left []*string
-	defer func() {
-		for _, h := range left {
-			c.release(context.WithoutCancel(ctx), o.dep.DLQURL, h)
-		}
-	}()
+	// What the run leaves in the DLQ (undecodable, failed sends, sent but
+	// not deleted) stays hidden until the run ends, then is made visible
+	// again for the next run. Received again meanwhile, it would crowd out
+	// the messages not yet seen; hidden, it lets the run end at the first
+	// empty long poll, which then means that no message is left to look at.
+	h := &holder{c: c, url: o.dep.DLQURL, hide: max(o.visibility, redriveHold), left: map[string]*leftMessage{}}
+	defer h.release(context.WithoutCancel(ctx))
+	moved := map[string]bool{}      // moved and deleted; a copy SQS hands out again is deleted, not sent twice
+	stale, hidingFailed := 0, false // receives in a row that brought back only messages this run left
 	for o.max == 0 || rep.Moved+rep.SendFailed+rep.Undecodable < o.max {
+		h.keep(ctx)
 		n := int32(10)
 		if o.max > 0 {
 			n = int32(min(10, o.max-rep.Moved-rep.SendFailed-rep.Undecodable))
@@ -81,39 +87,74 @@ func (c *CLI) redrive(ctx context.Context, o *opts, _ []string) error {
 		if err != nil {
 			return fmt.Errorf("receive from the DLQ: %w (moved %d so far)", err, rep.Moved)
 		}
-		fresh := 0
+		if len(out.Messages) == 0 {
+			break
+		}
+		fresh, back := false, false // a message not seen before; one this run left
 		for _, m := range out.Messages {
-			if seen[aws.ToString(m.MessageId)] {
-				// Left by this run and back after --visibility: counted
-				// already.
-				left = append(left, m.ReceiptHandle)
+			id := aws.ToString(m.MessageId)
+			if moved[id] {
+				_ = c.deleteFromDLQ(ctx, o.dep.DLQURL, m.ReceiptHandle)
 				continue
 			}
-			seen[aws.ToString(m.MessageId)] = true
-			fresh++
+			if l := h.left[id]; l != nil {
+				// Left by this run and back (its hiding failed): counted
+				// already. A moved one is deleted now if it can be.
+				back = true
+				l.handle = m.ReceiptHandle
+				if l.sent && c.deleteFromDLQ(ctx, o.dep.DLQURL, m.ReceiptHandle) == nil {
+					delete(h.left, id)
+					moved[id] = true
+					rep.NotDeleted--
+					continue
+				}
+				h.hold(ctx, id, l)
+				continue
+			}
+			fresh = true
 			msg, err := job.DecodeMessage(aws.ToString(m.Body))
 			if err != nil {
 				rep.Undecodable++
-				c.progress("message %s is not a claim message (%v): left in the DLQ", aws.ToString(m.MessageId), err)
-				left = append(left, m.ReceiptHandle)
+				c.progress("message %s is not a claim message (%v): left in the DLQ", id, err)
+				h.hold(ctx, id, &leftMessage{handle: m.ReceiptHandle})
 				continue
 			}
 			if err := claims.Send(ctx, msg, 0); err != nil {
 				rep.SendFailed++
 				c.progress("job %d: send to the claims queue failed (%v): left in the DLQ", msg.JobID, err)
-				left = append(left, m.ReceiptHandle)
+				h.hold(ctx, id, &leftMessage{handle: m.ReceiptHandle})
 				continue
 			}
-			if _, err := c.cfg.SQS.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(o.dep.DLQURL), ReceiptHandle: m.ReceiptHandle}); err != nil {
+			if err := c.deleteFromDLQ(ctx, o.dep.DLQURL, m.ReceiptHandle); err != nil {
 				rep.NotDeleted++
 				c.progress("job %d: sent, but not deleted from the DLQ (%v)", msg.JobID, err)
+				h.hold(ctx, id, &leftMessage{handle: m.ReceiptHandle, sent: true})
+			} else {
+				moved[id] = true
 			}
 			rep.Moved++
 		}
-		if fresh == 0 {
+		switch {
+		case fresh:
+			stale = 0
+		case back:
+			stale++
+		}
+		if stale >= redriveStale {
+			// Only what this run left keeps showing: hiding it fails, so
+			// an empty poll may never come, and messages behind it may
+			// not show. Stop rather than loop.
+			hidingFailed = true
 			break
 		}
 		c.progress("%d moved so far…", rep.Moved)
+	}
+	// Moved messages whose delete failed: once more before they are let go.
+	for id, l := range h.left {
+		if l.sent && c.deleteFromDLQ(ctx, o.dep.DLQURL, l.handle) == nil {
+			delete(h.left, id)
+			rep.NotDeleted--
+		}
 	}
 	if o.json {
 		if err := c.printJSON(rep); err != nil {
@@ -126,6 +167,9 @@ func (c *CLI) redrive(ctx context.Context, o *opts, _ []string) error {
 			fmt.Fprintf(c.cfg.Stdout, "%d of the moved could not be deleted from the DLQ: they come back there, and their claim copies are duplicates the version drops\n", rep.NotDeleted)
 		}
 	}
+	if hidingFailed {
+		return failf("redrive stopped: the messages it left in the DLQ kept showing again (%d failed renewals of their visibility timeout; may the caller use sqs:ChangeMessageVisibility?), so messages behind them may remain; run it again", h.failed)
+	}
 	if rep.SendFailed > 0 || rep.Undecodable > 0 {
 		return failf("redrive left %d message(s) in the DLQ", rep.SendFailed+rep.Undecodable)
 	}
@@ -135,11 +179,72 @@ func (c *CLI) redrive(ctx context.Context, o *opts, _ []string) error {
 // redriveWait is redrive's long poll, in seconds.
 const redriveWait = 1
 
-// release makes a DLQ message that stays there visible again at once, for
-// the next redrive (this one remembers it and does not take it twice).
-// When that fails it reappears after --visibility anyway.
-func (c *CLI) release(ctx context.Context, url string, handle *string) {
-	_, _ = c.cfg.SQS.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(url), ReceiptHandle: handle, VisibilityTimeout: 0})
+// redriveHold is the least time a message redrive leaves in the DLQ is
+// hidden for at a time: several long polls, so that keep renews it before
+// it shows again, whatever --visibility is.
+const redriveHold = 10 * time.Second
+
+// redriveStale is how many receives in a row bringing only messages the
+// run has seen already end it: their hiding fails.
+const redriveStale = 3
+
+// sqsMaxVisibility is SQS's longest visibility timeout (12 hours).
+const sqsMaxVisibility = 12 * time.Hour
+
+func (c *CLI) deleteFromDLQ(ctx context.Context, url string, handle *string) error {
+	_, err := c.cfg.SQS.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(url), ReceiptHandle: handle})
+	return err
+}
+
+// leftMessage is a DLQ message redrive leaves there: its latest receipt
+// handle, whether its copy was sent (only its delete failed), and when
+// its hiding was last renewed (the real time: SQS's timer runs on it).
+type leftMessage struct {
+	handle  *string
+	sent    bool
+	renewed time.Time
+}
+
+// holder keeps the messages a redrive leaves hidden until it ends.
+type holder struct {
+	c      *CLI
+	url    string
+	hide   time.Duration
+	left   map[string]*leftMessage
+	failed int // renewals SQS refused
+}
+
+// hold records l (message id) as left and hides it for h.hide from now.
+func (h *holder) hold(ctx context.Context, id string, l *leftMessage) {
+	h.left[id] = l
+	h.renew(ctx, l)
+}
+
+// keep renews the hiding of every left message a third of h.hide or more
+// after its last renewal, long before it would show again. A renewal
+// that fails only lets the message show; redrive counts it once anyway.
+func (h *holder) keep(ctx context.Context) {
+	for _, l := range h.left {
+		if time.Since(l.renewed) >= h.hide/3 {
+			h.renew(ctx, l)
+		}
+	}
+}
+
+func (h *holder) renew(ctx context.Context, l *leftMessage) {
+	l.renewed = time.Now()
+	if _, err := h.c.cfg.SQS.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(h.url),
+		ReceiptHandle: l.handle, VisibilityTimeout: int32(h.hide / time.Second)}); err != nil {
+		h.failed++
+	}
+}
+
+// release makes the left messages visible again at once, for the next
+// redrive. One whose release fails shows again after its hiding ends.
+func (h *holder) release(ctx context.Context) {
+	for _, l := range h.left {
+		_, _ = h.c.cfg.SQS.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(h.url), ReceiptHandle: l.handle, VisibilityTimeout: 0})
+	}
 }
 
 // rateView is one installation's reading as printed.

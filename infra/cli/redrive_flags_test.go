@@ -1,0 +1,274 @@
+package cli_test
+
+// Redrive's termination and the flags' bounds: each test fails while the
+// defect it names is present.
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/ghclaim/ghclaim/infra/cli"
+	"github.com/ghclaim/ghclaim/shared/ec2api"
+)
+
+// runWith runs ghclaim with the given clients (nil: the emulator's) and a
+// context of its own.
+func runWith(t *testing.T, ctx context.Context, db cli.DynamoDB, sqsAPI cli.SQS, args ...string) result {
+	t.Helper()
+	var out, errb bytes.Buffer
+	if db == nil {
+		db = dynamodb.NewFromConfig(env.cfg)
+	}
+	if sqsAPI == nil {
+		sqsAPI = sqs.NewFromConfig(env.cfg)
+	}
+	c := cli.New(cli.Config{
+		DynamoDB:       db,
+		SQS:            sqsAPI,
+		SecretsManager: secretsmanager.NewFromConfig(env.cfg),
+		CloudFormation: cloudformation.NewFromConfig(env.cfg),
+		EC2:            ec2api.New(env.cfg),
+		Now:            func() time.Time { return now },
+		User:           "alice",
+		Stdout:         &out,
+		Stderr:         &errb,
+	})
+	r := result{code: c.Run(ctx, args), stdout: out.String(), stderr: errb.String()}
+	for _, s := range []string{env.hookKey, env.pem, "BEGIN RSA PRIVATE KEY"} {
+		if strings.Contains(r.stdout+r.stderr, s) {
+			t.Fatalf("ghclaim %v printed a secret", args)
+		}
+	}
+	t.Logf("$ ghclaim %s\n%s%s(exit %d)", strings.Join(args, " "), r.stdout, r.stderr, r.code)
+	return r
+}
+
+// newQueue makes an empty queue of the test's own.
+func newQueue(t *testing.T, name string) string {
+	t.Helper()
+	out, err := sqs.NewFromConfig(env.cfg).CreateQueue(context.Background(), &sqs.CreateQueueInput{QueueName: aws.String(fmt.Sprintf("%s-%d", name, time.Now().UnixNano()))})
+	must(t, err)
+	return aws.ToString(out.QueueUrl)
+}
+
+// A negative --sweep-shards is not the deployment's shard count: retry must
+// refuse it (exit 2, naming the flag) instead of writing the record on a
+// shard computed with the default 8.
+func TestRetryRefusesANonPositiveSweepShards(t *testing.T) {
+	seedFailed(t, 7401, "redrive-x64", now.Add(-time.Hour))
+	q := newQueue(t, "retry-shards")
+	r := runWith(t, context.Background(), nil, nil, "retry", "7401", "--table", env.stack.TableName, "--queue-url", q, "--sweep-shards", "-16")
+	if r.code != cli.ExitUsage || !strings.Contains(r.stderr, "--sweep-shards") {
+		rec, _ := newStore().Get(context.Background(), 7401)
+		t.Fatalf("retry --sweep-shards -16: exit %d (record now %s v%d on sweep shard %q); want exit 2 naming --sweep-shards",
+			r.code, rec.State, rec.Version, rec.SweepShard)
+	}
+}
+
+// limitSpy records each Scan's Limit.
+type limitSpy struct {
+	*dynamodb.Client
+	mu     sync.Mutex
+	limits []int32
+}
+
+func (s *limitSpy) Scan(ctx context.Context, in *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
+	s.mu.Lock()
+	s.limits = append(s.limits, aws.ToInt32(in.Limit))
+	s.mu.Unlock()
+	return s.Client.Scan(ctx, in, optFns...)
+}
+
+// --page-size is an int narrowed to int32 without a check: 4294967297
+// becomes a page of 1 item, 2147483648 a negative number treated as "no
+// limit". Either must be refused as a bad --page-size (exit 2).
+func TestJobsRefusesAPageSizeOverInt32(t *testing.T) {
+	t.Parallel()
+	for _, size := range []string{"4294967297", "2147483648"} {
+		spy := &limitSpy{Client: dynamodb.NewFromConfig(env.cfg)}
+		r := runWith(t, context.Background(), spy, nil, "jobs", "--table", env.stack.TableName, "--page-size", size, "--json")
+		if r.code != cli.ExitUsage || !strings.Contains(r.stderr, "--page-size") {
+			t.Errorf("jobs --page-size %s: exit %d, Scan limits sent %v; want exit 2 naming --page-size", size, r.code, spy.limits[:min(3, len(spy.limits))])
+		}
+	}
+}
+
+// SQS takes a visibility timeout of at most 12 h (43200 s); --visibility
+// beyond it is a bad argument and must be refused as such (exit 2, naming
+// the flag), not passed on to SQS (which answers InvalidParameterValue, exit 1).
+func TestRedriveRefusesAVisibilityOverSQSMax(t *testing.T) {
+	t.Parallel()
+	dlq, claims := newQueue(t, "redrive-vis-dlq"), newQueue(t, "redrive-vis-claims")
+	r := runWith(t, context.Background(), nil, nil, "redrive", "--dlq-url", dlq, "--queue-url", claims, "--visibility", "13h")
+	if r.code != cli.ExitUsage || !strings.Contains(r.stderr, "--visibility") {
+		t.Fatalf("redrive --visibility 13h: exit %d; want exit 2 naming --visibility (SQS allows 0..43200 s)", r.code)
+	}
+}
+
+// sendCounter counts SendMessage calls.
+type sendCounter struct {
+	*sqs.Client
+	mu    sync.Mutex
+	sends int
+}
+
+func (s *sendCounter) SendMessage(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
+	s.mu.Lock()
+	s.sends++
+	s.mu.Unlock()
+	return s.Client.SendMessage(ctx, in, optFns...)
+}
+
+// redrive with --dlq-url and --queue-url naming the same queue (a pasted
+// URL twice) moves each message onto itself: the copy is a fresh message,
+// received again, sent again, forever. It must be refused as bad
+// arguments.
+func TestRedriveRefusesTheSameQueueTwice(t *testing.T) {
+	t.Parallel()
+	q := newQueue(t, "redrive-same")
+	_, err := sqs.NewFromConfig(env.cfg).SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: &q, MessageBody: aws.String(`{"job_id":7501,"version":1}`)})
+	must(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+	defer cancel()
+	api := &sendCounter{Client: sqs.NewFromConfig(env.cfg)}
+	start := time.Now()
+	r := runWith(t, ctx, nil, api, "redrive", "--dlq-url", q, "--queue-url", q)
+	if r.code != cli.ExitUsage || api.sends > 1 {
+		t.Fatalf("redrive with the DLQ as claims queue: exit %d after %s, one message sent %d times; want exit 2 (same queue) and no loop",
+			r.code, time.Since(start).Round(time.Second), api.sends)
+	}
+}
+
+// slowSend is the emulator's SQS whose SendMessage takes a while, as a
+// claims queue far away or under load does: it makes a run outlast a
+// one-second --visibility (SQS's timers are real time), the condition
+// under which redrive used to stop early.
+type slowSend struct {
+	*sqs.Client
+	delay time.Duration
+}
+
+func (s *slowSend) SendMessage(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
+	time.Sleep(s.delay)
+	return s.Client.SendMessage(ctx, in, optFns...)
+}
+
+// redrive used to stop at the first receive that brought nothing new: when
+// the messages it left (undecodable here) came back after --visibility and
+// filled a whole receive, the run ended while movable messages were still
+// in the DLQ. What it leaves now stays hidden until it ends.
+func TestRedriveMovesEveryMessageBehindTheOnesItLeaves(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	api := sqs.NewFromConfig(env.cfg)
+	dlq, claims := newQueue(t, "redrive-stop-dlq"), newQueue(t, "redrive-stop-claims")
+	for i := range 30 {
+		_, err := api.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &dlq, MessageBody: aws.String(fmt.Sprintf("poison %d", i))})
+		must(t, err)
+	}
+	for i := range 20 {
+		_, err := api.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &dlq, MessageBody: aws.String(fmt.Sprintf(`{"job_id":%d,"version":1}`, 7600+i))})
+		must(t, err)
+	}
+	r := runWith(t, ctx, nil, &slowSend{Client: api, delay: 150 * time.Millisecond}, "redrive", "--dlq-url", dlq, "--queue-url", claims, "--visibility", "1s", "--json")
+	rep := decode[map[string]float64](t, r.stdout)
+	if rep["moved"] != 20 || rep["undecodable"] != 30 {
+		t.Fatalf("redrive of 20 claim messages and 30 undecodable ones: exit %d, report %v; want moved 20, undecodable 30 (the run stopped with %v claim messages still in the DLQ)",
+			r.code, rep, 20-rep["moved"])
+	}
+	// The undecodable ones stayed hidden while the run went on: it ended at
+	// an empty receive, not because they kept coming back.
+	if strings.Contains(r.stderr, "kept showing") || !strings.Contains(r.stderr, "left 30 message(s)") {
+		t.Errorf("stderr %q; want the run to end leaving the 30, not stopped by their coming back", r.stderr)
+	}
+	// What it left is visible again at once for the next run.
+	out, err := api.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: &dlq, MaxNumberOfMessages: 10, WaitTimeSeconds: 1})
+	must(t, err)
+	if len(out.Messages) == 0 {
+		t.Error("the undecodable messages are still hidden after the run")
+	}
+}
+
+// flakyDelete is slowSend whose first n DeleteMessage calls fail, as a
+// throttled or timed-out delete does.
+type flakyDelete struct {
+	slowSend
+	mu sync.Mutex
+	n  int
+}
+
+func (f *flakyDelete) DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput, optFns ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error) {
+	f.mu.Lock()
+	fail := f.n > 0
+	f.n--
+	f.mu.Unlock()
+	if fail {
+		return nil, fmt.Errorf("delete throttled by the test")
+	}
+	return f.Client.DeleteMessage(ctx, in, optFns...)
+}
+
+// The same early stop with exit 0: the first batch's deletes fail (its
+// copies are sent; the DLQ copies come back after --visibility), the next
+// receive brings only those, and the run ends "successfully" with 20 claim
+// messages it never looked at still in the DLQ.
+func TestRedriveMovesEveryMessageBehindFailedDeletes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	api := sqs.NewFromConfig(env.cfg)
+	dlq, claims := newQueue(t, "redrive-stop0-dlq"), newQueue(t, "redrive-stop0-claims")
+	for i := range 30 {
+		_, err := api.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &dlq, MessageBody: aws.String(fmt.Sprintf(`{"job_id":%d,"version":1}`, 7700+i))})
+		must(t, err)
+	}
+	r := runWith(t, ctx, nil, &flakyDelete{slowSend: slowSend{Client: api, delay: 150 * time.Millisecond}, n: 10}, "redrive", "--dlq-url", dlq, "--queue-url", claims, "--visibility", "1s", "--json")
+	rep := decode[map[string]float64](t, r.stdout)
+	if r.code == cli.ExitOK && rep["moved"] < 30 {
+		t.Fatalf("redrive of 30 claim messages: exit 0, report %v; %v of them were never received, yet the run ended as done", rep, 30-rep["moved"])
+	}
+	// The failed deletes are tried again before the run ends.
+	if r.code != cli.ExitOK || rep["moved"] != 30 || rep["not_deleted"] != 0 {
+		t.Errorf("exit %d, report %v; want 0 and all 30 moved and deleted", r.code, rep)
+	}
+}
+
+// noHiding is the emulator's SQS whose ChangeMessageVisibility is refused,
+// as for a caller without sqs:ChangeMessageVisibility.
+type noHiding struct {
+	slowSend
+}
+
+func (n *noHiding) ChangeMessageVisibility(context.Context, *sqs.ChangeMessageVisibilityInput, ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error) {
+	return nil, fmt.Errorf("AccessDenied: not authorized to perform sqs:ChangeMessageVisibility (the test's)")
+}
+
+// TestRedriveEndsWhenItCannotHideWhatItLeaves: when the messages a run
+// leaves cannot be kept hidden, they keep coming back and no receive is
+// ever empty; the run stops after a few such receives with exit 1,
+// saying why, instead of looping.
+func TestRedriveEndsWhenItCannotHideWhatItLeaves(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	api := sqs.NewFromConfig(env.cfg)
+	dlq, claims := newQueue(t, "redrive-nohide-dlq"), newQueue(t, "redrive-nohide-claims")
+	for i := range 3 {
+		_, err := api.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &dlq, MessageBody: aws.String(fmt.Sprintf("poison %d", i))})
+		must(t, err)
+	}
+	r := runWith(t, ctx, nil, &noHiding{slowSend{Client: api}}, "redrive", "--dlq-url", dlq, "--queue-url", claims, "--visibility", "1s")
+	if r.code != cli.ExitFail || !strings.Contains(r.stderr, "sqs:ChangeMessageVisibility") || ctx.Err() != nil {
+		t.Errorf("exit %d (context %v), stderr %q; want exit 1 naming sqs:ChangeMessageVisibility, well before the minute", r.code, ctx.Err(), r.stderr)
+	}
+}
