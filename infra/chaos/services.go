@@ -44,7 +44,8 @@ func (r *run) newRedeliverer() (*redeliver.Redeliverer, error) {
 	}
 	return redeliver.New(redeliver.Config{
 		GitHub: gh, Store: r.stores[fnRedeliverer], Rate: budget.Reading,
-		MaxAttempts: r.cfg.RedeliverAttempts, Budget: r.cfg.RedeliverEvery * 4, Now: time.Now, Log: r.log,
+		MaxAttempts: r.cfg.RedeliverAttempts, Spacing: r.cfg.RedeliverEvery, MinRemaining: redeliver.DefaultMinRemaining,
+		Budget: r.cfg.RedeliverEvery * 4, Now: time.Now, Log: r.log,
 		Metrics: obs.NewMetrics(r.logs, map[string]string{"function": fnRedeliverer}, time.Now),
 	})
 }

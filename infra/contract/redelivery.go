@@ -16,6 +16,8 @@ type RedeliveryStore interface {
 	LoadMark(ctx context.Context) (job.DeliveryMark, error)
 	SaveMark(ctx context.Context, m job.DeliveryMark, now time.Time) error
 	CountRedelivery(ctx context.Context, guid string, max int, now time.Time) (int, error)
+	Redeliveries(ctx context.Context, guid string, now time.Time) (job.RedeliveryCount, error)
+	RefundRedelivery(ctx context.Context, guid string, count int) error
 }
 
 // TestRedeliveryStore holds a redeliverer store to its contract. GUIDs are
@@ -116,6 +118,44 @@ func TestRedeliveryStore(t *testing.T, prefix string, open func(t *testing.T) Re
 		}
 		if n, err := s.CountRedelivery(ctx, guid, 1, T0.Add(job.RedeliveryTTL+time.Minute)); err != nil || n != 1 {
 			t.Errorf("past its TTL = %d, %v, want 1, nil (TTL deletion is lazy: the count is gone)", n, err)
+		}
+	})
+	t.Run("a count says when it was asked, and a refund takes it back", func(t *testing.T) {
+		s := open(t)
+		guid := prefix + "-refund"
+		if c, err := s.Redeliveries(ctx, guid, T0); err != nil || c != (job.RedeliveryCount{}) {
+			t.Fatalf("Redeliveries of a guid never counted = %+v, %v; want zero, nil", c, err)
+		}
+		at := T0.Add(1234567 * time.Microsecond) // the table keeps milliseconds
+		if _, err := s.CountRedelivery(ctx, guid, 3, at); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.CountRedelivery(ctx, guid, 3, at.Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		want := job.RedeliveryCount{Attempts: 2, AskedAt: T0.Add(time.Minute + 1234*time.Millisecond)}
+		if c, err := s.Redeliveries(ctx, guid, T0.Add(time.Hour)); err != nil || c.Attempts != want.Attempts || !c.AskedAt.Equal(want.AskedAt) {
+			t.Fatalf("Redeliveries = %+v, %v; want %+v", c, err, want)
+		}
+		// A refund of a count that moved on changes nothing.
+		if err := s.RefundRedelivery(ctx, guid, 1); err != nil {
+			t.Fatalf("RefundRedelivery of a stale count: %v, want a silent refusal", err)
+		}
+		if c, _ := s.Redeliveries(ctx, guid, T0.Add(time.Hour)); c.Attempts != 2 {
+			t.Fatalf("after a stale refund: %d attempts, want 2", c.Attempts)
+		}
+		if err := s.RefundRedelivery(ctx, guid, 2); err != nil {
+			t.Fatalf("RefundRedelivery: %v", err)
+		}
+		if c, _ := s.Redeliveries(ctx, guid, T0.Add(time.Hour)); c.Attempts != 1 {
+			t.Fatalf("after the refund: %d attempts, want 1", c.Attempts)
+		}
+		if n, err := s.CountRedelivery(ctx, guid, 2, T0.Add(2*time.Minute)); err != nil || n != 2 {
+			t.Errorf("CountRedelivery after the refund = %d, %v; want 2 (the refunded attempt is there again)", n, err)
+		}
+		// Past its TTL the count is absent.
+		if c, err := s.Redeliveries(ctx, guid, T0.Add(job.RedeliveryTTL+time.Hour)); err != nil || c != (job.RedeliveryCount{}) {
+			t.Errorf("Redeliveries past the TTL = %+v, %v; want zero", c, err)
 		}
 	})
 }

@@ -19,6 +19,7 @@ type redeliveries struct {
 
 type attemptCount struct {
 	n         int
+	askedAt   time.Time
 	expiresAt int64 // epoch seconds, as the table's TTL attribute
 }
 
@@ -83,7 +84,35 @@ func (s *Store) CountRedelivery(ctx context.Context, guid string, max int, now t
 		return c.n, fmt.Errorf("count redelivery %s: %w", guid, job.ErrAttemptsSpent)
 	}
 	c.n++
+	c.askedAt = job.FromMillis(job.Millis(now)) // the table's precision
 	c.expiresAt = now.Add(job.RedeliveryTTL).Unix()
 	s.red.attempts[guid] = c
 	return c.n, nil
+}
+
+// Redeliveries returns guid's count and its last count's time; none (or
+// one past its expires_at) is the zero count.
+func (s *Store) Redeliveries(ctx context.Context, guid string, now time.Time) (job.RedeliveryCount, error) {
+	if err := ctx.Err(); err != nil {
+		return job.RedeliveryCount{}, err
+	}
+	defer s.enter("Redeliveries")()
+	c, ok := s.red.attempts[guid]
+	if !ok || c.expiresAt < now.Unix() {
+		return job.RedeliveryCount{}, nil
+	}
+	return job.RedeliveryCount{Attempts: c.n, AskedAt: c.askedAt}, nil
+}
+
+// RefundRedelivery takes one back from guid's count if it is still count.
+func (s *Store) RefundRedelivery(ctx context.Context, guid string, count int) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	defer s.enter("RefundRedelivery")()
+	if c, ok := s.red.attempts[guid]; ok && c.n == count {
+		c.n--
+		s.red.attempts[guid] = c
+	}
+	return nil
 }

@@ -14,6 +14,13 @@ import (
 // redeliveries; CountRedelivery changed nothing.
 var ErrAttemptsSpent = errors.New("job: redelivery attempts spent")
 
+// RedeliveryCount is what a delivery GUID's attempt count says: the
+// redeliveries asked, and when the last was counted (zero when none).
+type RedeliveryCount struct {
+	Attempts int
+	AskedAt  time.Time
+}
+
 // RedeliveryTTL keeps a GUID's attempt count past GitHub's 3-day retention
 // of the delivery log, so a GUID never gets a fresh budget while GitHub
 // still lists it.

@@ -52,6 +52,21 @@
 //     days) with a conditional write BEFORE the redelivery is asked: a
 //     crash between the two costs an attempt, never an unbounded loop. A
 //     GUID that spent MaxAttempts (default 3) is left, logged, counted.
+//     A redelivery GitHub refused without doing it (a rate limit, a
+//     server error) gives its attempt back (a refund conditional on the
+//     count it made): a GitHub outage must not spend the attempts. A
+//     server error that did redeliver after all costs one duplicate,
+//     which the webhook refuses.
+//   - Attempts are spaced: after the k-th, the next is asked no sooner
+//     than Spacing × 2^(k-1) (default 10 min, then 20 min) after it, read
+//     from the count's asked_at (one table read per failed GUID and pass).
+//     A delivery fails again when our endpoint is still down; asked every
+//     pass, three attempts were spent in 15 minutes and an outage longer
+//     than that (a deploy gone wrong) lost every job that arrived in it.
+//     Spaced, the default three cover about half an hour, and
+//     REDELIVERY_MAX_ATTEMPTS more (a fourth at +70 min, a fifth at
+//     +150 min, inside the default 3 h window). A waiting GUID is carried
+//     to the next pass like any other not asked.
 //   - No check that the job is already recorded: the log entry carries no
 //     job id, and learning it costs GET /app/hook/deliveries/{id} per
 //     candidate (one App call, plus a table read) to save one App call (the
@@ -92,6 +107,7 @@ import (
 const (
 	DefaultWindow       = 3 * time.Hour
 	DefaultMaxAttempts  = 3
+	DefaultSpacing      = 10 * time.Minute
 	DefaultMinRemaining = 50
 	DefaultBudget       = 40 * time.Second
 	// MaxWindow is GitHub's retention of the delivery log.
@@ -125,6 +141,12 @@ type Store interface {
 	// count, or an error wrapping job.ErrAttemptsSpent (nothing changed)
 	// when the count is already max.
 	CountRedelivery(ctx context.Context, guid string, max int, now time.Time) (int, error)
+	// Redeliveries returns guid's count and when it was last counted (the
+	// zero count when none).
+	Redeliveries(ctx context.Context, guid string, now time.Time) (job.RedeliveryCount, error)
+	// RefundRedelivery takes back the attempt that made guid's count
+	// count, unless it moved on since (not an error).
+	RefundRedelivery(ctx context.Context, guid string, count int) error
 }
 
 // Metrics counts outcomes (CloudWatch EMF); *obs.Metrics implements it.
@@ -143,7 +165,12 @@ type Config struct {
 	Window time.Duration
 	// MaxAttempts bounds the redeliveries asked per GUID.
 	MaxAttempts int
-	// MinRemaining: the pass stops when the App budget falls below it.
+	// Spacing: after a GUID's k-th attempt the next waits Spacing ×
+	// 2^(k-1) (default DefaultSpacing).
+	Spacing time.Duration
+	// MinRemaining: the pass stops when the App budget falls below it (0:
+	// it never stops for the budget's sake; shared/config's default is
+	// DefaultMinRemaining).
 	MinRemaining int
 	// Budget bounds one pass, so it ends well inside the invocation.
 	Budget time.Duration
@@ -174,8 +201,8 @@ func New(cfg Config) (*Redeliverer, error) {
 	if cfg.MaxAttempts == 0 {
 		cfg.MaxAttempts = DefaultMaxAttempts
 	}
-	if cfg.MinRemaining == 0 {
-		cfg.MinRemaining = DefaultMinRemaining
+	if cfg.Spacing <= 0 {
+		cfg.Spacing = DefaultSpacing
 	}
 	if cfg.Budget <= 0 {
 		cfg.Budget = DefaultBudget
@@ -222,6 +249,9 @@ type Report struct {
 	Redelivered int
 	// Spent counts failed GUIDs left because they had MaxAttempts already.
 	Spent int
+	// Waiting counts failed GUIDs not asked yet because their last attempt
+	// is too recent (Config.Spacing).
+	Waiting int
 	// Errors counts redeliveries refused for another reason than a rate limit.
 	Errors int
 	// Stopped is why the pass stopped early ("" when it completed).
@@ -300,13 +330,18 @@ func (r *Redeliverer) Run(ctx context.Context) (Report, error) {
 	case rd.top.ID > mark.ID:
 		next.ID, next.DeliveredAt = rd.top.ID, rd.top.DeliveredAt
 	}
-	if !changed(mark, next) {
-		return rep, nil
+	if changed(mark, next) {
+		if err := r.c.Store.SaveMark(ctx, next, now); err != nil {
+			return rep, fmt.Errorf("redeliver: save mark: %w", err)
+		}
+		rep.Mark = next
 	}
-	if err := r.c.Store.SaveMark(ctx, next, now); err != nil {
-		return rep, fmt.Errorf("redeliver: save mark: %w", err)
+	// Not one page read: the pass could not run (a bad App key, GitHub
+	// down). An error, so that the function's Errors metric and its alarm
+	// say so; a read that got somewhere is progress.
+	if rd.err != nil && rep.Pages == 0 {
+		return rep, fmt.Errorf("redeliver: the delivery log could not be read: %w", rd.err)
 	}
-	rep.Mark = next
 	return rep, nil
 }
 
@@ -339,6 +374,8 @@ type reading struct {
 	next string
 	// redelivered: GUIDs of the redelivery entries read, carried with next.
 	redelivered []string
+	// err is the failure that stopped the read, when it was one.
+	err error
 	// latest: the id of the newest entry of each GUID this pass read (the
 	// GUIDs carried from earlier passes of the read are not in it: their
 	// entry may be the one a retry carries).
@@ -381,6 +418,7 @@ func (r *Redeliverer) read(ctx context.Context, rep *Report, mark job.DeliveryMa
 				return r.read(ctx, rep, mark, oldest, stop)
 			default:
 				rep.Stopped = StopReadError
+				rd.err = err
 			}
 			r.c.Log.Warn("redeliver: delivery log read stopped", "stopped", rep.Stopped, "class", f.Class.String(),
 				"pages", rep.Pages, "error", err.Error())
@@ -425,6 +463,16 @@ func (r *Redeliverer) read(ctx context.Context, rep *Report, mark job.DeliveryMa
 func (r *Redeliverer) redeliver(ctx context.Context, rep *Report, d ghapp.HookDelivery, now time.Time) bool {
 	log := r.c.Log.With("delivery_id", d.GUID, "log_id", d.ID, "event", d.Event, "action", d.Action,
 		"status_code", d.StatusCode, "delivered_at", d.DeliveredAt)
+	if c, err := r.c.Store.Redeliveries(ctx, d.GUID, now); err != nil {
+		// Asked without the spacing: the count still bounds it.
+		log.Warn("redeliver: read attempt count", "error", err.Error())
+	} else if c.Attempts > 0 && c.Attempts < r.c.MaxAttempts {
+		if next := c.AskedAt.Add(r.spacing(c.Attempts)); now.Before(next) {
+			rep.Waiting++
+			log.Info("redeliver: waiting before asking again", "attempts", c.Attempts, "next_at", next)
+			return false
+		}
+	}
 	n, err := r.c.Store.CountRedelivery(ctx, d.GUID, r.c.MaxAttempts, now)
 	if errors.Is(err, job.ErrAttemptsSpent) {
 		rep.Spent++
@@ -445,11 +493,21 @@ func (r *Redeliverer) redeliver(ctx context.Context, rep *Report, d ghapp.HookDe
 			rep.Errors++
 		}
 		log.Warn("redeliver: redelivery refused", "class", f.Class.String(), "error", err.Error())
+		if f.Class == failure.RateLimit || f.Class == failure.ServerSide {
+			if rerr := r.c.Store.RefundRedelivery(ctx, d.GUID, n); rerr != nil {
+				log.Warn("redeliver: give back the attempt", "error", rerr.Error())
+			}
+		}
 		return false
 	}
 	rep.Redelivered++
 	log.Info("redeliver: redelivery asked")
 	return true
+}
+
+// spacing is the least time after a GUID's k-th attempt before the next.
+func (r *Redeliverer) spacing(k int) time.Duration {
+	return r.c.Spacing << min(k-1, 20)
 }
 
 // shouldStop says why the pass must not make another call ("" when it may).
@@ -475,6 +533,7 @@ func (r *Redeliverer) record(rep Report) {
 	r.c.Metrics.Add("DeliveriesFailed", float64(rep.Failed))
 	r.c.Metrics.Add("Redelivered", float64(rep.Redelivered))
 	r.c.Metrics.Add("RedeliveryAttemptsSpent", float64(rep.Spent))
+	r.c.Metrics.Add("RedeliveryWaiting", float64(rep.Waiting))
 	r.c.Metrics.Add("RedeliveryErrors", float64(rep.Errors))
 	if rep.Stopped != "" {
 		r.c.Metrics.Add("RedeliveryPassStopped", 1)

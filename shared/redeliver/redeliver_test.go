@@ -73,6 +73,7 @@ type fixture struct {
 	clock *clock
 	gh    *ghapp.Client
 	cfg   redeliver.Config
+	url   string // the stand-in's
 }
 
 // setup serves ghfake over HTTP and builds the App client on it (JWT, a
@@ -122,7 +123,7 @@ func setup(t *testing.T, opts ...ghfake.Option) *fixture {
 		t.Fatal(err)
 	}
 	st := mem.NewStore(job.Timing{})
-	return &fixture{fake: fake, store: st, clock: c, gh: gh, cfg: redeliver.Config{
+	return &fixture{fake: fake, store: st, clock: c, gh: gh, url: srv.URL, cfg: redeliver.Config{
 		GitHub: gh, Store: st, Rate: budget.Reading, Now: c.now,
 	}}
 }
@@ -243,7 +244,7 @@ func TestKeepsFailingGetsAtMostMaxAttempts(t *testing.T) {
 	f.fake.SetWebhook(answer(503), "s")
 	f.record("sick", "workflow_job", 503, time.Minute)
 	spent := 0
-	for range 6 {
+	for range 12 { // an hour: the attempts are spaced 10 and 20 minutes apart
 		spent += f.run(t).Spent
 		f.clock.add(5 * time.Minute)
 	}

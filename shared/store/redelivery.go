@@ -19,7 +19,8 @@ import (
 // is under way resume_cursor, resume_top, resume_top_at, resume_guids, and
 // retry: the deliveries carried to the next pass, a list of {id, guid,
 // action, at}) and one attempt count per delivery GUID
-// (pk redeliver#<guid>: attempts, expires_at).
+// (pk redeliver#<guid>: attempts, asked_at (ms, the last count),
+// expires_at, count_token).
 
 // LoadMark returns the mark of the last completed redeliverer pass, or an
 // error wrapping job.ErrNotFound.
@@ -126,10 +127,10 @@ func (s *Store) CountRedelivery(ctx context.Context, guid string, max int, now t
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:           &s.table,
 		Key:                 key(job.RedeliveryKey(guid)),
-		UpdateExpression:    aws.String("ADD attempts :one SET expires_at = :exp, count_token = :tok"),
+		UpdateExpression:    aws.String("ADD attempts :one SET expires_at = :exp, count_token = :tok, asked_at = :at"),
 		ConditionExpression: aws.String("attribute_not_exists(pk) OR (attempts < :max AND expires_at >= :nows AND (attribute_not_exists(count_token) OR count_token <> :tok))"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":one": n(1), ":exp": exp, ":max": n(int64(max)), ":nows": n(now.Unix()), ":tok": str(tok),
+			":one": n(1), ":exp": exp, ":max": n(int64(max)), ":nows": n(now.Unix()), ":tok": str(tok), ":at": n(job.Millis(now)),
 		},
 		ReturnValues:                        types.ReturnValueUpdatedNew,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
@@ -162,7 +163,7 @@ func (s *Store) restartCount(ctx context.Context, guid string, exp types.Attribu
 	tok := rand.Text()
 	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:                           &s.table,
-		Item:                                map[string]types.AttributeValue{"pk": str(job.RedeliveryKey(guid)), "attempts": n(1), "expires_at": exp, "count_token": str(tok)},
+		Item:                                map[string]types.AttributeValue{"pk": str(job.RedeliveryKey(guid)), "attempts": n(1), "expires_at": exp, "count_token": str(tok), "asked_at": n(job.Millis(now))},
 		ConditionExpression:                 aws.String("attribute_not_exists(pk) OR expires_at < :nows"),
 		ExpressionAttributeValues:           map[string]types.AttributeValue{":nows": n(now.Unix())},
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
@@ -178,4 +179,45 @@ func (s *Store) restartCount(ctx context.Context, guid string, exp types.Attribu
 		return 0, fmt.Errorf("count redelivery %s: %w", guid, err)
 	}
 	return 1, nil
+}
+
+// Redeliveries returns guid's attempt count and when it was last counted;
+// none (or one past its expires_at) is the zero count.
+func (s *Store) Redeliveries(ctx context.Context, guid string, now time.Time) (job.RedeliveryCount, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.table, Key: key(job.RedeliveryKey(guid)), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return job.RedeliveryCount{}, fmt.Errorf("get redelivery count %s: %w", guid, err)
+	}
+	if e, ok := num(out.Item["expires_at"]); !ok || e < now.Unix() {
+		return job.RedeliveryCount{}, nil
+	}
+	c := job.RedeliveryCount{}
+	if a, ok := num(out.Item["attempts"]); ok {
+		c.Attempts = int(a)
+	}
+	if at, ok := num(out.Item["asked_at"]); ok {
+		c.AskedAt = job.FromMillis(at)
+	}
+	return c, nil
+}
+
+// RefundRedelivery takes back the attempt that brought guid's count to
+// count, for a redelivery GitHub refused without doing it (a rate limit,
+// a server error). Conditional on the count still being count: when a
+// concurrent pass counted meanwhile, nothing changes (not an error).
+func (s *Store) RefundRedelivery(ctx context.Context, guid string, count int) error {
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 &s.table,
+		Key:                       key(job.RedeliveryKey(guid)),
+		UpdateExpression:          aws.String("ADD attempts :minus"),
+		ConditionExpression:       aws.String("attempts = :n"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":minus": n(-1), ":n": n(int64(count))},
+	})
+	if isConditionFailed(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("refund redelivery %s: %w", guid, err)
+	}
+	return nil
 }

@@ -1,0 +1,151 @@
+package redeliver_test
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/ghclaim/ghclaim/infra/ghfake"
+	"github.com/ghclaim/ghclaim/shared/ghapp"
+	"github.com/ghclaim/ghclaim/shared/redeliver"
+)
+
+// TestRateLimitedRedeliveryKeepsItsAttempt: a redelivery GitHub refuses
+// with a rate limit (429) was never performed, so it gives its attempt
+// back. Three passes that met a secondary limit on that POST used to leave
+// the GUID "spent": once GitHub answered again, the failed delivery was
+// never redelivered and its job waited 24 h.
+func TestRateLimitedRedeliveryKeepsItsAttempt(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.cfg.MaxAttempts = 3
+	f.fake.SetWebhook(answer(200), "s")
+	f.record("g", "workflow_job", 503, time.Minute)
+	for pass := range 3 {
+		f.fake.Fail(ghfake.RouteRedeliver, 1, ghfake.TooManyRequests(time.Minute))
+		rep := f.run(t)
+		if rep.Stopped != redeliver.StopRateLimit || rep.Redelivered != 0 {
+			t.Fatalf("pass %d = %+v, want stopped by the 429, nothing redelivered", pass+1, rep)
+		}
+		f.clock.add(5 * time.Minute) // past the block
+	}
+	rep := f.run(t) // GitHub answers again
+	if n := f.fake.Redeliveries("g"); n != 1 {
+		t.Errorf("after GitHub's limit ended: g performed redeliveries = %d, want 1; pass %+v (spent %d)", n, rep, rep.Spent)
+	}
+}
+
+// TestServerErrorRedeliveryKeepsItsAttempt: the same with GitHub
+// answering 502 to POST .../attempts for 15 minutes (three 5-minute
+// passes): the refusals spend no attempt, and each failed delivery is
+// redelivered once GitHub answers again.
+func TestServerErrorRedeliveryKeepsItsAttempt(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.cfg.MaxAttempts = 3
+	f.fake.SetWebhook(answer(200), "s")
+	f.record("a", "workflow_job", 503, 2*time.Minute)
+	f.record("b", "workflow_job", 503, time.Minute)
+	for range 3 {
+		f.fake.Fail(ghfake.RouteRedeliver, 2, ghfake.ServerError(http.StatusBadGateway))
+		f.run(t)
+		f.clock.add(5 * time.Minute)
+	}
+	f.run(t) // GitHub healthy again
+	for _, g := range []string{"a", "b"} {
+		if n := f.fake.Redeliveries(g); n != 1 {
+			t.Errorf("%s: performed redeliveries = %d, want 1 (asked once GitHub answered again)", g, n)
+		}
+	}
+}
+
+// TestUnreadableLogIsAnError: a pass whose log read is refused outright
+// (here a 401: the App key is wrong) returns an error, so the function's
+// Errors and RedelivererErrorsAlarm say so; it used to return nil while no
+// delivery was ever redelivered.
+func TestUnreadableLogIsAnError(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.fake.SetWebhook(answer(200), "s")
+	f.record("g", "workflow_job", 503, time.Minute)
+	other, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pemKey := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(other)})
+	wrong, err := ghapp.New(ghapp.Config{AppID: appID, PrivateKey: pemKey, BaseURL: f.url, Now: f.clock.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.cfg.GitHub = wrong
+	r, err := redeliver.New(f.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, rerr := r.Run(context.Background())
+	t.Logf("Run = %+v, %v", rep, rerr)
+	herr := r.Handle(context.Background(), events.CloudWatchEvent{})
+	if herr == nil {
+		t.Errorf("Handle = nil although the delivery log could not be read at all (401); g redelivered %d times", f.fake.Redeliveries("g"))
+	}
+}
+
+// TestOutageOfHalfAnHourLosesNoJob: the webhook endpoint is down for 25
+// minutes (a bad deploy). With the default schedule (5 min) and
+// MaxAttempts (3), attempts asked every pass were all spent while the
+// endpoint was still down; spaced (10, then 20 minutes), the last comes
+// after it is back, and the failed `queued` is delivered.
+func TestOutageOfHalfAnHourLosesNoJob(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	var down atomic.Bool
+	down.Store(true)
+	f.fake.SetWebhook(func(context.Context, http.Header, []byte) (int, []byte, error) {
+		if down.Load() {
+			return 503, nil, nil
+		}
+		return 200, nil, nil
+	}, "s")
+	f.record("g", "workflow_job", 503, 0)
+	for elapsed := 5 * time.Minute; elapsed <= 40*time.Minute; elapsed += 5 * time.Minute {
+		f.clock.add(5 * time.Minute)
+		if elapsed > 25*time.Minute {
+			down.Store(false)
+		}
+		f.run(t)
+	}
+	ok := false
+	for _, d := range f.fake.Deliveries() {
+		if d.GUID == "g" && d.OK() {
+			ok = true
+		}
+	}
+	if !ok {
+		t.Errorf("g never reached the endpoint after it came back (redeliveries asked: %d, all while it was down)", f.fake.Redeliveries("g"))
+	}
+}
+
+// TestMinRemainingZeroIsHonoured: REDELIVERY_MIN_REMAINING accepts 0
+// (config.LoadRedeliverer's minimum), which wire/redeliverer passes as
+// Config.MinRemaining 0; New used to turn it into the default 50.
+func TestMinRemainingZeroIsHonoured(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.cfg.MinRemaining = 0 // what REDELIVERY_MIN_REMAINING=0 wires
+	f.fake.SetAppRateLimit(5000, 20, t0.Add(30*time.Minute))
+	f.fake.SetWebhook(answer(200), "s")
+	f.record("a", "workflow_job", 503, 2*time.Minute)
+	f.record("b", "workflow_job", 503, time.Minute)
+	rep := f.run(t)
+	if rep.Stopped != "" || rep.Redelivered != 2 {
+		t.Errorf("pass = %+v, want both redelivered with 19 calls left and a floor of 0", rep)
+	}
+}
