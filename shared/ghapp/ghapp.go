@@ -323,10 +323,11 @@ func (c *Client) FindRunner(ctx context.Context, installationID int64, scope, ow
 	}
 	opts := &github.ListRunnersOptions{Name: github.String(name), ListOptions: github.ListOptions{PerPage: 100}}
 	var rs *github.Runners
+	var resp *github.Response
 	if scope == ScopeOrg {
-		rs, _, err = gh.Actions.ListOrganizationRunners(ctx, owner, opts)
+		rs, resp, err = gh.Actions.ListOrganizationRunners(ctx, owner, opts)
 	} else {
-		rs, _, err = gh.Actions.ListRunners(ctx, owner, repo, opts)
+		rs, resp, err = gh.Actions.ListRunners(ctx, owner, repo, opts)
 	}
 	if err != nil {
 		return Runner{}, fmt.Errorf("find runner %s in %s: %w", name, where(scope, owner, repo), err)
@@ -337,6 +338,12 @@ func (c *Client) FindRunner(ctx context.Context, installationID int64, scope, ow
 		if strings.EqualFold(r.GetName(), name) {
 			return Runner{ID: r.GetID(), Name: r.GetName(), Status: r.GetStatus(), Busy: r.GetBusy()}, nil
 		}
+	}
+	if resp != nil && resp.NextPage != 0 {
+		// More pages: the server listed runners the filter should have
+		// left out, and ours may be on another page. Not found would end
+		// a machine whose runner may be at work.
+		return Runner{}, fmt.Errorf("find runner %s in %s: the answer ignores the name filter and has more pages: not known", name, where(scope, owner, repo))
 	}
 	return Runner{}, fmt.Errorf("find runner %s in %s: %w", name, where(scope, owner, repo), ErrRunnerNotFound)
 }

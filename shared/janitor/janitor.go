@@ -38,7 +38,7 @@
 //     and a later pass deletes it.
 //  2. Machines: every live instance tagged ghclaim:job-id of this stack
 //     (another stack's, by its ghclaim:stack tag, is not listed:
-//     provision.Leftovers). One whose job is
+//     provision.Leftovers), listed at the start of the pass. One whose job is
 //     terminal, or unknown and launched more than UnknownGrace ago, is
 //     terminated through the provisioner (Cleanup) only when its runner
 //     (the machine's runner-name tag: one attempt's) is known to be gone:
@@ -55,7 +55,9 @@
 //     machine listing failed.
 //
 // Bounded: a pass stops asking GitHub after MaxCalls calls (a list page
-// counts as one; whole lists are one call per 100 entries) and stops
+// counts as one; whole lists, the installations' included, are one call
+// per 100 entries; the runner phase leaves one call per live machine, up
+// to a quarter of MaxCalls, to the machine phase's confirmations) and stops
 // altogether at its Budget or the invocation's deadline minus Reserve;
 // what is left waits for the next pass (Incomplete). Repositories are
 // visited in a new random order every pass, so a budget smaller than an
@@ -309,6 +311,12 @@ func scopeKey(scope, owner, repo string) string {
 type pass struct {
 	now, by time.Time
 	calls   int
+	// reserve is the calls the runner phase leaves to the machine phase,
+	// whose confirmations (FindRunner, one per machine) it would otherwise
+	// spend on listings: an installation with more repositories than
+	// MaxCalls used every call, so a machine whose runner was gone was
+	// never confirmed gone, and never ended.
+	reserve int
 	rep     Report
 	// listed maps a fully listed scope to the runner names still in it,
 	// and lister to the installation that listed it.
@@ -328,8 +336,20 @@ func (j *Janitor) Run(ctx context.Context) (Report, error) {
 	if dl, ok := ctx.Deadline(); ok && dl.Add(-j.cfg.Reserve).Before(p.by) {
 		p.by = dl.Add(-j.cfg.Reserve)
 	}
+	// The machines are listed first: their number sets the reserve.
+	ms, merr := j.cfg.Leftovers.LiveMachines(ctx)
+	if merr == nil {
+		p.reserve = min(len(ms), j.cfg.MaxCalls/machineShare)
+	}
 	err := j.runners(ctx, p)
-	if merr := j.machines(ctx, p); err == nil {
+	p.reserve = 0
+	if merr != nil {
+		p.rep.Errors++
+		merr = fmt.Errorf("janitor: %w", merr)
+	} else {
+		merr = j.machines(ctx, p, ms)
+	}
+	if err == nil {
 		err = merr
 	}
 	j.report(ctx, p.rep, err)
@@ -347,9 +367,13 @@ func (p *pass) pages(n int) {
 // listPage is the entries of one page of GitHub's lists (per_page=100).
 const listPage = 100
 
+// machineShare: the runner phase leaves at most MaxCalls/machineShare
+// calls (one per live machine) to the machine phase.
+const machineShare = 4
+
 // spend takes one GitHub call from the pass's budget; false when none is left.
 func (j *Janitor) spend(p *pass) bool {
-	if p.calls >= j.cfg.MaxCalls || !j.cfg.Now().Before(p.by) {
+	if p.calls >= j.cfg.MaxCalls-p.reserve || !j.cfg.Now().Before(p.by) {
 		p.rep.Incomplete = true
 		return false
 	}
@@ -375,6 +399,7 @@ func (j *Janitor) runners(ctx context.Context, p *pass) error {
 		p.rep.Errors++
 		return fmt.Errorf("janitor: %w", err)
 	}
+	p.pages(len(insts))
 	// A new order every pass, as for repositories: a budget smaller than
 	// the fleet must not always leave the same installations unvisited.
 	for _, i := range j.cfg.Rand.Perm(len(insts)) {
@@ -660,12 +685,9 @@ func (j *Janitor) cleanup(ctx context.Context, p *pass, req pool.Request, log *s
 	return true
 }
 
-func (j *Janitor) machines(ctx context.Context, p *pass) error {
-	ms, err := j.cfg.Leftovers.LiveMachines(ctx)
-	if err != nil {
-		p.rep.Errors++
-		return fmt.Errorf("janitor: %w", err)
-	}
+// machines judges the live machines ms (listed at the pass's start), then
+// the configs no live machine can read.
+func (j *Janitor) machines(ctx context.Context, p *pass, ms []pool.Machine) error {
 	live := map[string]bool{}
 	partial := false // the loop stopped before every machine was seen
 	for _, m := range ms {
