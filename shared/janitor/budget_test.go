@@ -134,3 +134,23 @@ func TestMachineKeptWhenTheServerIgnoresTheNameFilter(t *testing.T) {
 		t.Errorf("the machine of busy runner %s was ended (report %+v)", name, rep)
 	}
 }
+
+// TestPassThatListsNothingIsAnError: when every runner list fails (here
+// GitHub answers 502; a lost permission answers 403 alike), the pass did
+// nothing and says so with an error, so the function's Errors and its
+// alarm fire; it used to report success. One scope listed is progress.
+func TestPassThatListsNothingIsAnError(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.fake.Fail(ghfake.RouteRepoRunners, 1, ghfake.ServerError(http.StatusBadGateway))
+	rep, err := f.janitor(t, nil).Run(context.Background())
+	if err == nil || rep.ScopesListed != 0 {
+		t.Errorf("Run = %+v, %v; want an error, no scope listed", rep, err)
+	}
+	g := setup(t)
+	g.fake.SetInstallation(inst, "octo", false, "app", "lib")
+	g.fake.Fail(ghfake.RouteRepoRunners, 1, ghfake.ServerError(http.StatusBadGateway))
+	if rep, err := g.janitor(t, nil).Run(context.Background()); err != nil || rep.ScopesListed != 1 {
+		t.Errorf("one of two scopes listed: Run = %+v, %v; want no error", rep, err)
+	}
+}

@@ -352,6 +352,13 @@ func (j *Janitor) Run(ctx context.Context) (Report, error) {
 	if err == nil {
 		err = merr
 	}
+	if err == nil && p.rep.ScopesListed == 0 && p.rep.Errors > 0 {
+		// Every listing failed (a lost permission, a token GitHub refuses):
+		// the pass did nothing, and only an error reaches the function's
+		// Errors metric and JanitorErrorsAlarm. Skipped installations (rate
+		// limit) are not errors.
+		err = fmt.Errorf("janitor: no runner list of %d installation(s) could be read (%d errors)", p.rep.InstallationsSeen, p.rep.Errors)
+	}
 	j.report(ctx, p.rep, err)
 	return p.rep, err
 }
