@@ -111,7 +111,9 @@ func (r *Reclaimer) removeLeftovers(ctx context.Context, c candidate, now time.T
 	if p.Scope == pool.ScopeOrg {
 		scope, repo = pool.ScopeOrg, ""
 	}
-	runner := "none"
+	// Without GitHub nobody can say the runner is gone: its machines stay
+	// (the config still goes), as when GitHub's answer is unknown.
+	runner := "not_asked"
 	if r.cfg.GitHub != nil {
 		runner = r.removeRunner(ctx, c.rec.InstallationID, scope, owner, repo, name, now, log, fail)
 		if runner == "rate_limited" {
@@ -127,7 +129,7 @@ func (r *Reclaimer) removeLeftovers(ctx context.Context, c candidate, now time.T
 		return
 	}
 	if r.cfg.Provisioner != nil {
-		l := Leftover{JobID: c.rec.JobID, RunID: c.rec.RunID, Repo: c.rec.Repo, Pool: p, RunnerName: name}
+		l := Leftover{JobID: c.rec.JobID, RunID: c.rec.RunID, Repo: c.rec.Repo, Pool: p, RunnerName: name, KeepMachines: runner == "not_asked"}
 		if err := r.cfg.Provisioner.Cleanup(ctx, l); err != nil {
 			fail("provisioner cleanup", err)
 		}
