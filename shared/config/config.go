@@ -22,7 +22,6 @@ package config
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -266,14 +265,28 @@ func (r *reader) common() Common {
 func (r *reader) stack() string {
 	const v = "GHCLAIM_STACK"
 	s := strings.TrimSpace(r.get(v))
-	if s != "" && !stackNameRE.MatchString(s) {
+	if s != "" && !stackName(s) {
 		r.fail(v, fmt.Errorf("%s: want a CloudFormation stack name (a letter, then up to 127 letters, digits and hyphens)", quote(s)))
 		return ""
 	}
 	return s
 }
 
-var stackNameRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9-]{0,127}$`)
+// stackName reports whether s is a CloudFormation stack name. A loop, not
+// a regexp: `{0,127}` compiles to 127 copies of its class, over a
+// millisecond of every cold start.
+func stackName(s string) bool {
+	if len(s) == 0 || len(s) > 128 {
+		return false
+	}
+	for i, c := range s {
+		letter := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+		if i == 0 && !letter || !letter && !(c >= '0' && c <= '9') && c != '-' {
+			return false
+		}
+	}
+	return true
+}
 
 // logLevel reads LOG_LEVEL: debug, info (the default), warn or error, in
 // any case. Anything else fails the cold start, naming the variable.
