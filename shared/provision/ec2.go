@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 	"github.com/aws/smithy-go"
@@ -261,6 +262,9 @@ func fleetInstance(out *ec2api.CreateFleetOutput) string {
 var capacityCodes = []string{
 	"InsufficientInstanceCapacity", "InsufficientCapacity", "UnfulfillableCapacity",
 	"InsufficientHostCapacity", "MaxSpotInstanceCountExceeded", "SpotMaxPriceTooLow",
+	// The account's on-demand quota (vCPUs, or instances on old accounts)
+	// and a subnet out of addresses: both free up as machines end.
+	"VcpuLimitExceeded", "InstanceLimitExceeded", "InsufficientFreeAddressesInSubnet",
 }
 
 // FleetError is the failure of a launch whose every option (instance type
@@ -464,11 +468,17 @@ func (e *EC2) terminate(ctx context.Context, req Request, id string, cause error
 // the same ClientToken, gets EC2's first answer again and starts nothing
 // new if the first one did; a machine it names is terminated. A refusal
 // EC2 answered (a client fault, a throttle) launched nothing and is left
-// as it is. Replay and termination share undo's short deadline, and cause
+// as it is, unless the client had retried the call: an earlier attempt
+// whose answer was lost may have launched. Replay and termination share undo's short deadline, and cause
 // is returned either way.
 func (e *EC2) unknownLaunch(ctx context.Context, req Request, in *ec2api.CreateFleetInput, cause error) error {
+	// A refusal EC2 answered launched nothing, unless the client retried:
+	// then an earlier attempt's answer was lost, and that one may have
+	// launched (a reset connection, then throttles).
 	var api smithy.APIError
-	if errors.As(cause, &api) && (api.ErrorFault() == smithy.FaultClient || api.ErrorCode() == "RequestLimitExceeded") {
+	var retried *retry.MaxAttemptsError
+	if errors.As(cause, &api) && (api.ErrorFault() == smithy.FaultClient || api.ErrorCode() == "RequestLimitExceeded") &&
+		!(errors.As(cause, &retried) && retried.Attempt > 1) {
 		return cause
 	}
 	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
