@@ -154,3 +154,44 @@ func TestPassThatListsNothingIsAnError(t *testing.T) {
 		t.Errorf("one of two scopes listed: Run = %+v, %v; want no error", rep, err)
 	}
 }
+
+// slowLists is GitHub whose runner lists each take a second of the pass's
+// clock, as a slow GitHub makes them.
+type slowLists struct {
+	janitor.GitHub
+	f *fixture
+}
+
+func (s slowLists) ListRunners(ctx context.Context, installationID int64, scope, owner, repo string) ([]ghapp.Runner, error) {
+	s.f.now = s.f.now.Add(time.Second)
+	return s.GitHub.ListRunners(ctx, installationID, scope, owner, repo)
+}
+
+// TestMachineEndedWhenListingsTakeThePassesTime: runner lists slow enough
+// to fill the pass's whole time budget used to leave the machine phase
+// none, so a machine whose runner is gone was never judged; a quarter of
+// the time is now left to it.
+func TestMachineEndedWhenListingsTakeThePassesTime(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	repos := []string{"app"}
+	for i := range 199 {
+		repos = append(repos, fmt.Sprintf("r%03d", i))
+	}
+	f.fake.SetInstallation(inst, "octo", false, repos...)
+	const id = int64(7101)
+	f.machine(t, id)
+	f.record(id, job.Abandoned, job.RunnerName("linux", id))
+	j, err := janitor.New(janitor.Config{Store: f.store, GitHub: slowLists{GitHub: f.gh, f: f}, Provisioner: f.prov, Leftovers: f.prov,
+		Pools: []pool.Pool{linux}, MaxCalls: 1000, Budget: 2 * time.Minute, Now: func() time.Time { return f.now }, Rand: identity})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := j.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.prov.Machines(id)) != 0 || rep.MachinesEnded != 1 {
+		t.Errorf("machine of abandoned job %d, whose runner is gone, still running (report %+v)", id, rep)
+	}
+}

@@ -57,7 +57,8 @@
 // Bounded: a pass stops asking GitHub after MaxCalls calls (a list page
 // counts as one; whole lists, the installations' included, are one call
 // per 100 entries; the runner phase leaves one call per live machine, up
-// to a quarter of MaxCalls, to the machine phase's confirmations) and stops
+// to a quarter of MaxCalls, and a quarter of the pass's time to the
+// machine phase's confirmations) and stops
 // altogether at its Budget or the invocation's deadline minus Reserve;
 // what is left waits for the next pass (Incomplete). Repositories are
 // visited in a new random order every pass, so a budget smaller than an
@@ -317,7 +318,11 @@ type pass struct {
 	// MaxCalls used every call, so a machine whose runner was gone was
 	// never confirmed gone, and never ended.
 	reserve int
-	rep     Report
+	// listUntil ends the runner phase: a quarter of the pass's time is
+	// left to the machine phase when there are machines, which a runner
+	// phase that used all of it would leave unjudged pass after pass.
+	listUntil time.Time
+	rep       Report
 	// listed maps a fully listed scope to the runner names still in it,
 	// and lister to the installation that listed it.
 	listed map[string]map[string]bool
@@ -338,11 +343,13 @@ func (j *Janitor) Run(ctx context.Context) (Report, error) {
 	}
 	// The machines are listed first: their number sets the reserve.
 	ms, merr := j.cfg.Leftovers.LiveMachines(ctx)
-	if merr == nil {
+	p.listUntil = p.by
+	if merr == nil && len(ms) > 0 {
 		p.reserve = min(len(ms), j.cfg.MaxCalls/machineShare)
+		p.listUntil = p.by.Add(-p.by.Sub(now) / machineShare)
 	}
 	err := j.runners(ctx, p)
-	p.reserve = 0
+	p.reserve, p.listUntil = 0, p.by
 	if merr != nil {
 		p.rep.Errors++
 		merr = fmt.Errorf("janitor: %w", merr)
@@ -375,12 +382,13 @@ func (p *pass) pages(n int) {
 const listPage = 100
 
 // machineShare: the runner phase leaves at most MaxCalls/machineShare
-// calls (one per live machine) to the machine phase.
+// calls (one per live machine), and 1/machineShare of the pass's time, to
+// the machine phase.
 const machineShare = 4
 
 // spend takes one GitHub call from the pass's budget; false when none is left.
 func (j *Janitor) spend(p *pass) bool {
-	if p.calls >= j.cfg.MaxCalls-p.reserve || !j.cfg.Now().Before(p.by) {
+	if p.calls >= j.cfg.MaxCalls-p.reserve || !j.cfg.Now().Before(p.listUntil) {
 		p.rep.Incomplete = true
 		return false
 	}
