@@ -155,18 +155,6 @@ func TestPassThatListsNothingIsAnError(t *testing.T) {
 	}
 }
 
-// slowLists is GitHub whose runner lists each take a second of the pass's
-// clock, as a slow GitHub makes them.
-type slowLists struct {
-	janitor.GitHub
-	f *fixture
-}
-
-func (s slowLists) ListRunners(ctx context.Context, installationID int64, scope, owner, repo string) ([]ghapp.Runner, error) {
-	s.f.now = s.f.now.Add(time.Second)
-	return s.GitHub.ListRunners(ctx, installationID, scope, owner, repo)
-}
-
 // TestMachineEndedWhenListingsTakeThePassesTime: runner lists slow enough
 // to fill the pass's whole time budget used to leave the machine phase
 // none, so a machine whose runner is gone was never judged; a quarter of
@@ -182,7 +170,7 @@ func TestMachineEndedWhenListingsTakeThePassesTime(t *testing.T) {
 	const id = int64(7101)
 	f.machine(t, id)
 	f.record(id, job.Abandoned, job.RunnerName("linux", id))
-	j, err := janitor.New(janitor.Config{Store: f.store, GitHub: slowLists{GitHub: f.gh, f: f}, Provisioner: f.prov, Leftovers: f.prov,
+	j, err := janitor.New(janitor.Config{Store: f.store, GitHub: slowGitHub{GitHub: f.gh, f: f, d: time.Second}, Provisioner: f.prov, Leftovers: f.prov,
 		Pools: []pool.Pool{linux}, MaxCalls: 1000, Budget: 2 * time.Minute, Now: func() time.Time { return f.now }, Rand: identity})
 	if err != nil {
 		t.Fatal(err)
