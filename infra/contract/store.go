@@ -261,9 +261,9 @@ func TestStoreCore(t *testing.T, base int64, open func(t *testing.T) Core, pendi
 		if err := s.Release(ctx, lease, job.Retry{Version: 5, Due: T0}, T0); !errors.Is(err, job.ErrLeaseLost) {
 			t.Fatalf("stale lease after re-acquire: got %v, want ErrLeaseLost", err)
 		}
-		must(t, s.Finish(ctx, lease2, job.Outcome{State: job.Claimed, Attempt: 2, RunnerName: "linux-7"}, T0))
+		must(t, s.Finish(ctx, lease2, job.Outcome{State: job.Claimed, Attempt: 2, RunnerName: "linux-7", Scope: "org"}, T0))
 		got = get(t, j)
-		if got.State != job.Claimed || got.RunnerName != "linux-7" || got.FirstFailureAt != ff.UnixMilli() || got.Attempt != 2 {
+		if got.State != job.Claimed || got.RunnerName != "linux-7" || got.Scope != "org" || got.FirstFailureAt != ff.UnixMilli() || got.Attempt != 2 {
 			t.Fatalf("after finish: %+v", got)
 		}
 		if got.SweepShard != job.Shard(j, tm.Shards) || got.SweepAt != T0.Add(job.DefaultRunnerStartGrace).UnixMilli() || got.ExpiresAt != T0.Add(tm.RecordTTL).Unix() {
@@ -550,8 +550,11 @@ func TestStoreCore(t *testing.T, base int64, open func(t *testing.T) Core, pendi
 		j := id(13)
 		ff := T0.Add(time.Second)
 		l := retried(t, j, 2, ff, "b")
-		must(t, s.Finish(ctx, l, job.Outcome{State: job.Failed, Attempt: 3, ErrorClass: "non_retryable", Error: "404"}, T0.Add(time.Minute)))
+		must(t, s.Finish(ctx, l, job.Outcome{State: job.Failed, Attempt: 3, Scope: "repo", ErrorClass: "non_retryable", Error: "404"}, T0.Add(time.Minute)))
 		failed := get(t, j)
+		if failed.Scope != "repo" {
+			t.Errorf("failed record's scope %q, want the attempt's (repo)", failed.Scope)
+		}
 
 		now, due := T0.Add(time.Hour), T0.Add(time.Hour+time.Second)
 		stale := failed
@@ -561,6 +564,9 @@ func TestStoreCore(t *testing.T, base int64, open func(t *testing.T) Core, pendi
 
 		got, err := s.Requeue(ctx, job.Requeue{Read: failed, By: "alice", Due: due}, now)
 		must(t, err)
+		if got.Scope != "repo" || get(t, j).Scope != "repo" {
+			t.Errorf("requeued record's scope %q, want the last attempt's kept (its runner is released there)", get(t, j).Scope)
+		}
 		want := job.Transition{At: now.UnixMilli(), From: job.Failed, To: job.Queued, Attempt: 0, Error: "retried by operator alice", Actor: job.ActorOperator}
 		if got.State != job.Queued || got.Version != failed.Version+1 || got.Attempt != 0 || got.FirstFailureAt != 0 ||
 			got.LastError != "retried by operator alice" || got.LastErrorClass != "" || got.DueAt != due.UnixMilli() {

@@ -44,7 +44,7 @@ func (p *Provisioner) LiveMachines(ctx context.Context) ([]pool.Machine, error) 
 	for _, m := range p.machines {
 		if !m.Stopped {
 			out = append(out, pool.Machine{ID: m.ID, JobID: m.JobID, Pool: m.Pool, Repo: m.Repo,
-				RunnerName: m.RunnerName, LaunchedAt: m.LaunchedAt})
+				RunnerName: m.RunnerName, Scope: m.Scope, LaunchedAt: m.LaunchedAt})
 		}
 	}
 	return out, nil

@@ -16,6 +16,7 @@ type Machine struct {
 	RunnerName string
 	Pool       string
 	Repo       string
+	Scope      string // where its runner was registered (the EC2 adapter's scope tag)
 	LaunchedAt time.Time
 	// Stopped: the machine is gone (a test ended it).
 	Stopped bool
@@ -85,7 +86,7 @@ func (p *Provisioner) Provision(ctx context.Context, req pool.Request) (pool.Res
 	}
 	p.seq++
 	m := Machine{ID: fmt.Sprintf("i-%017d", p.seq), JobID: req.JobID, RunnerName: req.RunnerName,
-		Pool: req.Pool.Name, Repo: req.Repo, LaunchedAt: p.now()}
+		Pool: req.Pool.Name, Scope: req.Pool.Scope, Repo: req.Repo, LaunchedAt: p.now()}
 	p.machines = append(p.machines, m)
 	p.meta[req.RunnerName] = pool.Parameter{Name: configName(req.RunnerName), InstanceID: m.ID, ModifiedAt: p.now()}
 	return pool.Result{InstanceID: m.ID}, nil

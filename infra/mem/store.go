@@ -275,6 +275,9 @@ func (s *Store) Finish(ctx context.Context, l job.Lease, o job.Outcome, now time
 	if o.RunnerName != "" {
 		cur.RunnerName = o.RunnerName
 	}
+	if o.Scope != "" {
+		cur.Scope = o.Scope
+	}
 	if o.ErrorClass != "" {
 		cur.LastErrorClass, cur.LastError = o.ErrorClass, truncate(o.Error)
 	}

@@ -315,12 +315,7 @@ func (f *flow) claim(ctx context.Context) error {
 	// One name per attempt: a replacement's runner must not meet the name
 	// of the runner before it, which another job may hold busy.
 	f.name = job.RunnerNameAt(p.Name, f.rec.JobID, f.rec.Replacements)
-	f.scope, f.owner = pool.ScopeRepo, f.rec.Owner()
-	if p.Scope == pool.ScopeOrg {
-		f.scope = pool.ScopeOrg
-	} else {
-		f.repo = f.rec.RepoName()
-	}
+	f.locate(p.Scope) // this attempt registers its runner at the pool's scope now
 
 	rd, err := c.reading(ctx, f.rec.InstallationID, f.now)
 	if err != nil {
@@ -375,6 +370,15 @@ func (f *flow) claim(ctx context.Context) error {
 		attrs = append(attrs, slog.String("dispatch_message_id", res.MessageID))
 	}
 	return f.finish(ctx, job.Outcome{State: job.Claimed, Attempt: f.attempt, RunnerName: f.name, RunnerStartGrace: f.pool.StartGrace()}, DecisionClaimed, nil, attrs...)
+}
+
+// locate sets where the flow's runner is registered: scope, and the
+// owner and repository name (none at organisation scope).
+func (f *flow) locate(scope string) {
+	f.scope, f.owner, f.repo = scope, f.rec.Owner(), ""
+	if scope != pool.ScopeOrg {
+		f.repo = f.rec.RepoName()
+	}
 }
 
 // request is the provisioner's request. The JIT config leaves its
@@ -593,6 +597,12 @@ type cleanup struct {
 
 // finish ends the claim with a fenced write, then (only then) cleans up.
 func (f *flow) finish(ctx context.Context, o job.Outcome, decision string, cu *cleanup, attrs ...slog.Attr) error {
+	if o.Scope == "" {
+		// Where this attempt's runner is (or would be) registered: the
+		// reclaimer's checks and a retried job's next attempt look there,
+		// whatever the pool's scope becomes ("" when it never got that far).
+		o.Scope = f.scope
+	}
 	if err := f.c.cfg.Store.Finish(ctx, f.lease, o, f.now); err != nil {
 		if errors.Is(err, job.ErrLeaseLost) {
 			f.leaseLost(ctx)
@@ -649,6 +659,7 @@ func (f *flow) releasePrevious(ctx context.Context) {
 	prev := *f
 	prev.rec.Replacements = r.Replacements - 1
 	prev.name = job.RunnerNameAt(f.pool.Name, r.JobID, prev.rec.Replacements)
+	prev.locate(f.pool.Where(r.Scope)) // where the earlier attempt registered it
 	prev.cleanUp(ctx, cleanup{byName: true, provisioned: true})
 	f.reached = f.reached || prev.reached
 }

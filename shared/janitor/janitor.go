@@ -769,8 +769,15 @@ func (j *Janitor) machine(ctx context.Context, p *pass, m pool.Machine) bool {
 		repo = rec.Repo
 	}
 	owner, name, _ := strings.Cut(repo, "/")
+	// Where its runner was registered: the machine's own tag, else the
+	// record's, else the pool's scope now (from before either was kept).
+	where := m.Scope
+	if where == "" {
+		where = rec.Scope
+	}
+	at := pl.Where(where)
 	scope := scopeKey(pool.ScopeRepo, owner, name)
-	if pl.Scope == pool.ScopeOrg {
+	if at == pool.ScopeOrg {
 		scope = scopeKey(pool.ScopeOrg, owner, "")
 	}
 	runner := machineRunner(m)
@@ -785,7 +792,7 @@ func (j *Janitor) machine(ctx context.Context, p *pass, m pool.Machine) bool {
 	// a later one out of both reads), and the runner may have registered
 	// since. A machine is ended only once GitHub says, by name, that its
 	// runner is not there; a busy runner's machine is running a job.
-	if gone := j.runnerGone(ctx, p, p.lister[scope], pl.Scope, owner, name, runner, log); !gone {
+	if gone := j.runnerGone(ctx, p, p.lister[scope], at, owner, name, runner, log); !gone {
 		p.rep.MachinesKept++
 		return false
 	}

@@ -89,12 +89,16 @@ type Record struct {
 	Labels         []string
 	Pool           string
 	RunnerName     string // the runner that took the job (done) or ours (claimed)
-	RunID          int64
-	CreatedAt      int64 // ms
-	UpdatedAt      int64 // ms
-	ExpiresAt      int64 // s; TTL, set at creation (the record is the dedup key) and renewed when it ends
-	SweepShard     string
-	SweepAt        int64 // ms; only on non-terminal records
+	// Scope is where the claim registered the runner of the latest attempt
+	// (pool.ScopeRepo or pool.ScopeOrg); "" on records from before it was
+	// kept, whose runners are looked for at the pool's scope (pool.Where).
+	Scope      string
+	RunID      int64
+	CreatedAt  int64 // ms
+	UpdatedAt  int64 // ms
+	ExpiresAt  int64 // s; TTL, set at creation (the record is the dedup key) and renewed when it ends
+	SweepShard string
+	SweepAt    int64 // ms; only on non-terminal records
 	// Replacements counts the new attempts the reclaimer (or the webhook)
 	// started because the claimed runner never took the job.
 	Replacements int

@@ -85,6 +85,11 @@ type Outcome struct {
 	State      State
 	Attempt    int
 	RunnerName string
+	// Scope is where the attempt's runner is registered ("" leaves the
+	// record's): kept so a pool's scope changed later under the same name
+	// does not send the checks of this runner to the new scope (where it
+	// is not, and "not found" would end its machine).
+	Scope      string
 	ErrorClass string
 	Error      string
 	// RunnerStartGrace (Claimed only): the record stays in the sweep index

@@ -11,6 +11,7 @@ type Machine struct {
 	Pool       string // its pool tag
 	Repo       string // its repo tag, owner/name
 	RunnerName string // its runner-name tag
+	Scope      string // its scope tag: where its runner was registered ("" on older machines)
 	LaunchedAt time.Time
 }
 

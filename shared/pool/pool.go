@@ -61,6 +61,20 @@ type Provisioner struct {
 	QueueURL string `json:"queue_url,omitempty"`
 }
 
+// Where is the scope at which to look for a runner of p: recorded (where
+// the claim registered it, kept on the job record and on its machine) when
+// known, else p's scope now (records and machines from before it was
+// kept). A pool whose scope an operator changed under the same name keeps
+// finding the runners registered before the change where they are: looked
+// for in the new scope they would be "not found", and a runner taken for
+// gone has its machine ended, mid-job if it was busy.
+func (p Pool) Where(recorded string) string {
+	if recorded == ScopeRepo || recorded == ScopeOrg {
+		return recorded
+	}
+	return p.Scope
+}
+
 // Pool is one entry of RUNNER_POOLS.
 type Pool struct {
 	Name          string   `json:"name"`

@@ -29,7 +29,9 @@ import (
 // janitor use TagJobID; the lookup of an attempt's machine uses TagJobID
 // and TagRunnerName together (the runner name is per attempt, see
 // job.RunnerNameAt); TagReplacement says which attempt, for operators.
-// TagStack names the deployment (EC2.InStack): see OfStack.
+// TagStack names the deployment (EC2.InStack): see OfStack. TagScope is
+// where the runner was registered (pool.Where: the janitor looks for it
+// there, whatever the pool's scope has become).
 const (
 	TagJobID       = "ghclaim:job-id"
 	TagRunID       = "ghclaim:run-id"
@@ -38,6 +40,7 @@ const (
 	TagPool        = "ghclaim:pool"
 	TagReplacement = "ghclaim:replacement"
 	TagStack       = "ghclaim:stack"
+	TagScope       = "ghclaim:scope"
 )
 
 // OfStack reports whether a machine or parameter whose TagStack tag is
@@ -718,6 +721,7 @@ func fleetInput(req Request, market, stack string) *ec2api.CreateFleetInput {
 		{Key: TagRepo, Value: req.Repo},
 		{Key: TagRunnerName, Value: req.RunnerName},
 		{Key: TagPool, Value: req.Pool.Name},
+		{Key: TagScope, Value: req.Pool.Scope},
 		{Key: TagReplacement, Value: strconv.Itoa(req.Replacement)},
 	}
 	if stack != "" {

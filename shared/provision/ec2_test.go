@@ -296,7 +296,7 @@ func TestEC2ProvisionLaunchArguments(t *testing.T) {
 			}
 			wantTags := map[string]string{
 				"Name": req.RunnerName, TagJobID: itoa(tt.job), TagRunID: itoa(req.RunID),
-				TagRepo: "octo/hello", TagRunnerName: req.RunnerName, TagPool: tt.pool.Name, TagReplacement: "0",
+				TagRepo: "octo/hello", TagRunnerName: req.RunnerName, TagPool: tt.pool.Name, TagScope: tt.pool.Scope, TagReplacement: "0",
 			}
 			if len(in.TagSpecifications) != 1 || in.TagSpecifications[0].ResourceType != ec2api.ResourceTypeInstance {
 				t.Fatalf("tag specifications %+v, want instance only (an instant fleet tags no volumes)", in.TagSpecifications)

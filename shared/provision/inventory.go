@@ -81,6 +81,8 @@ func (l Leftovers) LiveMachines(ctx context.Context) ([]pool.Machine, error) {
 						m.Repo = v
 					case TagRunnerName:
 						m.RunnerName = v
+					case TagScope:
+						m.Scope = v
 					}
 				}
 				if m.ID != "" && m.JobID > 0 {

@@ -96,6 +96,10 @@ func TestStacksLeaveEachOthersMachines(t *testing.T) {
 		ids := make([]string, 0, len(ms))
 		for _, m := range ms {
 			ids = append(ids, m.ID)
+			// Where the runner was registered, for the janitor's look-up.
+			if want := map[string]string{resA.InstanceID: reqA.Pool.Scope, old: ""}[m.ID]; m.Scope != want {
+				t.Errorf("stack %q: machine %s listed with scope %q, want %q", tt.stack, m.ID, m.Scope, want)
+			}
 		}
 		if got := slices.Contains(ids, resA.InstanceID); got != tt.wantA {
 			t.Errorf("stack %q: lists stack a's machine: %t, want %t", tt.stack, got, tt.wantA)

@@ -107,6 +107,9 @@ func (r *Reclaimer) removeLeftovers(ctx context.Context, c candidate, now time.T
 		return
 	}
 	name := job.RunnerNameAt(p.Name, c.rec.JobID, c.rec.Replacements)
+	// The dead claimer registered the runner at the pool's scope (the
+	// record's Scope is an earlier attempt's: it is written when an
+	// attempt ends claimed).
 	scope, owner, repo := pool.ScopeRepo, c.rec.Owner(), c.rec.RepoName()
 	if p.Scope == pool.ScopeOrg {
 		scope, repo = pool.ScopeOrg, ""

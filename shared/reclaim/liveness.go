@@ -121,9 +121,9 @@ func (r *Reclaimer) liveness(ctx context.Context, c candidate, now time.Time, re
 	}
 	defer r.shareRate(ctx, rec.InstallationID, log)
 	name := job.RunnerNameAt(p.Name, rec.JobID, rec.Replacements)
-	scope, owner, repo := pool.ScopeRepo, rec.Owner(), rec.RepoName()
-	if p.Scope == pool.ScopeOrg {
-		scope, repo = pool.ScopeOrg, ""
+	scope, owner, repo := p.Where(rec.Scope), rec.Owner(), rec.RepoName()
+	if scope == pool.ScopeOrg {
+		repo = ""
 	}
 	runner, ferr := r.cfg.GitHub.FindRunner(ctx, rec.InstallationID, scope, owner, repo, name)
 	missing := errors.Is(ferr, ghapp.ErrRunnerNotFound)

@@ -107,7 +107,7 @@ func (l *live) claimedAfter(t *testing.T, id int64, at time.Time, n int) ghapp.J
 	if _, err := l.prov.Provision(ctx, pool.Request{JobID: id, RunID: 7, Repo: "octo/app", Pool: l.pools[0], RunnerName: name, Replacement: n, JITConfig: jit.EncodedConfig.Reveal()}); err != nil {
 		t.Fatalf("provision: %v", err)
 	}
-	if err := l.store.Finish(ctx, lease, job.Outcome{State: job.Claimed, Attempt: 1, RunnerName: name, RunnerStartGrace: l.pools[0].StartGrace()}, at); err != nil {
+	if err := l.store.Finish(ctx, lease, job.Outcome{State: job.Claimed, Attempt: 1, RunnerName: name, Scope: pool.ScopeRepo, RunnerStartGrace: l.pools[0].StartGrace()}, at); err != nil {
 		t.Fatalf("finish claimed: %v", err)
 	}
 	l.fake.SetJob("octo", "app", ghfake.Job{ID: id, RunID: 7, Status: "queued", Labels: []string{"self-hosted", "linux"}})

@@ -35,6 +35,7 @@ type recordItem struct {
 	Labels           []string         `dynamodbav:"labels,omitempty"`
 	Pool             string           `dynamodbav:"pool,omitempty"`
 	RunnerName       string           `dynamodbav:"runner_name,omitempty"`
+	Scope            string           `dynamodbav:"runner_scope,omitempty"`
 	RunID            int64            `dynamodbav:"run_id,omitempty"`
 	CreatedAt        int64            `dynamodbav:"created_at,omitempty"`
 	UpdatedAt        int64            `dynamodbav:"updated_at,omitempty"`
@@ -53,7 +54,7 @@ func marshal(r job.Record) (map[string]types.AttributeValue, error) {
 		FirstFailureAt: r.FirstFailureAt, DueAt: r.DueAt, LeaseOwner: r.LeaseOwner,
 		LeaseExpiresAt: r.LeaseExpiresAt, LastErrorClass: r.LastErrorClass, LastError: r.LastError,
 		Repo: r.Repo, InstallationID: r.InstallationID, Labels: r.Labels, Pool: r.Pool,
-		RunnerName: r.RunnerName, RunID: r.RunID, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+		RunnerName: r.RunnerName, Scope: r.Scope, RunID: r.RunID, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 		ExpiresAt: r.ExpiresAt, SweepShard: r.SweepShard, SweepAt: r.SweepAt,
 		Replacements: r.Replacements, ReplacementsBase: r.ReplacementsBase, LivenessChecks: r.LivenessChecks,
 		History: historyItems(r.History),
@@ -91,7 +92,7 @@ func unmarshal(m map[string]types.AttributeValue) (job.Record, error) {
 		FirstFailureAt: it.FirstFailureAt, DueAt: it.DueAt, LeaseOwner: it.LeaseOwner,
 		LeaseExpiresAt: it.LeaseExpiresAt, LastErrorClass: it.LastErrorClass, LastError: it.LastError,
 		Repo: it.Repo, InstallationID: it.InstallationID, Labels: it.Labels, Pool: it.Pool,
-		RunnerName: it.RunnerName, RunID: it.RunID, CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt,
+		RunnerName: it.RunnerName, Scope: it.Scope, RunID: it.RunID, CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt,
 		ExpiresAt: it.ExpiresAt, SweepShard: it.SweepShard, SweepAt: it.SweepAt,
 		Replacements: it.Replacements, ReplacementsBase: it.ReplacementsBase, LivenessChecks: it.LivenessChecks,
 		History: historyOf(it.History),

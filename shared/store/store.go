@@ -476,6 +476,10 @@ func (s *Store) Finish(ctx context.Context, l Lease, o Outcome, now time.Time) e
 		vals[":rn"] = str(o.RunnerName)
 		set += ", runner_name = :rn"
 	}
+	if o.Scope != "" {
+		vals[":scope"] = str(o.Scope)
+		set += ", runner_scope = :scope"
+	}
 	if o.ErrorClass != "" {
 		vals[":ec"] = str(o.ErrorClass)
 		vals[":em"] = str(truncate(o.Error))
