@@ -288,6 +288,22 @@ func stackName(s string) bool {
 	return true
 }
 
+// ownerLogin reports whether s can be a repository owner's login as the
+// webhook accepts one (shared/webhook: a letter or digit, then letters,
+// digits, '_', '.' or '-', at most 100).
+func ownerLogin(s string) bool {
+	if len(s) == 0 || len(s) > 100 {
+		return false
+	}
+	for i, c := range s {
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if !alnum && (i == 0 || c != '_' && c != '.' && c != '-') {
+			return false
+		}
+	}
+	return true
+}
+
 // logLevel reads LOG_LEVEL: debug, info (the default), warn or error, in
 // any case. Anything else fails the cold start, naming the variable.
 func (r *reader) logLevel() string {
@@ -368,7 +384,13 @@ func LoadWebhook(get Getenv) (Webhook, error) {
 		MaxAge:          r.bounded("MAX_AGE", DefaultMaxAge, maxMaxAge, whyMaxAge),
 	}
 	for _, o := range strings.Split(get("ALLOWED_OWNERS"), ",") {
-		if o = strings.TrimSpace(o); o != "" {
+		switch o = strings.TrimSpace(o); {
+		case o == "":
+		case !ownerLogin(o):
+			// "octo/app", "@octo" or a URL never equals an owner's login:
+			// every job would be refused as not allowed, silently.
+			r.fail("ALLOWED_OWNERS", fmt.Errorf("%q is not an owner's login (an organisation or user name, no slash, @ or URL)", o))
+		default:
 			c.AllowedOwners = append(c.AllowedOwners, o)
 		}
 	}

@@ -2,6 +2,7 @@ package config
 
 import (
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -31,5 +32,20 @@ func TestAllowedOwners(t *testing.T) {
 				t.Fatalf("AllowedOwners %q, want %q", w.AllowedOwners, tt.want)
 			}
 		})
+	}
+}
+
+// TestAllowedOwnersRefusesWhatNoOwnerIs: an entry no owner's login can
+// equal (a repository, a mention, a URL) would refuse every job of that
+// owner without a word; the cold start fails instead, quoting it.
+func TestAllowedOwnersRefusesWhatNoOwnerIs(t *testing.T) {
+	t.Parallel()
+	for _, v := range []string{"octo-org/octo-repo", "https://github.com/octo-org", "@octo-org", "octo, -dash"} {
+		m := base()
+		m["ALLOWED_OWNERS"] = v
+		w, err := LoadWebhook(env(m))
+		if err == nil || !strings.Contains(err.Error(), "ALLOWED_OWNERS") || !strings.Contains(err.Error(), "is not an owner's login") {
+			t.Errorf("ALLOWED_OWNERS=%q: got owners %q, error %v; want an error naming the variable and the entry", v, w.AllowedOwners, err)
+		}
 	}
 }

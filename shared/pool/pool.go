@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"regexp"
 	"strings"
 	"time"
@@ -121,6 +122,10 @@ func Parse(text string) ([]Pool, error) {
 	if err := dec.Decode(&pools); err != nil {
 		return nil, fmt.Errorf("not a JSON list of pools: %w", err)
 	}
+	if _, err := dec.Token(); err != io.EOF {
+		// A list closed too early ("[{a}], {b}]") would keep a and drop b.
+		return nil, fmt.Errorf("not a JSON list of pools: text after the list's closing bracket at offset %d", dec.InputOffset())
+	}
 	if len(pools) == 0 {
 		return nil, errors.New("no pools: want a JSON list with at least one pool")
 	}
@@ -170,6 +175,11 @@ func (p Pool) Validate() error {
 	for _, l := range p.Labels {
 		if strings.TrimSpace(l) == "" {
 			return errors.New("labels: empty label")
+		}
+		if strings.TrimSpace(l) != l {
+			// GitHub's runs-on labels are never padded: "linux " would
+			// match no job, and the pool's jobs would be ignored silently.
+			return fmt.Errorf("labels: %q has spaces around it", l)
 		}
 	}
 	if p.Scope != ScopeRepo && p.Scope != ScopeOrg {

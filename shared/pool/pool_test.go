@@ -53,6 +53,9 @@ func TestParseErrorsNameTheProblem(t *testing.T) {
 		{"subnet twice", `[{"name":"a","labels":["x"],"provisioner":{"type":"ec2","launch_template":"lt","subnets":["subnet-1","subnet-2","subnet-1"]}}]`, `provisioner.subnets: "subnet-1" listed twice`},
 		{"empty subnet", `[{"name":"a","labels":["x"],"provisioner":{"type":"ec2","launch_template":"lt","subnets":["subnet-1",""]}}]`, "provisioner.subnets: empty entry"},
 		{"instance type twice", `[{"name":"a","labels":["x"],"provisioner":{"type":"ec2","launch_template":"lt","instance_types":["m7g.large","m7g.large"]}}]`, `provisioner.instance_types: "m7g.large" listed twice`},
+		{"padded label", `[{"name":"a","labels":["self-hosted","linux "],"provisioner":{"type":"ec2","launch_template":"lt"}}]`, `labels: "linux " has spaces around it`},
+		{"text after the list", `[{"name":"a","labels":["x"],"provisioner":{"type":"ec2","launch_template":"lt"}}], {"name":"b","labels":["y"],"provisioner":{"type":"ec2","launch_template":"lt"}}]`, "text after the list"},
+		{"stray closing bracket", `[{"name":"a","labels":["x"],"provisioner":{"type":"ec2","launch_template":"lt"}}]]`, "text after the list"},
 		{"duplicate name", `[{"name":"a","labels":["x"],"provisioner":{"type":"ec2","launch_template":"lt"}},{"name":"a","labels":["y"],"provisioner":{"type":"ec2","launch_template":"lt"}}]`, "used twice"},
 	}
 	for _, tt := range tests {
