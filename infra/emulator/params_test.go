@@ -2,6 +2,7 @@ package emulator
 
 import (
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -48,6 +49,14 @@ func TestParameterPatternsAcceptOnlyWhatTheFunctionsAccept(t *testing.T) {
 			[]string{"https://api.github.com", "https://ghe.example.com/api/v3", "http://127.0.0.1:8081", "api.github.com", "ftp://x", ""}},
 		{"RedeliveryWindow", "REDELIVERY_WINDOW", []string{"redeliverer"},
 			[]string{"3h", "1h", "72h", "4320m", "1m", "73h", "100h", "4321m", "0h", "0m"}},
+		{"SweepShards", "SWEEP_SHARDS", []string{"webhook", "claimer", "reclaimer"},
+			[]string{"1", "8", "64", "65", "0", "2.5", "08", " 8", "1e1"}},
+		{"MaxReplacements", "MAX_REPLACEMENTS", []string{"webhook", "reclaimer"},
+			[]string{"1", "3", "20", "21", "0", "2.5", "03", "-1"}},
+		{"LivenessMaxChecks", "LIVENESS_MAX_CHECKS", []string{"reclaimer"},
+			[]string{"1", "3", "20", "21", "0", "2.5", "03"}},
+		{"RedeliveryMaxAttempts", "REDELIVERY_MAX_ATTEMPTS", []string{"redeliverer"},
+			[]string{"1", "3", "20", "21", "0", "2.5", "03"}},
 		{"MetricsNamespace", "METRICS_NAMESPACE", []string{"webhook", "claimer", "reclaimer", "janitor", "redeliverer"},
 			[]string{"", "ghclaim", "ghclaim-prod", "Team/ghclaim", " ghclaim", "ghclaim ", "bad!name",
 				"AWS/Lambda", "AWS/", "AWS", "AWSx/y", "AW/S", "A WS/", strings.Repeat("n", 255), strings.Repeat("n", 256)}},
@@ -144,12 +153,74 @@ func TestMetricsNamespacePatternIsTheFunctionsRule(t *testing.T) {
 	walk("", 6)
 }
 
-// TestSweepShardsBound: the template allows no more shards than the
-// functions accept and the reclaimer visits (job.MaxShards).
+// TestSweepShardsBound: the template allows exactly the shard counts the
+// functions accept and the reclaimer visits (1 to job.MaxShards).
 func TestSweepShardsBound(t *testing.T) {
 	t.Parallel()
 	p, _ := dig(projectTemplate(t), "Parameters", "SweepShards").(map[string]any)
-	if got, ok := p["MaxValue"].(int); !ok || got != job.MaxShards {
-		t.Errorf("SweepShards MaxValue %v, want job.MaxShards %d", p["MaxValue"], job.MaxShards)
+	re := regexp.MustCompile(p["AllowedPattern"].(string))
+	for n := 0; n <= 2*job.MaxShards; n++ {
+		if got, want := re.MatchString(strconv.Itoa(n)), n >= 1 && n <= job.MaxShards; got != want {
+			t.Errorf("SweepShards %d deploys: %t, want %t (1 to job.MaxShards %d)", n, got, want, job.MaxShards)
+		}
 	}
+}
+
+// TestNoNumberParameterReachesAFunctionOrARunner: CloudFormation's Number
+// takes decimals ("2.5" is within MinValue 1 and MaxValue 20), the
+// functions' integers and boot.sh's seconds do not: such a value deploys,
+// then every cold start fails (the webhook answering GitHub 5xx, which
+// GitHub never retries) or every runner powers off at boot. Values that
+// reach an environment are Strings whose pattern says what is taken.
+func TestNoNumberParameterReachesAFunctionOrARunner(t *testing.T) {
+	t.Parallel()
+	tmpl := projectTemplate(t)
+	params, _ := tmpl["Parameters"].(map[string]any)
+	numbers := map[string]bool{}
+	for name, v := range params {
+		if p, _ := v.(map[string]any); p["Type"] == "Number" {
+			numbers[name] = true
+		}
+	}
+	envs := []any{dig(tmpl, "Globals", "Function", "Environment", "Variables")}
+	resources, _ := tmpl["Resources"].(map[string]any)
+	for _, v := range resources {
+		if r, _ := v.(map[string]any); r["Type"] == "AWS::Serverless::Function" {
+			envs = append(envs, dig(r, "Properties", "Environment", "Variables"))
+		}
+	}
+	for _, vars := range envs {
+		m, _ := vars.(map[string]any)
+		for env, v := range m {
+			if ref, _ := dig(v, "Ref").(string); numbers[ref] {
+				t.Errorf("%s takes Number parameter %s: a decimal deploys and fails every cold start", env, ref)
+			}
+		}
+	}
+	// The runners' user data exports parameters into boot.sh's environment.
+	var subs func(v any)
+	subs = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			s, ok := x["Fn::Sub"].(string)
+			if l, isList := x["Fn::Sub"].([]any); isList && len(l) > 0 {
+				s, ok = l[0].(string) // the [text, variables] form
+			}
+			if ok && strings.Contains(s, "export ") {
+				for name := range numbers {
+					if strings.Contains(s, "${"+name+"}") {
+						t.Errorf("a runner's user data exports Number parameter %s: a decimal deploys and boot.sh powers every runner off", name)
+					}
+				}
+			}
+			for _, y := range x {
+				subs(y)
+			}
+		case []any:
+			for _, y := range x {
+				subs(y)
+			}
+		}
+	}
+	subs(resources)
 }
