@@ -86,9 +86,10 @@ func (e *exchangeError) response() *http.Response {
 // flight is one token exchange in progress; callers that arrive while it
 // runs wait for its result instead of starting their own.
 type flight struct {
-	done  chan struct{}
-	token string
-	err   error
+	done   chan struct{}
+	token  string
+	minted time.Time
+	err    error
 }
 
 // installation holds one installation's access token.
@@ -98,6 +99,7 @@ type installation struct {
 
 	mu        sync.Mutex
 	token     string
+	minted    time.Time // when token was received
 	refreshAt time.Time
 	pending   *flight
 }
@@ -108,18 +110,18 @@ type installation struct {
 // by the client's timeout), so a caller that gives up does not fail the
 // others that wait for it.
 func (in *installation) get(ctx context.Context) (string, error) {
-	tok, _, err := in.cached(ctx)
+	tok, _, _, err := in.cached(ctx)
 	return tok, err
 }
 
-// cached is get, and whether the token came from the cache (rather than
-// from an exchange this call waited for).
-func (in *installation) cached(ctx context.Context) (string, bool, error) {
+// cached is get, with when the token was received and whether it came
+// from the cache (rather than from an exchange this call waited for).
+func (in *installation) cached(ctx context.Context) (string, time.Time, bool, error) {
 	in.mu.Lock()
 	if in.token != "" && in.c.now().Before(in.refreshAt) {
-		tok := in.token
+		tok, minted := in.token, in.minted
 		in.mu.Unlock()
-		return tok, true, nil
+		return tok, minted, true, nil
 	}
 	f := in.pending
 	if f == nil {
@@ -130,9 +132,9 @@ func (in *installation) cached(ctx context.Context) (string, bool, error) {
 	in.mu.Unlock()
 	select {
 	case <-f.done:
-		return f.token, false, f.err
+		return f.token, f.minted, false, f.err
 	case <-ctx.Done():
-		return "", false, ctx.Err()
+		return "", time.Time{}, false, ctx.Err()
 	}
 }
 
@@ -151,10 +153,11 @@ func (in *installation) exchange(ctx context.Context, f *flight) {
 	ctx, cancel := context.WithTimeout(ctx, in.c.timeout)
 	defer cancel()
 	tok, expires, err := in.c.accessToken(ctx, in.id)
+	minted := in.c.now()
 	in.mu.Lock()
-	f.token, f.err = tok, err
+	f.token, f.minted, f.err = tok, minted, err
 	if err == nil {
-		in.token, in.refreshAt = tok, expires.Add(-refreshBefore)
+		in.token, in.minted, in.refreshAt = tok, minted, expires.Add(-refreshBefore)
 	}
 	in.pending = nil
 	in.mu.Unlock()
@@ -211,45 +214,93 @@ type installTransport struct {
 	next http.RoundTripper
 }
 
-// A cached token GitHub refuses (401: revoked, the installation suspended
-// and back, a clock behind GitHub's keeping it past its expiry) is dropped
-// and the request sent once more with a fresh one: left cached, every call
-// of the installation would fail until the token's refresh time, up to 55
-// minutes, and a 401 fails a claim for good. A 401 on a fresh token stands.
+// replicationWaits are the waits before a request refused (401) with a
+// token received less than replicationWindow ago is sent again with the
+// same token: GitHub may refuse a new installation token for a few seconds
+// until it has replicated (octokit's auth-app retries such a 401 for 5 s
+// after the token's creation). Without them the first call of every cold
+// start or token refresh could fail a claim for good (a 401 is
+// non_retryable).
+var replicationWaits = []time.Duration{time.Second, 2 * time.Second}
+
+const replicationWindow = 5 * time.Second
+
+// RoundTrip sends req with the installation's token. A 401 on a token
+// received moments ago is waited out (replicationWaits). A cached token
+// GitHub refuses after that (401: revoked, the installation suspended and
+// back, a clock behind GitHub's keeping it past its expiry) is dropped and
+// the request sent once more with a fresh one: left cached, every call of
+// the installation would fail until the token's refresh time, up to 55
+// minutes, and a 401 fails a claim for good. A 401 on a fresh token then
+// stands. The response's Request is req, without the token, so no error
+// built from it carries the credential.
 func (t installTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	tok, cached, err := t.in.cached(req.Context())
+	ctx := req.Context()
+	tok, minted, cached, err := t.in.cached(ctx)
 	if err != nil {
 		if req.Body != nil {
 			_ = req.Body.Close()
 		}
 		return nil, err
 	}
-	out := req.Clone(req.Context())
-	out.Header.Set("Authorization", "token "+tok)
-	resp, err := t.next.RoundTrip(out)
+	resp, err := t.send(req, tok, false)
+	for _, wait := range replicationWaits {
+		if err != nil || resp.StatusCode != http.StatusUnauthorized || t.in.c.now().Sub(minted) >= replicationWindow || !resendable(req) {
+			break
+		}
+		drain(resp)
+		if err := t.in.c.sleep(ctx, wait); err != nil {
+			return nil, err
+		}
+		resp, err = t.send(req, tok, true)
+	}
 	if err != nil || resp.StatusCode != http.StatusUnauthorized || !cached {
 		return resp, err
 	}
 	t.in.drop(tok)
-	if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
+	if !resendable(req) {
 		return resp, nil // the body cannot be sent again
 	}
-	again := req.Clone(req.Context())
-	if req.GetBody != nil {
-		body, berr := req.GetBody()
-		if berr != nil {
-			return resp, nil
+	if tok, err = t.in.get(ctx); err != nil {
+		// The exchange's own error (a 5xx, a timeout: retryable) is the
+		// answer, not the stale token's 401 (which would fail a claim
+		// for good).
+		drain(resp)
+		return nil, err
+	}
+	drain(resp)
+	return t.send(req, tok, true)
+}
+
+// send sends a copy of req with tok; again: not the first time, so with
+// its body anew (resendable).
+func (t installTransport) send(req *http.Request, tok string, again bool) (*http.Response, error) {
+	out := req.Clone(req.Context())
+	if again && req.GetBody != nil && req.Body != nil && req.Body != http.NoBody {
+		body, err := req.GetBody()
+		if err != nil {
+			return nil, err
 		}
-		again.Body = body
+		out.Body = body
 	}
-	tok, err = t.in.get(req.Context())
-	if err != nil {
-		return resp, nil // the refusal stands; the exchange's own error comes with the next call
+	out.Header.Set("Authorization", "token "+tok)
+	resp, err := t.next.RoundTrip(out)
+	if resp != nil {
+		resp.Request = req
 	}
+	return resp, err
+}
+
+// resendable reports whether req's body can be sent again.
+func resendable(req *http.Request) bool {
+	return req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
+}
+
+// drain reads what is left of a response that is not returned, and
+// closes it.
+func drain(resp *http.Response) {
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
 	_ = resp.Body.Close()
-	again.Header.Set("Authorization", "token "+tok)
-	return t.next.RoundTrip(again)
 }
 
 // forgetSecondaryReset keeps go-github from holding a secondary rate limit

@@ -124,6 +124,9 @@ type Config struct {
 	// Now is the clock that dates App JWTs and decides when a cached
 	// installation token is refreshed; default time.Now.
 	Now clock.Func
+	// Sleep waits before a request refused with a token minted moments
+	// ago is sent again (see installTransport); default clock.Sleep.
+	Sleep func(ctx context.Context, d time.Duration) error
 }
 
 // Client is the GitHub App client. It is safe for concurrent use; build one
@@ -137,6 +140,7 @@ type Client struct {
 	wrap    func(int64, http.RoundTripper) http.RoundTripper
 	timeout time.Duration
 	now     clock.Func
+	sleep   func(context.Context, time.Duration) error
 	wrapApp func(http.RoundTripper) http.RoundTripper
 	appState
 
@@ -169,9 +173,12 @@ func New(cfg Config) (*Client, error) {
 		cfg.Timeout = DefaultTimeout
 	}
 	cfg.Now = clock.Or(cfg.Now)
+	if cfg.Sleep == nil {
+		cfg.Sleep = clock.Sleep
+	}
 	return &Client{
 		appID: cfg.AppID, key: key, apiRoot: root, baseURL: u,
-		tr: cfg.Transport, wrap: cfg.Wrap, wrapApp: cfg.WrapApp, timeout: cfg.Timeout, now: cfg.Now,
+		tr: cfg.Transport, wrap: cfg.Wrap, wrapApp: cfg.WrapApp, timeout: cfg.Timeout, now: cfg.Now, sleep: cfg.Sleep,
 		clients: map[int64]*github.Client{},
 	}, nil
 }
@@ -404,9 +411,16 @@ func IsStillRunning(err error) bool {
 	return isStatus(err, http.StatusUnprocessableEntity)
 }
 
+// isStatus reports whether err is GitHub's answer status to the route
+// called, not to the token exchange before it (an installation gone
+// answers the exchange 404, which is no "runner already gone").
 func isStatus(err error, status int) bool {
 	var er *github.ErrorResponse
-	return errors.As(err, &er) && er.Response != nil && er.Response.StatusCode == status
+	if !errors.As(err, &er) || er.Response == nil || er.Response.StatusCode != status {
+		return false
+	}
+	r := er.Response.Request
+	return r == nil || r.URL == nil || !strings.HasSuffix(r.URL.Path, "/access_tokens")
 }
 
 // permanent is an error the retry classifier (shared/failure) treats as

@@ -74,7 +74,10 @@ func setup(t *testing.T, opt option) fixture {
 	fake := ghfake.New(opts...)
 	srv := httptest.NewServer(fake)
 	t.Cleanup(srv.Close)
-	cfg := ghapp.Config{AppID: appID, PrivateKey: pemBytes, BaseURL: srv.URL + opt.prefix}
+	// No real wait before a fresh token's refusal is sent again: the
+	// tests' tokens are always fresh on the wall clock.
+	cfg := ghapp.Config{AppID: appID, PrivateKey: pemBytes, BaseURL: srv.URL + opt.prefix,
+		Sleep: func(ctx context.Context, _ time.Duration) error { return ctx.Err() }}
 	if opt.cfg != nil {
 		opt.cfg(&cfg)
 	}
