@@ -101,6 +101,15 @@ func (c *Cache) Get(ctx context.Context) (string, error) {
 	}
 	v, err := c.fetch(ctx)
 	switch {
+	case err != nil && ctx.Err() != nil:
+		// The caller gave up (its deadline, a cancelled delivery): its
+		// own failure, not the secret's. Cached, it would be every later
+		// caller's answer until Retry, a cold webhook refusing every
+		// delivery meanwhile.
+		if c.value != "" {
+			return c.value, nil
+		}
+		return "", err
 	case err == nil:
 		c.value, c.err, c.until = v, nil, now.Add(c.o.TTL)
 	case c.value != "" && !errors.Is(err, ErrNotSet):
