@@ -94,20 +94,26 @@ fi
 param=/ghclaim/runners/$name
 log "runner $name, parameter $param"
 
-# 1-2. The claimer writes the parameter after the launch: wait for it, a
-# bounded number of polls, each call bounded too (SSM_TIMEOUTS: the CLI's
-# own are a minute to connect and a minute to read, three attempts, so an
-# SSM that silently drops packets would stretch every poll to minutes and
-# the wait to hours).
+# 1-2. The claimer writes the parameter after the launch: wait for it,
+# GHCLAIM_PARAM_WAIT seconds by the clock (not a count of polls: each
+# call's own time comes on top of a poll's) and as many polls at most,
+# each call bounded too (SSM_TIMEOUTS: the CLI's own are a minute to
+# connect and a minute to read, three attempts, so an SSM that silently
+# drops packets would stretch every poll to minutes and the wait to hours).
 SSM_TIMEOUTS=(--cli-connect-timeout 5 --cli-read-timeout 10)
+deadline=$(($(date +%s) + GHCLAIM_PARAM_WAIT))
 jit=
-for ((i = 0; i * POLL < GHCLAIM_PARAM_WAIT; i++)); do
+polls=0
+while :; do
 	if jit=$(aws ssm get-parameter --region "$region" --name "$param" \
 		--with-decryption --query Parameter.Value --output text "${SSM_TIMEOUTS[@]}" 2>/dev/null) && [[ -n $jit ]]; then
 		break
 	fi
 	jit=
-	sleep "$POLL"
+	left=$((deadline - $(date +%s)))
+	((left > 0)) || break
+	sleep "$((left < POLL ? left : POLL))"
+	((++polls * POLL < GHCLAIM_PARAM_WAIT && $(date +%s) < deadline)) || break
 done
 if [[ -z $jit ]]; then
 	log "no readable $param within ${GHCLAIM_PARAM_WAIT}s (cleaned up, or access denied)"
@@ -149,12 +155,20 @@ for f in .runner .credentials .credentials_rsaparams; do
 	fi
 done
 
-# Stops a runner that took no job within the idle limit. The runner's
-# Listener starts a Worker, which logs to _diag/Worker_*, once a job is
-# assigned.
+# Stops a runner that took no job within the idle limit. Once the
+# runner's Listener has acquired a job it writes "<time>: Running job:
+# <name>" (to its console and its _diag/Runner_* log), then renews the
+# job's lock (a network call, retried), and only then starts a Worker,
+# which logs to _diag/Worker_*: a stop in between would cancel a job that
+# GitHub does not queue again, so either sign means the job is taken.
+took_job() {
+	compgen -G "$RUNNER_DIR/_diag/Worker_*" >/dev/null ||
+		grep -qs ': Running job: ' "$RUNNER_DIR"/_diag/Runner_*.log
+}
+
 idle_watch() {
 	sleep "$GHCLAIM_IDLE_LIMIT"
-	if compgen -G "$RUNNER_DIR/_diag/Worker_*" >/dev/null; then
+	if took_job; then
 		log "runner took a job"
 		return
 	fi

@@ -10,10 +10,12 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -66,6 +68,15 @@ assigned)
 	mkdir -p _diag && touch _diag/Worker_20250101-000000-utc.log
 	echo go >"$STUB/fire"
 	read -r _ <"$STUB/release" ;;
+acquired)
+	# The Listener has the job (its console line and its log say so) and
+	# is renewing the job's lock when the limit is reached: no Worker yet.
+	mkdir -p _diag
+	echo "[2025-01-01 00:14:59Z INFO Terminal] WRITE LINE: 2025-01-01 00:14:59Z: Running job: build" >_diag/Runner_20250101-000000-utc.log
+	echo "2025-01-01 00:14:59Z: Running job: build"
+	echo go >"$STUB/fire"
+	read -r _ <"$STUB/release"
+	touch _diag/Worker_20250101-001500-utc.log ;;
 esac
 exit 0
 `
@@ -313,30 +324,76 @@ func TestBootIdleLimit(t *testing.T) {
 			t.Errorf("calls: got %q, want the 900 s timer and a power-off last", calls)
 		}
 	})
-	t.Run("a job taken in time is left running", func(t *testing.T) {
-		t.Parallel()
-		f := setup(t)
-		f.env = append(f.env, "GHCLAIM_IDLE_LIMIT=900")
-		f.write(t, filepath.Join(f.stub, "runner-mode"), "assigned", 0o644)
-		f.fifo(t, "fire")    // the runner takes a job, then the limit is reached
-		f.fifo(t, "release") // the runner finishes once the timer has decided
-		calls, out := f.boot(t, func(line string) {
-			if strings.Contains(line, "runner took a job") {
-				go func() { // opening a fifo blocks until the runner reads it
-					if w, err := os.OpenFile(filepath.Join(f.stub, "release"), os.O_WRONLY, 0); err == nil {
-						_, _ = w.WriteString("done\n")
-						_ = w.Close()
-					}
-				}()
+	// A job taken in time is left running: with its Worker started, or
+	// acquired by the Listener with no Worker yet (the lock renewal before
+	// it can take a while), which a stop would cancel for good.
+	for _, mode := range []string{"assigned", "acquired"} {
+		t.Run("a job taken in time is left running: "+mode, func(t *testing.T) {
+			t.Parallel()
+			f := setup(t)
+			f.env = append(f.env, "GHCLAIM_IDLE_LIMIT=900")
+			f.write(t, filepath.Join(f.stub, "runner-mode"), mode, 0o644)
+			f.fifo(t, "fire")    // the runner takes a job, then the limit is reached
+			f.fifo(t, "release") // the runner finishes once the timer has decided
+			calls, out := f.boot(t, func(line string) {
+				if strings.Contains(line, "runner took a job") || strings.Contains(line, "stopping the runner") {
+					go func() { // opening a fifo blocks until the runner reads it
+						if w, err := os.OpenFile(filepath.Join(f.stub, "release"), os.O_WRONLY, 0); err == nil {
+							_, _ = w.WriteString("done\n")
+							_ = w.Close()
+						}
+					}()
+				}
+			})
+			if strings.Contains(out, "stopping the runner") || !strings.Contains(out, "runner exited with status 0") {
+				t.Errorf("output: got\n%s\nwant the runner to finish its job", out)
+			}
+			if calls[len(calls)-1] != poweroff {
+				t.Errorf("calls: got %q, want a power-off last", calls)
 			}
 		})
-		if strings.Contains(out, "stopping the runner") || !strings.Contains(out, "runner exited with status 0") {
-			t.Errorf("output: got\n%s\nwant the runner to finish its job", out)
+	}
+}
+
+// TestBootParameterWaitIsBoundedInTime: the wait for the parameter ends
+// GHCLAIM_PARAM_WAIT seconds after it began by the clock, whatever each
+// read costs: an SSM that answers each read only after its timeouts (45 s:
+// three attempts of 5 + 10 s) was polled 120 times for the default 600 s,
+// keeping the machine up for well over an hour. The stubs keep a clock of
+// their own (date reads it; each aws read and each sleep moves it).
+func TestBootParameterWaitIsBoundedInTime(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	_ = os.Remove(filepath.Join(f.stub, "jit"))
+	for i, e := range f.env {
+		if strings.HasPrefix(e, "GHCLAIM_PARAM_WAIT=") {
+			f.env[i] = "GHCLAIM_PARAM_WAIT=600"
 		}
-		if calls[len(calls)-1] != poweroff {
-			t.Errorf("calls: got %q, want a power-off last", calls)
+	}
+	bin := filepath.Join(f.stub, "bin")
+	f.write(t, filepath.Join(f.stub, "clock"), "1000", 0o644)
+	tick := `c=$(cat "$STUB/clock"); echo $((c + %s)) >"$STUB/clock"`
+	f.write(t, filepath.Join(bin, "date"), "#!/bin/bash\ncat \"$STUB/clock\"\n", 0o755)
+	f.write(t, filepath.Join(bin, "aws"), "#!/bin/bash\n"+fmt.Sprintf(tick, "45")+"\n"+stubs["aws"]+"\n", 0o755)
+	f.write(t, filepath.Join(bin, "sleep"), "#!/bin/bash\n"+fmt.Sprintf(tick, "$1")+"\n"+stubs["sleep"]+"\n", 0o755)
+	calls, out := f.boot(t, nil)
+	reads := 0
+	for _, c := range calls {
+		if c == getParam {
+			reads++
 		}
-	})
+	}
+	b, err := os.ReadFile(filepath.Join(f.stub, "clock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	end, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	if waited := end - 1000; waited > 600 || reads != 12 {
+		t.Errorf("waited %d s in %d reads, want at most 600 s (12 reads of 45 s and their 5 s polls):\n%s", waited, reads, out)
+	}
+	if calls[len(calls)-1] != poweroff || !strings.Contains(out, "within 600s") {
+		t.Errorf("calls %q: want the wait to end in a power-off", calls)
+	}
 }
 
 // TestBootBoundsEverySSMCall: each SSM call carries short connect and read
