@@ -82,8 +82,21 @@ func redactAttr(_ []string, a slog.Attr) slog.Attr {
 	case slog.KindString:
 		a.Value = slog.StringValue(redact.String(a.Value.String()))
 	case slog.KindAny:
-		if err, ok := a.Value.Any().(error); ok && err != nil {
-			a.Value = slog.StringValue(redact.String(err.Error()))
+		switch v := a.Value.Any().(type) {
+		case nil:
+		case error:
+			a.Value = slog.StringValue(redact.String(v.Error()))
+		default:
+			// A slice, map or struct is written as JSON: its strings are
+			// redacted in that text, which stays JSON (the mask holds no
+			// quote or backslash). Untouched when nothing was masked.
+			b, err := json.Marshal(v)
+			if err != nil {
+				break
+			}
+			if r := redact.String(string(b)); r != string(b) {
+				a.Value = slog.AnyValue(json.RawMessage(r))
+			}
 		}
 	}
 	return a
