@@ -43,7 +43,7 @@ type Core interface {
 	Release(ctx context.Context, l job.Lease, r job.Retry, now time.Time) error
 	Finish(ctx context.Context, l job.Lease, o job.Outcome, now time.Time) error
 	TakeBack(ctx context.Context, read job.Record, to job.State, due time.Time, reason string, now time.Time) (job.Record, error)
-	Recheck(ctx context.Context, read job.Record, due time.Time, counted bool, now time.Time) (job.Record, error)
+	Recheck(ctx context.Context, read job.Record, due time.Time, check job.Check, now time.Time) (job.Record, error)
 	LoadRate(ctx context.Context, installationID int64) (ratelimit.Reading, error)
 	SaveRate(ctx context.Context, installationID int64, r ratelimit.Reading) error
 	SaveBlock(ctx context.Context, installationID int64, until time.Time, length time.Duration) error
@@ -456,7 +456,7 @@ func TestStoreCore(t *testing.T, base int64, open func(t *testing.T) Core, pendi
 		l, _, err := s.Acquire(ctx, j, taken.Version, "b", now.Add(time.Minute), now)
 		must(t, err)
 		must(t, s.Finish(ctx, l, job.Outcome{State: job.Claimed, Attempt: 2}, now))
-		checked, err := s.Recheck(ctx, get(t, j), now.Add(10*time.Minute), true, now)
+		checked, err := s.Recheck(ctx, get(t, j), now.Add(10*time.Minute), job.CheckIdle, now)
 		must(t, err)
 		capped, err := s.TakeBack(ctx, checked, job.Abandoned, now, "runner_lost after 1 replacements (cap 1)", now)
 		must(t, err)
@@ -480,7 +480,7 @@ func TestStoreCore(t *testing.T, base int64, open func(t *testing.T) Core, pendi
 		j := id(20)
 		read := claimed(t, j, 0)
 		now := T0.Add(11 * time.Minute)
-		got, err := s.Recheck(ctx, read, now.Add(10*time.Minute), true, now)
+		got, err := s.Recheck(ctx, read, now.Add(10*time.Minute), job.CheckIdle, now)
 		must(t, err)
 		if got.State != job.Claimed || got.Version != read.Version || got.LivenessChecks != 1 || got.SweepAt != now.Add(10*time.Minute).UnixMilli() ||
 			got.SweepShard != job.Shard(j, tm.Shards) {
@@ -488,18 +488,31 @@ func TestStoreCore(t *testing.T, base int64, open func(t *testing.T) Core, pendi
 		}
 		// The same read counted again (a retried request whose first
 		// answer was lost, or two passes of one read) is one check.
-		got, err = s.Recheck(ctx, read, now.Add(10*time.Minute), true, now)
+		got, err = s.Recheck(ctx, read, now.Add(10*time.Minute), job.CheckIdle, now)
 		must(t, err)
 		if got.LivenessChecks != 1 {
 			t.Fatalf("a read counted twice: %d checks, want 1", got.LivenessChecks)
 		}
-		got, err = s.Recheck(ctx, read, now.Add(20*time.Minute), false, now)
+		got, err = s.Recheck(ctx, read, now.Add(20*time.Minute), job.CheckSkipped, now)
 		must(t, err)
-		if got.LivenessChecks != 1 || got.SweepAt != now.Add(20*time.Minute).UnixMilli() {
-			t.Fatalf("uncounted recheck: %+v, want 1 check still, sweep_at pushed again", got)
+		if got.LivenessChecks != 1 || got.SweepAt != now.Add(20*time.Minute).UnixMilli() || got.FirstFailureAt != 0 {
+			t.Fatalf("uncounted recheck: %+v, want 1 check still, sweep_at pushed again, no failure", got)
+		}
+		// A check that cannot be made (the pool gone, GitHub refusing for
+		// good) starts the max-age clock once; a later one keeps it.
+		got, err = s.Recheck(ctx, read, now.Add(30*time.Minute), job.CheckBlocked, now)
+		must(t, err)
+		if got.LivenessChecks != 1 || got.FirstFailureAt != now.UnixMilli() || got.SweepAt != now.Add(30*time.Minute).UnixMilli() {
+			t.Fatalf("blocked recheck: %+v, want first_failure_at now, the count kept", got)
+		}
+		later := now.Add(time.Hour)
+		got, err = s.Recheck(ctx, read, later.Add(10*time.Minute), job.CheckBlocked, later)
+		must(t, err)
+		if got.FirstFailureAt != now.UnixMilli() {
+			t.Fatalf("blocked again: first_failure_at %d, want the first block's %d kept", got.FirstFailureAt, now.UnixMilli())
 		}
 		// A later read counts on.
-		got, err = s.Recheck(ctx, get(t, j), now.Add(30*time.Minute), true, now)
+		got, err = s.Recheck(ctx, get(t, j), now.Add(30*time.Minute), job.CheckIdle, now)
 		must(t, err)
 		if got.LivenessChecks != 2 {
 			t.Fatalf("a second read's check: %d checks, want 2", got.LivenessChecks)
@@ -510,9 +523,9 @@ func TestStoreCore(t *testing.T, base int64, open func(t *testing.T) Core, pendi
 		if got := get(t, j); got.LivenessChecks != 0 {
 			t.Fatalf("checks %d after a new attempt, want 0", got.LivenessChecks)
 		}
-		_, err = s.Recheck(ctx, read, now, true, now)
+		_, err = s.Recheck(ctx, read, now, job.CheckIdle, now)
 		conflict(t, "recheck after the record moved on", err, job.Queued, read.Version+1)
-		if _, err := s.Recheck(ctx, get(t, j), now, true, now); err == nil || errors.Is(err, job.ErrConflict) {
+		if _, err := s.Recheck(ctx, get(t, j), now, job.CheckIdle, now); err == nil || errors.Is(err, job.ErrConflict) {
 			t.Fatalf("recheck of a queued read: got %v, want a usage error", err)
 		}
 	})
@@ -614,14 +627,14 @@ func TestStoreCore(t *testing.T, base int64, open func(t *testing.T) Core, pendi
 		stale := job.Record{JobID: j, State: job.Claiming, Version: l.Version, LeaseExpiresAt: at(5).UnixMilli()}
 		_, err = s.TakeBack(ctx, stale, job.Queued, at(6), "lease_expired", at(6))
 		must(t, err)
-		if _, err := s.Recheck(ctx, get(t, j), at(7), true, at(6)); err == nil {
+		if _, err := s.Recheck(ctx, get(t, j), at(7), job.CheckIdle, at(6)); err == nil {
 			t.Fatal("recheck of a queued record succeeded")
 		}
 		l, _, err = s.Acquire(ctx, j, l.Version+1, "c", at(8), at(7))
 		must(t, err)
 		must(t, s.Finish(ctx, l, job.Outcome{State: job.Claimed, Attempt: 2, RunnerName: "linux-x"}, at(7)))
 		claimed := get(t, j)
-		_, err = s.Recheck(ctx, claimed, at(20), true, at(17))
+		_, err = s.Recheck(ctx, claimed, at(20), job.CheckIdle, at(17))
 		must(t, err)
 		claimed = get(t, j)
 		_, err = s.TakeBack(ctx, claimed, job.Queued, at(27), "runner_lost", at(27))

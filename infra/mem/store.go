@@ -477,9 +477,10 @@ func (s *Store) Postpone(ctx context.Context, read job.Record, until time.Time) 
 	return clone(cur), nil
 }
 
-// Recheck moves a claimed record's sweep_at to due (liveness_checks+1 when
-// counted), conditional on the state and version read.
-func (s *Store) Recheck(ctx context.Context, read job.Record, due time.Time, counted bool, now time.Time) (job.Record, error) {
+// Recheck moves a claimed record's sweep_at to due (liveness_checks+1 for
+// job.CheckIdle, first_failure_at set unless set for job.CheckBlocked),
+// conditional on the state and version read.
+func (s *Store) Recheck(ctx context.Context, read job.Record, due time.Time, check job.Check, now time.Time) (job.Record, error) {
 	if err := ctx.Err(); err != nil {
 		return job.Record{}, err
 	}
@@ -492,8 +493,11 @@ func (s *Store) Recheck(ctx context.Context, read job.Record, due time.Time, cou
 		return job.Record{}, &job.ConflictError{Op: "recheck", JobID: read.JobID, Current: clone(cur), Found: ok}
 	}
 	cur.SweepShard, cur.SweepAt, cur.UpdatedAt = job.Shard(read.JobID, s.t.Shards), job.Millis(due), job.Millis(now)
-	if counted {
+	if check == job.CheckIdle {
 		cur.LivenessChecks = read.LivenessChecks + 1 // one check per read, as shared/store writes it
+	}
+	if check == job.CheckBlocked && cur.FirstFailureAt == 0 {
+		cur.FirstFailureAt = job.Millis(now)
 	}
 	s.recs[read.JobID] = cur
 	return clone(cur), nil

@@ -111,6 +111,24 @@ func StartGrace(g time.Duration) time.Duration {
 	return g
 }
 
+// Check is what the reclaimer's look at a claimed record found, as Recheck
+// writes it.
+type Check int
+
+const (
+	// CheckSkipped: not made (an exhausted rate limit) or failed for a
+	// passing reason (a 5xx, a timeout): nothing counted.
+	CheckSkipped Check = iota
+	// CheckIdle: the runner is online but idle: liveness_checks + 1.
+	CheckIdle
+	// CheckBlocked: it cannot be made until something changes (the pool
+	// is not configured, GitHub refused for good: the repository or the
+	// installation gone): the max-age clock starts (first_failure_at, if
+	// not set yet), so such a record is abandoned at max age rather than
+	// looked at every grace until its TTL.
+	CheckBlocked
+)
+
 // Report is a job GitHub reported in progress or completed: the webhook marks
 // its record done with it.
 type Report struct {

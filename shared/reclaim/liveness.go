@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ghclaim/ghclaim/shared/backoff"
+	"github.com/ghclaim/ghclaim/shared/failure"
 	"github.com/ghclaim/ghclaim/shared/ghapp"
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/pool"
@@ -105,7 +106,10 @@ func (r *Reclaimer) liveness(ctx context.Context, c candidate, now time.Time, re
 	if !ok || r.cfg.GitHub == nil {
 		// Nothing to ask with: look again later rather than every pass.
 		log.WarnContext(ctx, "reclaim cannot check a claimed job", slog.String("pool", rec.Pool), slog.Bool("pool_known", ok))
-		return c, "", r.recheck(ctx, c, now.Add(grace), false, now, rep)
+		if !ok {
+			return r.blocked(ctx, c, "pool "+rec.Pool+" is not configured", grace, now, rep)
+		}
+		return c, "", r.recheck(ctx, c, now.Add(grace), job.CheckSkipped, now, rep)
 	}
 	if rd, halted := r.rate(ctx, rec.InstallationID, now, log); halted {
 		// Looked at again as soon as GitHub may be asked, with the jitter
@@ -117,7 +121,7 @@ func (r *Reclaimer) liveness(ctx context.Context, c candidate, now time.Time, re
 		rep.LivenessRateLimited++
 		log.WarnContext(ctx, "reclaim liveness check deferred: installation rate limit exhausted or blocked",
 			slog.Int64("installation_id", rec.InstallationID), slog.Time("reset_at", resume))
-		return c, "", r.recheck(ctx, c, due, false, now, rep)
+		return c, "", r.recheck(ctx, c, due, job.CheckSkipped, now, rep)
 	}
 	defer r.shareRate(ctx, rec.InstallationID, log)
 	name := job.RunnerNameAt(p.Name, rec.JobID, rec.Replacements)
@@ -131,21 +135,21 @@ func (r *Reclaimer) liveness(ctx context.Context, c candidate, now time.Time, re
 		r.noteBlock(rec.InstallationID, ferr)
 		rep.LivenessFailed++
 		log.WarnContext(ctx, "reclaim liveness check failed", slog.String("step", "find runner"), slog.Any("err", ferr))
-		return c, "", r.recheck(ctx, c, r.afterFailure(rec.InstallationID, now, grace), false, now, rep)
+		return r.failed(ctx, c, ferr, grace, now, rep)
 	}
 	idle := !missing && runner.Status == "online" && !runner.Busy
 	if idle && rec.LivenessChecks < r.cfg.MaxLivenessChecks {
 		rep.LivenessChecks++
 		log.InfoContext(ctx, "reclaim liveness: runner online and idle, check again", slog.String("runner_name", name),
 			slog.Int("liveness_checks", rec.LivenessChecks+1))
-		return c, "", r.recheck(ctx, c, now.Add(grace), true, now, rep)
+		return c, "", r.recheck(ctx, c, now.Add(grace), job.CheckIdle, now, rep)
 	}
-	status, settled, err := r.atWork(ctx, rec, now, rep, log)
+	status, serr, settled, err := r.atWork(ctx, rec, now, rep, log)
 	if settled || err != nil {
 		return c, "", err
 	}
-	if status == "" {
-		return c, "", r.recheck(ctx, c, r.afterFailure(rec.InstallationID, now, grace), false, now, rep)
+	if serr != nil {
+		return r.failed(ctx, c, serr, grace, now, rep)
 	}
 	c.reason = RunnerLost
 	if !missing && runner.Busy {
@@ -158,11 +162,11 @@ func (r *Reclaimer) liveness(ctx context.Context, c candidate, now time.Time, re
 		// The runner took a job between the look and the delete: ours (a
 		// new attempt would give it a second runner) or another's. GitHub
 		// says which.
-		if status, settled, err = r.atWork(ctx, rec, now, rep, log); settled || err != nil {
+		if status, serr, settled, err = r.atWork(ctx, rec, now, rep, log); settled || err != nil {
 			return c, "", err
 		}
-		if status == "" {
-			return c, "", r.recheck(ctx, c, r.afterFailure(rec.InstallationID, now, grace), false, now, rep)
+		if serr != nil {
+			return r.failed(ctx, c, serr, grace, now, rep)
 		}
 		r.taken(ctx, &c, name, status, log, rep)
 	}
@@ -175,12 +179,40 @@ func (r *Reclaimer) liveness(ctx context.Context, c candidate, now time.Time, re
 		// the job two. Like any failed call of the check, look again after
 		// a grace.
 		log.WarnContext(ctx, "reclaim liveness: old attempt not removed, new attempt deferred", slog.String("runner_name", name))
-		return c, "", r.recheck(ctx, c, r.afterFailure(rec.InstallationID, now, grace), false, now, rep)
+		return c, "", r.recheck(ctx, c, r.afterFailure(rec.InstallationID, now, grace), job.CheckSkipped, now, rep)
 	}
 	log.InfoContext(ctx, "reclaim liveness: new attempt", slog.String("runner_name", name), slog.String("job_status", status),
 		slog.String("runner_status", runner.Status), slog.Bool("runner_busy", runner.Busy), slog.Bool("runner_missing", missing),
 		slog.Int("replacements", rec.Replacements))
 	return c, job.Queued, nil
+}
+
+// failed looks at a claimed record again after its check failed with err:
+// after a grace (or the rate limit's end) for a passing failure; as a
+// blocked check (see blocked) when GitHub refused for good (non_retryable:
+// the repository, the job or the installation's access gone), which no
+// later look would change.
+func (r *Reclaimer) failed(ctx context.Context, c candidate, err error, grace time.Duration, now time.Time, rep *Report) (candidate, job.State, error) {
+	if fl := failure.Classify(err); fl.Class == failure.NonRetryable {
+		return r.blocked(ctx, c, "github: "+fl.Reason, grace, now, rep)
+	}
+	return c, "", r.recheck(ctx, c, r.afterFailure(c.rec.InstallationID, now, grace), job.CheckSkipped, now, rep)
+}
+
+// blocked handles a claimed record whose check cannot be made until
+// something changes (why): the first such check starts the max-age clock
+// (first_failure_at), and once the record is past max age it is
+// abandoned, as a job failing that long is anywhere else. Before, it was
+// looked at every grace until its TTL, staying claimed for a week. Its
+// runner and machine are left: nobody can say they are idle (a machine
+// ends itself at its idle limit; the janitor takes the config).
+func (r *Reclaimer) blocked(ctx context.Context, c candidate, why string, grace time.Duration, now time.Time, rep *Report) (candidate, job.State, error) {
+	if PastMaxAge(c.rec, now, r.cfg.MaxAge) {
+		c.why = fmt.Sprintf("reclaimer: its runner cannot be checked (%s) since %s, past max age %s",
+			why, job.FromMillis(c.rec.FirstFailureAt).UTC().Format(time.RFC3339), r.cfg.MaxAge)
+		return c, job.Abandoned, nil
+	}
+	return c, "", r.recheck(ctx, c, now.Add(grace), job.CheckBlocked, now, rep)
 }
 
 // afterFailure is when a check whose GitHub call failed is looked at
@@ -200,26 +232,26 @@ func (r *Reclaimer) afterFailure(inst int64, now time.Time, grace time.Duration)
 
 // atWork asks GitHub for rec's job. A job in progress or completed is
 // settled here: the record is marked done (the in_progress delivery never
-// reached us). It returns the job's status, or "" when the question failed
-// (logged and counted: the caller looks again after a grace).
-func (r *Reclaimer) atWork(ctx context.Context, rec job.Record, now time.Time, rep *Report, log *slog.Logger) (status string, settled bool, err error) {
-	status, serr := r.cfg.GitHub.JobStatus(ctx, rec.InstallationID, rec.Owner(), rec.RepoName(), rec.JobID)
+// reached us). It returns the job's status, or GitHub's error when the
+// question failed (logged and counted: the caller looks again later).
+func (r *Reclaimer) atWork(ctx context.Context, rec job.Record, now time.Time, rep *Report, log *slog.Logger) (status string, serr error, settled bool, err error) {
+	status, serr = r.cfg.GitHub.JobStatus(ctx, rec.InstallationID, rec.Owner(), rec.RepoName(), rec.JobID)
 	if serr != nil {
 		r.noteBlock(rec.InstallationID, serr)
 		rep.LivenessFailed++
 		log.WarnContext(ctx, "reclaim liveness check failed", slog.String("step", "job status"), slog.Any("err", serr))
-		return "", false, nil
+		return "", serr, false, nil
 	}
 	if status != "in_progress" && status != "completed" {
-		return status, false, nil
+		return status, nil, false, nil
 	}
 	if _, err := r.cfg.Store.MarkDone(ctx, job.Report{JobID: rec.JobID, Repo: rec.Repo, InstallationID: rec.InstallationID, Pool: rec.Pool, Actor: job.ActorReclaimer}, now); err != nil && !errors.Is(err, job.ErrTerminal) {
 		rep.Failed++
-		return status, true, fmt.Errorf("reclaim: mark job %d done: %w", rec.JobID, err)
+		return status, nil, true, fmt.Errorf("reclaim: mark job %d done: %w", rec.JobID, err)
 	}
 	rep.LivenessDone++
 	log.InfoContext(ctx, "reclaim liveness: job already at work at GitHub, done", slog.String("job_status", status))
-	return status, true, nil
+	return status, nil, true, nil
 }
 
 // taken records that the attempt's runner is at work on another job: a new
@@ -268,8 +300,8 @@ func (r *Reclaimer) removeAttempt(ctx context.Context, c candidate, p pool.Pool,
 
 // recheck moves a claimed record's check to due (counted: an idle-runner
 // check). A lost race is no error.
-func (r *Reclaimer) recheck(ctx context.Context, c candidate, due time.Time, counted bool, now time.Time, rep *Report) error {
-	_, err := r.cfg.Store.Recheck(ctx, c.rec, due, counted, now)
+func (r *Reclaimer) recheck(ctx context.Context, c candidate, due time.Time, check job.Check, now time.Time, rep *Report) error {
+	_, err := r.cfg.Store.Recheck(ctx, c.rec, due, check, now)
 	switch {
 	case errors.Is(err, job.ErrConflict):
 		rep.Raced++

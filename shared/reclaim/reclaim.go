@@ -139,7 +139,7 @@ type Store interface {
 	TakeBack(ctx context.Context, read job.Record, to job.State, due time.Time, reason string, now time.Time) (job.Record, error)
 	// Recheck moves a claimed record's sweep_at to due (liveness_checks+1
 	// when counted), conditional on the state and version read.
-	Recheck(ctx context.Context, read job.Record, due time.Time, counted bool, now time.Time) (job.Record, error)
+	Recheck(ctx context.Context, read job.Record, due time.Time, check job.Check, now time.Time) (job.Record, error)
 	// MarkDone moves the record to done (GitHub has the job at work).
 	MarkDone(ctx context.Context, d job.Report, now time.Time) (job.State, error)
 }

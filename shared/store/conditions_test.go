@@ -68,7 +68,7 @@ func TestSweepAttributesFollowEveryTransition(t *testing.T) {
 			l, _, err := f.s.Acquire(ctx, id, 1, "a", lease, t0)
 			must(t, err)
 			must(t, f.s.Finish(ctx, l, store.Outcome{State: job.Claimed, Attempt: 1}, t0))
-			_, err = f.s.Recheck(ctx, f.get(t, id), t0.Add(time.Hour), true, t0.Add(11*time.Minute))
+			_, err = f.s.Recheck(ctx, f.get(t, id), t0.Add(time.Hour), job.CheckIdle, t0.Add(11*time.Minute))
 			must(t, err)
 		}, wantState: job.Claimed, wantSweep: t0.Add(time.Hour)},
 		{name: "claimed, new attempt", id: 512, run: func(t *testing.T, id int64) {

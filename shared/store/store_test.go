@@ -622,7 +622,7 @@ func TestRecheckRetriedAfterItTookEffect(t *testing.T) {
 		t.Fatal(err)
 	}
 	retried := store.New(retriedUpdate{env.db}, env.table, store.Options{})
-	got, err := retried.Recheck(ctx, f.get(t, id), t0.Add(20*time.Minute), true, t0.Add(10*time.Minute))
+	got, err := retried.Recheck(ctx, f.get(t, id), t0.Add(20*time.Minute), job.CheckIdle, t0.Add(10*time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -718,7 +718,7 @@ func TestTakeBackAndRecheckMoveAStrayHome(t *testing.T) {
 	if sh := f.get(t, 253).SweepShard; sh != "61" {
 		t.Fatalf("claimed in shard %q, want still 61", sh)
 	}
-	got, err = f.s.Recheck(ctx, f.get(t, 253), t0.Add(20*time.Minute), true, t0.Add(10*time.Minute))
+	got, err = f.s.Recheck(ctx, f.get(t, 253), t0.Add(20*time.Minute), job.CheckIdle, t0.Add(10*time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -214,13 +214,14 @@ func (s *Store) conditional(ctx context.Context, op string, id int64, update, co
 }
 
 // Recheck is the reclaimer's "check again later" on a claimed record it
-// read: sweep_at moves to due, and liveness_checks grows by one when
-// counted (a check that found the runner online but idle; a check skipped
-// for an exhausted rate limit or a GitHub error is not counted). It is
-// conditional on the state (claimed) and version read and does not bump
-// the version (no message follows). A refusal is a *job.ConflictError
+// read: sweep_at moves to due; liveness_checks grows by one for
+// job.CheckIdle (a check that found the runner online but idle; a check
+// skipped for an exhausted rate limit or a passing GitHub error is not
+// counted); job.CheckBlocked sets first_failure_at to now unless it is set.
+// It is conditional on the state (claimed) and version read and does not
+// bump the version (no message follows). A refusal is a *job.ConflictError
 // carrying the record as it is now.
-func (s *Store) Recheck(ctx context.Context, read job.Record, due time.Time, counted bool, now time.Time) (job.Record, error) {
+func (s *Store) Recheck(ctx context.Context, read job.Record, due time.Time, check job.Check, now time.Time) (job.Record, error) {
 	if read.State != job.Claimed {
 		return job.Record{}, fmt.Errorf("recheck job %d: %q is not claimed", read.JobID, read.State)
 	}
@@ -232,7 +233,10 @@ func (s *Store) Recheck(ctx context.Context, read job.Record, due time.Time, cou
 		":now":   n(job.Millis(now)),
 	}
 	update := "SET sweep_shard = :shard, sweep_at = :sweep, updated_at = :now"
-	if counted {
+	if check == job.CheckBlocked {
+		update += ", first_failure_at = if_not_exists(first_failure_at, :now)"
+	}
+	if check == job.CheckIdle {
 		// The count as read plus one, not an increment: the version does
 		// not move, so an SDK retry of a write that took effect passes the
 		// condition again and would count one check twice (an idle runner

@@ -1,0 +1,72 @@
+package reclaim_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ghclaim/ghclaim/shared/job"
+	"github.com/ghclaim/ghclaim/shared/pool"
+	"github.com/ghclaim/ghclaim/shared/reclaim"
+)
+
+// TestBlockedCheckEndsAtMaxAge: a claimed job whose check cannot be made
+// until something changes (its pool gone from the configuration; GitHub
+// answering 404 for its repository, job and runner) was looked at every
+// grace until its 7-day TTL, claimed all along. The first such check now
+// starts the max-age clock; past max age the job is abandoned, naming
+// why, and its runner and machine are left (nobody can say they are idle).
+func TestBlockedCheckEndsAtMaxAge(t *testing.T) {
+	t.Parallel()
+	const id = int64(740)
+	tests := []struct {
+		name    string
+		prepare func(t *testing.T, l *live)
+		why     string
+	}{
+		{name: "pool no longer configured", why: "pool linux is not configured",
+			prepare: func(t *testing.T, l *live) {
+				mac := l.pools[0]
+				mac.Name = "mac"
+				l.pools = []pool.Pool{mac}
+			}},
+		{name: "GitHub answers 404", why: "github: ",
+			prepare: func(t *testing.T, l *live) {
+				r := l.get(t, id)
+				r.Repo = "octo/deleted" // the repository, its runs and runners gone
+				l.store.Put(r)
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			l := setupLive(t)
+			l.claimed(t, id, t0.Add(-liveGrace-time.Second))
+			tt.prepare(t, l)
+
+			l.run(t, l.reclaimer(t, nil))
+			got := l.get(t, id)
+			if got.State != job.Claimed || got.FirstFailureAt != job.Millis(t0) || got.SweepAt <= job.Millis(t0) {
+				t.Fatalf("after the first blocked check: %s, first_failure_at %d, sweep_at %d; want claimed, the max-age clock started now, looked at later",
+					got.State, got.FirstFailureAt, got.SweepAt)
+			}
+
+			// Looked at every grace; abandoned once past max age.
+			var rep reclaim.Report
+			for i := 0; i < 20 && got.State == job.Claimed; i++ {
+				l.clock.Set(job.FromMillis(got.SweepAt).Add(time.Second))
+				rep = l.run(t, l.reclaimer(t, nil))
+				got = l.get(t, id)
+			}
+			if got.State != job.Abandoned || rep.Abandoned != 1 || !strings.Contains(got.LastError, tt.why) {
+				t.Fatalf("record %s (%q), report %+v: want abandoned past max age, naming %q", got.State, got.LastError, rep, tt.why)
+			}
+			if age := l.clock.Now().Sub(t0); age <= reclaim.DefaultMaxAge || age > reclaim.DefaultMaxAge+liveGrace+time.Second {
+				t.Errorf("abandoned %s after the first blocked check, want just past max age %s", age, reclaim.DefaultMaxAge)
+			}
+			if n := l.machinesLive(id); n != 1 {
+				t.Errorf("%d live machines, want its machine left (its runner's state unknown)", n)
+			}
+		})
+	}
+}
