@@ -61,6 +61,14 @@ const (
 
 	// MaxSQSDelay is SQS's cap on DelaySeconds.
 	MaxSQSDelay = 900 * time.Second
+
+	// MaxRateWait caps the wait a rate limit's Retry-After or reset asks
+	// for: GitHub's primary window is an hour, and its secondary limits
+	// ask minutes. A reset further ahead is a skewed clock or a garbled
+	// header (seconds read from milliseconds): waited for as told, it
+	// would hold a job for hours, or overflow into a negative delay and
+	// an immediate retry.
+	MaxRateWait = time.Hour
 )
 
 // Policy is the retry policy. Build it from Default and override fields;
@@ -195,9 +203,9 @@ func (p Policy) Next(in Input) Decision {
 		f := in.Failure
 		switch {
 		case f.RetryAfter > 0:
-			delay, basis = f.RetryAfter+snap, BasisRetryAfter
+			delay, basis = min(f.RetryAfter, MaxRateWait)+snap, BasisRetryAfter
 		case !f.ResetAt.IsZero():
-			delay, basis = max(f.ResetAt.Sub(in.Now), 0)+snap, BasisReset
+			delay, basis = min(max(f.ResetAt.Sub(in.Now), 0), MaxRateWait)+snap, BasisReset
 		case ladder < SecondaryMinimum:
 			delay, basis = SecondaryMinimum+snap, BasisSecondary
 		}
@@ -238,9 +246,8 @@ func Split(now, due time.Time) (delaySeconds int32, notBefore time.Time) {
 	if wait <= 0 {
 		return 0, time.Time{}
 	}
-	secs := (wait + time.Second - 1) / time.Second
-	if secs*time.Second <= MaxSQSDelay {
-		return int32(secs), time.Time{}
+	if wait <= MaxSQSDelay { // rounded up below: no overflow for a wait this short
+		return int32((wait + time.Second - 1) / time.Second), time.Time{}
 	}
 	// not_before is due itself, not now + the rounded wait: each hop rounds
 	// its own remainder up again, so rounding here would add up to a second

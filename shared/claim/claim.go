@@ -60,8 +60,9 @@
 // whose job moved on (done, or a newer message) hops on until its
 // not_before and stops there, at its first lease write. Chains come from
 // rate-limit deferrals (the ladder's rungs are under 900 s), which end at a
-// reset at most an hour ahead: at most four hops, fewer requests than a
-// read at every hop of every live chain.
+// reset at most an hour and NowLag ahead (ratelimit.Reading.Exhausted
+// trusts no reset further, backoff caps a wait at MaxRateWait): at most
+// five hops, fewer requests than a read at every hop of every live chain.
 //
 // Fencing. The lease is taken with a conditional update (queued|pending
 // at the message's version → claiming, version+1) and lasts Lease (default

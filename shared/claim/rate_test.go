@@ -133,3 +133,34 @@ func jobOf(t *testing.T, body string) int64 {
 	}
 	return m.JobID
 }
+
+// TestGarbledResetIsCapped: GitHub (or a proxy before it) answers the
+// exhaustion with a reset hours or centuries ahead (milliseconds read as
+// seconds). The claim waits at most an hour and the snap jitter (a
+// chained message), and a second claimer, reading the shared exhaustion
+// with that reset, does not trust it: it asks GitHub itself. Before, the
+// wait overflowed into a negative delay, and each deferral re-sent the
+// message at once, over and over.
+func TestGarbledResetIsCapped(t *testing.T) {
+	t.Parallel()
+	h := setup(t, setupOpt{})
+	a := h.claimer(t, claimerOpt{instance: "a", seed: 1})
+	b := h.claimer(t, claimerOpt{instance: "b", seed: 2})
+	now := h.clock.Now()
+	h.gh.SetRateLimit(installation, 5000, 0, time.Unix(now.UnixMilli(), 0))
+	h.seed(t, 2111)
+	h.seed(t, 2112)
+	msgs := h.receive(t, 2)
+
+	h.invoke(t, a, msgs[0])
+	s := h.lastSend(t)
+	nb := job.FromMillis(s.Msg.NotBefore)
+	if s.Delay != 900*time.Second || nb.Before(now.Add(time.Hour)) || !nb.Before(now.Add(time.Hour+25*time.Second)) {
+		t.Fatalf("deferral sent with delay %v, not_before now%+v; want 900 s and not_before an hour plus [5 s, 25 s) ahead", s.Delay, nb.Sub(now))
+	}
+	before := h.gh.Stats().JITCalls
+	h.invoke(t, b, msgs[1])
+	if h.gh.Stats().JITCalls != before+1 {
+		t.Fatalf("the second claimer trusted a reset hours ahead and did not ask GitHub")
+	}
+}

@@ -336,7 +336,9 @@ func retryAfter(h http.Header) (time.Duration, time.Time) {
 	}
 	if s, err := strconv.ParseInt(v, 10, 64); err == nil {
 		if s > 0 {
-			return time.Duration(s) * time.Second, time.Time{}
+			// Capped before the multiplication, which would wrap for a
+			// garbled value (the retry policy caps the wait at an hour).
+			return time.Duration(min(s, int64(24*time.Hour/time.Second))) * time.Second, time.Time{}
 		}
 		return 0, time.Time{}
 	}

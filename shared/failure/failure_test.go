@@ -164,6 +164,12 @@ func TestClassifyGitHub(t *testing.T) {
 			want:  want{class: failure.RateLimit, retryAfter: 60 * time.Second, status: 403, reason: "secondary rate limit"},
 		},
 		{
+			// A garbled Retry-After must not wrap into a short wait.
+			name:  "secondary limit 403 with a Retry-After that overflows nanoseconds",
+			reply: reply{403, with(rateHeaders("4990"), "Retry-After", "18446744074"), bodySecondary},
+			want:  want{class: failure.RateLimit, retryAfter: 24 * time.Hour, status: 403, reason: "secondary rate limit"},
+		},
+		{
 			// GitHub: without Retry-After and with budget left, ignore the
 			// reset and wait at least a minute (the policy's job).
 			name:  "secondary limit 403 without Retry-After",

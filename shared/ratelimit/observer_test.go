@@ -80,6 +80,7 @@ func TestTransportObservesBlocks(t *testing.T) {
 		{"429 without Retry-After: a minute", h(rate...), http.StatusTooManyRequests, t0.Add(ratelimit.MinBlock), 4000},
 		{"429 with an HTTP-date Retry-After", h("Retry-After", t0.Add(90*time.Second).Format(http.TimeFormat)), http.StatusTooManyRequests, t0.Add(90 * time.Second), -1},
 		{"Retry-After beyond the cap", h("Retry-After", "86400"), http.StatusTooManyRequests, t0.Add(ratelimit.MaxBlock), -1},
+		{"Retry-After that overflows nanoseconds", h("Retry-After", "18446744074"), http.StatusTooManyRequests, t0.Add(ratelimit.MaxBlock), -1},
 		{"403 without Retry-After", h(rate...), http.StatusForbidden, time.Time{}, 4000},
 		{"primary exhaustion", h("X-RateLimit-Limit", "5000", "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", strconv.Itoa(resetEpoch)), http.StatusTooManyRequests, time.Time{}, 0},
 		{"another resource's 429", h("Retry-After", "30", "X-RateLimit-Resource", "search"), http.StatusTooManyRequests, time.Time{}, -1},

@@ -38,6 +38,12 @@ func TestExhausted(t *testing.T) {
 		{"observed 5 min ago is stale", ratelimit.Reading{Limit: 5000, Remaining: 0, ResetAt: t0.Add(time.Hour), ObservedAt: t0.Add(-5 * time.Minute)}, false},
 		{"observed just under 5 min ago", ratelimit.Reading{Limit: 5000, Remaining: 0, ResetAt: t0.Add(time.Hour), ObservedAt: t0.Add(-5*time.Minute + time.Millisecond)}, true},
 		{"zero reading is not exhausted", ratelimit.Reading{}, false},
+		// A reset further ahead than the hour-long window and NowLag is a
+		// skewed clock or a garbled header: not trusted (jobs would wait
+		// hours; GitHub's next answer tells again).
+		{"reset a window and NowLag ahead", ratelimit.Reading{Limit: 5000, Remaining: 0, ResetAt: t0.Add(ratelimit.MaxWindow + ratelimit.NowLag), ObservedAt: t0}, true},
+		{"reset further ahead", ratelimit.Reading{Limit: 5000, Remaining: 0, ResetAt: t0.Add(ratelimit.MaxWindow + ratelimit.NowLag + time.Second), ObservedAt: t0}, false},
+		{"reset in milliseconds read as seconds", ratelimit.Reading{Limit: 5000, Remaining: 0, ResetAt: time.Unix(t0.UnixMilli(), 0), ObservedAt: t0}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

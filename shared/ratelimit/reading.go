@@ -147,11 +147,18 @@ var ErrNoReading = errors.New("no rate reading")
 // Known reports whether r was ever observed (the zero Reading was not).
 func (r Reading) Known() bool { return !r.ObservedAt.IsZero() }
 
+// MaxWindow is GitHub's primary rate-limit window: a reset further ahead
+// than it and NowLag comes from a skewed clock or a garbled header.
+const MaxWindow = time.Hour
+
 // Exhausted reports whether a claimer must not call GitHub at now: the
-// budget was at 0 less than Freshness ago and its reset is still ahead.
+// budget was at 0 less than Freshness ago and its reset is still ahead, by
+// no more than MaxWindow and NowLag (a reset further ahead is not trusted:
+// held to it, every job of the installation would wait hours; GitHub's
+// next answer tells again, and the retry policy caps its wait).
 func (r Reading) Exhausted(now time.Time) bool {
 	return r.Known() && r.Remaining <= 0 &&
-		now.Sub(r.ObservedAt) < Freshness && r.ResetAt.After(now)
+		now.Sub(r.ObservedAt) < Freshness && r.ResetAt.After(now) && r.ResetAt.Sub(now) <= MaxWindow+NowLag
 }
 
 // Blocked reports whether a secondary rate limit forbids calling GitHub at

@@ -121,7 +121,9 @@ func blockOf(resp *http.Response, now time.Time) (time.Time, bool) {
 		return BlockUntil(now, 0), true
 	}
 	if secs, err := strconv.ParseInt(v, 10, 64); err == nil && secs > 0 {
-		return BlockUntil(now, time.Duration(secs)*time.Second), true
+		// Capped before the multiplication, which would wrap for a
+		// garbled value (BlockUntil caps at MaxBlock).
+		return BlockUntil(now, time.Duration(min(secs, int64(MaxBlock/time.Second)))*time.Second), true
 	}
 	if at, err := http.ParseTime(v); err == nil && at.After(now) {
 		return BlockUntil(now, at.Sub(now)), true
