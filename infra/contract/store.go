@@ -285,6 +285,20 @@ func TestStoreCore(t *testing.T, base int64, open func(t *testing.T) Core, pendi
 		conflict(t, "old message", err, job.Queued, 3)
 	})
 
+	run("error text is cut on a character, not inside one", func(t *testing.T) {
+		j := id(180)
+		_, err := s.CreateJob(ctx, Rec(j), T0)
+		must(t, err)
+		l, _, err := s.Acquire(ctx, j, 1, "a", T0.Add(time.Minute), T0)
+		must(t, err)
+		// A GitHub or AWS message with non-ASCII text around the cut.
+		msg := strings.Repeat("a", job.MaxError-1) + "é: runner group “linux” not found"
+		must(t, s.Release(ctx, l, job.Retry{Version: 3, Attempt: 1, Due: T0.Add(time.Minute), ErrorClass: "server_side", Error: msg}, T0))
+		if got := get(t, j).LastError; got != strings.Repeat("a", job.MaxError-1) {
+			t.Errorf("last_error %d bytes ending %q, want the %d bytes before the 'é' it would split", len(got), got[max(0, len(got)-4):], job.MaxError-1)
+		}
+	})
+
 	run("acquire of an unknown job", func(t *testing.T) {
 		_, _, err := s.Acquire(ctx, id(6), 1, "a", T0.Add(time.Minute), T0)
 		noRecord(t, "acquire", err)

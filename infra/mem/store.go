@@ -24,9 +24,6 @@ import (
 	"github.com/ghclaim/ghclaim/shared/ratelimit"
 )
 
-// maxError is how much error text a record keeps (as shared/store).
-const maxError = 1024
-
 // Store is an in-memory job store. The zero value is not usable: call NewStore.
 type Store struct {
 	t job.Timing
@@ -520,12 +517,7 @@ func clone(r job.Record) job.Record {
 	return r
 }
 
-func truncate(s string) string {
-	if len(s) > maxError {
-		return s[:maxError]
-	}
-	return s
-}
+func truncate(s string) string { return job.TruncateError(s) }
 
 // Requeue is an operator's retry of a failed or abandoned record read at
 // q.Read's state and version (as shared/store.Requeue): queued at

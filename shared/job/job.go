@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // State is where a job record stands. See DESIGN.md: pending → queued ⇄
@@ -112,6 +113,25 @@ type Record struct {
 	// History is the record's transitions, oldest first, at most
 	// MaxHistory: every state-changing write appends one.
 	History []Transition
+}
+
+// MaxError is how many bytes of error text a record keeps (last_error).
+const MaxError = 1024
+
+// TruncateError is s as a record keeps it: valid UTF-8 (DynamoDB strings
+// are; the SDK would turn a stray byte into U+FFFD, and the text would no
+// longer be what the in-memory store keeps), cut to at most MaxError bytes
+// on a rune boundary.
+func TruncateError(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= MaxError {
+		return s
+	}
+	cut := MaxError
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut]
 }
 
 // Owner is the repository owner (organisation or user) of the record's repo.

@@ -689,13 +689,7 @@ func (it rateItem) reading() ratelimit.Reading {
 	return r
 }
 
-func truncate(s string) string {
-	const max = 1024
-	if len(s) > max {
-		return s[:max]
-	}
-	return s
-}
+func truncate(s string) string { return job.TruncateError(s) }
 
 func isConditionFailed(err error) bool {
 	var ccf *types.ConditionalCheckFailedException

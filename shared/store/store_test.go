@@ -116,14 +116,11 @@ func TestRedeliveryContract(t *testing.T) {
 }
 
 // TestContract holds the DynamoDB adapter to the contract infra/mem is held
-// to, the sweep's listing and its paging included. The pending subtests
-// wait for Acquire to return the current record in a *job.ConflictError
-// (the claim conversion); until then TestLeaseFencing below covers them.
+// to, the sweep's listing and its paging included, every part of it.
 func TestContract(t *testing.T) {
 	t.Parallel()
 	open := func(*testing.T) contract.Store { return store.New(env.db, env.table, store.Options{}) }
-	contract.TestStoreCore(t, 100_000, func(t *testing.T) contract.Core { return open(t) },
-		"lease fencing", "acquire at a stale version of a queued record")
+	contract.TestStoreCore(t, 100_000, func(t *testing.T) contract.Core { return open(t) })
 	contract.TestStoreSweep(t, 100_000, open)
 }
 
