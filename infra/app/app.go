@@ -49,7 +49,9 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
@@ -137,7 +139,9 @@ func Run(ctx context.Context, cfg Config, cf CloudFormation, sm SecretsManager, 
 		return Result{}, fmt.Errorf("listen %s: the page must listen on 127.0.0.1 only", cfg.Addr)
 	}
 	base := "http://" + ln.Addr().String()
-	f := &flow{cfg: cfg, cf: cf, sm: sm, state: state, base: base, done: make(chan outcome, 1)}
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	f := &flow{cfg: cfg, cf: cf, sm: sm, state: state, base: base, done: make(chan outcome, 1),
+		hosts: []string{ln.Addr().String(), "localhost:" + port}}
 	srv := &http.Server{Handler: f.routes(), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	defer func() {
@@ -161,6 +165,9 @@ func Run(ctx context.Context, cfg Config, cf CloudFormation, sm SecretsManager, 
 		printNext(out, cfg, o.res)
 		return o.res, nil
 	case <-wctx.Done():
+		if err := f.failed(); err != nil {
+			return Result{}, fmt.Errorf("no conversion within %s (%w); the last try: %w", cfg.Timeout, wctx.Err(), err)
+		}
 		return Result{}, fmt.Errorf("no redirect from GitHub within %s: %w", cfg.Timeout, wctx.Err())
 	}
 }
@@ -303,14 +310,42 @@ type flow struct {
 	state string
 	base  string
 	done  chan outcome
+	hosts []string // the Host headers the page answers
+
+	mu      sync.Mutex
+	lastErr error // the last conversion that failed for a passing reason
 }
 
 func (f *flow) routes() http.Handler {
 	m := http.NewServeMux()
 	m.HandleFunc("GET /{$}", f.page)
 	m.HandleFunc("GET /callback", f.callback)
-	return m
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Only a browser that asked for 127.0.0.1 (or localhost) by name:
+		// a web page that rebinds its own domain to 127.0.0.1 sends its
+		// own Host, and could otherwise read the state from the page and
+		// have its own App's code converted into the stack's secrets.
+		if !slices.Contains(f.hosts, strings.ToLower(r.Host)) {
+			http.Error(w, "this page answers only http://"+f.hosts[0]+"/", http.StatusMisdirectedRequest)
+			return
+		}
+		m.ServeHTTP(w, r)
+	})
 }
+
+// failed is the last conversion that failed for a passing reason, if any.
+func (f *flow) failed() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.lastErr
+}
+
+// passing marks a conversion error that a reload of GitHub's redirect may
+// get past (the request never reached GitHub, or GitHub failed): the code
+// is still unspent, and works for an hour.
+type passing struct{ error }
+
+func (p passing) Unwrap() error { return p.error }
 
 var pageTmpl = template.Must(template.New("page").Parse(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>ghclaim: register the GitHub App</title></head>
@@ -357,12 +392,25 @@ func (f *flow) callback(w http.ResponseWriter, r *http.Request) {
 		_ = doneTmpl.Execute(w, map[string]string{"Title": "Refused", "Text": "GitHub's redirect carries no code."})
 		return
 	}
-	res, err := f.finish(r.Context(), code)
+	// Not the browser's context: a tab closed while GitHub answers would
+	// drop the answer, the only copy of the App's key and webhook secret.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 2*time.Minute)
+	res, err := f.finish(ctx, code)
+	cancel()
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	if p := (passing{}); errors.As(err, &p) {
+		// The page keeps serving: a reload of GitHub's redirect tries again.
+		f.mu.Lock()
+		f.lastErr = err
+		f.mu.Unlock()
+		w.WriteHeader(http.StatusBadGateway)
+		_ = doneTmpl.Execute(w, map[string]string{"Title": "Failed, for now", "Text": err.Error() + ". Reload this page to try again: the code works once, for an hour."})
+		return
+	}
 	select {
 	case f.done <- outcome{res: res, err: err}:
 	default: // a second callback after the first: the first one counts
 	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	if err != nil {
 		w.WriteHeader(http.StatusBadGateway)
 		_ = doneTmpl.Execute(w, map[string]string{"Title": "Failed", "Text": err.Error()})
@@ -429,7 +477,7 @@ func (f *flow) convert(ctx context.Context, code string) (conversion, error) {
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return conversion{}, fmt.Errorf("app: conversion (POST %s/app-manifests/{code}/conversions): %w", f.cfg.APIURL, err)
+		return conversion{}, passing{fmt.Errorf("app: conversion (POST %s/app-manifests/{code}/conversions): %w", f.cfg.APIURL, err)}
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
@@ -441,6 +489,9 @@ func (f *flow) convert(ctx context.Context, code string) (conversion, error) {
 			Message string `json:"message"`
 		}
 		_ = json.Unmarshal(body, &e) // an error body carries no secret
+		if resp.StatusCode >= 500 {
+			return conversion{}, passing{fmt.Errorf("app: conversion: GitHub answered %d %q", resp.StatusCode, e.Message)}
+		}
 		return conversion{}, fmt.Errorf("app: conversion: GitHub answered %d %q (a code works once and for one hour: start again)", resp.StatusCode, e.Message)
 	}
 	var c conversion

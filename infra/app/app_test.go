@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"html"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -196,17 +197,24 @@ func pemBody(p string) string {
 // failingConversion is a transport that never reaches GitHub's
 // conversion (the network failed) and remembers the code it carried;
 // every other request goes through.
+// failingConversion resets the connection of the first fails conversions
+// (every one when fails is negative) before they reach GitHub.
 type failingConversion struct {
-	mu   sync.Mutex
-	code string
+	mu    sync.Mutex
+	code  string
+	fails int
 }
 
 func (f *failingConversion) RoundTrip(r *http.Request) (*http.Response, error) {
 	if rest, ok := strings.CutPrefix(r.URL.Path, "/app-manifests/"); ok {
 		f.mu.Lock()
 		f.code, _, _ = strings.Cut(rest, "/")
+		fail := f.fails != 0
+		f.fails--
 		f.mu.Unlock()
-		return nil, errors.New("connection reset by peer")
+		if fail {
+			return nil, errors.New("connection reset by peer")
+		}
 	}
 	return http.DefaultTransport.RoundTrip(r)
 }
@@ -214,12 +222,16 @@ func (f *failingConversion) RoundTrip(r *http.Request) (*http.Response, error) {
 // TestFailedConversionKeepsTheCodeOut: when the conversion never reached
 // GitHub, its one-time code can still be exchanged for the App's key and
 // webhook secret, so neither the error, the printed output nor the page
-// shown in the browser may quote it.
+// shown in the browser may quote it. The page keeps serving (a reload may
+// get through); the operator's interrupt ends the run with the last
+// failure.
 func TestFailedConversionKeepsTheCodeOut(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	tr := &failingConversion{}
+	tr := &failingConversion{fails: -1}
 	cfg := f.config(nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	pages := make(chan string, 1)
 	cfg.Listening = func(u string) {
 		go func() {
@@ -228,12 +240,16 @@ func TestFailedConversionKeepsTheCodeOut(t *testing.T) {
 				body = "error: " + err.Error()
 			}
 			pages <- body
+			cancel() // the operator gives up
 		}()
 	}
 	cfg.HTTP = &http.Client{Transport: tr, Timeout: 10 * time.Second}
 	var out bytes.Buffer
-	_, err := app.Run(context.Background(), cfg, f.cf, f.sm, &out)
+	_, err := app.Run(ctx, cfg, f.cf, f.sm, &out)
 	page := <-pages
+	if !strings.Contains(page, "Reload this page to try again") {
+		t.Errorf("page %q: want the operator told a reload tries again", page)
+	}
 	if err == nil {
 		t.Fatal("Run succeeded though the conversion failed")
 	}
@@ -299,6 +315,132 @@ func TestCallbackRefusesAForeignState(t *testing.T) {
 	}
 	if after := f.secretValue(t, f.stack.WebhookSecretARN); after == before {
 		t.Error("the genuine callback stored nothing")
+	}
+}
+
+// TestConversionRetriedByAReload: a conversion that never reached GitHub
+// (a reset connection) leaves its code unspent; the page keeps serving, and
+// the operator's reload of GitHub's redirect converts it and stores the
+// App's key and secret. Before, the first failure ended make app and the
+// App GitHub had made could never be converted.
+func TestConversionRetriedByAReload(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	tr := &failingConversion{fails: 1}
+	statuses := make(chan []int, 1)
+	cfg := f.config(func(pageURL string) {
+		loc, err := postManifestFor(pageURL)
+		if err != nil {
+			statuses <- nil
+			return
+		}
+		first, _ := submitTo(loc)
+		second, _ := submitTo(loc) // the reload
+		statuses <- []int{first, second}
+	})
+	cfg.HTTP = &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	var out bytes.Buffer
+	res, err := app.Run(context.Background(), cfg, f.cf, f.sm, &out)
+	got := <-statuses
+	if err != nil || len(got) != 2 || got[0] != http.StatusBadGateway || got[1] != http.StatusOK {
+		t.Fatalf("Run: %+v, %v; callbacks answered %v, want 502 then 200", res, err, got)
+	}
+	apps := f.fake.Apps()
+	if len(apps) != 1 || f.secretValue(t, f.stack.GitHubAppPrivateKeyARN) != apps[0].PEM {
+		t.Fatal("the reload did not store the App's private key")
+	}
+}
+
+// TestPageAnswersOnlyItsOwnHost: a web page that rebinds its own domain to
+// 127.0.0.1 reaches the local page with its own Host: refused (421), so it
+// can neither read the state from the page nor have a code of its own
+// App converted into the stack's secrets.
+func TestPageAnswersOnlyItsOwnHost(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	type seen struct{ page, callback, genuine int }
+	got := make(chan seen, 1)
+	_, err := app.Run(context.Background(), f.config(func(pageURL string) {
+		var s seen
+		defer func() { got <- s }()
+		pu, _ := url.Parse(pageURL)
+		_, port, _ := net.SplitHostPort(pu.Host)
+		foreign := func(u string) int {
+			req, _ := http.NewRequest(http.MethodGet, u, nil)
+			req.Host = "attacker.example:" + port
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return -1
+			}
+			resp.Body.Close()
+			return resp.StatusCode
+		}
+		s.page = foreign(pageURL)
+		loc, err := postManifestFor(pageURL)
+		if err != nil {
+			return
+		}
+		s.callback = foreign(loc.String())
+		s.genuine, _ = submitTo(loc)
+	}), f.cf, f.sm, &bytes.Buffer{})
+	s := <-got
+	if s.page != http.StatusMisdirectedRequest || s.callback != http.StatusMisdirectedRequest {
+		t.Errorf("a foreign Host: page %d, callback %d; want 421 for both", s.page, s.callback)
+	}
+	if err != nil || s.genuine != http.StatusOK {
+		t.Fatalf("the genuine callback after the foreign ones: %d, %v", s.genuine, err)
+	}
+}
+
+// heldConversion holds the conversion request, once it is on its way,
+// until gone is closed (the browser has left), then sends it on: unless
+// its own context ended meanwhile.
+type heldConversion struct {
+	once           sync.Once
+	received, gone chan struct{}
+}
+
+func (h *heldConversion) RoundTrip(r *http.Request) (*http.Response, error) {
+	if strings.HasPrefix(r.URL.Path, "/app-manifests/") {
+		h.once.Do(func() { close(h.received) })
+		select {
+		case <-h.gone:
+		case <-r.Context().Done():
+			return nil, r.Context().Err()
+		}
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestBrowserLeavingMidConversion: the browser dropping the callback
+// request while the code is converted (a tab closed) does not drop
+// GitHub's answer, the only copy of the App's key and webhook secret.
+func TestBrowserLeavingMidConversion(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	h := &heldConversion{received: make(chan struct{}), gone: make(chan struct{})}
+	cfg := f.config(func(pageURL string) {
+		loc, err := postManifestFor(pageURL)
+		if err != nil {
+			close(h.gone)
+			return
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			<-h.received
+			cancel() // the tab is closed
+			close(h.gone)
+		}()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, loc.String(), nil)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	})
+	cfg.HTTP = &http.Client{Transport: h, Timeout: 10 * time.Second}
+	res, err := app.Run(context.Background(), cfg, f.cf, f.sm, &bytes.Buffer{})
+	apps := f.fake.Apps()
+	if err != nil || len(apps) != 1 || f.secretValue(t, f.stack.GitHubAppPrivateKeyARN) != apps[0].PEM {
+		t.Fatalf("Run: %+v, %v: want the App's key stored though the browser left", res, err)
 	}
 }
 
