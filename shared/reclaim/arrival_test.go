@@ -70,9 +70,12 @@ func (s *memStore) TakeBack(_ context.Context, read job.Record, to job.State, _ 
 }
 
 // arrivalQueue records when each message becomes visible: the instant its
-// send call reached SQS plus its whole DelaySeconds.
+// send call reached SQS plus its whole DelaySeconds. SQS stamps a batch
+// somewhere between the call's start and its answer: at stamp of the way
+// (0: the start, 1: the answer; negative: a random point each call).
 type arrivalQueue struct {
 	clock    *latencyClock
+	stamp    float64
 	arrivals []time.Time
 }
 
@@ -87,7 +90,14 @@ func (q *arrivalQueue) Send(_ context.Context, _ job.Message, delay time.Duratio
 }
 
 func (q *arrivalQueue) SendBatch(_ context.Context, msgs []job.Message, delays []time.Duration) []error {
-	at := q.clock.call()
+	start := q.clock.call()
+	f := q.stamp
+	if f < 0 {
+		q.clock.mu.Lock()
+		f = q.clock.rnd.Float64()
+		q.clock.mu.Unlock()
+	}
+	at := start.Add(time.Duration(f * float64(q.clock.Now().Sub(start))))
 	for i := range msgs {
 		q.arrive(at, delays[i])
 	}
@@ -95,13 +105,22 @@ func (q *arrivalQueue) SendBatch(_ context.Context, msgs []job.Message, delays [
 }
 
 // TestArrivalsAreSpread is the herd bound as SQS delivers it: whatever the
-// latency of each call (0…100 ms, random), the messages of one pass of M ≤ 60
+// latency of each call (0…100 ms, random, and up to 400 ms) and wherever in
+// a send call SQS stamps its batch (at its start, its answer, or anywhere
+// between: each batch its own), the messages of one pass of M ≤ 60
 // reclaimed jobs become visible at most 3 in any 1 s window, and a single
 // job at once.
 func TestArrivalsAreSpread(t *testing.T) {
 	t.Parallel()
-	for _, maxLatency := range []time.Duration{time.Millisecond, 40 * time.Millisecond, 100 * time.Millisecond} {
-		t.Run(fmt.Sprint(maxLatency), func(t *testing.T) {
+	for _, tc := range []struct {
+		maxLatency time.Duration
+		stamp      float64
+	}{
+		{time.Millisecond, 0}, {40 * time.Millisecond, 0}, {100 * time.Millisecond, 0},
+		{40 * time.Millisecond, 1}, {100 * time.Millisecond, -1}, {400 * time.Millisecond, -1},
+	} {
+		maxLatency := tc.maxLatency
+		t.Run(fmt.Sprint(maxLatency, " stamp ", tc.stamp), func(t *testing.T) {
 			t.Parallel()
 			for m := 1; m <= 60; m++ {
 				for seed := range uint64(25) {
@@ -114,7 +133,7 @@ func TestArrivalsAreSpread(t *testing.T) {
 							LeaseOwner: "dead", LeaseExpiresAt: job.Millis(start.Add(-time.Minute)),
 						})
 					}
-					q := &arrivalQueue{clock: clock}
+					q := &arrivalQueue{clock: clock, stamp: tc.stamp}
 					r := mustNew(t, reclaim.Config{Store: st, Queue: q,
 						Now: clock.Now, Sleep: clock.Sleep, Rand: random.New(seed), Logger: slog.New(slog.DiscardHandler),
 					})
@@ -139,5 +158,56 @@ func TestArrivalsAreSpread(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// slowFirstQueue answers its first SendBatch after lat and the others at
+// once; SQS stamps each batch at its answer.
+type slowFirstQueue struct {
+	clock    *latencyClock
+	lat      time.Duration
+	calls    int
+	arrivals []time.Time
+}
+
+func (q *slowFirstQueue) Send(context.Context, job.Message, time.Duration) error {
+	panic("the reclaimer sends batches")
+}
+
+func (q *slowFirstQueue) SendBatch(_ context.Context, msgs []job.Message, delays []time.Duration) []error {
+	if q.calls == 0 {
+		_ = q.clock.Sleep(context.Background(), q.lat)
+	}
+	q.calls++
+	for i := range msgs {
+		secs := int64(math.Ceil(max(delays[i], 0).Seconds()))
+		q.arrivals = append(q.arrivals, q.clock.Now().Add(time.Duration(secs)*time.Second))
+	}
+	return make([]error, len(msgs))
+}
+
+// TestArrivalsSpreadWhenOneBatchIsSlow: the first batch's call takes
+// 300 ms, the others none: its seconds land 300 ms later than the next
+// batch's, and a 1 s window held a second of each (4 jobs, from an audit).
+func TestArrivalsSpreadWhenOneBatchIsSlow(t *testing.T) {
+	t.Parallel()
+	const m = 60
+	clock := &latencyClock{t: t0, rnd: rand.New(rand.NewPCG(1, 1))}
+	st := &memStore{clock: clock}
+	for id := int64(1); id <= m; id++ {
+		st.recs = append(st.recs, job.Record{JobID: id, State: job.Claiming, Version: 2, InstallationID: 42, Repo: "octo/app", Pool: "linux",
+			LeaseOwner: "dead", LeaseExpiresAt: job.Millis(t0.Add(-time.Minute))})
+	}
+	q := &slowFirstQueue{clock: clock, lat: 300 * time.Millisecond}
+	r := mustNew(t, reclaim.Config{Store: st, Queue: q, Now: clock.Now, Sleep: clock.Sleep, Rand: random.New(3), Logger: slog.New(slog.DiscardHandler)})
+	if rep, err := r.Run(context.Background()); err != nil || rep.RequeuedTotal() != m {
+		t.Fatalf("%+v, %v", rep, err)
+	}
+	offsets := make([]time.Duration, len(q.arrivals))
+	for i, a := range q.arrivals {
+		offsets[i] = a.Sub(t0)
+	}
+	if got := reclaim.MaxPerSecond(offsets); got > 3 {
+		t.Fatalf("%d arrivals in one 1 s window, want ≤ 3: %v", got, offsets)
 	}
 }

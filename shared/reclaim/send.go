@@ -50,11 +50,21 @@ func plan(requeue []candidate, rnd random.Source) []planned {
 // such instant: ≤ 3 jobs (Spread's bound after rounding). A batch that
 // comes later than its first slot (slow calls) pushes the rest of the
 // schedule back by whole seconds (lag) rather than piling up at delay 0.
+//
+// SQS stamps a batch when the request reaches it: somewhere between the
+// call's start and its answer, which differs from batch to batch. So the
+// seconds of two consecutive batches are not the same instants: a second s
+// of the batch before, whose stamp may come as late as its call's length
+// after its slot, shares a 1 s window with a second t of this batch when
+// t - s < 1 + that length. Where such a pair would hold more than 3 jobs,
+// this batch moves on by whole seconds (lag) until none does.
 func (r *Reclaimer) send(ctx context.Context, now, stop time.Time, requeue []candidate, rep *Report, errs *[]error) bool {
 	jobs := plan(requeue, r.cfg.Rand)
 	hold := len(jobs) <= HoldUpTo
 	var origin time.Time // the first send's instant; zero until then
 	var lag int64        // whole seconds the schedule slipped
+	var prev map[int64]int
+	var prevLen time.Duration // the batch before: jobs by second, and its call's length past its slot
 	for start := 0; start < len(jobs); start += MaxBatch {
 		if r.past(ctx, stop) {
 			return false
@@ -98,15 +108,41 @@ func (r *Reclaimer) send(ctx context.Context, now, stop time.Time, requeue []can
 			}
 		}
 		lag = max(lag, e-taken[0].sec)
+		for hold && crowded(prev, prevLen, taken, lag) {
+			lag++
+		}
 		delays := make([]time.Duration, len(taken))
+		cur := map[int64]int{}
 		for i, p := range taken {
 			delays[i] = time.Duration(p.sec+lag-e) * time.Second
+			cur[p.sec+lag]++
 		}
-		for i, err := range r.cfg.Queue.SendBatch(ctx, msgs, delays) {
+		results := r.cfg.Queue.SendBatch(ctx, msgs, delays)
+		prev, prevLen = cur, r.cfg.Now().Sub(origin.Add(time.Duration(e)*time.Second))
+		for i, err := range results {
 			r.sent(ctx, taken[i].c, msgs[i].Version, delays[i], err, rep)
 		}
 	}
 	return true
+}
+
+// crowded reports whether batch, at lag, would share a 1 s window with
+// more than 3 jobs of the batch before (prev: its jobs by second from the
+// origin; length: how long after its slot its call answered, the latest
+// SQS can have stamped it).
+func crowded(prev map[int64]int, length time.Duration, batch []planned, lag int64) bool {
+	cur := map[int64]int{}
+	for _, p := range batch {
+		cur[p.sec+lag]++
+	}
+	for s, a := range prev {
+		for t, b := range cur {
+			if t >= s && time.Duration(t-s)*time.Second < time.Second+length && a+b > 3 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // sent records the outcome of one job's send.
