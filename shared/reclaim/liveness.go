@@ -98,7 +98,24 @@ const (
 // liveness decides a claimed record past its grace (see above). It returns
 // the candidate to take back (requeue or abandon) and which, or "" when the
 // record was settled here (done, checked again) or left alone.
-func (r *Reclaimer) liveness(ctx context.Context, c candidate, now time.Time, rep *Report) (candidate, job.State, error) {
+// window is the part of a pass the liveness checks' calls may take: ctx
+// (for GitHub and the provisioner) ends at end.
+type window struct {
+	ctx context.Context
+	end time.Time
+}
+
+// late reports whether a check must stop before its next call (the
+// window is over) and, if so, counts the pass incomplete.
+func (r *Reclaimer) late(ctx context.Context, w window, rep *Report) bool {
+	if r.past(ctx, w.end) || w.ctx.Err() != nil {
+		rep.Incomplete = true
+		return true
+	}
+	return false
+}
+
+func (r *Reclaimer) liveness(ctx context.Context, w window, c candidate, now time.Time, rep *Report) (candidate, job.State, error) {
 	rec := c.rec // whole and current: the sweep read it consistently
 	log := r.decisionLog(c)
 	p, ok := pool.Find(r.cfg.Pools, rec.Pool)
@@ -129,7 +146,7 @@ func (r *Reclaimer) liveness(ctx context.Context, c candidate, now time.Time, re
 	if scope == pool.ScopeOrg {
 		repo = ""
 	}
-	runner, ferr := r.cfg.GitHub.FindRunner(ctx, rec.InstallationID, scope, owner, repo, name)
+	runner, ferr := r.cfg.GitHub.FindRunner(w.ctx, rec.InstallationID, scope, owner, repo, name)
 	missing := errors.Is(ferr, ghapp.ErrRunnerNotFound)
 	if ferr != nil && !missing {
 		r.noteBlock(rec.InstallationID, ferr)
@@ -144,7 +161,12 @@ func (r *Reclaimer) liveness(ctx context.Context, c candidate, now time.Time, re
 			slog.Int("liveness_checks", rec.LivenessChecks+1))
 		return c, "", r.recheck(ctx, c, now.Add(grace), job.CheckIdle, now, rep)
 	}
-	status, serr, settled, err := r.atWork(ctx, rec, now, rep, log)
+	if r.late(ctx, w, rep) {
+		// Nothing removed yet: looked at again by the next pass, whose
+		// sends this one's overrun must not eat.
+		return c, "", r.recheck(ctx, c, now, job.CheckSkipped, now, rep)
+	}
+	status, serr, settled, err := r.atWork(ctx, w, rec, now, rep, log)
 	if settled || err != nil {
 		return c, "", err
 	}
@@ -157,12 +179,21 @@ func (r *Reclaimer) liveness(ctx context.Context, c candidate, now time.Time, re
 	}
 	// The old attempt goes first (busy-safe: a busy runner and its machine
 	// stay).
-	removed, took := r.removeAttempt(ctx, c, p, scope, owner, repo, name, runner, missing, log, rep)
+	if r.late(ctx, w, rep) {
+		// An old attempt is removed only with time left to take the
+		// record back and send it: removed and not re-sent, the job would
+		// wait with nothing running for it.
+		return c, "", r.recheck(ctx, c, now, job.CheckSkipped, now, rep)
+	}
+	removed, took := r.removeAttempt(w.ctx, c, p, scope, owner, repo, name, runner, missing, log, rep)
 	if took {
 		// The runner took a job between the look and the delete: ours (a
 		// new attempt would give it a second runner) or another's. GitHub
 		// says which.
-		if status, serr, settled, err = r.atWork(ctx, rec, now, rep, log); settled || err != nil {
+		if r.late(ctx, w, rep) {
+			return c, "", r.recheck(ctx, c, now, job.CheckSkipped, now, rep)
+		}
+		if status, serr, settled, err = r.atWork(ctx, w, rec, now, rep, log); settled || err != nil {
 			return c, "", err
 		}
 		if serr != nil {
@@ -234,8 +265,8 @@ func (r *Reclaimer) afterFailure(inst int64, now time.Time, grace time.Duration)
 // settled here: the record is marked done (the in_progress delivery never
 // reached us). It returns the job's status, or GitHub's error when the
 // question failed (logged and counted: the caller looks again later).
-func (r *Reclaimer) atWork(ctx context.Context, rec job.Record, now time.Time, rep *Report, log *slog.Logger) (status string, serr error, settled bool, err error) {
-	status, serr = r.cfg.GitHub.JobStatus(ctx, rec.InstallationID, rec.Owner(), rec.RepoName(), rec.JobID)
+func (r *Reclaimer) atWork(ctx context.Context, w window, rec job.Record, now time.Time, rep *Report, log *slog.Logger) (status string, serr error, settled bool, err error) {
+	status, serr = r.cfg.GitHub.JobStatus(w.ctx, rec.InstallationID, rec.Owner(), rec.RepoName(), rec.JobID)
 	if serr != nil {
 		r.noteBlock(rec.InstallationID, serr)
 		rep.LivenessFailed++

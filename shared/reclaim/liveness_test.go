@@ -557,6 +557,92 @@ func TestSlowLivenessLeavesTimeToSend(t *testing.T) {
 	}
 }
 
+// slowAnswers is slowGitHub with the job's status as slow as its runner.
+type slowAnswers struct{ slowGitHub }
+
+func (s slowAnswers) JobStatus(ctx context.Context, installationID int64, owner, repo string, jobID int64) (string, error) {
+	s.advance(s.d)
+	return s.GitHub.JobStatus(ctx, installationID, owner, repo, jobID)
+}
+
+// TestSlowChecksStopBeforeRemoving: a check started in time whose calls
+// are slow (7 s each, inside the App client's 10 s timeout) stops at the
+// end of its window, before its next call, and never removes an old
+// attempt it has no time left to re-send: every job whose machine was
+// ended has its new message, and the outbox-lost job is sent. Before, the
+// last check ran past the budget: the pass sent nothing, the jobs whose old
+// attempt it had removed sat claimed with nothing running (an audit).
+func TestSlowChecksStopBeforeRemoving(t *testing.T) {
+	t.Parallel()
+	l := setupLive(t)
+	for id := int64(811); id <= 814; id++ {
+		l.claimed(t, id, t0.Add(-liveGrace-time.Second))
+	}
+	const lost = int64(910)
+	l.pending(t, lost, t0.Add(-time.Hour))
+	r := l.reclaimer(t, func(c *reclaim.Config) {
+		c.Budget = 40 * time.Second
+		c.GitHub = slowAnswers{slowGitHub{GitHub: c.GitHub, advance: l.clock.Advance, d: 7 * time.Second}}
+	})
+	rep, _ := r.Run(context.Background())
+	sent := map[int64]bool{}
+	for _, m := range l.messages() {
+		sent[m.msg.JobID] = true
+	}
+	if !sent[lost] {
+		t.Errorf("the outbox-lost job %d was not sent (report %+v)", lost, rep)
+	}
+	for id := int64(811); id <= 814; id++ {
+		if l.machinesLive(id) == 0 && !sent[id] {
+			t.Errorf("job %d: its old attempt was removed but no new attempt sent (record %s)", id, l.get(t, id).State)
+		}
+	}
+	if !rep.Incomplete || len(l.messages()) < 2 {
+		t.Errorf("report %+v, %d messages: want some checks done and sent, the rest left to the next pass", rep, len(l.messages()))
+	}
+}
+
+// hangingGitHub never answers FindRunner: it waits for the call's
+// context to end, and records that it did.
+type hangingGitHub struct {
+	reclaim.GitHub
+	ended chan error
+}
+
+func (h hangingGitHub) FindRunner(ctx context.Context, _ int64, _, _, _, _ string) (ghapp.Runner, error) {
+	<-ctx.Done()
+	h.ended <- ctx.Err()
+	return ghapp.Runner{}, ctx.Err()
+}
+
+// TestHangingCheckIsCutAtItsWindow: on the wall clock too, a check's call
+// ends with its window (seven eighths of the budget), not with the
+// invocation: a GitHub that never answers leaves the pass its time to
+// send the other take-backs.
+func TestHangingCheckIsCutAtItsWindow(t *testing.T) {
+	t.Parallel()
+	l := setupLive(t)
+	l.claimed(t, 821, t0.Add(-liveGrace-time.Second))
+	const lost = int64(920)
+	l.pending(t, lost, t0.Add(-time.Hour))
+	ended := make(chan error, 1)
+	r := l.reclaimer(t, func(c *reclaim.Config) {
+		c.Budget = time.Second // real: the call is cut after 875 ms
+		c.GitHub = hangingGitHub{GitHub: c.GitHub, ended: ended}
+	})
+	rep, _ := r.Run(context.Background())
+	if err := <-ended; !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("the hanging call ended with %v, want its window's deadline", err)
+	}
+	sent := false
+	for _, m := range l.messages() {
+		sent = sent || m.msg.JobID == lost
+	}
+	if !sent || l.get(t, 821).State != job.Claimed {
+		t.Errorf("report %+v: want the outbox-lost job sent and the unchecked job left claimed", rep)
+	}
+}
+
 // slowStore is a store whose sweep reads advance the clock, the i-th by
 // delays[i] (the last one for every read after).
 type slowStore struct {

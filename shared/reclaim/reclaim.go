@@ -453,6 +453,14 @@ func (r *Reclaimer) Run(ctx context.Context) (Report, error) {
 	// table reads) must not leave every claimed record unchecked pass after
 	// pass, since only this check moves a job whose machine never came.
 	livenessBy := collectBy.Add(stop.Sub(collectBy) / 2)
+	// A check started by then must be over halfway to stop: its GitHub
+	// and provisioner calls run under a context that ends there (on the
+	// wall clock), and it looks at the time before each step, so the
+	// take-backs and sends of the pass keep the last quarter.
+	lw := window{end: livenessBy.Add(stop.Sub(livenessBy) / 2)}
+	var cancel context.CancelFunc
+	lw.ctx, cancel = context.WithDeadline(ctx, time.Now().Add(lw.end.Sub(now)))
+	defer cancel()
 
 	rep := Report{Requeued: map[Reason]int{}}
 	found, collectErr := r.collect(ctx, now, collectBy, &rep)
@@ -470,7 +478,7 @@ func (r *Reclaimer) Run(ctx context.Context) (Report, error) {
 				continue
 			}
 			checked++
-			next, to, err := r.liveness(ctx, c, now, &rep)
+			next, to, err := r.liveness(ctx, lw, c, now, &rep)
 			errs = append(errs, err)
 			switch to {
 			case job.Queued:
