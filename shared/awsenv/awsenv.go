@@ -23,9 +23,12 @@ package awsenv
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 )
 
@@ -46,6 +49,19 @@ func baseEndpoint(getenv func(string) string) (name, url string) {
 		}
 	}
 	return "", ""
+}
+
+// AttemptBound is an HTTP client for the SDK's clients under which every
+// attempt must start answering within d: a stalled attempt is cut and the
+// SDK's retryer sends the next one. The SDK's own client waits for an
+// answer without limit, so one stalled request used up a webhook
+// delivery's whole budget (GitHub never sends it again) or a cold start's.
+// For calls that answer in milliseconds (DynamoDB, SQS, SSM, Secrets
+// Manager), never for EC2's instant fleets.
+func AttemptBound(d time.Duration) aws.HTTPClient {
+	return awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
+		tr.ResponseHeaderTimeout = d
+	})
 }
 
 // Load returns the aws.Config the environment describes.

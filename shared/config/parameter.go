@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
@@ -58,6 +59,13 @@ func WithPoolsParameter(ctx context.Context, client SSM, get Getenv) (Getenv, er
 	}, nil
 }
 
+// StartTimeout bounds the start-up read of RUNNER_POOLS_PARAMETER, and
+// StartAttemptTimeout each of its attempts.
+const (
+	StartTimeout        = 5 * time.Second
+	StartAttemptTimeout = 2 * time.Second
+)
+
 // Start is a function's start-up read: its AWS config from the environment
 // (shared/awsenv), RUNNER_POOLS from the SSM parameter RUNNER_POOLS_PARAMETER
 // names when it names one, then its own settings through load (LoadClaimer,
@@ -71,9 +79,14 @@ func Start[C any](ctx context.Context, get Getenv, load func(Getenv) (C, error))
 	}
 	var client SSM
 	if strings.TrimSpace(get(PoolsParameterVar)) != "" {
-		client = ssm.NewFromConfig(awsCfg)
+		// Bounded: a cold start has 10 s (Lambda's init limit), the
+		// webhook's first delivery GitHub's 10 s; a stalled attempt is
+		// cut and retried within StartTimeout.
+		client = ssm.NewFromConfig(awsCfg, func(o *ssm.Options) { o.HTTPClient = awsenv.AttemptBound(StartAttemptTimeout) })
 	}
-	get, err = WithPoolsParameter(ctx, client, get)
+	rctx, cancel := context.WithTimeout(ctx, StartTimeout)
+	defer cancel()
+	get, err = WithPoolsParameter(rctx, client, get)
 	if err != nil {
 		return zero, aws.Config{}, err
 	}

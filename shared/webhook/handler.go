@@ -49,6 +49,11 @@ const (
 	DefaultMaxBody = 1 << 20
 	// DefaultBudget leaves GitHub's 10 s delivery timeout a 2 s margin.
 	DefaultBudget = 8 * time.Second
+	// AttemptTimeout bounds each AWS request attempt of a delivery (the
+	// wiring's HTTP client): a stalled attempt is retried within the
+	// budget instead of using it up. DynamoDB and SQS answer in
+	// milliseconds.
+	AttemptTimeout = 2 * time.Second
 )
 
 // Config is the handler's settings and collaborators. Secrets, Pools,

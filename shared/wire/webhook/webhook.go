@@ -13,6 +13,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/ghclaim/ghclaim/shared/awsenv"
 	"github.com/ghclaim/ghclaim/shared/config"
 	"github.com/ghclaim/ghclaim/shared/queue"
 	"github.com/ghclaim/ghclaim/shared/webhook"
@@ -28,6 +29,12 @@ func New(ctx context.Context, env wire.Env) (*webhook.Handler, error) {
 	cfg, awsCfg, err := config.Start(ctx, env.Getenv, config.LoadWebhook)
 	if err != nil {
 		return nil, err
+	}
+	if env.HTTPClient == nil {
+		// Every attempt bounded, so a stalled one is retried within the
+		// delivery's budget instead of using it up (GitHub does not send
+		// a delivery answered 5xx again).
+		awsCfg.HTTPClient = awsenv.AttemptBound(webhook.AttemptTimeout)
 	}
 	awsCfg = env.AWS(awsCfg)
 	// Read per delivery through a TTL cache: a secret written after this
