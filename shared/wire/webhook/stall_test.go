@@ -2,17 +2,12 @@ package webhook_test
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/ghclaim/ghclaim/shared/wire"
 	"github.com/ghclaim/ghclaim/shared/wire/webhook"
@@ -78,14 +73,7 @@ func TestColdStartRetriesAStalledPoolsRead(t *testing.T) {
 // which it never sends again (an audit).
 func TestStalledPutIsRetriedWithinTheDelivery(t *testing.T) {
 	t.Parallel()
-	src, err := os.ReadFile(filepath.Join("..", "..", "..", "events", "webhook-queued.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var req events.LambdaFunctionURLRequest
-	if err := json.Unmarshal(src, &req); err != nil {
-		t.Fatal(err)
-	}
+	req := fixture(t, "webhook-queued.json")
 	srv, puts := stallFirst(t, "DynamoDB_20120810.PutItem", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
 		if r.Header.Get("X-Amz-Target") == "DynamoDB_20120810.PutItem" {

@@ -27,14 +27,7 @@ import (
 // fixture of events/ is signed with the local secret and needs no AWS call.
 func TestDecisionLineCarriesTheMetrics(t *testing.T) {
 	t.Parallel()
-	src, err := os.ReadFile(filepath.Join("..", "..", "..", "events", "webhook-ping.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var req events.LambdaFunctionURLRequest
-	if err := json.Unmarshal(src, &req); err != nil {
-		t.Fatal(err)
-	}
+	req := fixture(t, "webhook-ping.json")
 	tests := []struct {
 		level    string
 		decision bool // the line is the decision line (it has a delivery_id)
@@ -112,14 +105,7 @@ func (r *recorder) Do(req *http.Request) (*http.Response, error) {
 // is a closed port, so a request sent any other way would not be seen.
 func TestAWSRequestsGoThroughEnvHTTPClient(t *testing.T) {
 	t.Parallel()
-	src, err := os.ReadFile(filepath.Join("..", "..", "..", "events", "webhook-queued.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var req events.LambdaFunctionURLRequest
-	if err := json.Unmarshal(src, &req); err != nil {
-		t.Fatal(err)
-	}
+	req := fixture(t, "webhook-queued.json")
 	vars := map[string]string{
 		"AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
 		"AWS_ENDPOINT_URL": "http://127.0.0.1:1", "TABLE_NAME": "jobs", "CLAIMS_QUEUE_URL": "http://127.0.0.1:1/000000000000/claims",
@@ -144,4 +130,18 @@ func TestAWSRequestsGoThroughEnvHTTPClient(t *testing.T) {
 	if len(rec.ops) == 0 || rec.ops[0] != "DynamoDB_20120810.PutItem" {
 		t.Errorf("Env.HTTPClient saw %q, want the job record's PutItem first", rec.ops)
 	}
+}
+
+// fixture reads one of events/'s Function URL requests.
+func fixture(t *testing.T, name string) events.LambdaFunctionURLRequest {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join("..", "..", "..", "events", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var req events.LambdaFunctionURLRequest
+	if err := json.Unmarshal(src, &req); err != nil {
+		t.Fatal(err)
+	}
+	return req
 }
