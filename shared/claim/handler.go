@@ -5,7 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -50,7 +52,7 @@ func (c *Claimer) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 					continue
 				}
 				started[i] = true
-				errs[i] = c.handleMessage(ctx, ev.Records[i], invocation)
+				errs[i] = c.handleSafely(ctx, ev.Records[i], invocation)
 			}
 		}()
 	}
@@ -75,6 +77,24 @@ func (c *Claimer) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 		}
 	}
 	return resp, nil
+}
+
+// handleSafely is handleMessage with a panic contained to its message: a
+// batch item failure (it comes back after the visibility timeout, and its
+// lease, if it took one, is taken over then), logged at error; the batch's
+// other messages are answered as they went. A panic in a worker killed the
+// process: the whole batch came back, each message's receive count went
+// up, and a message that always panics took its batch-mates to the
+// dead-letter queue with it.
+func (c *Claimer) handleSafely(ctx context.Context, m events.SQSMessage, invocation string) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.cfg.Logger.LogAttrs(ctx, slog.LevelError, "claim panic", slog.String("message_id", m.MessageId),
+				slog.String("error", fmt.Sprint(p)), slog.String("stack", string(debug.Stack())))
+			err = fmt.Errorf("claim: panic handling message %s", m.MessageId)
+		}
+	}()
+	return c.handleMessage(ctx, m, invocation)
 }
 
 // leaseOwner is the fencing owner of one received message: the
