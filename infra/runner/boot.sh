@@ -72,10 +72,11 @@ log() { echo "ghclaim-boot: $*"; }
 # Power off however we leave: after the one job, or on any failure.
 trap 'log "powering off"; shutdown -h now' EXIT
 
-# Whole seconds only: bash arithmetic refuses "900.5", and a refused idle
-# limit would silently mean none.
+# Whole seconds only, in decimal: bash arithmetic refuses "900.5" and
+# reads "0900" as octal (refused too), and a refused idle limit would
+# silently mean none.
 for v in GHCLAIM_PARAM_WAIT GHCLAIM_IDLE_LIMIT; do
-	if [[ ! ${!v} =~ ^[0-9]+$ ]]; then
+	if [[ ! ${!v} =~ ^(0|[1-9][0-9]{0,8})$ ]]; then
 		log "$v=${!v} is not a whole number of seconds"
 		exit 1
 	fi

@@ -425,7 +425,7 @@ func TestBootBoundsEverySSMCall(t *testing.T) {
 // stop with it, silently: the machine powers off before it reads anything.
 func TestBootRefusesAFractionalLimit(t *testing.T) {
 	t.Parallel()
-	for _, v := range []string{"GHCLAIM_IDLE_LIMIT=900.5", "GHCLAIM_PARAM_WAIT=10m"} {
+	for _, v := range []string{"GHCLAIM_IDLE_LIMIT=900.5", "GHCLAIM_PARAM_WAIT=10m", "GHCLAIM_IDLE_LIMIT=0900", "GHCLAIM_PARAM_WAIT=0600"} {
 		f := setup(t)
 		f.env = append(f.env, v)
 		calls, out := f.boot(t, nil)
