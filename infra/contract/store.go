@@ -44,6 +44,7 @@ type Core interface {
 	Finish(ctx context.Context, l job.Lease, o job.Outcome, now time.Time) error
 	TakeBack(ctx context.Context, read job.Record, to job.State, due time.Time, reason string, now time.Time) (job.Record, error)
 	Recheck(ctx context.Context, read job.Record, due time.Time, check job.Check, now time.Time) (job.Record, error)
+	Swap(ctx context.Context, read job.Record, due time.Time, reason string, now time.Time) (job.Record, error)
 	LoadRate(ctx context.Context, installationID int64) (ratelimit.Reading, error)
 	SaveRate(ctx context.Context, installationID int64, r ratelimit.Reading) error
 	SaveBlock(ctx context.Context, installationID int64, until time.Time, length time.Duration) error
@@ -432,6 +433,26 @@ func TestStoreCore(t *testing.T, base int64, open func(t *testing.T) Core, pendi
 		}
 		if got := get(t, j); got.State != job.Done || got.Version != 3 || got.SweepShard != "" || got.SweepAt != 0 {
 			t.Fatalf("after done: %+v, want done v3 out of the sweep", got)
+		}
+	})
+
+	run("a swap: a new attempt counted toward nothing", func(t *testing.T) {
+		j := id(181)
+		read := claimed(t, j, 0)
+		now := T0.Add(11 * time.Minute)
+		got, err := s.Swap(ctx, read, now, "webhook: runner taken by job 7", now)
+		must(t, err)
+		if got.State != job.Queued || got.Version != read.Version+1 || got.Replacements != 1 || got.ReplacementsBase != 1 ||
+			got.FirstFailureAt != 0 || got.DueAt != now.UnixMilli() || got.SweepAt != now.Add(tm.QueuedGrace).UnixMilli() {
+			t.Fatalf("swap: %+v, want queued v%d, replacements 1 and its base 1 (not counted), no max-age clock, due now", got, read.Version+1)
+		}
+		if h := got.History[len(got.History)-1]; h.To != job.Queued || h.Actor != job.ActorWebhook {
+			t.Errorf("swap's history entry %+v, want to queued by the webhook", h)
+		}
+		_, err = s.Swap(ctx, read, now, "again", now)
+		conflict(t, "a second swap from the same read", err, job.Queued, read.Version+1)
+		if _, err := s.Swap(ctx, got, now, "not claimed", now); err == nil || errors.Is(err, job.ErrConflict) {
+			t.Fatalf("swap of a queued record: %v, want a refusal that is no conflict", err)
 		}
 	})
 

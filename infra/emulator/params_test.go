@@ -51,7 +51,7 @@ func TestParameterPatternsAcceptOnlyWhatTheFunctionsAccept(t *testing.T) {
 			[]string{"3h", "1h", "72h", "4320m", "1m", "73h", "100h", "4321m", "0h", "0m"}},
 		{"SweepShards", "SWEEP_SHARDS", []string{"webhook", "claimer", "reclaimer"},
 			[]string{"1", "8", "64", "65", "0", "2.5", "08", " 8", "1e1"}},
-		{"MaxReplacements", "MAX_REPLACEMENTS", []string{"webhook", "reclaimer"},
+		{"MaxReplacements", "MAX_REPLACEMENTS", []string{"reclaimer"},
 			[]string{"1", "3", "20", "21", "0", "2.5", "03", "-1"}},
 		{"LivenessMaxChecks", "LIVENESS_MAX_CHECKS", []string{"reclaimer"},
 			[]string{"1", "3", "20", "21", "0", "2.5", "03"}},

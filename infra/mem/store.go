@@ -317,6 +317,23 @@ func (s *Store) TakeBack(ctx context.Context, read job.Record, to job.State, due
 		return job.Record{}, err
 	}
 	defer s.enter("TakeBack")()
+	return s.takeBack(read, to, due, reason, now, false)
+}
+
+// Swap is shared/store's Swap: a take-back of a claimed record to queued
+// that counts no replacement toward the cap and starts no max-age clock.
+func (s *Store) Swap(ctx context.Context, read job.Record, due time.Time, reason string, now time.Time) (job.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return job.Record{}, err
+	}
+	defer s.enter("Swap")()
+	if read.State != job.Claimed {
+		return job.Record{}, fmt.Errorf("swap job %d: %q is not claimed", read.JobID, read.State)
+	}
+	return s.takeBack(read, job.Queued, due, reason, now, true)
+}
+
+func (s *Store) takeBack(read job.Record, to job.State, due time.Time, reason string, now time.Time, swap bool) (job.Record, error) {
 	if to != job.Queued && to != job.Abandoned {
 		return job.Record{}, fmt.Errorf("take back job %d: cannot move to %q", read.JobID, to)
 	}
@@ -332,19 +349,26 @@ func (s *Store) TakeBack(ctx context.Context, read job.Record, to job.State, due
 		d := job.Millis(due)
 		cur.State, cur.DueAt, cur.SweepAt = job.Queued, d, d+s.t.QueuedGrace.Milliseconds()
 		cur.SweepShard = job.Shard(read.JobID, s.t.Shards) // home under today's count, as shared/store
-		if (read.State == job.Claiming || read.State == job.Claimed) && cur.FirstFailureAt == 0 {
+		if (read.State == job.Claiming || read.State == job.Claimed) && cur.FirstFailureAt == 0 && !swap {
 			cur.FirstFailureAt = nowMs
 		}
 		if read.State == job.Claimed {
 			cur.Replacements++
 			cur.LivenessChecks = 0
+			if swap {
+				cur.ReplacementsBase++
+			}
 		}
 	} else {
 		cur.State, cur.ExpiresAt, cur.LastError = job.Abandoned, now.Add(s.t.RecordTTL).Unix(), truncate(reason)
 		cur.SweepShard, cur.SweepAt = "", 0
 	}
 	cur.LeaseOwner, cur.LeaseExpiresAt = "", 0
-	record(&cur, job.Transition{At: nowMs, To: to, Error: reason, Actor: job.ActorReclaimer}, false)
+	actor := job.ActorReclaimer
+	if swap {
+		actor = job.ActorWebhook
+	}
+	record(&cur, job.Transition{At: nowMs, To: to, Error: reason, Actor: actor}, false)
 	s.recs[read.JobID] = cur
 	return clone(cur), nil
 }

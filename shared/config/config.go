@@ -86,11 +86,10 @@ type Webhook struct {
 	Pools         []pool.Pool
 	AllowedOwners []string // empty: any owner
 	MaxBodyBytes  int
-	// MaxReplacements and MaxAge bound the new attempt the webhook starts
-	// for a job whose runner another job took, as the reclaimer bounds it
-	// (MAX_REPLACEMENTS, default 3; MAX_AGE, default 90m).
-	MaxReplacements int
-	MaxAge          time.Duration
+	// MaxAge bounds the new attempt the webhook starts for a job whose
+	// runner another job took (MAX_AGE, default 90m): past it, the job is
+	// left to the reclaimer, which abandons it.
+	MaxAge time.Duration
 }
 
 // GitHubApp is how a function reaches GitHub as the App.
@@ -379,9 +378,7 @@ func LoadWebhook(get Getenv) (Webhook, error) {
 		Secret:       get("WEBHOOK_SECRET"),
 		Pools:        r.pools(),
 		MaxBodyBytes: int(r.integer("MAX_BODY_BYTES", DefaultMaxBody, 1024)),
-
-		MaxReplacements: int(r.integer("MAX_REPLACEMENTS", 3, 1)),
-		MaxAge:          r.bounded("MAX_AGE", DefaultMaxAge, maxMaxAge, whyMaxAge),
+		MaxAge:       r.bounded("MAX_AGE", DefaultMaxAge, maxMaxAge, whyMaxAge),
 	}
 	for _, o := range strings.Split(get("ALLOWED_OWNERS"), ",") {
 		switch o = strings.TrimSpace(o); {

@@ -115,6 +115,25 @@ func decodeCursor(c, shard string) (map[string]types.AttributeValue, error) {
 // failed. Taking back an expired lease records first_failure_at = now
 // unless a failure already did: the claimer died, and that attempt failed.
 func (s *Store) TakeBack(ctx context.Context, read job.Record, to job.State, due time.Time, reason string, now time.Time) (job.Record, error) {
+	return s.takeBack(ctx, read, to, due, reason, now, false)
+}
+
+// Swap is the webhook's take-back of a claimed record whose runner another
+// job we serve took (it had no runner of its own for this one): queued at
+// version+1 with due, a new runner name for the next attempt
+// (replacements+1) that does not count toward the cap (replacements_base+1
+// too) and starts no max-age clock, idle checks restarted: the runner did
+// our work, nothing failed. Before, a burst's runners taken by its older
+// jobs used the newest job's replacements up and abandoned it with no
+// runner coming. Conditions and answers are TakeBack's.
+func (s *Store) Swap(ctx context.Context, read job.Record, due time.Time, reason string, now time.Time) (job.Record, error) {
+	if read.State != job.Claimed {
+		return job.Record{}, fmt.Errorf("swap job %d: %q is not claimed", read.JobID, read.State)
+	}
+	return s.takeBack(ctx, read, job.Queued, due, reason, now, true)
+}
+
+func (s *Store) takeBack(ctx context.Context, read job.Record, to job.State, due time.Time, reason string, now time.Time, swap bool) (job.Record, error) {
 	nowMs := job.Millis(now)
 	vals := map[string]types.AttributeValue{
 		":read": str(string(read.State)),
@@ -150,11 +169,16 @@ func (s *Store) TakeBack(ctx context.Context, read job.Record, to job.State, due
 			// clock starts, the replacement is counted (capped by the
 			// caller) and the idle checks restart. The ladder advances
 			// with the claimer's next attempt, which counts itself
-			// (attempt counts attempts that reached GitHub).
+			// (attempt counts attempts that reached GitHub). A swap
+			// counts nothing and starts no clock (Swap).
 			vals[":one"] = n(1)
 			vals[":zero"] = n(0)
-			update += ", first_failure_at = if_not_exists(first_failure_at, :now)" +
-				", replacements = if_not_exists(replacements, :zero) + :one, liveness_checks = :zero"
+			update += ", replacements = if_not_exists(replacements, :zero) + :one, liveness_checks = :zero"
+			if swap {
+				update += ", replacements_base = if_not_exists(replacements_base, :zero) + :one"
+			} else {
+				update += ", first_failure_at = if_not_exists(first_failure_at, :now)"
+			}
 		}
 		update += " REMOVE lease_owner, lease_expires_at"
 	case job.Abandoned:
@@ -167,7 +191,11 @@ func (s *Store) TakeBack(ctx context.Context, read job.Record, to job.State, due
 	}
 	// read.History is nil for a record read from the sweep index (not
 	// projected): the entry is appended blind.
-	e := entry{t: job.Transition{At: nowMs, To: to, Error: reason, Actor: job.ActorReclaimer}, known: read.History}
+	actor := job.ActorReclaimer
+	if swap {
+		actor = job.ActorWebhook
+	}
+	e := entry{t: job.Transition{At: nowMs, To: to, Error: reason, Actor: actor}, known: read.History}
 	pinned := func(cur job.Record) bool {
 		return cur.State == read.State && cur.Version == read.Version && (read.State != job.Claiming || cur.LeaseExpiresAt < nowMs)
 	}

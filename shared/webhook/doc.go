@@ -85,15 +85,16 @@
 //     reclaimer's runner-start grace: B is marked done as always, then A's
 //     record is read (B's upsert cannot return another item) and, when it
 //     is claimed and waits for exactly that runner, taken back to queued
-//     conditionally on the version read (replacements+1; past
-//     MAX_REPLACEMENTS or MAX_AGE: abandoned, as the reclaimer bounds it),
-//     and A's claim message is sent. The new attempt has a runner name and
+//     conditionally on the version read (a new runner name, counted toward
+//     neither the replacement cap nor max age: the runner did our work;
+//     failing past MAX_AGE already, A is left to the reclaimer, which
+//     abandons it with its alarm), and A's claim message is sent. The new attempt has a runner name and
 //     a machine of its own (job.RunnerNameAt, shared/provision), and the
 //     taken runner and its machine are left to B. A redelivery finds A
 //     moved on and changes nothing; a lost race or an error leaves A to the
 //     reclaimer's liveness check, which does the same; the delivery's
 //     answer never depends on A. Logged for A with taken_from_job_id and
-//     outcome runner_taken (runner_taken_abandoned, runner_taken_stale,
+//     outcome runner_taken (runner_taken_left, runner_taken_stale,
 //     runner_taken_failed).
 //
 // Every decision is one JSON log line with delivery_id, job_id, action and

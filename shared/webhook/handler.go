@@ -25,16 +25,17 @@ import (
 // the flow tests). CreateJob refuses a job already recorded with a
 // *job.ConflictError; MarkDone is an upsert that returns job.ErrTerminal
 // when the record was terminal already (with, for a done record, the state
-// it had before it became done, so a redelivery decides as the first did). Get and TakeBack serve only the
-// rare taken-runner path (see the package doc): TakeBack moves a record
-// read as claimed back to queued (a new attempt, replacements+1) or to
-// abandoned, conditional on the version read, and refuses with a
-// *job.ConflictError carrying the record as it is now.
+// it had before it became done, so a redelivery decides as the first did). Get and Swap serve only the
+// rare taken-runner path (see the package doc): Swap moves a record read
+// as claimed back to queued (a new attempt with a runner name of its own,
+// counted toward neither the replacement cap nor max age), conditional on
+// the version read, and refuses with a *job.ConflictError carrying the
+// record as it is now.
 type Store interface {
 	CreateJob(ctx context.Context, r job.Record, now time.Time) (job.Record, error)
 	MarkDone(ctx context.Context, d job.Report, now time.Time) (job.State, error)
 	Get(ctx context.Context, id int64) (job.Record, error)
-	TakeBack(ctx context.Context, read job.Record, to job.State, due time.Time, reason string, now time.Time) (job.Record, error)
+	Swap(ctx context.Context, read job.Record, due time.Time, reason string, now time.Time) (job.Record, error)
 }
 
 // Queue sends claim messages (*queue.Queue in production).
@@ -89,11 +90,10 @@ type Config struct {
 	MaxBodyBytes int
 	// Budget bounds the whole delivery; 0 means DefaultBudget.
 	Budget time.Duration
-	// MaxReplacements and MaxAge bound the new attempts of a job whose
-	// runner another job took, as the reclaimer bounds them (MAX_REPLACEMENTS,
-	// MAX_AGE); 0 means job.DefaultMaxReplacements, job.DefaultMaxAge.
-	MaxReplacements int
-	MaxAge          time.Duration
+	// MaxAge: a job failing longer than this whose runner another job
+	// took is not sent back but left to the reclaimer, which abandons it
+	// (MAX_AGE); 0 means job.DefaultMaxAge.
+	MaxAge time.Duration
 }
 
 // Handler answers GitHub webhook deliveries. It is safe for concurrent use.
@@ -124,9 +124,6 @@ func New(cfg Config) (*Handler, error) {
 	}
 	if cfg.Budget <= 0 {
 		cfg.Budget = DefaultBudget
-	}
-	if cfg.MaxReplacements <= 0 {
-		cfg.MaxReplacements = job.DefaultMaxReplacements
 	}
 	if cfg.MaxAge <= 0 {
 		cfg.MaxAge = job.DefaultMaxAge
@@ -320,22 +317,26 @@ func takenFrom(pools []pool.Pool, j Job) (int64, bool) {
 
 // Outcomes of the taken-runner path, logged for job A (taken_from_job_id).
 const (
-	OutcomeRunnerTaken          = "runner_taken"           // A sent back for a new attempt
-	OutcomeRunnerTakenAbandoned = "runner_taken_abandoned" // A past its replacement bounds
-	OutcomeRunnerTakenStale     = "runner_taken_stale"     // A no longer waits for that runner
-	OutcomeRunnerTakenFailed    = "runner_taken_failed"    // left to the reclaimer's liveness check
-	OutcomeRunnerSwapped        = "runner_swapped"         // A waits for the other job's own runner
+	OutcomeRunnerTaken       = "runner_taken"        // A sent back for a new attempt
+	OutcomeRunnerTakenLeft   = "runner_taken_left"   // A past max age: left to the reclaimer, which abandons it
+	OutcomeRunnerTakenStale  = "runner_taken_stale"  // A no longer waits for that runner
+	OutcomeRunnerTakenFailed = "runner_taken_failed" // left to the reclaimer's liveness check
+	OutcomeRunnerSwapped     = "runner_swapped"      // A waits for the other job's own runner
 )
 
 // replaceTaken sends job A back for a new attempt: its runner (named by
 // the delivery for another job) is at work on that job and will never take
 // A. Only when A's record is claimed and waits for exactly that runner
 // (its current attempt's name): a redelivery, or a runner of an older
-// attempt, finds A moved on and does nothing. The take-back is
-// conditional on the version read (a reclaimer or another delivery racing
-// for A wins or loses cleanly), counts the replacement, and is bounded like
-// the reclaimer's (past MaxReplacements or MaxAge: abandoned); then A's
-// claim message is sent. The taken runner and its machine are not touched:
+// attempt, finds A moved on and does nothing. The take-back (Store.Swap)
+// is conditional on the version read (a reclaimer or another delivery
+// racing for A wins or loses cleanly) and counts nothing toward A's
+// replacement cap or max age: the runner did the work of a job we serve,
+// nothing failed (counted, a burst's runners taken by its older jobs used
+// the newest job's replacements up and abandoned it with no runner
+// coming). Then A's claim message is sent. A already failing past MaxAge
+// is left claimed: the reclaimer's liveness check abandons it, with its
+// metric and alarm. The taken runner and its machine are not touched:
 // they run the other job. Every failure here leaves A to the reclaimer's
 // liveness check, which finds the runner busy and does the same, so the
 // delivery's answer never depends on it.
@@ -368,12 +369,12 @@ func (h *Handler) replaceTaken(ctx context.Context, d *delivery, a int64, runner
 			return
 		}
 	}
-	to, outcome, why := job.Queued, OutcomeRunnerTaken, "webhook: runner "+runner+" taken by job "+strconv.FormatInt(d.jobID, 10)
-	if !job.Replaceable(rec, now, h.cfg.MaxReplacements, h.cfg.MaxAge) {
-		to, outcome = job.Abandoned, OutcomeRunnerTakenAbandoned
-		why = fmt.Sprintf("%s after %d replacements (cap %d, max age %s)", why, rec.Replacements, h.cfg.MaxReplacements, h.cfg.MaxAge)
+	if rec.FirstFailureAt != 0 && now.Sub(job.FromMillis(rec.FirstFailureAt)) > h.cfg.MaxAge {
+		log(slog.LevelWarn, OutcomeRunnerTakenLeft, slog.String(obs.KeyReason, "failing past max age "+h.cfg.MaxAge.String()+": the reclaimer abandons it"))
+		return
 	}
-	next, err := h.cfg.Store.TakeBack(ctx, rec, to, now, why, now)
+	why := "webhook: runner " + runner + " taken by job " + strconv.FormatInt(d.jobID, 10)
+	next, err := h.cfg.Store.Swap(ctx, rec, now, why, now)
 	switch {
 	case errors.Is(err, job.ErrConflict):
 		var attrs []slog.Attr
@@ -387,14 +388,12 @@ func (h *Handler) replaceTaken(ctx context.Context, d *delivery, a int64, runner
 		return
 	}
 	attrs := []slog.Attr{slog.Int64(obs.KeyVersion, next.Version), slog.Int("replacements", next.Replacements)}
-	if to == job.Queued {
-		if err := h.cfg.Queue.Send(ctx, job.Message{JobID: a, Version: next.Version, Attempt: next.Attempt}, 0); err != nil {
-			// The record is queued with its due_at: the reclaimer sends it
-			// after the queued grace.
-			attrs = append(attrs, slog.String("send_error", err.Error()))
-		}
+	if err := h.cfg.Queue.Send(ctx, job.Message{JobID: a, Version: next.Version, Attempt: next.Attempt}, 0); err != nil {
+		// The record is queued with its due_at: the reclaimer sends it
+		// after the queued grace.
+		attrs = append(attrs, slog.String("send_error", err.Error()))
 	}
-	log(slog.LevelWarn, outcome, attrs...)
+	log(slog.LevelWarn, OutcomeRunnerTaken, attrs...)
 }
 
 // decide picks the pool of a job, or says why the job is not ours. Every

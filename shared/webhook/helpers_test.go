@@ -165,7 +165,7 @@ func (f *flakyStore) Get(ctx context.Context, id int64) (job.Record, error) {
 func (f *flakyStore) requests() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.Store.Calls("CreateJob") + f.Store.Calls("MarkDone") + f.Store.Calls("Get") + f.Store.Calls("TakeBack") + f.failed
+	return f.Store.Calls("CreateJob") + f.Store.Calls("MarkDone") + f.Store.Calls("Get") + f.Store.Calls("Swap") + f.failed
 }
 
 type fixture struct {

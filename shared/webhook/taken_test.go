@@ -12,9 +12,11 @@ import (
 // TestRunnerTakenSendsTheJobBack: an in_progress for job B naming the
 // runner we made for job A (A ≠ B, A claimed and waiting for exactly that
 // runner) sends A back for a new attempt at once: queued at the next
-// version, one replacement more, its claim message sent, B done as
-// always. A redelivery, a runner of an older attempt, or A past its
-// bounds do not (abandoned at the bounds). Before, A waited for the
+// version, a runner name of its own (replacements+1), counted toward
+// neither the cap (replacements_base+1: the runner did our work) nor max
+// age, its claim message sent, B done as always. A redelivery or a runner
+// of an older attempt do not; A failing past max age is left to the
+// reclaimer (which abandons it, alarmed). Before, A waited for the
 // reclaimer's grace and then for the taken runner to finish.
 func TestRunnerTakenSendsTheJobBack(t *testing.T) {
 	t.Parallel()
@@ -53,10 +55,10 @@ func TestRunnerTakenSendsTheJobBack(t *testing.T) {
 			r.State = job.Queued
 			return r
 		}(), runner: "linux-x64-29679400", requests: 2, state: job.Queued, outcome: OutcomeRunnerTakenStale},
-		{name: "replacement cap: abandoned", a: claimedA(job.DefaultMaxReplacements, testNow.Add(-time.Hour)), runner: "linux-x64-29679400-r3",
-			requests: 3, state: job.Abandoned, outcome: OutcomeRunnerTakenAbandoned},
-		{name: "max age: abandoned", a: claimedA(1, testNow.Add(-job.DefaultMaxAge-time.Minute)), runner: "linux-x64-29679400-r1",
-			requests: 3, state: job.Abandoned, outcome: OutcomeRunnerTakenAbandoned},
+		{name: "at the replacement cap: a take is no failure, new attempt", a: claimedA(job.DefaultMaxReplacements, testNow.Add(-time.Hour)), runner: "linux-x64-29679400-r3",
+			requests: 4, state: job.Queued, sent: true, outcome: OutcomeRunnerTaken},
+		{name: "failing past max age: left to the reclaimer", a: claimedA(1, testNow.Add(-job.DefaultMaxAge-time.Minute)), runner: "linux-x64-29679400-r1",
+			requests: 2, state: job.Claimed, outcome: OutcomeRunnerTakenLeft},
 		{name: "B on its own replacement's runner: not taken", runner: "linux-x64-29679449-r2", requests: 1},
 		// B claimed: its own runner is booting, without a job now, and fits
 		// A: A waits for it rather than get a spare runner and machine.
@@ -112,8 +114,9 @@ func TestRunnerTakenSendsTheJobBack(t *testing.T) {
 			if len(sent) != 1 || sent[0].Msg != want || sent[0].Delay != 0 {
 				t.Fatalf("sent %+v, want %+v at once", sent, want)
 			}
-			if got.Version != want.Version || got.Replacements != tt.a.Replacements+1 || got.DueAt != job.Millis(testNow) || got.FirstFailureAt == 0 {
-				t.Errorf("A after: %+v, want v%d, replacements %d, due now, max-age clock started", got, want.Version, tt.a.Replacements+1)
+			if got.Version != want.Version || got.Replacements != tt.a.Replacements+1 || got.ReplacementsBase != tt.a.ReplacementsBase+1 ||
+				got.DueAt != job.Millis(testNow) || got.FirstFailureAt != tt.a.FirstFailureAt {
+				t.Errorf("A after: %+v, want v%d, replacements %d counted toward nothing, due now, the max-age clock as it was", got, want.Version, tt.a.Replacements+1)
 			}
 
 			// A redelivery of B's in_progress changes nothing more.

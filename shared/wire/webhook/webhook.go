@@ -41,16 +41,15 @@ func New(ctx context.Context, env wire.Env) (*webhook.Handler, error) {
 	// cold start (make app) or rotated is picked up; none yet answers 503.
 	secrets := wire.Secret(awsCfg, cfg.SecretARN, cfg.Secret)
 	return webhook.New(webhook.Config{
-		CurrentSecrets:  secrets.Rotation,
-		Pools:           cfg.Pools,
-		AllowedOwners:   cfg.AllowedOwners,
-		MaxBodyBytes:    cfg.MaxBodyBytes,
-		MaxReplacements: cfg.MaxReplacements,
-		MaxAge:          cfg.MaxAge,
-		Store:           wire.Store(awsCfg, cfg.Common),
-		Queue:           queue.New(sqs.NewFromConfig(awsCfg), cfg.ClaimsQueueURL),
-		Now:             env.Now,
-		Logger:          env.Logger(cfg.LogLevel),
+		CurrentSecrets: secrets.Rotation,
+		Pools:          cfg.Pools,
+		AllowedOwners:  cfg.AllowedOwners,
+		MaxBodyBytes:   cfg.MaxBodyBytes,
+		MaxAge:         cfg.MaxAge,
+		Store:          wire.Store(awsCfg, cfg.Common),
+		Queue:          queue.New(sqs.NewFromConfig(awsCfg), cfg.ClaimsQueueURL),
+		Now:            env.Now,
+		Logger:         env.Logger(cfg.LogLevel),
 		// The delivery's decision line carries its metrics; they get a line
 		// of their own on Out only when LOG_LEVEL drops that line.
 		Metrics: env.Metrics(cfg.MetricsNamespace, "webhook", env.Out),
