@@ -105,6 +105,10 @@ type window struct {
 	end time.Time
 }
 
+// cut reports whether a call of a check failed because the check's
+// window ended under it (w's context), not the invocation's.
+func cut(ctx context.Context, w window) bool { return w.ctx.Err() != nil && ctx.Err() == nil }
+
 // late reports whether a check must stop before its next call (the
 // window is over) and, if so, counts the pass incomplete.
 func (r *Reclaimer) late(ctx context.Context, w window, rep *Report) bool {
@@ -149,10 +153,13 @@ func (r *Reclaimer) liveness(ctx context.Context, w window, c candidate, now tim
 	runner, ferr := r.cfg.GitHub.FindRunner(w.ctx, rec.InstallationID, scope, owner, repo, name)
 	missing := errors.Is(ferr, ghapp.ErrRunnerNotFound)
 	if ferr != nil && !missing {
+		if cut(ctx, w) {
+			return r.failed(ctx, w, c, ferr, grace, now, rep) // not GitHub's failure: not counted
+		}
 		r.noteBlock(rec.InstallationID, ferr)
 		rep.LivenessFailed++
 		log.WarnContext(ctx, "reclaim liveness check failed", slog.String("step", "find runner"), slog.Any("err", ferr))
-		return r.failed(ctx, c, ferr, grace, now, rep)
+		return r.failed(ctx, w, c, ferr, grace, now, rep)
 	}
 	idle := !missing && runner.Status == "online" && !runner.Busy
 	if idle && rec.LivenessChecks < r.cfg.MaxLivenessChecks {
@@ -171,7 +178,7 @@ func (r *Reclaimer) liveness(ctx context.Context, w window, c candidate, now tim
 		return c, "", err
 	}
 	if serr != nil {
-		return r.failed(ctx, c, serr, grace, now, rep)
+		return r.failed(ctx, w, c, serr, grace, now, rep)
 	}
 	c.reason = RunnerLost
 	if !missing && runner.Busy {
@@ -197,7 +204,7 @@ func (r *Reclaimer) liveness(ctx context.Context, w window, c candidate, now tim
 			return c, "", err
 		}
 		if serr != nil {
-			return r.failed(ctx, c, serr, grace, now, rep)
+			return r.failed(ctx, w, c, serr, grace, now, rep)
 		}
 		r.taken(ctx, &c, name, status, log, rep)
 	}
@@ -223,7 +230,12 @@ func (r *Reclaimer) liveness(ctx context.Context, w window, c candidate, now tim
 // blocked check (see blocked) when GitHub refused for good (non_retryable:
 // the repository, the job or the installation's access gone), which no
 // later look would change.
-func (r *Reclaimer) failed(ctx context.Context, c candidate, err error, grace time.Duration, now time.Time, rep *Report) (candidate, job.State, error) {
+func (r *Reclaimer) failed(ctx context.Context, w window, c candidate, err error, grace time.Duration, now time.Time, rep *Report) (candidate, job.State, error) {
+	if r.late(ctx, w, rep) {
+		// Cut by the check's own window (its context ended, or its time
+		// is up), not a failure of GitHub's: the next pass looks again.
+		return c, "", r.recheck(ctx, c, now, job.CheckSkipped, now, rep)
+	}
 	if fl := failure.Classify(err); fl.Class == failure.NonRetryable {
 		return r.blocked(ctx, c, "github: "+fl.Reason, grace, now, rep)
 	}
@@ -268,6 +280,9 @@ func (r *Reclaimer) afterFailure(inst int64, now time.Time, grace time.Duration)
 func (r *Reclaimer) atWork(ctx context.Context, w window, rec job.Record, now time.Time, rep *Report, log *slog.Logger) (status string, serr error, settled bool, err error) {
 	status, serr = r.cfg.GitHub.JobStatus(w.ctx, rec.InstallationID, rec.Owner(), rec.RepoName(), rec.JobID)
 	if serr != nil {
+		if cut(ctx, w) {
+			return "", serr, false, nil // not GitHub's failure: not counted
+		}
 		r.noteBlock(rec.InstallationID, serr)
 		rep.LivenessFailed++
 		log.WarnContext(ctx, "reclaim liveness check failed", slog.String("step", "job status"), slog.Any("err", serr))

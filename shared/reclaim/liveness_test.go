@@ -699,3 +699,26 @@ func TestSlowCollectionStillChecksTheOldestClaimed(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckCutByItsWindowIsLookedAtNextPass: a check whose call the
+// window's context cut is no failure of GitHub's: not counted as one, the
+// pass marked incomplete, and the record looked at by the next pass, not a
+// runner-start grace later (an audit: 10 more minutes claimed with nothing
+// running for a job whose runner never came).
+func TestCheckCutByItsWindowIsLookedAtNextPass(t *testing.T) {
+	t.Parallel()
+	l := setupLive(t)
+	l.claimed(t, 831, t0.Add(-liveGrace-time.Second))
+	ended := make(chan error, 1)
+	r := l.reclaimer(t, func(c *reclaim.Config) {
+		c.Budget = time.Second // real: the call is cut after 875 ms
+		c.GitHub = hangingGitHub{GitHub: c.GitHub, ended: ended}
+	})
+	rep, _ := r.Run(context.Background())
+	<-ended
+	got := l.get(t, 831)
+	if got.State != job.Claimed || job.FromMillis(got.SweepAt).After(t0) || rep.LivenessFailed != 0 || !rep.Incomplete {
+		t.Errorf("record %s looked at again at %s; report %+v: want claimed, due for the next pass, no failed check, the pass incomplete",
+			got.State, job.FromMillis(got.SweepAt).Sub(t0), rep)
+	}
+}
