@@ -217,11 +217,12 @@ type installTransport struct {
 // replicationWaits are the waits before a request refused (401) with a
 // token received less than replicationWindow ago is sent again with the
 // same token: GitHub may refuse a new installation token for a few seconds
-// until it has replicated (octokit's auth-app retries such a 401 for 5 s
+// until it has replicated (octokit's auth-app retries such a 401 while the
+// token is younger than 5 s, waiting 1, 2, 3 s: its last try about 6 s
 // after the token's creation). Without them the first call of every cold
 // start or token refresh could fail a claim for good (a 401 is
 // non_retryable).
-var replicationWaits = []time.Duration{time.Second, 2 * time.Second}
+var replicationWaits = []time.Duration{time.Second, 2 * time.Second, 3 * time.Second}
 
 const replicationWindow = 5 * time.Second
 
@@ -244,16 +245,7 @@ func (t installTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	resp, err := t.send(req, tok, false)
-	for _, wait := range replicationWaits {
-		if err != nil || resp.StatusCode != http.StatusUnauthorized || t.in.c.now().Sub(minted) >= replicationWindow || !resendable(req) {
-			break
-		}
-		drain(resp)
-		if err := t.in.c.sleep(ctx, wait); err != nil {
-			return nil, err
-		}
-		resp, err = t.send(req, tok, true)
-	}
+	resp, err = t.waitOut(req, tok, minted, resp, err)
 	if err != nil || resp.StatusCode != http.StatusUnauthorized || !cached {
 		return resp, err
 	}
@@ -261,7 +253,7 @@ func (t installTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !resendable(req) {
 		return resp, nil // the body cannot be sent again
 	}
-	if tok, err = t.in.get(ctx); err != nil {
+	if tok, minted, _, err = t.in.cached(ctx); err != nil {
 		// The exchange's own error (a 5xx, a timeout: retryable) is the
 		// answer, not the stale token's 401 (which would fail a claim
 		// for good).
@@ -269,7 +261,25 @@ func (t installTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	drain(resp)
-	return t.send(req, tok, true)
+	resp, err = t.send(req, tok, true)
+	return t.waitOut(req, tok, minted, resp, err)
+}
+
+// waitOut sends req again with tok after each of replicationWaits while
+// the answer is a 401 and tok was received less than replicationWindow
+// ago (resp and err: the answer so far).
+func (t installTransport) waitOut(req *http.Request, tok string, minted time.Time, resp *http.Response, err error) (*http.Response, error) {
+	for _, wait := range replicationWaits {
+		if err != nil || resp.StatusCode != http.StatusUnauthorized || t.in.c.now().Sub(minted) >= replicationWindow || !resendable(req) {
+			break
+		}
+		drain(resp)
+		if err := t.in.c.sleep(req.Context(), wait); err != nil {
+			return nil, err
+		}
+		resp, err = t.send(req, tok, true)
+	}
+	return resp, err
 }
 
 // send sends a copy of req with tok; again: not the first time, so with
