@@ -49,6 +49,8 @@ func TestParameterPatternsAcceptOnlyWhatTheFunctionsAccept(t *testing.T) {
 			[]string{"https://api.github.com", "https://ghe.example.com/api/v3", "http://127.0.0.1:8081", "api.github.com", "ftp://x", ""}},
 		{"RedeliveryWindow", "REDELIVERY_WINDOW", []string{"redeliverer"},
 			[]string{"3h", "1h", "72h", "4320m", "1m", "73h", "100h", "4321m", "0h", "0m"}},
+		{"AllowedOwners", "ALLOWED_OWNERS", []string{"webhook"},
+			[]string{"", "my-org", "my-org,other", " my-org , Other.Org ,, ", "my-org, @other", "octo/app", "https://github.com/octo", "-dash", strings.Repeat("a", 101)}},
 		{"SweepShards", "SWEEP_SHARDS", []string{"webhook", "claimer", "reclaimer"},
 			[]string{"1", "8", "64", "65", "0", "2.5", "08", " 8", "1e1"}},
 		{"MaxReplacements", "MAX_REPLACEMENTS", []string{"reclaimer"},
