@@ -139,9 +139,12 @@ func Run(ctx context.Context, cfg Config, cf CloudFormation, sm SecretsManager, 
 		return Result{}, fmt.Errorf("listen %s: the page must listen on 127.0.0.1 only", cfg.Addr)
 	}
 	base := "http://" + ln.Addr().String()
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	host, port, _ := net.SplitHostPort(ln.Addr().String())
 	f := &flow{cfg: cfg, cf: cf, sm: sm, state: state, base: base, done: make(chan outcome, 1),
 		hosts: []string{ln.Addr().String(), "localhost:" + port}}
+	if port == "80" { // a browser leaves the default port out of Host
+		f.hosts = append(f.hosts, host, "localhost")
+	}
 	srv := &http.Server{Handler: f.routes(), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	defer func() {

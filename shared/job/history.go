@@ -1,6 +1,7 @@
 package job
 
 import (
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -50,6 +51,9 @@ type Transition struct {
 // Compact returns t with its error text cut to its last MaxHistoryError
 // bytes (on a rune boundary, marked with a leading "…").
 func (t Transition) Compact() Transition {
+	// Valid UTF-8, as DynamoDB stores strings (the SDK would replace a
+	// stray byte, and the in-memory store would keep it).
+	t.Error = strings.ToValidUTF8(t.Error, "\uFFFD")
 	if len(t.Error) <= MaxHistoryError {
 		return t
 	}

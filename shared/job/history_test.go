@@ -17,6 +17,9 @@ func TestCompactKeepsTheErrorsTail(t *testing.T) {
 		{name: "exactly the cap stays", in: strings.Repeat("x", job.MaxHistoryError), want: strings.Repeat("x", job.MaxHistoryError)},
 		{name: "the cause is kept", in: "POST /repos/o/r/actions/runners/generate-jitconfig: 502 Bad Gateway", want: "…: 502 Bad Gateway"},
 		{name: "never a cut rune", in: strings.Repeat("é", 100), want: "…" + strings.Repeat("é", 8)},
+		// DynamoDB keeps valid UTF-8 only (the SDK replaces a stray byte);
+		// the in-memory store must keep the same text.
+		{name: "a stray byte is replaced as DynamoDB would", in: "bad \xc3 byte", want: "bad \uFFFD byte"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

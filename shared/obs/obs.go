@@ -96,6 +96,11 @@ func redactAttr(_ []string, a slog.Attr) slog.Attr {
 			}
 			if r := redact.String(string(b)); r != string(b) {
 				a.Value = slog.AnyValue(json.RawMessage(r))
+				if !json.Valid([]byte(r)) {
+					// A mask that cut through an escape or a closing
+					// quote: the redacted text as a string, not lost.
+					a.Value = slog.StringValue(r)
+				}
 			}
 		}
 	}

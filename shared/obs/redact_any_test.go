@@ -16,6 +16,21 @@ import (
 // a map or a struct logged with slog.Any, and the line stays JSON with the
 // value's shape; a value with nothing to mask is written as it was.
 func TestLoggerRedactsInsideAnyValues(t *testing.T) {
+	t.Run("a mask through a closing quote", func(t *testing.T) {
+		t.Parallel()
+		// A PEM block with no end marker: the mask runs to the end of the
+		// JSON text and eats its closing quote and bracket.
+		pem := "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAx"
+		var buf bytes.Buffer
+		obs.NewLogger(&buf, "info").Info("upstream answer", slog.Any("detail", []string{pem}))
+		var got map[string]any
+		if err := json.Unmarshal(buf.Bytes(), &got); err != nil || strings.Contains(buf.String(), "MIIEow") {
+			t.Fatalf("line %s (%v): want JSON with the key masked", buf.String(), err)
+		}
+		if d, _ := got["detail"].(string); d == "" || strings.Contains(buf.String(), "!ERROR") {
+			t.Errorf("detail %v: want the redacted text as a string, not lost", got["detail"])
+		}
+	})
 	t.Parallel()
 	const tok = "ghs_16C7e42F292c6912E7710c838347Ae178B4a"
 	for name, v := range map[string]any{
