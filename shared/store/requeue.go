@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ghclaim/ghclaim/shared/job"
@@ -73,6 +75,18 @@ func (s *Store) Requeue(ctx context.Context, q job.Requeue, now time.Time) (job.
 		return job.Record{}, conflict("requeue", r.JobID, ccf.Item)
 	}
 	if err != nil {
+		// The answer is lost (a reset or a timeout past the SDK's
+		// retries, an interrupt after the request left), and the write
+		// may have landed: then the record is queued and the caller must
+		// send its claim message, which a bare error would keep it from
+		// (the job waiting the reclaimer's queued grace, a second retry
+		// refused). A consistent read tells: this call's token last.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		got, gerr := s.db.GetItem(rctx, &dynamodb.GetItemInput{TableName: &s.table, Key: key(job.Key(r.JobID)), ConsistentRead: aws.Bool(true)})
+		if gerr == nil && writeOf(got.Item, put) {
+			return unmarshal(got.Item)
+		}
 		return job.Record{}, fmt.Errorf("requeue job %d: %w", r.JobID, err)
 	}
 	return unmarshal(out.Attributes)
