@@ -77,6 +77,7 @@ type DynamoDB interface {
 type SQS interface {
 	queue.SQS
 	ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, optFns ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
+	GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttributesInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
 }
 
 // CloudFormation is the part of the CloudFormation API --stack uses.

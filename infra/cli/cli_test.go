@@ -415,17 +415,49 @@ func TestDoctor(t *testing.T) {
 		return m
 	}
 
+	// The stack's dead-letter queue is shared with other tests: each
+	// case names one of its own.
+	emptyDLQ := newQueue(t, "doctor-dlq-empty")
 	t.Run("healthy", func(t *testing.T) {
-		r := run(t, nil, gh("doctor", "--pools", pools(ltID), "--webhook-url", env.hookURL, "--json")...)
+		r := run(t, nil, gh("doctor", "--pools", pools(ltID), "--webhook-url", env.hookURL, "--dlq-url", emptyDLQ, "--json")...)
 		d := decode[doc](t, r.stdout)
 		if r.code != 0 || !d.OK {
 			t.Fatalf("doctor: exit %d, %+v", r.code, d)
 		}
-		want := map[string]string{"webhook secret": "ok", "app private key": "ok", "github app": "ok", "app installations": "ok", "launch template of pool p0": "ok", "webhook ping": "ok"}
+		want := map[string]string{"webhook secret": "ok", "app private key": "ok", "github app": "ok", "app installations": "ok",
+			"launch template of pool p0": "ok", "webhook ping": "ok", "dead-letter queue": "ok"}
 		if got := status(d); fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Fatalf("checks %v, want %v", got, want)
 		}
-		run(t, nil, gh("doctor", "--pools", pools(ltID), "--webhook-url", env.hookURL)...)
+		run(t, nil, gh("doctor", "--pools", pools(ltID), "--webhook-url", env.hookURL, "--dlq-url", emptyDLQ)...)
+	})
+
+	// Each message in the dead-letter queue is a claim the claimer could
+	// not handle: not healthy (an audit: doctor said OK with three).
+	t.Run("messages in the dead-letter queue", func(t *testing.T) {
+		dlq := newQueue(t, "doctor-dlq-full")
+		for i := range 3 {
+			_, err := sqs.NewFromConfig(env.cfg).SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: &dlq, MessageBody: aws.String(fmt.Sprintf(`{"job_id":%d,"version":1}`, 7850+i))})
+			must(t, err)
+		}
+		r := run(t, nil, gh("doctor", "--pools", pools(ltID), "--webhook-url", env.hookURL, "--dlq-url", dlq, "--json")...)
+		d := decode[doc](t, r.stdout)
+		if got := status(d); r.code != cli.ExitFail || d.OK || got["dead-letter queue"] != "fail" || !strings.Contains(r.stdout, "3 message(s)") {
+			t.Fatalf("doctor: exit %d, checks %v", r.code, got)
+		}
+	})
+
+	// A secret of only separators (what "new,old" leaves with both
+	// deleted) has no value: the webhook answers every delivery 503.
+	t.Run("a webhook secret of no value", func(t *testing.T) {
+		out, err := secretsmanager.NewFromConfig(env.cfg).CreateSecret(context.Background(), &secretsmanager.CreateSecretInput{
+			Name: aws.String("ghclaim-doctor-commas"), SecretString: aws.String(" , ")})
+		must(t, err)
+		r := run(t, nil, gh("doctor", "--webhook-secret-arn", aws.ToString(out.ARN), "--webhook-url", env.hookURL, "--dlq-url", emptyDLQ, "--json")...)
+		got := status(decode[doc](t, r.stdout))
+		if r.code != cli.ExitFail || got["webhook secret"] != "fail" || got["webhook ping"] != "skip" {
+			t.Fatalf("doctor: exit %d, checks %v", r.code, got)
+		}
 	})
 
 	t.Run("a missing secret and a missing launch template", func(t *testing.T) {

@@ -10,12 +10,14 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/ghclaim/ghclaim/shared/ec2api"
 	"github.com/ghclaim/ghclaim/shared/ghapp"
@@ -329,6 +331,24 @@ type check struct {
 	Detail string `json:"detail"`
 }
 
+// queueDepth is how many messages url holds, visible or in flight.
+func (c *CLI) queueDepth(ctx context.Context, url string) (int, error) {
+	out, err := c.cfg.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: &url,
+		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages, sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
+	if err != nil {
+		return 0, fmt.Errorf("queue %s: %w", url, err)
+	}
+	n := 0
+	for _, a := range []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages, sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible} {
+		v, err := strconv.Atoi(out.Attributes[string(a)])
+		if err != nil {
+			return 0, fmt.Errorf("queue %s: attribute %s %q is not a count", url, a, out.Attributes[string(a)])
+		}
+		n += v
+	}
+	return n, nil
+}
+
 func (c *CLI) doctor(ctx context.Context, o *opts, _ []string) error {
 	if err := c.resolve(ctx, o); err != nil {
 		return err
@@ -349,7 +369,13 @@ func (c *CLI) doctor(ctx context.Context, o *opts, _ []string) error {
 		add("webhook secret", "fail", "%v", err)
 	} else {
 		hookSecrets = secret.Split(v)
-		add("webhook secret", "ok", "set (%d value(s))", len(hookSecrets))
+		if len(hookSecrets) == 0 {
+			// Only separators (what is left of "new,old" with both
+			// deleted): the webhook answers every delivery 503.
+			add("webhook secret", "fail", "holds no value (only commas or spaces): the webhook answers every delivery 503")
+		} else {
+			add("webhook secret", "ok", "set (%d value(s))", len(hookSecrets))
+		}
 	}
 	var app *ghapp.Client
 	keyOK := false
@@ -444,6 +470,19 @@ func (c *CLI) doctor(ctx context.Context, o *opts, _ []string) error {
 		default:
 			add("webhook ping", "ok", "%s answered 200 to a signed ping", d.WebhookURL)
 		}
+	}
+
+	// The dead-letter queue is empty: each message in it is a claim the
+	// claimer could not handle (its job waits for the reclaimer's sweep)
+	// or a poison message.
+	if d.DLQURL == "" {
+		add("dead-letter queue", "skip", "no queue URL (--dlq-url or the stack's DeadLetterQueueUrl)")
+	} else if n, err := c.queueDepth(ctx, d.DLQURL); err != nil {
+		add("dead-letter queue", "fail", "%v", err)
+	} else if n > 0 {
+		add("dead-letter queue", "fail", "%d message(s): look with ghclaim jobs, move them back with ghclaim redrive", n)
+	} else {
+		add("dead-letter queue", "ok", "empty")
 	}
 
 	failed := 0
