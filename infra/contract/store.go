@@ -901,51 +901,6 @@ func TestStoreCore(t *testing.T, base int64, open func(t *testing.T) Core, pendi
 		}
 	})
 
-	run("rate state: a window's lower count stands", func(t *testing.T) {
-		inst := base + 3
-		reset := T0.Add(40 * time.Minute)
-		rd := func(remaining int, at time.Duration) ratelimit.Reading {
-			return ratelimit.Reading{Limit: 5000, Remaining: remaining, ResetAt: reset, ObservedAt: T0.Add(at)}
-		}
-		load := func(t *testing.T) ratelimit.Reading {
-			t.Helper()
-			got, err := s.LoadRate(ctx, inst)
-			must(t, err)
-			return got
-		}
-		// A slow success's answer, counted before the exhaustion but
-		// observed after it, does not replace it.
-		must(t, s.SaveRate(ctx, inst, rd(0, 0)))
-		must(t, s.SaveRate(ctx, inst, rd(40, 100*time.Millisecond)))
-		if got := load(t); got.Remaining != 0 {
-			t.Fatalf("an exhaustion replaced by a count observed 100 ms later: remaining %d, want 0", got.Remaining)
-		}
-		// A lower count observed just before the shared one is newer.
-		must(t, s.SaveRate(ctx, inst, rd(4000, 2*time.Second)))
-		if got := load(t); got.Remaining != 0 {
-			t.Fatalf("remaining %d, want 0 still", got.Remaining)
-		}
-		// A higher count observed well after (more than Crossing) was
-		// counted later: the limit rose.
-		must(t, s.SaveRate(ctx, inst, rd(400, ratelimit.Crossing+time.Second)))
-		if got := load(t); got.Remaining != 400 || !got.ObservedAt.Equal(T0.Add(ratelimit.Crossing+time.Second)) {
-			t.Fatalf("remaining %d observed %v, want 400, the count observed %v later", got.Remaining, got.ObservedAt, ratelimit.Crossing+time.Second)
-		}
-		// And a lower one observed just before it still wins.
-		must(t, s.SaveRate(ctx, inst, rd(390, ratelimit.Crossing)))
-		if got := load(t); got.Remaining != 390 {
-			t.Fatalf("remaining %d, want the lower count 390", got.Remaining)
-		}
-		// A new window, observed later, replaces the old one whatever
-		// its count; an older window never comes back.
-		next := ratelimit.Reading{Limit: 5000, Remaining: 4999, ResetAt: reset.Add(time.Hour), ObservedAt: T0.Add(time.Hour)}
-		must(t, s.SaveRate(ctx, inst, next))
-		must(t, s.SaveRate(ctx, inst, rd(0, 2*ratelimit.Crossing)))
-		if got := load(t); got.Remaining != 4999 || !got.ResetAt.Equal(next.ResetAt) {
-			t.Fatalf("got %+v, want the new window's 4999", got)
-		}
-	})
-
 	run("rate block", func(t *testing.T) {
 		inst := base + 2
 		until := T0.Add(2 * time.Minute)

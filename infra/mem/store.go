@@ -439,20 +439,18 @@ func (s *Store) LoadRate(ctx context.Context, installationID int64) (ratelimit.R
 	return r, nil
 }
 
-// SaveRate shares r unless the stored reading supersedes it
-// (ratelimit.Supersedes; equal instants admitted), as shared/store's
-// condition decides.
+// SaveRate shares r unless the stored reading was observed later.
 func (s *Store) SaveRate(ctx context.Context, installationID int64, r ratelimit.Reading) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	defer s.enter("SaveRate")()
 	cur, ok := s.rates[installationID]
-	// Millisecond precision, as the table stores it; the block stays.
-	r.ResetAt, r.ObservedAt = job.FromMillis(job.Millis(r.ResetAt)), job.FromMillis(job.Millis(r.ObservedAt))
-	if ok && cur.Known() && !admits(cur, r) {
+	if ok && cur.ObservedAt.After(r.ObservedAt) {
 		return nil
 	}
+	// Millisecond precision, as the table stores it; the block stays.
+	r.ResetAt, r.ObservedAt = job.FromMillis(job.Millis(r.ResetAt)), job.FromMillis(job.Millis(r.ObservedAt))
 	if !r.PassedAt.IsZero() {
 		r.PassedAt = job.FromMillis(job.Millis(r.PassedAt))
 	}
@@ -462,19 +460,6 @@ func (s *Store) SaveRate(ctx context.Context, installationID int64, r ratelimit.
 	}
 	s.rates[installationID] = r
 	return nil
-}
-
-// admits is shared/store's SaveRate condition on the stored reading cur.
-func admits(cur, r ratelimit.Reading) bool {
-	switch {
-	case !cur.ResetAt.Equal(r.ResetAt):
-		return !cur.ObservedAt.After(r.ObservedAt)
-	case cur.Remaining > r.Remaining:
-		return !cur.ObservedAt.After(r.ObservedAt.Add(ratelimit.Crossing))
-	case cur.Remaining < r.Remaining:
-		return cur.ObservedAt.Before(r.ObservedAt.Add(-ratelimit.Crossing))
-	}
-	return !cur.ObservedAt.After(r.ObservedAt)
 }
 
 // SaveBlock shares a secondary rate limit's block until until, of length

@@ -49,12 +49,6 @@ func (p PersistRule) ShouldPersist(saved Reading, savedAt time.Time, cur Reading
 		return false
 	case !saved.Known():
 		return true
-	case cur.ResetAt.Equal(saved.ResetAt) && cur.Remaining < saved.Remaining && Supersedes(saved, cur) &&
-		(cur.Remaining <= 0 || saved.Remaining-cur.Remaining >= p.dropThreshold(cur.Limit, saved.Limit)):
-		// A lower count of the window than the one shared, though not
-		// observed later (a slow success's answer overwrote an exhaustion
-		// there): every process must stop, or learn the drop.
-		return true
 	case !cur.ObservedAt.After(saved.ObservedAt):
 		return false // nothing newer than what is shared
 	case !cur.ResetAt.Equal(saved.ResetAt):
@@ -159,50 +153,27 @@ func later(a, b time.Time) time.Time {
 	return a
 }
 
-// Crossing is how far apart two answers of one window can be observed and
-// still have been counted by GitHub in either order: an answer arrives at
-// most its request's timeout (the App client's 10 s) after GitHub counted
-// it, and processes' clocks differ a little. Answers further apart were
-// counted in the order they were observed.
-const Crossing = 30 * time.Second
-
-// Supersedes reports whether reading r replaces known's primary fields
-// (limit, remaining, reset), as the Tracker merges and the Store keeps
-// them: a newer window wins; within one window (the same reset) the budget
-// only falls, so the lower remaining is the newer count, unless the higher
-// one was observed more than Crossing later (then it was counted later: a
-// limit that rose); an equal count, the later observation.
-func Supersedes(known, r Reading) bool {
-	switch {
-	case !r.Known():
-		return false
-	case !known.Known():
-		return true
-	case !r.ResetAt.Equal(known.ResetAt):
-		return r.ObservedAt.After(known.ObservedAt)
-	case r.Remaining < known.Remaining:
-		return !known.ObservedAt.After(r.ObservedAt.Add(Crossing))
-	case r.Remaining > known.Remaining:
-		return r.ObservedAt.After(known.ObservedAt.Add(Crossing))
-	}
-	return r.ObservedAt.After(known.ObservedAt)
-}
-
-// newestPrimary is newest for the primary fields (Supersedes); a reading
-// without them (a block alone) never replaces them. Within one window the
-// result is dated the later of the two observations.
+// newestPrimary is newest for the primary fields; a reading without them
+// (a block alone) never replaces them.
 func newestPrimary(known, r Reading) Reading {
 	if !r.Known() {
 		return known
 	}
-	out := known
-	if Supersedes(known, r) {
-		out = r
+	switch {
+	case !known.Known():
+		return r
+	case r.ResetAt.Equal(known.ResetAt):
+		if r.Remaining < known.Remaining {
+			known.Remaining, known.Limit = r.Remaining, r.Limit
+		}
+		if r.ObservedAt.After(known.ObservedAt) {
+			known.ObservedAt = r.ObservedAt
+		}
+		return known
+	case r.ObservedAt.After(known.ObservedAt):
+		return r
 	}
-	if known.Known() && r.ResetAt.Equal(known.ResetAt) {
-		out.ObservedAt = later(known.ObservedAt, r.ObservedAt)
-	}
-	return out
+	return known
 }
 
 // Rule returns the PersistRule the Tracker shares by.
@@ -250,10 +221,12 @@ func (t *Tracker) Current(ctx context.Context, installationID int64) (Reading, e
 			// process trusting no stale item calls GitHub to learn it too.
 			e.saved, e.savedAt = shared, shared.ObservedAt
 		}
-		// Merged as this process's own answers are (Supersedes): a
-		// lower count of the same window that another process shared
-		// stands against a higher one observed here within Crossing.
-		e.latest = newestPrimary(e.latest, shared)
+		// The newer observation wins here, as a reading of another
+		// process: only this process's own answers are merged by window
+		// (Observe).
+		if shared.ObservedAt.After(e.latest.ObservedAt) {
+			e.latest = shared
+		}
 	}
 	e.latest.BlockedUntil, e.latest.BlockedFor = until, length
 	if !e.latest.Known() && e.latest.BlockedUntil.IsZero() {

@@ -575,9 +575,7 @@ func (s *Store) LoadRate(ctx context.Context, installationID int64) (ratelimit.R
 }
 
 // SaveRate writes the primary fields of an installation's shared rate
-// reading, unless the stored one supersedes it (ratelimit.Supersedes: a
-// newer window, or within one window a lower count, unless this one was
-// observed more than ratelimit.Crossing later; an equal count observed
+// reading, unless the stored one is newer (another instance observed
 // later). An update, not a put: a block stored on the item (SaveBlock)
 // stays.
 //
@@ -589,25 +587,20 @@ func (s *Store) LoadRate(ctx context.Context, installationID int64) (ratelimit.R
 // a second write, and only then.
 func (s *Store) SaveRate(ctx context.Context, installationID int64, r ratelimit.Reading) error {
 	passed := max(job.Millis(r.PassedAt), 0)
-	// A block alone has no updated_at yet. Equal instants pass: an SDK
-	// retry of this very write must not fail its own condition.
-	primary := "(attribute_not_exists(#u) OR (#re <> :re AND #u <= :u) OR " +
-		"(#re = :re AND ((#r > :r AND #u <= :up) OR (#r < :r AND #u < :um) OR (#r = :r AND #u <= :u))))"
 	in := &dynamodb.UpdateItemInput{
-		TableName:           &s.table,
-		Key:                 key(job.RateKey(installationID)),
-		UpdateExpression:    aws.String("SET #l = :l, #r = :r, #re = :re, #u = :u, #e = :e, #p = :p"),
-		ConditionExpression: aws.String(primary + " AND (attribute_not_exists(#p) OR #p <= :p)"),
+		TableName:        &s.table,
+		Key:              key(job.RateKey(installationID)),
+		UpdateExpression: aws.String("SET #l = :l, #r = :r, #re = :re, #u = :u, #e = :e, #p = :p"),
+		// A block alone has no updated_at yet.
+		ConditionExpression: aws.String("(attribute_not_exists(#u) OR #u <= :u) AND (attribute_not_exists(#p) OR #p <= :p)"),
 		ExpressionAttributeNames: map[string]string{
 			"#l": "limit", "#r": "remaining", "#re": "reset_at", "#u": "updated_at", "#e": "expires_at",
 			"#p": "passed_at",
 		},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":l": n(int64(r.Limit)), ":r": n(int64(r.Remaining)), ":re": n(job.Millis(r.ResetAt)),
-			":u":  n(job.Millis(r.ObservedAt)),
-			":up": n(job.Millis(r.ObservedAt.Add(ratelimit.Crossing))),
-			":um": n(job.Millis(r.ObservedAt.Add(-ratelimit.Crossing))),
-			":p":  n(passed),
+			":u": n(job.Millis(r.ObservedAt)),
+			":p": n(passed),
 			// Rate items outlive their usefulness quickly; let TTL drop them.
 			":e": n(r.ResetAt.Add(24 * time.Hour).Unix()),
 		},
@@ -620,12 +613,12 @@ func (s *Store) SaveRate(ctx context.Context, installationID int64, r ratelimit.
 		if derr := attributevalue.UnmarshalMap(ccf.Item, &cur); derr != nil {
 			return fmt.Errorf("decode rate of installation %d: %w", installationID, derr)
 		}
-		if stored := cur.reading(); stored.Known() && !ratelimit.Supersedes(stored, r) {
-			return nil // what is shared is the newer count
+		if cur.UpdatedAt > job.Millis(r.ObservedAt) {
+			return nil // a newer reading is already shared
 		}
 		// Newer, but a call went through later elsewhere: keep that.
 		in.UpdateExpression = aws.String("SET #l = :l, #r = :r, #re = :re, #u = :u, #e = :e")
-		in.ConditionExpression = aws.String(primary)
+		in.ConditionExpression = aws.String("attribute_not_exists(#u) OR #u <= :u")
 		delete(in.ExpressionAttributeNames, "#p")
 		delete(in.ExpressionAttributeValues, ":p")
 		_, err = s.db.UpdateItem(ctx, in)
