@@ -101,8 +101,17 @@ const (
 // window is the part of a pass the liveness checks' calls may take: ctx
 // (for GitHub and the provisioner) ends at end.
 type window struct {
-	ctx context.Context
-	end time.Time
+	ctx    context.Context
+	end    time.Time
+	cancel context.CancelFunc
+}
+
+// window is a window ending at end on the pass's clock (now is its
+// reading at the pass's start), its context ending then on the wall clock.
+func (r *Reclaimer) window(ctx context.Context, now, end time.Time) window {
+	w := window{end: end}
+	w.ctx, w.cancel = context.WithDeadline(ctx, time.Now().Add(end.Sub(now)))
+	return w
 }
 
 // cut reports whether a call of a check failed because the check's

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -656,47 +657,54 @@ func (s slowStore) Stale(ctx context.Context, shard string, now time.Time, limit
 
 // TestSlowCollectionStillChecksTheOldestClaimed: when reading the sweep
 // index overruns the liveness quarter (slow table reads), the pass still
-// checks one claimed record, the one waiting longest, instead of none.
-// Before, such passes checked nothing, pass after pass, and jobs whose
-// machine never booted sat claimed (make chaos on a saturated emulator).
+// checks one claimed record, the one waiting longest, instead of none, even
+// when the reads end past the other checks' window (7/8 of the budget: that
+// one check runs until the last eighth). Before, such passes checked
+// nothing, pass after pass, and jobs whose machine never booted sat claimed
+// (make chaos on a saturated emulator; an audit, for the window).
 func TestSlowCollectionStillChecksTheOldestClaimed(t *testing.T) {
 	t.Parallel()
-	l := setupLive(t)
-	// Newest first, so neither shard order nor creation order is the age order.
-	for i, id := range []int64{811, 812, 813} {
-		l.claimed(t, id, t0.Add(-liveGrace-time.Duration(i+1)*time.Minute))
-	}
-	const oldest = int64(813)
-	r := l.reclaimer(t, func(c *reclaim.Config) {
-		c.Budget = 40 * time.Second
-		// Seven shards at 2 s each, the eighth, begun before the
-		// collection's half (20 s), takes 18 s: every record is read, and
-		// collection ends at 32 s, past the liveness quarter (30 s), before
-		// the budget's end.
-		delays := []time.Duration{2 * time.Second, 2 * time.Second, 2 * time.Second, 2 * time.Second,
-			2 * time.Second, 2 * time.Second, 2 * time.Second, 18 * time.Second}
-		c.Store = slowStore{Store: c.Store, advance: l.clock.Advance, delays: delays, reads: new(int)}
-	})
-	rep, err := r.Run(context.Background())
-	if err != nil {
-		t.Fatalf("run: %v", err)
-	}
-	// The oldest's runner is offline at GitHub and its job still queued:
-	// its check gives it a new attempt; the others wait for later passes.
-	if rep.Requeued[reclaim.RunnerLost] != 1 || !rep.Incomplete {
-		t.Fatalf("report %+v, want one runner_lost new attempt and the pass incomplete", rep)
-	}
-	var sent []int64
-	for _, m := range l.messages() {
-		sent = append(sent, m.msg.JobID)
-	}
-	if len(sent) != 1 || sent[0] != oldest {
-		t.Errorf("sent %v, want only the oldest claimed job %d", sent, oldest)
-	}
-	for _, id := range []int64{811, 812} {
-		if got := l.get(t, id); got.State != job.Claimed || got.LivenessChecks != 0 {
-			t.Errorf("job %d: %s with %d checks, want claimed and unchecked", id, got.State, got.LivenessChecks)
-		}
+	// Seven shards at 2 s each, the eighth, begun before the collection's
+	// half (20 s), takes the rest: every record is read, and collection
+	// ends at 32 s (past the liveness quarter, 30 s) or 36 s (past the
+	// checks' window, 35 s), before the budget's end.
+	for _, last := range []time.Duration{18 * time.Second, 22 * time.Second} {
+		t.Run(fmt.Sprint("collection ends at ", 14*time.Second+last), func(t *testing.T) {
+			t.Parallel()
+			l := setupLive(t)
+			// Newest first, so neither shard order nor creation order is the age order.
+			for i, id := range []int64{811, 812, 813} {
+				l.claimed(t, id, t0.Add(-liveGrace-time.Duration(i+1)*time.Minute))
+			}
+			const oldest = int64(813)
+			r := l.reclaimer(t, func(c *reclaim.Config) {
+				c.Budget = 40 * time.Second
+				delays := []time.Duration{2 * time.Second, 2 * time.Second, 2 * time.Second, 2 * time.Second,
+					2 * time.Second, 2 * time.Second, 2 * time.Second, last}
+				c.Store = slowStore{Store: c.Store, advance: l.clock.Advance, delays: delays, reads: new(int)}
+			})
+			rep, err := r.Run(context.Background())
+			if err != nil {
+				t.Fatalf("run: %v", err)
+			}
+			// The oldest's runner is offline at GitHub and its job still queued:
+			// its check gives it a new attempt; the others wait for later passes.
+			if rep.Requeued[reclaim.RunnerLost] != 1 || !rep.Incomplete {
+				t.Fatalf("report %+v, want one runner_lost new attempt and the pass incomplete", rep)
+			}
+			var sent []int64
+			for _, m := range l.messages() {
+				sent = append(sent, m.msg.JobID)
+			}
+			if len(sent) != 1 || sent[0] != oldest {
+				t.Errorf("sent %v, want only the oldest claimed job %d", sent, oldest)
+			}
+			for _, id := range []int64{811, 812} {
+				if got := l.get(t, id); got.State != job.Claimed || got.LivenessChecks != 0 {
+					t.Errorf("job %d: %s with %d checks, want claimed and unchecked", id, got.State, got.LivenessChecks)
+				}
+			}
+		})
 	}
 }
 

@@ -457,10 +457,13 @@ func (r *Reclaimer) Run(ctx context.Context) (Report, error) {
 	// and provisioner calls run under a context that ends there (on the
 	// wall clock), and it looks at the time before each step, so the
 	// take-backs and sends of the pass keep the last quarter.
-	lw := window{end: livenessBy.Add(stop.Sub(livenessBy) / 2)}
-	var cancel context.CancelFunc
-	lw.ctx, cancel = context.WithDeadline(ctx, time.Now().Add(lw.end.Sub(now)))
-	defer cancel()
+	// The one check a pass always makes (see above) may run until the
+	// last eighth: a collection that overran into the window must not
+	// leave it cut, pass after pass, with every claimed record unchecked.
+	lw := r.window(ctx, now, livenessBy.Add(stop.Sub(livenessBy)/2))
+	defer lw.cancel()
+	first := r.window(ctx, now, stop.Add(-stop.Sub(livenessBy)/4))
+	defer first.cancel()
 
 	rep := Report{Requeued: map[Reason]int{}}
 	found, collectErr := r.collect(ctx, now, collectBy, &rep)
@@ -477,8 +480,12 @@ func (r *Reclaimer) Run(ctx context.Context) (Report, error) {
 				rep.Incomplete = true
 				continue
 			}
+			w := lw
+			if checked == 0 {
+				w = first
+			}
 			checked++
-			next, to, err := r.liveness(ctx, lw, c, now, &rep)
+			next, to, err := r.liveness(ctx, w, c, now, &rep)
 			errs = append(errs, err)
 			switch to {
 			case job.Queued:
