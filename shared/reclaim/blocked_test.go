@@ -1,6 +1,7 @@
 package reclaim_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -68,5 +69,29 @@ func TestBlockedCheckEndsAtMaxAge(t *testing.T) {
 				t.Errorf("%d live machines, want its machine left (its runner's state unknown)", n)
 			}
 		})
+	}
+}
+
+// TestLateRefusalIsStillJudged: GitHub's own refusal for good (a 404 for
+// the job) that arrives after the check's window ended is judged as any
+// other (the max-age clock starts), not taken for a cut call: a record
+// whose answers always come late would otherwise never be abandoned.
+func TestLateRefusalIsStillJudged(t *testing.T) {
+	t.Parallel()
+	const id = int64(742)
+	l := setupLive(t)
+	l.claimed(t, id, t0.Add(-liveGrace-time.Second))
+	r := l.get(t, id)
+	r.Repo = "octo/deleted"
+	l.store.Put(r)
+	rec := l.reclaimer(t, func(c *reclaim.Config) {
+		c.Budget = 40 * time.Second
+		c.GitHub = slowAnswers{slowGitHub{GitHub: c.GitHub, advance: l.clock.Advance, d: 20 * time.Second}}
+	})
+	if _, err := rec.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := l.get(t, id); got.State != job.Claimed || got.FirstFailureAt == 0 {
+		t.Fatalf("after a 404 that came late: %s, first_failure_at %d; want claimed with the max-age clock started", got.State, got.FirstFailureAt)
 	}
 }

@@ -162,7 +162,7 @@ func (r *Reclaimer) liveness(ctx context.Context, w window, c candidate, now tim
 	runner, ferr := r.cfg.GitHub.FindRunner(w.ctx, rec.InstallationID, scope, owner, repo, name)
 	missing := errors.Is(ferr, ghapp.ErrRunnerNotFound)
 	if ferr != nil && !missing {
-		if cut(ctx, w) {
+		if cut(ctx, w) && errors.Is(ferr, context.DeadlineExceeded) {
 			return r.failed(ctx, w, c, ferr, grace, now, rep) // not GitHub's failure: not counted
 		}
 		r.noteBlock(rec.InstallationID, ferr)
@@ -240,9 +240,11 @@ func (r *Reclaimer) liveness(ctx context.Context, w window, c candidate, now tim
 // the repository, the job or the installation's access gone), which no
 // later look would change.
 func (r *Reclaimer) failed(ctx context.Context, w window, c candidate, err error, grace time.Duration, now time.Time, rep *Report) (candidate, job.State, error) {
-	if r.late(ctx, w, rep) {
-		// Cut by the check's own window (its context ended, or its time
-		// is up), not a failure of GitHub's: the next pass looks again.
+	if cut(ctx, w) && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
+		// Cut by the check's own window, not a failure of GitHub's: the
+		// next pass looks again. (GitHub's own answer, even one that came
+		// late, is judged as any other.)
+		rep.Incomplete = true
 		return c, "", r.recheck(ctx, c, now, job.CheckSkipped, now, rep)
 	}
 	if fl := failure.Classify(err); fl.Class == failure.NonRetryable {
@@ -289,7 +291,7 @@ func (r *Reclaimer) afterFailure(inst int64, now time.Time, grace time.Duration)
 func (r *Reclaimer) atWork(ctx context.Context, w window, rec job.Record, now time.Time, rep *Report, log *slog.Logger) (status string, serr error, settled bool, err error) {
 	status, serr = r.cfg.GitHub.JobStatus(w.ctx, rec.InstallationID, rec.Owner(), rec.RepoName(), rec.JobID)
 	if serr != nil {
-		if cut(ctx, w) {
+		if cut(ctx, w) && errors.Is(serr, context.DeadlineExceeded) {
 			return "", serr, false, nil // not GitHub's failure: not counted
 		}
 		r.noteBlock(rec.InstallationID, serr)
