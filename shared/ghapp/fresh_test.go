@@ -136,15 +136,9 @@ func TestFreshTokenRefusalIsWaitedOut(t *testing.T) {
 // stale token's 401 (non_retryable: the job failed for good).
 func TestStaleTokenThenExchangeFailure(t *testing.T) {
 	t.Parallel()
-	f := setup(t, option{})
-	ctx := context.Background()
-	f.fake.SetJob("octo", "hello", ghfake.Job{ID: 7, Status: "queued"})
-	if _, err := f.client.JobStatus(ctx, inst, "octo", "hello", 7); err != nil {
-		t.Fatal(err)
-	}
-	f.fake.RevokeTokens(inst)
+	f := revoked(t)
 	f.fake.Fail(ghfake.RouteAccessToken, 1, ghfake.ServerError(http.StatusBadGateway))
-	_, err := f.client.GenerateJIT(ctx, inst, repoJIT("after-revoke"))
+	_, err := f.client.GenerateJIT(context.Background(), inst, repoJIT("after-revoke"))
 	if fl := failure.Classify(err); err == nil || !fl.Retryable() {
 		t.Fatalf("err %v classified %v (%q), want the exchange's 502: retryable", err, fl.Class, fl.Reason)
 	}

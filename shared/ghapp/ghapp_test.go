@@ -168,6 +168,19 @@ func TestTokenFetchedOnceAndReused(t *testing.T) {
 	}
 }
 
+// revoked is a fixture whose client holds a cached token of inst that
+// GitHub has since revoked.
+func revoked(t *testing.T) fixture {
+	t.Helper()
+	f := setup(t, option{})
+	f.fake.SetJob("octo", "hello", ghfake.Job{ID: 7, Status: "queued"})
+	if _, err := f.client.JobStatus(context.Background(), inst, "octo", "hello", 7); err != nil {
+		t.Fatal(err)
+	}
+	f.fake.RevokeTokens(inst)
+	return f
+}
+
 // TestRevokedTokenIsReplaced: GitHub refuses a cached token before its
 // expiry (revoked, the installation suspended and back): the client drops
 // it and sends the request once more with a fresh token, a POST with its
@@ -176,13 +189,8 @@ func TestTokenFetchedOnceAndReused(t *testing.T) {
 // minutes). A 401 on a fresh token stands.
 func TestRevokedTokenIsReplaced(t *testing.T) {
 	t.Parallel()
-	f := setup(t, option{})
+	f := revoked(t)
 	ctx := context.Background()
-	f.fake.SetJob("octo", "hello", ghfake.Job{ID: 7, Status: "queued"})
-	if _, err := f.client.JobStatus(ctx, inst, "octo", "hello", 7); err != nil {
-		t.Fatal(err)
-	}
-	f.fake.RevokeTokens(inst)
 	jit, err := f.client.GenerateJIT(ctx, inst, repoJIT("after-revoke"))
 	if err != nil {
 		t.Fatalf("GenerateJIT after the token was revoked: %v, want it sent again with a fresh token", err)
