@@ -211,6 +211,14 @@ func TestJobs(t *testing.T) {
 	if !strings.Contains(r.stderr, "items read") {
 		t.Errorf("a listing of many pages shows no progress on stderr: %q", r.stderr)
 	}
+
+	// A repeated --state adds up, as a comma list does (a plain flag kept
+	// the last: --state failed --state pending listed the pending only).
+	r = run(t, nil, "jobs", "--stack", env.stack.Name, "--pool", "jobs-x64", "--state", "failed", "--state", "pending", "--json")
+	got = decode[[]map[string]any](t, r.stdout)
+	if r.code != 0 || len(got) != 2 {
+		t.Fatalf("jobs --state failed --state pending --pool jobs-x64: got %v, want 7001 and 7002", got)
+	}
 }
 
 func TestBadArguments(t *testing.T) {
@@ -222,6 +230,7 @@ func TestBadArguments(t *testing.T) {
 	}{
 		{"unknown flag", []string{"jobs", "--bogus"}, "-bogus"},
 		{"bad state", []string{"jobs", "--stack", "x", "--state", "running"}, "--state"},
+		{"a list of pools", []string{"jobs", "--stack", "x", "--pool", "a,b"}, "--pool"},
 		{"bad duration", []string{"jobs", "--older-than", "soon"}, "-older-than"},
 		{"job id not a number", []string{"job", "seven"}, `"seven"`},
 		{"job without id", []string{"job"}, "want 1 argument"},

@@ -20,7 +20,7 @@ import (
 )
 
 func jobsFlags(fs *flag.FlagSet, o *opts) {
-	fs.StringVar(&o.states, "state", "", "only these states, comma-separated (pending, queued, claiming, claimed, failed, abandoned, done)")
+	fs.Var((*commaList)(&o.states), "state", "only these states, comma-separated or repeated (pending, queued, claiming, claimed, failed, abandoned, done)")
 	fs.StringVar(&o.pool, "pool", "", "only this pool")
 	fs.DurationVar(&o.olderThan, "older-than", 0, "only jobs created longer ago than this (e.g. 30m, 2h)")
 	fs.IntVar(&o.pageSize, "page-size", 0, "items read per Scan page (0: DynamoDB's 1 MB pages)")
@@ -85,7 +85,25 @@ func view(r job.Record) jobView {
 	return v
 }
 
+// commaList is a flag whose repeats add up (--state failed --state
+// abandoned is both, as "failed,abandoned" is), where a plain string flag
+// keeps only the last.
+type commaList string
+
+func (l *commaList) String() string { return string(*l) }
+
+func (l *commaList) Set(v string) error {
+	if *l != "" {
+		v = string(*l) + "," + v
+	}
+	*l = commaList(v)
+	return nil
+}
+
 func (c *CLI) jobs(ctx context.Context, o *opts, _ []string) error {
+	if strings.Contains(o.pool, ",") {
+		return usagef("invalid value %q for flag --pool: one pool name (no pool name has a comma)", o.pool)
+	}
 	if o.pageSize > math.MaxInt32 {
 		return usagef("invalid value %d for flag --page-size: at most %d", o.pageSize, math.MaxInt32)
 	}
