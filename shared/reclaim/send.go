@@ -61,10 +61,9 @@ func plan(requeue []candidate, rnd random.Source) []planned {
 func (r *Reclaimer) send(ctx context.Context, now, stop time.Time, requeue []candidate, rep *Report, errs *[]error) bool {
 	jobs := plan(requeue, r.cfg.Rand)
 	hold := len(jobs) <= HoldUpTo
-	var origin time.Time // the first send's instant; zero until then
-	var lag int64        // whole seconds the schedule slipped
-	var prev map[int64]int
-	var prevLen time.Duration // the batch before: jobs by second, and its call's length past its slot
+	var origin time.Time        // the first send's instant; zero until then
+	var lag int64               // whole seconds the schedule slipped
+	var sentBatches []sentBatch // every batch sent so far: jobs by second, and its call's length past its slot
 	for start := 0; start < len(jobs); start += MaxBatch {
 		if r.past(ctx, stop) {
 			return false
@@ -108,7 +107,7 @@ func (r *Reclaimer) send(ctx context.Context, now, stop time.Time, requeue []can
 			}
 		}
 		lag = max(lag, e-taken[0].sec)
-		for hold && crowded(prev, prevLen, taken, lag) {
+		for hold && crowded(sentBatches, taken, lag) {
 			lag++
 		}
 		delays := make([]time.Duration, len(taken))
@@ -118,7 +117,7 @@ func (r *Reclaimer) send(ctx context.Context, now, stop time.Time, requeue []can
 			cur[p.sec+lag]++
 		}
 		results := r.cfg.Queue.SendBatch(ctx, msgs, delays)
-		prev, prevLen = cur, r.cfg.Now().Sub(origin.Add(time.Duration(e)*time.Second))
+		sentBatches = append(sentBatches, sentBatch{secs: cur, length: r.cfg.Now().Sub(origin.Add(time.Duration(e) * time.Second))})
 		for i, err := range results {
 			r.sent(ctx, taken[i].c, msgs[i].Version, delays[i], err, rep)
 		}
@@ -126,20 +125,35 @@ func (r *Reclaimer) send(ctx context.Context, now, stop time.Time, requeue []can
 	return true
 }
 
-// crowded reports whether batch, at lag, would share a 1 s window with
-// more than 3 jobs of the batch before (prev: its jobs by second from the
-// origin; length: how long after its slot its call answered, the latest
-// SQS can have stamped it).
-func crowded(prev map[int64]int, length time.Duration, batch []planned, lag int64) bool {
+// sentBatch is one batch already sent: its jobs by second from the
+// origin, and how long after its slot its call answered.
+type sentBatch struct {
+	secs   map[int64]int
+	length time.Duration
+}
+
+// crowded reports whether batch, at lag, could share a 1 s window with
+// jobs of earlier batches so that the window holds more than 3. A window
+// holds at most one second of each batch, so each earlier batch adds the
+// most jobs of one of its seconds that can reach t.
+func crowded(sent []sentBatch, batch []planned, lag int64) bool {
 	cur := map[int64]int{}
 	for _, p := range batch {
 		cur[p.sec+lag]++
 	}
-	for s, a := range prev {
-		for t, b := range cur {
-			if t >= s && time.Duration(t-s)*time.Second < time.Second+length && a+b > 3 {
-				return true
+	for t, b := range cur {
+		n := b
+		for _, sb := range sent {
+			most := 0
+			for s, a := range sb.secs {
+				if t >= s && time.Duration(t-s)*time.Second < time.Second+sb.length {
+					most = max(most, a)
+				}
 			}
+			n += most
+		}
+		if n > 3 {
+			return true
 		}
 	}
 	return false
