@@ -201,7 +201,14 @@ func (r *Reclaimer) liveness(ctx context.Context, w window, c candidate, now tim
 		// wait with nothing running for it.
 		return c, "", r.recheck(ctx, c, now, job.CheckSkipped, now, rep)
 	}
-	removed, took := r.removeAttempt(w.ctx, c, p, scope, owner, repo, name, runner, missing, log, rep)
+	removed, took, wasCut := r.removeAttempt(ctx, w, c, p, scope, owner, repo, name, runner, missing, log, rep)
+	if wasCut {
+		// Cut by the check's own window, not a failure of GitHub's or the
+		// provisioner's: the next pass looks again (the old attempt may
+		// or may not be gone: it checks anew).
+		rep.Incomplete = true
+		return c, "", r.recheck(ctx, c, now, job.CheckSkipped, now, rep)
+	}
 	if took {
 		// The runner took a job between the look and the delete: ours (a
 		// new attempt would give it a second runner) or another's. GitHub
@@ -326,7 +333,11 @@ func (r *Reclaimer) taken(ctx context.Context, c *candidate, name, status string
 // is removed (its runner gone and its machines ended) or deliberately left
 // at work (busy), and whether the runner took a job between the look and
 // the delete (GitHub refused the delete: still running a job).
-func (r *Reclaimer) removeAttempt(ctx context.Context, c candidate, p pool.Pool, scope, owner, repo, name string, runner ghapp.Runner, missing bool, log *slog.Logger, rep *Report) (removed, took bool) {
+func (r *Reclaimer) removeAttempt(inv context.Context, w window, c candidate, p pool.Pool, scope, owner, repo, name string, runner ghapp.Runner, missing bool, log *slog.Logger, rep *Report) (removed, took, wasCut bool) {
+	ctx := w.ctx
+	isCut := func(err error) bool {
+		return cut(inv, w) && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled))
+	}
 	gone, removed := missing, true
 	if !missing && !runner.Busy {
 		err := r.cfg.GitHub.DeleteRunner(ctx, c.rec.InstallationID, scope, owner, repo, runner.ID)
@@ -335,6 +346,8 @@ func (r *Reclaimer) removeAttempt(ctx context.Context, c candidate, p pool.Pool,
 			gone = true
 		case ghapp.IsStillRunning(err):
 			took = true
+		case isCut(err):
+			return false, false, true
 		default:
 			r.noteBlock(c.rec.InstallationID, err)
 			rep.CleanupFailed++
@@ -343,16 +356,19 @@ func (r *Reclaimer) removeAttempt(ctx context.Context, c candidate, p pool.Pool,
 		}
 	}
 	if r.cfg.Provisioner == nil {
-		return removed, took
+		return removed, took, false
 	}
 	l := Leftover{JobID: c.rec.JobID, RunID: c.rec.RunID, Repo: c.rec.Repo, Pool: p, RunnerName: name, KeepMachines: !gone}
 	if err := r.cfg.Provisioner.Cleanup(ctx, l); err != nil {
+		if isCut(err) {
+			return false, took, true
+		}
 		rep.CleanupFailed++
 		log.WarnContext(ctx, "reclaim cleanup failed", slog.String("step", "provisioner cleanup"), slog.Any("err", err))
-		return false, took
+		return false, took, false
 	}
 	log.InfoContext(ctx, "reclaim removed the old attempt", slog.Bool("machines_kept", !gone), slog.Bool("runner_gone", gone))
-	return removed, took
+	return removed, took, false
 }
 
 // recheck moves a claimed record's check to due (counted: an idle-runner

@@ -604,12 +604,27 @@ func TestSlowChecksStopBeforeRemoving(t *testing.T) {
 type hangingGitHub struct {
 	reclaim.GitHub
 	ended chan error
+	// onDelete: FindRunner answers, and DeleteRunner is the call that
+	// never answers.
+	onDelete bool
 }
 
-func (h hangingGitHub) FindRunner(ctx context.Context, _ int64, _, _, _, _ string) (ghapp.Runner, error) {
+func (h hangingGitHub) FindRunner(ctx context.Context, inst int64, scope, owner, repo, name string) (ghapp.Runner, error) {
+	if h.onDelete {
+		return h.GitHub.FindRunner(ctx, inst, scope, owner, repo, name)
+	}
 	<-ctx.Done()
 	h.ended <- ctx.Err()
 	return ghapp.Runner{}, ctx.Err()
+}
+
+func (h hangingGitHub) DeleteRunner(ctx context.Context, inst int64, scope, owner, repo string, id int64) error {
+	if !h.onDelete {
+		return h.GitHub.DeleteRunner(ctx, inst, scope, owner, repo, id)
+	}
+	<-ctx.Done()
+	h.ended <- ctx.Err()
+	return ctx.Err()
 }
 
 // TestHangingCheckIsCutAtItsWindow: on the wall clock too, a check's call
@@ -709,24 +724,33 @@ func TestSlowCollectionStillChecksTheOldestClaimed(t *testing.T) {
 }
 
 // TestCheckCutByItsWindowIsLookedAtNextPass: a check whose call the
-// window's context cut is no failure of GitHub's: not counted as one, the
-// pass marked incomplete, and the record looked at by the next pass, not a
-// runner-start grace later (an audit: 10 more minutes claimed with nothing
-// running for a job whose runner never came).
+// window's context cut (the look at the runner, or the old runner's
+// delete) is no failure of GitHub's: not counted as one, the pass marked
+// incomplete, and the record looked at by the next pass, which looks
+// anew, not a runner-start grace later (audits: 10 more minutes claimed
+// with nothing running for a job whose runner never came).
 func TestCheckCutByItsWindowIsLookedAtNextPass(t *testing.T) {
 	t.Parallel()
-	l := setupLive(t)
-	l.claimed(t, 831, t0.Add(-liveGrace-time.Second))
-	ended := make(chan error, 1)
-	r := l.reclaimer(t, func(c *reclaim.Config) {
-		c.Budget = time.Second // real: the call is cut after 875 ms
-		c.GitHub = hangingGitHub{GitHub: c.GitHub, ended: ended}
-	})
-	rep, _ := r.Run(context.Background())
-	<-ended
-	got := l.get(t, 831)
-	if got.State != job.Claimed || job.FromMillis(got.SweepAt).After(t0) || rep.LivenessFailed != 0 || !rep.Incomplete {
-		t.Errorf("record %s looked at again at %s; report %+v: want claimed, due for the next pass, no failed check, the pass incomplete",
-			got.State, job.FromMillis(got.SweepAt).Sub(t0), rep)
+	for i, onDelete := range []bool{false, true} {
+		t.Run(fmt.Sprint("cut at the delete: ", onDelete), func(t *testing.T) {
+			t.Parallel()
+			l := setupLive(t)
+			id := int64(831 + i)
+			l.claimed(t, id, t0.Add(-liveGrace-time.Second))
+			ended := make(chan error, 1)
+			r := l.reclaimer(t, func(c *reclaim.Config) {
+				c.Budget = time.Second // real: the call is cut with the window
+				c.GitHub = hangingGitHub{GitHub: c.GitHub, ended: ended, onDelete: onDelete}
+			})
+			rep, _ := r.Run(context.Background())
+			if err := <-ended; !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("the hanging call ended with %v, want the window's deadline", err)
+			}
+			got := l.get(t, id)
+			if got.State != job.Claimed || job.FromMillis(got.SweepAt).After(t0) || rep.LivenessFailed != 0 || rep.CleanupFailed != 0 || !rep.Incomplete {
+				t.Errorf("record %s looked at again at %s; report %+v: want claimed, due for the next pass, no failed check or clean-up, the pass incomplete",
+					got.State, job.FromMillis(got.SweepAt).Sub(t0), rep)
+			}
+		})
 	}
 }
