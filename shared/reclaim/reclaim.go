@@ -458,7 +458,7 @@ func (r *Reclaimer) Run(ctx context.Context) (Report, error) {
 	// wall clock), and it looks at the time before each step, so the
 	// take-backs and sends of the pass keep the last quarter.
 	// The one check a pass always makes (see above) may run until the
-	// last eighth: a collection that overran into the window must not
+	// last sixteenth: a collection that overran into the window must not
 	// leave it cut, pass after pass, with every claimed record unchecked.
 	lw := r.window(ctx, now, livenessBy.Add(stop.Sub(livenessBy)/2))
 	defer lw.cancel()
