@@ -675,7 +675,7 @@ func (s slowStore) Stale(ctx context.Context, shard string, now time.Time, limit
 // index overruns the liveness quarter (slow table reads), the pass still
 // checks one claimed record, the one waiting longest, instead of none, even
 // when the reads end past the other checks' window (7/8 of the budget: that
-// one check runs until the last eighth). Before, such passes checked
+// one check runs until the last sixteenth). Before, such passes checked
 // nothing, pass after pass, and jobs whose machine never booted sat claimed
 // (make chaos on a saturated emulator; an audit, for the window).
 func TestSlowCollectionStillChecksTheOldestClaimed(t *testing.T) {
