@@ -454,7 +454,10 @@ func (f *flow) finish(ctx context.Context, code string) (Result, error) {
 		{"webhook secret", f.cfg.WebhookSecretARN, c.WebhookSecret},
 	} {
 		if _, err := f.sm.PutSecretValue(ctx, &secretsmanager.PutSecretValueInput{SecretId: &s.arn, SecretString: &s.value}); err != nil {
-			return Result{}, fmt.Errorf("app: store the App's %s in %s: %w (the App %s exists: delete it on GitHub or store the key by hand)", s.what, s.arn, err, c.Slug)
+			// GitHub's answer was the only copy of the key and the
+			// secret, and neither is shown: new ones must be made.
+			return Result{}, fmt.Errorf("app: store the App's %s in %s: %w (the App %s exists, its key and webhook secret are not kept: "+
+				"delete the App on GitHub and run make app again, or generate a new private key and webhook secret in its settings and store them in the stack's secrets)", s.what, s.arn, err, c.Slug)
 		}
 	}
 	return Result{
