@@ -445,10 +445,7 @@ func TestDoctor(t *testing.T) {
 	// not handle: not healthy (an audit: doctor said OK with three).
 	t.Run("messages in the dead-letter queue", func(t *testing.T) {
 		dlq := newQueue(t, "doctor-dlq-full")
-		for i := range 3 {
-			_, err := sqs.NewFromConfig(env.cfg).SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: &dlq, MessageBody: aws.String(fmt.Sprintf(`{"job_id":%d,"version":1}`, 7850+i))})
-			must(t, err)
-		}
+		fill(t, dlq, 3, func(i int) string { return fmt.Sprintf(`{"job_id":%d,"version":1}`, 7850+i) })
 		r := run(t, nil, gh("doctor", "--pools", pools(ltID), "--webhook-url", env.hookURL, "--dlq-url", dlq, "--json")...)
 		d := decode[doc](t, r.stdout)
 		if got := status(d); r.code != cli.ExitFail || d.OK || got["dead-letter queue"] != "fail" || !strings.Contains(r.stdout, "3 message(s)") {

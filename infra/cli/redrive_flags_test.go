@@ -173,14 +173,8 @@ func TestRedriveMovesEveryMessageBehindTheOnesItLeaves(t *testing.T) {
 	ctx := context.Background()
 	api := sqs.NewFromConfig(env.cfg)
 	dlq, claims := newQueue(t, "redrive-stop-dlq"), newQueue(t, "redrive-stop-claims")
-	for i := range 30 {
-		_, err := api.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &dlq, MessageBody: aws.String(fmt.Sprintf("poison %d", i))})
-		must(t, err)
-	}
-	for i := range 20 {
-		_, err := api.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &dlq, MessageBody: aws.String(fmt.Sprintf(`{"job_id":%d,"version":1}`, 7600+i))})
-		must(t, err)
-	}
+	fill(t, dlq, 30, func(i int) string { return fmt.Sprintf("poison %d", i) })
+	fill(t, dlq, 20, func(i int) string { return fmt.Sprintf(`{"job_id":%d,"version":1}`, 7600+i) })
 	r := runWith(t, ctx, nil, &slowSend{Client: api, delay: 150 * time.Millisecond}, "redrive", "--dlq-url", dlq, "--queue-url", claims, "--visibility", "1s", "--json")
 	rep := decode[map[string]float64](t, r.stdout)
 	if rep["moved"] != 20 || rep["undecodable"] != 30 {
@@ -228,10 +222,7 @@ func TestRedriveMovesEveryMessageBehindFailedDeletes(t *testing.T) {
 	ctx := context.Background()
 	api := sqs.NewFromConfig(env.cfg)
 	dlq, claims := newQueue(t, "redrive-stop0-dlq"), newQueue(t, "redrive-stop0-claims")
-	for i := range 30 {
-		_, err := api.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &dlq, MessageBody: aws.String(fmt.Sprintf(`{"job_id":%d,"version":1}`, 7700+i))})
-		must(t, err)
-	}
+	fill(t, dlq, 30, func(i int) string { return fmt.Sprintf(`{"job_id":%d,"version":1}`, 7700+i) })
 	r := runWith(t, ctx, nil, &flakyDelete{slowSend: slowSend{Client: api, delay: 150 * time.Millisecond}, n: 10}, "redrive", "--dlq-url", dlq, "--queue-url", claims, "--visibility", "1s", "--json")
 	rep := decode[map[string]float64](t, r.stdout)
 	if r.code == cli.ExitOK && rep["moved"] < 30 {
@@ -263,12 +254,19 @@ func TestRedriveEndsWhenItCannotHideWhatItLeaves(t *testing.T) {
 	defer cancel()
 	api := sqs.NewFromConfig(env.cfg)
 	dlq, claims := newQueue(t, "redrive-nohide-dlq"), newQueue(t, "redrive-nohide-claims")
-	for i := range 3 {
-		_, err := api.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &dlq, MessageBody: aws.String(fmt.Sprintf("poison %d", i))})
-		must(t, err)
-	}
+	fill(t, dlq, 3, func(i int) string { return fmt.Sprintf("poison %d", i) })
 	r := runWith(t, ctx, nil, &noHiding{slowSend{Client: api}}, "redrive", "--dlq-url", dlq, "--queue-url", claims, "--visibility", "1s")
 	if r.code != cli.ExitFail || !strings.Contains(r.stderr, "sqs:ChangeMessageVisibility") || ctx.Err() != nil {
 		t.Errorf("exit %d (context %v), stderr %q; want exit 1 naming sqs:ChangeMessageVisibility, well before the minute", r.code, ctx.Err(), r.stderr)
+	}
+}
+
+// fill sends n messages to url, the i-th with body(i).
+func fill(t *testing.T, url string, n int, body func(i int) string) {
+	t.Helper()
+	api := sqs.NewFromConfig(env.cfg)
+	for i := range n {
+		_, err := api.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: &url, MessageBody: aws.String(body(i))})
+		must(t, err)
 	}
 }
