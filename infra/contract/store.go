@@ -901,6 +901,52 @@ func TestStoreCore(t *testing.T, base int64, open func(t *testing.T) Core, pendi
 		}
 	})
 
+	run("rate state: a window's lower count stands", func(t *testing.T) {
+		inst := base + 3
+		reset := T0.Add(40 * time.Minute)
+		rd := func(remaining int, observed, counted time.Duration) ratelimit.Reading {
+			return ratelimit.Reading{Limit: 5000, Remaining: remaining, ResetAt: reset, ObservedAt: T0.Add(observed), CountedAt: T0.Add(counted)}
+		}
+		load := func(t *testing.T) ratelimit.Reading {
+			t.Helper()
+			got, err := s.LoadRate(ctx, inst)
+			must(t, err)
+			return got
+		}
+		// A slow success's answer, counted by GitHub before the
+		// exhaustion but observed after it, does not replace it.
+		must(t, s.SaveRate(ctx, inst, rd(0, 0, 0)))
+		must(t, s.SaveRate(ctx, inst, rd(40, 100*time.Millisecond, 100*time.Millisecond)))
+		if got := load(t); got.Remaining != 0 {
+			t.Fatalf("an exhaustion replaced by a count observed 100 ms later: remaining %d, want 0", got.Remaining)
+		}
+		// The kept count, re-dated by a later answer (freshness), keeps
+		// its own count time.
+		must(t, s.SaveRate(ctx, inst, rd(0, 20*time.Second, 0)))
+		if got := load(t); got.Remaining != 0 || !got.ObservedAt.Equal(T0.Add(20*time.Second)) || !got.Counted().Equal(T0) {
+			t.Fatalf("after a re-dated count: %+v, want remaining 0 observed +20s, counted at +0s", got)
+		}
+		// A higher count counted more than Crossing after the kept one
+		// is a risen limit, though observed before the re-dated answer.
+		must(t, s.SaveRate(ctx, inst, rd(400, ratelimit.Crossing+time.Second, ratelimit.Crossing+time.Second)))
+		if got := load(t); got.Remaining != 400 {
+			t.Fatalf("remaining %d, want 400, the count observed %v after the kept one", got.Remaining, ratelimit.Crossing+time.Second)
+		}
+		// A lower count observed just before it still wins.
+		must(t, s.SaveRate(ctx, inst, rd(390, ratelimit.Crossing, ratelimit.Crossing)))
+		if got := load(t); got.Remaining != 390 {
+			t.Fatalf("remaining %d, want the lower count 390", got.Remaining)
+		}
+		// A new window, observed later, replaces the old one whatever its
+		// count; an older window never comes back.
+		next := ratelimit.Reading{Limit: 5000, Remaining: 4999, ResetAt: reset.Add(time.Hour), ObservedAt: T0.Add(time.Hour)}
+		must(t, s.SaveRate(ctx, inst, next))
+		must(t, s.SaveRate(ctx, inst, rd(0, 2*ratelimit.Crossing, 2*ratelimit.Crossing)))
+		if got := load(t); got.Remaining != 4999 || !got.ResetAt.Equal(next.ResetAt) {
+			t.Fatalf("got %+v, want the new window's 4999", got)
+		}
+	})
+
 	run("rate block", func(t *testing.T) {
 		inst := base + 2
 		until := T0.Add(2 * time.Minute)

@@ -439,18 +439,23 @@ func (s *Store) LoadRate(ctx context.Context, installationID int64) (ratelimit.R
 	return r, nil
 }
 
-// SaveRate shares r unless the stored reading was observed later.
+// SaveRate shares r unless the stored reading is newer by
+// ratelimit.Supersedes (as the DynamoDB condition decides).
 func (s *Store) SaveRate(ctx context.Context, installationID int64, r ratelimit.Reading) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	defer s.enter("SaveRate")()
+	// Millisecond precision, as the table stores it; the block stays.
+	ms := func(t time.Time) time.Time { return job.FromMillis(job.Millis(t)) }
+	r.ResetAt, r.ObservedAt, r.CountedAt = ms(r.ResetAt), ms(r.ObservedAt), ms(r.Counted())
 	cur, ok := s.rates[installationID]
-	if ok && cur.ObservedAt.After(r.ObservedAt) {
+	// The table's condition lets a tie through (<=): the same instant,
+	// and the same count or another window.
+	tie := r.ObservedAt.Equal(cur.ObservedAt) && (!r.ResetAt.Equal(cur.ResetAt) || r.Remaining == cur.Remaining)
+	if ok && cur.Known() && !tie && !ratelimit.Supersedes(r, cur) {
 		return nil
 	}
-	// Millisecond precision, as the table stores it; the block stays.
-	r.ResetAt, r.ObservedAt = job.FromMillis(job.Millis(r.ResetAt)), job.FromMillis(job.Millis(r.ObservedAt))
 	if !r.PassedAt.IsZero() {
 		r.PassedAt = job.FromMillis(job.Millis(r.PassedAt))
 	}

@@ -32,6 +32,10 @@ func TestGate(t *testing.T) {
 		{name: "stale: the newer shared one", own: rd(4000, ratelimit.DefaultRefresh), shared: exhausted, want: exhausted, loads: 1},
 		{name: "cold: the shared one", shared: exhausted, want: exhausted, loads: 1},
 		{name: "low, shared older: own", own: rd(400, 0), shared: rd(0, time.Minute), want: rd(400, 0), loads: 1},
+		// A slow success GitHub counted before the exhaustion another
+		// process shared, answered here 2 s after it: the window's lower
+		// count stands, dated the later answer.
+		{name: "low, shared exhaustion just older: the exhaustion", own: rd(400, 0), shared: rd(0, 2*time.Second), want: &ratelimit.Reading{Limit: 5000, Remaining: 0, ResetAt: resetAt, ObservedAt: t0, CountedAt: t0.Add(-2 * time.Second)}, loads: 1},
 		{name: "nothing anywhere: no reading, no error", loads: 1},
 		{name: "store down: own, with the error", own: rd(400, time.Second), loadErr: errors.New("throttled"), want: rd(400, time.Second), loads: 1},
 	}

@@ -124,8 +124,8 @@ func (s *fakeStore) SaveRate(_ context.Context, id int64, r ratelimit.Reading) e
 	defer s.mu.Unlock()
 	s.saves = append(s.saves, r)
 	old, ok := s.items[id]
-	if ok && old.ObservedAt.After(r.ObservedAt) {
-		return nil
+	if ok && old.Known() && !r.Equal(old) && !ratelimit.Supersedes(r, old) {
+		return nil // as the table's condition decides
 	}
 	r.BlockedUntil, r.BlockedFor = old.BlockedUntil, old.BlockedFor // the primary fields only
 	s.items[id] = r
@@ -329,7 +329,16 @@ func TestShouldPersist(t *testing.T) {
 	}{
 		{"nothing saved yet", ratelimit.Reading{}, at(4999, 0), 0, true},
 		{"nothing observed", saved, ratelimit.Reading{}, time.Hour, false},
-		{"not newer than saved", saved, at(10, 0), time.Hour, false},
+		{"not newer than saved", saved, at(3000, 0), time.Hour, false},
+		{"a higher count observed before the saved one", saved, at(4000, -time.Second), time.Hour, false},
+		// The window's budget only falls: a lower count is the newer one,
+		// however the answers crossed (a slow success's answer shared
+		// after an exhaustion must not stand).
+		{"an exhaustion observed just before the saved count", saved, at(0, -time.Second), time.Second, true},
+		{"a small drop observed before the saved count", saved, at(2990, -time.Second), time.Second, false},
+		{"an exhaustion observed long before the saved count", saved, at(0, -ratelimit.Crossing-time.Second), time.Second, false},
+		{"a higher count observed long after: the limit rose", saved, at(4000, ratelimit.Crossing+time.Second), ratelimit.Crossing + time.Second, true},
+		{"a higher count observed just after", saved, at(4000, ratelimit.Crossing), time.Hour, false},
 		{"small drop, recent write", saved, at(2501, time.Second), time.Second, false},
 		{"drop of 10% of the limit", saved, at(2500, time.Second), time.Second, true},
 		{"remaining reaches 0", ratelimit.Reading{Limit: 5000, Remaining: 100, ResetAt: resetAt, ObservedAt: t0}, at(0, time.Second), time.Second, true},
@@ -477,7 +486,8 @@ func TestTrackerObserveKeepsAnExhaustionALateSuccessFollows(t *testing.T) {
 	tr.Observe(installation, ratelimit.Reading{Limit: 5000, Remaining: 0, ResetAt: resetAt, ObservedAt: t0})
 	tr.Observe(installation, ratelimit.Reading{Limit: 5000, Remaining: 2, ResetAt: resetAt, ObservedAt: t0.Add(10 * time.Millisecond)})
 	got, _ := tr.Latest(installation)
-	if want := (ratelimit.Reading{Limit: 5000, Remaining: 0, ResetAt: resetAt, ObservedAt: t0.Add(10 * time.Millisecond)}); !got.Equal(want) {
+	// Dated the later answer (freshness), counted at its own.
+	if want := (ratelimit.Reading{Limit: 5000, Remaining: 0, ResetAt: resetAt, ObservedAt: t0.Add(10 * time.Millisecond), CountedAt: t0}); !got.Equal(want) {
 		t.Fatalf("got %+v, want %+v", got, want)
 	}
 	// A new window is a new budget, whatever was left in the old one.
@@ -515,5 +525,66 @@ func TestTrackerRefreshesAnExhaustionItLoadedOld(t *testing.T) {
 	}
 	if got := store.items[installation]; !got.ObservedAt.Equal(now) || !got.Exhausted(now) {
 		t.Fatalf("shared reading %+v, want the exhaustion observed now", got)
+	}
+}
+
+// TestTrackerKeepsAWindowsCountAcrossProcesses: process A shares the
+// exhaustion GitHub answered it; process B's slower success of the same
+// window, counted before it, answers 100 ms later. B's merge of the shared
+// item keeps the exhaustion, B writes nothing over it, and B's write loop
+// ends: before, the later observation replaced the exhaustion in the item
+// and every process that read it made a call GitHub refused.
+func TestTrackerKeepsAWindowsCountAcrossProcesses(t *testing.T) {
+	t.Parallel()
+	s := newFakeStore()
+	ctx := context.Background()
+	a := ratelimit.NewTracker(s, ratelimit.DefaultPersistRule(), func() time.Time { return t0 })
+	a.Observe(installation, ratelimit.Reading{Limit: 5000, Remaining: 0, ResetAt: resetAt, ObservedAt: t0})
+	if wrote, err := a.Persist(ctx, installation); err != nil || !wrote {
+		t.Fatalf("A's exhaustion: wrote %v, %v", wrote, err)
+	}
+	b := ratelimit.NewTracker(s, ratelimit.DefaultPersistRule(), func() time.Time { return t0.Add(time.Second) })
+	b.Observe(installation, ratelimit.Reading{Limit: 5000, Remaining: 2, ResetAt: resetAt, ObservedAt: t0.Add(100 * time.Millisecond)})
+	if _, err := b.Persist(ctx, installation); err != nil {
+		t.Fatal(err)
+	}
+	cur, err := b.Current(ctx, installation)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cur.Exhausted(t0.Add(time.Second)) {
+		t.Errorf("B's reading after the shared one: %+v, want the exhaustion", cur)
+	}
+	if got := s.items[installation]; got.Remaining != 0 {
+		t.Errorf("shared item %+v, want the exhaustion kept", got)
+	}
+	// Nothing new: B writes nothing more.
+	saves := len(s.saves)
+	if wrote, err := b.Persist(ctx, installation); err != nil || wrote || len(s.saves) != saves {
+		t.Errorf("a second Persist with nothing new: wrote %v (%d saves, was %d), %v", wrote, len(s.saves), saves, err)
+	}
+}
+
+// TestTrackerLimitRisesPastAReDatedCount: a count kept within a window is
+// re-dated by later answers (its freshness), but a higher count GitHub
+// counted more than Crossing after it is a limit that rose and replaces
+// it. Before, the re-dated low count looked as new as every answer and
+// nothing higher ever won until the window reset.
+func TestTrackerLimitRisesPastAReDatedCount(t *testing.T) {
+	t.Parallel()
+	tr := ratelimit.NewTracker(newFakeStore(), ratelimit.DefaultPersistRule(), func() time.Time { return t0 })
+	tr.Observe(installation, ratelimit.Reading{Limit: 5000, Remaining: 10, ResetAt: resetAt, ObservedAt: t0})
+	for i := 1; i <= 30; i++ {
+		// Answers a second apart, each a slow one counted earlier.
+		tr.Observe(installation, ratelimit.Reading{Limit: 5000, Remaining: 12, ResetAt: resetAt, ObservedAt: t0.Add(time.Duration(i) * time.Second)})
+	}
+	got, _ := tr.Latest(installation)
+	if got.Remaining != 10 || !got.ObservedAt.Equal(t0.Add(30*time.Second)) {
+		t.Fatalf("after answers counted before: %+v, want remaining 10 dated the last answer", got)
+	}
+	risen := ratelimit.Reading{Limit: 15000, Remaining: 9000, ResetAt: resetAt, ObservedAt: t0.Add(ratelimit.Crossing + time.Second)}
+	tr.Observe(installation, risen)
+	if got, _ := tr.Latest(installation); got.Remaining != 9000 || got.Limit != 15000 {
+		t.Errorf("after a count %v after the kept one: %+v, want the risen limit's 9000", ratelimit.Crossing+time.Second, got)
 	}
 }

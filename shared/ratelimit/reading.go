@@ -32,7 +32,10 @@
 //     limit since the last write, or when the last write is 30 s old. With
 //     a 5000-request budget that is at most one write per 500 calls or per
 //     30 s per process and installation, instead of one per call. Newer
-//     wins: SaveRate must refuse to overwrite a reading observed later.
+//     wins, by Supersedes: SaveRate must refuse to overwrite a later
+//     window, or a lower count of the same window counted less than
+//     Crossing before (the budget only falls within a window: a slower
+//     answer's higher count is older, unless the limit rose).
 //   - One write in flight per installation and process: a Persist that
 //     finds another writing returns false without writing (a batch's
 //     workers all hold the same first reading; one PutItem shares it), and
@@ -84,10 +87,18 @@ import (
 
 // Reading is the last observed primary rate limit of one installation.
 type Reading struct {
-	Limit      int
-	Remaining  int
-	ResetAt    time.Time
+	Limit     int
+	Remaining int
+	ResetAt   time.Time
+	// ObservedAt is the latest answer this reading stands for: its
+	// freshness (Exhausted, the Gate's refresh). Within one window a
+	// merged reading keeps the lowest count, dated the latest answer.
 	ObservedAt time.Time
+	// CountedAt is when the answer that carried Remaining was observed
+	// (zero: ObservedAt): what Supersedes compares, so that re-dating a
+	// kept count for freshness never makes it newer than a count observed
+	// after it.
+	CountedAt time.Time
 	// BlockedUntil is when a secondary rate limit of the installation
 	// ends (zero: none known). It is independent of the fields above,
 	// which only a response's X-RateLimit-* headers set: a reading may
@@ -190,8 +201,69 @@ func (r Reading) ResumeAt(now time.Time) time.Time {
 // instants (== on Reading also compares time zones).
 func (r Reading) Equal(o Reading) bool {
 	return r.Limit == o.Limit && r.Remaining == o.Remaining &&
-		r.ResetAt.Equal(o.ResetAt) && r.ObservedAt.Equal(o.ObservedAt) &&
+		r.ResetAt.Equal(o.ResetAt) && r.ObservedAt.Equal(o.ObservedAt) && r.Counted().Equal(o.Counted()) &&
 		r.BlockedUntil.Equal(o.BlockedUntil) && r.BlockedFor == o.BlockedFor
+}
+
+// Counted is when r's count was observed: CountedAt, or ObservedAt when
+// that is not set (a reading straight from an answer).
+func (r Reading) Counted() time.Time {
+	if r.CountedAt.IsZero() {
+		return r.ObservedAt
+	}
+	return r.CountedAt
+}
+
+// Crossing is how far apart two answers of one window may have been
+// counted by GitHub in the opposite order to their observation: a
+// request's timeout and the clock lag between processes. Within one
+// window the budget only falls, so of two counts the lower is the newer,
+// unless the higher one was observed more than Crossing after it: then
+// the limit rose.
+const Crossing = 30 * time.Second
+
+// Supersedes reports whether r's primary fields (the count) must replace
+// known's, wherever two readings meet (the tracker's merges, the shared
+// item's condition, the write rule): of two windows (resets), the one
+// observed later; within one window, the lower count, unless the higher
+// one was counted more than Crossing after it; of two equal counts, the
+// one observed later (a refresh). A slow success GitHub counted before an
+// exhaustion, answered after it, so never replaces it: every process that
+// read the item would make a refused call.
+func Supersedes(r, known Reading) bool {
+	switch {
+	case !r.Known():
+		return false
+	case !known.Known():
+		return true
+	case !r.ResetAt.Equal(known.ResetAt):
+		return r.ObservedAt.After(known.ObservedAt)
+	case r.Remaining < known.Remaining:
+		return !known.Counted().After(r.Counted().Add(Crossing))
+	case r.Remaining > known.Remaining:
+		return r.Counted().After(known.Counted().Add(Crossing))
+	}
+	return r.ObservedAt.After(known.ObservedAt)
+}
+
+// mergePrimary is the primary fields once known and r are both known:
+// the superseding count, dated (ObservedAt) the later of the two answers
+// when they share a window, so that freshness follows the latest answer
+// while CountedAt keeps the count's own time. A reading without primary
+// fields (a block alone) never replaces them.
+func mergePrimary(known, r Reading) Reading {
+	win, lose := known, r
+	if Supersedes(r, known) {
+		win, lose = r, known
+	}
+	if !lose.Known() {
+		return win
+	}
+	win.CountedAt = win.Counted()
+	if win.ResetAt.Equal(lose.ResetAt) && lose.ObservedAt.After(win.ObservedAt) {
+		win.ObservedAt = lose.ObservedAt
+	}
+	return win
 }
 
 // blockMet is when GitHub imposed r's block.

@@ -49,7 +49,7 @@ func (p PersistRule) ShouldPersist(saved Reading, savedAt time.Time, cur Reading
 		return false
 	case !saved.Known():
 		return true
-	case !cur.ObservedAt.After(saved.ObservedAt):
+	case !Supersedes(cur, saved):
 		return false // nothing newer than what is shared
 	case !cur.ResetAt.Equal(saved.ResetAt):
 		return true // a new window: a new budget, or the end of an exhausted one
@@ -121,9 +121,9 @@ func (t *Tracker) entry(id int64) *entry {
 // Observe records r as installationID's latest reading unless a newer one
 // is already known (responses of concurrent requests finish in any order).
 // Within one window (the same reset) the budget only falls, so the lower
-// remaining is the newer count whichever answer arrived last: a slow
-// success must not hide the exhaustion a faster 403 reported. It does no
-// I/O.
+// remaining is the newer count whichever answer arrived last (Supersedes):
+// a slow success must not hide the exhaustion a faster 403 reported. It
+// does no I/O.
 func (t *Tracker) Observe(installationID int64, r Reading) {
 	if !r.Known() && r.BlockedUntil.IsZero() {
 		return
@@ -135,12 +135,12 @@ func (t *Tracker) Observe(installationID int64, r Reading) {
 	e.latest = newest(e.latest, r, e.passedAt)
 }
 
-// newest merges reading r into known: the newer window wins; within one
-// window (the same reset) the lower remaining, observed at the later of
-// the two. The block is the later of the two, whichever reading wins.
+// newest merges reading r into known: the count that Supersedes the
+// other, dated the later answer within a window (mergePrimary). The block
+// is the later of the two, whichever reading wins.
 func newest(known, r Reading, passed time.Time) Reading {
 	until, length := mergeBlock(known, r, passed)
-	out := newestPrimary(known, r)
+	out := mergePrimary(known, r)
 	out.BlockedUntil, out.BlockedFor = until, length
 	return out
 }
@@ -151,29 +151,6 @@ func later(a, b time.Time) time.Time {
 		return b
 	}
 	return a
-}
-
-// newestPrimary is newest for the primary fields; a reading without them
-// (a block alone) never replaces them.
-func newestPrimary(known, r Reading) Reading {
-	if !r.Known() {
-		return known
-	}
-	switch {
-	case !known.Known():
-		return r
-	case r.ResetAt.Equal(known.ResetAt):
-		if r.Remaining < known.Remaining {
-			known.Remaining, known.Limit = r.Remaining, r.Limit
-		}
-		if r.ObservedAt.After(known.ObservedAt) {
-			known.ObservedAt = r.ObservedAt
-		}
-		return known
-	case r.ObservedAt.After(known.ObservedAt):
-		return r
-	}
-	return known
 }
 
 // Rule returns the PersistRule the Tracker shares by.
@@ -213,7 +190,7 @@ func (t *Tracker) Current(ctx context.Context, installationID int64) (Reading, e
 		e.savedBlock = later(e.savedBlock, shared.BlockedUntil)
 	}
 	if err == nil && shared.Known() {
-		if shared.ObservedAt.After(e.saved.ObservedAt) {
+		if Supersedes(shared, e.saved) {
 			// Shared already: no need to write it back. Its age is the
 			// item's, not the time of this read: a process that read an
 			// exhausted item shortly before it went stale, then learnt the
@@ -221,12 +198,10 @@ func (t *Tracker) Current(ctx context.Context, installationID int64) (Reading, e
 			// process trusting no stale item calls GitHub to learn it too.
 			e.saved, e.savedAt = shared, shared.ObservedAt
 		}
-		// The newer observation wins here, as a reading of another
-		// process: only this process's own answers are merged by window
-		// (Observe).
-		if shared.ObservedAt.After(e.latest.ObservedAt) {
-			e.latest = shared
-		}
+		// Merged as this process's own answers are: a slower success
+		// of this process's, observed after an exhaustion another one
+		// shared, does not hide it (and is not written over it).
+		e.latest = mergePrimary(e.latest, shared)
 	}
 	e.latest.BlockedUntil, e.latest.BlockedFor = until, length
 	if !e.latest.Known() && e.latest.BlockedUntil.IsZero() {
@@ -302,7 +277,11 @@ func (t *Tracker) Persist(ctx context.Context, installationID int64) (bool, erro
 		}
 		wrote = true
 		t.mu.Lock()
-		if cur.ObservedAt.After(e.saved.ObservedAt) || !e.saved.Known() {
+		// What was written, or refused for a superseding one the item
+		// holds: either way no longer news (the rule asked for cur
+		// because it Supersedes e.saved, so this always moves on, and
+		// the loop ends unless a newer answer landed meanwhile).
+		if Supersedes(cur, e.saved) {
 			e.saved, e.savedAt = cur, now
 		}
 		t.mu.Unlock()

@@ -112,3 +112,42 @@ func TestBlockOutlivesAnOldTTL(t *testing.T) {
 		t.Errorf("expires_at %s, before the block's end %s: TTL may delete the block", time.Unix(it.ExpiresAt, 0).UTC(), until)
 	}
 }
+
+// TestRateItemWithoutCountedAt: a rate item written before counted_at
+// existed (a stack upgraded while a reading was shared) counts from its
+// updated_at: an exhaustion on it still refuses a higher count observed
+// just after, and a higher count observed more than Crossing after it
+// replaces it.
+func TestRateItemWithoutCountedAt(t *testing.T) {
+	t.Parallel()
+	s := store.New(env.db, env.table, store.Options{})
+	ctx := context.Background()
+	const inst = 990_003
+	now := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
+	reset := now.Add(30 * time.Minute)
+	num := func(v int64) types.AttributeValue { return &types.AttributeValueMemberN{Value: fmt.Sprint(v)} }
+	if _, err := env.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &env.table, Item: map[string]types.AttributeValue{
+		"pk":    &types.AttributeValueMemberS{Value: "rate#990003"},
+		"limit": num(5000), "remaining": num(0), "reset_at": num(reset.UnixMilli()),
+		"updated_at": num(now.UnixMilli()), "expires_at": num(reset.Add(24 * time.Hour).Unix()),
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	save := func(remaining int, at time.Duration) ratelimit.Reading {
+		t.Helper()
+		if err := s.SaveRate(ctx, inst, ratelimit.Reading{Limit: 5000, Remaining: remaining, ResetAt: reset, ObservedAt: now.Add(at)}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.LoadRate(ctx, inst)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if got := save(40, 100*time.Millisecond); got.Remaining != 0 || !got.Counted().Equal(now) {
+		t.Fatalf("after a higher count observed 100 ms later: %+v, want the exhaustion, counted at %v", got, now)
+	}
+	if got := save(400, ratelimit.Crossing+time.Second); got.Remaining != 400 || !got.Counted().Equal(now.Add(ratelimit.Crossing+time.Second)) {
+		t.Fatalf("after a higher count observed %v later: %+v, want it (the limit rose)", ratelimit.Crossing+time.Second, got)
+	}
+}

@@ -575,8 +575,9 @@ func (s *Store) LoadRate(ctx context.Context, installationID int64) (ratelimit.R
 }
 
 // SaveRate writes the primary fields of an installation's shared rate
-// reading, unless the stored one is newer (another instance observed
-// later). An update, not a put: a block stored on the item (SaveBlock)
+// reading, unless the stored one is newer by ratelimit.Supersedes (another
+// instance observed a later window, or a lower count of this one). An
+// update, not a put: a block stored on the item (SaveBlock)
 // stays.
 //
 // passed_at (the last call known to have gone through) never goes back: a
@@ -587,20 +588,29 @@ func (s *Store) LoadRate(ctx context.Context, installationID int64) (ratelimit.R
 // a second write, and only then.
 func (s *Store) SaveRate(ctx context.Context, installationID int64, r ratelimit.Reading) error {
 	passed := max(job.Millis(r.PassedAt), 0)
+	counted := job.Millis(r.Counted())
 	in := &dynamodb.UpdateItemInput{
 		TableName:        &s.table,
 		Key:              key(job.RateKey(installationID)),
-		UpdateExpression: aws.String("SET #l = :l, #r = :r, #re = :re, #u = :u, #e = :e, #p = :p"),
-		// A block alone has no updated_at yet.
-		ConditionExpression: aws.String("(attribute_not_exists(#u) OR #u <= :u) AND (attribute_not_exists(#p) OR #p <= :p)"),
+		UpdateExpression: aws.String("SET #l = :l, #r = :r, #re = :re, #u = :u, #c = :c, #e = :e, #p = :p"),
+		// ratelimit.Supersedes, in DynamoDB's words; an item written
+		// before counted_at existed counts from updated_at, and a block
+		// alone has no updated_at yet.
+		ConditionExpression: aws.String("(" + supersedesCondition + ") AND (attribute_not_exists(#p) OR #p <= :p)"),
 		ExpressionAttributeNames: map[string]string{
-			"#l": "limit", "#r": "remaining", "#re": "reset_at", "#u": "updated_at", "#e": "expires_at",
-			"#p": "passed_at",
+			"#l": "limit", "#r": "remaining", "#re": "reset_at", "#u": "updated_at", "#c": "counted_at",
+			"#e": "expires_at", "#p": "passed_at",
 		},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":l": n(int64(r.Limit)), ":r": n(int64(r.Remaining)), ":re": n(job.Millis(r.ResetAt)),
 			":u": n(job.Millis(r.ObservedAt)),
-			":p": n(passed),
+			":c": n(counted),
+			// The stored count's own time, against which a lower count
+			// still wins (at most Crossing after it) and a higher one
+			// wins (more than Crossing before it).
+			":cmax": n(counted + ratelimit.Crossing.Milliseconds()),
+			":cmin": n(counted - ratelimit.Crossing.Milliseconds()),
+			":p":    n(passed),
 			// Rate items outlive their usefulness quickly; let TTL drop them.
 			":e": n(r.ResetAt.Add(24 * time.Hour).Unix()),
 		},
@@ -613,12 +623,12 @@ func (s *Store) SaveRate(ctx context.Context, installationID int64, r ratelimit.
 		if derr := attributevalue.UnmarshalMap(ccf.Item, &cur); derr != nil {
 			return fmt.Errorf("decode rate of installation %d: %w", installationID, derr)
 		}
-		if cur.UpdatedAt > job.Millis(r.ObservedAt) {
+		if stored := cur.reading(); stored.Known() && !ratelimit.Supersedes(r, stored) {
 			return nil // a newer reading is already shared
 		}
 		// Newer, but a call went through later elsewhere: keep that.
-		in.UpdateExpression = aws.String("SET #l = :l, #r = :r, #re = :re, #u = :u, #e = :e")
-		in.ConditionExpression = aws.String("attribute_not_exists(#u) OR #u <= :u")
+		in.UpdateExpression = aws.String("SET #l = :l, #r = :r, #re = :re, #u = :u, #c = :c, #e = :e")
+		in.ConditionExpression = aws.String(supersedesCondition)
 		delete(in.ExpressionAttributeNames, "#p")
 		delete(in.ExpressionAttributeValues, ":p")
 		_, err = s.db.UpdateItem(ctx, in)
@@ -631,6 +641,17 @@ func (s *Store) SaveRate(ctx context.Context, installationID int64, r ratelimit.
 	}
 	return nil
 }
+
+// supersedesCondition is ratelimit.Supersedes(new, stored) as a condition
+// expression over the rate item (#r remaining, #re reset_at, #u
+// updated_at, #c counted_at) and the new reading's values (:r, :re, :u,
+// and :cmax, :cmin: its counted time plus and minus Crossing). Equal
+// times pass (<=), so a repeated write is no refusal.
+const supersedesCondition = "attribute_not_exists(#u)" +
+	" OR (#re <> :re AND #u <= :u)" +
+	" OR (#re = :re AND #r = :r AND #u <= :u)" +
+	" OR (#re = :re AND #r > :r AND ((attribute_exists(#c) AND #c <= :cmax) OR (attribute_not_exists(#c) AND #u <= :cmax)))" +
+	" OR (#re = :re AND #r < :r AND ((attribute_exists(#c) AND #c < :cmin) OR (attribute_not_exists(#c) AND #u < :cmin)))"
 
 // SaveBlock shares a secondary rate limit's block of an installation until
 // until, of length length, unless the stored block ends later; the primary
@@ -665,7 +686,10 @@ type rateItem struct {
 	Remaining int    `dynamodbav:"remaining"`
 	ResetAt   int64  `dynamodbav:"reset_at"`
 	UpdatedAt int64  `dynamodbav:"updated_at"`
-	ExpiresAt int64  `dynamodbav:"expires_at"`
+	// CountedAt is when the count (remaining) was observed
+	// (Reading.CountedAt); 0 on an item written before it existed.
+	CountedAt int64 `dynamodbav:"counted_at,omitempty"`
+	ExpiresAt int64 `dynamodbav:"expires_at"`
 	// BlockedUntil is a secondary rate limit's end (SaveBlock), 0 if none.
 	BlockedUntil int64 `dynamodbav:"blocked_until,omitempty"`
 	// BlockedFor is that block's length in milliseconds.
@@ -679,6 +703,9 @@ func (it rateItem) reading() ratelimit.Reading {
 	r := ratelimit.Reading{Limit: it.Limit, Remaining: it.Remaining}
 	if it.UpdatedAt > 0 {
 		r.ResetAt, r.ObservedAt = job.FromMillis(it.ResetAt), job.FromMillis(it.UpdatedAt)
+	}
+	if it.UpdatedAt > 0 && it.CountedAt > 0 {
+		r.CountedAt = job.FromMillis(it.CountedAt)
 	}
 	if it.PassedAt > 0 {
 		r.PassedAt = job.FromMillis(it.PassedAt)
