@@ -12,7 +12,8 @@
 // package must never log or print a secret value.
 //
 // RUNNER_POOLS may come from an SSM parameter instead (RUNNER_POOLS_PARAMETER,
-// read by Start): an environment holds ~4 KB, about nine pools. It is read
+// read by Start): Lambda holds 4 KB of environment in all, which leaves
+// RUNNER_POOLS about 2.7 KB (template.yaml's RunnerPools MaxLength). It is read
 // once per cold start, not with a TTL, because the flows take their pools
 // as a slice at construction; a re-read would need them to take a function.
 // METRICS_NAMESPACE is checked against CloudWatch's namespace rules here, as

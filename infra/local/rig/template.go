@@ -1,6 +1,7 @@
 package rig
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"sort"
@@ -103,9 +104,30 @@ func Functions(path string, params, refs map[string]string) (map[string]Function
 				fn.Env[k] = v
 			}
 		}
+		if size := EnvSize(fn.Env); size > MaxEnvBytes {
+			return nil, fmt.Errorf("%s: its environment is %d bytes, over Lambda's %d (a deploy fails: \"Lambda function "+
+				"configuration exceeds 4096 byte limit\"); RUNNER_POOLS alone is %d: put the pools in an SSM parameter "+
+				"(RunnerPoolsParameter)", id, size, MaxEnvBytes, len(fn.Env["RUNNER_POOLS"]))
+		}
 		out[name] = fn
 	}
 	return out, nil
+}
+
+// MaxEnvBytes is Lambda's limit on a function's environment variables, all
+// of them together: 4 KB.
+const MaxEnvBytes = 4096
+
+// EnvSize is how Lambda measures an environment against MaxEnvBytes: the
+// variables as a JSON object, names, values, quotes and separators (the
+// measure it reports when refusing; the bare names and values would be
+// less, so this is the strict side).
+func EnvSize(env map[string]string) int {
+	b, err := json.Marshal(env)
+	if err != nil {
+		return 0 // a map of strings always marshals
+	}
+	return len(b)
 }
 
 // scalar is a literal, a !Ref / {"Ref": …} resolved by resolve, or an !If whose condition
