@@ -13,6 +13,7 @@ package mem
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strconv"
@@ -93,6 +94,9 @@ func (s *Store) CreateJob(ctx context.Context, r job.Record, now time.Time) (job
 	r.SweepAt = ms + s.t.PendingGrace.Milliseconds()
 	r.History = nil
 	record(&r, job.Transition{At: ms, To: job.Pending, Actor: job.ActorWebhook}, true)
+	if err := tooBig(clone(r)); err != nil {
+		return job.Record{}, err
+	}
 	s.recs[r.JobID] = clone(r)
 	return clone(r), nil
 }
@@ -136,6 +140,9 @@ func (s *Store) MarkDone(ctx context.Context, d job.Report, now time.Time) (job.
 		actor = job.ActorWebhook
 	}
 	record(&cur, job.Transition{At: ms, To: job.Done, Actor: actor}, false)
+	if err := tooBig(cur); err != nil {
+		return "", err
+	}
 	s.recs[d.JobID] = cur
 	return prev, nil
 }
@@ -179,6 +186,9 @@ func (s *Store) Acquire(ctx context.Context, id, version int64, owner string, un
 	// writes no sweep index entry).
 	cur.UpdatedAt = job.Millis(now)
 	record(&cur, job.Transition{At: job.Millis(now), To: job.Claiming, Actor: job.ActorClaimer}, false)
+	if err := tooBig(cur); err != nil {
+		return job.Lease{}, job.Record{}, err
+	}
 	s.recs[id] = cur
 	lease.History = clone(cur).History
 	return lease, clone(cur), nil
@@ -213,6 +223,9 @@ func (s *Store) Takeover(ctx context.Context, id, held int64, owner string, unti
 		cur.FirstFailureAt = nowMs
 	}
 	record(&cur, job.Transition{At: nowMs, To: job.Claiming, Error: job.ReasonLeaseExpired, Actor: job.ActorClaimer}, false)
+	if err := tooBig(cur); err != nil {
+		return job.Lease{}, job.Record{}, err
+	}
 	s.recs[id] = cur
 	lease.History = clone(cur).History
 	return lease, clone(cur), nil
@@ -248,6 +261,9 @@ func (s *Store) Release(ctx context.Context, l job.Lease, r job.Retry, now time.
 	}
 	cur.LeaseOwner, cur.LeaseExpiresAt = "", 0
 	record(&cur, job.Transition{At: job.Millis(now), To: job.Queued, Attempt: r.Attempt, Class: r.ErrorClass, Error: r.Error, Actor: job.ActorClaimer}, true)
+	if err := tooBig(cur); err != nil {
+		return err
+	}
 	s.recs[l.JobID] = cur
 	return nil
 }
@@ -285,6 +301,9 @@ func (s *Store) Finish(ctx context.Context, l job.Lease, o job.Outcome, now time
 		cur.LeaseOwner, cur.LeaseExpiresAt, cur.SweepShard, cur.SweepAt = "", 0, "", 0
 	}
 	record(&cur, job.Transition{At: job.Millis(now), To: o.State, Attempt: o.Attempt, Class: o.ErrorClass, Error: o.Error, Actor: job.ActorClaimer}, true)
+	if err := tooBig(cur); err != nil {
+		return err
+	}
 	s.recs[l.JobID] = cur
 	return nil
 }
@@ -303,6 +322,9 @@ func (s *Store) Extend(ctx context.Context, l job.Lease, attempt int, runnerName
 	cur.Attempt, cur.UpdatedAt = attempt, job.Millis(now)
 	if runnerName != "" {
 		cur.RunnerName = runnerName
+	}
+	if err := tooBig(cur); err != nil {
+		return err
 	}
 	s.recs[l.JobID] = cur
 	return nil
@@ -369,6 +391,9 @@ func (s *Store) takeBack(read job.Record, to job.State, due time.Time, reason st
 		actor = job.ActorWebhook
 	}
 	record(&cur, job.Transition{At: nowMs, To: to, Error: reason, Actor: actor}, false)
+	if err := tooBig(cur); err != nil {
+		return job.Record{}, err
+	}
 	s.recs[read.JobID] = cur
 	return clone(cur), nil
 }
@@ -499,6 +524,9 @@ func (s *Store) Postpone(ctx context.Context, read job.Record, until time.Time) 
 		return job.Record{}, &job.ConflictError{Op: "postpone", JobID: read.JobID, Current: clone(cur), Found: ok}
 	}
 	cur.SweepAt = job.Millis(until)
+	if err := tooBig(cur); err != nil {
+		return job.Record{}, err
+	}
 	s.recs[read.JobID] = cur
 	return clone(cur), nil
 }
@@ -524,6 +552,9 @@ func (s *Store) Recheck(ctx context.Context, read job.Record, due time.Time, che
 	}
 	if check == job.CheckBlocked && cur.FirstFailureAt == 0 {
 		cur.FirstFailureAt = job.Millis(now)
+	}
+	if err := tooBig(cur); err != nil {
+		return job.Record{}, err
 	}
 	s.recs[read.JobID] = cur
 	return clone(cur), nil
@@ -574,6 +605,27 @@ func (s *Store) Requeue(ctx context.Context, q job.Requeue, now time.Time) (job.
 	cur.LeaseOwner, cur.LeaseExpiresAt = "", 0
 	cur.Replacements++ // a fresh runner name (job.RunnerNameAt) for the new attempt
 	cur.ReplacementsBase, cur.LivenessChecks = cur.Replacements, 0
+	if err := tooBig(cur); err != nil {
+		return job.Record{}, err
+	}
 	s.recs[read.JobID] = cur
 	return clone(cur), nil
+}
+
+// maxItemBytes is DynamoDB's item size limit: 400 KB, names and values.
+const maxItemBytes = 400 * 1024
+
+// tooBig refuses a record DynamoDB would, as the adapter's write would
+// fail: its size is taken as its JSON (field names a little longer than
+// the table's attribute names, quotes and separators on top), so the
+// stand-in errs on the strict side.
+func tooBig(r job.Record) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("job %d: ValidationException: %w", r.JobID, err)
+	}
+	if len(b) > maxItemBytes {
+		return fmt.Errorf("job %d: ValidationException: Item size has exceeded the maximum allowed size (%d bytes)", r.JobID, len(b))
+	}
+	return nil
 }

@@ -118,16 +118,19 @@ type Record struct {
 // MaxError is how many bytes of error text a record keeps (last_error).
 const MaxError = 1024
 
-// TruncateError is s as a record keeps it: valid UTF-8 (DynamoDB strings
+// TruncateError is s as a record keeps it: Cut to MaxError bytes.
+func TruncateError(s string) string { return Cut(s, MaxError) }
+
+// Cut is s as a record keeps free text: valid UTF-8 (DynamoDB strings
 // are; the SDK would turn a stray byte into U+FFFD, and the text would no
-// longer be what the in-memory store keeps), cut to at most MaxError bytes
-// on a rune boundary.
-func TruncateError(s string) string {
+// longer be what the in-memory store keeps), cut to at most n bytes on a
+// rune boundary.
+func Cut(s string, n int) string {
 	s = strings.ToValidUTF8(s, "\uFFFD")
-	if len(s) <= MaxError {
+	if len(s) <= n {
 		return s
 	}
-	cut := MaxError
+	cut := n
 	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}

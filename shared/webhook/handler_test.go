@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -634,5 +635,24 @@ func TestHandleHTTPAPIEvent(t *testing.T) {
 	f := setup(t, nil)
 	if resp, _ := f.do(t, req); resp.StatusCode != http.StatusAccepted || len(f.q.Sent()) != 1 {
 		t.Fatalf("HTTP API event: %d %s, %d sends; want 202 and 1 send", resp.StatusCode, resp.Body, len(f.q.Sent()))
+	}
+}
+
+// TestRunnerNameIsBoundedOnTheRecord: an in_progress whose runner_name is
+// longer than any runner's (here 410 KB, within the body limit) is applied:
+// the record keeps the name cut to MaxRunnerName. Kept whole, it made an
+// item over DynamoDB's 400 KB, refused on every delivery (500s) and the
+// record never reached done.
+func TestRunnerNameIsBoundedOnTheRecord(t *testing.T) {
+	t.Parallel()
+	f := setup(t, func(c *Config) { c.MaxBodyBytes = 1 << 20 })
+	m := set(payload(t, "in_progress"), "workflow_job.runner_name", strings.Repeat("é", 205*1024))
+	resp, r := f.do(t, signedRequest("workflow_job", guid, compact(t, m)))
+	if resp.StatusCode != 202 || r.Status != StatusAccepted {
+		t.Fatalf("got %d %+v, want 202 accepted", resp.StatusCode, r)
+	}
+	rec, ok := f.st.Records()[29679449]
+	if !ok || rec.State != job.Done || len(rec.RunnerName) > MaxRunnerName || !utf8.ValidString(rec.RunnerName) || rec.RunnerName == "" {
+		t.Fatalf("record %v (runner_name of %d bytes), want done with a name of at most %d bytes, valid UTF-8", ok, len(rec.RunnerName), MaxRunnerName)
 	}
 }

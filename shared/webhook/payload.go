@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/ghclaim/ghclaim/shared/job"
 )
 
 // Action is the action of a workflow_job delivery.
@@ -30,6 +32,10 @@ const (
 // MaxLabels bounds the labels of one job. GitHub's runs-on is far smaller in
 // practice; the bound keeps one delivery from writing an unbounded list.
 const MaxLabels = 100
+
+// MaxRunnerName bounds the runner_name a job record keeps (GitHub's runner
+// names are at most 64 characters; ours are shorter still).
+const MaxRunnerName = 256
 
 // ErrBadPayload is the class of every payload problem: the delivery is
 // answered 400 and nothing is written. Parse returns a *PayloadError.
@@ -178,7 +184,10 @@ func Parse(body []byte) (Job, error) {
 	}
 	j.Labels = labels
 	if wj.RunnerName != nil {
-		j.RunnerName = *wj.RunnerName
+		// Kept on the record: bounded, as no runner name of GitHub's or
+		// ours comes near it, so a freak one cannot make the record an
+		// item DynamoDB refuses (400 KB) and fail the delivery for good.
+		j.RunnerName = job.Cut(*wj.RunnerName, MaxRunnerName)
 	}
 	if wj.Status != nil {
 		j.Status = *wj.Status
