@@ -42,10 +42,13 @@
 //     terminal, or unknown and launched more than UnknownGrace ago, is
 //     terminated through the provisioner (Cleanup) only when its runner
 //     (the machine's runner-name tag: one attempt's) is known to be gone:
-//     its scope was listed in full this pass and the runner was absent or
-//     deleted. A machine whose runner is present (busy,
-//     or a delete that failed), or whose scope was not listed (rate limit,
-//     budget, error), is left: a machine at work must never be ended.
+//     GitHub, asked by name, says it is not there, after a full listing of
+//     its scope this pass that did not show it or, for a scope no listing
+//     reached (the budget went on other scopes, or on an installation's
+//     long repository list), from the machine phase's reserve directly. A
+//     machine whose runner is present (busy, or a delete that failed), or
+//     whose installation was not reached (rate limit, error), is left: a
+//     machine at work must never be ended.
 //  3. Parameters under /ghclaim/runners/ of this stack (listed alike)
 //     older than ConfigGrace whose
 //     instance-ARN tag names no live machine (or that carry no tag) are
@@ -60,7 +63,10 @@
 // to a quarter of MaxCalls, and a quarter of the pass's time to the
 // machine phase's confirmations) and stops
 // altogether at its Budget or the invocation's deadline minus Reserve;
-// what is left waits for the next pass (Incomplete). Repositories are
+// what is left waits for the next pass (Incomplete). The time bound holds
+// for the record reads and the parameter phase too, which call no GitHub;
+// the machine phase's reserve holds even when a list's further pages
+// (charged after it) overran the runner phase's share. Repositories are
 // visited in a new random order every pass, so a budget smaller than an
 // installation's repositories still covers them all over a few passes.
 // With the defaults (100 calls every 15 minutes) the janitor spends at
@@ -327,6 +333,9 @@ type pass struct {
 	// and lister to the installation that listed it.
 	listed map[string]map[string]bool
 	lister map[string]*installState
+	// owners maps an owner (lower-cased) to its installation's state, for
+	// a machine whose scope the runner phase did not list.
+	owners map[string]*installState
 	// cleaned holds the attempts (lower-cased runner names) whose
 	// provisioner cleanup ran this pass.
 	cleaned map[string]bool
@@ -337,7 +346,7 @@ type pass struct {
 func (j *Janitor) Run(ctx context.Context) (Report, error) {
 	now := j.cfg.Now()
 	p := &pass{now: now, by: now.Add(j.cfg.Budget), listed: map[string]map[string]bool{},
-		lister: map[string]*installState{}, cleaned: map[string]bool{}}
+		lister: map[string]*installState{}, owners: map[string]*installState{}, cleaned: map[string]bool{}}
 	if dl, ok := ctx.Deadline(); ok && dl.Add(-j.cfg.Reserve).Before(p.by) {
 		p.by = dl.Add(-j.cfg.Reserve)
 	}
@@ -349,6 +358,10 @@ func (j *Janitor) Run(ctx context.Context) (Report, error) {
 		p.listUntil = p.by.Add(-p.by.Sub(now) / machineShare)
 	}
 	err := j.runners(ctx, p)
+	// The reserve stays the machine phase's even when a list's further
+	// pages, charged after the list, overran the runner phase's share:
+	// an installation of 10,000 repositories has a list of 100 pages.
+	p.calls = min(p.calls, j.cfg.MaxCalls-p.reserve)
 	p.reserve, p.listUntil = 0, p.by
 	if merr != nil {
 		p.rep.Errors++
@@ -427,6 +440,7 @@ func (j *Janitor) runners(ctx context.Context, p *pass) error {
 			continue
 		}
 		st := &installState{id: in.ID}
+		p.owners[strings.ToLower(in.Owner)] = st
 		j.installation(ctx, p, st, in)
 		if st.stopped {
 			j.stopped(ctx, p, st)
@@ -628,6 +642,13 @@ func (j *Janitor) scope(ctx context.Context, p *pass, st *installState, scope, o
 		if !ok {
 			continue // never touch a runner that is not ours
 		}
+		if !j.cfg.Now().Before(p.listUntil) {
+			// The runner phase's time is up (a record read is no GitHub
+			// call, so spend never stopped them): listed, what is left
+			// stays present, its machine kept.
+			p.rep.Incomplete = true
+			return true
+		}
 		rlog := log.With(slog.Int64(obs.KeyJobID, id), slog.String("runner_name", r.Name))
 		rec, found, err := j.record(ctx, id, p.now)
 		if err != nil {
@@ -724,12 +745,24 @@ func (j *Janitor) machines(ctx context.Context, p *pass, ms []pool.Machine) erro
 		// was seen.)
 		return nil
 	}
-	cs, err := j.cfg.Leftovers.Configs(ctx)
+	// The listing (a tag read per parameter) ends with the pass too: a
+	// pass that outlives the function's timeout is killed unreported.
+	cctx, cancel := context.WithTimeout(ctx, p.by.Sub(j.cfg.Now()))
+	defer cancel()
+	cs, err := j.cfg.Leftovers.Configs(cctx)
 	if err != nil {
+		if cctx.Err() != nil && ctx.Err() == nil {
+			p.rep.Incomplete = true // the pass's time ran out: the next pass lists them
+			return nil
+		}
 		p.rep.Errors++
 		return fmt.Errorf("janitor: %w", err)
 	}
 	for _, c := range cs {
+		if !j.cfg.Now().Before(p.by) {
+			p.rep.Incomplete = true
+			break
+		}
 		if live[c.InstanceID] || p.now.Sub(c.ModifiedAt) < j.cfg.ConfigGrace {
 			continue
 		}
@@ -782,7 +815,15 @@ func (j *Janitor) machine(ctx context.Context, p *pass, m pool.Machine) bool {
 	}
 	runner := machineRunner(m)
 	present, listed := p.listed[scope]
-	if !listed || present[runner] {
+	st := p.lister[scope]
+	if !listed {
+		// Not listed this pass (the budget went on other scopes, or on an
+		// installation's long repository list): GitHub's answer by name
+		// decides alone, from the machine phase's reserve. Kept when its
+		// installation was not reached (rate limit, no installation).
+		st = p.owners[strings.ToLower(owner)]
+	}
+	if present[runner] || st == nil || st.stopped {
 		p.rep.MachinesKept++
 		log.InfoContext(ctx, "janitor left a machine whose runner may be at work", slog.Bool("scope_listed", listed))
 		return false
@@ -792,7 +833,7 @@ func (j *Janitor) machine(ctx context.Context, p *pass, m pool.Machine) bool {
 	// a later one out of both reads), and the runner may have registered
 	// since. A machine is ended only once GitHub says, by name, that its
 	// runner is not there; a busy runner's machine is running a job.
-	if gone := j.runnerGone(ctx, p, p.lister[scope], at, owner, name, runner, log); !gone {
+	if gone := j.runnerGone(ctx, p, st, at, owner, name, runner, log); !gone {
 		p.rep.MachinesKept++
 		return false
 	}
