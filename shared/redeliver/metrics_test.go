@@ -9,7 +9,9 @@ import (
 
 	"github.com/ghclaim/ghclaim/infra/emftest"
 	"github.com/ghclaim/ghclaim/infra/ghfake"
+	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/obs"
+	"github.com/ghclaim/ghclaim/shared/redeliver"
 )
 
 // TestPassMetrics: a pass's counts, read from its EMF line as CloudWatch
@@ -38,8 +40,18 @@ func TestPassMetrics(t *testing.T) {
 				}
 			},
 			want: map[string]float64{"DeliveriesRead": 3, "DeliveriesFailed": 2, "Redelivered": 1,
-				"RedeliveryAttemptsSpent": 1, "RedeliveryErrors": 0},
+				"RedeliveryAttemptsSpent": 1, "RedeliveryExpired": 0, "RedeliveryErrors": 0},
 			absent: []string{"RedeliveryPassStopped"},
+		},
+		{
+			name: "a carried delivery aged out of the window",
+			arrange: func(t *testing.T, f *fixture) {
+				old := job.DeliveryMark{Retry: []job.DeliveryRef{{ID: 5, GUID: "old", Action: "queued", DeliveredAt: f.clock.now().Add(-redeliver.DefaultWindow - time.Minute)}}}
+				if err := f.store.SaveMark(context.Background(), old, f.clock.now()); err != nil {
+					t.Fatal(err)
+				}
+			},
+			want: map[string]float64{"RedeliveryExpired": 1, "Redelivered": 0},
 		},
 		{
 			name: "stopped by a 429",

@@ -249,6 +249,10 @@ type Report struct {
 	Redelivered int
 	// Spent counts failed GUIDs left because they had MaxAttempts already.
 	Spent int
+	// Expired counts failed deliveries carried from earlier passes (not
+	// asked: stopped, refused) that aged out of the window before they
+	// could be asked: like a spent one, nothing brings their job in.
+	Expired int
 	// Waiting counts failed GUIDs not asked yet because their last attempt
 	// is too recent (Config.Spacing).
 	Waiting int
@@ -294,10 +298,15 @@ func (r *Redeliverer) Run(ctx context.Context) (Report, error) {
 		if id, ok := rd.latest[d.GUID]; ok && id >= d.ID {
 			continue // this pass read it again, or a newer entry of its GUID
 		}
-		if !d.DeliveredAt.Before(oldest) {
-			rd.candidates = append(rd.candidates, ghapp.HookDelivery{ID: d.ID, GUID: d.GUID, Action: d.Action,
-				DeliveredAt: d.DeliveredAt, Event: EventWorkflowJob})
+		if d.DeliveredAt.Before(oldest) {
+			// Dropped before, silently: a job lost with no alarm.
+			rep.Expired++
+			r.c.Log.Warn("redeliver: a failed delivery aged out of the window before it could be redelivered",
+				"delivery_id", d.GUID, "log_id", d.ID, "action", d.Action, "delivered_at", d.DeliveredAt, "window", r.c.Window)
+			continue
 		}
+		rd.candidates = append(rd.candidates, ghapp.HookDelivery{ID: d.ID, GUID: d.GUID, Action: d.Action,
+			DeliveredAt: d.DeliveredAt, Event: EventWorkflowJob})
 	}
 	// Oldest first: the order GitHub first sent them.
 	slices.SortFunc(rd.candidates, func(a, b ghapp.HookDelivery) int { return cmp.Compare(a.ID, b.ID) })
@@ -533,6 +542,7 @@ func (r *Redeliverer) record(rep Report) {
 	r.c.Metrics.Add("DeliveriesFailed", float64(rep.Failed))
 	r.c.Metrics.Add("Redelivered", float64(rep.Redelivered))
 	r.c.Metrics.Add("RedeliveryAttemptsSpent", float64(rep.Spent))
+	r.c.Metrics.Add("RedeliveryExpired", float64(rep.Expired))
 	r.c.Metrics.Add("RedeliveryWaiting", float64(rep.Waiting))
 	r.c.Metrics.Add("RedeliveryErrors", float64(rep.Errors))
 	if rep.Stopped != "" {
@@ -540,7 +550,7 @@ func (r *Redeliverer) record(rep Report) {
 	}
 	r.c.Metrics.Flush()
 	r.c.Log.Info("redeliver: pass", "pages", rep.Pages, "read", rep.Read, "failed", rep.Failed,
-		"redelivered", rep.Redelivered, "spent", rep.Spent, "errors", rep.Errors, "stopped", rep.Stopped, "mark", rep.Mark.ID)
+		"redelivered", rep.Redelivered, "spent", rep.Spent, "expired", rep.Expired, "errors", rep.Errors, "stopped", rep.Stopped, "mark", rep.Mark.ID)
 }
 
 // AppBudget holds the App budget's latest reading: a ratelimit.Observer for

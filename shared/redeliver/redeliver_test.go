@@ -1,6 +1,7 @@
 package redeliver_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
@@ -8,6 +9,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -586,5 +588,38 @@ func TestHandleRedactsItsError(t *testing.T) {
 	}
 	if strings.Contains(herr.Error(), "eyJ") || !strings.Contains(herr.Error(), "load mark") {
 		t.Errorf("Handle's error %q: want the cause named and the JWT redacted", herr)
+	}
+}
+
+// TestCarriedDeliveryAgedOutIsReported: failed deliveries a stopped pass
+// carried, which then age past the window before a pass can ask them, are
+// dropped (GitHub refuses older ones) but counted and logged by GUID, so
+// the alarm and the operator learn of a job nothing will bring in. Before,
+// they were dropped without a trace.
+func TestCarriedDeliveryAgedOutIsReported(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.cfg.MinRemaining = 50
+	f.fake.SetAppRateLimit(5000, 55, t0.Add(30*time.Minute))
+	f.fake.SetWebhook(answer(200), "s")
+	for i := range 8 {
+		f.record(fmt.Sprintf("g-%02d", i), "workflow_job", 503, time.Duration(8-i)*time.Second)
+	}
+	first := f.run(t)
+	carried := first.Mark.Retry
+	if first.Stopped != redeliver.StopRateFloor || len(carried) == 0 {
+		t.Fatalf("first pass = %+v, want stopped at the floor with deliveries carried", first)
+	}
+	var logs bytes.Buffer
+	f.cfg.Log = slog.New(slog.NewJSONHandler(&logs, nil))
+	f.clock.add(redeliver.DefaultWindow + time.Minute) // the redeliverer was down meanwhile
+	rep := f.run(t)
+	if rep.Expired != len(carried) || rep.Redelivered != 0 || len(rep.Mark.Retry) != 0 {
+		t.Fatalf("pass after the window = %+v, want the %d carried counted expired, none asked", rep, len(carried))
+	}
+	for _, d := range carried {
+		if !strings.Contains(logs.String(), `"delivery_id":"`+d.GUID+`"`) {
+			t.Errorf("no log line names expired delivery %s:\n%s", d.GUID, logs.String())
+		}
 	}
 }
