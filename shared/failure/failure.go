@@ -226,6 +226,10 @@ func classify(err error) Failure {
 	// AWS.
 	var api smithy.APIError
 	if errors.As(err, &api) && api.ErrorCode() != "" {
+		var opts interface{ OptionCodes() []string }
+		if errors.As(err, &opts) {
+			return fromOptions(api, opts.OptionCodes(), statusOf(err))
+		}
 		return fromAWS(api, statusOf(err))
 	}
 	if status := statusOf(err); status != 0 {
@@ -419,6 +423,36 @@ func fromAWS(api smithy.APIError, status int) Failure {
 		f.Class = UnknownRetryable
 	}
 	return f
+}
+
+// fromOptions classifies a launch that failed in several options at once
+// (EC2 Fleet: one error per instance type × subnet), each with its own code:
+// as its most retryable option, since a later attempt can get past any one
+// of them ("when in doubt, retry"); failed for good only when every
+// option's code is. With no option codes, api's own code decides.
+func fromOptions(api smithy.APIError, codes []string, status int) Failure {
+	best := fromAWS(api, status)
+	for _, c := range codes {
+		f := fromAWS(&smithy.GenericAPIError{Code: c, Message: api.ErrorMessage(), Fault: smithy.FaultUnknown}, status)
+		if retryRank(f.Class) > retryRank(best.Class) {
+			best = f
+		}
+	}
+	return best
+}
+
+// retryRank orders the classes an option may get, from failed for good to
+// the surest retry.
+func retryRank(c Class) int {
+	switch c {
+	case ServerSide:
+		return 3
+	case RateLimit:
+		return 2
+	case NonRetryable:
+		return 0
+	}
+	return 1
 }
 
 // fromAWSStatus classifies an AWS response that carried no error code.

@@ -272,11 +272,13 @@ var capacityCodes = []string{
 
 // FleetError is the failure of a launch whose every option (instance type
 // × subnet, every market) came back without an instance. It is a
-// smithy.APIError, so shared/failure classifies it by code: when any
-// option lacked capacity, the code is that capacity error and the fault is
-// the server's (class server_side: the retry ladder); otherwise the first
-// option's code decides (InvalidLaunchTemplateId.*, UnauthorizedOperation:
-// failed for good).
+// smithy.APIError: when any option lacked capacity, the code is that
+// capacity error and the fault is the server's; otherwise the first
+// option's. shared/failure classifies it by every option's code
+// (OptionCodes): failed for good only when each option's code is
+// (InvalidLaunchTemplateId.*, UnauthorizedOperation), so one type a zone
+// does not offer (Unsupported) hides no server error or throttle of the
+// others.
 type FleetError struct {
 	Errors []ec2api.CreateFleetError
 }
@@ -301,6 +303,18 @@ func (f *FleetError) ErrorCode() string {
 		return f.Errors[0].ErrorCode
 	}
 	return "UnfulfillableCapacity"
+}
+
+// OptionCodes is every option's error code, in EC2's order: a launch is
+// worth another attempt when any of them is (shared/failure decides).
+func (f *FleetError) OptionCodes() []string {
+	out := make([]string, 0, len(f.Errors))
+	for _, e := range f.Errors {
+		if e.ErrorCode != "" {
+			out = append(out, e.ErrorCode)
+		}
+	}
+	return out
 }
 
 // ErrorMessage implements smithy.APIError.
@@ -454,7 +468,22 @@ func (e *EC2) undo(ctx context.Context, req Request, id string, cause error) err
 func (e *EC2) terminate(ctx context.Context, req Request, id string, cause error) error {
 	attrs := []slog.Attr{slog.Int64("job_id", req.JobID), slog.String("pool", req.Pool.Name),
 		slog.String("runner_name", req.RunnerName), slog.String("instance_id", id)}
-	if _, err := e.instances.TerminateInstances(ctx, &ec2api.TerminateInstancesInput{InstanceIDs: []string{id}}); err != nil {
+	var err error
+	for _, d := range terminateRetries {
+		_, err = e.instances.TerminateInstances(ctx, &ec2api.TerminateInstancesInput{InstanceIDs: []string{id}})
+		var api smithy.APIError
+		if err == nil || !errors.As(err, &api) || api.ErrorCode() != "InvalidInstanceID.NotFound" {
+			break
+		}
+		// EC2's eventual consistency: an instance CreateFleet returned a
+		// moment ago may be unknown to TerminateInstances too, which
+		// "does not mean that the instance is or will be terminated".
+		// Asked again, on undo's own deadline.
+		if e.sleep(ctx, d) != nil {
+			break
+		}
+	}
+	if err != nil {
 		e.log.LogAttrs(ctx, slog.LevelWarn, "provision could not terminate the instance it launched without a config",
 			append(attrs, slog.String("error", err.Error()))...)
 		return fmt.Errorf("%w (terminating instance %s, launched without its config, failed too: %v)", cause, id, err)
@@ -503,6 +532,11 @@ func (e *EC2) unknownLaunch(ctx context.Context, req Request, in *ec2api.CreateF
 // undoTimeout bounds undo's TerminateInstances: it must leave the
 // invocation's reserve to the claim's hand-off.
 const undoTimeout = 2 * time.Second
+
+// terminateRetries are the waits after a TerminateInstances that did not
+// know the fresh instance yet (InvalidInstanceID.NotFound), before the
+// next ask; undoTimeout ends them sooner.
+var terminateRetries = []time.Duration{250 * time.Millisecond, 500 * time.Millisecond, time.Second, 0}
 
 // launched is an instance of the job: its id and its owner account.
 type launched struct{ id, owner string }
