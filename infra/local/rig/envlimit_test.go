@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -30,13 +31,29 @@ func longRefs() map[string]string {
 	}
 }
 
-// poolsOf is a RUNNER_POOLS list of dispatch pools of exactly n bytes
-// (the last pool's last label padded).
-func poolsOf(n int) string {
-	pool := func(i int, pad string) string {
+// Pool shapes of RUNNER_POOLS, each padded in its last label: dispatch
+// pools; EC2 pools of three subnets and three types; pools of many short
+// labels (the most quotes a character: each one escaped in Lambda's JSON).
+var poolShapes = map[string]func(i int, pad string) string{
+	"dispatch": func(i int, pad string) string {
 		return fmt.Sprintf(`{"name":"pool-%02d","labels":["self-hosted","linux","x64","team-%02d%s"],`+
 			`"provisioner":{"type":"dispatch","queue_url":"https://sqs.us-east-1.amazonaws.com/123456789012/runners-%02d"}}`, i, i, pad, i)
-	}
+	},
+	"ec2": func(i int, pad string) string {
+		return fmt.Sprintf(`{"name":"linux-%02d","labels":["self-hosted","linux","arm64","t%02d%s"],"scope":"repo",`+
+			`"provisioner":{"type":"ec2","launch_template":"lt-0123456789abcdef%d","subnets":["subnet-0a1b2c3d","subnet-0a1b2c3e","subnet-0a1b2c3f"],`+
+			`"instance_types":["m7g.large","c7g.large","r7g.large"]}}`, i, i, pad, i)
+	},
+	"many labels": func(i int, pad string) string {
+		return fmt.Sprintf(`{"name":"p%02d","labels":["self-hosted","a","b","c","d","e","f","g","h","i","j","k","l","m","n","o%s"],`+
+			`"provisioner":{"type":"dispatch","queue_url":"https://sqs.us-east-1.amazonaws.com/123456789012/q%02d"}}`, i, pad, i)
+	},
+}
+
+// poolsOf is a RUNNER_POOLS list of pools of the given shape, of exactly
+// n bytes (the last pool's last label padded).
+func poolsOf(shape string, n int) string {
+	pool := poolShapes[shape]
 	var pools []string
 	for i := 1; ; i++ {
 		if len("["+strings.Join(append(pools, pool(i, "")), ",")+"]") > n {
@@ -50,10 +67,11 @@ func poolsOf(n int) string {
 }
 
 // TestRunnerPoolsTheStackTakesFitLambdasEnvironment: Lambda refuses a
-// function whose environment is over 4 KB in all (the deploy fails), and
-// RUNNER_POOLS reaches every function. Whatever RunnerPools the template
-// takes (its MaxLength) fits, with a stack name of 64 characters and a
-// GitHub Enterprise URL; a longer list, which CloudFormation's own 4 KB
+// function whose environment is over 4 KB in all, measured as JSON (the
+// deploy fails), and RUNNER_POOLS reaches every function. What RunnerPools
+// the template takes (printable ASCII, its MaxLength) fits, in every pool
+// shape, the most quoted included, with a stack name of 64 characters and
+// a GitHub Enterprise URL; a longer list, which CloudFormation's own 4 KB
 // would take, is refused here as Lambda refuses it, naming the way out.
 func TestRunnerPoolsTheStackTakesFitLambdasEnvironment(t *testing.T) {
 	t.Parallel()
@@ -64,11 +82,18 @@ func TestRunnerPoolsTheStackTakesFitLambdasEnvironment(t *testing.T) {
 	}
 	var tmpl struct {
 		Parameters map[string]struct {
-			MaxLength string `yaml:"MaxLength"`
+			MaxLength      string `yaml:"MaxLength"`
+			AllowedPattern string `yaml:"AllowedPattern"`
 		} `yaml:"Parameters"`
 	}
 	if err := yaml.Unmarshal(data, &tmpl); err != nil {
 		t.Fatal(err)
+	}
+	// A character count bounds the bytes only for ASCII (Lambda's JSON
+	// takes up to 6 bytes for another character): the pattern keeps it.
+	re, err := regexp.Compile(tmpl.Parameters["RunnerPools"].AllowedPattern)
+	if err != nil || re.MatchString(`[{"name":"jp","labels":["東京"]}]`) || re.MatchString("[\n]") || !re.MatchString(poolsOf("ec2", 600)) {
+		t.Fatalf("RunnerPools' AllowedPattern %q (%v) must take printable ASCII on one line, and only that", tmpl.Parameters["RunnerPools"].AllowedPattern, err)
 	}
 	limit, err := strconv.Atoi(tmpl.Parameters["RunnerPools"].MaxLength)
 	if err != nil || limit <= 0 {
@@ -77,24 +102,22 @@ func TestRunnerPoolsTheStackTakesFitLambdasEnvironment(t *testing.T) {
 	params := func(pools string) map[string]string {
 		return map[string]string{"RunnerPools": pools, "GitHubAppId": "1234567", "GitHubApiUrl": "https://github.example-enterprise.com/api/v3"}
 	}
-	pools := poolsOf(limit)
-	fns, err := rig.Functions(path, params(pools), longRefs())
-	if err != nil {
-		t.Fatalf("RunnerPools of %d bytes (MaxLength %d): %v", len(pools), limit, err)
-	}
-	if len(pools) != limit {
-		t.Fatalf("the pools made up are %d bytes, not MaxLength %d", len(pools), limit)
-	}
-	if _, err := config.LoadClaimer(func(k string) string { return fns["claimer"].Env[k] }); err != nil {
-		t.Fatalf("the claimer refuses the pools: %v", err)
-	}
-	for name, fn := range fns {
-		if size := rig.EnvSize(fn.Env); size > rig.MaxEnvBytes {
-			t.Errorf("%s: environment of %d bytes", name, size)
+	for shape := range poolShapes {
+		pools := poolsOf(shape, limit)
+		if len(pools) != limit {
+			t.Fatalf("%s: the pools made up are %d bytes, not MaxLength %d", shape, len(pools), limit)
+		}
+		fns, err := rig.Functions(path, params(pools), longRefs())
+		if err != nil {
+			t.Errorf("%s: RunnerPools of %d bytes (MaxLength %d): %v", shape, len(pools), limit, err)
+			continue
+		}
+		if _, err := config.LoadClaimer(func(k string) string { return fns["claimer"].Env[k] }); err != nil {
+			t.Fatalf("%s: the claimer refuses the pools: %v", shape, err)
 		}
 	}
 	// What CloudFormation would take but Lambda would not.
-	big := poolsOf(4096 - 300)
+	big := poolsOf("dispatch", 4096-300)
 	_, err = rig.Functions(path, params(big), longRefs())
 	if err == nil || !strings.Contains(err.Error(), "over Lambda's 4096") || !strings.Contains(err.Error(), "RunnerPoolsParameter") {
 		t.Errorf("RunnerPools of %d bytes: err %v, want Lambda's refusal naming RunnerPoolsParameter", len(big), err)
