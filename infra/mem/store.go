@@ -475,10 +475,7 @@ func (s *Store) SaveRate(ctx context.Context, installationID int64, r ratelimit.
 	ms := func(t time.Time) time.Time { return job.FromMillis(job.Millis(t)) }
 	r.ResetAt, r.ObservedAt, r.CountedAt = ms(r.ResetAt), ms(r.ObservedAt), ms(r.Counted())
 	cur, ok := s.rates[installationID]
-	// The table's condition lets a tie through (<=): the same instant,
-	// and the same count or another window.
-	tie := r.ObservedAt.Equal(cur.ObservedAt) && (!r.ResetAt.Equal(cur.ResetAt) || r.Remaining == cur.Remaining)
-	if ok && cur.Known() && !tie && !ratelimit.Supersedes(r, cur) {
+	if ok && cur.Known() && !ratelimit.Admits(r, cur) {
 		return nil
 	}
 	if !r.PassedAt.IsZero() {

@@ -231,19 +231,35 @@ const Crossing = 30 * time.Second
 // exhaustion, answered after it, so never replaces it: every process that
 // read the item would make a refused call.
 func Supersedes(r, known Reading) bool {
+	// In whole milliseconds, as the shared item stores its times: a
+	// reading the tracker takes for newer must be one the item takes too.
+	ms := func(t time.Time) int64 { return t.UnixMilli() }
+	crossing := Crossing.Milliseconds()
 	switch {
 	case !r.Known():
 		return false
 	case !known.Known():
 		return true
 	case !r.ResetAt.Equal(known.ResetAt):
-		return r.ObservedAt.After(known.ObservedAt)
+		return ms(r.ObservedAt) > ms(known.ObservedAt)
 	case r.Remaining < known.Remaining:
-		return !known.Counted().After(r.Counted().Add(Crossing))
+		return ms(known.Counted()) <= ms(r.Counted())+crossing
 	case r.Remaining > known.Remaining:
-		return r.Counted().After(known.Counted().Add(Crossing))
+		return ms(r.Counted()) > ms(known.Counted())+crossing
 	}
-	return r.ObservedAt.After(known.ObservedAt)
+	return ms(r.ObservedAt) > ms(known.ObservedAt)
+}
+
+// Admits reports whether a Store takes r over stored: r Supersedes it, or
+// the two tie at the item's millisecond precision (the same instant, and
+// another window or the same count), which the item's condition lets
+// through as a rewrite. Both stores decide by it.
+func Admits(r, stored Reading) bool {
+	if Supersedes(r, stored) {
+		return true
+	}
+	return r.Known() && stored.Known() && r.ObservedAt.UnixMilli() == stored.ObservedAt.UnixMilli() &&
+		(!r.ResetAt.Equal(stored.ResetAt) || r.Remaining == stored.Remaining)
 }
 
 // mergePrimary is the primary fields once known and r are both known:

@@ -623,7 +623,7 @@ func (s *Store) SaveRate(ctx context.Context, installationID int64, r ratelimit.
 		if derr := attributevalue.UnmarshalMap(ccf.Item, &cur); derr != nil {
 			return fmt.Errorf("decode rate of installation %d: %w", installationID, derr)
 		}
-		if stored := cur.reading(); stored.Known() && !ratelimit.Supersedes(r, stored) {
+		if stored := cur.reading(); stored.Known() && !ratelimit.Admits(r, stored) {
 			return nil // a newer reading is already shared
 		}
 		// Newer, but a call went through later elsewhere: keep that.
@@ -642,7 +642,7 @@ func (s *Store) SaveRate(ctx context.Context, installationID int64, r ratelimit.
 	return nil
 }
 
-// supersedesCondition is ratelimit.Supersedes(new, stored) as a condition
+// supersedesCondition is ratelimit.Admits(new, stored) as a condition
 // expression over the rate item (#r remaining, #re reset_at, #u
 // updated_at, #c counted_at) and the new reading's values (:r, :re, :u,
 // and :cmax, :cmin: its counted time plus and minus Crossing). Equal
