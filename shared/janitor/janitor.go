@@ -66,7 +66,8 @@
 // what is left waits for the next pass (Incomplete). The time bound holds
 // for the record reads and the parameter phase too, which call no GitHub;
 // the machine phase's reserve holds even when a list's further pages
-// (charged after it) overran the runner phase's share. Repositories are
+// (charged after it) overran the runner phase's share: such a pass may
+// then make up to MaxCalls/4 calls over MaxCalls, besides the overrun. Repositories are
 // visited in a new random order every pass, so a budget smaller than an
 // installation's repositories still covers them all over a few passes.
 // With the defaults (100 calls every 15 minutes) the janitor spends at
