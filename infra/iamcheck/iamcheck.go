@@ -174,6 +174,7 @@ type request struct {
 	Keys []string
 
 	body []byte
+	form url.Values // a Query protocol request's parameters (EC2)
 }
 
 // read reads what r asks for. Its body is read and put back.
@@ -208,6 +209,7 @@ func read(r *http.Request) (request, error) {
 	if q.Operation == "" {
 		return request{}, fmt.Errorf("iamcheck: %s %s to %s: no operation named", r.Method, r.URL.Path, q.Service)
 	}
+	q.form = form
 	q.Actions = []string{q.Service + ":" + authorisedAs(q.Operation)}
 	switch q.Service {
 	case "ssm":
@@ -314,11 +316,11 @@ func (c *Checker) check(r *http.Request) *http.Response {
 	if err != nil {
 		return c.refuse(r, request{Service: "unknown", Actions: []string{err.Error()}}, err.Error())
 	}
-	resources := c.policy.values.resources(q)
-	if resources == nil {
-		resources = []string{""}
-	}
 	for _, a := range q.Actions {
+		resources := c.policy.values.resourcesOf(q, a)
+		if resources == nil {
+			resources = []string{""}
+		}
 		for _, res := range resources {
 			if !c.policy.Allows(a, res, q.Keys) {
 				if res != "" {

@@ -211,10 +211,7 @@ func TestResources(t *testing.T) {
 	t.Parallel()
 	const acct = "123456789012"
 	base := "http://127.0.0.1:1/" + acct + "/"
-	stack := &emulator.Stack{Name: "s", TableName: "jobs", QueueURL: base + "claims", QueueARN: "arn:aws:sqs:us-east-1:" + acct + ":claims",
-		DLQURL: base + "dlq", DLQARN: "arn:aws:sqs:us-east-1:" + acct + ":dlq",
-		WebhookSecretARN:       "arn:aws:secretsmanager:us-east-1:" + acct + ":secret:hook-AbCdEf",
-		GitHubAppPrivateKeyARN: "arn:aws:secretsmanager:us-east-1:" + acct + ":secret:key-GhIjKl"}
+	stack := testStack()
 	ctx := context.Background()
 	client := func(fn string, params map[string]string) (*iamcheck.Client, aws.Config) {
 		p, err := iamcheck.Load(mustPath(t), fn, iamcheck.StackValues(stack, params))
@@ -278,4 +275,14 @@ func TestResources(t *testing.T) {
 	c, ac := client("WebhookFunction", nil)
 	_, _ = dynamodb.NewFromConfig(ac).GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String("other"), Key: key})
 	allowed(c, false, "webhook GetItem of another table")
+}
+
+// testStack is a stack of account 123456789012 in us-east-1, named s.
+func testStack() *emulator.Stack {
+	const acct = "123456789012"
+	base := "http://127.0.0.1:1/" + acct + "/"
+	return &emulator.Stack{Name: "s", TableName: "jobs", QueueURL: base + "claims", QueueARN: "arn:aws:sqs:us-east-1:" + acct + ":claims",
+		DLQURL: base + "dlq", DLQARN: "arn:aws:sqs:us-east-1:" + acct + ":dlq",
+		WebhookSecretARN:       "arn:aws:secretsmanager:us-east-1:" + acct + ":secret:hook-AbCdEf",
+		GitHubAppPrivateKeyARN: "arn:aws:secretsmanager:us-east-1:" + acct + ":secret:key-GhIjKl"}
 }

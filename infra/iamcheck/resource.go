@@ -207,7 +207,59 @@ func (r resolver) sub(arg any) ([]string, error) {
 
 // checked are the services whose requests' resources a Policy with Values
 // checks.
-var checked = []string{"dynamodb", "sqs", "secretsmanager", "ssm"}
+var checked = []string{"dynamodb", "sqs", "secretsmanager", "ssm", "ec2"}
+
+// resourcesOf returns the ARNs IAM authorises action (one of q.Actions)
+// against, nil when they are not checked. EC2 authorises one request's
+// actions on different resources (the Service Authorization Reference,
+// "Actions, resources, and condition keys for Amazon EC2"): CreateFleet on
+// the fleet and the instance it creates (both required resource types),
+// plus the launch template and subnets the request names (the template's
+// own resources are authorised under RunInstances only); the CreateTags of
+// tag-on-create on each resource type a TagSpecification tags;
+// TerminateInstances on each instance. Created resources have no id yet:
+// their ARN ends in "*", which only a grant on every resource of the type
+// matches. The fleet's RunInstances, whose grants carry conditions
+// (ec2:LaunchTemplate) that are not modelled, is not checked here.
+func (v *Values) resourcesOf(q request, action string) []string {
+	if v == nil || q.Service != "ec2" {
+		return v.resources(q)
+	}
+	arn := func(rest string) string {
+		return fmt.Sprintf("arn:%s:ec2:%s:%s:%s", v.Partition, v.Region, v.Account, rest)
+	}
+	var out []string
+	switch {
+	case q.Operation == "CreateFleet" && action == "ec2:CreateFleet":
+		out = append(out, arn("fleet/*"), arn("instance/*"))
+		for k, vals := range q.form {
+			switch {
+			case strings.HasSuffix(k, ".LaunchTemplateSpecification.LaunchTemplateId"):
+				out = append(out, arn("launch-template/"+vals[0]))
+			case strings.HasSuffix(k, ".LaunchTemplateSpecification.LaunchTemplateName"):
+				out = append(out, arn("launch-template/*")) // an id only EC2 knows
+			case strings.HasPrefix(k, "LaunchTemplateConfigs.") && strings.HasSuffix(k, ".SubnetId"):
+				out = append(out, arn("subnet/"+vals[0]))
+			}
+		}
+	case (q.Operation == "CreateFleet" || q.Operation == "RunInstances") && action == "ec2:CreateTags":
+		for k, vals := range q.form {
+			if strings.HasPrefix(k, "TagSpecification.") && strings.HasSuffix(k, ".ResourceType") {
+				out = append(out, arn(vals[0]+"/*"))
+			}
+		}
+	case q.Operation == "TerminateInstances" && action == "ec2:TerminateInstances":
+		for k, vals := range q.form {
+			if strings.HasPrefix(k, "InstanceId.") {
+				out = append(out, arn("instance/"+vals[0]))
+			}
+		}
+	default:
+		return nil
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
 
 // resources returns the ARNs request q acts on, from its body; nil when
 // its service's resources are not checked.
