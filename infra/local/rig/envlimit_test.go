@@ -16,10 +16,10 @@ import (
 )
 
 // longRefs are the stack's physical names as CloudFormation makes them
-// for a stack name of 64 characters (the longest the RunnerPools bound is
-// checked for) in a Region with a long name.
+// for a stack name of 128 characters (CloudFormation's longest) in a
+// Region with a long name.
 func longRefs() map[string]string {
-	stack := "ghclaim-" + strings.Repeat("s", 56)
+	stack := "ghclaim-" + strings.Repeat("s", 120)
 	const region, account = "ap-southeast-4", "123456789012"
 	queue := (stack + "-ClaimsQueue-AbCdEfGhIjKl")[:80] // SQS names end at 80
 	return map[string]string{
@@ -70,8 +70,8 @@ func poolsOf(shape string, n int) string {
 // function whose environment is over 4 KB in all, measured as JSON (the
 // deploy fails), and RUNNER_POOLS reaches every function. What RunnerPools
 // the template takes (printable ASCII, its MaxLength) fits, in every pool
-// shape, the most quoted included, with a stack name of 64 characters and
-// a GitHub Enterprise URL; a longer list, which CloudFormation's own 4 KB
+// shape, the most quoted included, with a stack name of 128 characters and
+// a GitHub Enterprise URL as long as the template takes; a longer list, which CloudFormation's own 4 KB
 // would take, is refused here as Lambda refuses it, naming the way out.
 func TestRunnerPoolsTheStackTakesFitLambdasEnvironment(t *testing.T) {
 	t.Parallel()
@@ -99,8 +99,14 @@ func TestRunnerPoolsTheStackTakesFitLambdasEnvironment(t *testing.T) {
 	if err != nil || limit <= 0 {
 		t.Fatalf("RunnerPools has no MaxLength (%q): CloudFormation takes up to 4096 bytes, more than Lambda's environment holds", tmpl.Parameters["RunnerPools"].MaxLength)
 	}
+	// A GitHub Enterprise URL as long as the template takes.
+	urlMax, err := strconv.Atoi(tmpl.Parameters["GitHubApiUrl"].MaxLength)
+	if err != nil {
+		t.Fatalf("GitHubApiUrl has no MaxLength (%q): it shares the 4 KB", tmpl.Parameters["GitHubApiUrl"].MaxLength)
+	}
+	ghes := "https://github." + strings.Repeat("e", urlMax-len("https://github..com/api/v3")) + ".com/api/v3"
 	params := func(pools string) map[string]string {
-		return map[string]string{"RunnerPools": pools, "GitHubAppId": "1234567", "GitHubApiUrl": "https://github.example-enterprise.com/api/v3"}
+		return map[string]string{"RunnerPools": pools, "GitHubAppId": "1234567", "GitHubApiUrl": ghes}
 	}
 	for shape := range poolShapes {
 		pools := poolsOf(shape, limit)
