@@ -21,6 +21,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	dbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
@@ -558,5 +559,39 @@ func TestRedrive(t *testing.T) {
 	}
 	if !drainFor(t, env.stack.QueueURL, job.Message{JobID: 7301, Version: 3}) {
 		t.Fatal("job 7301 v3 is not on the claims queue after the redrive")
+	}
+}
+
+// TestJobsWithAnUnreadableItemFails: an item jobs cannot read as a job
+// record (written by hand, or by a newer version) is named on stderr and
+// the listing, printed whole, exits 1: a script that reads it must not
+// take it for complete. It once exited 0. Its own table, so the item
+// cannot reach the other listings of this package.
+func TestJobsWithAnUnreadableItemFails(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dynamodb.NewFromConfig(env.cfg)
+	table := "jobs-unreadable"
+	if _, err := db.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName:            aws.String(table),
+		AttributeDefinitions: []dbtypes.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: dbtypes.ScalarAttributeTypeS}},
+		KeySchema:            []dbtypes.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: dbtypes.KeyTypeHash}},
+		BillingMode:          dbtypes.BillingModePayPerRequest,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.New(db, table, store.Options{}).CreateJob(ctx, rec(7301, "jobs-x64"), now.Add(-time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: map[string]dbtypes.AttributeValue{
+		"pk":    &dbtypes.AttributeValueMemberS{Value: "job#not-a-number"},
+		"state": &dbtypes.AttributeValueMemberS{Value: "queued"},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, nil, "jobs", "--table", table, "--json")
+	got := decode[[]map[string]any](t, r.stdout)
+	if r.code != cli.ExitFail || len(got) != 1 || got[0]["job_id"] != float64(7301) || !strings.Contains(r.stderr, "job#not-a-number") {
+		t.Fatalf("jobs over an unreadable item: exit %d, %v, stderr %q; want exit 1, job 7301 listed, the item named", r.code, got, r.stderr)
 	}
 }

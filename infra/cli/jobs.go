@@ -158,12 +158,24 @@ func (c *CLI) jobs(ctx context.Context, o *opts, _ []string) error {
 	for _, k := range undecodable {
 		c.progress("item %s is not a job record this version can read; skipped", k)
 	}
+	// Items this version cannot read are named above and make the exit
+	// status a failure once the list is out: a script that reads the
+	// list must not take it for complete.
+	partial := func() error {
+		if len(undecodable) == 0 {
+			return nil
+		}
+		return failf("%d item(s) are not job records this version can read (named above): the list is incomplete", len(undecodable))
+	}
 	if o.json {
 		out := make([]jobView, 0, len(recs))
 		for _, r := range recs {
 			out = append(out, view(r))
 		}
-		return c.printJSON(out)
+		if err := c.printJSON(out); err != nil {
+			return err
+		}
+		return partial()
 	}
 	w := tabwriter.NewWriter(c.cfg.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "JOB\tSTATE\tVERSION\tATTEMPT\tPOOL\tREPO\tAGE\tLAST ERROR")
@@ -175,7 +187,7 @@ func (c *CLI) jobs(ctx context.Context, o *opts, _ []string) error {
 		return err
 	}
 	fmt.Fprintf(c.cfg.Stdout, "%d jobs (%d items read)\n", len(recs), scanned)
-	return nil
+	return partial()
 }
 
 // get reads a job, turning "not found" into the operator's message.
