@@ -435,7 +435,7 @@ func TestDoctor(t *testing.T) {
 			t.Fatalf("doctor: exit %d, %+v", r.code, d)
 		}
 		want := map[string]string{"webhook secret": "ok", "app private key": "ok", "github app": "ok", "app installations": "ok",
-			"launch template of pool p0": "ok", "webhook ping": "ok", "dead-letter queue": "ok"}
+			"launch template of pool p0": "ok", "webhook ping": "ok", "dead-letter queue": "ok", "table": "ok", "claims queue": "ok"}
 		if got := status(d); fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Fatalf("checks %v, want %v", got, want)
 		}
@@ -451,6 +451,18 @@ func TestDoctor(t *testing.T) {
 		d := decode[doc](t, r.stdout)
 		if got := status(d); r.code != cli.ExitFail || d.OK || got["dead-letter queue"] != "fail" || !strings.Contains(r.stdout, "3 message(s)") {
 			t.Fatalf("doctor: exit %d, checks %v", r.code, got)
+		}
+	})
+
+	// A table or claims queue that does not answer (a wrong name, a
+	// missing permission) stops every delivery and claim: not healthy.
+	t.Run("a table and a claims queue that do not answer", func(t *testing.T) {
+		missing := strings.TrimSuffix(emptyDLQ, "doctor-dlq-empty") + "no-such-queue"
+		r := run(t, nil, gh("doctor", "--pools", pools(ltID), "--webhook-url", env.hookURL, "--dlq-url", emptyDLQ,
+			"--table", "no-such-table", "--queue-url", missing, "--json")...)
+		got := status(decode[doc](t, r.stdout))
+		if r.code != cli.ExitFail || got["table"] != "fail" || got["claims queue"] != "fail" || !strings.Contains(r.stdout, "no-such-table") {
+			t.Fatalf("doctor: exit %d, checks %v\n%s", r.code, got, r.stdout)
 		}
 	})
 

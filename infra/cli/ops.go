@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
 	"maps"
@@ -470,6 +471,24 @@ func (c *CLI) doctor(ctx context.Context, o *opts, _ []string) error {
 		default:
 			add("webhook ping", "ok", "%s answered 200 to a signed ping", d.WebhookURL)
 		}
+	}
+
+	// The table and the claims queue answer: a wrong name or URL, or a
+	// missing permission, stops every delivery and every claim. One read
+	// of an item no installation has (rate#0) and one queue's counts.
+	if d.Table == "" {
+		add("table", "skip", "no table (--table or --stack)")
+	} else if _, err := c.store(d).LoadRate(ctx, 0); err != nil && !errors.Is(err, ratelimit.ErrNoReading) {
+		add("table", "fail", "%s: %v", d.Table, err)
+	} else {
+		add("table", "ok", "%s answers", d.Table)
+	}
+	if d.QueueURL == "" {
+		add("claims queue", "skip", "no queue URL (--queue-url or --stack)")
+	} else if n, err := c.queueDepth(ctx, d.QueueURL); err != nil {
+		add("claims queue", "fail", "%v", err)
+	} else {
+		add("claims queue", "ok", "%d message(s) waiting or in flight", n)
 	}
 
 	// The dead-letter queue is empty: each message in it is a claim the
