@@ -13,7 +13,7 @@
 //
 // RUNNER_POOLS may come from an SSM parameter instead (RUNNER_POOLS_PARAMETER,
 // read by Start): Lambda holds 4 KB of environment in all, which leaves
-// RUNNER_POOLS about 2.3 KB of ASCII (template.yaml's RunnerPools MaxLength). It is read
+// RUNNER_POOLS 2,000 characters of ASCII (template.yaml's RunnerPools MaxLength). It is read
 // once per cold start, not with a TTL, because the flows take their pools
 // as a slice at construction; a re-read would need them to take a function.
 // METRICS_NAMESPACE is checked against CloudWatch's namespace rules here, as

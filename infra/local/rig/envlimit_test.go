@@ -71,7 +71,8 @@ func poolsOf(shape string, n int) string {
 // deploy fails), and RUNNER_POOLS reaches every function. What RunnerPools
 // the template takes (printable ASCII, its MaxLength) fits, in every pool
 // shape, the most quoted included, with a stack name of 128 characters and
-// a GitHub Enterprise URL as long as the template takes; a longer list, which CloudFormation's own 4 KB
+// every other parameter that reaches the functions as long as the
+// template takes (a GitHub Enterprise URL, a namespace, ...); a longer list, which CloudFormation's own 4 KB
 // would take, is refused here as Lambda refuses it, naming the way out.
 func TestRunnerPoolsTheStackTakesFitLambdasEnvironment(t *testing.T) {
 	t.Parallel()
@@ -105,8 +106,25 @@ func TestRunnerPoolsTheStackTakesFitLambdasEnvironment(t *testing.T) {
 		t.Fatalf("GitHubApiUrl has no MaxLength (%q): it shares the 4 KB", tmpl.Parameters["GitHubApiUrl"].MaxLength)
 	}
 	ghes := "https://github." + strings.Repeat("e", urlMax-len("https://github..com/api/v3")) + ".com/api/v3"
+	// Every other free-text parameter that reaches the functions, as long
+	// as the template takes (the content is all the rig reads: length).
+	longest := map[string]string{}
+	for name, v := range map[string]struct {
+		part string
+		list bool
+	}{"MetricsNamespace": {"n", false}, "AllowedOwners": {"octo-org", true}, "RetryLadder": {"30s", true}, "RunnerPoolsParameter": {"/p", false}} {
+		n, err := strconv.Atoi(tmpl.Parameters[name].MaxLength)
+		if err != nil {
+			t.Fatalf("%s has no MaxLength (%q): it shares the 4 KB", name, tmpl.Parameters[name].MaxLength)
+		}
+		longest[name] = filled(v.part, n, v.list)
+	}
 	params := func(pools string) map[string]string {
-		return map[string]string{"RunnerPools": pools, "GitHubAppId": "1234567", "GitHubApiUrl": ghes}
+		p := map[string]string{"RunnerPools": pools, "GitHubAppId": "1234567", "GitHubApiUrl": ghes}
+		for k, v := range longest {
+			p[k] = v
+		}
+		return p
 	}
 	for shape := range poolShapes {
 		pools := poolsOf(shape, limit)
@@ -128,4 +146,21 @@ func TestRunnerPoolsTheStackTakesFitLambdasEnvironment(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "over Lambda's 4096") || !strings.Contains(err.Error(), "RunnerPoolsParameter") {
 		t.Errorf("RunnerPools of %d bytes: err %v, want Lambda's refusal naming RunnerPoolsParameter", len(big), err)
 	}
+}
+
+// filled is a valid value of exactly n bytes: a list of part, comma
+// separated, its last item padded with zeros after its first character
+// ("3000s", "o000cto-org"); or part padded with zeros at its end.
+func filled(part string, n int, list bool) string {
+	if !list {
+		return part + strings.Repeat("0", n-len(part))
+	}
+	var parts []string
+	for len(strings.Join(append(parts, part), ",")) <= n {
+		parts = append(parts, part)
+	}
+	pad := n - len(strings.Join(parts, ","))
+	last := parts[len(parts)-1]
+	parts[len(parts)-1] = last[:1] + strings.Repeat("0", pad) + last[1:]
+	return strings.Join(parts, ",")
 }
