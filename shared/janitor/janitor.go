@@ -432,6 +432,13 @@ func (j *Janitor) runners(ctx context.Context, p *pass) error {
 	// A new order every pass, as for repositories: a budget smaller than
 	// the fleet must not always leave the same installations unvisited.
 	for _, i := range j.cfg.Rand.Perm(len(insts)) {
+		if !j.cfg.Now().Before(p.listUntil) {
+			// The runner phase's time is up: no rate read or share for
+			// the rest (a throttled table made each a second). Their
+			// machines are kept: no owner of theirs was reached.
+			p.rep.Incomplete = true
+			break
+		}
 		in := insts[i]
 		p.rep.InstallationsSeen++
 		if rd, halted := j.rate(ctx, in.ID, p.now); halted {
