@@ -58,3 +58,31 @@ func TestClassifyByTheRuleAlone(t *testing.T) {
 		})
 	}
 }
+
+// TestReasonNamesGitHubsRequestID: a refused GitHub call's reason (stored
+// as last_error, logged) names the answer's X-GitHub-Request-Id, which
+// GitHub Support asks for; a header too long or not printable is left out.
+func TestReasonNamesGitHubsRequestID(t *testing.T) {
+	t.Parallel()
+	answer := func(status int, id, message string) error {
+		h := http.Header{}
+		h.Set("X-GitHub-Request-Id", id)
+		return &github.ErrorResponse{Response: &http.Response{StatusCode: status, Header: h}, Message: message}
+	}
+	const id = "C0DE:1234:5678:9ABC:DEF0"
+	for _, tt := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"404", answer(http.StatusNotFound, id, "Not Found"), "github 404: Not Found (request " + id + ")"},
+		{"403 permission", answer(http.StatusForbidden, id, "Resource not accessible by integration"),
+			"github 403: Resource not accessible by integration (request " + id + ")"},
+		{"an id too long", answer(http.StatusNotFound, fmt.Sprintf("%0100d", 7), "Not Found"), "github 404: Not Found"},
+		{"an id with a line break", answer(http.StatusNotFound, "C0DE\nforged: line", "Not Found"), "github 404: Not Found"},
+	} {
+		if got := failure.Classify(tt.err).Reason; got != tt.want {
+			t.Errorf("%s: reason %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}

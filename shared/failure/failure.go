@@ -168,6 +168,7 @@ func classify(err error) Failure {
 			f.Status = rle.Response.StatusCode
 			f.RetryAfter, f.ResetAt = retryAfter(rle.Response.Header)
 			f.Remembered = len(rle.Response.Header) == 0
+			f.Reason += requestID(rle.Response.Header)
 		}
 		if f.RetryAfter == 0 && f.ResetAt.IsZero() {
 			f.ResetAt = rle.Rate.Reset.Time
@@ -184,6 +185,7 @@ func classify(err error) Failure {
 			f.Status = are.Response.StatusCode
 			f.RetryAfter, f.ResetAt = rateHeaders(are.Response.Header)
 			f.Remembered = len(are.Response.Header) == 0
+			f.Reason += requestID(are.Response.Header)
 			if f.Remembered && are.RetryAfter != nil && *are.RetryAfter > 0 {
 				// go-github's pre-request check: no real response, only its memory.
 				f.RetryAfter = *are.RetryAfter
@@ -308,7 +310,19 @@ func fromResponse(src string, status int, h http.Header, message, docURL string)
 	default:
 		f.Class = UnknownRetryable
 	}
+	f.Reason += requestID(h)
 	return f
+}
+
+// requestID is GitHub's X-GitHub-Request-Id of an answer, as a reason's
+// suffix (" (request C0DE:…)"), or "": what GitHub Support asks for about
+// a refused call. Bounded and printable only: it is stored and logged.
+func requestID(h http.Header) string {
+	id := h.Get("X-GitHub-Request-Id")
+	if id == "" || len(id) > 64 || strings.IndexFunc(id, func(r rune) bool { return r <= ' ' || r > '~' }) >= 0 {
+		return ""
+	}
+	return " (request " + id + ")"
 }
 
 // tokenExchange reports whether resp answered the installation token

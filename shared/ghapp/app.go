@@ -119,7 +119,14 @@ func (t jwtTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	out := req.Clone(req.Context())
 	out.Header.Set("Authorization", "Bearer "+jwt)
-	return t.next.RoundTrip(out)
+	resp, err := t.next.RoundTrip(out)
+	if resp != nil {
+		// The answer points at the request as the caller made it, without
+		// the JWT: go-github keeps it in every error it returns, and the
+		// JWT mints tokens of every installation for minutes.
+		resp.Request = req
+	}
+	return resp, err
 }
 
 // App is the GitHub App as GET /app describes it.

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -19,6 +20,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/google/go-github/v62/github"
 
 	"github.com/ghclaim/ghclaim/infra/clocktest"
 	"github.com/ghclaim/ghclaim/infra/ghfake"
@@ -372,3 +375,47 @@ func TestSecondaryLimitWithoutRetryAfterIsNotHeldToTheReset(t *testing.T) {
 		})
 	}
 }
+
+// TestAppErrorCarriesNoJWT: an error of the App's own routes (hook
+// deliveries, installations, GET /app) keeps no Authorization: go-github
+// holds the request in every error it returns, and the App JWT mints
+// installation tokens for minutes. Only the installation routes were
+// cleaned before.
+func TestAppErrorCarriesNoJWT(t *testing.T) {
+	t.Parallel()
+	pemBytes, _ := testKey(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		w.WriteHeader(http.StatusBadGateway)
+		_, _ = io.WriteString(w, `{"message":"Server Error"}`)
+	}))
+	t.Cleanup(srv.Close)
+	c, err := ghapp.New(ghapp.Config{AppID: appID, PrivateKey: pemBytes, BaseURL: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	calls := map[string]func() error{
+		"ListHookDeliveries":    func() error { _, err := c.ListHookDeliveries(ctx, "", 100); return err },
+		"RedeliverHookDelivery": func() error { return c.RedeliverHookDelivery(ctx, 1) },
+		"Installations":         func() error { _, err := c.Installations(ctx); return err },
+		"App":                   func() error { _, err := c.App(ctx); return err },
+	}
+	for name, call := range calls {
+		err := call()
+		var er *github.ErrorResponse
+		if !errors.As(err, &er) || er.Response == nil || er.Response.Request == nil {
+			t.Fatalf("%s: err = %v, want a go-github error response", name, err)
+		}
+		if auth := er.Response.Request.Header.Get("Authorization"); auth != "" {
+			t.Errorf("%s: the error's request carries the App JWT (%q…, %d characters)", name, auth[:min(len(auth), 12)], len(auth))
+		}
+	}
+}
+
+// TestAuditStillRunningIsOnlyTheBusyRunner: DELETE …/runners/{id}
+// answers 422 "Validation failed, or the endpoint has been spammed"
+// (GitHub's OpenAPI, validation_failed_simple); only the message
+// "Bad request - Runner \"x\" is still running a job" means busy.
+// IsStillRunning takes every 422 for busy, so the claimer reuses an
+// offline runner that has no machine (claimed, nothing will ever run it).
