@@ -249,10 +249,14 @@ type Report struct {
 	Redelivered int
 	// Spent counts failed GUIDs left because they had MaxAttempts already.
 	Spent int
-	// Expired counts failed deliveries carried from earlier passes (not
-	// asked: stopped, refused) that aged out of the window before they
-	// could be asked: like a spent one, nothing brings their job in.
+	// Expired counts failed deliveries that aged out of the window before
+	// they could be asked: carried from earlier passes (stopped, refused),
+	// or never read at all (above the mark, past the window's edge). Like
+	// a spent one, nothing brings their job in.
 	Expired int
+	// Gap: entries above the mark aged past the window on pages this pass
+	// did not read; failed ones among them are lost, uncounted.
+	Gap bool
 	// Waiting counts failed GUIDs not asked yet because their last attempt
 	// is too recent (Config.Spacing).
 	Waiting int
@@ -435,8 +439,11 @@ func (r *Redeliverer) read(ctx context.Context, rep *Report, mark job.DeliveryMa
 			return rd
 		}
 		rep.Pages++
-		for _, d := range page.Deliveries {
+		for i, d := range page.Deliveries {
 			if d.ID <= mark.ID || d.DeliveredAt.Before(oldest) {
+				if d.ID > mark.ID && mark.ID > 0 {
+					r.missed(rep, page, i, mark, seen)
+				}
 				rd.next = ""
 				return rd // read before, or past the window: so is everything after
 			}
@@ -464,6 +471,38 @@ func (r *Redeliverer) read(ctx context.Context, rep *Report, mark job.DeliveryMa
 			return rd
 		}
 		cursor = page.Next
+	}
+}
+
+// missed reports the deliveries above the mark that aged past the window
+// before any pass read them (the redeliverer stopped or rate-limited
+// longer than the window): nothing will redeliver them now. The failed
+// workflow_job GUIDs on the rest of page (from entry i) count as Expired,
+// each logged; older entries above the mark on later pages are not read
+// (each a call, for nothing that can be redelivered), so when the page
+// does not reach the mark the pass says there is a gap (Report.Gap), which
+// pages as an expiry does.
+func (r *Redeliverer) missed(rep *Report, page ghapp.DeliveryPage, i int, mark job.DeliveryMark, seen map[string]bool) {
+	reached := false
+	for _, d := range page.Deliveries[i:] {
+		if d.ID <= mark.ID {
+			reached = true
+			break
+		}
+		if seen[d.GUID] {
+			continue
+		}
+		seen[d.GUID] = true
+		if d.Event == EventWorkflowJob && !d.OK() {
+			rep.Expired++
+			r.c.Log.Warn("redeliver: a failed delivery aged out of the window before any pass read it",
+				"delivery_id", d.GUID, "log_id", d.ID, "action", d.Action, "delivered_at", d.DeliveredAt, "window", r.c.Window)
+		}
+	}
+	if !reached && page.Next != "" {
+		rep.Gap = true
+		r.c.Log.Warn("redeliver: deliveries between the mark and the window's edge were never read: failed ones among them will not be redelivered",
+			"mark", mark.ID, "oldest_read", page.Deliveries[len(page.Deliveries)-1].ID, "window", r.c.Window)
 	}
 }
 
@@ -543,6 +582,9 @@ func (r *Redeliverer) record(rep Report) {
 	r.c.Metrics.Add("Redelivered", float64(rep.Redelivered))
 	r.c.Metrics.Add("RedeliveryAttemptsSpent", float64(rep.Spent))
 	r.c.Metrics.Add("RedeliveryExpired", float64(rep.Expired))
+	if rep.Gap {
+		r.c.Metrics.Add("RedeliveryGap", 1)
+	}
 	r.c.Metrics.Add("RedeliveryWaiting", float64(rep.Waiting))
 	r.c.Metrics.Add("RedeliveryErrors", float64(rep.Errors))
 	if rep.Stopped != "" {
