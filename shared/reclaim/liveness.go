@@ -189,6 +189,20 @@ func (r *Reclaimer) liveness(ctx context.Context, w window, c candidate, now tim
 	if serr != nil {
 		return r.failed(ctx, w, c, serr, grace, now, rep)
 	}
+	if notYet(status) {
+		// GitHub holds the job but gives it to no runner yet: waiting for
+		// an environment's reviewers (up to 30 days), pending behind a
+		// concurrency group. No runner of ours is missing it: nothing is
+		// removed or counted, and the record is looked at again after a
+		// grace (an idle runner's machine powers itself off meanwhile).
+		// Once GitHub queues the job, a check finds its runner gone or
+		// idle and starts an attempt; a new attempt for each wait would
+		// spend the replacements and abandon the job before the approval.
+		rep.LivenessWaiting++
+		log.InfoContext(ctx, "reclaim liveness: job not runnable yet at GitHub, checked again later", slog.String("job_status", status),
+			slog.String("runner_name", name), slog.Bool("runner_missing", missing))
+		return c, "", r.recheck(ctx, c, now.Add(grace), job.CheckSkipped, now, rep)
+	}
 	c.reason = RunnerLost
 	if !missing && runner.Busy {
 		r.taken(ctx, &c, name, status, log, rep)
@@ -316,6 +330,17 @@ func (r *Reclaimer) atWork(ctx context.Context, w window, rec job.Record, now ti
 	rep.LivenessDone++
 	log.InfoContext(ctx, "reclaim liveness: job already at work at GitHub, done", slog.String("job_status", status))
 	return status, nil, true, nil
+}
+
+// notYet reports whether GitHub's job status says the job is not runnable
+// yet (waiting for approval, pending, requested): neither still queued for
+// a runner nor at work. An empty status is taken as queued.
+func notYet(status string) bool {
+	switch status {
+	case "", "queued", "in_progress", "completed":
+		return false
+	}
+	return true
 }
 
 // taken records that the attempt's runner is at work on another job: a new

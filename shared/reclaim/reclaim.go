@@ -372,6 +372,10 @@ type Report struct {
 	// LivenessFailed counts liveness checks GitHub failed (checked again
 	// after a grace).
 	LivenessFailed int
+	// LivenessWaiting counts claimed records whose job GitHub does not
+	// give to a runner yet (waiting for approval, pending): checked again
+	// after a grace, nothing counted.
+	LivenessWaiting int
 	// RunnersTaken counts claimed records whose runner was busy while the
 	// job was still queued: taken by another job (a new attempt, or
 	// abandoned past the bounds).
@@ -659,6 +663,7 @@ const (
 	MetricLivenessDone        = "ReclaimLivenessDone"
 	MetricLivenessRateLimited = "ReclaimLivenessRateLimited"
 	MetricLivenessFailed      = "ReclaimLivenessFailed"
+	MetricLivenessWaiting     = "ReclaimLivenessWaiting"
 	MetricRunnersTaken        = "ReclaimRunnersTaken"
 )
 
@@ -702,6 +707,7 @@ func (r *Reclaimer) summarize(rep Report, err error) {
 	m.Add(MetricLivenessDone, float64(rep.LivenessDone))
 	m.Add(MetricLivenessRateLimited, float64(rep.LivenessRateLimited))
 	m.Add(MetricLivenessFailed, float64(rep.LivenessFailed))
+	m.Add(MetricLivenessWaiting, float64(rep.LivenessWaiting))
 	m.Add(MetricRunnersTaken, float64(rep.RunnersTaken))
 	m.Flush()
 
@@ -720,6 +726,7 @@ func (r *Reclaimer) summarize(rep Report, err error) {
 		slog.Int("liveness_done", rep.LivenessDone),
 		slog.Int("liveness_rate_limited", rep.LivenessRateLimited),
 		slog.Int("liveness_failed", rep.LivenessFailed),
+		slog.Int("liveness_waiting", rep.LivenessWaiting),
 		slog.Int("runners_taken", rep.RunnersTaken),
 		slog.Bool("incomplete", rep.Incomplete))
 	level := slog.LevelInfo
