@@ -4,12 +4,14 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/aws/smithy-go"
 	"github.com/google/go-github/v62/github"
 
 	"github.com/ghclaim/ghclaim/shared/failure"
+	"github.com/ghclaim/ghclaim/shared/job"
 )
 
 // TestClassifyByTheRuleAlone: cases that only one rule of the classifier
@@ -75,14 +77,30 @@ func TestReasonNamesGitHubsRequestID(t *testing.T) {
 		err  error
 		want string
 	}{
-		{"404", answer(http.StatusNotFound, id, "Not Found"), "github 404: Not Found (request " + id + ")"},
+		{"404", answer(http.StatusNotFound, id, "Not Found"), "github 404 (request " + id + "): Not Found"},
 		{"403 permission", answer(http.StatusForbidden, id, "Resource not accessible by integration"),
-			"github 403: Resource not accessible by integration (request " + id + ")"},
+			"github 403 (request " + id + "): Resource not accessible by integration"},
 		{"an id too long", answer(http.StatusNotFound, fmt.Sprintf("%0100d", 7), "Not Found"), "github 404: Not Found"},
 		{"an id with a line break", answer(http.StatusNotFound, "C0DE\nforged: line", "Not Found"), "github 404: Not Found"},
 	} {
 		if got := failure.Classify(tt.err).Reason; got != tt.want {
 			t.Errorf("%s: reason %q, want %q", tt.name, got, tt.want)
 		}
+	}
+}
+
+// TestHistoryKeepsTheCauseWithARequestID: a history entry keeps a reason's
+// end (job.MaxHistoryError bytes), where the cause is; the request id goes
+// before GitHub's message, so the entry still names it. With the id at the
+// end, entries kept only a piece of the id.
+func TestHistoryKeepsTheCauseWithARequestID(t *testing.T) {
+	t.Parallel()
+	h := http.Header{}
+	h.Set("X-GitHub-Request-Id", "C3A4:1B2F:5D6E7F8:5E9A0B1:6571C3D2") // GitHub's shape
+	err := &github.ErrorResponse{Response: &http.Response{StatusCode: http.StatusBadGateway, Header: h}, Message: "Bad Gateway"}
+	fl := failure.Classify(err)
+	hist := job.AppendHistory(nil, job.Transition{To: job.Queued, Attempt: 1, Class: fl.Class.String(), Error: fl.Reason, Actor: job.ActorClaimer})
+	if got := hist[0].Error; !strings.Contains(got, "Bad Gateway") {
+		t.Errorf("history entry error %q (reason %q): GitHub's message is not kept", got, fl.Reason)
 	}
 }

@@ -160,15 +160,18 @@ func classify(err error) Failure {
 	// GitHub's typed errors.
 	var rle *github.RateLimitError
 	if errors.As(err, &rle) {
-		f := Failure{Class: RateLimit, Reason: "github rate limit: " + rle.Message, TokenExchange: tokenExchange(rle.Response), GitHub: true}
+		id := ""
+		if rle.Response != nil {
+			id = requestID(rle.Response.Header)
+		}
+		f := Failure{Class: RateLimit, Reason: "github rate limit" + id + ": " + rle.Message, TokenExchange: tokenExchange(rle.Response), GitHub: true}
 		if f.TokenExchange {
-			f.Reason = "github token rate limit: " + rle.Message
+			f.Reason = "github token rate limit" + id + ": " + rle.Message
 		}
 		if rle.Response != nil {
 			f.Status = rle.Response.StatusCode
 			f.RetryAfter, f.ResetAt = retryAfter(rle.Response.Header)
 			f.Remembered = len(rle.Response.Header) == 0
-			f.Reason += requestID(rle.Response.Header)
 		}
 		if f.RetryAfter == 0 && f.ResetAt.IsZero() {
 			f.ResetAt = rle.Rate.Reset.Time
@@ -177,15 +180,18 @@ func classify(err error) Failure {
 	}
 	var are *github.AbuseRateLimitError
 	if errors.As(err, &are) {
-		f := Failure{Class: RateLimit, Reason: "github secondary rate limit: " + are.Message, TokenExchange: tokenExchange(are.Response), GitHub: true}
+		id := ""
+		if are.Response != nil {
+			id = requestID(are.Response.Header)
+		}
+		f := Failure{Class: RateLimit, Reason: "github secondary rate limit" + id + ": " + are.Message, TokenExchange: tokenExchange(are.Response), GitHub: true}
 		if f.TokenExchange {
-			f.Reason = "github token secondary rate limit: " + are.Message
+			f.Reason = "github token secondary rate limit" + id + ": " + are.Message
 		}
 		if are.Response != nil {
 			f.Status = are.Response.StatusCode
 			f.RetryAfter, f.ResetAt = rateHeaders(are.Response.Header)
 			f.Remembered = len(are.Response.Header) == 0
-			f.Reason += requestID(are.Response.Header)
 			if f.Remembered && are.RetryAfter != nil && *are.RetryAfter > 0 {
 				// go-github's pre-request check: no real response, only its memory.
 				f.RetryAfter = *are.RetryAfter
@@ -279,7 +285,9 @@ func classify(err error) Failure {
 // fromResponse classifies an HTTP status from GitHub with its headers and
 // GitHub's message.
 func fromResponse(src string, status int, h http.Header, message, docURL string) Failure {
-	f := Failure{Status: status, Reason: src + " " + strconv.Itoa(status)}
+	// The request id before the message: history entries keep a reason's
+	// end (job.MaxHistoryError), where the cause is.
+	f := Failure{Status: status, Reason: src + " " + strconv.Itoa(status) + requestID(h)}
 	if message != "" {
 		f.Reason += ": " + message
 	}
@@ -310,13 +318,13 @@ func fromResponse(src string, status int, h http.Header, message, docURL string)
 	default:
 		f.Class = UnknownRetryable
 	}
-	f.Reason += requestID(h)
 	return f
 }
 
-// requestID is GitHub's X-GitHub-Request-Id of an answer, as a reason's
-// suffix (" (request C0DE:…)"), or "": what GitHub Support asks for about
-// a refused call. Bounded and printable only: it is stored and logged.
+// requestID is GitHub's X-GitHub-Request-Id of an answer, as it goes into
+// a reason after the status (" (request C0DE:…)"), or "": what GitHub
+// Support asks for about a refused call. Bounded and printable only: it is
+// stored and logged.
 func requestID(h http.Header) string {
 	id := h.Get("X-GitHub-Request-Id")
 	if id == "" || len(id) > 64 || strings.IndexFunc(id, func(r rune) bool { return r <= ' ' || r > '~' }) >= 0 {
