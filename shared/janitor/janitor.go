@@ -432,14 +432,18 @@ func (j *Janitor) runners(ctx context.Context, p *pass) error {
 	// A new order every pass, as for repositories: a budget smaller than
 	// the fleet must not always leave the same installations unvisited.
 	for _, i := range j.cfg.Rand.Perm(len(insts)) {
+		in := insts[i]
 		if !j.cfg.Now().Before(p.listUntil) {
 			// The runner phase's time is up: no rate read or share for
-			// the rest (a throttled table made each a second). Their
-			// machines are kept: no owner of theirs was reached.
+			// the rest (a throttled table made each a second), but their
+			// owners are known, so the machine phase may still judge
+			// their machines from its reserve (its call reads the rate).
 			p.rep.Incomplete = true
-			break
+			if k := strings.ToLower(in.Owner); p.owners[k] == nil {
+				p.owners[k] = &installState{id: in.ID}
+			}
+			continue
 		}
-		in := insts[i]
 		p.rep.InstallationsSeen++
 		if rd, halted := j.rate(ctx, in.ID, p.now); halted {
 			p.rep.RateLimited++

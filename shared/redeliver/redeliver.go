@@ -442,7 +442,12 @@ func (r *Redeliverer) read(ctx context.Context, rep *Report, mark job.DeliveryMa
 		for i, d := range page.Deliveries {
 			if d.ID <= mark.ID || d.DeliveredAt.Before(oldest) {
 				if d.ID > mark.ID && mark.ID > 0 {
-					r.missed(rep, page, i, mark, seen)
+					r.missed(ctx, rep, page, i, mark, seen, rd.latest)
+					// The mark moves past what was reported: the next pass
+					// reports it again only if it is read again.
+					if d.ID > rd.top.ID {
+						rd.top = job.DeliveryMark{ID: d.ID, DeliveredAt: d.DeliveredAt}
+					}
 				}
 				rd.next = ""
 				return rd // read before, or past the window: so is everything after
@@ -482,12 +487,15 @@ func (r *Redeliverer) read(ctx context.Context, rep *Report, mark job.DeliveryMa
 // (each a call, for nothing that can be redelivered), so when the page
 // does not reach the mark the pass says there is a gap (Report.Gap), which
 // pages as an expiry does.
-func (r *Redeliverer) missed(rep *Report, page ghapp.DeliveryPage, i int, mark job.DeliveryMark, seen map[string]bool) {
+func (r *Redeliverer) missed(ctx context.Context, rep *Report, page ghapp.DeliveryPage, i int, mark job.DeliveryMark, seen map[string]bool, latest map[string]int64) {
 	reached := false
 	for _, d := range page.Deliveries[i:] {
 		if d.ID <= mark.ID {
 			reached = true
 			break
+		}
+		if _, ok := latest[d.GUID]; !ok {
+			latest[d.GUID] = d.ID // a carried retry of this GUID is decided here
 		}
 		if seen[d.GUID] {
 			continue
@@ -499,11 +507,22 @@ func (r *Redeliverer) missed(rep *Report, page ghapp.DeliveryPage, i int, mark j
 				"delivery_id", d.GUID, "log_id", d.ID, "action", d.Action, "delivered_at", d.DeliveredAt, "window", r.c.Window)
 		}
 	}
-	if !reached && page.Next != "" {
+	if !reached && page.Next != "" && r.beyond(ctx, page.Next, mark) {
 		rep.Gap = true
 		r.c.Log.Warn("redeliver: deliveries between the mark and the window's edge were never read: failed ones among them will not be redelivered",
 			"mark", mark.ID, "oldest_read", page.Deliveries[len(page.Deliveries)-1].ID, "window", r.c.Window)
 	}
+}
+
+// beyond reports whether the log page at cursor starts above the mark:
+// entries above it were left unread. One entry is asked for (a page's end
+// often meets the mark); a read that fails counts as a gap, the safe side.
+func (r *Redeliverer) beyond(ctx context.Context, cursor string, mark job.DeliveryMark) bool {
+	next, err := r.c.GitHub.ListHookDeliveries(ctx, cursor, 1)
+	if err != nil {
+		return true
+	}
+	return len(next.Deliveries) > 0 && next.Deliveries[0].ID > mark.ID
 }
 
 // redeliver counts an attempt for d's GUID, then asks GitHub. It reports
