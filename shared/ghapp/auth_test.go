@@ -293,11 +293,12 @@ func TestTokenExchangeClassified(t *testing.T) {
 		class  failure.Class
 		status int
 		reason string // prefix
+		says   string // GitHub's message, after the status and request id
 	}{
-		{name: "401 wrong key", class: failure.NonRetryable, status: 401, reason: "github token 401: A JSON web token", client: func(t *testing.T) *ghapp.Client {
+		{name: "401 wrong key", class: failure.NonRetryable, status: 401, reason: "github token 401", says: ": A JSON web token", client: func(t *testing.T) *ghapp.Client {
 			return setup(t, option{cfg: func(c *ghapp.Config) { c.PrivateKey = otherPEM }}).client
 		}},
-		{name: "404 installation gone", class: failure.NonRetryable, status: 404, reason: "github token 404: Not Found", client: func(t *testing.T) *ghapp.Client {
+		{name: "404 installation gone", class: failure.NonRetryable, status: 404, reason: "github token 404", says: ": Not Found", client: func(t *testing.T) *ghapp.Client {
 			return answering(t, http.MethodPost, tokenPath, 404,
 				`{"message":"Not Found","documentation_url":"https://docs.github.com/rest/apps/apps#create-an-installation-access-token-for-an-app","status":"404"}`)
 		}},
@@ -320,7 +321,7 @@ func TestTokenExchangeClassified(t *testing.T) {
 				t.Fatal("GenerateJIT: no error, want the token endpoint's")
 			}
 			got := failure.Classify(err)
-			if got.Class != tt.class || got.Status != tt.status || !strings.HasPrefix(got.Reason, tt.reason) {
+			if got.Class != tt.class || got.Status != tt.status || !strings.HasPrefix(got.Reason, tt.reason) || !strings.Contains(got.Reason, tt.says) {
 				t.Errorf("Classify = %v %d %q, want %v %d %q…", got.Class, got.Status, got.Reason, tt.class, tt.status, tt.reason)
 			}
 			if strings.Contains(err.Error(), "Bearer") || strings.Contains(err.Error(), "ghs_") {
