@@ -552,6 +552,15 @@ func TestStoreCore(t *testing.T, base int64, open func(t *testing.T) Core, pendi
 		if got.LivenessChecks != 2 {
 			t.Fatalf("a second read's check: %d checks, want 2", got.LivenessChecks)
 		}
+		// GitHub holds the job (waiting for approval): its wait is no
+		// failure of ours: the max-age clock stops, the checks start over.
+		got, err = s.Recheck(ctx, got, now.Add(40*time.Minute), job.CheckWaiting, now)
+		must(t, err)
+		if got.FirstFailureAt != 0 || got.LivenessChecks != 0 || got.SweepAt != now.Add(40*time.Minute).UnixMilli() || got.State != job.Claimed {
+			t.Fatalf("waiting recheck: %+v, want no first_failure_at, 0 checks, sweep_at pushed, still claimed", got)
+		}
+		got, err = s.Recheck(ctx, got, now.Add(30*time.Minute), job.CheckIdle, now)
+		must(t, err)
 		// A new attempt resets the checks; the old read is then refused.
 		_, err = s.TakeBack(ctx, got, job.Queued, now, "runner_lost", now)
 		must(t, err)

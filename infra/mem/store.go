@@ -550,6 +550,9 @@ func (s *Store) Recheck(ctx context.Context, read job.Record, due time.Time, che
 	if check == job.CheckBlocked && cur.FirstFailureAt == 0 {
 		cur.FirstFailureAt = job.Millis(now)
 	}
+	if check == job.CheckWaiting {
+		cur.FirstFailureAt, cur.LivenessChecks = 0, 0
+	}
 	if err := tooBig(cur); err != nil {
 		return job.Record{}, err
 	}

@@ -127,6 +127,12 @@ const (
 	// not set yet), so such a record is abandoned at max age rather than
 	// looked at every grace until its TTL.
 	CheckBlocked
+	// CheckWaiting: GitHub holds the job and gives it to no runner yet
+	// (waiting for an environment's reviewers, pending): the wait is
+	// GitHub's, so the max-age clock stops (first_failure_at removed) and
+	// the idle checks start over (liveness_checks 0); once GitHub queues
+	// the job, its runner gets its checks and its attempt its max age.
+	CheckWaiting
 )
 
 // Report is a job GitHub reported in progress or completed: the webhook marks

@@ -193,15 +193,18 @@ func (r *Reclaimer) liveness(ctx context.Context, w window, c candidate, now tim
 		// GitHub holds the job but gives it to no runner yet: waiting for
 		// an environment's reviewers (up to 30 days), pending behind a
 		// concurrency group. No runner of ours is missing it: nothing is
-		// removed or counted, and the record is looked at again after a
-		// grace (an idle runner's machine powers itself off meanwhile).
+		// removed or counted, the max-age clock stops and the idle checks
+		// start over (job.CheckWaiting: the wait is GitHub's, and a job
+		// that failed once before its claim was abandoned as past max age
+		// right after its approval), and the record is looked at again
+		// after a grace (an idle runner's machine powers itself off).
 		// Once GitHub queues the job, a check finds its runner gone or
 		// idle and starts an attempt; a new attempt for each wait would
 		// spend the replacements and abandon the job before the approval.
 		rep.LivenessWaiting++
 		log.InfoContext(ctx, "reclaim liveness: job not runnable yet at GitHub, checked again later", slog.String("job_status", status),
 			slog.String("runner_name", name), slog.Bool("runner_missing", missing))
-		return c, "", r.recheck(ctx, c, now.Add(grace), job.CheckSkipped, now, rep)
+		return c, "", r.recheck(ctx, c, now.Add(grace), job.CheckWaiting, now, rep)
 	}
 	c.reason = RunnerLost
 	if !missing && runner.Busy {

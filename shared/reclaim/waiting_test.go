@@ -47,3 +47,51 @@ func TestLivenessJudgesNotYetRunnableAsQueued(t *testing.T) {
 		})
 	}
 }
+
+// TestApprovedAfterMaxAgeIsNotAbandoned: a job whose first claim
+// attempt met one passing failure (a 502, or a rate-limit deferral, which
+// DESIGN says sets first_failure_at) and then succeeded is claimed with
+// first_failure_at set (Finish does not clear it). GitHub then holds the
+// job for an environment's reviewers for 4 hours; its runner's machine
+// powers off at its idle limit (offline). The wait stops the max-age clock
+// (job.CheckWaiting): after the approval the first check finds the job
+// queued, the runner offline, and starts an attempt. With the clock running
+// on, it abandoned the job, whose post-approval queued the webhook had
+// answered "duplicate": lost.
+func TestApprovedAfterMaxAgeIsNotAbandoned(t *testing.T) {
+	t.Parallel()
+	l := setupLive(t)
+	const id = int64(7901)
+	name := job.RunnerName("linux", id)
+	claimedAt := t0.Add(-liveGrace - time.Second)
+	l.claimed(t, id, claimedAt)
+	r := l.get(t, id)
+	r.FirstFailureAt = job.Millis(claimedAt.Add(-time.Minute)) // one 502 before the claim succeeded
+	l.store.Put(r)
+	must(t, l.fake.SetRunner(name, "offline", false)) // idle limit reached: the machine powered off
+	l.fake.SetJob("octo", "app", ghfake.Job{ID: id, RunID: 7, Status: "waiting", Labels: []string{"self-hosted", "linux"}})
+	rc := l.reclaimer(t, nil)
+	for start := l.clock.Now(); l.clock.Now().Sub(start) < 4*time.Hour; l.clock.Advance(liveGrace + time.Second) {
+		l.run(t, rc)
+	}
+	if got := l.get(t, id); got.State != job.Claimed {
+		t.Fatalf("while waiting: %s (%q)", got.State, got.LastError)
+	}
+	// The reviewer approves: GitHub queues the job again.
+	l.fake.SetJob("octo", "app", ghfake.Job{ID: id, RunID: 7, Status: "queued", Labels: []string{"self-hosted", "linux"}})
+	l.run(t, rc)
+	if got := l.get(t, id); got.State.Terminal() {
+		t.Fatalf("approved job %d after a 4 h wait: record %s (%q); want a new attempt (queued): the wait counted toward max age", id, got.State, got.LastError)
+	}
+}
+
+// TestAuditParkedChecksDoNotDrainInstallation: jobs GitHub holds for
+// approval (or pending behind concurrency groups) stay claimed and parked
+// for as long as GitHub holds them (up to 30 days), and each costs two
+// calls (find runner, job status) every runner-start grace, with no
+// back-off and no floor: the reclaimer stops only at remaining 0. At a
+// tenth of GitHub's scale (budget 500 an hour, 50 waiting jobs; GitHub's
+// 5000 an hour is drained by ~420 waiting jobs alike) the parked checks
+// alone spend the installation's whole budget within the hour, so every
+// claim of a runnable job of that installation is deferred to the reset,
+// hour after hour, while the jobs wait.

@@ -245,7 +245,8 @@ func (s *Store) conditional(ctx context.Context, op string, id int64, update, co
 // read: sweep_at moves to due; liveness_checks grows by one for
 // job.CheckIdle (a check that found the runner online but idle; a check
 // skipped for an exhausted rate limit or a passing GitHub error is not
-// counted); job.CheckBlocked sets first_failure_at to now unless it is set.
+// counted); job.CheckBlocked sets first_failure_at to now unless it is set;
+// job.CheckWaiting removes it and sets liveness_checks to 0.
 // It is conditional on the state (claimed) and version read and does not
 // bump the version (no message follows). A refusal is a *job.ConflictError
 // carrying the record as it is now.
@@ -271,6 +272,10 @@ func (s *Store) Recheck(ctx context.Context, read job.Record, due time.Time, che
 		// would reach the check limit a grace period early and be replaced).
 		vals[":checks"] = n(int64(read.LivenessChecks) + 1)
 		update += ", liveness_checks = :checks"
+	}
+	if check == job.CheckWaiting {
+		vals[":zero"] = n(0)
+		update += ", liveness_checks = :zero REMOVE first_failure_at"
 	}
 	// No history entry: the record stays claimed (no transition).
 	return s.conditional(ctx, "recheck", read.JobID, update, "#s = :read AND version = :v", vals, nil, nil)
