@@ -104,3 +104,21 @@ func TestHistoryKeepsTheCauseWithARequestID(t *testing.T) {
 		t.Errorf("history entry error %q (reason %q): GitHub's message is not kept", got, fl.Reason)
 	}
 }
+
+// TestHistoryKeepsTheStatusWithoutAMessage: GitHub's edge answers 502 and
+// 504 with an HTML page (no message), and a 429 often has none: the reason
+// then ends with the status's text, so a history entry (the reason's last
+// bytes) still names the cause; it once ended with the request id.
+func TestHistoryKeepsTheStatusWithoutAMessage(t *testing.T) {
+	t.Parallel()
+	for _, status := range []int{http.StatusBadGateway, http.StatusGatewayTimeout, http.StatusTooManyRequests} {
+		h := http.Header{}
+		h.Set("X-GitHub-Request-Id", "C3A4:1B2F:5D6E7F8:5E9A0B1:6571C3D2")
+		err := &github.ErrorResponse{Response: &http.Response{StatusCode: status, Header: h}} // HTML body: no message
+		fl := failure.Classify(err)
+		hist := job.AppendHistory(nil, job.Transition{To: job.Queued, Attempt: 1, Class: fl.Class.String(), Error: fl.Reason, Actor: job.ActorClaimer})
+		if got := hist[0].Error; !strings.Contains(got, http.StatusText(status)) {
+			t.Errorf("status %d: reason %q, history entry %q: the cause is not kept", status, fl.Reason, got)
+		}
+	}
+}

@@ -164,9 +164,13 @@ func classify(err error) Failure {
 		if rle.Response != nil {
 			id = requestID(rle.Response.Header)
 		}
-		f := Failure{Class: RateLimit, Reason: "github rate limit" + id + ": " + rle.Message, TokenExchange: tokenExchange(rle.Response), GitHub: true}
+		msg := rle.Message
+		if msg == "" {
+			msg = "rate limit exceeded" // the reason's end names the cause, not the id
+		}
+		f := Failure{Class: RateLimit, Reason: "github rate limit" + id + ": " + msg, TokenExchange: tokenExchange(rle.Response), GitHub: true}
 		if f.TokenExchange {
-			f.Reason = "github token rate limit" + id + ": " + rle.Message
+			f.Reason = "github token rate limit" + id + ": " + msg
 		}
 		if rle.Response != nil {
 			f.Status = rle.Response.StatusCode
@@ -184,9 +188,13 @@ func classify(err error) Failure {
 		if are.Response != nil {
 			id = requestID(are.Response.Header)
 		}
-		f := Failure{Class: RateLimit, Reason: "github secondary rate limit" + id + ": " + are.Message, TokenExchange: tokenExchange(are.Response), GitHub: true}
+		msg := are.Message
+		if msg == "" {
+			msg = "secondary rate limit exceeded"
+		}
+		f := Failure{Class: RateLimit, Reason: "github secondary rate limit" + id + ": " + msg, TokenExchange: tokenExchange(are.Response), GitHub: true}
 		if f.TokenExchange {
-			f.Reason = "github token secondary rate limit" + id + ": " + are.Message
+			f.Reason = "github token secondary rate limit" + id + ": " + msg
 		}
 		if are.Response != nil {
 			f.Status = are.Response.StatusCode
@@ -288,8 +296,14 @@ func fromResponse(src string, status int, h http.Header, message, docURL string)
 	// The request id before the message: history entries keep a reason's
 	// end (job.MaxHistoryError), where the cause is.
 	f := Failure{Status: status, Reason: src + " " + strconv.Itoa(status) + requestID(h)}
-	if message != "" {
+	switch {
+	case message != "":
 		f.Reason += ": " + message
+	case status != http.StatusForbidden && http.StatusText(status) != "":
+		// No message (an HTML error page of GitHub's edge): the status's
+		// text, so the reason's end (what history entries keep) names the
+		// cause and not the request id.
+		f.Reason += ": " + http.StatusText(status)
 	}
 	switch {
 	case status == http.StatusTooManyRequests:

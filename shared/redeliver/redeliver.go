@@ -442,7 +442,7 @@ func (r *Redeliverer) read(ctx context.Context, rep *Report, mark job.DeliveryMa
 		for i, d := range page.Deliveries {
 			if d.ID <= mark.ID || d.DeliveredAt.Before(oldest) {
 				if d.ID > mark.ID && mark.ID > 0 {
-					r.missed(ctx, rep, page, i, mark, seen, rd.latest)
+					r.missed(ctx, rep, page, i, mark, seen, rd.latest, stop)
 					// The mark moves past what was reported: the next pass
 					// reports it again only if it is read again.
 					if d.ID > rd.top.ID {
@@ -487,7 +487,7 @@ func (r *Redeliverer) read(ctx context.Context, rep *Report, mark job.DeliveryMa
 // (each a call, for nothing that can be redelivered), so when the page
 // does not reach the mark the pass says there is a gap (Report.Gap), which
 // pages as an expiry does.
-func (r *Redeliverer) missed(ctx context.Context, rep *Report, page ghapp.DeliveryPage, i int, mark job.DeliveryMark, seen map[string]bool, latest map[string]int64) {
+func (r *Redeliverer) missed(ctx context.Context, rep *Report, page ghapp.DeliveryPage, i int, mark job.DeliveryMark, seen map[string]bool, latest map[string]int64, stop time.Time) {
 	reached := false
 	for _, d := range page.Deliveries[i:] {
 		if d.ID <= mark.ID {
@@ -507,7 +507,7 @@ func (r *Redeliverer) missed(ctx context.Context, rep *Report, page ghapp.Delive
 				"delivery_id", d.GUID, "log_id", d.ID, "action", d.Action, "delivered_at", d.DeliveredAt, "window", r.c.Window)
 		}
 	}
-	if !reached && page.Next != "" && r.beyond(ctx, page.Next, mark) {
+	if !reached && page.Next != "" && r.beyond(ctx, rep, page.Next, mark, stop) {
 		rep.Gap = true
 		r.c.Log.Warn("redeliver: deliveries between the mark and the window's edge were never read: failed ones among them will not be redelivered",
 			"mark", mark.ID, "oldest_read", page.Deliveries[len(page.Deliveries)-1].ID, "window", r.c.Window)
@@ -516,10 +516,20 @@ func (r *Redeliverer) missed(ctx context.Context, rep *Report, page ghapp.Delive
 
 // beyond reports whether the log page at cursor starts above the mark:
 // entries above it were left unread. One entry is asked for (a page's end
-// often meets the mark); a read that fails counts as a gap, the safe side.
-func (r *Redeliverer) beyond(ctx context.Context, cursor string, mark job.DeliveryMark) bool {
+// often meets the mark), within the pass's rate floor and budget; a read
+// that fails or may not be made counts as a gap, the safe side.
+func (r *Redeliverer) beyond(ctx context.Context, rep *Report, cursor string, mark job.DeliveryMark, stop time.Time) bool {
+	// Not below the rate floor or past the budget: no call, and the gap is
+	// reported (the safe side).
+	if why := r.shouldStop(stop); why != "" {
+		rep.Stopped = why
+		return true
+	}
 	next, err := r.c.GitHub.ListHookDeliveries(ctx, cursor, 1)
 	if err != nil {
+		if failure.Classify(err).Class == failure.RateLimit {
+			rep.Stopped = StopRateLimit // the carried retries wait too
+		}
 		return true
 	}
 	return len(next.Deliveries) > 0 && next.Deliveries[0].ID > mark.ID
