@@ -1,14 +1,11 @@
 package redeliver_test
 
 import (
-	"bytes"
-	"fmt"
 	"testing"
 	"time"
 
 	"github.com/ghclaim/ghclaim/infra/emftest"
 	"github.com/ghclaim/ghclaim/infra/ghfake"
-	"github.com/ghclaim/ghclaim/shared/obs"
 	"github.com/ghclaim/ghclaim/shared/redeliver"
 )
 
@@ -20,19 +17,7 @@ import (
 // pass, the same GUIDs logged every 5 minutes, the alarm held in ALARM.
 func TestMissedCountedOncePerDelivery(t *testing.T) {
 	t.Parallel()
-	f := setup(t)
-	f.cfg.PerPage = 2
-	var out bytes.Buffer
-	f.cfg.Metrics = obs.NewMetricsIn("ns", &out, map[string]string{"function": "redeliverer"}, f.clock.now)
-	f.fake.SetWebhook(answer(200), "s")
-	f.record("ok-1", "workflow_job", 200, time.Minute)
-	if first := f.run(t); first.Mark.ID == 0 {
-		t.Fatalf("first pass = %+v, want a mark", first)
-	}
-	for i := range 5 {
-		f.record(fmt.Sprintf("lost-%d", i), "workflow_job", 503, 0)
-	}
-	f.clock.add(redeliver.DefaultWindow + time.Hour) // no pass ran meanwhile
+	f, out := afterAGap(t)
 	if rep := f.run(t); !rep.Gap || rep.Expired != 2 {
 		t.Fatalf("pass after the gap = %+v, want Gap and 2 expired", rep)
 	}
@@ -75,14 +60,7 @@ func TestNoGapWhenThePageEndsAboveTheMark(t *testing.T) {
 // (the carried one was counted again in the retry loop).
 func TestExpiredCountsAGUIDOnce(t *testing.T) {
 	t.Parallel()
-	f := setup(t)
-	f.cfg.MinRemaining = 50
-	f.fake.SetAppRateLimit(5000, 55, t0.Add(30*time.Minute))
-	f.fake.SetWebhook(answer(200), "s")
-	for i := range 8 {
-		f.record(fmt.Sprintf("g-%02d", i), "workflow_job", 503, time.Duration(8-i)*time.Second)
-	}
-	first := f.run(t)
+	f, first := carriedAtTheFloor(t)
 	carried := first.Mark.Retry
 	if first.Stopped != redeliver.StopRateFloor || len(carried) == 0 || first.Mark.Resuming() {
 		t.Fatalf("first pass = %+v, want a finished read stopped at the floor with deliveries carried", first)

@@ -598,14 +598,7 @@ func TestHandleRedactsItsError(t *testing.T) {
 // they were dropped without a trace.
 func TestCarriedDeliveryAgedOutIsReported(t *testing.T) {
 	t.Parallel()
-	f := setup(t)
-	f.cfg.MinRemaining = 50
-	f.fake.SetAppRateLimit(5000, 55, t0.Add(30*time.Minute))
-	f.fake.SetWebhook(answer(200), "s")
-	for i := range 8 {
-		f.record(fmt.Sprintf("g-%02d", i), "workflow_job", 503, time.Duration(8-i)*time.Second)
-	}
-	first := f.run(t)
+	f, first := carriedAtTheFloor(t)
 	carried := first.Mark.Retry
 	if first.Stopped != redeliver.StopRateFloor || len(carried) == 0 {
 		t.Fatalf("first pass = %+v, want stopped at the floor with deliveries carried", first)
@@ -622,4 +615,20 @@ func TestCarriedDeliveryAgedOutIsReported(t *testing.T) {
 			t.Errorf("no log line names expired delivery %s:\n%s", d.GUID, logs.String())
 		}
 	}
+}
+
+// carriedAtTheFloor is a redeliverer whose first pass read eight failed
+// deliveries and stopped at the App's rate floor (55 left, floor 50) after
+// a few redeliveries, carrying the rest to the next pass; and that pass's
+// report.
+func carriedAtTheFloor(t *testing.T) (*fixture, redeliver.Report) {
+	t.Helper()
+	f := setup(t)
+	f.cfg.MinRemaining = 50
+	f.fake.SetAppRateLimit(5000, 55, t0.Add(30*time.Minute))
+	f.fake.SetWebhook(answer(200), "s")
+	for i := range 8 {
+		f.record(fmt.Sprintf("g-%02d", i), "workflow_job", 503, time.Duration(8-i)*time.Second)
+	}
+	return f, f.run(t)
 }

@@ -52,10 +52,26 @@ func TestUnreadFailedDeliveryAgedOutIsReported(t *testing.T) {
 // and the RedeliveryGap metric the alarm sums.
 func TestUnreadDeliveriesBeyondAPageAreAGap(t *testing.T) {
 	t.Parallel()
+	f, out := afterAGap(t)
+	out.Reset()
+	rep := f.run(t)
+	if !rep.Gap || rep.Expired != 2 || rep.Redelivered != 0 {
+		t.Fatalf("pass after the gap = %+v, want Gap, the 2 failed deliveries of the page it read expired, none redelivered", rep)
+	}
+	if got := emftest.Select(emftest.Parse(t, out.Bytes()), "RedeliveryGap", map[string]string{"function": "redeliverer"}); len(got) != 1 || got[0].Sum() != 1 {
+		t.Errorf("RedeliveryGap points %+v, want one of 1", got)
+	}
+}
+
+// afterAGap is a redeliverer with a mark (one delivery read) whose log then
+// got five failed deliveries no pass read before they aged past the window
+// (pages of two), and the buffer its metrics go to.
+func afterAGap(t *testing.T) (*fixture, *bytes.Buffer) {
+	t.Helper()
 	f := setup(t)
 	f.cfg.PerPage = 2
-	var out bytes.Buffer
-	f.cfg.Metrics = obs.NewMetricsIn("ns", &out, map[string]string{"function": "redeliverer"}, f.clock.now)
+	out := &bytes.Buffer{}
+	f.cfg.Metrics = obs.NewMetricsIn("ns", out, map[string]string{"function": "redeliverer"}, f.clock.now)
 	f.fake.SetWebhook(answer(200), "s")
 	f.record("ok-1", "workflow_job", 200, time.Minute)
 	if first := f.run(t); first.Mark.ID == 0 {
@@ -65,12 +81,5 @@ func TestUnreadDeliveriesBeyondAPageAreAGap(t *testing.T) {
 		f.record(fmt.Sprintf("lost-%d", i), "workflow_job", 503, 0)
 	}
 	f.clock.add(redeliver.DefaultWindow + time.Hour) // no pass ran meanwhile
-	out.Reset()
-	rep := f.run(t)
-	if !rep.Gap || rep.Expired != 2 || rep.Redelivered != 0 {
-		t.Fatalf("pass after the gap = %+v, want Gap, the 2 failed deliveries of the page it read expired, none redelivered", rep)
-	}
-	if got := emftest.Select(emftest.Parse(t, out.Bytes()), "RedeliveryGap", map[string]string{"function": "redeliverer"}); len(got) != 1 || got[0].Sum() != 1 {
-		t.Errorf("RedeliveryGap points %+v, want one of 1", got)
-	}
+	return f, out
 }
