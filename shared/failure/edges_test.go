@@ -122,3 +122,24 @@ func TestHistoryKeepsTheStatusWithoutAMessage(t *testing.T) {
 		}
 	}
 }
+
+// TestForbiddenRateLimitWithoutMessageNamesTheCause: a 403 that is a rate
+// limit only by its Retry-After (an HTML page of GitHub's edge: no message,
+// so go-github gives a plain ErrorResponse) ends its reason with the cause,
+// so a history entry (the reason's last bytes) names it; it ended with the
+// request id.
+func TestForbiddenRateLimitWithoutMessageNamesTheCause(t *testing.T) {
+	t.Parallel()
+	h := http.Header{}
+	h.Set("X-GitHub-Request-Id", "C3A4:1B2F:5D6E7F8:5E9A0B1:6571C3D2")
+	h.Set("Retry-After", "60")
+	err := &github.ErrorResponse{Response: &http.Response{StatusCode: http.StatusForbidden, Header: h}} // HTML body: no message
+	fl := failure.Classify(err)
+	if fl.Class != failure.RateLimit {
+		t.Fatalf("class %s, want rate_limit", fl.Class)
+	}
+	hist := job.AppendHistory(nil, job.Transition{To: job.Queued, Attempt: 1, Class: fl.Class.String(), Error: fl.Reason, Actor: job.ActorClaimer})
+	if got := hist[0].Error; !strings.Contains(got, "limit exceeded") {
+		t.Errorf("reason %q, history entry %q: a rate limit without GitHub's message does not end with its cause", fl.Reason, got)
+	}
+}

@@ -316,6 +316,9 @@ func fromResponse(src string, status int, h http.Header, message, docURL string)
 			strings.HasSuffix(docURL, "#abuse-rate-limits") || strings.HasSuffix(docURL, "secondary-rate-limits") ||
 			strings.Contains(lower, "rate limit") {
 			f.Class = RateLimit
+			if message == "" {
+				f.Reason += ": rate limit exceeded" // the reason's end names the cause
+			}
 		} else {
 			f.Class = NonRetryable
 			if message == "" {

@@ -248,9 +248,12 @@ func (r *Reclaimer) liveness(ctx context.Context, w window, c candidate, now tim
 	if !removed {
 		// The old machine may still be up: a new attempt now would give
 		// the job two. Like any failed call of the check, look again after
-		// a grace.
+		// a grace; and the max-age clock starts (job.CheckBlocked): a
+		// removal that never succeeds (a permission missing, a long
+		// outage) must end in an abandon at max age, with its alarm, not
+		// in a job claimed until its TTL while GitHub fails it at 24 h.
 		log.WarnContext(ctx, "reclaim liveness: old attempt not removed, new attempt deferred", slog.String("runner_name", name))
-		return c, "", r.recheck(ctx, c, r.afterFailure(rec.InstallationID, now, grace), job.CheckSkipped, now, rep)
+		return c, "", r.recheck(ctx, c, r.afterFailure(rec.InstallationID, now, grace), job.CheckBlocked, now, rep)
 	}
 	log.InfoContext(ctx, "reclaim liveness: new attempt", slog.String("runner_name", name), slog.String("job_status", status),
 		slog.String("runner_status", runner.Status), slog.Bool("runner_busy", runner.Busy), slog.Bool("runner_missing", missing),

@@ -84,14 +84,3 @@ func TestApprovedAfterMaxAgeIsNotAbandoned(t *testing.T) {
 		t.Fatalf("approved job %d after a 4 h wait: record %s (%q); want a new attempt (queued): the wait counted toward max age", id, got.State, got.LastError)
 	}
 }
-
-// TestAuditParkedChecksDoNotDrainInstallation: jobs GitHub holds for
-// approval (or pending behind concurrency groups) stay claimed and parked
-// for as long as GitHub holds them (up to 30 days), and each costs two
-// calls (find runner, job status) every runner-start grace, with no
-// back-off and no floor: the reclaimer stops only at remaining 0. At a
-// tenth of GitHub's scale (budget 500 an hour, 50 waiting jobs; GitHub's
-// 5000 an hour is drained by ~420 waiting jobs alike) the parked checks
-// alone spend the installation's whole budget within the hour, so every
-// claim of a runnable job of that installation is deferred to the reset,
-// hour after hour, while the jobs wait.
