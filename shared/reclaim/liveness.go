@@ -201,10 +201,7 @@ func (r *Reclaimer) liveness(ctx context.Context, w window, c candidate, now tim
 		// Once GitHub queues the job, a check finds its runner gone or
 		// idle and starts an attempt; a new attempt for each wait would
 		// spend the replacements and abandon the job before the approval.
-		rep.LivenessWaiting++
-		log.InfoContext(ctx, "reclaim liveness: job not runnable yet at GitHub, checked again later", slog.String("job_status", status),
-			slog.String("runner_name", name), slog.Bool("runner_missing", missing))
-		return c, "", r.recheck(ctx, c, now.Add(grace), job.CheckWaiting, now, rep)
+		return r.park(ctx, c, status, name, missing, grace, now, log, rep)
 	}
 	c.reason = RunnerLost
 	if !missing && runner.Busy {
@@ -238,6 +235,12 @@ func (r *Reclaimer) liveness(ctx context.Context, w window, c candidate, now tim
 		}
 		if serr != nil {
 			return r.failed(ctx, w, c, serr, grace, now, rep)
+		}
+		if notYet(status) {
+			// Queued at the look, held by GitHub now (reviewers): the
+			// runner went to another job, ours waits for none: parked,
+			// as at the first status.
+			return r.park(ctx, c, status, name, missing, grace, now, log, rep)
 		}
 		r.taken(ctx, &c, name, status, log, rep)
 	}
@@ -336,6 +339,35 @@ func (r *Reclaimer) atWork(ctx context.Context, w window, rec job.Record, now ti
 	rep.LivenessDone++
 	log.InfoContext(ctx, "reclaim liveness: job already at work at GitHub, done", slog.String("job_status", status))
 	return status, nil, true, nil
+}
+
+// park leaves a claimed record whose job GitHub does not give to a runner
+// yet (notYet) for a look after a grace: nothing removed or counted. The
+// wait is GitHub's, so a max-age clock from before the claim (a failure of
+// the claim attempt) stops (job.CheckWaiting); a clock the reclaimer
+// started after the claim (an old attempt it could not remove) is kept
+// (job.CheckSkipped), or a job alternating between waiting and queued
+// would never reach its abandon.
+func (r *Reclaimer) park(ctx context.Context, c candidate, status, name string, missing bool, grace time.Duration, now time.Time, log *slog.Logger, rep *Report) (candidate, job.State, error) {
+	check := job.CheckWaiting
+	if c.rec.FirstFailureAt != 0 && c.rec.FirstFailureAt >= claimedAt(c.rec) {
+		check = job.CheckSkipped
+	}
+	rep.LivenessWaiting++
+	log.InfoContext(ctx, "reclaim liveness: job not runnable yet at GitHub, checked again later", slog.String("job_status", status),
+		slog.String("runner_name", name), slog.Bool("runner_missing", missing))
+	return c, "", r.recheck(ctx, c, now.Add(grace), check, now, rep)
+}
+
+// claimedAt is when rec last became claimed (ms), from its history; 0 when
+// the history does not say (then every clock counts as the reclaimer's).
+func claimedAt(rec job.Record) int64 {
+	for i := len(rec.History) - 1; i >= 0; i-- {
+		if rec.History[i].To == job.Claimed {
+			return rec.History[i].At
+		}
+	}
+	return 0
 }
 
 // notYet reports whether GitHub's job status says the job is not runnable
