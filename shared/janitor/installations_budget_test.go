@@ -58,14 +58,7 @@ func TestInstallationLoopStopsAtTheBudget(t *testing.T) {
 	start := f.now
 	rep := timedPass(t, f, janitor.Config{Store: f.store, GitHub: manyInstallations{GitHub: f.gh, n: 300}, Rates: rates,
 		Leftovers: f.prov})
-	by := start.Add(2 * time.Minute)
-	late := 0
-	for _, at := range rates.reads {
-		if !at.Before(by) {
-			late++
-		}
-	}
-	if late > 0 {
+	if late := startedAfter(rates.reads, start.Add(2*time.Minute)); late > 0 {
 		t.Errorf("%d of %d rate-state reads started after the pass's 2-minute budget (pass ran %s; Lambda timeout 180 s); report %+v",
 			late, len(rates.reads), f.now.Sub(start), rep)
 	}

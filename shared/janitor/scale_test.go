@@ -44,14 +44,7 @@ func TestConfigPhaseStopsAtTheBudget(t *testing.T) {
 	inv := &slowDeletes{Provisioner: f.prov, f: f, d: time.Second}
 	start := f.now
 	rep := timedPass(t, f, janitor.Config{Store: f.store, GitHub: f.gh, Leftovers: inv})
-	by := start.Add(2 * time.Minute)
-	late := 0
-	for _, at := range inv.calls {
-		if !at.Before(by) {
-			late++
-		}
-	}
-	if late > 0 {
+	if late := startedAfter(inv.calls, start.Add(2*time.Minute)); late > 0 {
 		t.Errorf("%d of %d DeleteConfig calls started after the pass's 2-minute budget (last at +%s; Lambda timeout +180s); report %+v",
 			late, len(inv.calls), inv.calls[len(inv.calls)-1].Sub(start), rep)
 	}
@@ -168,4 +161,16 @@ func timedPass(t *testing.T, f *fixture, cfg janitor.Config) janitor.Report {
 	defer cancel()
 	rep, _ := j.Run(ctx)
 	return rep
+}
+
+// startedAfter counts the calls (their start times) made at or after by:
+// past the pass's budget.
+func startedAfter(calls []time.Time, by time.Time) int {
+	late := 0
+	for _, at := range calls {
+		if !at.Before(by) {
+			late++
+		}
+	}
+	return late
 }

@@ -1,8 +1,6 @@
 package reclaim_test
 
 import (
-	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -24,11 +22,7 @@ func TestWaitingDoesNotEraseBlockedClock(t *testing.T) {
 	l := setupLive(t)
 	const id = int64(7990)
 	l.claimed(t, id, t0.Add(-liveGrace-time.Second))
-	rc := l.reclaimer(t, func(c *reclaim.Config) {
-		c.Provisioner = reclaim.ProvisionerFunc(func(context.Context, reclaim.Leftover) error {
-			return errors.New("UnauthorizedOperation: not authorized to perform ec2:TerminateInstances")
-		})
-	})
+	rc := l.reclaimer(t, cleanupRefused)
 	statuses := []string{"queued", "waiting"}
 	pass := 0
 	for start := l.clock.Now(); l.clock.Now().Sub(start) < 6*time.Hour; l.clock.Advance(liveGrace + time.Second) {

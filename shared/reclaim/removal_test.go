@@ -40,11 +40,7 @@ func TestStuckRemovalIsAbandonedAtMaxAge(t *testing.T) {
 				r.FirstFailureAt = job.Millis(claimedAt.Add(-time.Minute))
 				l.store.Put(r)
 			}
-			rc := l.reclaimer(t, func(c *reclaim.Config) {
-				c.Provisioner = reclaim.ProvisionerFunc(func(context.Context, reclaim.Leftover) error {
-					return errors.New("UnauthorizedOperation: not authorized to perform ec2:TerminateInstances")
-				})
-			})
+			rc := l.reclaimer(t, cleanupRefused)
 			if tc.waitFirst {
 				l.fake.SetJob("octo", "app", ghfake.Job{ID: id, RunID: 7, Status: "waiting", Labels: []string{"self-hosted", "linux"}})
 				l.run(t, rc)
@@ -61,4 +57,12 @@ func TestStuckRemovalIsAbandonedAtMaxAge(t *testing.T) {
 			}
 		})
 	}
+}
+
+// cleanupRefused makes every clean-up of an old attempt fail, as a policy
+// missing ec2:TerminateInstances would.
+func cleanupRefused(c *reclaim.Config) {
+	c.Provisioner = reclaim.ProvisionerFunc(func(context.Context, reclaim.Leftover) error {
+		return errors.New("UnauthorizedOperation: not authorized to perform ec2:TerminateInstances")
+	})
 }
