@@ -286,6 +286,28 @@ func TestJob(t *testing.T) {
 		t.Fatalf("job with GitHub unreachable: exit %d, got %v; want the record and the reason", r.code, got)
 	}
 
+	// A job GitHub holds for its reviewers: the looks that found it held
+	// and when the reclaimer looks again.
+	ctx, s := context.Background(), newStore()
+	_, err := s.CreateJob(ctx, rec(7102, "job-x64"), now.Add(-time.Hour))
+	must(t, err)
+	l, _, err := s.Acquire(ctx, 7102, 1, "claimer-1", now.Add(time.Minute), now.Add(-time.Hour))
+	must(t, err)
+	must(t, s.Finish(ctx, l, job.Outcome{State: job.Claimed, Attempt: 1, RunnerName: "job-x64-7102"}, now.Add(-time.Hour)))
+	held, err := s.Get(ctx, 7102)
+	must(t, err)
+	next := now.Add(20 * time.Minute).Truncate(time.Second)
+	_, err = s.Recheck(ctx, held, next, job.CheckWaiting, now)
+	must(t, err)
+	r = run(t, nil, gh("job", "7102")...)
+	if want := "1 looks in a row found it waiting or pending; next look " + next.UTC().Format(time.RFC3339); r.code != 0 || !strings.Contains(r.stdout, want) {
+		t.Fatalf("job 7102 held at GitHub: exit %d, want %q in\n%s", r.code, want, r.stdout)
+	}
+	r = run(t, nil, gh("job", "7102", "--json")...)
+	if got := decode[map[string]any](t, r.stdout); got["waits"] != float64(1) || got["next_look"] != next.UTC().Format(time.RFC3339) {
+		t.Fatalf("job 7102 --json: waits %v, next_look %v; want 1 and %s", got["waits"], got["next_look"], next.UTC().Format(time.RFC3339))
+	}
+
 	r = run(t, nil, gh("job", "7199")...)
 	if r.code != cli.ExitFail || strings.TrimSpace(r.stderr) != "job 7199 not found" {
 		t.Fatalf("unknown job: exit %d, stderr %q; want exit 1, job 7199 not found", r.code, r.stderr)

@@ -55,10 +55,14 @@ type jobView struct {
 	RunnerName     string   `json:"runner_name,omitempty"`
 	// Replacements counts the new attempts of runners that never took the
 	// job; ReplacementsBase those before the last operator retry (the cap,
-	// MAX_REPLACEMENTS, counts the rest); LivenessChecks the idle checks.
+	// MAX_REPLACEMENTS, counts the rest); LivenessChecks the idle checks;
+	// Waits the looks in a row that found the job held at GitHub (waiting
+	// for reviewers, pending), NextLook when the reclaimer looks again.
 	Replacements     int              `json:"replacements,omitempty"`
 	ReplacementsBase int              `json:"replacements_base,omitempty"`
 	LivenessChecks   int              `json:"liveness_checks,omitempty"`
+	Waits            int              `json:"waits,omitempty"`
+	NextLook         string           `json:"next_look,omitempty"`
 	CreatedAt        string           `json:"created_at,omitempty"`
 	UpdatedAt        string           `json:"updated_at,omitempty"`
 	DueAt            string           `json:"due_at,omitempty"`
@@ -73,7 +77,8 @@ func view(r job.Record) jobView {
 	v := jobView{
 		JobID: r.JobID, State: string(r.State), Version: r.Version, Attempt: r.Attempt, Pool: r.Pool, Repo: r.Repo,
 		InstallationID: r.InstallationID, RunID: r.RunID, Labels: r.Labels, RunnerName: r.RunnerName,
-		Replacements: r.Replacements, ReplacementsBase: r.ReplacementsBase, LivenessChecks: r.LivenessChecks,
+		Replacements: r.Replacements, ReplacementsBase: r.ReplacementsBase, LivenessChecks: r.LivenessChecks, Waits: r.Waits,
+		NextLook:  stamp(r.SweepAt),
 		CreatedAt: stamp(r.CreatedAt), UpdatedAt: stamp(r.UpdatedAt), DueAt: stamp(r.DueAt),
 		FirstFailureAt: stamp(r.FirstFailureAt), LeaseExpiresAt: stamp(r.LeaseExpiresAt),
 		LastErrorClass: r.LastErrorClass, LastError: r.LastError,
@@ -247,6 +252,9 @@ func (c *CLI) job(ctx context.Context, o *opts, args []string) error {
 			rep += fmt.Sprintf(" (%d since the last retry)", r.Replacements-r.ReplacementsBase)
 		}
 		row("replacements", fmt.Sprintf("%s, idle checks %d", rep, r.LivenessChecks))
+	}
+	if r.Waits > 0 {
+		row("held at github", fmt.Sprintf("%d looks in a row found it waiting or pending; next look %s", r.Waits, stamp(r.SweepAt)))
 	}
 	row("created", withAge(now, r.CreatedAt))
 	row("updated", withAge(now, r.UpdatedAt))

@@ -483,6 +483,23 @@ func TestStoreCore(t *testing.T, base int64, open func(t *testing.T) Core, pendi
 		}
 	})
 
+	run("an operator's requeue of a job abandoned while it waited starts without its waits", func(t *testing.T) {
+		j := id(64)
+		now := T0.Add(11 * time.Minute)
+		waited, err := s.Recheck(ctx, claimed(t, j, 0), now.Add(10*time.Minute), job.CheckWaiting, now)
+		must(t, err)
+		abandoned, err := s.TakeBack(ctx, waited, job.Abandoned, now, "reclaimer: its runner cannot be checked", now)
+		must(t, err)
+		if abandoned.Waits != 1 {
+			t.Fatalf("abandoned while waiting: %+v, want its wait kept for the operator to see", abandoned)
+		}
+		got, err := s.Requeue(ctx, job.Requeue{Read: abandoned, By: "alice", Due: now}, now)
+		must(t, err)
+		if got.Waits != 0 || get(t, j).Waits != 0 {
+			t.Fatalf("after requeue: %d waits, want 0: the retried job's first look would ask GitHub for its status alone, at a parked job's interval", got.Waits)
+		}
+	})
+
 	run("an operator's requeue gives the replacement cap and the idle checks back", func(t *testing.T) {
 		j := id(22)
 		now := T0.Add(11 * time.Minute)
@@ -556,16 +573,48 @@ func TestStoreCore(t *testing.T, base int64, open func(t *testing.T) Core, pendi
 		// failure of ours: the max-age clock stops, the checks start over.
 		got, err = s.Recheck(ctx, got, now.Add(40*time.Minute), job.CheckWaiting, now)
 		must(t, err)
-		if got.FirstFailureAt != 0 || got.LivenessChecks != 0 || got.SweepAt != now.Add(40*time.Minute).UnixMilli() || got.State != job.Claimed {
-			t.Fatalf("waiting recheck: %+v, want no first_failure_at, 0 checks, sweep_at pushed, still claimed", got)
+		if got.FirstFailureAt != 0 || got.LivenessChecks != 0 || got.SweepAt != now.Add(40*time.Minute).UnixMilli() || got.State != job.Claimed ||
+			got.Waits != 1 {
+			t.Fatalf("waiting recheck: %+v, want no first_failure_at, 0 checks, 1 wait, sweep_at pushed, still claimed", got)
+		}
+		// The waits count per read, as the checks; a timed wait keeps a
+		// clock, and an uncounted look keeps the waits.
+		waited := got
+		_, err = s.Recheck(ctx, waited, now.Add(40*time.Minute), job.CheckWaiting, now)
+		must(t, err)
+		_, err = s.Recheck(ctx, waited, now.Add(40*time.Minute), job.CheckWaiting, now)
+		must(t, err)
+		if got := get(t, j); got.Waits != 2 {
+			t.Fatalf("a read's wait counted twice: %d waits, want 2", got.Waits)
+		}
+		got, err = s.Recheck(ctx, get(t, j), now.Add(45*time.Minute), job.CheckBlocked, now)
+		must(t, err)
+		if got.Waits != 0 || got.FirstFailureAt != now.UnixMilli() {
+			t.Fatalf("blocked look after two waits: %+v, want the waits gone, a clock started", got)
+		}
+		got, err = s.Recheck(ctx, got, now.Add(50*time.Minute), job.CheckWaitingTimed, now)
+		must(t, err)
+		if got.Waits != 1 || got.FirstFailureAt != now.UnixMilli() || got.LivenessChecks != 0 {
+			t.Fatalf("timed waiting recheck: %+v, want 1 wait, first_failure_at kept", got)
+		}
+		got, err = s.Recheck(ctx, got, now.Add(55*time.Minute), job.CheckSkipped, now)
+		must(t, err)
+		if got.Waits != 1 {
+			t.Fatalf("uncounted look at a waiting record: %d waits, want 1 kept", got.Waits)
 		}
 		got, err = s.Recheck(ctx, got, now.Add(30*time.Minute), job.CheckIdle, now)
 		must(t, err)
-		// A new attempt resets the checks; the old read is then refused.
+		if got.Waits != 0 || got.LivenessChecks != 1 {
+			t.Fatalf("idle look after the waits: %+v, want the waits gone, 1 check", got)
+		}
+		got, err = s.Recheck(ctx, got, now.Add(30*time.Minute), job.CheckWaiting, now)
+		must(t, err)
+		// A new attempt resets the checks and the waits; the old read is
+		// then refused.
 		_, err = s.TakeBack(ctx, got, job.Queued, now, "runner_lost", now)
 		must(t, err)
-		if got := get(t, j); got.LivenessChecks != 0 {
-			t.Fatalf("checks %d after a new attempt, want 0", got.LivenessChecks)
+		if got := get(t, j); got.LivenessChecks != 0 || got.Waits != 0 {
+			t.Fatalf("checks %d, waits %d after a new attempt, want 0", got.LivenessChecks, got.Waits)
 		}
 		_, err = s.Recheck(ctx, read, now, job.CheckIdle, now)
 		conflict(t, "recheck after the record moved on", err, job.Queued, read.Version+1)

@@ -376,7 +376,7 @@ func (s *Store) takeBack(read job.Record, to job.State, due time.Time, reason st
 		}
 		if read.State == job.Claimed {
 			cur.Replacements++
-			cur.LivenessChecks = 0
+			cur.LivenessChecks, cur.Waits = 0, 0
 			if swap {
 				cur.ReplacementsBase++
 			}
@@ -528,9 +528,10 @@ func (s *Store) Postpone(ctx context.Context, read job.Record, until time.Time) 
 	return clone(cur), nil
 }
 
-// Recheck moves a claimed record's sweep_at to due (liveness_checks+1 for
-// job.CheckIdle, first_failure_at set unless set for job.CheckBlocked),
-// conditional on the state and version read.
+// Recheck moves a claimed record's sweep_at to due (liveness_checks+1 and
+// waits 0 for job.CheckIdle, first_failure_at set unless set and waits 0
+// for job.CheckBlocked, waits+1 for the waiting checks), conditional on the
+// state and version read.
 func (s *Store) Recheck(ctx context.Context, read job.Record, due time.Time, check job.Check, now time.Time) (job.Record, error) {
 	if err := ctx.Err(); err != nil {
 		return job.Record{}, err
@@ -546,12 +547,19 @@ func (s *Store) Recheck(ctx context.Context, read job.Record, due time.Time, che
 	cur.SweepShard, cur.SweepAt, cur.UpdatedAt = job.Shard(read.JobID, s.t.Shards), job.Millis(due), job.Millis(now)
 	if check == job.CheckIdle {
 		cur.LivenessChecks = read.LivenessChecks + 1 // one check per read, as shared/store writes it
+		cur.Waits = 0
 	}
-	if check == job.CheckBlocked && cur.FirstFailureAt == 0 {
-		cur.FirstFailureAt = job.Millis(now)
+	if check == job.CheckBlocked {
+		cur.Waits = 0
+		if cur.FirstFailureAt == 0 {
+			cur.FirstFailureAt = job.Millis(now)
+		}
 	}
-	if check == job.CheckWaiting {
-		cur.FirstFailureAt, cur.LivenessChecks = 0, 0
+	if check == job.CheckWaiting || check == job.CheckWaitingTimed {
+		cur.LivenessChecks, cur.Waits = 0, read.Waits+1
+		if check == job.CheckWaiting {
+			cur.FirstFailureAt = 0
+		}
 	}
 	if err := tooBig(cur); err != nil {
 		return job.Record{}, err
@@ -604,7 +612,7 @@ func (s *Store) Requeue(ctx context.Context, q job.Requeue, now time.Time) (job.
 	cur.LastErrorClass, cur.LastError = "", truncate(note)
 	cur.LeaseOwner, cur.LeaseExpiresAt = "", 0
 	cur.Replacements++ // a fresh runner name (job.RunnerNameAt) for the new attempt
-	cur.ReplacementsBase, cur.LivenessChecks = cur.Replacements, 0
+	cur.ReplacementsBase, cur.LivenessChecks, cur.Waits = cur.Replacements, 0, 0
 	if err := tooBig(cur); err != nil {
 		return job.Record{}, err
 	}

@@ -110,6 +110,12 @@ type Record struct {
 	// LivenessChecks counts the reclaimer's checks of a claimed record
 	// that found its runner online but idle (bounded; reset by a new attempt).
 	LivenessChecks int
+	// Waits counts the reclaimer's consecutive looks that found the job
+	// not runnable yet at GitHub (waiting for reviewers, pending): a
+	// parked record is looked at less often with each (back-off) and
+	// asked about its status first. Reset by any other counted look and
+	// by a new attempt.
+	Waits int
 	// History is the record's transitions, oldest first, at most
 	// MaxHistory: every state-changing write appends one.
 	History []Transition

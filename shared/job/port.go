@@ -119,20 +119,27 @@ const (
 	// CheckSkipped: not made (an exhausted rate limit) or failed for a
 	// passing reason (a 5xx, a timeout): nothing counted.
 	CheckSkipped Check = iota
-	// CheckIdle: the runner is online but idle: liveness_checks + 1.
+	// CheckIdle: the runner is online but idle: liveness_checks + 1,
+	// waits 0 (the job is queued at GitHub).
 	CheckIdle
 	// CheckBlocked: it cannot be made until something changes (the pool
 	// is not configured, GitHub refused for good: the repository or the
 	// installation gone): the max-age clock starts (first_failure_at, if
 	// not set yet), so such a record is abandoned at max age rather than
-	// looked at every grace until its TTL.
+	// looked at every grace until its TTL. waits 0: the look that
+	// blocks is no waiting look.
 	CheckBlocked
 	// CheckWaiting: GitHub holds the job and gives it to no runner yet
 	// (waiting for an environment's reviewers, pending): the wait is
 	// GitHub's, so the max-age clock stops (first_failure_at removed) and
 	// the idle checks start over (liveness_checks 0); once GitHub queues
 	// the job, its runner gets its checks and its attempt its max age.
+	// waits + 1 (the record's consecutive waiting looks).
 	CheckWaiting
+	// CheckWaitingTimed: as CheckWaiting, but first_failure_at is kept: a
+	// max-age clock the reclaimer started after the claim (an old attempt
+	// it could not remove) runs on through the wait.
+	CheckWaitingTimed
 )
 
 // Report is a job GitHub reported in progress or completed: the webhook marks

@@ -48,7 +48,9 @@ import (
 // two (offline, missing, busy), plus one delete for a new attempt; none when
 // the installation is exhausted or blocked. A GitHub error pushes the
 // check by one grace, uncounted, so a broken installation costs one call
-// per grace; a rate limit met pushes it to the limit's end instead.
+// per grace; a rate limit met pushes it to the limit's end instead. A job
+// GitHub holds (waiting for reviewers, pending) is parked (see park): its
+// looks back off to one an hour, each one status call.
 //
 // A new attempt first removes the old attempt: the runner is deleted
 // busy-safe (GitHub's 422 on a busy runner means leave it) and the
@@ -93,6 +95,10 @@ const (
 const (
 	DefaultMaxReplacements   = job.DefaultMaxReplacements
 	DefaultMaxLivenessChecks = 3
+	// DefaultMaxParkedInterval: a job GitHub holds for days costs one
+	// call an hour at most (its queued delivery after the approval brings
+	// the look forward: shared/webhook).
+	DefaultMaxParkedInterval = time.Hour
 )
 
 // liveness decides a claimed record past its grace (see above). It returns
@@ -159,6 +165,26 @@ func (r *Reclaimer) liveness(ctx context.Context, w window, c candidate, now tim
 	if scope == pool.ScopeOrg {
 		repo = ""
 	}
+	status, asked := "", false
+	if rec.Waits > 0 {
+		// Parked at the last look: GitHub's word on the job comes first
+		// (one call). Still held, it is parked again, further out; its
+		// runner is looked at only once GitHub queues the job.
+		st, serr, settled, err := r.atWork(ctx, w, rec, now, rep, log)
+		if settled || err != nil {
+			return c, "", err
+		}
+		if serr != nil {
+			return r.failed(ctx, w, c, serr, grace, now, rep)
+		}
+		if notYet(st) {
+			return r.park(ctx, c, st, name, grace, now, log, rep)
+		}
+		status, asked = st, true
+		if r.late(ctx, w, rep) {
+			return c, "", r.recheck(ctx, c, now, job.CheckSkipped, now, rep)
+		}
+	}
 	runner, ferr := r.cfg.GitHub.FindRunner(w.ctx, rec.InstallationID, scope, owner, repo, name)
 	missing := errors.Is(ferr, ghapp.ErrRunnerNotFound)
 	if ferr != nil && !missing {
@@ -182,12 +208,15 @@ func (r *Reclaimer) liveness(ctx context.Context, w window, c candidate, now tim
 		// sends this one's overrun must not eat.
 		return c, "", r.recheck(ctx, c, now, job.CheckSkipped, now, rep)
 	}
-	status, serr, settled, err := r.atWork(ctx, w, rec, now, rep, log)
-	if settled || err != nil {
-		return c, "", err
-	}
-	if serr != nil {
-		return r.failed(ctx, w, c, serr, grace, now, rep)
+	if !asked {
+		st, serr, settled, err := r.atWork(ctx, w, rec, now, rep, log)
+		if settled || err != nil {
+			return c, "", err
+		}
+		if serr != nil {
+			return r.failed(ctx, w, c, serr, grace, now, rep)
+		}
+		status = st
 	}
 	if notYet(status) {
 		// GitHub holds the job but gives it to no runner yet: waiting for
@@ -201,7 +230,7 @@ func (r *Reclaimer) liveness(ctx context.Context, w window, c candidate, now tim
 		// Once GitHub queues the job, a check finds its runner gone or
 		// idle and starts an attempt; a new attempt for each wait would
 		// spend the replacements and abandon the job before the approval.
-		return r.park(ctx, c, status, name, missing, grace, now, log, rep)
+		return r.park(ctx, c, status, name, grace, now, log, rep, slog.Bool("runner_missing", missing))
 	}
 	c.reason = RunnerLost
 	if !missing && runner.Busy {
@@ -230,17 +259,18 @@ func (r *Reclaimer) liveness(ctx context.Context, w window, c candidate, now tim
 		if r.late(ctx, w, rep) {
 			return c, "", r.recheck(ctx, c, now, job.CheckSkipped, now, rep)
 		}
-		if status, serr, settled, err = r.atWork(ctx, w, rec, now, rep, log); settled || err != nil {
+		st, serr, settled, err := r.atWork(ctx, w, rec, now, rep, log)
+		if settled || err != nil {
 			return c, "", err
 		}
 		if serr != nil {
 			return r.failed(ctx, w, c, serr, grace, now, rep)
 		}
-		if notYet(status) {
+		if status = st; notYet(status) {
 			// Queued at the look, held by GitHub now (reviewers): the
 			// runner went to another job, ours waits for none: parked,
 			// as at the first status.
-			return r.park(ctx, c, status, name, missing, grace, now, log, rep)
+			return r.park(ctx, c, status, name, grace, now, log, rep, slog.Bool("runner_missing", missing))
 		}
 		r.taken(ctx, &c, name, status, log, rep)
 	}
@@ -342,21 +372,40 @@ func (r *Reclaimer) atWork(ctx context.Context, w window, rec job.Record, now ti
 }
 
 // park leaves a claimed record whose job GitHub does not give to a runner
-// yet (notYet) for a look after a grace: nothing removed or counted. The
-// wait is GitHub's, so a max-age clock from before the claim (a failure of
-// the claim attempt) stops (job.CheckWaiting); a clock the reclaimer
-// started after the claim (an old attempt it could not remove) is kept
-// (job.CheckSkipped), or a job alternating between waiting and queued
-// would never reach its abandon.
-func (r *Reclaimer) park(ctx context.Context, c candidate, status, name string, missing bool, grace time.Duration, now time.Time, log *slog.Logger, rep *Report) (candidate, job.State, error) {
+// yet (notYet) for a later look: nothing removed or counted. The wait is
+// GitHub's, so a max-age clock from before the claim (a failure of the
+// claim attempt) stops (job.CheckWaiting); a clock the reclaimer started
+// after the claim (an old attempt it could not remove) is kept
+// (job.CheckWaitingTimed), or a job alternating between waiting and queued
+// would never reach its abandon. The look after is a grace away, then
+// twice as far after each look that finds the job still held, up to
+// MaxParkedInterval (parkedFor): a job may wait for its reviewers for 30
+// days, and a look every grace cost its installation about 1.25 calls
+// per grace per job, which a few hundred held jobs turned into most of
+// GitHub's 5,000 an hour.
+func (r *Reclaimer) park(ctx context.Context, c candidate, status, name string, grace time.Duration, now time.Time, log *slog.Logger, rep *Report, attrs ...slog.Attr) (candidate, job.State, error) {
 	check := job.CheckWaiting
 	if c.rec.FirstFailureAt != 0 && c.rec.FirstFailureAt >= claimedAt(c.rec) {
-		check = job.CheckSkipped
+		check = job.CheckWaitingTimed
 	}
+	after := parkedFor(grace, r.cfg.MaxParkedInterval, c.rec.Waits)
 	rep.LivenessWaiting++
-	log.InfoContext(ctx, "reclaim liveness: job not runnable yet at GitHub, checked again later", slog.String("job_status", status),
-		slog.String("runner_name", name), slog.Bool("runner_missing", missing))
-	return c, "", r.recheck(ctx, c, now.Add(grace), check, now, rep)
+	log.LogAttrs(ctx, slog.LevelInfo, "reclaim liveness: job not runnable yet at GitHub, checked again later", append([]slog.Attr{
+		slog.String("job_status", status), slog.String("runner_name", name), slog.Int("waits", c.rec.Waits+1),
+		slog.Duration("next_look_in", after)}, attrs...)...)
+	return c, "", r.recheck(ctx, c, now.Add(after), check, now, rep)
+}
+
+// parkedFor is how long a job held at GitHub waits for its next look after
+// waits earlier looks found it held: grace doubled waits times, capped at
+// most (never below grace).
+func parkedFor(grace, most time.Duration, waits int) time.Duration {
+	most = max(most, grace)
+	d := grace
+	for i := 0; i < waits && d < most; i++ {
+		d *= 2
+	}
+	return min(d, most)
 }
 
 // claimedAt is when rec last became claimed (ms), from its history; 0 when

@@ -261,6 +261,11 @@ type Config struct {
 	// MaxLivenessChecks bounds how often an online but idle runner is
 	// given another grace before it counts as lost.
 	MaxLivenessChecks int
+	// MaxParkedInterval caps the back-off between looks at a job GitHub
+	// holds (waiting for reviewers, pending): a grace, then twice as long
+	// after each look that finds it still held, up to this
+	// (DefaultMaxParkedInterval when zero; never below the pool's grace).
+	MaxParkedInterval time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -284,6 +289,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxLivenessChecks <= 0 {
 		c.MaxLivenessChecks = DefaultMaxLivenessChecks
+	}
+	if c.MaxParkedInterval <= 0 {
+		c.MaxParkedInterval = DefaultMaxParkedInterval
 	}
 	if c.RateRefresh <= 0 {
 		c.RateRefresh = ratelimit.DefaultRefresh

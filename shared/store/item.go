@@ -45,6 +45,7 @@ type recordItem struct {
 	Replacements     int              `dynamodbav:"replacements,omitempty"`
 	ReplacementsBase int              `dynamodbav:"replacements_base,omitempty"`
 	LivenessChecks   int              `dynamodbav:"liveness_checks,omitempty"`
+	Waits            int              `dynamodbav:"waits,omitempty"`
 	History          []transitionItem `dynamodbav:"history,omitempty"`
 }
 
@@ -56,7 +57,7 @@ func marshal(r job.Record) (map[string]types.AttributeValue, error) {
 		Repo: r.Repo, InstallationID: r.InstallationID, Labels: r.Labels, Pool: r.Pool,
 		RunnerName: r.RunnerName, Scope: r.Scope, RunID: r.RunID, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 		ExpiresAt: r.ExpiresAt, SweepShard: r.SweepShard, SweepAt: r.SweepAt,
-		Replacements: r.Replacements, ReplacementsBase: r.ReplacementsBase, LivenessChecks: r.LivenessChecks,
+		Replacements: r.Replacements, ReplacementsBase: r.ReplacementsBase, LivenessChecks: r.LivenessChecks, Waits: r.Waits,
 		History: historyItems(r.History),
 	}
 	if it.UpdatedAt == it.CreatedAt {
@@ -94,7 +95,7 @@ func unmarshal(m map[string]types.AttributeValue) (job.Record, error) {
 		Repo: it.Repo, InstallationID: it.InstallationID, Labels: it.Labels, Pool: it.Pool,
 		RunnerName: it.RunnerName, Scope: it.Scope, RunID: it.RunID, CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt,
 		ExpiresAt: it.ExpiresAt, SweepShard: it.SweepShard, SweepAt: it.SweepAt,
-		Replacements: it.Replacements, ReplacementsBase: it.ReplacementsBase, LivenessChecks: it.LivenessChecks,
+		Replacements: it.Replacements, ReplacementsBase: it.ReplacementsBase, LivenessChecks: it.LivenessChecks, Waits: it.Waits,
 		History: historyOf(it.History),
 	}, nil
 }

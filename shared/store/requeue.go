@@ -22,8 +22,8 @@ import (
 // (replacements one up: the last attempt's runner may be at work on another
 // job, and a claim under its name would take that busy runner for its
 // own), the replacement cap and the idle checks reset (replacements_base =
-// the new replacements, liveness_checks 0: the retried job gets its full
-// tolerance again), last_error "retried by operator <by>", and
+// the new replacements, liveness_checks 0, waits removed: the retried job
+// gets its full tolerance again), last_error "retried by operator <by>", and
 // the operator's entry appended to the history (history.go). It returns the record as written, or a *job.ConflictError carrying
 // the record as it is now (not found when there is none). The caller sends
 // the claim message for the new version afterwards.
@@ -61,7 +61,7 @@ func (s *Store) Requeue(ctx context.Context, q job.Requeue, now time.Time) (job.
 		"sweep_shard = :shard, sweep_at = :sweep, updated_at = :now, expires_at = :exp, last_error = :note, "+
 		"replacements = if_not_exists(replacements, :zero) + :one, replacements_base = if_not_exists(replacements, :zero) + :one, "+
 		"liveness_checks = :zero "+
-		"REMOVE first_failure_at, last_error_class, lease_owner, lease_expires_at", "#s = :read AND version = :v",
+		"REMOVE first_failure_at, last_error_class, lease_owner, lease_expires_at, waits", "#s = :read AND version = :v",
 		map[string]string{"#s": "state"}, vals, types.ReturnValueAllNew, &e,
 		func(cur job.Record) bool { return cur.State == r.State && cur.Version == r.Version })
 	var ccf *types.ConditionalCheckFailedException

@@ -181,6 +181,9 @@ func (s *Store) takeBack(ctx context.Context, read job.Record, to job.State, due
 			}
 		}
 		update += " REMOVE lease_owner, lease_expires_at"
+		if read.State == job.Claimed {
+			update += ", waits" // the new attempt's job is queued at GitHub
+		}
 	case job.Abandoned:
 		vals[":exp"] = n(now.Add(s.opt.RecordTTL).Unix())
 		vals[":em"] = str(truncate(reason))
@@ -245,8 +248,10 @@ func (s *Store) conditional(ctx context.Context, op string, id int64, update, co
 // read: sweep_at moves to due; liveness_checks grows by one for
 // job.CheckIdle (a check that found the runner online but idle; a check
 // skipped for an exhausted rate limit or a passing GitHub error is not
-// counted); job.CheckBlocked sets first_failure_at to now unless it is set;
-// job.CheckWaiting removes it and sets liveness_checks to 0.
+// counted), which removes waits; job.CheckBlocked sets first_failure_at
+// to now unless it is set and removes waits; job.CheckWaiting removes it, sets
+// liveness_checks to 0 and waits to the count read plus one
+// (job.CheckWaitingTimed likewise, first_failure_at kept).
 // It is conditional on the state (claimed) and version read and does not
 // bump the version (no message follows). A refusal is a *job.ConflictError
 // carrying the record as it is now.
@@ -263,7 +268,7 @@ func (s *Store) Recheck(ctx context.Context, read job.Record, due time.Time, che
 	}
 	update := "SET sweep_shard = :shard, sweep_at = :sweep, updated_at = :now"
 	if check == job.CheckBlocked {
-		update += ", first_failure_at = if_not_exists(first_failure_at, :now)"
+		update += ", first_failure_at = if_not_exists(first_failure_at, :now) REMOVE waits"
 	}
 	if check == job.CheckIdle {
 		// The count as read plus one, not an increment: the version does
@@ -271,11 +276,15 @@ func (s *Store) Recheck(ctx context.Context, read job.Record, due time.Time, che
 		// condition again and would count one check twice (an idle runner
 		// would reach the check limit a grace period early and be replaced).
 		vals[":checks"] = n(int64(read.LivenessChecks) + 1)
-		update += ", liveness_checks = :checks"
+		update += ", liveness_checks = :checks REMOVE waits"
 	}
-	if check == job.CheckWaiting {
-		vals[":zero"] = n(0)
-		update += ", liveness_checks = :zero REMOVE first_failure_at"
+	if check == job.CheckWaiting || check == job.CheckWaitingTimed {
+		// As read plus one, for the reason above.
+		vals[":zero"], vals[":waits"] = n(0), n(int64(read.Waits)+1)
+		update += ", liveness_checks = :zero, waits = :waits"
+		if check == job.CheckWaiting {
+			update += " REMOVE first_failure_at"
+		}
 	}
 	// No history entry: the record stays claimed (no transition).
 	return s.conditional(ctx, "recheck", read.JobID, update, "#s = :read AND version = :v", vals, nil, nil)
