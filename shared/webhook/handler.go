@@ -30,12 +30,15 @@ import (
 // as claimed back to queued (a new attempt with a runner name of its own,
 // counted toward neither the replacement cap nor max age), conditional on
 // the version read, and refuses with a *job.ConflictError carrying the
-// record as it is now.
+// record as it is now. Recheck serves only a queued delivery for a claimed
+// job the reclaimer found held at GitHub (waits > 0): its next look moves
+// to now (job.CheckSkipped), conditional on the state and version read.
 type Store interface {
 	CreateJob(ctx context.Context, r job.Record, now time.Time) (job.Record, error)
 	MarkDone(ctx context.Context, d job.Report, now time.Time) (job.State, error)
 	Get(ctx context.Context, id int64) (job.Record, error)
 	Swap(ctx context.Context, read job.Record, due time.Time, reason string, now time.Time) (job.Record, error)
+	Recheck(ctx context.Context, read job.Record, due time.Time, check job.Check, now time.Time) (job.Record, error)
 }
 
 // Queue sends claim messages (*queue.Queue in production).
@@ -245,10 +248,14 @@ func (h *Handler) queued(ctx context.Context, d *delivery, j Job, p pool.Pool, n
 	}, now)
 	if errors.Is(err, job.ErrConflict) {
 		var attrs []slog.Attr
+		outcome := "duplicate_job"
 		if cur, ok := job.CurrentOf(err); ok {
 			attrs = append(attrs, slog.String("state", string(cur.State)), slog.Int64("version", cur.Version))
+			if held(cur, now) {
+				outcome = h.wake(ctx, d, cur, now)
+			}
 		}
-		return h.answer(ctx, d, http.StatusOK, StatusDuplicate, fmt.Sprintf("job %d already recorded", j.JobID), "duplicate_job", attrs...)
+		return h.answer(ctx, d, http.StatusOK, StatusDuplicate, fmt.Sprintf("job %d already recorded", j.JobID), outcome, attrs...)
 	}
 	if err != nil {
 		return h.fail(ctx, d, "create_failed", err)
@@ -264,6 +271,35 @@ func (h *Handler) queued(ctx context.Context, d *delivery, j Job, p pool.Pool, n
 	}
 	return h.answer(ctx, d, http.StatusAccepted, StatusAccepted, fmt.Sprintf("job %d accepted for pool %s", j.JobID, p.Name), outcome, slog.String("pool", p.Name))
 }
+
+// held reports whether cur is a claimed job the reclaimer last found held
+// at GitHub (waiting for an environment's reviewers, pending) and looks at
+// again only later: its looks back off to one an hour.
+func held(cur job.Record, now time.Time) bool {
+	return cur.State == job.Claimed && cur.Waits > 0 && cur.SweepAt > job.Millis(now)
+}
+
+// wake brings the reclaimer's next look at a held job to now: GitHub
+// queues a job again once its reviewers approve it (queued, waiting,
+// queued), and its runner's machine may have powered off in the wait.
+// One conditional write, on the rare path of a queued delivery for a
+// held job; a refusal (the record moved on) or a failure leaves the look
+// where it was (it comes within the back-off's hour): the answer is the
+// duplicate's either way, since nothing here is lost.
+func (h *Handler) wake(ctx context.Context, d *delivery, cur job.Record, now time.Time) string {
+	if _, err := h.cfg.Store.Recheck(ctx, cur, now, job.CheckSkipped, now); err != nil {
+		if !errors.Is(err, job.ErrConflict) {
+			h.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "wake of a held job failed; the reclaimer looks at its next interval",
+				h.attrs(d, slog.String("error", err.Error()))...)
+		}
+		return "duplicate_job"
+	}
+	return OutcomeHeldWoken
+}
+
+// OutcomeHeldWoken: a queued delivery for a claimed job held at GitHub
+// brought the reclaimer's next look at it to now.
+const OutcomeHeldWoken = "held_job_woken"
 
 // done marks the record of a job pool p serves done: one conditional upsert.
 func (h *Handler) done(ctx context.Context, d *delivery, j Job, p pool.Pool, now time.Time) events.LambdaFunctionURLResponse {

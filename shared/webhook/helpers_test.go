@@ -160,12 +160,19 @@ func (f *flakyStore) Get(ctx context.Context, id int64) (job.Record, error) {
 	return f.Store.Get(ctx, id)
 }
 
+func (f *flakyStore) Recheck(ctx context.Context, read job.Record, due time.Time, check job.Check, now time.Time) (job.Record, error) {
+	if err := f.failure("Recheck"); err != nil {
+		return job.Record{}, err
+	}
+	return f.Store.Recheck(ctx, read, due, check, now)
+}
+
 // requests is every store request the handler made (every method of its
 // port), failed ones included.
 func (f *flakyStore) requests() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.Store.Calls("CreateJob") + f.Store.Calls("MarkDone") + f.Store.Calls("Get") + f.Store.Calls("Swap") + f.failed
+	return f.Store.Calls("CreateJob") + f.Store.Calls("MarkDone") + f.Store.Calls("Get") + f.Store.Calls("Swap") + f.Store.Calls("Recheck") + f.failed
 }
 
 type fixture struct {
