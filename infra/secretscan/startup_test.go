@@ -39,6 +39,10 @@ type startKit struct {
 	// queued delivers a queued job and returns the claimer's event for its message.
 	queued func(id int64) events.SQSEvent
 	record func(id int64) job.Record
+	// refusing is e with fn's AWS requests judged by fn's role in
+	// template.yaml, refused as IAM refuses (AccessDeniedException naming
+	// the resource as asked for), the refusals expected.
+	refusing func(fn string, e wire.Env) wire.Env
 }
 
 // with is e with the variables of kv set ("" deletes one).
@@ -82,14 +86,17 @@ func driveHold(t *testing.T, ctx context.Context, k startKit) map[string]string 
 		t.Fatal(err)
 	}
 	missing := strings.Replace(deleted, "secretscan-deleted", "secretscan-never-written", 1)
-	cases := []struct{ name, arn string }{
-		{"no such secret", missing},
-		{"secret scheduled for deletion", deleted},
-		{"key as key/value JSON", mk("json", string(asJSON))},
-		{"key with escaped newlines", mk("escaped", escaped)},
-		{"webhook secret in the key's secret", mk("hook", hookHex)},
-		{"key pasted into the ARN variable", k.keyPEM},
-		{"webhook secret pasted into the ARN variable", hookHex},
+	cases := []struct {
+		name, arn string
+		iam       bool // judged by the role: AWS refuses an id it does not name, quoting it
+	}{
+		{"no such secret", missing, false},
+		{"secret scheduled for deletion", deleted, false},
+		{"key as key/value JSON", mk("json", string(asJSON)), false},
+		{"key with escaped newlines", mk("escaped", escaped), false},
+		{"webhook secret in the key's secret", mk("hook", hookHex), false},
+		{"key pasted into the ARN variable", k.keyPEM, true},
+		{"webhook secret pasted into the ARN variable", hookHex, true},
 	}
 	ev := k.queued(1050)
 	before := k.record(1050)
@@ -97,7 +104,11 @@ func driveHold(t *testing.T, ctx context.Context, k startKit) map[string]string 
 		o := k.out("claimer hold")
 		fmt.Fprintf(o, "# %s\n", c.name)
 		lines := len(o.Bytes())
-		h, err := wireclaimer.New(ctx, wired(k.env.with("GITHUB_APP_PRIVATE_KEY_ARN", c.arn), k.now, o))
+		e := wired(k.env.with("GITHUB_APP_PRIVATE_KEY_ARN", c.arn), k.now, o)
+		if c.iam {
+			e = k.refusing("ClaimerFunction", e)
+		}
+		h, err := wireclaimer.New(ctx, e)
 		if err != nil {
 			t.Fatalf("hold, %s: wiring: %v", c.name, err)
 		}
@@ -160,6 +171,7 @@ func driveStartup(t *testing.T, ctx context.Context, k startKit) map[string]stri
 			{"missing", "TABLE_NAME", ""},
 			{"app key as the metrics namespace", "METRICS_NAMESPACE", k.keyPEM},
 			{"webhook secret as the log level", "LOG_LEVEL", hookHex},
+			{"webhook secret as an SDK flag", "AWS_USE_FIPS_ENDPOINT", hookHex},
 		}
 		if s.app {
 			cases = append(cases,
@@ -167,7 +179,8 @@ func driveStartup(t *testing.T, ctx context.Context, k startKit) map[string]stri
 				struct{ name, variable, value string }{"app key as the App id", "GITHUB_APP_ID", k.keyPEM},
 				struct{ name, variable, value string }{"webhook secret as the API URL", "GITHUB_API_URL", hookHex})
 		} else {
-			cases = append(cases, struct{ name, variable, value string }{"webhook secret as the body cap", "MAX_BODY_BYTES", hookHex})
+			cases = append(cases, struct{ name, variable, value string }{"webhook secret as the body cap", "MAX_BODY_BYTES", hookHex},
+				struct{ name, variable, value string }{"app key as the allowed owners", "ALLOWED_OWNERS", k.keyPEM})
 		}
 		if s.name == "claimer" {
 			cases = append(cases, struct{ name, variable, value string }{"webhook secret in the retry ladder", "RETRY_LADDER", "30s," + hookHex})
@@ -188,7 +201,7 @@ func driveStartup(t *testing.T, ctx context.Context, k startKit) map[string]stri
 	// The webhook reads its secret per delivery: the secret pasted into
 	// WEBHOOK_SECRET_ARN starts, and the first delivery is refused 503.
 	o := k.out("webhook start-up")
-	h, err := wirehook.New(ctx, wired(k.env.with("WEBHOOK_SECRET_ARN", hookHex), k.now, o))
+	h, err := wirehook.New(ctx, k.refusing("WebhookFunction", wired(k.env.with("WEBHOOK_SECRET_ARN", hookHex), k.now, o)))
 	if err != nil {
 		t.Fatalf("webhook with the secret as its ARN: %v", err)
 	}

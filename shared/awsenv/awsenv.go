@@ -25,6 +25,8 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+
+	"github.com/ghclaim/ghclaim/shared/redact"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -154,7 +156,7 @@ func flag(getenv func(string) string, name string) (on, set bool, err error) {
 	case strings.EqualFold(v, "false"):
 		return false, true, nil
 	default:
-		return false, false, fmt.Errorf("%s=%q: want true or false", name, v)
+		return false, false, fmt.Errorf("%s=%q: want true or false", name, redact.Input(v))
 	}
 }
 

@@ -387,7 +387,7 @@ func LoadWebhook(get Getenv) (Webhook, error) {
 		case !ownerLogin(o):
 			// "octo/app", "@octo" or a URL never equals an owner's login:
 			// every job would be refused as not allowed, silently.
-			r.fail("ALLOWED_OWNERS", fmt.Errorf("%q is not an owner's login (an organisation or user name, no slash, @ or URL)", o))
+			r.fail("ALLOWED_OWNERS", fmt.Errorf("%s is not an owner's login (an organisation or user name, no slash, @ or URL)", quote(o)))
 		default:
 			c.AllowedOwners = append(c.AllowedOwners, o)
 		}

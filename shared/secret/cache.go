@@ -154,7 +154,7 @@ func (c *Cache) fetch(ctx context.Context) (string, error) {
 	case errors.As(err, &nf):
 		return "", fmt.Errorf("secret %s: %w", shown(c.arn), ErrNotSet)
 	case err != nil:
-		return "", fmt.Errorf("secret %s: %w", shown(c.arn), err)
+		return "", fmt.Errorf("secret %s: %w", shown(c.arn), scrub(err, c.arn))
 	case out.SecretString == nil || strings.TrimSpace(*out.SecretString) == "" || isPlaceholder(*out.SecretString):
 		return "", fmt.Errorf("secret %s: %w", shown(c.arn), ErrNotSet)
 	}

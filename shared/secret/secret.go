@@ -53,7 +53,7 @@ func Resolve(ctx context.Context, sm SecretsManager, arn, plain string) (string,
 	}
 	out, err := sm.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: &arn})
 	if err != nil {
-		return "", fmt.Errorf("secret %s: %w", shown(arn), err)
+		return "", fmt.Errorf("secret %s: %w", shown(arn), scrub(err, arn))
 	}
 	if out.SecretString == nil || strings.TrimSpace(*out.SecretString) == "" {
 		return "", fmt.Errorf("secret %s: %w", shown(arn), ErrEmpty)
@@ -82,3 +82,22 @@ func shown(id string) string {
 	}
 	return redact.Input(id)
 }
+
+// scrub is err with id, when it is not an ARN, masked in its text: AWS
+// quotes the SecretId it was asked for (AccessDeniedException "... on
+// resource: <id>"), and a variable meant for an ARN may hold the secret
+// itself (see shown). AWS's error stays reachable (errors.As).
+func scrub(err error, id string) error {
+	if id == "" || strings.HasPrefix(id, "arn:") {
+		return err
+	}
+	return scrubbed{err: err, id: id}
+}
+
+type scrubbed struct {
+	err error
+	id  string
+}
+
+func (s scrubbed) Error() string { return strings.ReplaceAll(s.err.Error(), s.id, redact.Mask) }
+func (s scrubbed) Unwrap() error { return s.err }

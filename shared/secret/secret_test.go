@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	smtypes "github.com/aws/aws-sdk-go-v2/service/secretsmanager/types"
+	"github.com/aws/smithy-go"
 )
 
 type fakeSM struct {
@@ -93,7 +94,16 @@ func TestErrorNeverQuotesASecretPastedForItsARN(t *testing.T) {
 	for _, id := range []string{pasted, "arn:aws:secretsmanager:us-east-1:1:secret:webhook"} {
 		_, rerr := Resolve(context.Background(), &fakeSM{err: errors.New("ValidationException")}, id, "")
 		_, cerr := NewCache(&fakeSM{err: notFound}, id, "", CacheOptions{}).Get(context.Background())
-		for _, err := range []error{rerr, cerr} {
+		// AWS's refusal names the resource as it was asked for: with the
+		// role's policy naming the stack's secret, a pasted value is
+		// refused (AccessDeniedException "... on resource: <SecretId>").
+		_, rdenied := Resolve(context.Background(), deniedSM{}, id, "")
+		_, cdenied := NewCache(deniedSM{}, id, "", CacheOptions{}).Get(context.Background())
+		var denied *smithy.GenericAPIError
+		if !errors.As(cdenied, &denied) || denied.Code != "AccessDeniedException" {
+			t.Errorf("got %v, want AWS's error still reachable (errors.As)", cdenied)
+		}
+		for _, err := range []error{rerr, cerr, rdenied, cdenied} {
 			leaked := err == nil || strings.Contains(err.Error(), pasted)
 			if id == pasted && leaked {
 				t.Errorf("got %v, want an error that does not quote the pasted secret", err)
@@ -103,4 +113,14 @@ func TestErrorNeverQuotesASecretPastedForItsARN(t *testing.T) {
 			}
 		}
 	}
+}
+
+// deniedSM refuses as Secrets Manager does a SecretId the role's policy
+// does not name: the message quotes the id.
+type deniedSM struct{}
+
+func (deniedSM) GetSecretValue(_ context.Context, in *secretsmanager.GetSecretValueInput, _ ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error) {
+	return nil, &smithy.GenericAPIError{Code: "AccessDeniedException", Message: "User: arn:aws:sts::123456789012:assumed-role/ghclaim-WebhookFunctionRole-1A2B3C/ghclaim-WebhookFunction-4D5E6F" +
+		" is not authorized to perform: secretsmanager:GetSecretValue on resource: " + aws.ToString(in.SecretId) +
+		" because no identity-based policy allows the secretsmanager:GetSecretValue action"}
 }
