@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
@@ -735,16 +736,47 @@ func (f *flow) leaseLost(ctx context.Context) {
 
 // infra handles an infrastructure error: the message comes back soon
 // (a batch item failure), and its version decides then. "Soon" is
-// RetrySoon plus up to as much again at random: in lockstep, every message
-// of a throttled table would come back together, fail together, and reach
-// the dead-letter queue together.
+// RetrySoon doubled for each earlier receive of the message (its
+// ApproximateReceiveCount), at most MaxRetrySoon, plus up to as much again
+// at random: in lockstep, every message of a throttled table would come
+// back together, fail together, and reach the dead-letter queue together;
+// and each receive counts toward the queue's maxReceiveCount (5), which a
+// flat 10–20 s reached in about a minute of throttling: every claim in
+// flight dead-lettered (found again only after the queued grace, 15 min,
+// with the DLQ alarm up). Doubling, four failed receives span 150–300 s.
 func (f *flow) infra(ctx context.Context, step string, err error) error {
 	f.decide(ctx, slog.LevelError, DecisionInfraError, slog.String("step", step), slog.String("error", err.Error()))
-	soon := f.c.cfg.RetrySoon + time.Duration(f.c.cfg.Rand.Float64()*float64(f.c.cfg.RetrySoon))
+	base := soonAfter(f.c.cfg.RetrySoon, receives(f.sm))
+	soon := base + time.Duration(f.c.cfg.Rand.Float64()*float64(base))
 	if rerr := f.c.cfg.Queue.RetryAfter(ctx, f.sm.ReceiptHandle, soon); rerr != nil {
 		f.c.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "claim retry-after failed", slog.String("message_id", f.sm.MessageId), slog.String("error", rerr.Error()))
 	}
 	return errorf("%s: %w", step, err)
+}
+
+// MaxRetrySoon caps the wait after an infrastructure error before its
+// jitter, well inside the queued grace (after which the reclaimer sends
+// the job again).
+const MaxRetrySoon = 5 * time.Minute
+
+// soonAfter is base doubled for each receive before the n-th, at most
+// MaxRetrySoon.
+func soonAfter(base time.Duration, n int) time.Duration {
+	d := base
+	for i := 1; i < n && d < MaxRetrySoon; i++ {
+		d *= 2
+	}
+	return min(d, max(base, MaxRetrySoon))
+}
+
+// receives is m's ApproximateReceiveCount (this receive included), 1 when
+// the event does not carry it.
+func receives(m events.SQSMessage) int {
+	n, err := strconv.Atoi(m.Attributes["ApproximateReceiveCount"])
+	if err != nil || n < 1 {
+		return 1
+	}
+	return n
 }
 
 // decide logs one decision with the message's identity.

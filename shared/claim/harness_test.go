@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http/httptest"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -187,6 +188,7 @@ type esm struct {
 type simMsg struct {
 	id, body, receipt string
 	state             int // available, inFlight, gone
+	receives          int // ApproximateReceiveCount
 }
 
 const (
@@ -227,8 +229,10 @@ func (e *esm) receive(n int) []events.SQSMessage {
 			continue
 		}
 		e.seq++
+		m.receives++
 		m.state, m.receipt = inFlight, fmt.Sprintf("rh-%s-%d", m.id, e.seq)
-		out = append(out, events.SQSMessage{MessageId: m.id, ReceiptHandle: m.receipt, Body: m.body, EventSource: "aws:sqs"})
+		out = append(out, events.SQSMessage{MessageId: m.id, ReceiptHandle: m.receipt, Body: m.body, EventSource: "aws:sqs",
+			Attributes: map[string]string{"ApproximateReceiveCount": strconv.Itoa(m.receives)}})
 	}
 	return out
 }

@@ -3,6 +3,7 @@ package claim_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -48,6 +49,54 @@ func TestInfraErrorsComeBackSpread(t *testing.T) {
 	}
 	if len(seen) < 3 {
 		t.Errorf("6 messages came back after only %d distinct delays %v: lockstep", len(seen), seen)
+	}
+}
+
+// TestInfraErrorsBackOffByReceiveCount: every receive of a message
+// counts toward the claims queue's maxReceiveCount (5, template.yaml):
+// past it SQS moves the message to the dead-letter queue. A message
+// failing on a throttled table came back after a flat 10–20 s, so about a
+// minute of throttling dead-lettered every claim in flight (the job found
+// again only after the queued grace, the DLQ alarm up for an outage that
+// crashed nothing). The wait doubles with each receive (its
+// ApproximateReceiveCount): the four receives before the fifth span at
+// least RetrySoon × (1+2+4+8), 150 s.
+func TestInfraErrorsBackOffByReceiveCount(t *testing.T) {
+	t.Parallel()
+	h := setup(t, setupOpt{})
+	h.seed(t, 7010)
+	c := h.claimer(t, claimerOpt{store: failingAcquire{h.store}, concurrency: 1})
+	var total time.Duration
+	for n := 1; n <= 4; n++ {
+		msgs := h.receive(t, 1)
+		if got := msgs[0].Attributes["ApproximateReceiveCount"]; got != strconv.Itoa(n) {
+			t.Fatalf("receive %d: ApproximateReceiveCount %q", n, got)
+		}
+		if resp := h.invoke(t, c, msgs...); len(resp.BatchItemFailures) != 1 {
+			t.Fatalf("receive %d: %d batch item failures, want the message back", n, len(resp.BatchItemFailures))
+		}
+		d, ok := h.queue.Visibility(msgs[0].ReceiptHandle)
+		low := claim.DefaultRetrySoon << (n - 1)
+		if !ok || d < low || d > 2*low {
+			t.Fatalf("receive %d: back after %s (set %v), want within [%s, %s]", n, d, ok, low, 2*low)
+		}
+		total += d
+	}
+	if min := 15 * claim.DefaultRetrySoon; total < min {
+		t.Fatalf("four failed receives span %s, want at least %s before the fifth (maxReceiveCount) dead-letters the claim", total, min)
+	}
+}
+
+// TestSoonAfterIsCapped: past a few receives the wait stops growing.
+func TestSoonAfterIsCapped(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		n    int
+		want time.Duration
+	}{{0, 10 * time.Second}, {1, 10 * time.Second}, {2, 20 * time.Second}, {5, 160 * time.Second}, {6, claim.MaxRetrySoon}, {1000, claim.MaxRetrySoon}} {
+		if got := claim.SoonAfter(claim.DefaultRetrySoon, tc.n); got != tc.want {
+			t.Errorf("SoonAfter(%s, %d) = %s, want %s", claim.DefaultRetrySoon, tc.n, got, tc.want)
+		}
 	}
 }
 
