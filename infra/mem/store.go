@@ -557,6 +557,7 @@ func (s *Store) Recheck(ctx context.Context, read job.Record, due time.Time, che
 	}
 	if check == job.CheckWaiting || check == job.CheckWaitingTimed {
 		cur.LivenessChecks, cur.Waits = 0, read.Waits+1
+		cur.ExpiresAt = now.Add(s.t.RecordTTL).Unix()
 		if check == job.CheckWaiting {
 			cur.FirstFailureAt = 0
 		}

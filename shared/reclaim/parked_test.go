@@ -112,3 +112,35 @@ func (l *live) held(t *testing.T, id int64, runnerStatus string) string {
 	l.fake.SetJob("octo", "app", ghfake.Job{ID: id, RunID: 7, Status: "waiting", Labels: []string{"self-hosted", "linux"}})
 	return name
 }
+
+// TestHeldPastRecordTTLIsStillWatched: GitHub holds a job for its
+// reviewers for up to 30 days; the record's TTL (RECORD_TTL, 7 days) was
+// set at its creation and never renewed while it was claimed, so after a
+// week DynamoDB may delete the record at any moment (and a new delivery
+// counts it absent): the approval then rested on one queued delivery
+// reaching the webhook, and nothing watched the job any more. Each look
+// that finds the job held renews the TTL.
+func TestHeldPastRecordTTLIsStillWatched(t *testing.T) {
+	t.Parallel()
+	l := setupLive(t)
+	const id = int64(8102)
+	l.held(t, id, "offline")
+	rc := l.reclaimer(t, nil)
+	for start := l.clock.Now(); l.clock.Now().Sub(start) < 10*24*time.Hour; l.clock.Advance(10 * time.Minute) {
+		l.run(t, rc)
+	}
+	got := l.get(t, id)
+	if got.State != job.Claimed || got.ExpiresAt*1000 <= job.Millis(l.clock.Now()) {
+		t.Fatalf("held 10 days: record %s, expires_at %s; want claimed with its TTL ahead: it lapsed while GitHub held the job",
+			got.State, time.Unix(got.ExpiresAt, 0).UTC())
+	}
+	l.fake.SetJob("octo", "app", ghfake.Job{ID: id, RunID: 7, Status: "queued", Labels: []string{"self-hosted", "linux"}})
+	for start := l.clock.Now(); l.clock.Now().Sub(start) <= reclaim.DefaultMaxParkedInterval; l.clock.Advance(time.Minute) {
+		if l.run(t, rc).RequeuedTotal() > 0 {
+			break
+		}
+	}
+	if got := l.get(t, id); got.State != job.Queued || got.ExpiresAt*1000 <= job.Millis(l.clock.Now()) {
+		t.Fatalf("approved after 10 days: record %s, expires_at %d; want a new attempt on a live record", got.State, got.ExpiresAt)
+	}
+}

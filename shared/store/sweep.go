@@ -250,8 +250,9 @@ func (s *Store) conditional(ctx context.Context, op string, id int64, update, co
 // skipped for an exhausted rate limit or a passing GitHub error is not
 // counted), which removes waits; job.CheckBlocked sets first_failure_at
 // to now unless it is set and removes waits; job.CheckWaiting removes it, sets
-// liveness_checks to 0 and waits to the count read plus one
-// (job.CheckWaitingTimed likewise, first_failure_at kept).
+// liveness_checks to 0, waits to the count read plus one and expires_at
+// to now + RecordTTL (job.CheckWaitingTimed likewise, first_failure_at
+// kept).
 // It is conditional on the state (claimed) and version read and does not
 // bump the version (no message follows). A refusal is a *job.ConflictError
 // carrying the record as it is now.
@@ -279,9 +280,12 @@ func (s *Store) Recheck(ctx context.Context, read job.Record, due time.Time, che
 		update += ", liveness_checks = :checks REMOVE waits"
 	}
 	if check == job.CheckWaiting || check == job.CheckWaitingTimed {
-		// As read plus one, for the reason above.
+		// As read plus one, for the reason above. GitHub may hold the job
+		// past the record's TTL (30 days against 7): the TTL is renewed,
+		// or the record could be deleted while it is watched.
 		vals[":zero"], vals[":waits"] = n(0), n(int64(read.Waits)+1)
-		update += ", liveness_checks = :zero, waits = :waits"
+		vals[":exp"] = n(now.Add(s.opt.RecordTTL).Unix())
+		update += ", liveness_checks = :zero, waits = :waits, expires_at = :exp"
 		if check == job.CheckWaiting {
 			update += " REMOVE first_failure_at"
 		}
