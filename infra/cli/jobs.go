@@ -57,7 +57,8 @@ type jobView struct {
 	// job; ReplacementsBase those before the last operator retry (the cap,
 	// MAX_REPLACEMENTS, counts the rest); LivenessChecks the idle checks;
 	// Waits the looks in a row that found the job held at GitHub (waiting
-	// for reviewers, pending), NextLook when the reclaimer looks again.
+	// for reviewers, pending), NextLook when the reclaimer looks again at a
+	// claimed one.
 	Replacements     int              `json:"replacements,omitempty"`
 	ReplacementsBase int              `json:"replacements_base,omitempty"`
 	LivenessChecks   int              `json:"liveness_checks,omitempty"`
@@ -78,10 +79,12 @@ func view(r job.Record) jobView {
 		JobID: r.JobID, State: string(r.State), Version: r.Version, Attempt: r.Attempt, Pool: r.Pool, Repo: r.Repo,
 		InstallationID: r.InstallationID, RunID: r.RunID, Labels: r.Labels, RunnerName: r.RunnerName,
 		Replacements: r.Replacements, ReplacementsBase: r.ReplacementsBase, LivenessChecks: r.LivenessChecks, Waits: r.Waits,
-		NextLook:  stamp(r.SweepAt),
 		CreatedAt: stamp(r.CreatedAt), UpdatedAt: stamp(r.UpdatedAt), DueAt: stamp(r.DueAt),
 		FirstFailureAt: stamp(r.FirstFailureAt), LeaseExpiresAt: stamp(r.LeaseExpiresAt),
 		LastErrorClass: r.LastErrorClass, LastError: r.LastError,
+	}
+	if r.State == job.Claimed {
+		v.NextLook = stamp(r.SweepAt) // the reclaimer's next look at its runner
 	}
 	for _, t := range r.History {
 		v.History = append(v.History, transitionView{At: stamp(t.At), From: string(t.From), To: string(t.To),
@@ -253,7 +256,7 @@ func (c *CLI) job(ctx context.Context, o *opts, args []string) error {
 		}
 		row("replacements", fmt.Sprintf("%s, idle checks %d", rep, r.LivenessChecks))
 	}
-	if r.Waits > 0 {
+	if r.Waits > 0 && r.State == job.Claimed {
 		row("held at github", fmt.Sprintf("%d looks in a row found it waiting or pending; next look %s", r.Waits, stamp(r.SweepAt)))
 	}
 	row("created", withAge(now, r.CreatedAt))

@@ -587,23 +587,37 @@ func TestStoreCore(t *testing.T, base int64, open func(t *testing.T) Core, pendi
 		if got.ExpiresAt != held.Add(tm.RecordTTL).Unix() || got.Waits != 2 {
 			t.Fatalf("held look a week in: expires_at %d, waits %d; want %d (renewed), 2", got.ExpiresAt, got.Waits, held.Add(tm.RecordTTL).Unix())
 		}
+		// A held look counts once per read: the same read written again
+		// (a retried request whose first answer was lost) finds the next
+		// look moved and is refused, as is one whose next look the webhook
+		// brought to now since the read (the approval's queued).
 		waited := got
 		_, err = s.Recheck(ctx, waited, now.Add(40*time.Minute), job.CheckWaiting, now)
 		must(t, err)
 		_, err = s.Recheck(ctx, waited, now.Add(40*time.Minute), job.CheckWaiting, now)
-		must(t, err)
+		conflict(t, "a held look written twice", err, job.Claimed, read.Version)
 		if got := get(t, j); got.Waits != 3 {
 			t.Fatalf("a read's wait counted twice: %d waits, want 3", got.Waits)
+		}
+		looked := get(t, j)
+		_, err = s.Recheck(ctx, looked, now, job.CheckSkipped, now) // the webhook's wake
+		must(t, err)
+		_, err = s.Recheck(ctx, looked, now.Add(time.Hour), job.CheckWaiting, now)
+		conflict(t, "a held look after a wake", err, job.Claimed, read.Version)
+		if got := get(t, j); got.SweepAt != now.UnixMilli() || got.Waits != 3 {
+			t.Fatalf("after the wake and a held look of the older read: sweep_at %d, waits %d; want the wake's %d kept, 3 waits", got.SweepAt, got.Waits, now.UnixMilli())
 		}
 		got, err = s.Recheck(ctx, get(t, j), now.Add(45*time.Minute), job.CheckBlocked, now)
 		must(t, err)
 		if got.Waits != 0 || got.FirstFailureAt != now.UnixMilli() {
 			t.Fatalf("blocked look after two waits: %+v, want the waits gone, a clock started", got)
 		}
+		got, err = s.Recheck(ctx, got, now.Add(47*time.Minute), job.CheckIdle, now)
+		must(t, err)
 		got, err = s.Recheck(ctx, got, now.Add(50*time.Minute), job.CheckWaitingTimed, now)
 		must(t, err)
-		if got.Waits != 1 || got.FirstFailureAt != now.UnixMilli() || got.LivenessChecks != 0 {
-			t.Fatalf("timed waiting recheck: %+v, want 1 wait, first_failure_at kept", got)
+		if got.Waits != 1 || got.FirstFailureAt != now.UnixMilli() || got.LivenessChecks != 1 {
+			t.Fatalf("timed waiting recheck: %+v, want 1 wait, first_failure_at and the idle check kept", got)
 		}
 		got, err = s.Recheck(ctx, got, now.Add(55*time.Minute), job.CheckSkipped, now)
 		must(t, err)
@@ -612,8 +626,8 @@ func TestStoreCore(t *testing.T, base int64, open func(t *testing.T) Core, pendi
 		}
 		got, err = s.Recheck(ctx, got, now.Add(30*time.Minute), job.CheckIdle, now)
 		must(t, err)
-		if got.Waits != 0 || got.LivenessChecks != 1 {
-			t.Fatalf("idle look after the waits: %+v, want the waits gone, 1 check", got)
+		if got.Waits != 0 || got.LivenessChecks != 2 {
+			t.Fatalf("idle look after the waits: %+v, want the waits gone, 2 checks", got)
 		}
 		got, err = s.Recheck(ctx, got, now.Add(30*time.Minute), job.CheckWaiting, now)
 		must(t, err)

@@ -541,7 +541,8 @@ func (s *Store) Recheck(ctx context.Context, read job.Record, due time.Time, che
 		return job.Record{}, fmt.Errorf("recheck job %d: %q is not claimed", read.JobID, read.State)
 	}
 	cur, ok := s.recs[read.JobID]
-	if !ok || cur.State != job.Claimed || cur.Version != read.Version {
+	waiting := check == job.CheckWaiting || check == job.CheckWaitingTimed
+	if !ok || cur.State != job.Claimed || cur.Version != read.Version || (waiting && cur.SweepAt != read.SweepAt) {
 		return job.Record{}, &job.ConflictError{Op: "recheck", JobID: read.JobID, Current: clone(cur), Found: ok}
 	}
 	cur.SweepShard, cur.SweepAt, cur.UpdatedAt = job.Shard(read.JobID, s.t.Shards), job.Millis(due), job.Millis(now)
@@ -555,11 +556,10 @@ func (s *Store) Recheck(ctx context.Context, read job.Record, due time.Time, che
 			cur.FirstFailureAt = job.Millis(now)
 		}
 	}
-	if check == job.CheckWaiting || check == job.CheckWaitingTimed {
-		cur.LivenessChecks, cur.Waits = 0, read.Waits+1
-		cur.ExpiresAt = now.Add(s.t.RecordTTL).Unix()
+	if waiting {
+		cur.Waits, cur.ExpiresAt = read.Waits+1, now.Add(s.t.RecordTTL).Unix()
 		if check == job.CheckWaiting {
-			cur.FirstFailureAt = 0
+			cur.FirstFailureAt, cur.LivenessChecks = 0, 0
 		}
 	}
 	if err := tooBig(cur); err != nil {

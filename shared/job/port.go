@@ -136,9 +136,11 @@ const (
 	// the job, its runner gets its checks and its attempt its max age.
 	// waits + 1 (the record's consecutive waiting looks).
 	CheckWaiting
-	// CheckWaitingTimed: as CheckWaiting, but first_failure_at is kept: a
-	// max-age clock the reclaimer started after the claim (an old attempt
-	// it could not remove) runs on through the wait.
+	// CheckWaitingTimed: as CheckWaiting, but first_failure_at and the
+	// idle checks are kept: a max-age clock the reclaimer started after
+	// the claim (an old attempt it could not remove) runs on through the
+	// wait. Both waiting checks hold only while sweep_at is the one read
+	// (the webhook may have brought the next look to now since).
 	CheckWaitingTimed
 )
 

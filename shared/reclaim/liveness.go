@@ -208,7 +208,11 @@ func (r *Reclaimer) liveness(ctx context.Context, w window, c candidate, now tim
 		// sends this one's overrun must not eat.
 		return c, "", r.recheck(ctx, c, now, job.CheckSkipped, now, rep)
 	}
-	if !asked {
+	if !asked || (!missing && runner.Busy) {
+		// A parked look asked the status before the runner: a runner
+		// busy now may have taken this very job since (GitHub queued it
+		// to our idle runner); the status is asked again, after the
+		// runner, as the ordinary look asks it.
 		st, serr, settled, err := r.atWork(ctx, w, rec, now, rep, log)
 		if settled || err != nil {
 			return c, "", err

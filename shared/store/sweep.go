@@ -268,6 +268,7 @@ func (s *Store) Recheck(ctx context.Context, read job.Record, due time.Time, che
 		":now":   n(job.Millis(now)),
 	}
 	update := "SET sweep_shard = :shard, sweep_at = :sweep, updated_at = :now"
+	cond := "#s = :read AND version = :v"
 	if check == job.CheckBlocked {
 		update += ", first_failure_at = if_not_exists(first_failure_at, :now) REMOVE waits"
 	}
@@ -283,15 +284,22 @@ func (s *Store) Recheck(ctx context.Context, read job.Record, due time.Time, che
 		// As read plus one, for the reason above. GitHub may hold the job
 		// past the record's TTL (30 days against 7): the TTL is renewed,
 		// or the record could be deleted while it is watched.
-		vals[":zero"], vals[":waits"] = n(0), n(int64(read.Waits)+1)
+		vals[":waits"] = n(int64(read.Waits) + 1)
 		vals[":exp"] = n(now.Add(s.opt.RecordTTL).Unix())
-		update += ", liveness_checks = :zero, waits = :waits, expires_at = :exp"
+		update += ", waits = :waits, expires_at = :exp"
 		if check == job.CheckWaiting {
-			update += " REMOVE first_failure_at"
+			vals[":zero"] = n(0)
+			update += ", liveness_checks = :zero REMOVE first_failure_at"
 		}
+		// A held look pushes the next look far out: it holds only if the
+		// next look is still the one read, not one the webhook brought
+		// to now (the approval's queued) since: the version does not
+		// move on a claimed record.
+		vals[":readsweep"] = n(read.SweepAt)
+		cond += " AND sweep_at = :readsweep"
 	}
 	// No history entry: the record stays claimed (no transition).
-	return s.conditional(ctx, "recheck", read.JobID, update, "#s = :read AND version = :v", vals, nil, nil)
+	return s.conditional(ctx, "recheck", read.JobID, update, cond, vals, nil, nil)
 }
 
 // Stale reads one page of records in shard whose sweep_at is before now,
