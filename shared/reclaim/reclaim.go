@@ -137,8 +137,10 @@ type Store interface {
 	// *job.ConflictError (errors.Is job.ErrConflict) carrying the record
 	// as it is now.
 	TakeBack(ctx context.Context, read job.Record, to job.State, due time.Time, reason string, now time.Time) (job.Record, error)
-	// Recheck moves a claimed record's sweep_at to due (liveness_checks+1
-	// when counted), conditional on the state and version read.
+	// Recheck moves a claimed record's sweep_at to due (what else it
+	// writes per check: job.Check), conditional on the state and version
+	// read, and for a held look (job.CheckWaiting, CheckWaitingTimed) on
+	// the sweep_at read.
 	Recheck(ctx context.Context, read job.Record, due time.Time, check job.Check, now time.Time) (job.Record, error)
 	// MarkDone moves the record to done (GitHub has the job at work).
 	MarkDone(ctx context.Context, d job.Report, now time.Time) (job.State, error)
