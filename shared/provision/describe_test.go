@@ -23,11 +23,16 @@ func TestEC2WaitsForAFreshInstanceToBeKnown(t *testing.T) {
 	tests := []struct {
 		name       string
 		misses     int
+		throttles  int // reads refused for the account's request rate
 		wantSleeps []time.Duration
 		wantErr    string
 	}{
 		{name: "known at once", misses: 0},
 		{name: "known at the third read", misses: 2, wantSleeps: []time.Duration{5 * s, 10 * s}},
+		// A burst of claims spends the account's EC2 request tokens: a
+		// throttled read is waited out as an unknown one. It once ended
+		// the launched machine (undo) for a read made only for its owner.
+		{name: "throttled twice, then known", throttles: 2, wantSleeps: []time.Duration{5 * s, 10 * s}},
 		{name: "never known: gives up after two minutes", misses: 1000,
 			wantSleeps: []time.Duration{5 * s, 10 * s, 20 * s, 40 * s, 45 * s}, wantErr: "still unknown to DescribeInstances after 2m0s"},
 	}
@@ -35,7 +40,7 @@ func TestEC2WaitsForAFreshInstanceToBeKnown(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			inst, params := newFleetEC2(), &fakeParameters{}
-			inst.freshMisses = tt.misses
+			inst.freshMisses, inst.throttles = tt.misses, tt.throttles
 			a := NewEC2(inst, params, nil)
 			var slept []time.Duration
 			a.sleep = func(_ context.Context, d time.Duration) error { slept = append(slept, d); return nil }

@@ -363,7 +363,10 @@ func (e *EC2) describe(ctx context.Context, req Request, id string) (launched, e
 	for delay := describeMinDelay; ; delay = min(2*delay, describeMaxDelay) {
 		out, err := e.instances.DescribeInstances(ctx, &ec2api.DescribeInstancesInput{InstanceIDs: []string{id}})
 		var api smithy.APIError
-		if err != nil && (!errors.As(err, &api) || api.ErrorCode() != ec2api.CodeInstanceNotFound) {
+		if err != nil && !throttled(err) && (!errors.As(err, &api) || api.ErrorCode() != ec2api.CodeInstanceNotFound) {
+			// A throttled read (RequestLimitExceeded: a burst of claims
+			// spends the account's request tokens) is waited out like an
+			// unknown instance: ended for it, the launched machine was lost.
 			return launched{}, fmt.Errorf("provision job %d: describe launched instance %s: %w", req.JobID, id, err)
 		}
 		if err == nil {
@@ -430,20 +433,59 @@ func (e *EC2) putConfig(ctx context.Context, req Request, inst launched) error {
 	if e.stack != "" {
 		in.Tags = append(in.Tags, ssmtypes.Tag{Key: aws.String(TagStack), Value: aws.String(e.stack)})
 	}
-	_, err := e.parameters.PutParameter(ctx, in)
+	put := func() error { _, err := e.parameters.PutParameter(ctx, in); return err }
+	err := e.patient(ctx, put)
 	var exists *ssmtypes.ParameterAlreadyExists
 	if errors.As(err, &exists) {
-		_, err = e.parameters.DeleteParameter(ctx, &ssm.DeleteParameterInput{Name: aws.String(name)})
+		err = e.patient(ctx, func() error {
+			_, err := e.parameters.DeleteParameter(ctx, &ssm.DeleteParameterInput{Name: aws.String(name)})
+			return err
+		})
 		var notFound *ssmtypes.ParameterNotFound
 		if err != nil && !errors.As(err, &notFound) {
 			return fmt.Errorf("provision job %d: replace parameter %s: delete: %w", req.JobID, name, err)
 		}
-		_, err = e.parameters.PutParameter(ctx, in)
+		err = e.patient(ctx, put)
 	}
 	if err != nil {
 		return fmt.Errorf("provision job %d: put parameter %s: %w", req.JobID, name, err)
 	}
 	return nil
+}
+
+// throttleWaits are the waits before each further try of an SSM call of
+// the claim that met the account's request rate (Parameter Store's is
+// shared by every caller in the account and Region, booting machines
+// included), after the SDK's own three attempts: a burst of claims
+// throttled for seconds once ended each launched machine (undo) and sent
+// its job round the ladder to launch another.
+var throttleWaits = []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second}
+
+// patient runs call, and again after each of throttleWaits while it is
+// throttled and the context has time; it returns the last error.
+func (e *EC2) patient(ctx context.Context, call func() error) error {
+	err := call()
+	for _, d := range throttleWaits {
+		if !throttled(err) || e.sleep(ctx, d) != nil {
+			return err
+		}
+		err = call()
+	}
+	return err
+}
+
+// throttled reports whether err is an AWS service refusing for its request
+// rate (SSM ThrottlingException, EC2 RequestLimitExceeded, ...).
+func throttled(err error) bool {
+	var api smithy.APIError
+	if !errors.As(err, &api) {
+		return false
+	}
+	switch api.ErrorCode() {
+	case "ThrottlingException", "Throttling", "RequestLimitExceeded", "TooManyRequestsException", "RequestThrottled":
+		return true
+	}
+	return false
 }
 
 // undo terminates instance id, which this call launched but could not give

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/ghclaim/ghclaim/infra/provisiontest"
 	"github.com/ghclaim/ghclaim/shared/ec2api"
+	"github.com/ghclaim/ghclaim/shared/failure"
 	"github.com/ghclaim/ghclaim/shared/pool"
 )
 
@@ -127,6 +129,9 @@ type fakeParameters struct {
 	stored    map[string]*ssm.PutParameterInput
 	putErr    error
 	deleteErr error
+	// throttles is how many PutParameter calls answer SSM's
+	// ThrottlingException (the account's rate) before one goes through.
+	throttles int
 	during    func() // runs inside every PutParameter
 	calls     *callLog
 }
@@ -141,6 +146,10 @@ func (f *fakeParameters) PutParameter(_ context.Context, in *ssm.PutParameterInp
 	}
 	if f.putErr != nil {
 		return nil, f.putErr
+	}
+	if f.throttles > 0 {
+		f.throttles--
+		return nil, provisiontest.ClientError("SSM", "PutParameter", "ThrottlingException", "Rate exceeded")
 	}
 	if err := provisiontest.CheckPutParameter(in); err != nil {
 		return nil, err // as AWS: a value too long for its tier
@@ -183,6 +192,7 @@ type ec2Fixture struct {
 	params  *fakeParameters
 	calls   *callLog
 	logs    interface{ String() string }
+	slept   *[]time.Duration // the adapter's waits
 }
 
 func setupEC2(t *testing.T) ec2Fixture {
@@ -190,7 +200,12 @@ func setupEC2(t *testing.T) ec2Fixture {
 	log, buf := logBuffer()
 	calls := &callLog{}
 	inst, params := &fakeInstances{calls: calls}, &fakeParameters{calls: calls}
-	return ec2Fixture{adapter: NewEC2(inst, params, log), inst: inst, params: params, calls: calls, logs: buf}
+	f := ec2Fixture{adapter: NewEC2(inst, params, log), inst: inst, params: params, calls: calls, logs: buf, slept: &[]time.Duration{}}
+	f.adapter.sleep = func(ctx context.Context, d time.Duration) error {
+		*f.slept = append(*f.slept, d) // the test's clock: no wall-clock wait
+		return ctx.Err()
+	}
+	return f
 }
 
 func tagMap(tags []ec2api.Tag) map[string]string {
@@ -725,5 +740,47 @@ func TestEC2ProvisionWithoutRegionIsRefused(t *testing.T) {
 	}
 	if len(params.puts) != 0 {
 		t.Errorf("PutParameter calls: got %d, want none", len(params.puts))
+	}
+}
+
+// TestEC2WaitsOutAThrottledPut: a burst of claims (and of booting
+// machines reading their configs) meets Parameter Store's account-wide
+// rate. The put is tried again after 1, 2, 4 and 8 s (past the SDK's own
+// three attempts) while the launched machine waits for its config: it
+// once ended that machine at the first throttle, and the job's next
+// attempt, a minute on, launched another. Throttled past the waits, the
+// machine is ended and the error is the throttle's (rate_limit).
+func TestEC2WaitsOutAThrottledPut(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name       string
+		throttles  int
+		wantSleeps []time.Duration
+		terminated bool
+	}{
+		{name: "throttled twice", throttles: 2, wantSleeps: throttleWaits[:2]},
+		{name: "throttled for good", throttles: 1000, wantSleeps: throttleWaits, terminated: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := setupEC2(t)
+			f.params.throttles = tc.throttles
+			res, err := f.adapter.Provision(context.Background(), request(ec2Pool(), 42))
+			if !reflect.DeepEqual(*f.slept, tc.wantSleeps) {
+				t.Errorf("waits %v, want %v", *f.slept, tc.wantSleeps)
+			}
+			if got := len(f.inst.terminated) > 0; got != tc.terminated {
+				t.Fatalf("terminated %v (err %v), want terminated %v", f.inst.terminated, err, tc.terminated)
+			}
+			if tc.terminated {
+				if cl := failure.Classify(err); cl.Class != failure.RateLimit {
+					t.Errorf("throttled for good: %v classified %s, want rate_limit", err, cl.Class)
+				}
+				return
+			}
+			if err != nil || res.InstanceID != "i-0fresh" || len(f.params.stored) != 1 {
+				t.Fatalf("got %+v, %v, %d stored; want the launched machine with its config", res, err, len(f.params.stored))
+			}
+		})
 	}
 }

@@ -48,6 +48,9 @@ type fleetEC2 struct {
 	// InvalidInstanceID.NotFound, as EC2's eventually consistent reads can.
 	freshMisses int
 	misses      map[string]int
+	// throttles is how many reads by id answer RequestLimitExceeded (a
+	// burst spent the account's request tokens) before one goes through.
+	throttles int
 }
 
 func newFleetEC2() *fleetEC2 {
@@ -160,6 +163,10 @@ func (e *fleetEC2) DescribeInstances(_ context.Context, in *ec2api.DescribeInsta
 	}
 	r := ec2api.Reservation{OwnerID: fakeAccount}
 	if len(in.InstanceIDs) > 0 {
+		if e.throttles > 0 {
+			e.throttles--
+			return nil, provisiontest.ClientError("EC2", "DescribeInstances", "RequestLimitExceeded", "Request limit exceeded.")
+		}
 		for _, id := range in.InstanceIDs {
 			if _, ok := e.state[id]; !ok || e.misses[id] > 0 {
 				e.misses[id]--
