@@ -61,6 +61,7 @@ set +x
 RUNNER_USER=${RUNNER_USER:-runner}
 RUNNER_DIR=${RUNNER_DIR:-/opt/actions-runner}
 GHCLAIM_PARAM_WAIT=${GHCLAIM_PARAM_WAIT:-600}
+GHCLAIM_DELETE_WAIT=${GHCLAIM_DELETE_WAIT:-120}
 GHCLAIM_IDLE_LIMIT=${GHCLAIM_IDLE_LIMIT:-900}
 GHCLAIM_JOBS_USE_INSTANCE_ROLE=${GHCLAIM_JOBS_USE_INSTANCE_ROLE:-false}
 IMDS_IP=169.254.169.254
@@ -75,7 +76,7 @@ trap 'log "powering off"; shutdown -h now' EXIT
 # Whole seconds only, in decimal: bash arithmetic refuses "900.5" and
 # reads "0900" as octal (refused too), and a refused idle limit would
 # silently mean none.
-for v in GHCLAIM_PARAM_WAIT GHCLAIM_IDLE_LIMIT; do
+for v in GHCLAIM_PARAM_WAIT GHCLAIM_DELETE_WAIT GHCLAIM_IDLE_LIMIT; do
 	if [[ ! ${!v} =~ ^(0|[1-9][0-9]{0,8})$ ]]; then
 		log "$v=${!v} is not a whole number of seconds"
 		exit 1
@@ -102,6 +103,10 @@ log "runner $name, parameter $param"
 # connect and a minute to read, three attempts, so an SSM that silently
 # drops packets would stretch every poll to minutes and the wait to hours).
 SSM_TIMEOUTS=(--cli-connect-timeout 5 --cli-read-timeout 10)
+# Parameter Store's request rate is the account's and Region's, shared by
+# every machine of a burst booting at once: the CLI's adaptive mode paces
+# its own attempts when throttled, and tries a few more than its default 3.
+export AWS_RETRY_MODE=adaptive AWS_MAX_ATTEMPTS=6
 deadline=$(($(date +%s) + GHCLAIM_PARAM_WAIT))
 jit=
 polls=0
@@ -120,10 +125,34 @@ if [[ -z $jit ]]; then
 	log "no readable $param within ${GHCLAIM_PARAM_WAIT}s (cleaned up, or access denied)"
 	exit 1
 fi
-if ! aws ssm delete-parameter --region "$region" --name "$param" "${SSM_TIMEOUTS[@]}" >/dev/null 2>&1; then
-	log "cannot delete $param: not running a runner whose config could be read again"
-	exit 1
-fi
+# The delete is tried again while it fails for a passing reason (a
+# throttle past the CLI's own attempts, a timeout), with doubling jittered
+# waits, for GHCLAIM_DELETE_WAIT seconds and 8 tries at most: one throttled
+# delete once powered the machine off with its config read, and the job
+# waited for the runner-start grace and a new attempt. A parameter already
+# gone (ParameterNotFound) is deleted as far as anyone can read it; a
+# refusal (access denied) is for good. The CLI's error text names the
+# parameter and the error, never the value, and is not logged.
+delete_deadline=$(($(date +%s) + GHCLAIM_DELETE_WAIT))
+wait=2
+tries=0
+while :; do
+	if err=$(aws ssm delete-parameter --region "$region" --name "$param" "${SSM_TIMEOUTS[@]}" 2>&1 >/dev/null); then
+		break
+	fi
+	case $err in
+	*ParameterNotFound*) break ;;
+	*AccessDenied* | *"not authorized"*) tries=8 ;;
+	esac
+	pause=$((wait + RANDOM % wait))
+	if ((++tries >= 8 || $(date +%s) + pause > delete_deadline)); then
+		log "cannot delete $param: not running a runner whose config could be read again"
+		exit 1
+	fi
+	log "delete of $param failed, trying again in ${pause}s"
+	sleep "$pause"
+	wait=$((wait * 2 > 30 ? 30 : wait * 2))
+done
 
 # 3.
 if [[ $GHCLAIM_JOBS_USE_INSTANCE_ROLE == true ]]; then

@@ -33,11 +33,29 @@ case $url in
 */tags/instance/ghclaim:runner-name) [[ -e $STUB/name ]] || exit 22; cat "$STUB/name" ;;
 *) exit 22 ;;
 esac`,
+	// delete-parameter answers as the CLI prints SSM's errors: refused for
+	// good (deny-delete), throttled the number of times in
+	// throttle-delete, or gone already (gone-delete).
 	"aws": `echo "aws $1 $2 $6" >>"$STUB/calls"
 echo "$*" >>"$STUB/aws.args"
+echo "${AWS_RETRY_MODE-} ${AWS_MAX_ATTEMPTS-}" >>"$STUB/aws.env"
 case $2 in
 get-parameter) [[ -e $STUB/jit ]] || exit 255; cat "$STUB/jit" ;;
-delete-parameter) [[ ! -e $STUB/fail-delete ]] || exit 255 ;;
+delete-parameter)
+	if [[ -e $STUB/deny-delete ]]; then
+		echo "An error occurred (AccessDeniedException) when calling the DeleteParameter operation: User: arn:aws:sts::123456789012:assumed-role/ghclaim-RunnerRole/i-0fresh is not authorized to perform: ssm:DeleteParameter on resource: arn:aws:ssm:eu-west-1:123456789012:parameter/ghclaim/runners/linux-42" >&2
+		exit 254
+	fi
+	if [[ -e $STUB/gone-delete ]]; then
+		echo "An error occurred (ParameterNotFound) when calling the DeleteParameter operation: " >&2
+		exit 254
+	fi
+	n=$(cat "$STUB/throttle-delete" 2>/dev/null || echo 0)
+	if ((n > 0)); then
+		echo $((n - 1)) >"$STUB/throttle-delete"
+		echo "An error occurred (ThrottlingException) when calling the DeleteParameter operation (reached max retries: 5): Rate exceeded" >&2
+		exit 254
+	fi ;;
 esac`,
 	"iptables": `echo "iptables $*" >>"$STUB/calls"
 [[ ! -e $STUB/fail-iptables ]]`,
@@ -264,7 +282,7 @@ func TestBootFailuresPowerOff(t *testing.T) {
 		// GHCLAIM_PARAM_WAIT=15 s at one poll every 5 s: three reads, then off.
 		{name: "parameter never written", arrange: func(t *testing.T, f fixture) { _ = os.Remove(filepath.Join(f.stub, "jit")) },
 			want: []string{getParam, "sleep 5", getParam, "sleep 5", getParam, "sleep 5", poweroff}},
-		{name: "delete refused", arrange: func(t *testing.T, f fixture) { f.touch(t, "fail-delete") },
+		{name: "delete refused", arrange: func(t *testing.T, f fixture) { f.touch(t, "deny-delete") },
 			want: []string{getParam, delParam, poweroff}},
 		{name: "firewall refused", arrange: func(t *testing.T, f fixture) { f.touch(t, "fail-iptables") },
 			want: []string{getParam, delParam, firewall, poweroff}},
@@ -432,5 +450,57 @@ func TestBootRefusesAFractionalLimit(t *testing.T) {
 		if len(calls) != 1 || calls[0] != poweroff || !strings.Contains(out, "not a whole number of seconds") {
 			t.Errorf("%s: calls %v, output %q; want a refusal, then power off", v, calls, out)
 		}
+	}
+}
+
+// TestBootWaitsOutAThrottledDelete: Parameter Store's request rate is
+// shared by every machine of a burst booting at once. One throttled
+// DeleteParameter (past the CLI's own attempts) once powered the machine
+// off with its config read: the job waited for the runner-start grace
+// and a new attempt. The delete is tried again after a jittered, doubling
+// wait; a parameter already gone counts as deleted; a delete throttled
+// eight times still powers off (the config must not stay readable while
+// a job runs). The CLI runs in adaptive retry mode.
+func TestBootWaitsOutAThrottledDelete(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		arrange func(t *testing.T, f fixture)
+		deletes int
+		started bool
+	}{
+		{name: "throttled twice", arrange: func(t *testing.T, f fixture) { f.write(t, filepath.Join(f.stub, "throttle-delete"), "2", 0o644) },
+			deletes: 3, started: true},
+		{name: "gone already", arrange: func(t *testing.T, f fixture) { f.touch(t, "gone-delete") }, deletes: 1, started: true},
+		{name: "throttled for good", arrange: func(t *testing.T, f fixture) { f.write(t, filepath.Join(f.stub, "throttle-delete"), "1000", 0o644) },
+			deletes: 8},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := setup(t)
+			tc.arrange(t, f)
+			calls, out := f.boot(t, nil)
+			var deletes, sleeps int
+			for i, c := range calls {
+				if c == delParam {
+					deletes++
+				}
+				if strings.HasPrefix(c, "sleep ") && i > 0 && calls[i-1] == delParam {
+					w, err := strconv.Atoi(strings.TrimPrefix(c, "sleep "))
+					if err != nil || w < 2 || w > 60 {
+						t.Errorf("wait %q after a failed delete, want 2-60 s", c)
+					}
+					sleeps++
+				}
+			}
+			if deletes != tc.deletes || sleeps != tc.deletes-1 || slices.Contains(calls, start) != tc.started || calls[len(calls)-1] != poweroff {
+				t.Fatalf("%d deletes, %d waits, started %v; want %d deletes, %d waits, started %v, then off\ncalls %q\noutput:\n%s",
+					deletes, sleeps, slices.Contains(calls, start), tc.deletes, tc.deletes-1, tc.started, calls, out)
+			}
+			env, err := os.ReadFile(filepath.Join(f.stub, "aws.env"))
+			if err != nil || !strings.HasPrefix(string(env), "adaptive 6\n") {
+				t.Errorf("the aws CLI ran with AWS_RETRY_MODE/AWS_MAX_ATTEMPTS %q, want adaptive 6", env)
+			}
+		})
 	}
 }

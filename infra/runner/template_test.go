@@ -85,6 +85,13 @@ func TestTemplateEmbedsBootScript(t *testing.T) {
 			fips == nil || fips.Tag != "!If" || fips.Content[0].Value != "UseFipsEndpoints" {
 			t.Errorf("%s: the setup does not export AWS_USE_FIPS_ENDPOINT from !If [UseFipsEndpoints, ...]", lt)
 		}
+		// EC2 refuses user data over 16 KB (raw, before base64): every
+		// launch from the template would fail. Each !Sub variable is
+		// counted at 64 bytes rendered (a SHA-256 in hex, the longest).
+		rendered := len(setup) + 64*strings.Count(setup, "${")
+		if n := rendered + len(boot) + len(seq[2].Value); n > 16*1024 {
+			t.Errorf("%s: user data of %d bytes, EC2 allows 16384", lt, n)
+		}
 	}
 }
 
