@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"slices"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -163,8 +164,10 @@ func (l *Leftovers) LiveMachines(ctx context.Context) ([]pool.Machine, error) {
 }
 
 // Configs is provision.Leftovers.Configs (DescribeParameters) with faults.
-func (l *Leftovers) Configs(ctx context.Context) ([]pool.Parameter, error) {
-	return do(ctx, l.In, TargetProvision, l.Caller, "DescribeParameters", l.Next.Configs)
+func (l *Leftovers) Configs(ctx context.Context, before time.Time) ([]pool.Parameter, error) {
+	return do(ctx, l.In, TargetProvision, l.Caller, "DescribeParameters", func(ctx context.Context) ([]pool.Parameter, error) {
+		return l.Next.Configs(ctx, before)
+	})
 }
 
 // DeleteConfig is provision.Leftovers.DeleteConfig (DeleteParameter) with faults.

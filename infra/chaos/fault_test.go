@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -104,7 +105,7 @@ func (c *counting) LiveMachines(context.Context) ([]pool.Machine, error) {
 	return nil, nil
 }
 
-func (c *counting) Configs(context.Context) ([]pool.Parameter, error) {
+func (c *counting) Configs(context.Context, time.Time) ([]pool.Parameter, error) {
 	c.hit()
 	return nil, nil
 }

@@ -50,8 +50,9 @@ func (p *Provisioner) LiveMachines(ctx context.Context) ([]pool.Machine, error) 
 	return out, nil
 }
 
-// Configs returns every stored config, without values.
-func (p *Provisioner) Configs(ctx context.Context) ([]pool.Parameter, error) {
+// Configs returns every stored config last modified before before (one
+// with no time recorded counts as old), without values.
+func (p *Provisioner) Configs(ctx context.Context, before time.Time) ([]pool.Parameter, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -62,6 +63,9 @@ func (p *Provisioner) Configs(ctx context.Context) ([]pool.Parameter, error) {
 		m, ok := p.meta[name]
 		if !ok {
 			m = pool.Parameter{Name: configName(name)}
+		}
+		if !m.ModifiedAt.Before(before) && !m.ModifiedAt.IsZero() {
+			continue
 		}
 		out = append(out, m)
 	}

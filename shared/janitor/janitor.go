@@ -171,7 +171,9 @@ type Provisioner interface {
 // provision.Leftovers implements it over EC2 and SSM.
 type Leftovers interface {
 	LiveMachines(ctx context.Context) ([]pool.Machine, error)
-	Configs(ctx context.Context) ([]pool.Parameter, error)
+	// Configs lists the configs last modified before before: younger ones
+	// are kept anyway (ConfigGrace), and reading them costs calls.
+	Configs(ctx context.Context, before time.Time) ([]pool.Parameter, error)
 	DeleteConfig(ctx context.Context, name string) error
 }
 
@@ -761,7 +763,7 @@ func (j *Janitor) machines(ctx context.Context, p *pass, ms []pool.Machine) erro
 	// pass that outlives the function's timeout is killed unreported.
 	cctx, cancel := context.WithTimeout(ctx, p.by.Sub(j.cfg.Now()))
 	defer cancel()
-	cs, err := j.cfg.Leftovers.Configs(cctx)
+	cs, err := j.cfg.Leftovers.Configs(cctx, p.now.Add(-j.cfg.ConfigGrace))
 	if err != nil {
 		if cctx.Err() != nil && ctx.Err() == nil {
 			p.rep.Incomplete = true // the pass's time ran out: the next pass lists them

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
@@ -97,9 +98,14 @@ func (l Leftovers) LiveMachines(ctx context.Context) ([]pool.Machine, error) {
 	}
 }
 
-// Configs returns every parameter under ParameterPrefix of l's stack,
-// without values.
-func (l Leftovers) Configs(ctx context.Context) ([]pool.Parameter, error) {
+// Configs returns every parameter under ParameterPrefix of l's stack last
+// modified before before, without values. A younger one is left out
+// unread: its owner (a machine booting, a claim) may still need it, and
+// its tags cost a call each (a burst keeps hundreds in flight). One whose
+// tags cannot be read for the account's request rate (Parameter Store's,
+// shared with booting machines) is left out too, for the next listing:
+// a throttle once failed the whole listing, and no leftover was deleted.
+func (l Leftovers) Configs(ctx context.Context, before time.Time) ([]pool.Parameter, error) {
 	in := &ssm.DescribeParametersInput{ParameterFilters: []ssmtypes.ParameterStringFilter{
 		{Key: aws.String("Path"), Option: aws.String("OneLevel"), Values: []string{strings.TrimSuffix(ParameterPrefix, "/")}},
 	}}
@@ -111,14 +117,14 @@ func (l Leftovers) Configs(ctx context.Context) ([]pool.Parameter, error) {
 		}
 		for _, p := range page.Parameters {
 			name := aws.ToString(p.Name)
-			if !strings.HasPrefix(name, ParameterPrefix) {
+			if !strings.HasPrefix(name, ParameterPrefix) || !aws.ToTime(p.LastModifiedDate).Before(before) {
 				continue
 			}
 			tags, err := l.Parameters.ListTagsForResource(ctx, &ssm.ListTagsForResourceInput{
 				ResourceType: ssmtypes.ResourceTypeForTaggingParameter, ResourceId: aws.String(name)})
 			var nf *ssmtypes.InvalidResourceId
-			if errors.As(err, &nf) {
-				continue // deleted meanwhile (read by its machine)
+			if errors.As(err, &nf) || throttled(err) {
+				continue // deleted meanwhile (read by its machine), or for the next listing
 			}
 			if err != nil {
 				return nil, fmt.Errorf("list parameters: tags of %s: %w", name, err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
@@ -107,7 +108,7 @@ func TestStacksLeaveEachOthersMachines(t *testing.T) {
 		if got := slices.Contains(ids, old); got != tt.want {
 			t.Errorf("stack %q: lists the untagged machine: %t, want %t", tt.stack, got, tt.want)
 		}
-		cs, err := l.Configs(ctx)
+		cs, err := l.Configs(ctx, time.Now().Add(time.Hour))
 		if err != nil {
 			t.Fatalf("stack %q: Configs: %v", tt.stack, err)
 		}
