@@ -297,6 +297,7 @@ func (s *Store) Finish(ctx context.Context, l job.Lease, o job.Outcome, now time
 	if o.State == job.Claimed {
 		// Stays in the sweep index until a runner of ours takes the job.
 		cur.LeaseOwner, cur.LeaseExpiresAt, cur.SweepAt = "", 0, job.Millis(now.Add(job.StartGrace(o.RunnerStartGrace)))
+		cur.Waits = 0 // a new claim is no held job, whatever an older writer left
 	} else {
 		cur.LeaseOwner, cur.LeaseExpiresAt, cur.SweepShard, cur.SweepAt = "", 0, "", 0
 	}

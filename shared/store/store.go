@@ -490,7 +490,9 @@ func (s *Store) Finish(ctx context.Context, l Lease, o Outcome, now time.Time) e
 	if o.State == job.Claimed {
 		vals[":sweep"] = n(job.Millis(now.Add(job.StartGrace(o.RunnerStartGrace))))
 		set += ", sweep_at = :sweep"
-		return s.fenced(ctx, l, set+" REMOVE lease_owner, lease_expires_at", vals, &e, wrote(l.Version, o.State, e.t))
+		// A new claim is no held job (waits): a writer that did not know
+		// the attribute (a version before it, mid-rollout) may have left it.
+		return s.fenced(ctx, l, set+" REMOVE lease_owner, lease_expires_at, waits", vals, &e, wrote(l.Version, o.State, e.t))
 	}
 	return s.fenced(ctx, l, set+" REMOVE lease_owner, lease_expires_at, sweep_shard, sweep_at", vals, &e, wrote(l.Version, o.State, e.t))
 }
