@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ghclaim/ghclaim/infra/ghfake"
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/pool"
 	"github.com/ghclaim/ghclaim/shared/reclaim"
@@ -93,5 +94,32 @@ func TestLateRefusalIsStillJudged(t *testing.T) {
 	}
 	if got := l.get(t, id); got.State != job.Claimed || got.FirstFailureAt == 0 {
 		t.Fatalf("after a 404 that came late: %s, first_failure_at %d; want claimed with the max-age clock started", got.State, got.FirstFailureAt)
+	}
+}
+
+// TestRemovedPoolJobThatRanIsDone: a job claimed under pool linux, then
+// linux left RUNNER_POOLS (renamed or removed) and our runner took the
+// job. The webhook re-decides in_progress and completed from today's
+// pools and writes nothing for it; the liveness check, unable to judge a
+// runner of an unknown pool, blocked the record without asking GitHub
+// and abandoned it at max age (GiveUpsAlarm) though it had run. GitHub's
+// word on the job needs no pool: the record is done.
+func TestRemovedPoolJobThatRanIsDone(t *testing.T) {
+	t.Parallel()
+	const id = int64(743)
+	for _, status := range []string{"in_progress", "completed"} {
+		t.Run(status, func(t *testing.T) {
+			t.Parallel()
+			l := setupLive(t)
+			l.claimed(t, id, t0.Add(-liveGrace-time.Second))
+			mac := l.pools[0]
+			mac.Name = "mac"
+			l.pools = []pool.Pool{mac}
+			l.fake.SetJob("octo", "app", ghfake.Job{ID: id, RunID: 7, Status: status, Labels: []string{"self-hosted", "linux"}})
+			rep := l.run(t, l.reclaimer(t, nil))
+			if got := l.get(t, id); got.State != job.Done || rep.LivenessDone != 1 {
+				t.Fatalf("pool gone, job %s at GitHub: record %s (%q), report done %d; want done", status, got.State, got.LastError, rep.LivenessDone)
+			}
+		})
 	}
 }

@@ -139,7 +139,7 @@ func (r *Reclaimer) liveness(ctx context.Context, w window, c candidate, now tim
 	log := r.decisionLog(c)
 	p, ok := pool.Find(r.cfg.Pools, rec.Pool)
 	grace := job.StartGrace(p.StartGrace()) // the default when the pool is unknown
-	if !ok || r.cfg.GitHub == nil {
+	if r.cfg.GitHub == nil {
 		// Nothing to ask with: look again later rather than every pass.
 		log.WarnContext(ctx, "reclaim cannot check a claimed job", slog.String("pool", rec.Pool), slog.Bool("pool_known", ok))
 		if !ok {
@@ -160,6 +160,23 @@ func (r *Reclaimer) liveness(ctx context.Context, w window, c candidate, now tim
 		return c, "", r.recheck(ctx, c, due, job.CheckSkipped, now, rep)
 	}
 	defer r.shareRate(ctx, rec.InstallationID, log)
+	if !ok {
+		// The pool left RUNNER_POOLS (renamed, removed) with the job
+		// claimed: its runner cannot be judged, but GitHub's word on the
+		// job needs no pool. A job a runner of ours took meanwhile (the
+		// webhook no longer serves its deliveries) is done; anything else
+		// is blocked, abandoned at max age. It was abandoned even when it
+		// had run.
+		log.WarnContext(ctx, "reclaim cannot check a claimed job's runner", slog.String("pool", rec.Pool), slog.Bool("pool_known", false))
+		_, serr, settled, err := r.atWork(ctx, w, rec, now, rep, log)
+		if settled || err != nil {
+			return c, "", err
+		}
+		if serr != nil {
+			return r.failed(ctx, w, c, serr, grace, now, rep)
+		}
+		return r.blocked(ctx, c, "pool "+rec.Pool+" is not configured", grace, now, rep)
+	}
 	name := job.RunnerNameAt(p.Name, rec.JobID, rec.Replacements)
 	scope, owner, repo := p.Where(rec.Scope), rec.Owner(), rec.RepoName()
 	if scope == pool.ScopeOrg {
