@@ -3,6 +3,7 @@ package claim
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -311,6 +312,15 @@ func (f *flow) claim(ctx context.Context) error {
 		// rollout may finish) until max age, rather than fail at once.
 		f.attempt++
 		return f.retry(ctx, failure.Failure{Class: failure.UnknownRetryable, Reason: "pool " + f.rec.Pool + " is not configured"}, nil)
+	}
+	if _, fits := pool.Match([]pool.Pool{p}, f.rec.Labels); !fits && len(f.rec.Labels) > 0 {
+		// Relabelled under a queued job: a runner with the pool's new
+		// labels would never take this job (claimed for nothing, then
+		// replaced until max age, taking other jobs meanwhile). Retried
+		// like a pool gone, in case the rollout is undone.
+		f.attempt++
+		return f.retry(ctx, failure.Failure{Class: failure.UnknownRetryable,
+			Reason: fmt.Sprintf("pool %s no longer serves labels [%s]", p.Name, strings.Join(f.rec.Labels, ", "))}, nil)
 	}
 	f.pool = p
 	// One name per attempt: a replacement's runner must not meet the name
