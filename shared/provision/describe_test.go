@@ -11,6 +11,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/ghclaim/ghclaim/shared/ec2api"
+	"github.com/ghclaim/ghclaim/shared/failure"
 )
 
 // TestEC2WaitsForAFreshInstanceToBeKnown: DescribeInstances may not know
@@ -91,5 +92,47 @@ func TestFleetDoubleRefusesDescribesEC2Refuses(t *testing.T) {
 		Filters: []ec2api.Filter{{Name: "tag:" + TagJobID, Values: []string{"7"}}}, MaxResults: 1000})
 	if err != nil || out == nil {
 		t.Fatalf("a filtered lookup pages with MaxResults on EC2: %v", err)
+	}
+}
+
+// TestThrottledDescribeStaysRateLimit: a launched instance's read that
+// EC2 keeps refusing for the account's request rate is waited out; when
+// the wait ends (the claim's time, or describeWait) the machine is ended
+// and the error is the throttle's, classified rate_limit (at least a
+// minute before the next attempt), not network or unknown_retryable (the
+// ladder's first rung, 30 s: more load on a throttled account).
+func TestThrottledDescribeStaysRateLimit(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		cutAt  int // the sleep that meets the claim's end; 0: never
+		inText string
+	}{
+		{name: "the claim's time ends during the waits", cutAt: 3, inText: "context deadline exceeded"},
+		{name: "describeWait passes", inText: "throttled, for 2m0s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			inst, params := newFleetEC2(), &fakeParameters{}
+			inst.throttles = 1000
+			a := NewEC2(inst, params, nil)
+			n := 0
+			a.sleep = func(context.Context, time.Duration) error {
+				if n++; tc.cutAt > 0 && n >= tc.cutAt {
+					return context.DeadlineExceeded
+				}
+				return nil
+			}
+			_, err := a.Provision(context.Background(), request(ec2Pool(), 42))
+			if err == nil || !strings.Contains(err.Error(), tc.inText) {
+				t.Fatalf("got %v, want an error saying %q", err, tc.inText)
+			}
+			if alive := inst.alive(); len(alive) != 0 {
+				t.Fatalf("left running without a config: %v", alive)
+			}
+			if cl := failure.Classify(err); cl.Class != failure.RateLimit {
+				t.Fatalf("throttled describe ended in %v, classified %s; want rate_limit", err, cl.Class)
+			}
+		})
 	}
 }

@@ -360,8 +360,12 @@ func fleetErrors(errs []ec2api.CreateFleetError) string {
 // registration, a new token) launches anew.
 func (e *EC2) describe(ctx context.Context, req Request, id string) (launched, error) {
 	var waited time.Duration
+	var throttle error // the last read refused for the rate: the error a give-up reports
 	for delay := describeMinDelay; ; delay = min(2*delay, describeMaxDelay) {
 		out, err := e.instances.DescribeInstances(ctx, &ec2api.DescribeInstancesInput{InstanceIDs: []string{id}})
+		if throttled(err) {
+			throttle = err
+		}
 		var api smithy.APIError
 		if err != nil && !throttled(err) && (!errors.As(err, &api) || api.ErrorCode() != ec2api.CodeInstanceNotFound) {
 			// A throttled read (RequestLimitExceeded: a burst of claims
@@ -389,10 +393,21 @@ func (e *EC2) describe(ctx context.Context, req Request, id string) (launched, e
 			}
 		}
 		if waited >= describeWait {
+			if throttle != nil {
+				// Classified as the throttle (rate_limit: at least a
+				// minute), not as an unknown instance.
+				return launched{}, fmt.Errorf("provision job %d: describe launched instance %s, throttled, for %s: %w", req.JobID, id, waited, throttle)
+			}
 			return launched{}, fmt.Errorf("provision job %d: launched instance %s still unknown to DescribeInstances after %s", req.JobID, id, waited)
 		}
 		d := min(delay, describeWait-waited)
 		if serr := e.sleep(ctx, d); serr != nil {
+			if throttle != nil {
+				// The claim's time ran out while the account's rate was
+				// spent: the throttle is the cause (the context's end is
+				// kept as text only, or it would classify as network).
+				return launched{}, fmt.Errorf("provision job %d: describe launched instance %s: %w (waited %s: %v)", req.JobID, id, throttle, waited, serr)
+			}
 			return launched{}, fmt.Errorf("provision job %d: describe launched instance %s: %w", req.JobID, id, serr)
 		}
 		waited += d
