@@ -130,9 +130,13 @@ fi
 # waits, for GHCLAIM_DELETE_WAIT seconds and 8 tries at most: one throttled
 # delete once powered the machine off with its config read, and the job
 # waited for the runner-start grace and a new attempt. A parameter already
-# gone (ParameterNotFound) is deleted as far as anyone can read it; a
-# refusal (access denied) is for good. The CLI's error text names the
-# parameter and the error, never the value, and is not logged.
+# gone (ParameterNotFound) is deleted as far as anyone can read it. A
+# refusal (access denied) is for good only while the parameter can still
+# be read: the role's tag condition cannot match a parameter that is gone,
+# so a delete whose answer was lost (a timeout) and that is tried again
+# (by the CLI or here) is refused too; a read refused or not found then
+# says it is gone. The CLI's error text names the parameter and the error,
+# never the value, and is not logged; the read's value goes nowhere.
 delete_deadline=$(($(date +%s) + GHCLAIM_DELETE_WAIT))
 wait=2
 tries=0
@@ -142,7 +146,14 @@ while :; do
 	fi
 	case $err in
 	*ParameterNotFound*) break ;;
-	*AccessDenied* | *"not authorized"*) tries=8 ;;
+	*AccessDenied* | *"not authorized"*)
+		if err=$(aws ssm get-parameter --region "$region" --name "$param" \
+			--query Parameter.Version --output text "${SSM_TIMEOUTS[@]}" 2>&1 >/dev/null); then
+			tries=8 # still there and readable: the delete is refused for good
+		elif [[ $err == *ParameterNotFound* || $err == *AccessDenied* || $err == *"not authorized"* ]]; then
+			break # gone: nobody can read it any more
+		fi
+		;; # the read failed otherwise (a throttle): the delete is tried again
 	esac
 	pause=$((wait + RANDOM % wait))
 	if ((++tries >= 8 || $(date +%s) + pause > delete_deadline)); then

@@ -40,8 +40,20 @@ esac`,
 echo "$*" >>"$STUB/aws.args"
 echo "${AWS_RETRY_MODE-} ${AWS_MAX_ATTEMPTS-}" >>"$STUB/aws.env"
 case $2 in
-get-parameter) [[ -e $STUB/jit ]] || exit 255; cat "$STUB/jit" ;;
+get-parameter)
+	if [[ ! -e $STUB/jit ]]; then
+		echo "An error occurred (ParameterNotFound) when calling the GetParameter operation: " >&2
+		exit 254
+	fi
+	cat "$STUB/jit" ;;
 delete-parameter)
+	if [[ -e $STUB/lost-delete ]]; then
+		# Deleted, its answer lost; the retry meets the role's tag
+		# condition on a parameter that is gone: access denied.
+		rm -f "$STUB/jit" "$STUB/lost-delete"
+		echo "An error occurred (AccessDeniedException) when calling the DeleteParameter operation: User: arn:aws:sts::123456789012:assumed-role/ghclaim-RunnerRole/i-0fresh is not authorized to perform: ssm:DeleteParameter" >&2
+		exit 254
+	fi
 	if [[ -e $STUB/deny-delete ]]; then
 		echo "An error occurred (AccessDeniedException) when calling the DeleteParameter operation: User: arn:aws:sts::123456789012:assumed-role/ghclaim-RunnerRole/i-0fresh is not authorized to perform: ssm:DeleteParameter on resource: arn:aws:ssm:eu-west-1:123456789012:parameter/ghclaim/runners/linux-42" >&2
 		exit 254
@@ -282,8 +294,9 @@ func TestBootFailuresPowerOff(t *testing.T) {
 		// GHCLAIM_PARAM_WAIT=15 s at one poll every 5 s: three reads, then off.
 		{name: "parameter never written", arrange: func(t *testing.T, f fixture) { _ = os.Remove(filepath.Join(f.stub, "jit")) },
 			want: []string{getParam, "sleep 5", getParam, "sleep 5", getParam, "sleep 5", poweroff}},
+		// Refused with the parameter still readable: refused for good.
 		{name: "delete refused", arrange: func(t *testing.T, f fixture) { f.touch(t, "deny-delete") },
-			want: []string{getParam, delParam, poweroff}},
+			want: []string{getParam, delParam, getParam, poweroff}},
 		{name: "firewall refused", arrange: func(t *testing.T, f fixture) { f.touch(t, "fail-iptables") },
 			want: []string{getParam, delParam, firewall, poweroff}},
 		{name: "config holds no runner files", arrange: func(t *testing.T, f fixture) {
@@ -472,6 +485,10 @@ func TestBootWaitsOutAThrottledDelete(t *testing.T) {
 		{name: "throttled twice", arrange: func(t *testing.T, f fixture) { f.write(t, filepath.Join(f.stub, "throttle-delete"), "2", 0o644) },
 			deletes: 3, started: true},
 		{name: "gone already", arrange: func(t *testing.T, f fixture) { f.touch(t, "gone-delete") }, deletes: 1, started: true},
+		// The delete took effect but its answer was lost; tried again, it
+		// is refused (the role's tag condition cannot match a parameter
+		// that is gone): a read says it is gone, and the runner starts.
+		{name: "deleted, answer lost, retry refused", arrange: func(t *testing.T, f fixture) { f.touch(t, "lost-delete") }, deletes: 1, started: true},
 		{name: "throttled for good", arrange: func(t *testing.T, f fixture) { f.write(t, filepath.Join(f.stub, "throttle-delete"), "1000", 0o644) },
 			deletes: 8},
 	} {
