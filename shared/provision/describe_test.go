@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/smithy-go"
 
+	"github.com/ghclaim/ghclaim/infra/provisiontest"
 	"github.com/ghclaim/ghclaim/shared/ec2api"
 	"github.com/ghclaim/ghclaim/shared/failure"
 )
@@ -132,6 +133,67 @@ func TestThrottledDescribeStaysRateLimit(t *testing.T) {
 			}
 			if cl := failure.Classify(err); cl.Class != failure.RateLimit {
 				t.Fatalf("throttled describe ended in %v, classified %s; want rate_limit", err, cl.Class)
+			}
+		})
+	}
+}
+
+// scriptedEC2 answers reads by id from a script ("throttle", "notfound",
+// "canceled"), then as fleetEC2 does.
+type scriptedEC2 struct {
+	*fleetEC2
+	script []string
+}
+
+func (s *scriptedEC2) DescribeInstances(ctx context.Context, in *ec2api.DescribeInstancesInput) (*ec2api.DescribeInstancesOutput, error) {
+	if len(in.InstanceIDs) > 0 && len(s.script) > 0 {
+		step := s.script[0]
+		s.script = s.script[1:]
+		switch step {
+		case "throttle":
+			return nil, provisiontest.ClientError("EC2", "DescribeInstances", "RequestLimitExceeded", "Request limit exceeded.")
+		case "notfound":
+			return nil, provisiontest.ClientError("EC2", "DescribeInstances", "InvalidInstanceID.NotFound", "The instance ID does not exist")
+		case "canceled":
+			// ec2api's own retry of a throttle: the context ended
+			// during its wait between two attempts.
+			return nil, &smithy.OperationError{ServiceID: "EC2", OperationName: "DescribeInstances",
+				Err: &smithy.CanceledError{Err: context.DeadlineExceeded}}
+		}
+	}
+	return s.fleetEC2.DescribeInstances(ctx, in)
+}
+
+// TestDescribeGiveUpNamesItsLastAnswer: how a give-up is classified
+// follows the reads' last answer. The claim's time ending inside a
+// throttled read (ec2api's own retry wait) after throttles is still the
+// throttle (rate_limit), not network; one throttle among reads that found
+// the instance unknown for the whole wait is no throttle.
+func TestDescribeGiveUpNamesItsLastAnswer(t *testing.T) {
+	t.Parallel()
+	unknown := []string{"notfound", "throttle"}
+	for range 20 {
+		unknown = append(unknown, "notfound")
+	}
+	for _, tc := range []struct {
+		name   string
+		script []string
+		class  failure.Class
+	}{
+		{name: "time ends inside a throttled read", script: []string{"throttle", "throttle", "canceled"}, class: failure.RateLimit},
+		{name: "one throttle among unknown reads", script: unknown, class: failure.UnknownRetryable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			inst := &scriptedEC2{fleetEC2: newFleetEC2(), script: tc.script}
+			a := NewEC2(inst, &fakeParameters{}, nil)
+			a.sleep = func(context.Context, time.Duration) error { return nil }
+			_, err := a.Provision(context.Background(), request(ec2Pool(), 42))
+			if cl := failure.Classify(err); err == nil || cl.Class != tc.class {
+				t.Fatalf("ended in %v, classified %s; want %s", err, cl.Class, tc.class)
+			}
+			if alive := inst.alive(); len(alive) != 0 {
+				t.Fatalf("left running without a config: %v", alive)
 			}
 		})
 	}

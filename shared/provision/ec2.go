@@ -360,17 +360,24 @@ func fleetErrors(errs []ec2api.CreateFleetError) string {
 // registration, a new token) launches anew.
 func (e *EC2) describe(ctx context.Context, req Request, id string) (launched, error) {
 	var waited time.Duration
-	var throttle error // the last read refused for the rate: the error a give-up reports
+	var throttle error // the last read, when refused for the rate: the error a give-up reports
 	for delay := describeMinDelay; ; delay = min(2*delay, describeMaxDelay) {
 		out, err := e.instances.DescribeInstances(ctx, &ec2api.DescribeInstancesInput{InstanceIDs: []string{id}})
+		before := throttle
+		throttle = nil // the last answer decides how a give-up is reported
 		if throttled(err) {
 			throttle = err
 		}
 		var api smithy.APIError
-		if err != nil && !throttled(err) && (!errors.As(err, &api) || api.ErrorCode() != ec2api.CodeInstanceNotFound) {
+		if err != nil && throttle == nil && (!errors.As(err, &api) || api.ErrorCode() != ec2api.CodeInstanceNotFound) {
 			// A throttled read (RequestLimitExceeded: a burst of claims
 			// spends the account's request tokens) is waited out like an
 			// unknown instance: ended for it, the launched machine was lost.
+			if before != nil && (ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
+				// The claim's time ended inside a throttled read (the
+				// client's own retry wait): the throttle is the cause.
+				return launched{}, fmt.Errorf("provision job %d: describe launched instance %s: %w (then: %v)", req.JobID, id, before, err)
+			}
 			return launched{}, fmt.Errorf("provision job %d: describe launched instance %s: %w", req.JobID, id, err)
 		}
 		if err == nil {
