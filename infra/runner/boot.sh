@@ -136,7 +136,10 @@ fi
 # so a delete whose answer was lost (a timeout) and that is tried again
 # (by the CLI or here) is refused too; a read refused or not found then
 # says it is gone. The CLI's error text names the parameter and the error,
-# never the value, and is not logged; the read's value goes nowhere.
+# never the value, and is not logged; the read's value goes nowhere. The
+# codes are matched in their parentheses: the text also names the
+# parameter, and a runner name may spell a code. The bound is on starting
+# a try: each call's own time (its attempts and timeouts) comes on top.
 delete_deadline=$(($(date +%s) + GHCLAIM_DELETE_WAIT))
 wait=2
 tries=0
@@ -145,12 +148,12 @@ while :; do
 		break
 	fi
 	case $err in
-	*ParameterNotFound*) break ;;
-	*AccessDenied* | *"not authorized"*)
+	*"(ParameterNotFound)"*) break ;;
+	*"(AccessDeniedException)"* | *"not authorized"*)
 		if err=$(aws ssm get-parameter --region "$region" --name "$param" \
 			--query Parameter.Version --output text "${SSM_TIMEOUTS[@]}" 2>&1 >/dev/null); then
 			tries=8 # still there and readable: the delete is refused for good
-		elif [[ $err == *ParameterNotFound* || $err == *AccessDenied* || $err == *"not authorized"* ]]; then
+		elif [[ $err == *"(ParameterNotFound)"* || $err == *"(AccessDeniedException)"* || $err == *"not authorized"* ]]; then
 			break # gone: nobody can read it any more
 		fi
 		;; # the read failed otherwise (a throttle): the delete is tried again

@@ -521,3 +521,28 @@ func TestBootWaitsOutAThrottledDelete(t *testing.T) {
 		})
 	}
 }
+
+// TestRefusedDeleteWhateverTheName: a delete refused while the parameter
+// is still readable (an SCP denying ssm:DeleteParameter, say) powers off,
+// whatever the runner's name. The CLI's AccessDenied text names the
+// resource, and a pool named "ParameterNotFound" (pool names allow it)
+// matched the "already gone" pattern: the runner started with its config
+// readable. The codes are matched in their parentheses.
+func TestRefusedDeleteWhateverTheName(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.write(t, filepath.Join(f.stub, "name"), "ParameterNotFound-42", 0o644)
+	f.write(t, filepath.Join(f.stub, "bin", "aws"), `#!/bin/bash
+echo "aws $1 $2 $6" >>"$STUB/calls"
+case $2 in
+get-parameter) cat "$STUB/jit" ;;
+delete-parameter)
+	echo "An error occurred (AccessDeniedException) when calling the DeleteParameter operation: User: arn:aws:sts::123456789012:assumed-role/ghclaim-RunnerRole/i-0fresh is not authorized to perform: ssm:DeleteParameter on resource: arn:aws:ssm:eu-west-1:123456789012:parameter$6 with an explicit deny in a service control policy" >&2
+	exit 254 ;;
+esac
+`, 0o755)
+	calls, out := f.boot(t, nil)
+	if slices.Contains(calls, start) || calls[len(calls)-1] != poweroff {
+		t.Fatalf("runner started with its config still readable:\ncalls %q\n%s", calls, out)
+	}
+}
