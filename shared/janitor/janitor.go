@@ -851,7 +851,13 @@ func (j *Janitor) machine(ctx context.Context, p *pass, m pool.Machine) bool {
 		p.rep.MachinesKept++
 		return false
 	}
-	if !j.cleanup(ctx, p, pool.Request{JobID: m.JobID, RunID: rec.RunID, Repo: repo, Pool: pl, RunnerName: runner}, log) {
+	// The machine came from the EC2 listing: it is ended through EC2,
+	// whatever the pool's provisioner is today (a pool moved to dispatch
+	// routed it to a clean-up that ends nothing, and it ran on, counted
+	// ended).
+	onEC2 := pl
+	onEC2.Provisioner.Type = pool.ProvisionerEC2
+	if !j.cleanup(ctx, p, pool.Request{JobID: m.JobID, RunID: rec.RunID, Repo: repo, Pool: onEC2, RunnerName: runner}, log) {
 		return false
 	}
 	p.rep.MachinesEnded++
