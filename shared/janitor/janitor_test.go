@@ -106,8 +106,14 @@ func (f *fixture) janitor(t *testing.T, gh janitor.GitHub) *janitor.Janitor {
 	if gh == nil {
 		gh = f.gh
 	}
-	j, err := janitor.New(janitor.Config{Store: f.store, GitHub: gh, Rates: f.rates, Provisioner: f.prov, Leftovers: f.prov,
-		Pools: []pool.Pool{linux}, Now: func() time.Time { return f.now }})
+	return f.janitorOf(t, gh, f.prov, linux)
+}
+
+// janitorOf is f's janitor over gh, cleaning up through prov, with pools.
+func (f *fixture) janitorOf(t *testing.T, gh janitor.GitHub, prov janitor.Provisioner, pools ...pool.Pool) *janitor.Janitor {
+	t.Helper()
+	j, err := janitor.New(janitor.Config{Store: f.store, GitHub: gh, Rates: f.rates, Provisioner: prov, Leftovers: f.prov,
+		Pools: pools, Now: func() time.Time { return f.now }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ghclaim/ghclaim/shared/janitor"
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/pool"
 	"github.com/ghclaim/ghclaim/shared/provision"
@@ -27,12 +26,7 @@ func TestMachineEndedThroughEC2AfterProvisionerSwitch(t *testing.T) {
 	moved := linux
 	moved.Provisioner = pool.Provisioner{Type: pool.ProvisionerDispatch, QueueURL: "https://sqs.eu-west-1.amazonaws.com/123456789012/hosts"}
 	reg := provision.Registry{pool.ProvisionerEC2: f.prov, pool.ProvisionerDispatch: provision.NewDispatch(nil, nil)}
-	j, err := janitor.New(janitor.Config{Store: f.store, GitHub: f.gh, Rates: f.rates, Provisioner: reg, Leftovers: f.prov,
-		Pools: []pool.Pool{moved}, Now: func() time.Time { return f.now }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := j.Run(context.Background())
+	rep, err := f.janitorOf(t, f.gh, reg, moved).Run(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

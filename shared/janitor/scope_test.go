@@ -3,9 +3,7 @@ package janitor_test
 import (
 	"context"
 	"testing"
-	"time"
 
-	"github.com/ghclaim/ghclaim/shared/janitor"
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/pool"
 )
@@ -29,12 +27,7 @@ func TestScopeChangedMachineKept(t *testing.T) {
 
 	org := linux
 	org.Scope = pool.ScopeOrg
-	j, err := janitor.New(janitor.Config{Store: f.store, GitHub: f.gh, Rates: f.rates, Provisioner: f.prov, Leftovers: f.prov,
-		Pools: []pool.Pool{org}, Now: func() time.Time { return f.now }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := j.Run(context.Background())
+	rep, err := f.janitorOf(t, f.gh, f.prov, org).Run(context.Background())
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
