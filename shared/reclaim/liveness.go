@@ -168,12 +168,8 @@ func (r *Reclaimer) liveness(ctx context.Context, w window, c candidate, now tim
 		// is blocked, abandoned at max age. It was abandoned even when it
 		// had run.
 		log.WarnContext(ctx, "reclaim cannot check a claimed job's runner", slog.String("pool", rec.Pool), slog.Bool("pool_known", false))
-		_, serr, settled, err := r.atWork(ctx, w, rec, now, rep, log)
-		if settled || err != nil {
-			return c, "", err
-		}
-		if serr != nil {
-			return r.failed(ctx, w, c, serr, grace, now, rep)
+		if _, stop, nc, to, err := r.askStatus(ctx, w, c, grace, now, rep, log); stop {
+			return nc, to, err
 		}
 		return r.blocked(ctx, c, "pool "+rec.Pool+" is not configured", grace, now, rep)
 	}
@@ -187,12 +183,9 @@ func (r *Reclaimer) liveness(ctx context.Context, w window, c candidate, now tim
 		// Parked at the last look: GitHub's word on the job comes first
 		// (one call). Still held, it is parked again, further out; its
 		// runner is looked at only once GitHub queues the job.
-		st, serr, settled, err := r.atWork(ctx, w, rec, now, rep, log)
-		if settled || err != nil {
-			return c, "", err
-		}
-		if serr != nil {
-			return r.failed(ctx, w, c, serr, grace, now, rep)
+		st, stop, nc, to, err := r.askStatus(ctx, w, c, grace, now, rep, log)
+		if stop {
+			return nc, to, err
 		}
 		if notYet(st) {
 			return r.park(ctx, c, st, name, grace, now, log, rep)
@@ -230,12 +223,9 @@ func (r *Reclaimer) liveness(ctx context.Context, w window, c candidate, now tim
 		// busy now may have taken this very job since (GitHub queued it
 		// to our idle runner); the status is asked again, after the
 		// runner, as the ordinary look asks it.
-		st, serr, settled, err := r.atWork(ctx, w, rec, now, rep, log)
-		if settled || err != nil {
-			return c, "", err
-		}
-		if serr != nil {
-			return r.failed(ctx, w, c, serr, grace, now, rep)
+		st, stop, nc, to, err := r.askStatus(ctx, w, c, grace, now, rep, log)
+		if stop {
+			return nc, to, err
 		}
 		status = st
 	}
@@ -280,12 +270,9 @@ func (r *Reclaimer) liveness(ctx context.Context, w window, c candidate, now tim
 		if r.late(ctx, w, rep) {
 			return c, "", r.recheck(ctx, c, now, job.CheckSkipped, now, rep)
 		}
-		st, serr, settled, err := r.atWork(ctx, w, rec, now, rep, log)
-		if settled || err != nil {
-			return c, "", err
-		}
-		if serr != nil {
-			return r.failed(ctx, w, c, serr, grace, now, rep)
+		st, stop, nc, to, err := r.askStatus(ctx, w, c, grace, now, rep, log)
+		if stop {
+			return nc, to, err
 		}
 		if status = st; notYet(status) {
 			// Queued at the look, held by GitHub now (reviewers): the
@@ -390,6 +377,21 @@ func (r *Reclaimer) atWork(ctx context.Context, w window, rec job.Record, now ti
 	rep.LivenessDone++
 	log.InfoContext(ctx, "reclaim liveness: job already at work at GitHub, done", slog.String("job_status", status))
 	return status, nil, true, nil
+}
+
+// askStatus asks GitHub for c's job (atWork). stop says the look ends
+// here, with the result in the rest: the job is at work (done), the store
+// failed, or the question did (failed: looked at again later).
+func (r *Reclaimer) askStatus(ctx context.Context, w window, c candidate, grace time.Duration, now time.Time, rep *Report, log *slog.Logger) (status string, stop bool, next candidate, to job.State, err error) {
+	st, serr, settled, err := r.atWork(ctx, w, c.rec, now, rep, log)
+	if settled || err != nil {
+		return "", true, c, "", err
+	}
+	if serr != nil {
+		next, to, err = r.failed(ctx, w, c, serr, grace, now, rep)
+		return "", true, next, to, err
+	}
+	return st, false, c, "", nil
 }
 
 // park leaves a claimed record whose job GitHub does not give to a runner
