@@ -74,11 +74,21 @@ func (c *CLI) redrive(ctx context.Context, o *opts, _ []string) error {
 	defer h.release(context.WithoutCancel(ctx))
 	moved := map[string]bool{}      // moved and deleted; a copy SQS hands out again is deleted, not sent twice
 	stale, hidingFailed := 0, false // receives in a row that brought back only messages this run left
-	for o.max == 0 || rep.Moved+rep.SendFailed+rep.Undecodable < o.max {
+	limit := o.max
+	if limit == 0 {
+		// A run takes at most what the DLQ held at its start: a claimer
+		// that keeps dead-lettering (a throttled table, a permission
+		// gone) refills it as fast as it empties, and the run went on
+		// for ever, feeding claims back to the broken claimer.
+		if n, err := c.queueDepth(ctx, o.dep.DLQURL); err == nil && n > 0 {
+			limit = n
+		}
+	}
+	for limit == 0 || rep.Moved+rep.SendFailed+rep.Undecodable < limit {
 		h.keep(ctx)
 		n := int32(10)
-		if o.max > 0 {
-			n = int32(min(10, o.max-rep.Moved-rep.SendFailed-rep.Undecodable))
+		if limit > 0 {
+			n = int32(min(10, limit-rep.Moved-rep.SendFailed-rep.Undecodable))
 		}
 		// A long poll: a short one may answer empty, or with a few, while
 		// messages remain; an empty long poll means the DLQ has none left
@@ -173,8 +183,17 @@ func (c *CLI) redrive(ctx context.Context, o *opts, _ []string) error {
 	if hidingFailed {
 		return failf("redrive stopped: the messages it left in the DLQ kept showing again (%d failed renewals of their visibility timeout; may the caller use sqs:ChangeMessageVisibility?), so messages behind them may remain; run it again", h.failed)
 	}
-	if rep.SendFailed > 0 || rep.Undecodable > 0 {
-		return failf("redrive left %d message(s) in the DLQ", rep.SendFailed+rep.Undecodable)
+	if rep.SendFailed > 0 || rep.Undecodable > 0 || rep.NotDeleted > 0 {
+		// Moved but not deleted counts too: each comes back to the DLQ,
+		// and a script taking exit 0 for done would leave it there.
+		why := ""
+		if rep.NotDeleted > 0 {
+			why = fmt.Sprintf(" (%d moved but not deleted: may the caller use sqs:DeleteMessage on the DLQ?)", rep.NotDeleted)
+		}
+		if h.failed > 0 {
+			why += fmt.Sprintf(" (%d failed hidings of what it left: may the caller use sqs:ChangeMessageVisibility?)", h.failed)
+		}
+		return failf("redrive left %d message(s) in the DLQ%s", rep.SendFailed+rep.Undecodable+rep.NotDeleted, why)
 	}
 	return nil
 }

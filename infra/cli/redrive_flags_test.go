@@ -270,3 +270,52 @@ func fill(t *testing.T, url string, n int, body func(i int) string) {
 		must(t, err)
 	}
 }
+
+// TestRedriveFailsWhenItLeavesMovedMessages: deletes from the DLQ keep
+// failing (sqs:DeleteMessage missing, say): every copy is sent, each
+// original stays in the DLQ and comes back there. The run said
+// not_deleted and exited 0, which a script takes for done.
+func TestRedriveFailsWhenItLeavesMovedMessages(t *testing.T) {
+	t.Parallel()
+	dlq, claims := newQueue(t, "redrive-nodelete-dlq"), newQueue(t, "redrive-nodelete-claims")
+	fill(t, dlq, 3, func(i int) string { return fmt.Sprintf(`{"job_id":%d,"version":1}`, 7970+i) })
+	api := &flakyDelete{slowSend: slowSend{Client: sqs.NewFromConfig(env.cfg)}, n: 1 << 20}
+	r := runWith(t, context.Background(), nil, api, "redrive", "--dlq-url", dlq, "--queue-url", claims, "--json")
+	rep := decode[map[string]float64](t, r.stdout)
+	if r.code != cli.ExitFail || rep["not_deleted"] != 3 || !strings.Contains(r.stderr, "sqs:DeleteMessage") {
+		t.Fatalf("exit %d, report %v, stderr %q; want exit 1 naming sqs:DeleteMessage, 3 not deleted", r.code, rep, r.stderr)
+	}
+}
+
+// TestRedriveEndsOnARefillingDLQ: a claimer that keeps dead-lettering (a
+// throttled table, a permission gone) refills the DLQ as redrive empties
+// it; without --max the run went on for ever, feeding claims back to the
+// broken claimer. A run takes at most what the DLQ held at its start.
+func TestRedriveEndsOnARefillingDLQ(t *testing.T) {
+	t.Parallel()
+	dlq, claims := newQueue(t, "redrive-refill-dlq"), newQueue(t, "redrive-refill-claims")
+	fill(t, dlq, 5, func(i int) string { return fmt.Sprintf(`{"job_id":%d,"version":1}`, 7980+i) })
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		api := sqs.NewFromConfig(env.cfg)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(300 * time.Millisecond):
+			}
+			_, _ = api.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: &dlq, MessageBody: aws.String(fmt.Sprintf(`{"job_id":%d,"version":1}`, 8000+i))})
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	r := runWith(t, ctx, nil, nil, "redrive", "--dlq-url", dlq, "--queue-url", claims, "--json")
+	if ctx.Err() != nil {
+		t.Fatalf("redrive still running after 15 s on a refilling DLQ (exit %d once cancelled)", r.code)
+	}
+	if rep := decode[map[string]float64](t, r.stdout); r.code != 0 || rep["moved"] != 5 {
+		t.Fatalf("exit %d, report %v; want the 5 the DLQ held at the start moved", r.code, rep)
+	}
+}
