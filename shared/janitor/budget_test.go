@@ -170,7 +170,17 @@ func TestMachineEndedWhenListingsTakeThePassesTime(t *testing.T) {
 	const id = int64(7101)
 	f.machine(t, id)
 	f.record(id, job.Abandoned, job.RunnerName("linux", id))
-	j, err := janitor.New(janitor.Config{Store: f.store, GitHub: slowGitHub{GitHub: f.gh, f: f, d: time.Second}, Provisioner: f.prov, Leftovers: f.prov,
+	rep := f.timedPass(t, slowGitHub{GitHub: f.gh, f: f, d: time.Second})
+	if len(f.prov.Machines(id)) != 0 || rep.MachinesEnded != 1 {
+		t.Errorf("machine of abandoned job %d, whose runner is gone, still running (report %+v)", id, rep)
+	}
+}
+
+// timedPass runs one pass over gh with a 2-minute budget, a call cap of
+// 1000 (time, not calls, bounds it) and the identity shuffle.
+func (f *fixture) timedPass(t *testing.T, gh janitor.GitHub) janitor.Report {
+	t.Helper()
+	j, err := janitor.New(janitor.Config{Store: f.store, GitHub: gh, Provisioner: f.prov, Leftovers: f.prov,
 		Pools: []pool.Pool{linux}, MaxCalls: 1000, Budget: 2 * time.Minute, Now: func() time.Time { return f.now }, Rand: identity})
 	if err != nil {
 		t.Fatal(err)
@@ -179,7 +189,5 @@ func TestMachineEndedWhenListingsTakeThePassesTime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(f.prov.Machines(id)) != 0 || rep.MachinesEnded != 1 {
-		t.Errorf("machine of abandoned job %d, whose runner is gone, still running (report %+v)", id, rep)
-	}
+	return rep
 }

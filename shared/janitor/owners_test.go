@@ -8,9 +8,7 @@ import (
 	"time"
 
 	"github.com/ghclaim/ghclaim/shared/ghapp"
-	"github.com/ghclaim/ghclaim/shared/janitor"
 	"github.com/ghclaim/ghclaim/shared/job"
-	"github.com/ghclaim/ghclaim/shared/pool"
 )
 
 // bigFirst is slowGitHub listing the installation of owner "big" first.
@@ -47,16 +45,7 @@ func TestMachineOfAnUnreachedInstallationIsJudged(t *testing.T) {
 	const id = int64(7201)
 	f.machine(t, id) // octo/app, installation 42: its runner is gone, its job abandoned
 	f.record(id, job.Abandoned, job.RunnerName("linux", id))
-	j, err := janitor.New(janitor.Config{Store: f.store, GitHub: bigFirst{slowGitHub{GitHub: f.gh, f: f, d: time.Second}},
-		Provisioner: f.prov, Leftovers: f.prov, Pools: []pool.Pool{linux}, MaxCalls: 1000, Budget: 2 * time.Minute,
-		Now: func() time.Time { return f.now }, Rand: identity})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := j.Run(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := f.timedPass(t, bigFirst{slowGitHub{GitHub: f.gh, f: f, d: time.Second}})
 	if len(f.prov.Machines(id)) != 0 || rep.MachinesEnded != 1 {
 		t.Errorf("machine of abandoned job %d (installation 42, runner gone) still running after the pass: report %+v", id, rep)
 	}
