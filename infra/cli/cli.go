@@ -52,9 +52,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/ghclaim/ghclaim/shared/clock"
 	"github.com/ghclaim/ghclaim/shared/ec2api"
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/queue"
+	"github.com/ghclaim/ghclaim/shared/random"
 	"github.com/ghclaim/ghclaim/shared/redact"
 	"github.com/ghclaim/ghclaim/shared/secret"
 	"github.com/ghclaim/ghclaim/shared/store"
@@ -103,6 +105,10 @@ type Config struct {
 	HTTP http.RoundTripper
 	// Now is the clock; default time.Now.
 	Now func() time.Time
+	// Sleep waits on Now's clock (redrive's pace); default clock.Sleep.
+	Sleep func(context.Context, time.Duration) error
+	// Rand jitters redrive's pace; default random.Global.
+	Rand random.Source
 	// User names the operator in a retry's record; default $USER.
 	User   string
 	Stdout io.Writer
@@ -122,6 +128,10 @@ func New(cfg Config) *CLI {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.Sleep == nil {
+		cfg.Sleep = clock.Sleep
+	}
+	cfg.Rand = random.Or(cfg.Rand)
 	if cfg.User == "" {
 		cfg.User = os.Getenv("USER")
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/pool"
 	"github.com/ghclaim/ghclaim/shared/queue"
+	"github.com/ghclaim/ghclaim/shared/random"
 	"github.com/ghclaim/ghclaim/shared/ratelimit"
 	"github.com/ghclaim/ghclaim/shared/redact"
 	"github.com/ghclaim/ghclaim/shared/secret"
@@ -84,11 +85,26 @@ func (c *CLI) redrive(ctx context.Context, o *opts, _ []string) error {
 			limit = n
 		}
 	}
+	// Paced: the copies reach the claims queue at most two a second
+	// (DESIGN.md's herd bound is three), not all at once after an outage.
+	pace := &pacer{now: c.cfg.Now, sleep: c.cfg.Sleep, rnd: c.cfg.Rand}
+	if limit > 1 {
+		c.progress("moving up to %d message(s), about %s apart: about %s", limit, redriveGap+redriveJitter/2,
+			(time.Duration(limit-1) * (redriveGap + redriveJitter/2)).Round(time.Second))
+	}
+	var interrupted error
 	for limit == 0 || rep.Moved+rep.SendFailed+rep.Undecodable < limit {
 		h.keep(ctx)
-		n := int32(10)
+		// No more than the pace sends before the visibility ends: a
+		// received copy is sent while it is still hidden.
+		n := int32(max(1, min(10, int(o.visibility/(redriveGap+redriveJitter))+1)))
 		if limit > 0 {
-			n = int32(min(10, limit-rep.Moved-rep.SendFailed-rep.Undecodable))
+			n = min(n, int32(limit-rep.Moved-rep.SendFailed-rep.Undecodable))
+		}
+		// The batch's first copy is sent as soon as it is received.
+		if err := pace.wait(ctx, func() { h.keep(ctx) }); err != nil {
+			interrupted = err
+			break
 		}
 		// A long poll: a short one may answer empty, or with a few, while
 		// messages remain; an empty long poll means the DLQ has none left
@@ -132,7 +148,15 @@ func (c *CLI) redrive(ctx context.Context, o *opts, _ []string) error {
 				h.hold(ctx, id, &leftMessage{handle: m.ReceiptHandle})
 				continue
 			}
-			if err := claims.Send(ctx, msg, 0); err != nil {
+			if err := pace.wait(ctx, func() { h.keep(ctx) }); err != nil {
+				// Stopped: this message and the rest of the batch are
+				// still in the DLQ, shown again after --visibility.
+				interrupted = err
+				break
+			}
+			err = claims.Send(ctx, msg, 0)
+			pace.sent()
+			if err != nil {
 				rep.SendFailed++
 				c.progress("job %d: send to the claims queue failed (%v): left in the DLQ", msg.JobID, err)
 				h.hold(ctx, id, &leftMessage{handle: m.ReceiptHandle})
@@ -146,6 +170,9 @@ func (c *CLI) redrive(ctx context.Context, o *opts, _ []string) error {
 				moved[id] = true
 			}
 			rep.Moved++
+		}
+		if interrupted != nil {
+			break
 		}
 		switch {
 		case fresh:
@@ -180,6 +207,9 @@ func (c *CLI) redrive(ctx context.Context, o *opts, _ []string) error {
 			fmt.Fprintf(c.cfg.Stdout, "%d of the moved could not be deleted from the DLQ: they come back there, and their claim copies are duplicates the version drops\n", rep.NotDeleted)
 		}
 	}
+	if interrupted != nil {
+		return fmt.Errorf("redrive interrupted: %w (moved %d; the messages not moved stay in the DLQ)", interrupted, rep.Moved)
+	}
 	if hidingFailed {
 		return failf("redrive stopped: the messages it left in the DLQ kept showing again (%d failed renewals of their visibility timeout; may the caller use sqs:ChangeMessageVisibility?), so messages behind them may remain; run it again", h.failed)
 	}
@@ -196,6 +226,41 @@ func (c *CLI) redrive(ctx context.Context, o *opts, _ []string) error {
 		return failf("redrive left %d message(s) in the DLQ%s", rep.SendFailed+rep.Undecodable+rep.NotDeleted, why)
 	}
 	return nil
+}
+
+// Redrive's pace: each send after the first starts redriveGap plus up to
+// redriveJitter at random after the previous send's answer. SQS stamps a
+// message between its call's start and its answer, so two copies arrive
+// at least redriveGap apart: no 1 s window holds more than two of them,
+// within DESIGN.md's herd bound of three. A single message goes at once.
+const (
+	redriveGap    = 500 * time.Millisecond
+	redriveJitter = time.Second
+)
+
+// pacer spaces redrive's sends.
+type pacer struct {
+	now   func() time.Time
+	sleep func(context.Context, time.Duration) error
+	rnd   random.Source
+	next  time.Time // when the next send may start; zero before the first
+}
+
+// wait returns when the next send may start; keep runs before a wait.
+// Waiting again before that send waits no longer.
+func (p *pacer) wait(ctx context.Context, keep func()) error {
+	d := p.next.Sub(p.now())
+	if p.next.IsZero() || d <= 0 {
+		return nil
+	}
+	keep()
+	return p.sleep(ctx, d)
+}
+
+// sent notes a send's answer, whatever it was (a failed send may have
+// reached SQS), and places the next send a jittered gap after it.
+func (p *pacer) sent() {
+	p.next = p.now().Add(redriveGap + time.Duration(p.rnd.Float64()*float64(redriveJitter)))
 }
 
 // redriveWait is redrive's long poll, in seconds.

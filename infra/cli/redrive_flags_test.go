@@ -26,24 +26,30 @@ import (
 // context of its own.
 func runWith(t *testing.T, ctx context.Context, db cli.DynamoDB, sqsAPI cli.SQS, args ...string) result {
 	t.Helper()
-	var out, errb bytes.Buffer
 	if db == nil {
 		db = dynamodb.NewFromConfig(env.cfg)
 	}
 	if sqsAPI == nil {
 		sqsAPI = sqs.NewFromConfig(env.cfg)
 	}
-	c := cli.New(cli.Config{
-		DynamoDB:       db,
-		SQS:            sqsAPI,
-		SecretsManager: secretsmanager.NewFromConfig(env.cfg),
-		CloudFormation: cloudformation.NewFromConfig(env.cfg),
-		EC2:            ec2api.New(env.cfg),
-		Now:            func() time.Time { return now },
-		User:           "alice",
-		Stdout:         &out,
-		Stderr:         &errb,
-	})
+	return runConfig(t, ctx, cli.Config{
+		DynamoDB: db,
+		SQS:      sqsAPI,
+		Now:      func() time.Time { return now },
+		// Redrive's pace on a clock that stands still: no test waits it.
+		Sleep: func(ctx context.Context, _ time.Duration) error { return ctx.Err() },
+	}, args...)
+}
+
+// runConfig runs ghclaim with cfg, its other clients the emulator's.
+func runConfig(t *testing.T, ctx context.Context, cfg cli.Config, args ...string) result {
+	t.Helper()
+	var out, errb bytes.Buffer
+	cfg.SecretsManager = secretsmanager.NewFromConfig(env.cfg)
+	cfg.CloudFormation = cloudformation.NewFromConfig(env.cfg)
+	cfg.EC2 = ec2api.New(env.cfg)
+	cfg.User, cfg.Stdout, cfg.Stderr = "alice", &out, &errb
+	c := cli.New(cfg)
 	r := result{code: c.Run(ctx, args), stdout: out.String(), stderr: errb.String()}
 	for _, s := range []string{env.hookKey, env.pem, "BEGIN RSA PRIVATE KEY"} {
 		if strings.Contains(r.stdout+r.stderr, s) {
