@@ -110,7 +110,9 @@ type Config struct {
 	// Rand jitters redrive's pace; default random.Global.
 	Rand random.Source
 	// User names the operator in a retry's record; default $USER.
-	User   string
+	User string
+	// Stdin feeds "retry -"; default os.Stdin.
+	Stdin  io.Reader
 	Stdout io.Writer
 	Stderr io.Writer
 }
@@ -138,6 +140,9 @@ func New(cfg Config) *CLI {
 	if cfg.User == "" {
 		cfg.User = "unknown"
 	}
+	if cfg.Stdin == nil {
+		cfg.Stdin = os.Stdin
+	}
 	if cfg.Stdout == nil {
 		cfg.Stdout = io.Discard
 	}
@@ -152,7 +157,8 @@ const usage = `usage: ghclaim COMMAND [flags] [args]
 Commands:
   jobs            list job records (filters: --state, --pool, --older-than); a paged Scan of the whole table
   job ID          one job: its record, its history and the GitHub job's status
-  retry ID        a failed or abandoned job back to queued (new version, ladder reset), as the operator's act
+  retry ID...     failed or abandoned jobs back to queued (new version, ladder reset), as the operator's act;
+                  "retry -" reads the ids from standard input; several are paced (≤ 2 a second)
   redrive         move the dead-letter queue's messages back to the claims queue
   rate            each installation's GitHub rate reading and its age
   doctor          check the deployment: secrets, GitHub App, launch templates, webhook
@@ -165,13 +171,13 @@ type command struct {
 	name, args, help string
 	run              func(c *CLI, ctx context.Context, o *opts, args []string) error
 	flags            func(fs *flag.FlagSet, o *opts)
-	nargs            int
+	nargs            int // -1: one or more
 }
 
 var commands = []command{
 	{name: "jobs", help: "list job records (a paged Scan with a filter: reads the whole table)", run: (*CLI).jobs, flags: jobsFlags},
 	{name: "job", args: "ID", nargs: 1, help: "show one job: record, history, GitHub status", run: (*CLI).job},
-	{name: "retry", args: "ID", nargs: 1, help: "retry a failed or abandoned job", run: (*CLI).retry, flags: retryFlags},
+	{name: "retry", args: "ID... | -", nargs: -1, help: "retry failed or abandoned jobs (ids as arguments, or - to read them from standard input), paced", run: (*CLI).retry, flags: retryFlags},
 	{name: "redrive", help: "move DLQ messages back to the claims queue", run: (*CLI).redrive, flags: redriveFlags},
 	{name: "rate", help: "each installation's rate reading and its age", run: (*CLI).rate},
 	{name: "doctor", help: "check the deployment", run: (*CLI).doctor},
@@ -252,7 +258,10 @@ func (c *CLI) Run(ctx context.Context, args []string) int {
 	if err != nil {
 		return printUsage(err.Error())
 	}
-	if len(pos) != cmd.nargs {
+	if cmd.nargs < 0 && len(pos) == 0 {
+		return printUsage(fmt.Sprintf("want one or more arguments (%s)", cmd.args))
+	}
+	if cmd.nargs >= 0 && len(pos) != cmd.nargs {
 		if cmd.nargs == 0 {
 			return printUsage(fmt.Sprintf("unexpected argument %q", pos[0]))
 		}

@@ -235,7 +235,10 @@ func TestBadArguments(t *testing.T) {
 		{"bad duration", []string{"jobs", "--older-than", "soon"}, "-older-than"},
 		{"job id not a number", []string{"job", "seven"}, `"seven"`},
 		{"job without id", []string{"job"}, "want 1 argument"},
-		{"retry with two ids", []string{"retry", "1", "2"}, "want 1 argument"},
+		{"retry without an id", []string{"retry"}, "want one or more arguments"},
+		// A bad id anywhere refuses the whole list before anything is written.
+		{"retry with a bad id among good ones", []string{"retry", "1", "x2", "3", "--stack", "s"}, `"x2"`},
+		{"retry with - and ids", []string{"retry", "-", "2"}, `"-" (job ids from standard input) comes alone`},
 		// Without the stack, the deployment's shard count must be said: a
 		// record on a shard the reclaimer never reads has no backstop.
 		{"retry without the shard count", []string{"retry", "1", "--table", "t", "--queue-url", "http://q"}, "--sweep-shards"},

@@ -5,11 +5,15 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/ghclaim/ghclaim/shared/ghapp"
 	"github.com/ghclaim/ghclaim/shared/job"
@@ -338,7 +342,7 @@ func (c *CLI) githubStatus(ctx context.Context, d deployment, r job.Record) gith
 }
 
 func (c *CLI) retry(ctx context.Context, o *opts, args []string) error {
-	id, err := parseID(args[0])
+	ids, err := c.retryIDs(args)
 	if err != nil {
 		return err
 	}
@@ -361,42 +365,136 @@ func (c *CLI) retry(ctx context.Context, o *opts, args []string) error {
 	if by == "" {
 		by = c.cfg.User
 	}
-	r, err := c.get(ctx, o.dep, id)
-	if err != nil {
+	if len(ids) == 1 {
+		out, err := c.retryJob(ctx, o, ids[0], by)
+		if out != nil && o.json {
+			if err := c.printJSON(out); err != nil {
+				return err
+			}
+		}
 		return err
 	}
+	// Many jobs: paced as redrive's copies are (≤ 2 claims arriving a
+	// second), each job tried whatever befell the others.
+	pace := &pacer{now: c.cfg.Now, sleep: c.cfg.Sleep, rnd: c.cfg.Rand}
+	c.progress("retrying %d jobs, about %s apart: about %s", len(ids), redriveGap+redriveJitter/2,
+		(time.Duration(len(ids)-1) * (redriveGap + redriveJitter/2)).Round(time.Second))
+	results := []any{}
+	failed := 0
+	for i, id := range ids {
+		if err := pace.wait(ctx, func() {}); err != nil {
+			if o.json {
+				if err := c.printJSON(results); err != nil {
+					return err
+				}
+			}
+			return failf("retry interrupted (%v) after %d of %d jobs; not tried: %s", err, i, len(ids), joinIDs(ids[i:]))
+		}
+		out, err := c.retryJob(ctx, o, id, by)
+		if out != nil {
+			pace.sent() // a claim message was sent, or tried
+			results = append(results, out)
+		}
+		if err != nil {
+			failed++
+			msg := err.Error()
+			if out == nil {
+				results = append(results, map[string]any{"job_id": id, "error": redact.String(msg)})
+			}
+			fmt.Fprintln(c.cfg.Stderr, "ghclaim: "+redact.String(msg))
+		}
+	}
+	if o.json {
+		if err := c.printJSON(results); err != nil {
+			return err
+		}
+	}
+	if failed > 0 {
+		return failf("%d of %d jobs not retried, or queued without their claim message (above)", failed, len(ids))
+	}
+	return nil
+}
+
+// retryIDs reads retry's arguments: job ids, or "-" alone for ids read
+// from standard input (separated by spaces, commas or new lines). Any bad
+// one refuses the whole list before anything is written; a repeated id
+// counts once.
+func (c *CLI) retryIDs(args []string) ([]int64, error) {
+	if slices.Contains(args, "-") {
+		if len(args) > 1 {
+			return nil, usagef("\"-\" (job ids from standard input) comes alone, not with ids")
+		}
+		in, err := io.ReadAll(io.LimitReader(c.cfg.Stdin, 1<<20))
+		if err != nil {
+			return nil, failf("read job ids from standard input: %v", err)
+		}
+		args = strings.FieldsFunc(string(in), func(r rune) bool { return r == ',' || unicode.IsSpace(r) })
+		if len(args) == 0 {
+			return nil, usagef("no job id on standard input")
+		}
+	}
+	var ids []int64
+	seen := map[int64]bool{}
+	for _, a := range args {
+		id, err := parseID(a)
+		if err != nil {
+			return nil, err
+		}
+		if !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
+	}
+	return ids, nil
+}
+
+// joinIDs lists ids for a message.
+func joinIDs(ids []int64) string {
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = strconv.FormatInt(id, 10)
+	}
+	return strings.Join(s, " ")
+}
+
+// retryOutput is one retried job as --json prints it.
+type retryOutput struct {
+	jobView
+	From        string `json:"from"`
+	MessageSent bool   `json:"message_sent"`
+}
+
+// retryJob retries job id: back to queued at a new version, then its claim
+// message. out is nil when nothing was written.
+func (c *CLI) retryJob(ctx context.Context, o *opts, id int64, by string) (*retryOutput, error) {
+	r, err := c.get(ctx, o.dep, id)
+	if err != nil {
+		return nil, err
+	}
 	if !r.State.Retryable() {
-		return failf("job %d is %s: only failed or abandoned jobs are retried", id, r.State)
+		return nil, failf("job %d is %s: only failed or abandoned jobs are retried", id, r.State)
 	}
 	now := c.cfg.Now()
 	nr, err := c.store(o.dep).Requeue(ctx, job.Requeue{Read: r, By: by, Due: now}, now)
 	if errors.Is(err, job.ErrConflict) {
 		if cur, ok := job.CurrentOf(err); ok {
-			return failf("job %d changed while retrying it (now %s, version %d): nothing written; look again", id, cur.State, cur.Version)
+			return nil, failf("job %d changed while retrying it (now %s, version %d): nothing written; look again", id, cur.State, cur.Version)
 		}
-		return failf("job %d not found", id)
+		return nil, failf("job %d not found", id)
 	}
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("job %d: %w", id, err)
 	}
 	sendErr := queue.New(c.cfg.SQS, o.dep.QueueURL).Send(ctx, job.Message{JobID: id, Version: nr.Version, Attempt: 0}, 0)
-	if o.json {
-		out := struct {
-			jobView
-			From        string `json:"from"`
-			MessageSent bool   `json:"message_sent"`
-		}{view(nr), string(r.State), sendErr == nil}
-		if err := c.printJSON(out); err != nil {
-			return err
-		}
-	} else {
+	out := &retryOutput{view(nr), string(r.State), sendErr == nil}
+	if !o.json {
 		fmt.Fprintf(c.cfg.Stdout, "job %d: %s v%d → queued v%d (attempt 0), retried by operator %s\n", id, r.State, r.Version, nr.Version, by)
 	}
 	if sendErr != nil {
-		return failf("job %d is queued at version %d but its claim message was not sent (%v): the reclaimer sends it after the queued grace", id, nr.Version, sendErr)
+		return out, failf("job %d is queued at version %d but its claim message was not sent (%v): the reclaimer sends it after the queued grace", id, nr.Version, sendErr)
 	}
 	if !o.json {
 		fmt.Fprintf(c.cfg.Stdout, "claim message sent (job %d, version %d)\n", id, nr.Version)
 	}
-	return nil
+	return out, nil
 }
