@@ -7,6 +7,14 @@
 // A job with no labels matches nothing: GitHub never routes such a job to a
 // self-hosted runner, and claiming it would start a machine nobody uses.
 //
+// A pool at scope "repo" registers its runners in the repository's Default
+// runner group (id 1) and may name no other: runner groups are an
+// organisation's or an enterprise's, and a repository has none
+// (https://docs.github.com/en/actions/concepts/runners/runner-groups).
+// Parse refuses another runner_group_id on such a pool at start-up, naming
+// the field, rather than let GitHub refuse, or quietly ignore, the group on
+// every claim of the pool (a refusal fails each of its jobs for good).
+//
 // This package is pure: it parses and matches values and never does I/O.
 package pool
 
@@ -95,6 +103,10 @@ type Pool struct {
 	RunnerStartGrace string `json:"runner_start_grace,omitempty"`
 }
 
+// DefaultRunnerGroupID is GitHub's "Default" runner group: a pool's group
+// when it names none, and the only group of a repository's runners.
+const DefaultRunnerGroupID = 1
+
 // Bounds of a pool's runner_start_grace.
 const (
 	MinRunnerStartGrace = time.Minute
@@ -111,7 +123,7 @@ func (p Pool) StartGrace() time.Duration {
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$`)
 
 // Parse reads RUNNER_POOLS (a JSON list), fills defaults (scope "repo",
-// runner group 1) and validates every pool. Errors name the pool and field.
+// runner group 1, DefaultRunnerGroupID) and validates every pool. Errors name the pool and field.
 func Parse(text string) ([]Pool, error) {
 	if strings.TrimSpace(text) == "" {
 		return nil, errors.New("no pools: want a JSON list with at least one pool")
@@ -136,7 +148,7 @@ func Parse(text string) ([]Pool, error) {
 			p.Scope = ScopeRepo
 		}
 		if p.RunnerGroupID == 0 {
-			p.RunnerGroupID = 1
+			p.RunnerGroupID = DefaultRunnerGroupID
 		}
 		if p.Provisioner.Type == ProvisionerEC2 && p.Provisioner.LaunchTemplateVersion == "" {
 			p.Provisioner.LaunchTemplateVersion = "$Default"
@@ -187,6 +199,10 @@ func (p Pool) Validate() error {
 	}
 	if p.RunnerGroupID < 0 {
 		return fmt.Errorf("runner_group_id %d: want a positive id", p.RunnerGroupID)
+	}
+	if p.Scope == ScopeRepo && p.RunnerGroupID != DefaultRunnerGroupID {
+		return fmt.Errorf("runner_group_id %d: a repo-scoped pool's runners are in the Default group (%d); runner groups are an organisation's: use scope %q, or drop runner_group_id",
+			p.RunnerGroupID, DefaultRunnerGroupID, ScopeOrg)
 	}
 	switch p.Provisioner.Type {
 	case ProvisionerEC2:
