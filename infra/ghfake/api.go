@@ -27,6 +27,9 @@ const (
 	// (64 characters: the runner application's own, which GitHub enforces).
 	maxJITLabels  = 100
 	maxRunnerName = 64
+	// defaultWorkFolder is generate-jitconfig's work_folder default (its
+	// OpenAPI description).
+	defaultWorkFolder = "_work"
 )
 
 // scopeOf reads the scope of a runner route from its path values.
@@ -160,8 +163,12 @@ func (s *Server) generateJIT(w http.ResponseWriter, r *http.Request) {
 		invalid = fmt.Sprintf(`"labels" has %d items; the maximum is %d.`, len(req.Labels), maxJITLabels)
 	case slices.ContainsFunc(req.Labels, func(l string) bool { return strings.TrimSpace(l) == "" }):
 		invalid = `"labels" contains an empty label.`
-	case req.RunnerGroupID == nil || !s.groups[*req.RunnerGroupID]:
+	case req.RunnerGroupID == nil || !s.hasGroup(scope, *req.RunnerGroupID):
 		invalid = `"runner_group_id" is not a runner group of this scope.`
+	}
+	if req.WorkFolder == "" {
+		// GitHub's description: work_folder defaults to "_work".
+		req.WorkFolder = defaultWorkFolder
 	}
 	if invalid != "" {
 		writeError(w, http.StatusUnprocessableEntity, "Invalid request.\n\n"+invalid, doc)
@@ -190,6 +197,20 @@ func (s *Server) generateJIT(w http.ResponseWriter, r *http.Request) {
 		"runner":             out,
 		"encoded_jit_config": s.encodeJIT(rn),
 	})
+}
+
+// hasGroup reports whether id is a runner group of the scope: any of the
+// organisation's (WithRunnerGroups) at org scope; only the Default group
+// at a repository, which has no runner groups of its own (they are an
+// organisation's or an enterprise's). GitHub's exact answer to another
+// group at a repository is not documented; the fake refuses it like an
+// unknown group, as the safer stand-in: a pool that relies on it fails here
+// as it would fail, or be silently put in Default, on GitHub.
+func (s *Server) hasGroup(scope string, id int64) bool {
+	if scope == ScopeRepo {
+		return id == defaultRunnerGroupID
+	}
+	return s.groups[id]
 }
 
 type apiLabel struct {

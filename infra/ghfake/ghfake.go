@@ -174,8 +174,10 @@ func WithPathPrefix(p string) Option {
 // WithRateLimit sets every new installation's hourly budget (default 5000).
 func WithRateLimit(limit int) Option { return func(s *Server) { s.limit = limit } }
 
-// WithRunnerGroups sets the runner group ids that generate-jitconfig
-// accepts (default: 1, GitHub's "Default" group).
+// WithRunnerGroups sets the organisation runner group ids that
+// generate-jitconfig accepts at org scope (default: 1, GitHub's "Default"
+// group). A repository has no runner groups: its route takes the Default
+// group only, whatever this says.
 func WithRunnerGroups(ids ...int64) Option {
 	return func(s *Server) {
 		s.groups = map[int64]bool{}

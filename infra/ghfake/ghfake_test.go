@@ -347,15 +347,18 @@ func TestGenerateJITValidation(t *testing.T) {
 	}
 }
 
+// TestRunnerGroupsOption: WithRunnerGroups sets the organisation's groups
+// (runner groups are an organisation's; a repository's route takes the
+// Default group only: TestJITRepoScopeHasOnlyTheDefaultGroup).
 func TestRunnerGroupsOption(t *testing.T) {
 	t.Parallel()
 	f := setup(t, ghfake.WithRunnerGroups(5))
 	req := jitReq("a")
 	req.RunnerGroupID = 5
-	if _, _, err := f.gh.Actions.GenerateRepoJITConfig(context.Background(), "o", "r", req); err != nil {
+	if _, _, err := f.gh.Actions.GenerateOrgJITConfig(context.Background(), "o", req); err != nil {
 		t.Fatalf("group 5: %v", err)
 	}
-	_, _, err := f.gh.Actions.GenerateRepoJITConfig(context.Background(), "o", "r", jitReq("b"))
+	_, _, err := f.gh.Actions.GenerateOrgJITConfig(context.Background(), "o", jitReq("b"))
 	errorResponse(t, err, 422)
 }
 

@@ -250,14 +250,14 @@ func TestGenerateJIT(t *testing.T) {
 			name: "org with group",
 			req:  ghapp.JITRequest{Scope: "org", Owner: "octo", Name: "pool-2", Labels: []string{"gpu"}, RunnerGroupID: 3},
 			want: ghfake.Runner{ID: 1, Name: "pool-2", Scope: "org", Owner: "octo", OS: "unknown", Status: "offline",
-				Labels: []string{"gpu"}, RunnerGroupID: 3, Installation: inst},
+				Labels: []string{"gpu"}, RunnerGroupID: 3, WorkFolder: "_work", Installation: inst}, // no work folder sent: GitHub's default
 		},
 		{
 			name:   "enterprise server path",
 			prefix: "/api/v3",
 			req:    ghapp.JITRequest{Scope: "org", Owner: "octo", Name: "pool-3", Labels: []string{"gpu"}},
 			want: ghfake.Runner{ID: 1, Name: "pool-3", Scope: "org", Owner: "octo", OS: "unknown", Status: "offline",
-				Labels: []string{"gpu"}, RunnerGroupID: 1, Installation: inst},
+				Labels: []string{"gpu"}, RunnerGroupID: 1, WorkFolder: "_work", Installation: inst},
 		},
 	}
 	for _, tt := range tests {
