@@ -59,6 +59,10 @@ func (s *Server) accessToken(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnauthorized, msg, docsREST)
 		return
 	}
+	if status, msg := s.exchangeRefusal(id); status != 0 {
+		writeError(w, status, msg, docsToken)
+		return
+	}
 	s.mu.Lock()
 	tok, exp := s.issue(id)
 	s.mu.Unlock()
@@ -88,13 +92,16 @@ func (s *Server) checkJWT(tok string) string {
 	if decodeSegment(parts[0], &head) != nil || decodeSegment(parts[1], &claims) != nil || head.Alg != "RS256" {
 		return undecodable
 	}
-	if s.pub != nil {
+	s.mu.Lock()
+	pub := s.pub // SetPublicKey may replace it
+	s.mu.Unlock()
+	if pub != nil {
 		sig, err := base64.RawURLEncoding.DecodeString(parts[2])
 		if err != nil {
 			return undecodable
 		}
 		sum := sha256.Sum256([]byte(parts[0] + "." + parts[1]))
-		if rsa.VerifyPKCS1v15(s.pub, crypto.SHA256, sum[:], sig) != nil {
+		if rsa.VerifyPKCS1v15(pub, crypto.SHA256, sum[:], sig) != nil {
 			return undecodable
 		}
 	}

@@ -89,6 +89,10 @@ func TestAnswersMatchGitHubDescription(t *testing.T) {
 		{name: "installation repositories", route: ghfake.RouteInstallRepos, path: "/installation/repositories", status: 200,
 			prep: func(t *testing.T, f fixture) { f.fake.SetInstallation(inst, "octo", true, "hello", "world") }},
 		{name: "token unknown installation", route: ghfake.RouteAccessToken, path: "/app/installations/0/access_tokens", jwt: goodJWT, status: 404},
+		{name: "token installation removed", route: ghfake.RouteAccessToken, path: "/app/installations/77/access_tokens", jwt: goodJWT, status: 404,
+			prep: func(t *testing.T, f fixture) { f.fake.Uninstall(77) }},
+		{name: "token installation suspended", route: ghfake.RouteAccessToken, path: "/app/installations/77/access_tokens", jwt: goodJWT, status: 403,
+			prep: func(t *testing.T, f fixture) { f.fake.Suspend(77) }},
 
 		{name: "repo jit", route: ghfake.RouteRepoJIT, path: "/repos/octo/hello/actions/runners/generate-jitconfig", body: jit, status: 201},
 		{name: "repo jit name taken", route: ghfake.RouteRepoJIT, path: "/repos/octo/hello/actions/runners/generate-jitconfig", body: jit,

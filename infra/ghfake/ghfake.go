@@ -31,8 +31,9 @@
 //     expiry is computed from the injected clock: keep it near real time
 //     or every call refreshes the token.
 //   - Tokens are opaque "ghs_…" strings mapped to installation ids; any
-//     installation id is accepted (GitHub would 404 an unknown one; nothing
-//     in ghclaim depends on that).
+//     installation id is accepted (GitHub would 404 an unknown one) until
+//     a test refuses it as GitHub does: Uninstall (404), Suspend (403),
+//     or a rotated App key (SetPublicKey: 401), refusals.go.
 //   - The token endpoint is authenticated by the App JWT and charged to the
 //     App's own budget, never to an installation's, as on GitHub.
 //   - Runner names are unique per scope (a repository, or an organisation),
@@ -217,6 +218,9 @@ type Server struct {
 	requestSeq int
 	stats      Stats
 
+	// Installations whose token exchange is refused (refusals.go).
+	suspended, uninstalled map[int64]bool
+
 	// The App's webhook delivery log (deliveries.go).
 	retention    time.Duration
 	target       Target
@@ -291,6 +295,7 @@ func (s *Server) resetState() {
 	s.apps = map[string]*App{}
 	s.appSeq = 0
 	s.installs = map[int64]installationOf{}
+	s.suspended, s.uninstalled = map[int64]bool{}, map[int64]bool{}
 	s.faults = nil
 	s.requestSeq = 0
 	s.deliveries, s.deliverySeq, s.guidSeq, s.redeliveries = nil, 0, 0, map[string]int{}
@@ -490,6 +495,11 @@ func (s *Server) installationOfToken(tok string) (int64, bool) {
 func (s *Server) RevokeTokens(installationID int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.revoke(installationID)
+}
+
+// revoke is RevokeTokens; s.mu is held.
+func (s *Server) revoke(installationID int64) {
 	for tok, t := range s.tokens {
 		if t.installation == installationID {
 			delete(s.tokens, tok)
