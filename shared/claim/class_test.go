@@ -53,12 +53,22 @@ func TestErrorClasses(t *testing.T) {
 			class: "server_side", min: ladder0[0], max: ladder0[1]},
 		{name: "503", fault: func(h *harness) { h.gh.Fail(ghfake.RouteRepoJIT, 1, ghfake.ServerError(http.StatusServiceUnavailable)) },
 			class: "server_side", min: ladder0[0], max: ladder0[1]},
-		// A GitHub Enterprise base URL without /api/v3: every call is 404.
-		{name: "404", opt: setupOpt{ghOpts: []ghfake.Option{ghfake.WithPathPrefix("/api/v3")}}, class: "non_retryable"},
+		// The job's repository is outside the installation's selection:
+		// its own call is 404.
+		{name: "404", fault: func(h *harness) { h.gh.SetInstallation(installation, "octo-org", true, "another-repo") }, class: "non_retryable"},
 		// The pool's runner group does not exist: 422 Validation Failed.
 		{name: "422", opt: setupOpt{groupID: 99}, class: "non_retryable"},
-		// The App's key does not match: the token endpoint answers 401.
-		{name: "401", opt: setupOpt{ghOpts: []ghfake.Option{ghfake.WithPublicKey(&otherKey.PublicKey)}}, class: "non_retryable"},
+		// GitHub refuses the App's token exchange itself: the App's
+		// credentials, not the job (TestAppRefusedKeepsTheJob). The App's
+		// key does not match: 401. A GitHub Enterprise base URL without
+		// /api/v3: every call is 404, the exchange first. The installation
+		// is suspended: 403.
+		{name: "401 on the token exchange", opt: setupOpt{ghOpts: []ghfake.Option{ghfake.WithPublicKey(&otherKey.PublicKey)}},
+			class: "unknown_retryable", min: ladder0[0], max: ladder0[1]},
+		{name: "404 on the token exchange", opt: setupOpt{ghOpts: []ghfake.Option{ghfake.WithPathPrefix("/api/v3")}},
+			class: "unknown_retryable", min: ladder0[0], max: ladder0[1]},
+		{name: "403 on the token exchange", fault: func(h *harness) { h.gh.Suspend(installation) },
+			class: "unknown_retryable", min: ladder0[0], max: ladder0[1]},
 		{name: "connection reset", fault: func(h *harness) { h.gh.Fail(ghfake.RouteRepoJIT, 1, ghfake.ConnectionReset()) },
 			class: "network", min: ladder0[0], max: ladder0[1]},
 		{name: "timeout", provision: fmt.Errorf("provision job: %w", &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}),

@@ -35,6 +35,17 @@
 //     on a later attempt (bad credentials, missing resources, invalid input)
 //     are non_retryable. A 409 stays retryable: the claimer resolves
 //     "already exists" itself, and a later attempt may succeed.
+//   - GitHub refusing the installation-token exchange itself (a 401: the
+//     App's JWT, signed with a key GitHub no longer has or for another App
+//     id; a 404: no such installation of this App's, or a wrong API URL; a
+//     403 without a rate-limit signal: the installation suspended; any
+//     other answer DESIGN.md's table calls non_retryable) is a fault of the
+//     App's credentials or installation, which an operator fixes, and of no
+//     job: it is unknown_retryable with AppRefused set, so every job that
+//     meets it is retried on the ladder, bounded by the maximum age, instead
+//     of failed one by one. DESIGN.md's 401/404/403 rows are the job's own
+//     calls (generate-jitconfig for a repository the App cannot see), which
+//     stay non_retryable. A rate limit of the exchange stays rate_limit.
 //   - context.DeadlineExceeded is a network timeout; context.Canceled is
 //     unknown_retryable (the invocation was cut short, not the network).
 //   - Classify(nil) is a programming error: callers classify only failed
@@ -116,6 +127,12 @@ type Failure struct {
 	// exchange itself: a rate limit there is the App's own budget, never
 	// the installation's, and must not be recorded as the installation's.
 	TokenExchange bool
+	// AppRefused is true when GitHub refused the installation token
+	// exchange for a reason no retry of the same credentials changes by
+	// itself (401, 403 without a rate-limit signal, 404, …): the App's key
+	// or id, or its installation, is wrong, which an operator fixes. Class
+	// is then UnknownRetryable, never NonRetryable: no job is at fault.
+	AppRefused bool
 	// GitHub is true when the error is GitHub's answer (a response of its
 	// API, or go-github's memory of one), not AWS's or the network's: a
 	// rate limit of GitHub's binds every caller of the installation, an AWS
@@ -229,6 +246,11 @@ func classify(err error) Failure {
 		}
 		f := fromResponse(src, ger.Response.StatusCode, ger.Response.Header, ger.Message, ger.DocumentationURL)
 		f.TokenExchange, f.GitHub = exchange, true
+		if exchange && f.Class == NonRetryable {
+			// The App's credentials or installation, not the job: see
+			// the package doc.
+			f.Class, f.AppRefused = UnknownRetryable, true
+		}
 		return f
 	}
 

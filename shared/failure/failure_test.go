@@ -139,6 +139,9 @@ func check(t *testing.T, got failure.Failure, w want) {
 	if got.Class.Retryable() != (w.class != failure.NonRetryable) {
 		t.Errorf("Retryable: got %v for %v", got.Class.Retryable(), w.class)
 	}
+	if got.AppRefused && (!got.TokenExchange || got.Class != failure.UnknownRetryable) {
+		t.Errorf("AppRefused on %v (token exchange %v): only a refused token exchange is, and it is retried", got.Class, got.TokenExchange)
+	}
 }
 
 func TestClassifyGitHub(t *testing.T) {
@@ -386,7 +389,10 @@ func hanging(t *testing.T, onRequest func()) *httptest.Server {
 
 // The installation-token exchange (shared/ghapp) fails before the API call:
 // it must classify by the token endpoint's status, not as a network error
-// (a *url.Error is a net.Error), and say it was the token.
+// (a *url.Error is a net.Error), and say it was the token. GitHub refusing
+// the exchange (the App's key, id or installation) is no job's fault: it
+// is retried (AppRefused), where the same status on a job's own call fails
+// the job (TestClassifyGitHub).
 func TestClassifyInstallationToken(t *testing.T) {
 	t.Parallel()
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
@@ -395,15 +401,19 @@ func TestClassifyInstallationToken(t *testing.T) {
 	}
 	pemKey := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
 	tests := []struct {
-		name  string
-		reply reply
-		want  want
+		name    string
+		reply   reply
+		want    want
+		refused bool
 	}{
 		{"401 bad app key", reply{401, nil, `{"message":"A JSON web token could not be decoded","documentation_url":"https://docs.github.com/rest"}`},
-			want{class: failure.NonRetryable, status: 401, reason: "github token 401"}},
-		{"404 installation gone", reply{404, nil, bodyNotFound}, want{class: failure.NonRetryable, status: 404, reason: "github token 404"}},
-		{"500", reply{500, nil, ""}, want{class: failure.ServerSide, status: 500, reason: "github token 500"}},
-		{"403 rate limited", reply{403, rateHeaders("0"), bodyPrimary}, want{class: failure.RateLimit, status: 403, resetAt: resetAt}},
+			want{class: failure.UnknownRetryable, status: 401, reason: "github token 401: A JSON web token could not be decoded"}, true},
+		{"404 installation gone", reply{404, nil, bodyNotFound}, want{class: failure.UnknownRetryable, status: 404, reason: "github token 404"}, true},
+		{"403 installation suspended", reply{403, rateHeaders("4999"),
+			`{"message":"This installation has been suspended","documentation_url":"https://docs.github.com/rest/apps/apps#create-an-installation-access-token-for-an-app","status":"403"}`},
+			want{class: failure.UnknownRetryable, status: 403, reason: "github token 403: This installation has been suspended"}, true},
+		{"500", reply{500, nil, ""}, want{class: failure.ServerSide, status: 500, reason: "github token 500"}, false},
+		{"403 rate limited", reply{403, rateHeaders("0"), bodyPrimary}, want{class: failure.RateLimit, status: 403, resetAt: resetAt}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -430,7 +440,11 @@ func TestClassifyInstallationToken(t *testing.T) {
 			if err == nil {
 				t.Fatal("GenerateJIT: want an error, got none")
 			}
-			check(t, failure.Classify(fmt.Errorf("claim job 7: %w", err)), tt.want)
+			got := failure.Classify(fmt.Errorf("claim job 7: %w", err))
+			check(t, got, tt.want)
+			if got.AppRefused != tt.refused || !got.TokenExchange {
+				t.Errorf("AppRefused %v TokenExchange %v, want %v and true", got.AppRefused, got.TokenExchange, tt.refused)
+			}
 		})
 	}
 }

@@ -276,9 +276,10 @@ func TestConcurrentCallersShareOneExchange(t *testing.T) {
 }
 
 // TestTokenExchangeClassified: a failed exchange is classified by the token
-// endpoint's status, as the claimer's retry policy needs: a wrong key or a
-// gone installation fails the job, GitHub's 5xx and rate limits retry;
-// never a network blip.
+// endpoint's status, as the claimer's retry policy needs: a wrong key, a
+// gone or suspended installation is the App's fault, not the job's
+// (retried, AppRefused), GitHub's 5xx and rate limits retry; never a
+// network blip.
 func TestTokenExchangeClassified(t *testing.T) {
 	t.Parallel()
 	other, err := rsa.GenerateKey(rand.Reader, 2048)
@@ -291,16 +292,23 @@ func TestTokenExchangeClassified(t *testing.T) {
 		name   string
 		client func(t *testing.T) *ghapp.Client
 		class  failure.Class
-		status int
-		reason string // prefix
-		says   string // GitHub's message, after the status and request id
+		// refused: GitHub refused the App's credentials or installation.
+		refused bool
+		status  int
+		reason  string // prefix
+		says    string // GitHub's message, after the status and request id
 	}{
-		{name: "401 wrong key", class: failure.NonRetryable, status: 401, reason: "github token 401", says: ": A JSON web token", client: func(t *testing.T) *ghapp.Client {
+		{name: "401 wrong key", class: failure.UnknownRetryable, refused: true, status: 401, reason: "github token 401", says: ": A JSON web token", client: func(t *testing.T) *ghapp.Client {
 			return setup(t, option{cfg: func(c *ghapp.Config) { c.PrivateKey = otherPEM }}).client
 		}},
-		{name: "404 installation gone", class: failure.NonRetryable, status: 404, reason: "github token 404", says: ": Not Found", client: func(t *testing.T) *ghapp.Client {
+		{name: "404 installation gone", class: failure.UnknownRetryable, refused: true, status: 404, reason: "github token 404", says: ": Not Found", client: func(t *testing.T) *ghapp.Client {
 			return answering(t, http.MethodPost, tokenPath, 404,
 				`{"message":"Not Found","documentation_url":"https://docs.github.com/rest/apps/apps#create-an-installation-access-token-for-an-app","status":"404"}`)
+		}},
+		{name: "403 installation suspended", class: failure.UnknownRetryable, refused: true, status: 403, reason: "github token 403", says: ": This installation has been suspended", client: func(t *testing.T) *ghapp.Client {
+			f := setup(t, option{})
+			f.fake.Suspend(inst)
+			return f.client
 		}},
 		{name: "502", class: failure.ServerSide, status: 502, reason: "github token 502", client: func(t *testing.T) *ghapp.Client {
 			f := setup(t, option{})
@@ -323,6 +331,9 @@ func TestTokenExchangeClassified(t *testing.T) {
 			got := failure.Classify(err)
 			if got.Class != tt.class || got.Status != tt.status || !strings.HasPrefix(got.Reason, tt.reason) || !strings.Contains(got.Reason, tt.says) {
 				t.Errorf("Classify = %v %d %q, want %v %d %q…", got.Class, got.Status, got.Reason, tt.class, tt.status, tt.reason)
+			}
+			if got.AppRefused != tt.refused {
+				t.Errorf("AppRefused = %v, want %v", got.AppRefused, tt.refused)
 			}
 			if strings.Contains(err.Error(), "Bearer") || strings.Contains(err.Error(), "ghs_") {
 				t.Errorf("error carries a credential: %v", err)

@@ -44,13 +44,15 @@
 //     JWT budget and would clobber the installation's reading. Through
 //     Wrap, a failed exchange is an error, never a response.
 //   - A failed token exchange must not look like a network blip (a
-//     *url.Error is a net.Error, retried for 90 minutes even when the
-//     private key is wrong). Outside Wrap, the token endpoint's answer is
-//     handed to go-github as the response, so the caller sees the ordinary
-//     typed error (401 → *github.ErrorResponse, 403 with Remaining 0 →
-//     *github.RateLimitError, …) that shared/failure classifies by status;
-//     its Response.Request is the access_tokens request. Callers that
-//     shared one failed exchange each get their own copy of the answer.
+//     *url.Error is a net.Error, retried as a blip, its cause unnamed, even
+//     when the private key is wrong). Outside Wrap, the token endpoint's
+//     answer is handed to go-github as the response, so the caller sees
+//     the ordinary typed error (401 → *github.ErrorResponse, 403 with
+//     Remaining 0 → *github.RateLimitError, …) that shared/failure
+//     classifies by status and names (a refusal of the App's key or
+//     installation is retried as the App's fault, never failed as the
+//     job's); its Response.Request is the access_tokens request. Callers
+//     that shared one failed exchange each get their own copy of the answer.
 //   - GITHUB_API_URL is used verbatim as the API root, for the token
 //     exchange and go-github alike: "https://api.github.com", or
 //     "https://HOST/api/v3" for GitHub Enterprise Server. go-github's

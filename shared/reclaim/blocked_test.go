@@ -2,11 +2,14 @@ package reclaim_test
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/rsa"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ghclaim/ghclaim/infra/ghfake"
+	"github.com/ghclaim/ghclaim/shared/ghapp"
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/pool"
 	"github.com/ghclaim/ghclaim/shared/reclaim"
@@ -37,6 +40,24 @@ func TestBlockedCheckEndsAtMaxAge(t *testing.T) {
 				r := l.get(t, id)
 				r.Repo = "octo/deleted" // the repository, its runs and runners gone
 				l.store.Put(r)
+			}},
+		// GitHub refuses the App's token exchange itself: retryable for
+		// the claimer (an operator's fix, not the job's fault), yet a
+		// check that cannot be made until the operator acts, as above;
+		// not a passing failure looked at every grace until the TTL.
+		{name: "App key rotated on GitHub (401 on the token exchange)", why: "github: github token 401",
+			prepare: func(t *testing.T, l *live) {
+				other, err := rsa.GenerateKey(rand.Reader, 2048)
+				if err != nil {
+					t.Fatal(err)
+				}
+				l.fake.SetPublicKey(&other.PublicKey)
+				l.newProcess(t)
+			}},
+		{name: "installation suspended (403 on the token exchange)", why: "github: github token 403",
+			prepare: func(t *testing.T, l *live) {
+				l.fake.Suspend(42)
+				l.newProcess(t)
 			}},
 	}
 	for _, tt := range tests {
@@ -122,4 +143,15 @@ func TestRemovedPoolJobThatRanIsDone(t *testing.T) {
 			}
 		})
 	}
+}
+
+// newProcess gives l a new App client: no installation token cached, as
+// in a reclaimer started after the claim.
+func (l *live) newProcess(t *testing.T) {
+	t.Helper()
+	gh, err := ghapp.New(ghapp.Config{AppID: appID, PrivateKey: appKey(), BaseURL: l.url, Now: l.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.gh = gh
 }

@@ -306,7 +306,11 @@ func (r *Reclaimer) liveness(ctx context.Context, w window, c candidate, now tim
 // after a grace (or the rate limit's end) for a passing failure; as a
 // blocked check (see blocked) when GitHub refused for good (non_retryable:
 // the repository, the job or the installation's access gone), which no
-// later look would change.
+// later look would change, or refused the App's token exchange
+// (failure.Failure.AppRefused: its key, id or installation), which only an
+// operator changes: retryable for the claimer, which no job's fault is,
+// but as a check it waits on the operator like a blocked one, so the
+// max-age clock bounds it too.
 func (r *Reclaimer) failed(ctx context.Context, w window, c candidate, err error, grace time.Duration, now time.Time, rep *Report) (candidate, job.State, error) {
 	if cut(ctx, w) && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
 		// Cut by the check's own window, not a failure of GitHub's: the
@@ -315,7 +319,7 @@ func (r *Reclaimer) failed(ctx context.Context, w window, c candidate, err error
 		rep.Incomplete = true
 		return c, "", r.recheck(ctx, c, now, job.CheckSkipped, now, rep)
 	}
-	if fl := failure.Classify(err); fl.Class == failure.NonRetryable {
+	if fl := failure.Classify(err); fl.Class == failure.NonRetryable || fl.AppRefused {
 		return r.blocked(ctx, c, "github: "+fl.Reason, grace, now, rep)
 	}
 	return c, "", r.recheck(ctx, c, r.afterFailure(c.rec.InstallationID, now, grace), job.CheckSkipped, now, rep)

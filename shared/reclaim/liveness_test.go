@@ -36,6 +36,7 @@ type live struct {
 	rates *ratelimit.Tracker
 	prov  *mem.Provisioner
 	pools []pool.Pool
+	url   string // the stand-in's
 }
 
 const liveGrace = 10 * time.Minute
@@ -43,10 +44,10 @@ const liveGrace = 10 * time.Minute
 func setupLive(t *testing.T) *live {
 	t.Helper()
 	f := setup(t)
-	fake, gh, rates, _ := f.github(t)
+	fake, gh, rates, url := f.github(t)
 	pools := []pool.Pool{{Name: "linux", Labels: []string{"self-hosted", "linux"}, Scope: pool.ScopeRepo, RunnerGroupID: 1,
 		RunnerStartGrace: liveGrace.String(), Provisioner: pool.Provisioner{Type: pool.ProvisionerDispatch, QueueURL: "q"}}}
-	return &live{fixture: f, fake: fake, gh: gh, rates: rates, prov: mem.NewProvisioner(), pools: pools}
+	return &live{fixture: f, fake: fake, gh: gh, rates: rates, prov: mem.NewProvisioner(), pools: pools, url: url}
 }
 
 // github starts the GitHub stand-in on f's clock and returns it, the App

@@ -1,0 +1,106 @@
+package claim_test
+
+import (
+	"crypto/rand"
+	"crypto/rsa"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ghclaim/ghclaim/shared/backoff"
+	"github.com/ghclaim/ghclaim/shared/job"
+)
+
+// TestAppRefusedKeepsTheJob: GitHub refusing the installation token
+// exchange itself (the App's key rotated on GitHub while the secret holds
+// the old one: 401; the installation removed, or an id of another App's:
+// 404; the installation suspended: 403) is a fault of the App's
+// credentials or installation, an operator's to fix, not the job's. The
+// job is retried on the ladder (no credential in its logs), claimed once the cause is
+// fixed, and abandoned at the maximum age if it never is. Before, each
+// job tried in that window was failed for good (non_retryable), to be
+// retried by hand one by one. A refusal of the job's own call (a
+// repository the installation does not cover: 404) still fails the job.
+func TestAppRefusedKeepsTheJob(t *testing.T) {
+	t.Parallel()
+	other, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		refuse func(h *harness)
+		fix    func(h *harness) // nil: never fixed, abandoned at max age
+		reason string           // the stored error's start
+		failed bool             // the job's own refusal: failed for good
+	}{
+		{name: "App key rotated on GitHub (401)", reason: "github token 401",
+			refuse: func(h *harness) { h.gh.SetPublicKey(&other.PublicKey) },
+			fix:    func(h *harness) { h.gh.SetPublicKey(nil) }}, // the secret updated: the fake checks no signature again
+		{name: "installation suspended (403)", reason: "github token 403",
+			refuse: func(h *harness) { h.gh.Suspend(installation) },
+			fix:    func(h *harness) { h.gh.Unsuspend(installation) }},
+		{name: "installation removed (404)", reason: "github token 404",
+			refuse: func(h *harness) { h.gh.Uninstall(installation) }},
+		{name: "the job's repository not covered (404 on its own call)", reason: "github 404", failed: true,
+			refuse: func(h *harness) { h.gh.SetInstallation(installation, "octo-org", true, "another-repo") }},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h := setup(t, setupOpt{})
+			c := h.claimer(t, claimerOpt{instance: "app-refused"})
+			id := int64(9600 + i)
+			tt.refuse(h)
+			h.seed(t, id)
+			h.invoke(t, c, h.receive(t, 1)...)
+
+			r := h.get(t, id)
+			if !strings.HasPrefix(r.LastError, tt.reason) {
+				t.Fatalf("last_error %q, want it to start %q", r.LastError, tt.reason)
+			}
+			if tt.failed {
+				if r.State != job.Failed || r.LastErrorClass != "non_retryable" {
+					t.Fatalf("record %s class %q, want failed non_retryable: the job's own call was refused", r.State, r.LastErrorClass)
+				}
+				return
+			}
+			if r.State != job.Queued || r.LastErrorClass != "unknown_retryable" || r.Attempt != 1 {
+				t.Fatalf("record %s class %q attempt %d (%q), want queued unknown_retryable after attempt 1: the App's credentials, not the job, were refused",
+					r.State, r.LastErrorClass, r.Attempt, r.LastError)
+			}
+			s := h.lastSend(t)
+			if s.Msg.Version != r.Version || s.Delay < 24*time.Second || s.Delay > 37*time.Second {
+				t.Fatalf("sent version %d delay %s, want version %d on the ladder's first rung (30 s ± 20 %%)", s.Msg.Version, s.Delay, r.Version)
+			}
+			if n := h.spy.Calls(); n != 0 || len(h.gh.Runners()) != 0 {
+				t.Fatalf("%d provisioning calls, runners %v: want none", n, h.gh.Runners())
+			}
+			if logs := h.logs.String(); strings.Contains(logs, "eyJhbGciOi") || strings.Contains(logs, "PRIVATE KEY") {
+				t.Errorf("a log line carries the App's JWT or key")
+			}
+
+			if tt.fix != nil {
+				tt.fix(h)
+				h.clock.Set(s.At.Add(s.Delay))
+				h.invoke(t, c, h.receive(t, 1)...)
+				if r := h.get(t, id); r.State != job.Claimed || r.Attempt != 2 {
+					t.Fatalf("after the fix: record %s attempt %d (%q), want claimed at attempt 2", r.State, r.Attempt, r.LastError)
+				}
+				return
+			}
+			// Never fixed: retried on the ladder until the maximum age.
+			for n := 0; n < 30 && h.get(t, id).State == job.Queued; n++ {
+				s := h.lastSend(t)
+				h.clock.Set(s.At.Add(s.Delay))
+				h.invoke(t, c, h.receive(t, 1)...)
+			}
+			r = h.get(t, id)
+			first := job.FromMillis(r.FirstFailureAt)
+			if r.State != job.Abandoned || h.clock.Now().Sub(first) <= backoff.DefaultMaxAge {
+				t.Fatalf("record %s (%q) %s after its first failure, want abandoned past max age %s",
+					r.State, r.LastError, h.clock.Now().Sub(first), backoff.DefaultMaxAge)
+			}
+		})
+	}
+}
