@@ -163,6 +163,16 @@
 // is no longer configured is retried (a rollout may be under way) until
 // the maximum age abandons it.
 //
+// App refusals. GitHub refusing the installation-token exchange itself
+// (failure.Failure.AppRefused: the App's key rotated on GitHub, a wrong
+// App id or API URL, the installation removed or suspended) fails no job:
+// the attempt counts and the job is retried on the ladder until the
+// maximum age, its retry line at error level with cause "github_app", the
+// reason and a hint, and never a credential. An operator who fixes the App
+// gets every job of that window claimed, where failing them meant a
+// `ghclaim retry` for each. A refusal of the job's own call (a repository
+// the installation does not cover) still fails the job.
+//
 // Time. "Now" is read once per message and used for every write and
 // condition of that message; only the deadline check reads the clock again.
 //

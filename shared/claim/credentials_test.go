@@ -16,7 +16,8 @@ import (
 // the old one: 401; the installation removed, or an id of another App's:
 // 404; the installation suspended: 403) is a fault of the App's
 // credentials or installation, an operator's to fix, not the job's. The
-// job is retried on the ladder (no credential in its logs), claimed once the cause is
+// job is retried on the ladder (one decision line per failed attempt
+// naming the cause, no credential in it), claimed once the cause is
 // fixed, and abandoned at the maximum age if it never is. Before, each
 // job tried in that window was failed for good (non_retryable), to be
 // retried by hand one by one. A refusal of the job's own call (a
@@ -75,6 +76,19 @@ func TestAppRefusedKeepsTheJob(t *testing.T) {
 			}
 			if n := h.spy.Calls(); n != 0 || len(h.gh.Runners()) != 0 {
 				t.Fatalf("%d provisioning calls, runners %v: want none", n, h.gh.Runners())
+			}
+			retries := 0
+			for _, d := range h.logs.decisions(t) {
+				if d["decision"] != "retry" {
+					continue
+				}
+				retries++
+				if d["cause"] != "github_app" || !strings.HasPrefix(d["reason"].(string), tt.reason) || d["level"] != "ERROR" {
+					t.Errorf("retry line %v: want level ERROR, cause github_app and the reason %q…", d, tt.reason)
+				}
+			}
+			if retries != 1 {
+				t.Errorf("%d retry lines, want one for the failed attempt", retries)
 			}
 			if logs := h.logs.String(); strings.Contains(logs, "eyJhbGciOi") || strings.Contains(logs, "PRIVATE KEY") {
 				t.Errorf("a log line carries the App's JWT or key")

@@ -517,10 +517,32 @@ func (f *flow) retry(ctx context.Context, fl failure.Failure, registered *ghapp.
 			DecisionAbandoned, &cleanup{runner: registered, byName: fl.Class != failure.RateLimit && f.name != "", provisioned: f.name != ""},
 			slog.String(obs.KeyClass, fl.Class.String()), slog.Int64("first_failure_at", job.Millis(d.FirstFailureAt)))
 	}
-	return f.handOff(ctx, d.Delay, f.attempt, job.Retry{
+	level, attrs := slog.LevelInfo, []slog.Attr{slog.String(obs.KeyClass, fl.Class.String()), slog.String("basis", string(d.Basis)),
+		slog.String(obs.KeyReason, fl.Reason)}
+	if fl.AppRefused {
+		// Every job of the installation meets it until an operator acts:
+		// said once per failed attempt, on its decision line, at error.
+		level = slog.LevelError
+		attrs = append(attrs, slog.String("cause", causeGitHubApp), slog.Int64("installation_id", f.rec.InstallationID),
+			slog.String("hint", hintGitHubApp))
+	}
+	return f.handOff(ctx, level, d.Delay, f.attempt, job.Retry{
 		Attempt: f.attempt, FirstFailureAt: d.FirstFailureAt, ErrorClass: fl.Class.String(), Error: fl.Reason,
-	}, DecisionRetry, slog.String(obs.KeyClass, fl.Class.String()), slog.String("basis", string(d.Basis)))
+	}, DecisionRetry, attrs...)
 }
+
+// causeGitHubApp is the "cause" of a retry line whose attempt GitHub's
+// token exchange refused (failure.Failure.AppRefused): the App's key or
+// id, or its installation, is wrong. The job is retried on the ladder
+// until the maximum age, not failed: no job is at fault, and fixing the
+// App brings every such job in without a `ghclaim retry` for each.
+const causeGitHubApp = "github_app"
+
+// hintGitHubApp tells the operator where to look; it names settings,
+// never their values.
+const hintGitHubApp = "GitHub refused the App's installation token: check GITHUB_APP_ID and the private key in its secret " +
+	"(a key rotated on GitHub), and that the App is still installed, and not suspended, on the job's account; " +
+	"jobs are retried until MAX_AGE"
 
 // deferRate defers a claim whose installation has no budget left, or is
 // blocked by a secondary limit, without calling GitHub: to the reset (or
@@ -559,7 +581,7 @@ func (f *flow) deferTo(ctx context.Context, resume time.Time, reason string) err
 			DecisionAbandoned, &cleanup{provisioned: f.rec.Attempt > 0},
 			slog.String(obs.KeyClass, failure.RateLimit.String()), slog.Int64("first_failure_at", job.Millis(d.FirstFailureAt)))
 	}
-	return f.handOff(ctx, d.Delay, f.rec.Attempt, job.Retry{
+	return f.handOff(ctx, slog.LevelInfo, d.Delay, f.rec.Attempt, job.Retry{
 		Attempt: f.rec.Attempt, FirstFailureAt: d.FirstFailureAt, ErrorClass: failure.RateLimit.String(), Error: reason,
 	}, DecisionDeferred, slog.String(obs.KeyClass, failure.RateLimit.String()), slog.Int64("reset_at", job.Millis(resume)),
 		slog.Int64("first_failure_at", job.Millis(d.FirstFailureAt)))
@@ -569,7 +591,7 @@ func (f *flow) deferTo(ctx context.Context, resume time.Time, reason string) err
 // then leaves the original unreported (the event source mapping deletes
 // it): in this order, so a crash in between leaves
 // a duplicate (dropped by its version) rather than no message at all.
-func (f *flow) handOff(ctx context.Context, delay time.Duration, attempt int, r job.Retry, decision string, attrs ...slog.Attr) error {
+func (f *flow) handOff(ctx context.Context, level slog.Level, delay time.Duration, attempt int, r job.Retry, decision string, attrs ...slog.Attr) error {
 	next := job.Message{JobID: f.rec.JobID, Version: f.lease.Version + 1, Attempt: attempt}
 	secs, nb := backoff.Split(f.now, f.now.Add(delay))
 	if !nb.IsZero() {
@@ -593,7 +615,7 @@ func (f *flow) handOff(ctx context.Context, delay time.Duration, attempt int, r 
 		f.decide(ctx, slog.LevelError, DecisionHandOffLost, slog.String("error", err.Error()))
 		return err
 	}
-	f.decide(ctx, slog.LevelInfo, decision, append(attrs, slog.Int64(obs.KeyDelay, delay.Milliseconds()),
+	f.decide(ctx, level, decision, append(attrs, slog.Int64(obs.KeyDelay, delay.Milliseconds()),
 		slog.Int64("next_version", next.Version), slog.Int64("not_before", next.NotBefore))...)
 	return nil
 }
