@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ghclaim/ghclaim/infra/emftest"
 	"github.com/ghclaim/ghclaim/shared/backoff"
 	"github.com/ghclaim/ghclaim/shared/job"
 )
@@ -64,6 +65,9 @@ func TestAppRefusedKeepsTheJob(t *testing.T) {
 				if r.State != job.Failed || r.LastErrorClass != "non_retryable" {
 					t.Fatalf("record %s class %q, want failed non_retryable: the job's own call was refused", r.State, r.LastErrorClass)
 				}
+				if got := emftest.Select(emftest.Parse(t, []byte(h.logs.String())), "app_refused", nil); len(got) != 0 {
+					t.Errorf("app_refused %v for the job's own refusal, want none", got)
+				}
 				return
 			}
 			if r.State != job.Queued || r.LastErrorClass != "unknown_retryable" || r.Attempt != 1 {
@@ -89,6 +93,11 @@ func TestAppRefusedKeepsTheJob(t *testing.T) {
 			}
 			if retries != 1 {
 				t.Errorf("%d retry lines, want one for the failed attempt", retries)
+			}
+			// Counted for AppRefusedAlarm: the give-up alarm would page
+			// only past the maximum age.
+			if got := emftest.Select(emftest.Parse(t, []byte(h.logs.String())), "app_refused", nil); len(got) != 1 || got[0].Values[0] != 1 {
+				t.Errorf("app_refused points %v, want one count of 1", got)
 			}
 			if logs := h.logs.String(); strings.Contains(logs, "eyJhbGciOi") || strings.Contains(logs, "PRIVATE KEY") {
 				t.Errorf("a log line carries the App's JWT or key")

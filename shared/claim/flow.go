@@ -70,6 +70,9 @@ type flow struct {
 	// reached is set once a GitHub call of this attempt was made: it was
 	// answered, or failed other than by go-github's refusal from memory.
 	reached bool
+	// appRefused is set when GitHub refused the App's token exchange
+	// (failure.Failure.AppRefused): the retry counts app_refused.
+	appRefused bool
 }
 
 // github is the claimer's GitHub, noting in f.reached whether a call of
@@ -521,8 +524,10 @@ func (f *flow) retry(ctx context.Context, fl failure.Failure, registered *ghapp.
 		slog.String(obs.KeyReason, fl.Reason)}
 	if fl.AppRefused {
 		// Every job of the installation meets it until an operator acts:
-		// said once per failed attempt, on its decision line, at error.
-		level = slog.LevelError
+		// said once per failed attempt, on its decision line, at error,
+		// and counted (app_refused: AppRefusedAlarm pages at once, where
+		// the job's give-up would page only past the maximum age).
+		level, f.appRefused = slog.LevelError, true
 		attrs = append(attrs, slog.String("cause", causeGitHubApp), slog.Int64("installation_id", f.rec.InstallationID),
 			slog.String("hint", hintGitHubApp))
 	}

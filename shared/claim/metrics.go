@@ -31,6 +31,9 @@ var (
 	// (not a decision: the claim that follows decides).
 	metricTakenOver = obs.Metric{Name: "lease_taken_over", Dims: []string{obs.DimPool}}
 	metricDeadline  = obs.Metric{Name: "deadline_released"}
+	// A retry because GitHub refused the App's token exchange (its key,
+	// id or installation: an operator's to fix, AppRefusedAlarm).
+	metricAppRefused = obs.Metric{Name: "app_refused"}
 
 	// MetricTimeToProvision is the time from the queued delivery (the
 	// record's creation) to the provisioning call, per attempt.
@@ -62,6 +65,9 @@ func (f *flow) decided(ctx context.Context, level slog.Level, decision string, l
 	samples := []obs.Sample{{Metric: metricClaims, Value: 1}}
 	if m, ok := byClass[decision]; ok {
 		samples = append(samples, obs.Sample{Metric: m, Value: 1})
+	}
+	if f.appRefused && decision == DecisionRetry {
+		samples = append(samples, obs.Sample{Metric: metricAppRefused, Value: 1})
 	}
 	if f.c.cfg.Logger.Enabled(ctx, level) {
 		return f.c.cfg.Metrics.Inline(line, samples...)
