@@ -468,6 +468,11 @@ func (s *Server) refill(b *bucket) {
 type issued struct {
 	installation int64
 	expires      time.Time
+	// scope is the installation's repository selection when the token
+	// was created (nil: an installation the fake was not told about): a
+	// token keeps it, so a repository added to the installation later is
+	// out of the token's reach (404) until a new token is created.
+	scope *installationOf
 }
 
 // issue mints an installation token of installationID; s.mu is held.
@@ -475,7 +480,12 @@ func (s *Server) issue(installationID int64) (string, time.Time) {
 	s.tokenSeq++
 	tok := fmt.Sprintf("ghs_%036d", s.tokenSeq)
 	exp := s.now().Add(defaultTokenTTL).UTC().Truncate(time.Second)
-	s.tokens[tok] = issued{installation: installationID, expires: exp}
+	t := issued{installation: installationID, expires: exp}
+	if in, ok := s.installs[installationID]; ok {
+		in.repos = append([]string(nil), in.repos...)
+		t.scope = &in
+	}
+	s.tokens[tok] = t
 	return tok, exp
 }
 

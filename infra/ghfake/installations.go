@@ -39,14 +39,24 @@ func (s *Server) SetInstallation(id int64, owner string, org bool, repos ...stri
 // covers reports whether a token of installation inst may reach path: an
 // /orgs/{org}/… route only on the installation's own organisation, a
 // /repos/{owner}/{repo}/… route only in its account and, when it was given
-// a repository selection, only there. An installation the fake was never
-// told about (a test that only issues tokens) covers everything. s.mu is
-// held.
-func (s *Server) covers(inst int64, path string) bool {
+// a repository selection, only there, and only where the selection held
+// when the token was created reached too (scope): a repository added to
+// the installation since is out of the token's reach. An installation the
+// fake was never told about (a test that only issues tokens) covers
+// everything. s.mu is held.
+func (s *Server) covers(inst int64, scope *installationOf, path string) bool {
 	in, ok := s.installs[inst]
 	if !ok {
 		return true
 	}
+	if scope != nil && !scope.reaches(path) {
+		return false
+	}
+	return in.reaches(path)
+}
+
+// reaches is covers for the installation as in holds it.
+func (in installationOf) reaches(path string) bool {
 	parts := strings.Split(strings.TrimPrefix(path, "/"), "/")
 	switch {
 	case len(parts) >= 2 && parts[0] == "orgs":

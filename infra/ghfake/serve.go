@@ -153,7 +153,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		b.remaining--
 		setRate(h, b)
-		covered := s.covers(inst, r.URL.Path)
+		covered := s.covers(inst, s.tokens[bearer(r)].scope, r.URL.Path)
 		s.mu.Unlock()
 		if !covered {
 			// GitHub answers a token used outside its installation's

@@ -102,6 +102,30 @@ type installation struct {
 	minted    time.Time // when token was received
 	refreshAt time.Time
 	pending   *flight
+	rescoped  time.Time // when a refused call last dropped a token (mayRescope)
+}
+
+// rescopeEvery bounds how often a call refused with 404, or with 403
+// "Resource not accessible by integration", drops the installation's
+// cached token for a fresh one (installTransport.RoundTrip): once a minute
+// per installation, so a lasting refusal (a pool at a scope the App cannot
+// reach) costs at most one token exchange a minute, not one per call.
+const rescopeEvery = time.Minute
+
+// mayRescope reports whether a refused call may drop tok for a fresh token
+// now, and if so drops it.
+func (in *installation) mayRescope(tok string) bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	now := in.c.now()
+	if !in.rescoped.IsZero() && now.Sub(in.rescoped) < rescopeEvery {
+		return false
+	}
+	in.rescoped = now
+	if in.token == tok {
+		in.token, in.refreshAt = "", time.Time{}
+	}
+	return true
 }
 
 // get returns a valid token: the cached one until refreshBefore its
@@ -233,8 +257,11 @@ const replicationWindow = 5 * time.Second
 // the request sent once more with a fresh one: left cached, every call of
 // the installation would fail until the token's refresh time, up to 55
 // minutes, and a 401 fails a claim for good. A 401 on a fresh token then
-// stands. The response's Request is req, without the token, so no error
-// built from it carries the credential.
+// stands. Likewise a cached token refused with 404 or 403 "Resource not
+// accessible by integration" (not on a DELETE), at most once a minute per
+// installation (rescopeEvery): it may predate a repository or permission
+// the installation was given since. The response's Request is req, without
+// the token, so no error built from it carries the credential.
 func (t installTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	tok, minted, cached, err := t.in.cached(ctx)
@@ -246,10 +273,22 @@ func (t installTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	resp, err := t.send(req, tok, false)
 	resp, err = t.waitOut(req, tok, minted, resp, err)
-	if err != nil || resp.StatusCode != http.StatusUnauthorized || !cached {
+	if err != nil || !cached {
 		return resp, err
 	}
-	t.in.drop(tok)
+	switch {
+	case resp.StatusCode == http.StatusUnauthorized:
+		t.in.drop(tok)
+	case req.Method != http.MethodDelete && resendable(req) && outOfScope(resp) && t.in.mayRescope(tok):
+		// An installation token keeps the repositories and permissions
+		// its installation had when it was created: a repository added
+		// to the installation since (a job of it arrives at once) answers
+		// 404, a permission granted since 403, and either fails the claim
+		// for good. Asked once more with a fresh token. Not a DELETE,
+		// whose 404 is the usual "already gone".
+	default:
+		return resp, nil
+	}
 	if !resendable(req) {
 		return resp, nil // the body cannot be sent again
 	}
@@ -263,6 +302,23 @@ func (t installTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	drain(resp)
 	resp, err = t.send(req, tok, true)
 	return t.waitOut(req, tok, minted, resp, err)
+}
+
+// outOfScope reports whether resp is GitHub's answer to a token that does
+// not reach the resource: 404, or 403 "Resource not accessible by
+// integration" (a 403 of a rate limit says otherwise). It leaves resp's
+// body readable.
+func outOfScope(resp *http.Response) bool {
+	if resp.StatusCode == http.StatusNotFound {
+		return true
+	}
+	if resp.StatusCode != http.StatusForbidden {
+		return false
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	_ = resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	return bytes.Contains(body, []byte("Resource not accessible by integration"))
 }
 
 // waitOut sends req again with tok after each of replicationWaits while
