@@ -65,11 +65,12 @@ func (s *Server) accessToken(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	tok, exp := s.issue(id)
+	perms := s.permissionsOf(id)
 	s.mu.Unlock()
 	writeJSON(w, http.StatusCreated, map[string]any{
 		"token":                tok,
 		"expires_at":           exp.Format(time.RFC3339),
-		"permissions":          map[string]string{"administration": "write", "actions": "read", "metadata": "read"},
+		"permissions":          perms,
 		"repository_selection": "all",
 	})
 }

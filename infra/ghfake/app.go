@@ -1,6 +1,7 @@
 package ghfake
 
 import (
+	"maps"
 	"net/http"
 	"strconv"
 	"time"
@@ -20,6 +21,9 @@ type Installation struct {
 	Account string
 	// Org is true for an organisation, false for a user.
 	Org bool
+	// Permissions are what the owner granted (nil: DefaultPermissions):
+	// its tokens carry them and the routes enforce them (permission.go).
+	Permissions map[string]string
 }
 
 // AddInstallation lists in as one of the App's installations (GitHub's
@@ -27,6 +31,13 @@ type Installation struct {
 // regardless): SetInstallation with no repositories.
 func (s *Server) AddInstallation(in Installation) {
 	s.SetInstallation(in.ID, in.Account, in.Org)
+	if in.Permissions != nil {
+		s.mu.Lock()
+		i := s.installs[in.ID]
+		i.perms = maps.Clone(in.Permissions)
+		s.installs[in.ID] = i
+		s.mu.Unlock()
+	}
 }
 
 // getApp answers GET /app for a valid App JWT.
@@ -44,7 +55,7 @@ func (s *Server) getApp(w http.ResponseWriter, r *http.Request) {
 		"owner": account(1, "octo", true, false), "name": "ghclaim (fake)", "description": "GitHub stand-in",
 		"external_url": "https://example.invalid", "html_url": "https://github.com/apps/ghclaim-fake",
 		"created_at": fakeEpoch, "updated_at": fakeEpoch,
-		"permissions": map[string]string{"administration": "write", "actions": "read", "metadata": "read"},
+		"permissions": DefaultPermissions(),
 		"events":      []string{"workflow_job"}, "installations_count": s.installationCount(),
 	})
 }

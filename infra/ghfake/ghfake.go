@@ -36,6 +36,11 @@
 //     or a rotated App key (SetPublicKey: 401), refusals.go.
 //   - The token endpoint is authenticated by the App JWT and charged to the
 //     App's own budget, never to an installation's, as on GitHub.
+//   - Each installation route needs the App permission GitHub's docs give
+//     it (permission.go); an installation holds DefaultPermissions (the
+//     manifest's) unless AddInstallation says otherwise, and its tokens
+//     report and are refused by what it holds (403 "Resource not
+//     accessible by integration"), so a missing permission fails a test.
 //   - Runner names are unique per scope (a repository, or an organisation),
 //     compared case-insensitively.
 //   - Every answer is checked against GitHub's published OpenAPI

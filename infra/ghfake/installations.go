@@ -22,6 +22,7 @@ type installationOf struct {
 	owner string
 	org   bool
 	repos []string
+	perms map[string]string // nil: DefaultPermissions
 }
 
 // SetInstallation creates or replaces an installation of the App on owner
@@ -112,7 +113,7 @@ func (s *Server) listInstallations(w http.ResponseWriter, r *http.Request) {
 			"html_url":          fmt.Sprintf("https://github.com/settings/installations/%d", in.id),
 			"repositories_url":  "https://api.github.com/installation/repositories",
 			"events":            []string{"workflow_job"}, "account": account(in.id+1000, in.owner, in.org, true),
-			"permissions": map[string]string{"administration": "write", "actions": "read", "metadata": "read"},
+			"permissions": s.permissionsOf(in.id),
 			"created_at":  fakeEpoch, "updated_at": fakeEpoch, "suspended_by": nil, "suspended_at": nil,
 		})
 	}

@@ -154,12 +154,20 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		b.remaining--
 		setRate(h, b)
 		covered := s.covers(inst, s.tokens[bearer(r)].scope, r.URL.Path)
-		s.mu.Unlock()
 		if !covered {
+			s.mu.Unlock()
 			// GitHub answers a token used outside its installation's
 			// account or repository selection as if nothing were there.
 			copyHeader(w, h)
 			writeError(w, http.StatusNotFound, "Not Found", docsREST)
+			return
+		}
+		accepted := s.lacks(route, inst)
+		s.mu.Unlock()
+		if accepted != "" {
+			copyHeader(w, h)
+			w.Header().Set("X-Accepted-GitHub-Permissions", accepted)
+			writeError(w, http.StatusForbidden, "Resource not accessible by integration", docsPermissions)
 			return
 		}
 	}
