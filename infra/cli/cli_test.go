@@ -517,6 +517,33 @@ func TestDoctor(t *testing.T) {
 		run(t, nil, gh("doctor", "--pools", pools(ltID, "lt-0123456789abcdef0"), "--webhook-url", env.hookURL, "--webhook-secret-arn", missing)...)
 	})
 
+	// An installation that lacks a permission its pools' calls need (an
+	// App made by hand without it, new permissions the owner has not
+	// accepted) fails every such job non_retryable with GitHub's 403
+	// "Resource not accessible by integration": doctor says so, naming
+	// the permission, and does not ask for what no pool needs.
+	t.Run("an installation that lacks a permission", func(t *testing.T) {
+		fake := ghfake.New(ghfake.WithClock(func() time.Time { return now }))
+		noOrgRunners := ghfake.DefaultPermissions()
+		delete(noOrgRunners, "organization_self_hosted_runners")
+		fake.AddInstallation(ghfake.Installation{ID: 77, Account: "octo", Org: true, Permissions: noOrgRunners})
+		srv := httptest.NewServer(fake)
+		defer srv.Close()
+		doctor := func(scope string) (result, map[string]string) {
+			ps := fmt.Sprintf(`[{"name":"p0","labels":["self-hosted"],"scope":%q,"provisioner":{"type":"ec2","launch_template":%q}}]`, scope, ltID)
+			r := run(t, nil, "doctor", "--pools", ps, "--webhook-url", env.hookURL, "--dlq-url", emptyDLQ, "--json",
+				"--stack", env.stack.Name, "--app-id", strconv.Itoa(appID), "--github-api-url", srv.URL)
+			return r, status(decode[doc](t, r.stdout))
+		}
+		r, got := doctor("org")
+		if r.code != cli.ExitFail || got["app installations"] != "fail" || !strings.Contains(r.stdout, "organization_self_hosted_runners:write") {
+			t.Fatalf("org pool: exit %d, checks %v\n%s", r.code, got, r.stdout)
+		}
+		if r, got = doctor("repo"); r.code != 0 || got["app installations"] != "ok" {
+			t.Fatalf("repo pool: exit %d, checks %v\n%s", r.code, got, r.stdout)
+		}
+	})
+
 	t.Run("the key is still the template's placeholder", func(t *testing.T) {
 		sm := secretsmanager.NewFromConfig(env.cfg)
 		out, err := sm.CreateSecret(context.Background(), &secretsmanager.CreateSecretInput{Name: aws.String("ghclaim-doctor-placeholder"), SecretString: aws.String("REPLACE-WITH-THE-GITHUB-APP-PRIVATE-KEY-PEM")})

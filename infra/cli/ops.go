@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -503,11 +504,24 @@ func (c *CLI) doctor(ctx context.Context, o *opts, _ []string) error {
 	} else if len(ins) == 0 {
 		add("app installations", "fail", "the App is not installed on any account: install it where the jobs run")
 	} else {
-		var names []string
+		// An installation without a permission its pools' calls need
+		// (an App made by hand without it, or changed after it was
+		// installed and not yet accepted) passes every other check and
+		// then fails each of those jobs non_retryable with GitHub's 403.
+		scopes := c.poolScopes(d)
+		var names, gaps []string
 		for _, in := range ins {
 			names = append(names, fmt.Sprintf("%s (%d)", in.Owner, in.ID))
+			if gap := installationGap(in, scopes); len(gap) > 0 {
+				gaps = append(gaps, fmt.Sprintf("%s (%d) lacks %s", in.Owner, in.ID, strings.Join(gap, ", ")))
+			}
 		}
-		add("app installations", "ok", "%s", strings.Join(names, ", "))
+		if len(gaps) > 0 {
+			add("app installations", "fail", "%s: its jobs fail with GitHub's 403 \"Resource not accessible by integration\"; "+
+				"give the App these in its settings (Permissions & events), then accept them in the installation's settings", strings.Join(gaps, "; "))
+		} else {
+			add("app installations", "ok", "%s", strings.Join(names, ", "))
+		}
 	}
 
 	// Launch templates of the ec2 pools.
@@ -623,12 +637,61 @@ func apiOrDefault(u string) string {
 	return u
 }
 
+// installationGap is what in lacks for pools of scopes: "name:level" of
+// each permission (ghapp.Needs; org scope only on an organisation, the
+// only account with org runners) and the workflow_job event.
+func installationGap(in ghapp.Installation, scopes []string) []string {
+	var own []string
+	for _, s := range scopes {
+		if s != pool.ScopeOrg || in.Org {
+			own = append(own, s)
+		}
+	}
+	gap := ghapp.Lacks(in.Permissions, ghapp.Needs(own...))
+	if !slices.Contains(in.Events, ghapp.EventWorkflowJob) {
+		gap = append(gap, "the "+ghapp.EventWorkflowJob+" event")
+	}
+	return gap
+}
+
+// poolScopes returns the scopes of every pool (not only ec2 ones), or
+// both scopes when the pools are not known here.
+func (c *CLI) poolScopes(d deployment) []string {
+	all, err := c.allPools(d)
+	if err != nil || len(all) == 0 {
+		return []string{pool.ScopeRepo, pool.ScopeOrg}
+	}
+	var out []string
+	for _, p := range all {
+		s := cmp.Or(p.Scope, pool.ScopeRepo)
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // pools returns the ec2 pools doctor checks: --pools or the stack's
 // RunnerPools, else the runner scaffold's two pools. A stack whose pools
 // are in an SSM parameter (RunnerPoolsParameter) needs --pools: the
 // functions read that parameter, and checking RunnerPools or the scaffold
 // instead would pass on the wrong templates.
 func (c *CLI) pools(d deployment) ([]pool.Pool, error) {
+	all, err := c.allPools(d)
+	if err != nil {
+		return nil, err
+	}
+	var ec2Pools []pool.Pool
+	for _, p := range all {
+		if p.Provisioner.Type == pool.ProvisionerEC2 {
+			ec2Pools = append(ec2Pools, p)
+		}
+	}
+	return ec2Pools, nil
+}
+
+// allPools returns every pool of the deployment, as pools finds them.
+func (c *CLI) allPools(d deployment) ([]pool.Pool, error) {
 	var all []pool.Pool
 	switch {
 	case d.Pools == "" && d.PoolsParameter != "":
@@ -647,13 +710,7 @@ func (c *CLI) pools(d deployment) ([]pool.Pool, error) {
 		}
 		slices.SortFunc(all, func(a, b pool.Pool) int { return strings.Compare(a.Name, b.Name) })
 	}
-	var ec2Pools []pool.Pool
-	for _, p := range all {
-		if p.Provisioner.Type == pool.ProvisionerEC2 {
-			ec2Pools = append(ec2Pools, p)
-		}
-	}
-	return ec2Pools, nil
+	return all, nil
 }
 
 // ping posts a ping event signed with secret, as GitHub does when a hook

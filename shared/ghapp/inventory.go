@@ -2,6 +2,7 @@ package ghapp
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -20,6 +21,12 @@ type Installation struct {
 	// Org is true for an organisation account: only there can org-scope
 	// runners exist.
 	Org bool
+	// Permissions are what the account's owner granted, by name and level
+	// ("administration": "write"), and Events the webhook events the
+	// installation delivers: an App changed after it was installed keeps
+	// the old ones until the owner accepts the new.
+	Permissions map[string]string
+	Events      []string
 }
 
 // Installations lists the App's installations (GET /app/installations,
@@ -36,9 +43,11 @@ func (c *Client) Installations(ctx context.Context) ([]Installation, error) {
 		}
 		for _, in := range page {
 			out = append(out, Installation{
-				ID:    in.GetID(),
-				Owner: in.GetAccount().GetLogin(),
-				Org:   strings.EqualFold(in.GetTargetType(), "Organization"),
+				ID:          in.GetID(),
+				Owner:       in.GetAccount().GetLogin(),
+				Org:         strings.EqualFold(in.GetTargetType(), "Organization"),
+				Permissions: permissionMap(in.GetPermissions()),
+				Events:      in.Events,
 			})
 		}
 		if resp.NextPage == 0 {
@@ -103,4 +112,20 @@ func (c *Client) ListRunners(ctx context.Context, installationID int64, scope, o
 		}
 		opts.Page = resp.NextPage
 	}
+}
+
+// permissionMap turns go-github's struct of permissions into GitHub's own
+// names and levels (its JSON), so a permission go-github adds later needs
+// no change here.
+func permissionMap(p *github.InstallationPermissions) map[string]string {
+	out := map[string]string{}
+	if p == nil {
+		return out
+	}
+	b, err := json.Marshal(p)
+	if err != nil {
+		return out
+	}
+	_ = json.Unmarshal(b, &out)
+	return out
 }
