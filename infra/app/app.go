@@ -20,11 +20,15 @@
 //   - state is 128 random bits, compared in constant time; a callback
 //     without it (another page, a replayed link) converts nothing. The
 //     page listens on 127.0.0.1 only and stops after one good callback.
-//   - The manifest asks for the least the claimer needs: administration
-//     write (JIT runners for repository pools), organization self-hosted
-//     runners write (organisation pools), actions read (a job's status),
-//     metadata read (always granted), and only the workflow_job event.
-//     The App is private (public false): only its owner can install it.
+//   - The manifest asks for the least the calls need for pools of either
+//     scope (ghapp.Needs, from GitHub's "Permissions required for GitHub
+//     Apps"): administration write (JIT runners for repository pools),
+//     organization self-hosted runners write (organisation pools), actions
+//     read (a job's status, and GitHub subscribes an App to workflow_job
+//     only with it), metadata read (always granted), and only the
+//     workflow_job event. permissions_test.go checks it against GitHub's
+//     own table. The App is private (public false): only its owner can
+//     install it.
 //   - The App id is not a secret and the template takes it as the
 //     GitHubAppId parameter, so it is printed with the redeploy command,
 //     not stored: a parameter cannot be changed without a deploy.
@@ -56,6 +60,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+
+	"github.com/ghclaim/ghclaim/shared/ghapp"
 )
 
 // Defaults of Config.
@@ -276,19 +282,22 @@ type HookAttributes struct {
 // to callback.
 func NewManifest(name, webhookURL, callback string) Manifest {
 	return Manifest{
-		Name:           name,
-		URL:            ProjectURL,
-		HookAttributes: HookAttributes{URL: webhookURL, Active: true},
-		RedirectURL:    callback,
-		Public:         false,
-		DefaultEvents:  []string{"workflow_job"},
-		DefaultPermissions: map[string]string{
-			"administration":                   "write",
-			"organization_self_hosted_runners": "write",
-			"actions":                          "read",
-			"metadata":                         "read",
-		},
+		Name:               name,
+		URL:                ProjectURL,
+		HookAttributes:     HookAttributes{URL: webhookURL, Active: true},
+		RedirectURL:        callback,
+		Public:             false,
+		DefaultEvents:      []string{ghapp.EventWorkflowJob},
+		DefaultPermissions: manifestPermissions(),
 	}
+}
+
+// manifestPermissions is what the calls need for pools of both scopes,
+// and metadata read, which GitHub grants every App.
+func manifestPermissions() map[string]string {
+	p := ghapp.Needs(ghapp.ScopeRepo, ghapp.ScopeOrg)
+	p["metadata"] = "read"
+	return p
 }
 
 // FormURL is where the manifest is posted, with the state GitHub hands back.
