@@ -58,6 +58,7 @@ import (
 	"crypto/rsa"
 	"fmt"
 	"github.com/ghclaim/ghclaim/shared/clock"
+	"maps"
 	"net/http"
 	"strings"
 	"sync"
@@ -488,6 +489,7 @@ func (s *Server) issue(installationID int64) (string, time.Time) {
 	t := issued{installation: installationID, expires: exp}
 	if in, ok := s.installs[installationID]; ok {
 		in.repos = append([]string(nil), in.repos...)
+		in.perms = maps.Clone(in.perms)
 		t.scope = &in
 	}
 	s.tokens[tok] = t

@@ -54,11 +54,20 @@ func (s *Server) permissionsOf(inst int64) map[string]string {
 }
 
 // lacks returns what route accepts ("name=level", GitHub's
-// X-Accepted-GitHub-Permissions) when installation inst lacks it, or "";
-// s.mu is held.
-func (s *Server) lacks(route string, inst int64) string {
+// X-Accepted-GitHub-Permissions) when installation inst lacks it, or when
+// the token's installation lacked it at the token's creation (scope; nil:
+// an installation the fake was not told about then): a token keeps the
+// permissions it was created with. "" when both have it; s.mu is held.
+func (s *Server) lacks(route string, inst int64, scope *installationOf) string {
 	need, ok := routePermission[route]
-	if !ok || accessLevel[s.permissionsOf(inst)[need.name]] >= accessLevel[need.access] {
+	if !ok {
+		return ""
+	}
+	has := accessLevel[s.permissionsOf(inst)[need.name]] >= accessLevel[need.access]
+	if scope != nil && scope.perms != nil && accessLevel[scope.perms[need.name]] < accessLevel[need.access] {
+		has = false
+	}
+	if has {
 		return ""
 	}
 	return need.name + "=" + need.access

@@ -153,7 +153,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		b.remaining--
 		setRate(h, b)
-		covered := s.covers(inst, s.tokens[bearer(r)].scope, r.URL.Path)
+		scope := s.tokens[bearer(r)].scope
+		covered := s.covers(inst, scope, r.URL.Path)
 		if !covered {
 			s.mu.Unlock()
 			// GitHub answers a token used outside its installation's
@@ -162,7 +163,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusNotFound, "Not Found", docsREST)
 			return
 		}
-		accepted := s.lacks(route, inst)
+		accepted := s.lacks(route, inst, scope)
 		s.mu.Unlock()
 		if accepted != "" {
 			copyHeader(w, h)

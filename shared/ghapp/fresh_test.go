@@ -32,9 +32,6 @@ type lagging struct {
 	tokens  atomic.Int32
 	client  *ghapp.Client
 	servers *httptest.Server
-	// forbid: the refusals are 403 "Resource not accessible by
-	// integration", not 401; set before the first request.
-	forbid bool
 }
 
 func newLagging(t *testing.T) *lagging {
@@ -48,15 +45,6 @@ func newLagging(t *testing.T) *lagging {
 		} else if l.refuse.Add(-1) >= 0 {
 			_, _ = io.Copy(io.Discard, r.Body)
 			w.Header().Set("Content-Type", "application/json; charset=utf-8")
-			if l.forbid {
-				// A permission the token does not carry: GitHub's 403,
-				// with the installation's budget far from spent.
-				w.Header().Set("X-RateLimit-Limit", "5000")
-				w.Header().Set("X-RateLimit-Remaining", "4990")
-				w.WriteHeader(http.StatusForbidden)
-				_, _ = io.WriteString(w, `{"message":"Resource not accessible by integration","documentation_url":"https://docs.github.com/rest/actions/self-hosted-runners#create-configuration-for-a-just-in-time-runner-for-a-repository","status":"403"}`)
-				return
-			}
 			w.WriteHeader(http.StatusUnauthorized)
 			_, _ = io.WriteString(w, `{"message":"Bad credentials","documentation_url":"https://docs.github.com/rest","status":"401"}`)
 			return

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ghclaim/ghclaim/infra/ghfake"
 	"github.com/ghclaim/ghclaim/shared/failure"
 	"github.com/ghclaim/ghclaim/shared/ghapp"
 )
@@ -60,21 +61,22 @@ func TestRepositoryAddedToTheInstallationIsReached(t *testing.T) {
 }
 
 // TestPermissionGrantedSinceTheTokenIsReached: an installation token keeps
-// the permissions granted when it was created; a permission the operator
+// the permissions granted when it was created; a permission the owner
 // granted since (the App's settings changed, the owner accepted) answers
 // 403 "Resource not accessible by integration" with the cached token, a
-// claim failed for good. Asked once more with a fresh token; a 403 of a
-// rate limit is not (TestClassify's rows).
+// claim failed for good. Asked once more with a fresh token.
 func TestPermissionGrantedSinceTheTokenIsReached(t *testing.T) {
 	t.Parallel()
 	l := newLagging(t)
-	l.forbid = true
 	ctx := context.Background()
-	if _, err := l.client.GenerateJIT(ctx, inst, repoJIT("before")); err != nil {
-		t.Fatal(err)
+	perms := ghfake.DefaultPermissions()
+	delete(perms, "administration")
+	l.fake.AddInstallation(ghfake.Installation{ID: inst, Account: "octo", Org: true, Permissions: perms})
+	if _, err := l.client.GenerateJIT(ctx, inst, repoJIT("before")); failure.Classify(err).Class != failure.NonRetryable {
+		t.Fatalf("without administration: %v; want GitHub's 403 to stand (a fresh token)", err)
 	}
-	l.refuse.Store(1)
+	l.fake.AddInstallation(ghfake.Installation{ID: inst, Account: "octo", Org: true}) // granted
 	if _, err := l.client.GenerateJIT(ctx, inst, repoJIT("granted")); err != nil || l.tokens.Load() != 2 {
-		t.Fatalf("after a permission was granted: %v, %d token exchanges; want the runner registered with a second token", err, l.tokens.Load())
+		t.Fatalf("after administration was granted: %v, %d token exchanges; want the runner registered with a second token", err, l.tokens.Load())
 	}
 }
