@@ -112,19 +112,25 @@ type installation struct {
 // reach) costs at most one token exchange a minute, not one per call.
 const rescopeEvery = time.Minute
 
-// mayRescope reports whether a refused call may drop tok for a fresh token
-// now, and if so drops it.
+// mayRescope reports whether a call refused with tok may be asked again
+// with a fresh token now, and if so drops tok. A tok that is no longer the
+// cached token (another call refused at the same time dropped it first, a
+// refresh replaced it) is asked again with its successor whatever the
+// bound: that costs no exchange of its own, and refused, a matrix of jobs
+// of a repository just added to the installation failed for good but the
+// first, their calls all out with the old token together.
 func (in *installation) mayRescope(tok string) bool {
 	in.mu.Lock()
 	defer in.mu.Unlock()
+	if in.token != tok {
+		return true
+	}
 	now := in.c.now()
 	if !in.rescoped.IsZero() && now.Sub(in.rescoped) < rescopeEvery {
 		return false
 	}
 	in.rescoped = now
-	if in.token == tok {
-		in.token, in.refreshAt = "", time.Time{}
-	}
+	in.token, in.refreshAt = "", time.Time{}
 	return true
 }
 
