@@ -424,9 +424,14 @@ func (c *CLI) retryIDs(args []string) ([]int64, error) {
 		if len(args) > 1 {
 			return nil, usagef("\"-\" (job ids from standard input) comes alone, not with ids")
 		}
-		in, err := io.ReadAll(io.LimitReader(c.cfg.Stdin, 1<<20))
+		// Read one byte past the cap: a list cut there would lose its
+		// tail silently, and the id the cut fell in would become another.
+		in, err := io.ReadAll(io.LimitReader(c.cfg.Stdin, maxRetryInput+1))
 		if err != nil {
 			return nil, failf("read job ids from standard input: %v", err)
+		}
+		if len(in) > maxRetryInput {
+			return nil, usagef("more than %d bytes of job ids on standard input: split the list", maxRetryInput)
 		}
 		args = strings.FieldsFunc(string(in), func(r rune) bool { return r == ',' || unicode.IsSpace(r) })
 		if len(args) == 0 {
@@ -447,6 +452,10 @@ func (c *CLI) retryIDs(args []string) ([]int64, error) {
 	}
 	return ids, nil
 }
+
+// maxRetryInput caps what "retry -" reads from standard input (some
+// 80,000 ids, a day of paced retries).
+const maxRetryInput = 1 << 20
 
 // joinIDs lists ids for a message.
 func joinIDs(ids []int64) string {
