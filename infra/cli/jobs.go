@@ -365,7 +365,11 @@ func (c *CLI) retry(ctx context.Context, o *opts, args []string) error {
 	if by == "" {
 		by = c.cfg.User
 	}
-	if len(ids) == 1 {
+	if len(args) == 1 && args[0] != "-" {
+		// One id as the argument: one object, as before lists were
+		// taken. A list ("-", or several arguments) prints an array
+		// whatever its length, so a script's reading does not depend on
+		// how many jobs failed.
 		out, err := c.retryJob(ctx, o, ids[0], by)
 		if out != nil && o.json {
 			if err := c.printJSON(out); err != nil {
@@ -374,7 +378,7 @@ func (c *CLI) retry(ctx context.Context, o *opts, args []string) error {
 		}
 		return err
 	}
-	// Many jobs: paced as redrive's copies are (≤ 2 claims arriving a
+	// A list: paced as redrive's copies are (≤ 2 claims arriving a
 	// second), each job tried whatever befell the others.
 	pace := &pacer{now: c.cfg.Now, sleep: c.cfg.Sleep, rnd: c.cfg.Rand}
 	c.progress("retrying %d jobs, about %s apart: about %s", len(ids), redriveGap+redriveJitter/2,

@@ -63,3 +63,22 @@ func TestRetryManyJobsPaced(t *testing.T) {
 		}
 	}
 }
+
+// TestRetryFromStdinPrintsAnArrayForOneID: "retry -" is the list form (the
+// README's pipe of every failed job of a pool), and its --json is an
+// array; a list that happened to hold one id printed a bare object, so a
+// script reading the array broke on the day one job had failed.
+func TestRetryFromStdinPrintsAnArrayForOneID(t *testing.T) {
+	ctx := context.Background()
+	seedFailed(t, 7631, "retry-one", now.Add(-time.Hour))
+	r := runConfig(t, ctx, cli.Config{DynamoDB: dynamodb.NewFromConfig(env.cfg), SQS: sqs.NewFromConfig(env.cfg), Now: func() time.Time { return now },
+		Stdin: strings.NewReader("7631\n")},
+		"retry", "-", "--stack", env.stack.Name, "--json")
+	if r.code != cli.ExitOK {
+		t.Fatalf("exit %d, stderr %q; want 0", r.code, r.stderr)
+	}
+	got := decode[[]map[string]any](t, r.stdout)
+	if len(got) != 1 || got[0]["job_id"] != float64(7631) || got[0]["state"] != "queued" {
+		t.Fatalf("got %v; want one result, job 7631 queued", got)
+	}
+}
