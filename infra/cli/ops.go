@@ -248,8 +248,12 @@ type pacer struct {
 }
 
 // wait returns when the next send may start; keep runs before a wait.
-// Waiting again before that send waits no longer.
+// Waiting again before that send waits no longer. A cancelled ctx stops
+// the run even when no wait is owed: the caller names what it did not try.
 func (p *pacer) wait(ctx context.Context, keep func()) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	d := p.next.Sub(p.now())
 	if p.next.IsZero() || d <= 0 {
 		return nil
