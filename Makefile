@@ -55,12 +55,16 @@ $(SAM_TARGETS):
 # -p 4 on two cores: several test binaries mostly wait (on timers, on the emulator), so four at
 # a time keep both cores busy. cfn-lint (seconds of Python) runs beside the tests; its failure
 # fails make test all the same.
+# go test starts the packages in the order it is given them: the longest-running first
+# (TEST_FIRST, then ./... for the rest), so they overlap the many short ones instead of starting
+# last and running alone at the end (83 s instead of 93-105 s on two cores, 2026-12-02).
 TEST_PARALLEL ?= 4
+TEST_FIRST = ./infra/emulator ./infra/chaos ./shared/store ./shared/webhook ./shared/reclaim ./shared/claim
 test: gofmt browser
 	$(GO) build -trimpath -o .build/local/withmoto ./infra/emulator/cmd/withmoto
 	@cfn-lint template.yaml & cfn=$$!; \
-	echo ".build/local/withmoto $(GO) test -p $(TEST_PARALLEL) -count=1 -vet=all -trimpath -ldflags='-s -w' -timeout $(TEST_TIMEOUT) ./..."; \
-	.build/local/withmoto $(GO) test -p $(TEST_PARALLEL) -count=1 -vet=all -trimpath -ldflags='-s -w' -timeout $(TEST_TIMEOUT) ./...; rc=$$?; \
+	echo ".build/local/withmoto $(GO) test -p $(TEST_PARALLEL) -count=1 -vet=all -trimpath -ldflags='-s -w' -timeout $(TEST_TIMEOUT) $(TEST_FIRST) ./..."; \
+	.build/local/withmoto $(GO) test -p $(TEST_PARALLEL) -count=1 -vet=all -trimpath -ldflags='-s -w' -timeout $(TEST_TIMEOUT) $(TEST_FIRST) ./...; rc=$$?; \
 	if ! wait $$cfn; then echo "cfn-lint template.yaml failed"; [ $$rc -ne 0 ] || rc=1; fi; \
 	exit $$rc
 
