@@ -94,6 +94,7 @@ func (c *CLI) redrive(ctx context.Context, o *opts, _ []string) error {
 			(time.Duration(limit-1) * (redriveGap + redriveJitter/2)).Round(time.Second))
 	}
 	var interrupted error
+	empty := 0 // empty long polls in a row
 	for limit == 0 || rep.Moved+rep.SendFailed+rep.Undecodable < limit {
 		h.keep(ctx)
 		// No more than the pace sends before the visibility ends: a
@@ -118,8 +119,14 @@ func (c *CLI) redrive(ctx context.Context, o *opts, _ []string) error {
 			return fmt.Errorf("receive from the DLQ: %w (moved %d so far)", err, rep.Moved)
 		}
 		if len(out.Messages) == 0 {
-			break
+			// An empty long poll may be a slow answer, not an empty
+			// queue: the run ends at redriveEmpty of them in a row.
+			if empty++; empty >= redriveEmpty {
+				break
+			}
+			continue
 		}
+		empty = 0
 		fresh, back := false, false // a message not seen before; one this run left
 		for _, m := range out.Messages {
 			id := aws.ToString(m.MessageId)
@@ -267,6 +274,11 @@ func (p *pacer) wait(ctx context.Context, keep func()) error {
 func (p *pacer) sent() {
 	p.next = p.now().Add(redriveGap + time.Duration(p.rnd.Float64()*float64(redriveJitter)))
 }
+
+// redriveEmpty is how many empty long polls in a row end a redrive: one
+// came back empty with three messages in the DLQ while the emulator was
+// busy, and the run ended having moved none.
+const redriveEmpty = 2
 
 // redriveWait is redrive's long poll, in seconds.
 const redriveWait = 1

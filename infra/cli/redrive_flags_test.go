@@ -325,3 +325,31 @@ func TestRedriveEndsOnARefillingDLQ(t *testing.T) {
 		t.Fatalf("exit %d, report %v; want the 5 the DLQ held at the start moved", r.code, rep)
 	}
 }
+
+// emptyOnce answers the first receive empty, as a long poll answered late
+// does while the queue holds messages.
+type emptyOnce struct {
+	*sqs.Client
+	done bool
+}
+
+func (e *emptyOnce) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, optFns ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
+	if !e.done {
+		e.done = true
+		return &sqs.ReceiveMessageOutput{}, nil
+	}
+	return e.Client.ReceiveMessage(ctx, in, optFns...)
+}
+
+// TestRedriveOutlastsOneEmptyPoll: under load one long poll came back
+// empty with three messages in the DLQ, and the run ended having moved
+// none (make test's TestRedrive, once). One empty poll no longer ends it.
+func TestRedriveOutlastsOneEmptyPoll(t *testing.T) {
+	t.Parallel()
+	dlq, claims := newQueue(t, "redrive-empty-dlq"), newQueue(t, "redrive-empty-claims")
+	fill(t, dlq, 2, func(i int) string { return fmt.Sprintf(`{"job_id":%d,"version":1}`, 8300+i) })
+	r := runWith(t, context.Background(), nil, &emptyOnce{Client: sqs.NewFromConfig(env.cfg)}, "redrive", "--dlq-url", dlq, "--queue-url", claims, "--json")
+	if rep := decode[map[string]float64](t, r.stdout); r.code != 0 || rep["moved"] != 2 {
+		t.Fatalf("exit %d, report %v; want both messages moved", r.code, rep)
+	}
+}
