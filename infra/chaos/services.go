@@ -156,9 +156,13 @@ func (r *run) outage(ctx context.Context) {
 	r.progress("webhook endpoint back")
 }
 
-// finalSweep is the janitor's next pass after the storm: faults off, two
+// finalSweep is the janitor's next passes after the storm: faults off, two
 // passes (a runner deleted in one pass frees its machine in the same pass;
-// the second catches what the first found mid-change).
+// the second catches what the first found mid-change), and more while a
+// pass keeps spares. A pass keeps the idle runner of a job done within its
+// pool's start grace (another job may be waiting for it: shared/janitor);
+// on a schedule a later pass deletes it, so a run that settled inside that
+// grace waits it out here instead of counting the spare as an orphan.
 func (r *run) finalSweep(ctx context.Context) {
 	for _, t := range Targets {
 		r.inj.SetRate(t, 0)
@@ -168,14 +172,25 @@ func (r *run) finalSweep(ctx context.Context) {
 		r.progress("final janitor pass: %v", err)
 		return
 	}
-	for range 2 {
+	// Bounded: a spare is kept for one grace after its job's last change,
+	// and nothing changes a record any more.
+	for pass := 0; pass < 2+finalSpareRounds; pass++ {
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		rep, err := j.Run(pctx)
 		cancel()
-		r.progress("final janitor pass: runners_deleted=%d machines_ended=%d configs_deleted=%d errors=%d err=%v",
-			rep.RunnersDeleted, rep.MachinesEnded, rep.ConfigsDeleted, rep.Errors, err)
+		r.progress("final janitor pass: runners_deleted=%d machines_ended=%d configs_deleted=%d spares_kept=%d errors=%d err=%v",
+			rep.RunnersDeleted, rep.MachinesEnded, rep.ConfigsDeleted, rep.SparesKept, rep.Errors, err)
+		if pass >= 1 && rep.SparesKept == 0 {
+			return
+		}
+		if rep.SparesKept > 0 && !wait(ctx, r.cfg.StartGrace) {
+			return
+		}
 	}
 }
+
+// finalSpareRounds bounds the final sweep's passes after its first two.
+const finalSpareRounds = 3
 
 // githubInstallations sets the App's installations at the stand-in, so the
 // janitor's listings find our runners.
