@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -16,13 +17,20 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 )
 
+// Start launches moto_server itself when no factory answers: the factory is
+// a speed-up, never a dependency, so one that is gone (its socket named, no
+// process behind it) falls back to the launch, as no factory at all does.
+// One launch serves both cases' checks (each costs seconds of CPU).
 func TestStartServesTheAWSAPIAndCloseStopsIt(t *testing.T) {
 	t.Setenv(EndpointEnv, "") // this test is about the moto_server we launch ourselves
-	t.Setenv(FactoryEnv, "")
+	t.Setenv(FactoryEnv, filepath.Join(t.TempDir(), "gone.sock"))
 	ctx := context.Background()
 	srv, err := Start(ctx)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if srv.cmd == nil {
+		t.Fatal("Start did not launch moto_server when the factory was gone")
 	}
 	cfg, err := srv.Config(ctx)
 	if err != nil {

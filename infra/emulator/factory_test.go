@@ -2,7 +2,6 @@ package emulator
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -59,22 +58,4 @@ func TestFactoryServersAreFreshIsolatedAndStop(t *testing.T) {
 		t.Fatalf("ListQueues after the factory's Close succeeded; %s is still answering", a.Endpoint)
 	}
 	a.Close() // after its factory: does not hang
-}
-
-// The factory is a speed-up, never a dependency: a factory that is gone leaves Start to launch
-// moto_server itself.
-func TestStartWithoutItsFactoryLaunchesMoto(t *testing.T) {
-	t.Setenv(EndpointEnv, "")
-	t.Setenv(FactoryEnv, filepath.Join(t.TempDir(), "gone.sock"))
-	srv, err := Start(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	if srv.cmd == nil {
-		t.Fatal("Start did not launch moto_server when the factory was gone")
-	}
-	if _, err := sqs.NewFromConfig(srv.ConfigForTest(t)).ListQueues(context.Background(), &sqs.ListQueuesInput{}); err != nil {
-		t.Fatal(err)
-	}
 }
