@@ -74,6 +74,25 @@ func (e *exchangeError) Error() string {
 	return fmt.Sprintf("installation %d access token: github %s", e.installationID, e.status)
 }
 
+// refusal reports whether GitHub refused the exchange for the App's
+// credentials or its installation (401: a key GitHub no longer has; 404:
+// no such installation; 403 without a rate-limit signal: the
+// installation suspended), which asking again moments later will not
+// change: the refusals installation.cached holds for refusalHold. A rate
+// limit is go-github's to hold (it remembers the answer's limit), a 5xx
+// or any other answer may pass at once: neither is held.
+func (e *exchangeError) refusal() bool {
+	switch e.statusCode {
+	case http.StatusUnauthorized, http.StatusNotFound:
+		return true
+	case http.StatusForbidden:
+		body := bytes.ToLower(e.body)
+		return e.header.Get("Retry-After") == "" && strings.TrimSpace(e.header.Get("X-RateLimit-Remaining")) != "0" &&
+			!bytes.Contains(body, []byte("rate limit")) && !bytes.Contains(body, []byte("rate-limit"))
+	}
+	return false
+}
+
 // response rebuilds GitHub's answer with a fresh body.
 func (e *exchangeError) response() *http.Response {
 	return &http.Response{
@@ -103,7 +122,28 @@ type installation struct {
 	refreshAt time.Time
 	pending   *flight
 	rescoped  time.Time // when a refused call last dropped a token (mayRescope)
+	// refused is the last exchange's answer when GitHub refused it
+	// (exchangeError.refusal), handed to every caller until refusedUntil
+	// instead of a new exchange.
+	refused      *exchangeError
+	refusedUntil time.Time
 }
+
+// refusalHold is how long a token exchange GitHub refused (the App's key,
+// its installation gone or suspended) is answered from memory: callers of
+// the installation within it get GitHub's refusal at once, no exchange.
+// Without it every attempt of every queued job of the installation asks
+// again (twice with check_queued, plus the reclaimer's and the janitor's
+// calls): hundreds of exchanges a minute during a key rotation, all
+// refused. Held, it is one exchange per installation and process per
+// 20 s. 20 s, under the claim ladder's shortest retry (30 s − 20 %
+// jitter = 24 s): a job's next attempt never meets the memory of the
+// refusal its previous attempt met, only a fresher one of GitHub's, so an
+// operator's fix on GitHub's side (the key, the suspension) reaches the
+// claims at their next try, as without the hold, and at most 20 s after
+// the fix whatever the ladder. A new private key needs no wait at all:
+// Keyed builds a new Client for it, which holds nothing.
+const refusalHold = 20 * time.Second
 
 // rescopeEvery bounds how often a call refused with 404, or with 403
 // "Resource not accessible by integration", drops the installation's
@@ -135,7 +175,8 @@ func (in *installation) mayRescope(tok string) bool {
 }
 
 // get returns a valid token: the cached one until refreshBefore its
-// expiry, else the result of the one exchange in flight for the
+// expiry, else GitHub's refusal of the exchange while it is held
+// (refusalHold), else the result of the one exchange in flight for the
 // installation. The exchange runs apart from the caller's context (bounded
 // by the client's timeout), so a caller that gives up does not fail the
 // others that wait for it.
@@ -148,10 +189,18 @@ func (in *installation) get(ctx context.Context) (string, error) {
 // from the cache (rather than from an exchange this call waited for).
 func (in *installation) cached(ctx context.Context) (string, time.Time, bool, error) {
 	in.mu.Lock()
-	if in.token != "" && in.c.now().Before(in.refreshAt) {
+	now := in.c.now()
+	if in.token != "" && now.Before(in.refreshAt) {
 		tok, minted := in.token, in.minted
 		in.mu.Unlock()
 		return tok, minted, true, nil
+	}
+	if in.refused != nil && now.Before(in.refusedUntil) {
+		// GitHub's own answer, as the exchange got it: classified as
+		// then (AppRefused), each caller its own copy (tokenErrors).
+		err := in.refused
+		in.mu.Unlock()
+		return "", time.Time{}, false, err
 	}
 	f := in.pending
 	if f == nil {
@@ -177,8 +226,9 @@ func (in *installation) drop(tok string) {
 	}
 }
 
-// exchange runs one token exchange and publishes its result to f. A failed
-// exchange is not cached: the next caller after it tries again.
+// exchange runs one token exchange and publishes its result to f. A
+// refusal (exchangeError.refusal) is held for refusalHold; any other
+// failure is not kept: the next caller after it tries again.
 func (in *installation) exchange(ctx context.Context, f *flight) {
 	ctx, cancel := context.WithTimeout(ctx, in.c.timeout)
 	defer cancel()
@@ -188,6 +238,11 @@ func (in *installation) exchange(ctx context.Context, f *flight) {
 	f.token, f.minted, f.err = tok, minted, err
 	if err == nil {
 		in.token, in.minted, in.refreshAt = tok, minted, expires.Add(-refreshBefore)
+	}
+	in.refused = nil
+	var ee *exchangeError
+	if errors.As(err, &ee) && ee.refusal() {
+		in.refused, in.refusedUntil = ee, minted.Add(refusalHold)
 	}
 	in.pending = nil
 	in.mu.Unlock()

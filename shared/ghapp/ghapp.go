@@ -36,7 +36,16 @@
 //     exchange runs apart from the caller's context, bounded by Timeout, so
 //     one caller giving up does not fail the others; each caller still
 //     stops waiting when its own context ends. A failed exchange is not
-//     cached: the next caller tries again.
+//     cached (the next caller tries again), except GitHub's refusal of the
+//     App's credentials or installation (401, 404, a 403 that is no rate
+//     limit): that answer is handed to every caller of the installation
+//     for 20 s (refusalHold) without a new exchange, so a rotated key or
+//     a suspension with hundreds of queued jobs costs GitHub one refused
+//     exchange per installation and process every 20 s, not one (or two)
+//     per claim attempt. Held, it is still GitHub's answer, typed and
+//     classified as when it came: this package judges only which answers
+//     a moment's wait cannot change, never a retry; a 5xx, a rate limit
+//     or a network failure is never held.
 //   - Config.Wrap wraps each installation's transport from the outside
 //     (go-github → Wrap → token exchange → network), so a rate-reading
 //     transport sees the API's responses with the installation's budget and
