@@ -3,11 +3,13 @@ package claim_test
 import (
 	"crypto/rand"
 	"crypto/rsa"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ghclaim/ghclaim/infra/emftest"
+	"github.com/ghclaim/ghclaim/infra/ghfake"
 	"github.com/ghclaim/ghclaim/shared/backoff"
 	"github.com/ghclaim/ghclaim/shared/job"
 )
@@ -123,6 +125,69 @@ func TestAppRefusedKeepsTheJob(t *testing.T) {
 			if r.State != job.Abandoned || h.clock.Now().Sub(first) <= backoff.DefaultMaxAge {
 				t.Fatalf("record %s (%q) %s after its first failure, want abandoned past max age %s",
 					r.State, r.LastError, h.clock.Now().Sub(first), backoff.DefaultMaxAge)
+			}
+		})
+	}
+}
+
+// TestAppRefusedCostsOneExchange: while GitHub refuses the App's token
+// exchange, a batch of jobs of the installation asks GitHub once, not once
+// per claim attempt, and, with check_queued, not twice per attempt (the
+// job status check, refused, is claimed past, and the registration asked
+// again): the App's refusal is held (shared/ghapp), each job still
+// retried on the ladder as AppRefused. Once the key is fixed the jobs'
+// next attempts, on the ladder's first rung, are claimed: the hold is
+// over before the earliest of them.
+func TestAppRefusedCostsOneExchange(t *testing.T) {
+	t.Parallel()
+	other, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const jobs = 6
+	for _, checkQueued := range []bool{false, true} {
+		t.Run(fmt.Sprintf("check_queued=%v", checkQueued), func(t *testing.T) {
+			t.Parallel()
+			h := setup(t, setupOpt{checkQueued: checkQueued})
+			c := h.claimer(t, claimerOpt{concurrency: 1})
+			h.gh.SetPublicKey(&other.PublicKey) // the App's key rotated on GitHub
+			for i := range int64(jobs) {
+				h.seed(t, 9700+i)
+				h.gh.SetJob("octo-org", "octo-repo", ghfake.Job{ID: 9700 + i, Status: "queued"})
+			}
+			h.invoke(t, c, h.receive(t, jobs)...)
+			if got := h.gh.Stats().TokenRequests[installation]; got != 1 {
+				t.Errorf("%d token exchanges for %d claim attempts GitHub refused, want 1", got, jobs)
+			}
+			if got := emftest.Select(emftest.Parse(t, []byte(h.logs.String())), "app_refused", nil); len(got) != jobs {
+				t.Errorf("app_refused points %v, want one per job", got)
+			}
+			for i := range int64(jobs) {
+				if r := h.get(t, 9700+i); r.State != job.Queued || r.LastErrorClass != "unknown_retryable" || !strings.HasPrefix(r.LastError, "github token 401") {
+					t.Fatalf("job %d: record %s class %q (%q), want queued for a retry of the App's refusal", 9700+i, r.State, r.LastErrorClass, r.LastError)
+				}
+			}
+
+			// Fixed at once (the secret holds the key GitHub has): the
+			// retries, taken at the earliest one's arrival (25 s after
+			// the refusal: the ladder's first rung, jittered), are all
+			// claimed, the hold over before the first rung.
+			h.gh.SetPublicKey(nil)
+			first := time.Time{}
+			for _, s := range h.queue.Sent() {
+				if s.Delay > 0 && (first.IsZero() || s.Arrival().Before(first)) {
+					first = s.Arrival()
+				}
+			}
+			h.clock.Set(first)
+			h.invoke(t, c, h.receive(t, jobs)...)
+			for i := range int64(jobs) {
+				if r := h.get(t, 9700+i); r.State != job.Claimed || r.Attempt != 2 {
+					t.Errorf("job %d after the fix: record %s attempt %d (%q), want claimed at attempt 2", 9700+i, r.State, r.Attempt, r.LastError)
+				}
+			}
+			if got := h.gh.Stats().TokenRequests[installation]; got != 2 {
+				t.Errorf("%d token exchanges in all, want 2: the refused one and the fixed one", got)
 			}
 		})
 	}
