@@ -94,6 +94,37 @@ func TestBlockedCheckEndsAtMaxAge(t *testing.T) {
 	}
 }
 
+// TestAppRefusedChecksCostOneExchange: while GitHub refuses the App's
+// token exchange, a pass over many claimed jobs of one installation asks
+// GitHub for a token once, not once per liveness check (the refusal is
+// held in shared/ghapp), and each job is still judged blocked by the
+// App's refusal.
+func TestAppRefusedChecksCostOneExchange(t *testing.T) {
+	t.Parallel()
+	const jobs = 5
+	l := setupLive(t)
+	for i := range int64(jobs) {
+		l.claimed(t, 750+i, t0.Add(-liveGrace-time.Second))
+	}
+	other, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.fake.SetPublicKey(&other.PublicKey) // the App's key rotated on GitHub
+	l.newProcess(t)
+	before := l.fake.Stats().TokenRequests[42]
+
+	l.run(t, l.reclaimer(t, nil))
+	if got := l.fake.Stats().TokenRequests[42] - before; got != 1 {
+		t.Errorf("%d token exchanges for %d liveness checks GitHub refused, want 1", got, jobs)
+	}
+	for i := range int64(jobs) {
+		if got := l.get(t, 750+i); got.State != job.Claimed || got.FirstFailureAt != job.Millis(t0) {
+			t.Errorf("job %d: %s, first_failure_at %d; want claimed, blocked (its max-age clock started now)", 750+i, got.State, got.FirstFailureAt)
+		}
+	}
+}
+
 // TestLateRefusalIsStillJudged: GitHub's own refusal for good (a 404 for
 // the job) that arrives after the check's window ended is judged as any
 // other (the max-age clock starts), not taken for a cut call: a record
