@@ -544,6 +544,38 @@ func TestDoctor(t *testing.T) {
 		}
 	})
 
+	// A suspended installation is listed like any other, but GitHub
+	// refuses its token exchange (403): every job of it waits, retried as
+	// the App's fault, until MAX_AGE abandons it. Doctor said OK.
+	t.Run("a suspended installation", func(t *testing.T) {
+		fake := ghfake.New(ghfake.WithClock(func() time.Time { return now }))
+		fake.AddInstallation(ghfake.Installation{ID: 77, Account: "octo", Org: true})
+		fake.AddInstallation(ghfake.Installation{ID: 78, Account: "mona"})
+		fake.Suspend(77)
+		srv := httptest.NewServer(fake)
+		defer srv.Close()
+		doctor := func() (result, string, string) {
+			r := run(t, nil, "doctor", "--pools", pools(ltID), "--webhook-url", env.hookURL, "--dlq-url", emptyDLQ, "--json",
+				"--stack", env.stack.Name, "--app-id", strconv.Itoa(appID), "--github-api-url", srv.URL)
+			for _, c := range decode[doc](t, r.stdout).Checks {
+				if c.Name == "app installations" {
+					return r, c.Status, c.Detail
+				}
+			}
+			t.Fatalf("no app installations check:\n%s", r.stdout)
+			return r, "", ""
+		}
+		r, st, detail := doctor()
+		want := "suspended: octo (77) since " + now.Format(time.RFC3339) + " by octo-admin: GitHub refuses its tokens (403)"
+		if r.code != cli.ExitFail || st != "fail" || !strings.HasPrefix(detail, want) || !strings.Contains(detail, "Unsuspend") || strings.Contains(detail, "mona") {
+			t.Fatalf("exit %d, app installations %s %q; want fail starting %q, saying how to unsuspend, not naming mona (78)", r.code, st, detail, want)
+		}
+		fake.Unsuspend(77)
+		if r, st, detail = doctor(); r.code != 0 || st != "ok" || detail != "octo (77), mona (78)" {
+			t.Fatalf("unsuspended: exit %d, app installations %s %q; want ok naming both", r.code, st, detail)
+		}
+	})
+
 	t.Run("the key is still the template's placeholder", func(t *testing.T) {
 		sm := secretsmanager.NewFromConfig(env.cfg)
 		out, err := sm.CreateSecret(context.Background(), &secretsmanager.CreateSecretInput{Name: aws.String("ghclaim-doctor-placeholder"), SecretString: aws.String("REPLACE-WITH-THE-GITHUB-APP-PRIVATE-KEY-PEM")})

@@ -524,17 +524,34 @@ func (c *CLI) doctor(ctx context.Context, o *opts, _ []string) error {
 		// (an App made by hand without it, or changed after it was
 		// installed and not yet accepted) passes every other check and
 		// then fails each of those jobs non_retryable with GitHub's 403.
+		// A suspended one is listed like any other, yet GitHub refuses its
+		// token exchange (403): each of its jobs is retried as the App's
+		// fault until MAX_AGE, then abandoned.
 		scopes := c.poolScopes(d)
-		var names, gaps []string
+		var names, suspended, gaps []string
 		for _, in := range ins {
 			names = append(names, fmt.Sprintf("%s (%d)", in.Owner, in.ID))
+			if !in.SuspendedAt.IsZero() {
+				suspended = append(suspended, fmt.Sprintf("%s (%d) since %s by %s", in.Owner, in.ID,
+					in.SuspendedAt.UTC().Format(time.RFC3339), cmp.Or(in.SuspendedBy, "an unknown user")))
+			}
 			if gap := installationGap(in, scopes); len(gap) > 0 {
 				gaps = append(gaps, fmt.Sprintf("%s (%d) lacks %s", in.Owner, in.ID, strings.Join(gap, ", ")))
 			}
 		}
+		var faults []string
+		if len(suspended) > 0 {
+			faults = append(faults, fmt.Sprintf("suspended: %s: GitHub refuses its tokens (403), so none of its jobs is claimed "+
+				"(each is retried until MAX_AGE, then abandoned); unsuspend it where it was suspended: the account's owner in the "+
+				"account's settings (GitHub Apps, Configure, Unsuspend), the App's owner with DELETE /app/installations/{id}/suspended",
+				strings.Join(suspended, "; ")))
+		}
 		if len(gaps) > 0 {
-			add("app installations", "fail", "%s: its jobs fail with GitHub's 403 \"Resource not accessible by integration\"; "+
-				"give the App these in its settings (Permissions & events), then accept them in the installation's settings", strings.Join(gaps, "; "))
+			faults = append(faults, fmt.Sprintf("%s: its jobs fail with GitHub's 403 \"Resource not accessible by integration\"; "+
+				"give the App these in its settings (Permissions & events), then accept them in the installation's settings", strings.Join(gaps, "; ")))
+		}
+		if len(faults) > 0 {
+			add("app installations", "fail", "%s", strings.Join(faults, "; "))
 		} else {
 			add("app installations", "ok", "%s", strings.Join(names, ", "))
 		}

@@ -84,6 +84,12 @@ func TestAnswersMatchGitHubDescription(t *testing.T) {
 				f.fake.AddInstallation(ghfake.Installation{ID: 77, Account: "octo", Org: true})
 				f.fake.AddInstallation(ghfake.Installation{ID: 78, Account: "mona"})
 			}},
+		{name: "installations one suspended", route: ghfake.RouteInstallations, path: "/app/installations", jwt: goodJWT, status: 200,
+			prep: func(t *testing.T, f fixture) {
+				f.fake.AddInstallation(ghfake.Installation{ID: 77, Account: "octo", Org: true})
+				f.fake.AddInstallation(ghfake.Installation{ID: 78, Account: "mona"})
+				f.fake.Suspend(77)
+			}},
 		{name: "installations bad JWT", route: ghfake.RouteInstallations, path: "/app/installations",
 			jwt: func(*testing.T) string { return "not.a.jwt" }, status: 401},
 		{name: "installation repositories", route: ghfake.RouteInstallRepos, path: "/installation/repositories", status: 200,

@@ -224,8 +224,11 @@ type Server struct {
 	requestSeq int
 	stats      Stats
 
-	// Installations whose token exchange is refused (refusals.go).
-	suspended, uninstalled map[int64]bool
+	// Installations whose token exchange is refused (refusals.go):
+	// suspended ones by when they were suspended, which their listing
+	// shows.
+	suspended   map[int64]time.Time
+	uninstalled map[int64]bool
 
 	// The App's webhook delivery log (deliveries.go).
 	retention    time.Duration
@@ -301,7 +304,7 @@ func (s *Server) resetState() {
 	s.apps = map[string]*App{}
 	s.appSeq = 0
 	s.installs = map[int64]installationOf{}
-	s.suspended, s.uninstalled = map[int64]bool{}, map[int64]bool{}
+	s.suspended, s.uninstalled = map[int64]time.Time{}, map[int64]bool{}
 	s.faults = nil
 	s.requestSeq = 0
 	s.deliveries, s.deliverySeq, s.guidSeq, s.redeliveries = nil, 0, 0, map[string]int{}

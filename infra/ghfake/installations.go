@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Routes of the App's installations: the list (App JWT) and an
@@ -105,7 +106,13 @@ func (s *Server) listInstallations(w http.ResponseWriter, r *http.Request) {
 			typ = "Organization"
 		}
 		// GitHub's full shape (checked against its description): the
-		// account is described as both a user and an enterprise.
+		// account is described as both a user and an enterprise. A
+		// suspended installation names when and by whom (a user of the
+		// account, here <owner>-admin); others carry null for both.
+		var suspendedAt, suspendedBy any
+		if at, ok := s.suspended[in.id]; ok {
+			suspendedAt, suspendedBy = at.Format(time.RFC3339), account(in.id+3000, in.owner+"-admin", false, false)
+		}
 		all = append(all, map[string]any{
 			"id": in.id, "app_id": s.appID, "app_slug": "ghclaim-fake", "target_id": in.id + 1000, "target_type": typ,
 			"single_file_name": nil, "repository_selection": "selected",
@@ -114,7 +121,7 @@ func (s *Server) listInstallations(w http.ResponseWriter, r *http.Request) {
 			"repositories_url":  "https://api.github.com/installation/repositories",
 			"events":            []string{"workflow_job"}, "account": account(in.id+1000, in.owner, in.org, true),
 			"permissions": s.permissionsOf(in.id),
-			"created_at":  fakeEpoch, "updated_at": fakeEpoch, "suspended_by": nil, "suspended_at": nil,
+			"created_at":  fakeEpoch, "updated_at": fakeEpoch, "suspended_by": suspendedBy, "suspended_at": suspendedAt,
 		})
 	}
 	s.mu.Unlock()

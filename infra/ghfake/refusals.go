@@ -1,6 +1,9 @@
 package ghfake
 
-import "crypto/rsa"
+import (
+	"crypto/rsa"
+	"time"
+)
 
 // The ways GitHub refuses the installation token exchange itself
 // (POST /app/installations/{id}/access_tokens) although the request is
@@ -26,12 +29,15 @@ func (s *Server) SetPublicKey(k *rsa.PublicKey) {
 	s.pub = k
 }
 
-// Suspend suspends installation id: its tokens stop working and the
-// token exchange answers 403 until Unsuspend.
+// Suspend suspends installation id: its tokens stop working, the token
+// exchange answers 403 and its listing carries suspended_at (the fake's
+// clock at the first Suspend) and suspended_by, until Unsuspend.
 func (s *Server) Suspend(id int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.suspended[id] = true
+	if _, ok := s.suspended[id]; !ok {
+		s.suspended[id] = s.now().UTC().Truncate(time.Second)
+	}
 	s.revoke(id)
 }
 
@@ -58,10 +64,11 @@ func (s *Server) Uninstall(id int64) {
 func (s *Server) exchangeRefusal(id int64) (int, string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	_, suspended := s.suspended[id]
 	switch {
 	case s.uninstalled[id]:
 		return 404, "Not Found"
-	case s.suspended[id]:
+	case suspended:
 		return 403, "This installation has been suspended"
 	}
 	return 0, ""

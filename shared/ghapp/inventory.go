@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/google/go-github/v62/github"
 )
@@ -27,6 +28,12 @@ type Installation struct {
 	// the old ones until the owner accepts the new.
 	Permissions map[string]string
 	Events      []string
+	// SuspendedAt is when the account's owner suspended the installation
+	// (zero when it is not), and SuspendedBy who did: GitHub refuses a
+	// suspended installation's token exchange (403), so none of its jobs
+	// can be claimed until it is unsuspended.
+	SuspendedAt time.Time
+	SuspendedBy string
 }
 
 // Installations lists the App's installations (GET /app/installations,
@@ -48,6 +55,8 @@ func (c *Client) Installations(ctx context.Context) ([]Installation, error) {
 				Org:         strings.EqualFold(in.GetTargetType(), "Organization"),
 				Permissions: permissionMap(in.GetPermissions()),
 				Events:      in.Events,
+				SuspendedAt: in.GetSuspendedAt().Time,
+				SuspendedBy: in.GetSuspendedBy().GetLogin(),
 			})
 		}
 		if resp.NextPage == 0 {
