@@ -164,8 +164,8 @@ func (l *Leftovers) LiveMachines(ctx context.Context) ([]pool.Machine, error) {
 }
 
 // Configs is provision.Leftovers.Configs (DescribeParameters) with faults.
-func (l *Leftovers) Configs(ctx context.Context, before time.Time) ([]pool.Parameter, error) {
-	return do(ctx, l.In, TargetProvision, l.Caller, "DescribeParameters", func(ctx context.Context) ([]pool.Parameter, error) {
+func (l *Leftovers) Configs(ctx context.Context, before time.Time) (pool.ConfigList, error) {
+	return do(ctx, l.In, TargetProvision, l.Caller, "DescribeParameters", func(ctx context.Context) (pool.ConfigList, error) {
 		return l.Next.Configs(ctx, before)
 	})
 }

@@ -105,9 +105,9 @@ func (c *counting) LiveMachines(context.Context) ([]pool.Machine, error) {
 	return nil, nil
 }
 
-func (c *counting) Configs(context.Context, time.Time) ([]pool.Parameter, error) {
+func (c *counting) Configs(context.Context, time.Time) (pool.ConfigList, error) {
 	c.hit()
-	return nil, nil
+	return pool.ConfigList{}, nil
 }
 
 func (c *counting) DeleteConfig(context.Context, string) error {

@@ -52,9 +52,9 @@ func (p *Provisioner) LiveMachines(ctx context.Context) ([]pool.Machine, error) 
 
 // Configs returns every stored config last modified before before (one
 // with no time recorded counts as old), without values.
-func (p *Provisioner) Configs(ctx context.Context, before time.Time) ([]pool.Parameter, error) {
+func (p *Provisioner) Configs(ctx context.Context, before time.Time) (pool.ConfigList, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return pool.ConfigList{}, err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -69,7 +69,7 @@ func (p *Provisioner) Configs(ctx context.Context, before time.Time) ([]pool.Par
 		}
 		out = append(out, m)
 	}
-	return out, nil
+	return pool.ConfigList{Parameters: out}, nil
 }
 
 // DeleteConfig deletes a stored config by its parameter name; one already

@@ -55,7 +55,10 @@
 //     deleted: only that instance may read it, so nobody ever will. The
 //     grace covers the moment between a launch and its parameter write,
 //     and DescribeInstances' eventual consistency. Skipped when the
-//     machine listing failed.
+//     machine listing failed. A parameter whose tags could not be read
+//     (Parameter Store throttled the read) is left for the next pass: the
+//     pass is Incomplete, counts it (ConfigsUnread, not an error) and
+//     says so in one log line.
 //
 // Bounded: a pass stops asking GitHub after MaxCalls calls (a list page
 // counts as one; whole lists, the installations' included, are one call
@@ -172,8 +175,9 @@ type Provisioner interface {
 type Leftovers interface {
 	LiveMachines(ctx context.Context) ([]pool.Machine, error)
 	// Configs lists the configs last modified before before: younger ones
-	// are kept anyway (ConfigGrace), and reading them costs calls.
-	Configs(ctx context.Context, before time.Time) ([]pool.Parameter, error)
+	// are kept anyway (ConfigGrace), and reading them costs calls. Those it
+	// could not read (throttled) are named in Unread, not listed.
+	Configs(ctx context.Context, before time.Time) (pool.ConfigList, error)
 	DeleteConfig(ctx context.Context, name string) error
 }
 
@@ -290,7 +294,11 @@ type Report struct {
 	// name, still had the runner the listing missed.
 	RunnerReappeared int
 	ConfigsDeleted   int
-	RateLimited      int // installations not asked: rate reading exhausted
+	// ConfigsUnread counts parameters the listing could not read (their
+	// tags' read throttled): left for the next pass, which makes this one
+	// Incomplete; not counted in Errors.
+	ConfigsUnread int
+	RateLimited   int // installations not asked: rate reading exhausted
 	// SkippedRateLimited counts installations whose budget ran out during
 	// the pass: the rest of their work waits for the next pass.
 	SkippedRateLimited int
@@ -772,7 +780,16 @@ func (j *Janitor) machines(ctx context.Context, p *pass, ms []pool.Machine) erro
 		p.rep.Errors++
 		return fmt.Errorf("janitor: %w", err)
 	}
-	for _, c := range cs {
+	if n := len(cs.Unread); n > 0 {
+		// Parameter Store's request rate (shared with booting machines)
+		// was spent: which machine may read these is unknown, so they are
+		// not judged. Said, not counted as errors: the next pass reads them.
+		p.rep.Incomplete = true
+		p.rep.ConfigsUnread += n
+		j.cfg.Logger.WarnContext(ctx, "janitor left parameters whose tags it could not read (throttled) for the next pass",
+			slog.Int("count", n), slog.Any("parameters", cs.Unread))
+	}
+	for _, c := range cs.Parameters {
 		if !j.cfg.Now().Before(p.by) {
 			p.rep.Incomplete = true
 			break
@@ -918,7 +935,7 @@ func (j *Janitor) report(ctx context.Context, r Report, err error) {
 		{"JanitorBusyRace", r.BusyRace}, {"JanitorRunnersLive", r.RunnersLive},
 		{"JanitorUnknownKept", r.UnknownKept}, {"JanitorSparesKept", r.SparesKept}, {metricMachinesEnded.Name, r.MachinesEnded},
 		{"JanitorMachinesKept", r.MachinesKept}, {"JanitorRunnerReappeared", r.RunnerReappeared},
-		{"JanitorConfigsDeleted", r.ConfigsDeleted},
+		{"JanitorConfigsDeleted", r.ConfigsDeleted}, {"JanitorConfigsUnread", r.ConfigsUnread},
 		{"JanitorRateLimited", r.RateLimited}, {"JanitorSkippedRateLimited", r.SkippedRateLimited},
 		{"JanitorReposSkippedRateLimited", r.ReposSkippedRateLimited}, {"JanitorErrors", r.Errors},
 	}

@@ -1,15 +1,21 @@
 package janitor_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/ghclaim/ghclaim/infra/emftest"
 	"github.com/ghclaim/ghclaim/shared/ghapp"
 	"github.com/ghclaim/ghclaim/shared/janitor"
 	"github.com/ghclaim/ghclaim/shared/job"
+	"github.com/ghclaim/ghclaim/shared/obs"
 	"github.com/ghclaim/ghclaim/shared/pool"
 )
 
@@ -123,5 +129,78 @@ func TestListPagesAreCharged(t *testing.T) {
 	// Installations 1 + repositories 3 pages = 4: one scope fits, not two.
 	if err != nil || rep.ScopesListed != 1 || !rep.Incomplete {
 		t.Errorf("pass %+v, %v: want one scope listed after the installations and three pages of repositories", rep, err)
+	}
+}
+
+// throttledTags is the parameter listing when Parameter Store throttled
+// the tag reads of some parameters: they are named unread, not listed.
+type throttledTags struct {
+	janitor.Leftovers
+	unread []string
+}
+
+func (l throttledTags) Configs(ctx context.Context, before time.Time) (pool.ConfigList, error) {
+	cs, err := l.Leftovers.Configs(ctx, before)
+	cs.Unread = append(cs.Unread, l.unread...)
+	return cs, err
+}
+
+// TestConfigsUnreadMakeThePassIncomplete: a parameter whose tags could
+// not be read (throttled) is left for the next pass, and the pass says so:
+// incomplete, counted, one log line naming it, not an error. Before, it
+// was skipped without a word, and a pass that left leftovers looked whole.
+func TestConfigsUnreadMakeThePassIncomplete(t *testing.T) {
+	t.Parallel()
+	const unread = "/ghclaim/runners/linux-6002"
+	tests := []struct {
+		name   string
+		unread []string
+	}{
+		{name: "every tag read"},
+		{name: "one tag read throttled", unread: []string{unread}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := setup(t)
+			f.prov.PutConfig("linux-6001", "i-00000000000000dead", t0.Add(-time.Hour))
+			var logs, metrics bytes.Buffer
+			j, err := janitor.New(janitor.Config{Store: f.store, GitHub: f.gh, Provisioner: f.prov,
+				Leftovers: throttledTags{Leftovers: f.prov, unread: tt.unread}, Pools: []pool.Pool{linux},
+				Now: func() time.Time { return f.now }, Logger: slog.New(slog.NewJSONHandler(&logs, nil)),
+				Metrics: obs.NewMetricsIn("ns", &metrics, map[string]string{"function": "janitor"}, func() time.Time { return f.now })})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep, err := j.Run(context.Background())
+			throttled := len(tt.unread) > 0
+			if err != nil || rep.Incomplete != throttled || rep.ConfigsUnread != len(tt.unread) || rep.Errors != 0 || rep.ConfigsDeleted != 1 {
+				t.Fatalf("pass %+v, %v: want incomplete %t, %d unread, no error, the dead machine's config deleted",
+					rep, err, throttled, len(tt.unread))
+			}
+			points := emftest.Parse(t, metrics.Bytes())
+			if got := emftest.Total(points, "JanitorConfigsUnread", map[string]string{"function": "janitor"}); got != float64(len(tt.unread)) {
+				t.Errorf("JanitorConfigsUnread: got %v, want %d", got, len(tt.unread))
+			}
+			var lines []map[string]any
+			for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+				var m map[string]any
+				if err := json.Unmarshal([]byte(line), &m); err != nil {
+					t.Fatalf("log line %q: %v", line, err)
+				}
+				if m["level"] == "WARN" && strings.Contains(fmt.Sprint(m["msg"]), "could not read") {
+					lines = append(lines, m)
+				}
+			}
+			if !throttled {
+				if len(lines) != 0 {
+					t.Errorf("unread-parameter lines %v, want none", lines)
+				}
+				return
+			}
+			if len(lines) != 1 || lines[0]["count"] != float64(1) || fmt.Sprint(lines[0]["parameters"]) != fmt.Sprint([]any{unread}) {
+				t.Errorf("unread-parameter lines %v, want one warning naming %s", lines, unread)
+			}
+		})
 	}
 }

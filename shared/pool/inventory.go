@@ -24,3 +24,13 @@ type Parameter struct {
 	InstanceID string
 	ModifiedAt time.Time
 }
+
+// ConfigList is a listing of stored JIT configs older than its cut.
+type ConfigList struct {
+	Parameters []Parameter
+	// Unread names the parameters left out because their tags could not
+	// be read this time (the account's request rate was spent): which
+	// machine may read each (and which stack's it is) is unknown, so none
+	// may be judged, and they wait for the next listing.
+	Unread []string
+}

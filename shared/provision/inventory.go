@@ -103,17 +103,18 @@ func (l Leftovers) LiveMachines(ctx context.Context) ([]pool.Machine, error) {
 // unread: its owner (a machine booting, a claim) may still need it, and
 // its tags cost a call each (a burst keeps hundreds in flight). One whose
 // tags cannot be read for the account's request rate (Parameter Store's,
-// shared with booting machines) is left out too, for the next listing:
-// a throttle once failed the whole listing, and no leftover was deleted.
-func (l Leftovers) Configs(ctx context.Context, before time.Time) ([]pool.Parameter, error) {
+// shared with booting machines) is left out too, for the next listing,
+// and named in Unread so that the pass says it did not finish: a
+// throttle once failed the whole listing, and no leftover was deleted.
+func (l Leftovers) Configs(ctx context.Context, before time.Time) (pool.ConfigList, error) {
 	in := &ssm.DescribeParametersInput{ParameterFilters: []ssmtypes.ParameterStringFilter{
 		{Key: aws.String("Path"), Option: aws.String("OneLevel"), Values: []string{strings.TrimSuffix(ParameterPrefix, "/")}},
 	}}
-	var out []pool.Parameter
+	var out pool.ConfigList
 	for {
 		page, err := l.Parameters.DescribeParameters(ctx, in)
 		if err != nil {
-			return nil, fmt.Errorf("list parameters: %w", err)
+			return pool.ConfigList{}, fmt.Errorf("list parameters: %w", err)
 		}
 		for _, p := range page.Parameters {
 			name := aws.ToString(p.Name)
@@ -123,11 +124,14 @@ func (l Leftovers) Configs(ctx context.Context, before time.Time) ([]pool.Parame
 			tags, err := l.Parameters.ListTagsForResource(ctx, &ssm.ListTagsForResourceInput{
 				ResourceType: ssmtypes.ResourceTypeForTaggingParameter, ResourceId: aws.String(name)})
 			var nf *ssmtypes.InvalidResourceId
-			if errors.As(err, &nf) || throttled(err) {
-				continue // deleted meanwhile (read by its machine), or for the next listing
-			}
-			if err != nil {
-				return nil, fmt.Errorf("list parameters: tags of %s: %w", name, err)
+			switch {
+			case errors.As(err, &nf):
+				continue // deleted meanwhile (read by its machine)
+			case throttled(err):
+				out.Unread = append(out.Unread, name)
+				continue
+			case err != nil:
+				return pool.ConfigList{}, fmt.Errorf("list parameters: tags of %s: %w", name, err)
 			}
 			par := pool.Parameter{Name: name, ModifiedAt: aws.ToTime(p.LastModifiedDate)}
 			stack := ""
@@ -140,7 +144,7 @@ func (l Leftovers) Configs(ctx context.Context, before time.Time) ([]pool.Parame
 				}
 			}
 			if OfStack(stack, l.Stack) {
-				out = append(out, par)
+				out.Parameters = append(out.Parameters, par)
 			}
 		}
 		if aws.ToString(page.NextToken) == "" {

@@ -58,7 +58,8 @@ func (c *burstCatalog) DeleteParameter(context.Context, *ssm.DeleteParameterInpu
 // enough to be deleted; and one throttled tag read failed the whole
 // listing, so that pass deleted no leftover at all. Parameters younger
 // than the janitor's cut are left out unread, and a throttled one is left
-// for the next listing.
+// for the next listing, named as unread so the janitor's pass says it did
+// not finish (it once left it out without a word).
 func TestConfigsUnderABurst(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 12, 2, 18, 0, 0, 0, time.UTC)
@@ -68,11 +69,14 @@ func TestConfigsUnderABurst(t *testing.T) {
 		t.Fatalf("one throttled tag read: %v, want the rest listed", err)
 	}
 	var names []string
-	for _, p := range cs {
+	for _, p := range cs.Parameters {
 		names = append(names, p.Name)
 	}
 	want := []string{ParameterPrefix + "linux-old-0", ParameterPrefix + "linux-old-2"}
 	if !slices.Equal(names, want) || len(c.tagReads) != 3 {
 		t.Fatalf("listed %v after %d tag reads; want %v after 3 (the old ones only; the throttled one left for the next listing)", names, len(c.tagReads), want)
+	}
+	if want := []string{c.throttled}; !slices.Equal(cs.Unread, want) {
+		t.Errorf("unread %v, want %v (the throttled one)", cs.Unread, want)
 	}
 }

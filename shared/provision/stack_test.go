@@ -112,8 +112,8 @@ func TestStacksLeaveEachOthersMachines(t *testing.T) {
 		if err != nil {
 			t.Fatalf("stack %q: Configs: %v", tt.stack, err)
 		}
-		names := make([]string, 0, len(cs))
-		for _, c := range cs {
+		names := make([]string, 0, len(cs.Parameters))
+		for _, c := range cs.Parameters {
 			names = append(names, c.Name)
 		}
 		if got := slices.Contains(names, ParameterName(reqA.RunnerName)); got != tt.wantA {
