@@ -332,10 +332,12 @@ func (s *Server) deleteRunner(w http.ResponseWriter, r *http.Request) {
 		s.mu.Unlock()
 		writeError(w, http.StatusNotFound, "Not Found", runnerDocs(r))
 	case rn.Busy:
+		// GitHub's message, stray closing quote included (as clients
+		// have logged it; GitHub documents no message for it).
 		name := rn.Name
 		s.mu.Unlock()
 		writeError(w, http.StatusUnprocessableEntity,
-			fmt.Sprintf("Bad request - Runner %q is still running a job", name), runnerDocs(r))
+			fmt.Sprintf("Bad request - Runner %q is still running a job\"", name), runnerDocs(r))
 	default:
 		delete(s.runners, rn.ID)
 		s.mu.Unlock()

@@ -452,7 +452,7 @@ func TestRunnersRepoAndOrg(t *testing.T) {
 				t.Fatalf("get 2 = %+v, %v; want online busy", got, err)
 			}
 			_, err = tt.ops.remove(f.gh, 2)
-			if er := errorResponse(t, err, 422); er.Message != `Bad request - Runner "b" is still running a job` {
+			if er := errorResponse(t, err, 422); er.Message != `Bad request - Runner "b" is still running a job"` {
 				t.Errorf("busy delete message = %q", er.Message)
 			}
 

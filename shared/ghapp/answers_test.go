@@ -105,3 +105,40 @@ func TestSecretStringIsRedacted(t *testing.T) {
 }
 
 type fmtStringer interface{ String() string }
+
+// TestStillRunningIsOnlyTheBusyRunner: DELETE …/runners/{id} answers 422
+// for a busy runner, and also GitHub's generic 422 "Validation failed, or
+// the endpoint has been spammed" (its OpenAPI description of the route).
+// Only the first means busy: every 422 was, so the janitor left such a
+// runner as busy forever, uncounted as an error, and the claimer reused
+// an offline runner nothing would run. Both wordings GitHub has been seen
+// to give a busy runner count.
+func TestStillRunningIsOnlyTheBusyRunner(t *testing.T) {
+	t.Parallel()
+	const docs = `"documentation_url":"https://docs.github.com/rest/actions/self-hosted-runners#delete-a-self-hosted-runner-from-a-repository","status":"422"`
+	tests := []struct {
+		name   string
+		status int
+		body   string
+		want   bool
+	}{
+		{name: "busy", status: 422, body: `{"message":"Bad request - Runner \"linux-1001\" is still running a job\"",` + docs + `}`, want: true},
+		{name: "busy, later wording", status: 422, body: `{"message":"Bad request - Runner linux-1001 is currently running a job and cannot be deleted.",` + docs + `}`, want: true},
+		{name: "validation failed", status: 422, body: `{"message":"Validation Failed",` + docs + `}`},
+		{name: "spammed", status: 422, body: `{"message":"Validation failed, or the endpoint has been spammed.","errors":["runner 23"],` + docs + `}`},
+		{name: "busy message, other status", status: 409, body: `{"message":"Bad request - Runner \"linux-1001\" is still running a job\"",` + docs + `}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := answering(t, http.MethodDelete, "/repos/octo/hello/actions/runners/23", tt.status, tt.body)
+			err := c.DeleteRunner(context.Background(), inst, ghapp.ScopeRepo, "octo", "hello", 23)
+			if err == nil {
+				t.Fatalf("DeleteRunner answered %d: no error", tt.status)
+			}
+			if got := ghapp.IsStillRunning(err); got != tt.want {
+				t.Errorf("IsStillRunning(%v) = %t, want %t", err, got, tt.want)
+			}
+		})
+	}
+}

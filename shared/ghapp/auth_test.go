@@ -424,10 +424,3 @@ func TestAppErrorCarriesNoJWT(t *testing.T) {
 		}
 	}
 }
-
-// TestAuditStillRunningIsOnlyTheBusyRunner: DELETE …/runners/{id}
-// answers 422 "Validation failed, or the endpoint has been spammed"
-// (GitHub's OpenAPI, validation_failed_simple); only the message
-// "Bad request - Runner \"x\" is still running a job" means busy.
-// IsStillRunning takes every 422 for busy, so the claimer reuses an
-// offline runner that has no machine (claimed, nothing will ever run it).

@@ -415,11 +415,19 @@ func IsAlreadyExists(err error) bool {
 	return isStatus(err, http.StatusConflict)
 }
 
-// IsStillRunning reports whether err is GitHub's 422 "Bad request - Runner
-// \"x\" is still running a job." from deleting a runner, the only 422 that
-// route answers: the runner is online and at work.
+// IsStillRunning reports whether err is GitHub's refusal to delete a busy
+// runner: a 422 whose message says the runner is running a job. The
+// route's 422 is also GitHub's generic "Validation failed, or the endpoint
+// has been spammed" (its OpenAPI description), which is no busy runner:
+// taken for one, the runner was left forever and its job's claim reused
+// a runner nothing would run. GitHub documents no exact message: it has
+// been seen as `Bad request - Runner "x" is still running a job"` (the
+// stray quote is GitHub's) and as `Bad request - Runner x is currently
+// running a job and cannot be deleted.`, so "running a job" is matched.
 func IsStillRunning(err error) bool {
-	return isStatus(err, http.StatusUnprocessableEntity)
+	var er *github.ErrorResponse
+	return isStatus(err, http.StatusUnprocessableEntity) && errors.As(err, &er) &&
+		strings.Contains(strings.ToLower(er.Message), "running a job")
 }
 
 // isStatus reports whether err is GitHub's answer status to the route

@@ -385,8 +385,8 @@ func TestFindAndDeleteRunner(t *testing.T) {
 			}
 
 			err = f.client.DeleteRunner(ctx, inst, tt.scope, tt.owner, tt.repo, 2)
-			if er := errorResponse(t, err, 422); !strings.Contains(er.Message, "still running a job") {
-				t.Errorf("busy delete message = %q", er.Message)
+			if er := errorResponse(t, err, 422); !strings.Contains(er.Message, "still running a job") || !ghapp.IsStillRunning(err) {
+				t.Errorf("busy delete message = %q (IsStillRunning %t), want the busy runner's refusal", er.Message, ghapp.IsStillRunning(err))
 			}
 			if err := f.client.DeleteRunner(ctx, inst, tt.scope, tt.owner, tt.repo, 1); err != nil {
 				t.Fatalf("delete: %v", err)

@@ -21,8 +21,10 @@
 //     with its job done less than its pool's runner-start grace ago: another
 //     job whose runner took that job may be waiting for this one (the swap,
 //     shared/webhook), and gets that long before its liveness check
-//     (spares_kept). GitHub's 422 on the delete means it turned busy
-//     between the list and the delete: left alone and counted (busy_race). A deleted runner's
+//     (spares_kept). GitHub's 422 "still running a job" on the delete
+//     (ghapp.IsStillRunning) means it turned busy between the list and
+//     the delete: left alone and counted (busy_race); any other refusal
+//     is an error, logged and counted (errors). A deleted runner's
 //     attempt is then cleaned up by its provisioner (parameter deleted,
 //     that attempt's machines terminated): its runner is gone, so nothing
 //     on them can run. Only that attempt's: an earlier attempt's runner,

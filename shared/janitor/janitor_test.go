@@ -1,16 +1,23 @@
 package janitor_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
+	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/google/go-github/v62/github"
 
 	"github.com/ghclaim/ghclaim/infra/contract"
 	"github.com/ghclaim/ghclaim/infra/ghfake"
@@ -94,6 +101,18 @@ func (f *fixture) machine(t *testing.T, id int64) {
 	if _, err := f.prov.Provision(context.Background(), req); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// idleRunnerOfDoneJob starts job id's machine and registers its runner,
+// online and idle, for a job done on another runner; it returns the
+// runner's name.
+func (f *fixture) idleRunnerOfDoneJob(t *testing.T, id int64) string {
+	t.Helper()
+	name := job.RunnerName("linux", id)
+	f.machine(t, id)
+	f.runner(t, name, "online", false)
+	f.record(id, job.Done, "linux-999")
+	return name
 }
 
 func (f *fixture) record(id int64, s job.State, runner string) {
@@ -207,28 +226,72 @@ func (b busyOnDelete) DeleteRunner(ctx context.Context, installationID int64, sc
 	return b.GitHub.DeleteRunner(ctx, installationID, scope, owner, repo, id)
 }
 
-// TestRunnerTurnsBusyBeforeDelete: GitHub's 422 on the delete means the
-// runner took a job after the list said idle: it is left, with its
-// machine, and counted.
-func TestRunnerTurnsBusyBeforeDelete(t *testing.T) {
+// refusedDelete is GitHub refusing the runner's delete with its generic
+// 422 (the route's validation_failed_simple), as go-github hands it back:
+// no busy runner.
+type refusedDelete struct{ janitor.GitHub }
+
+func (refusedDelete) DeleteRunner(ctx context.Context, _ int64, _, owner, repo string, id int64) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, fmt.Sprintf("https://api.github.com/repos/%s/%s/actions/runners/%d", owner, repo, id), nil)
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("delete runner %d: %w", id, github.CheckResponse(&http.Response{StatusCode: http.StatusUnprocessableEntity, Request: req,
+		Header: http.Header{"Content-Type": {"application/json; charset=utf-8"}},
+		Body:   io.NopCloser(strings.NewReader(`{"message":"Validation Failed","documentation_url":"https://docs.github.com/rest/actions/self-hosted-runners#delete-a-self-hosted-runner-from-a-repository","status":"422"}`))}))
+}
+
+// TestRefusedDelete: GitHub's 422 "still running a job" on the delete
+// means the runner took a job after the list said idle: it is left, with
+// its machine, and counted as a busy race. Any other 422 is an error,
+// logged and counted: every 422 was taken for busy, and a runner whose
+// delete GitHub refused for another reason was left pass after pass
+// without a word. Either way the runner and its machine stay.
+func TestRefusedDelete(t *testing.T) {
 	t.Parallel()
-	f := setup(t)
-	const id = int64(1002)
-	name := job.RunnerName("linux", id)
-	f.machine(t, id)
-	f.runner(t, name, "online", false)
-	f.record(id, job.Done, "linux-999")
-
-	rep := f.run(t, busyOnDelete{GitHub: f.gh, fake: f.fake, name: name})
-
-	if rep.BusyRace != 1 || rep.RunnersDeleted != 0 || rep.Errors != 0 || rep.MachinesEnded != 0 {
-		t.Errorf("report %+v, want 1 busy race, nothing deleted or ended, no error", rep)
+	tests := []struct {
+		name     string
+		gh       func(f *fixture, runner string) janitor.GitHub
+		busyRace int
+		errors   int
+		warning  string // in the warning line (GitHub's answer), "" for no warning
+	}{
+		{name: "busy", gh: func(f *fixture, runner string) janitor.GitHub {
+			return busyOnDelete{GitHub: f.gh, fake: f.fake, name: runner}
+		}, busyRace: 1},
+		{name: "another 422", gh: func(f *fixture, _ string) janitor.GitHub { return refusedDelete{f.gh} },
+			errors: 1, warning: "422 Validation Failed"},
 	}
-	if _, ok := f.fake.RunnerByName(name); !ok {
-		t.Errorf("runner %s was deleted, want it left (busy)", name)
-	}
-	if len(f.prov.Machines(id)) != 1 {
-		t.Errorf("machine of job %d ended, want it running (its runner is busy)", id)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := setup(t)
+			const id = int64(1002)
+			name := f.idleRunnerOfDoneJob(t, id)
+			var logs bytes.Buffer
+			j, err := janitor.New(janitor.Config{Store: f.store, GitHub: tt.gh(f, name), Provisioner: f.prov, Leftovers: f.prov,
+				Pools: []pool.Pool{linux}, Now: func() time.Time { return f.now }, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep, err := j.Run(context.Background())
+			if err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			if rep.BusyRace != tt.busyRace || rep.Errors != tt.errors || rep.RunnersDeleted != 0 || rep.MachinesEnded != 0 {
+				t.Errorf("report %+v, want %d busy race, %d error, nothing deleted or ended", rep, tt.busyRace, tt.errors)
+			}
+			if _, ok := f.fake.RunnerByName(name); !ok {
+				t.Errorf("runner %s was deleted, want it left (its delete was refused)", name)
+			}
+			if len(f.prov.Machines(id)) != 1 {
+				t.Errorf("machine of job %d ended, want it running (its runner is still there)", id)
+			}
+			if warned := strings.Contains(logs.String(), `"level":"WARN","msg":"janitor could not delete a runner"`); warned != (tt.warning != "") ||
+				!strings.Contains(logs.String(), tt.warning) {
+				t.Errorf("logs %s\nwant a warning %q: %t", logs.String(), tt.warning, tt.warning != "")
+			}
+		})
 	}
 }
 
@@ -303,10 +366,7 @@ func TestHaltedInstallationNotAsked(t *testing.T) {
 			t.Parallel()
 			f := setup(t)
 			const id = int64(3001)
-			name := job.RunnerName("linux", id)
-			f.machine(t, id)
-			f.runner(t, name, "online", false)
-			f.record(id, job.Done, "linux-999")
+			name := f.idleRunnerOfDoneJob(t, id)
 			if err := tt.share(f); err != nil {
 				t.Fatal(err)
 			}
