@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -443,6 +444,20 @@ func (f *flow) register(ctx context.Context) (ghapp.JIT, *ghapp.Runner, error) {
 				// delete (a dispatch host picked up an earlier message):
 				// the runner is ours and at work.
 				r.Busy = true
+				return ghapp.JIT{}, &r, nil
+			}
+			if fl := failure.Classify(err); fl.GitHub && fl.Status == http.StatusUnprocessableEntity {
+				// Another 422 (GitHub's generic "Validation failed"), or a
+				// busy answer worded in a way IsStillRunning does not know:
+				// failing the job for good on it could fail one a runner of
+				// ours is running, and a retry meets the same name and the
+				// same answer. The job is claimed with this runner, as when
+				// it is busy: if nothing takes the job, the reclaimer's
+				// liveness check starts a new attempt after the pool's
+				// runner_start_grace.
+				f.c.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "claim could not delete the offline runner of its name: claimed with it, the liveness check replaces it if it never runs",
+					slog.Int64(obs.KeyJobID, f.rec.JobID), slog.String("runner_name", r.Name), slog.Int64("runner_id", r.ID),
+					slog.String(obs.KeyReason, fl.Reason))
 				return ghapp.JIT{}, &r, nil
 			}
 			return ghapp.JIT{}, nil, err
