@@ -134,10 +134,12 @@ func TestAppRefusedKeepsTheJob(t *testing.T) {
 // exchange, a batch of jobs of the installation asks GitHub once, not once
 // per claim attempt, and, with check_queued, not twice per attempt (the
 // job status check, refused, is claimed past, and the registration asked
-// again): the App's refusal is held (shared/ghapp), each job still
-// retried on the ladder as AppRefused. Once the key is fixed the jobs'
-// next attempts, on the ladder's first rung, are claimed: the hold is
-// over before the earliest of them.
+// again): the App's refusal is held (shared/ghapp). The job whose attempt
+// met GitHub's refusal is retried on the ladder as AppRefused and counted
+// (app_refused); the others met only the held copy, no request: no
+// attempt and no new refusal (DESIGN.md: attempt counts the attempts that
+// reached GitHub), deferred past the hold's end like a remembered rate
+// limit. Once the key is fixed every job is claimed at its next try.
 func TestAppRefusedCostsOneExchange(t *testing.T) {
 	t.Parallel()
 	other, err := rsa.GenerateKey(rand.Reader, 2048)
@@ -155,35 +157,54 @@ func TestAppRefusedCostsOneExchange(t *testing.T) {
 				h.seed(t, 9700+i)
 				h.gh.SetJob("octo-org", "octo-repo", ghfake.Job{ID: 9700 + i, Status: "queued"})
 			}
+			refused := h.clock.Now()
 			h.invoke(t, c, h.receive(t, jobs)...)
 			if got := h.gh.Stats().TokenRequests[installation]; got != 1 {
 				t.Errorf("%d token exchanges for %d claim attempts GitHub refused, want 1", got, jobs)
 			}
-			if got := emftest.Select(emftest.Parse(t, []byte(h.logs.String())), "app_refused", nil); len(got) != jobs {
-				t.Errorf("app_refused points %v, want one per job", got)
+			if got := emftest.Select(emftest.Parse(t, []byte(h.logs.String())), "app_refused", nil); len(got) != 1 {
+				t.Errorf("app_refused points %v, want one: the one refusal GitHub answered", got)
 			}
+			attempted, deferred := 0, 0
+			before := map[int64]int{}
 			for i := range int64(jobs) {
-				if r := h.get(t, 9700+i); r.State != job.Queued || r.LastErrorClass != "unknown_retryable" || !strings.HasPrefix(r.LastError, "github token 401") {
-					t.Fatalf("job %d: record %s class %q (%q), want queued for a retry of the App's refusal", 9700+i, r.State, r.LastErrorClass, r.LastError)
+				r := h.get(t, 9700+i)
+				before[9700+i] = r.Attempt
+				switch {
+				case r.State == job.Queued && r.Attempt == 1 && r.LastErrorClass == "unknown_retryable" && strings.HasPrefix(r.LastError, "github token 401"):
+					attempted++
+				case r.State == job.Queued && r.Attempt == 0 && r.LastErrorClass == "unknown_retryable" && strings.HasPrefix(r.LastError, "deferred: github token 401"):
+					deferred++
+				default:
+					t.Fatalf("job %d: record %s attempt %d class %q (%q), want queued: retried after GitHub's refusal, or deferred after the held one",
+						9700+i, r.State, r.Attempt, r.LastErrorClass, r.LastError)
+				}
+			}
+			if attempted != 1 || deferred != jobs-1 {
+				t.Errorf("%d jobs attempted and %d deferred, want 1 and %d", attempted, deferred, jobs-1)
+			}
+			last := time.Time{}
+			for _, s := range h.queue.Sent() {
+				if s.Delay == 0 {
+					continue
+				}
+				if s.Arrival().Before(refused.Add(holdEnd)) {
+					t.Errorf("a retry or deferral arrives %s after the refusal, want no sooner than the hold's end and the snap jitter (%s)", s.Arrival().Sub(refused), holdEnd)
+				}
+				if s.Arrival().After(last) {
+					last = s.Arrival()
 				}
 			}
 
-			// Fixed at once (the secret holds the key GitHub has): the
-			// retries, taken at the earliest one's arrival (25 s after
-			// the refusal: the ladder's first rung, jittered), are all
-			// claimed, the hold over before the first rung.
+			// Fixed (the secret holds the key GitHub has): every job is
+			// claimed at its next try, the attempted one at attempt 2, the
+			// deferred ones at their first.
 			h.gh.SetPublicKey(nil)
-			first := time.Time{}
-			for _, s := range h.queue.Sent() {
-				if s.Delay > 0 && (first.IsZero() || s.Arrival().Before(first)) {
-					first = s.Arrival()
-				}
-			}
-			h.clock.Set(first)
+			h.clock.Set(last)
 			h.invoke(t, c, h.receive(t, jobs)...)
 			for i := range int64(jobs) {
-				if r := h.get(t, 9700+i); r.State != job.Claimed || r.Attempt != 2 {
-					t.Errorf("job %d after the fix: record %s attempt %d (%q), want claimed at attempt 2", 9700+i, r.State, r.Attempt, r.LastError)
+				if r := h.get(t, 9700+i); r.State != job.Claimed || r.Attempt != before[9700+i]+1 {
+					t.Errorf("job %d after the fix: record %s attempt %d (%q), want claimed at attempt %d", 9700+i, r.State, r.Attempt, r.LastError, before[9700+i]+1)
 				}
 			}
 			if got := h.gh.Stats().TokenRequests[installation]; got != 2 {
@@ -192,3 +213,8 @@ func TestAppRefusedCostsOneExchange(t *testing.T) {
 		})
 	}
 }
+
+// holdEnd is the earliest a job refused by the App's token exchange comes
+// back: shared/ghapp's 20 s hold plus the snap jitter's minimum for a
+// deferred one (the ladder's first rung, 24 s at least, for the other).
+const holdEnd = 20*time.Second + backoff.SnapJitterMin

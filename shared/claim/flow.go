@@ -483,19 +483,21 @@ func (f *flow) machineUp(ctx context.Context) (bool, error) {
 // attempt registered, if any.
 func (f *flow) retryOrFail(ctx context.Context, err error, registered *ghapp.Runner) error {
 	fl := failure.Classify(err)
-	if fl.Class == failure.RateLimit && fl.Remembered && registered == nil && !f.reached {
+	if (fl.Class == failure.RateLimit || fl.AppRefused) && fl.Remembered && registered == nil && !f.reached {
 		// go-github refused the call itself, from its memory of an
 		// earlier answer (perhaps the App's token exchange, which the
-		// rate state does not hold as the installation's), and no call of
-		// this attempt reached GitHub before it: it is no attempt
-		// (DESIGN.md: attempt counts the attempts that reached GitHub or
-		// the provisioner). Deferred to the end of that memory, as a
-		// deferral for an exhausted budget.
+		// rate state does not hold as the installation's), or shared/ghapp
+		// handed GitHub's refusal of the App's token exchange from its
+		// memory (its refusalHold), and no call of this attempt reached
+		// GitHub before it: it is no attempt (DESIGN.md: attempt counts
+		// the attempts that reached GitHub or the provisioner), and no new
+		// refusal to count as app_refused. Deferred to the end of that
+		// memory, as a deferral for an exhausted budget, jittered alike.
 		resume := fl.ResetAt
 		if resume.IsZero() {
 			resume = f.c.cfg.Now().Add(fl.RetryAfter)
 		}
-		return f.deferTo(ctx, resume, "deferred: "+fl.Reason)
+		return f.deferTo(ctx, resume, fl.Class, "deferred: "+fl.Reason)
 	}
 	if fl.Class == failure.RateLimit && !fl.ResetAt.IsZero() && !fl.TokenExchange && !fl.Remembered {
 		// Usually the transport saw the headers already; go-github's own
@@ -576,12 +578,14 @@ func (f *flow) deferRate(ctx context.Context, rd ratelimit.Reading) error {
 	if resume.Equal(rd.BlockedUntil) {
 		reason = "deferred: installation blocked by a GitHub secondary rate limit until " + resume.UTC().Format(time.RFC3339)
 	}
-	return f.deferTo(ctx, resume, reason)
+	return f.deferTo(ctx, resume, failure.RateLimit, reason)
 }
 
 // deferTo defers the claim, unattempted, to resume plus the policy's snap
-// jitter (deferRate), or abandons it past the maximum age.
-func (f *flow) deferTo(ctx context.Context, resume time.Time, reason string) error {
+// jitter (deferRate), or abandons it past the maximum age; class is
+// recorded as the failure's (rate_limit, or unknown_retryable for a held
+// App refusal).
+func (f *flow) deferTo(ctx context.Context, resume time.Time, class failure.Class, reason string) error {
 	in := backoff.Input{
 		Now: f.now, Rung: f.rec.Attempt, Rand: f.c.cfg.Rand,
 		Failure: failure.Failure{Class: failure.RateLimit, ResetAt: resume},
@@ -597,13 +601,13 @@ func (f *flow) deferTo(ctx context.Context, resume time.Time, reason string) err
 		// The budget is exhausted: no GitHub call, so an earlier attempt's
 		// registration is not looked up by name (see the package doc); the
 		// provisioner's leftovers are removed.
-		return f.finish(ctx, job.Outcome{State: job.Abandoned, Attempt: f.rec.Attempt, ErrorClass: failure.RateLimit.String(), Error: reason},
+		return f.finish(ctx, job.Outcome{State: job.Abandoned, Attempt: f.rec.Attempt, ErrorClass: class.String(), Error: reason},
 			DecisionAbandoned, &cleanup{provisioned: f.rec.Attempt > 0},
-			slog.String(obs.KeyClass, failure.RateLimit.String()), slog.Int64("first_failure_at", job.Millis(d.FirstFailureAt)))
+			slog.String(obs.KeyClass, class.String()), slog.Int64("first_failure_at", job.Millis(d.FirstFailureAt)))
 	}
 	return f.handOff(ctx, slog.LevelInfo, d.Delay, f.rec.Attempt, job.Retry{
-		Attempt: f.rec.Attempt, FirstFailureAt: d.FirstFailureAt, ErrorClass: failure.RateLimit.String(), Error: reason,
-	}, DecisionDeferred, slog.String(obs.KeyClass, failure.RateLimit.String()), slog.Int64("reset_at", job.Millis(resume)),
+		Attempt: f.rec.Attempt, FirstFailureAt: d.FirstFailureAt, ErrorClass: class.String(), Error: reason,
+	}, DecisionDeferred, slog.String(obs.KeyClass, class.String()), slog.Int64("reset_at", job.Millis(resume)),
 		slog.Int64("first_failure_at", job.Millis(d.FirstFailureAt)))
 }
 

@@ -143,8 +143,16 @@ type Failure struct {
 	// stand-in response has no headers). That answer was observed when it
 	// came, and may have been the App's token exchange rather than an API
 	// call: a remembered refusal says nothing new about the installation.
+	// Also true of an App refusal (AppRefused) that shared/ghapp handed
+	// from its memory of GitHub's (HeldUntilHeader): ResetAt is then when
+	// that memory ends and the next call asks GitHub again.
 	Remembered bool
 }
+
+// HeldUntilHeader marks a token exchange refusal that shared/ghapp answered
+// from its memory of GitHub's refusal, without a request: the value is
+// when that memory ends (RFC 3339). GitHub sends no such header.
+const HeldUntilHeader = "Ghclaim-Held-Until"
 
 // Retryable reports whether the failure may be retried.
 func (f Failure) Retryable() bool { return f.Class.Retryable() }
@@ -250,6 +258,10 @@ func classify(err error) Failure {
 			// The App's credentials or installation, not the job: see
 			// the package doc.
 			f.Class, f.AppRefused = UnknownRetryable, true
+			if until, err := time.Parse(time.RFC3339Nano, ger.Response.Header.Get(HeldUntilHeader)); err == nil {
+				// No request: shared/ghapp's memory of GitHub's refusal.
+				f.Remembered, f.ResetAt = true, until
+			}
 		}
 		return f
 	}

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/ghclaim/ghclaim/shared/failure"
 )
 
 const (
@@ -93,6 +95,16 @@ func (e *exchangeError) refusal() bool {
 	return false
 }
 
+// heldRefusal is a refusal handed from memory (refusalHold) until until:
+// no request reached GitHub, which tokenErrors marks on its copy of the
+// answer (failure.HeldUntilHeader) so that a claim it fails is no attempt.
+type heldRefusal struct {
+	*exchangeError
+	until time.Time
+}
+
+func (h heldRefusal) Unwrap() error { return h.exchangeError }
+
 // response rebuilds GitHub's answer with a fresh body.
 func (e *exchangeError) response() *http.Response {
 	return &http.Response{
@@ -136,12 +148,14 @@ type installation struct {
 // again (twice with check_queued, plus the reclaimer's and the janitor's
 // calls): hundreds of exchanges a minute during a key rotation, all
 // refused. Held, it is one exchange per installation and process per
-// 20 s. 20 s, under the claim ladder's shortest retry (30 s − 20 %
-// jitter = 24 s): a job's next attempt never meets the memory of the
-// refusal its previous attempt met, only a fresher one of GitHub's, so an
-// operator's fix on GitHub's side (the key, the suspension) reaches the
-// claims at their next try, as without the hold, and at most 20 s after
-// the fix whatever the ladder. A new private key needs no wait at all:
+// 20 s. A held copy is marked (failure.HeldUntilHeader: Remembered,
+// ResetAt the hold's end), so a claim that met only it, no request, is no
+// attempt: the claimer defers it past the hold like a remembered rate
+// limit, and an operator's fix on GitHub's side (the key, the suspension)
+// reaches the claims at most 20 s (plus the deferral's jitter) after it,
+// whatever RETRY_LADDER. 20 s is also under the default ladder's shortest
+// retry (30 s − 20 % jitter = 24 s), so a job retried after GitHub's own
+// refusal meets a fresh answer. A new private key needs no wait at all:
 // Keyed builds a new Client for it, which holds nothing.
 const refusalHold = 20 * time.Second
 
@@ -197,8 +211,9 @@ func (in *installation) cached(ctx context.Context) (string, time.Time, bool, er
 	}
 	if in.refused != nil && now.Before(in.refusedUntil) {
 		// GitHub's own answer, as the exchange got it: classified as
-		// then (AppRefused), each caller its own copy (tokenErrors).
-		err := in.refused
+		// then (AppRefused), each caller its own copy (tokenErrors),
+		// marked as held: no request reached GitHub.
+		err := heldRefusal{in.refused, in.refusedUntil}
 		in.mu.Unlock()
 		return "", time.Time{}, false, err
 	}
@@ -476,6 +491,10 @@ func (t tokenErrors) RoundTrip(req *http.Request) (*http.Response, error) {
 		// minute, not until the App window's reset.
 		r := ee.response()
 		forgetReset(r)
+		var held heldRefusal
+		if errors.As(err, &held) {
+			r.Header.Set(failure.HeldUntilHeader, held.until.UTC().Format(time.RFC3339Nano))
+		}
 		return r, nil
 	}
 	return resp, err

@@ -87,12 +87,18 @@ func TestRefusedExchangeIsHeld(t *testing.T) {
 			f, clk := clocked(t)
 			t0 := clk.Now()
 			tt.refuse(f.fake)
-			refused := func(when string, n int) {
+			// refused calls once; heldUntil is zero when the call must
+			// meet GitHub's own answer, else when the held copy it must
+			// meet ends (marked Remembered: no request reached GitHub).
+			refused := func(when string, n int, heldUntil time.Time) {
 				t.Helper()
 				err := anyCall(f.client, n)
 				fl := failure.Classify(err)
 				if err == nil || !fl.AppRefused || fl.Status != tt.status || !strings.Contains(fl.Reason, tt.says) {
 					t.Fatalf("%s: call %d: err %v, classified %+v; want GitHub's refusal %d %q, AppRefused", when, n, err, fl, tt.status, tt.says)
+				}
+				if fl.Remembered != !heldUntil.IsZero() || !fl.ResetAt.Equal(heldUntil) {
+					t.Fatalf("%s: call %d: remembered %v until %s, want held until %s (zero: GitHub's own answer)", when, n, fl.Remembered, fl.ResetAt, heldUntil)
 				}
 				var er *github.ErrorResponse
 				if !errors.As(err, &er) || er.Response.Request.Header.Get("Authorization") != "" || strings.Contains(err.Error(), "eyJ") {
@@ -107,15 +113,16 @@ func TestRefusedExchangeIsHeld(t *testing.T) {
 			}
 
 			const calls = 12
-			for n := range calls {
-				refused("within the hold", n)
+			refused("the exchange", 0, time.Time{})
+			for n := 1; n < calls; n++ {
+				refused("within the hold", n, t0.Add(ghapp.RefusalHold))
 			}
 			clk.Set(t0.Add(ghapp.RefusalHold - time.Millisecond))
-			refused("at the hold's last moment", 0)
+			refused("at the hold's last moment", 0, t0.Add(ghapp.RefusalHold))
 			exchanges("after 13 calls within the hold", 1)
 
 			clk.Set(t0.Add(ghapp.RefusalHold))
-			refused("after the hold, still refused", 1)
+			refused("after the hold, still refused", 1, time.Time{})
 			exchanges("after the hold", 2)
 			if tt.fix == nil {
 				return
@@ -124,7 +131,7 @@ func TestRefusedExchangeIsHeld(t *testing.T) {
 			// is answered until its hold ends, then GitHub is asked again.
 			tt.fix(f.fake)
 			clk.Set(t0.Add(2*ghapp.RefusalHold - time.Millisecond))
-			refused("fixed, within the second hold", 2)
+			refused("fixed, within the second hold", 2, t0.Add(2*ghapp.RefusalHold))
 			exchanges("fixed, within the second hold", 2)
 			clk.Set(t0.Add(2 * ghapp.RefusalHold))
 			for n := range calls {
