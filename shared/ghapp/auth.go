@@ -371,7 +371,13 @@ func (t installTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if tok, minted, _, err = t.in.cached(ctx); err != nil {
 		// The exchange's own error (a 5xx, a timeout: retryable) is the
 		// answer, not the stale token's 401 (which would fail a claim
-		// for good).
+		// for good). This request reached GitHub (its refused first
+		// send): a refusal held since is handed unmarked, GitHub's
+		// answer to an attempt, never a claim that made no request.
+		var held heldRefusal
+		if errors.As(err, &held) {
+			err = held.exchangeError
+		}
 		drain(resp)
 		return nil, err
 	}
