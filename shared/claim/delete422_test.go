@@ -59,3 +59,34 @@ func TestUnexpected422OnTheOfflineRunnersDeleteKeepsTheJob(t *testing.T) {
 		t.Fatalf("record %s runner %q error %q (%s), want claimed with the runner of its name", r.State, r.RunnerName, r.LastError, r.LastErrorClass)
 	}
 }
+
+// offlineDeleteFails is offlineUndeletable whose delete GitHub answers 502.
+type offlineDeleteFails struct{ offlineUndeletable }
+
+func (g *offlineDeleteFails) DeleteRunner(ctx context.Context, installationID int64, scope, owner, repo string, id int64) error {
+	g.deletes++
+	return &github.ErrorResponse{Message: "Bad Gateway",
+		Response: &http.Response{StatusCode: http.StatusBadGateway, Header: http.Header{"X-Github-Request-Id": {"3"}},
+			Request: &http.Request{Method: http.MethodDelete, URL: &url.URL{Path: "/repos/octo/repo/actions/runners/77"}}}}
+}
+
+// TestFailedDeleteOfTheOfflineRunnerIsRetried: only a 422 on that delete
+// claims with the offline runner (a busy answer in other words); any
+// other failure (a 5xx here) leaves an offline runner with no machine in
+// the way, which a retry deletes: claimed with it, the job would wait out
+// runner_start_grace for a runner that never connects.
+func TestFailedDeleteOfTheOfflineRunnerIsRetried(t *testing.T) {
+	t.Parallel()
+	h := setup(t, setupOpt{})
+	gh := &offlineDeleteFails{}
+	c := h.claimer(t, claimerOpt{instance: "a", seed: 1, github: func(g claim.GitHub) claim.GitHub { gh.GitHub = g; return gh }})
+	h.seed(t, 2702)
+	h.invoke(t, c, h.receive(t, 1)...)
+	r := h.get(t, 2702)
+	if gh.deletes != 1 {
+		t.Fatalf("%d deletes of the offline runner, want 1", gh.deletes)
+	}
+	if r.State != job.Queued || r.Attempt != 1 || r.LastErrorClass != "server_side" {
+		t.Fatalf("record %s attempt %d class %q (%q), want queued for a retry of the 502", r.State, r.Attempt, r.LastErrorClass, r.LastError)
+	}
+}
