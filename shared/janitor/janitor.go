@@ -301,6 +301,9 @@ type Report struct {
 	// Incomplete; not counted in Errors.
 	ConfigsUnread int
 	RateLimited   int // installations not asked: rate reading exhausted
+	// Suspended counts installations not asked: suspended by their
+	// account's owner (GitHub refuses their tokens).
+	Suspended int
 	// SkippedRateLimited counts installations whose budget ran out during
 	// the pass: the rest of their work waits for the next pass.
 	SkippedRateLimited int
@@ -457,6 +460,17 @@ func (j *Janitor) runners(ctx context.Context, p *pass) error {
 			continue
 		}
 		p.rep.InstallationsSeen++
+		if !in.SuspendedAt.IsZero() {
+			// GitHub refuses a suspended installation's tokens (403):
+			// nothing of it can be listed or deleted until its owner
+			// unsuspends it, and asking costs a refused exchange and an
+			// error every pass. Its machines are left, as a rate-limited
+			// installation's are (not reached); ghclaim doctor names it.
+			p.rep.Suspended++
+			j.cfg.Logger.WarnContext(ctx, "janitor skips installation: suspended",
+				slog.Int64("installation_id", in.ID), slog.String("account", in.Owner), slog.Time("suspended_at", in.SuspendedAt))
+			continue
+		}
 		if rd, halted := j.rate(ctx, in.ID, p.now); halted {
 			p.rep.RateLimited++
 			j.cfg.Logger.WarnContext(ctx, "janitor skips installation: rate limit exhausted or blocked",
@@ -938,7 +952,7 @@ func (j *Janitor) report(ctx context.Context, r Report, err error) {
 		{"JanitorUnknownKept", r.UnknownKept}, {"JanitorSparesKept", r.SparesKept}, {metricMachinesEnded.Name, r.MachinesEnded},
 		{"JanitorMachinesKept", r.MachinesKept}, {"JanitorRunnerReappeared", r.RunnerReappeared},
 		{"JanitorConfigsDeleted", r.ConfigsDeleted}, {"JanitorConfigsUnread", r.ConfigsUnread},
-		{"JanitorRateLimited", r.RateLimited}, {"JanitorSkippedRateLimited", r.SkippedRateLimited},
+		{"JanitorRateLimited", r.RateLimited}, {"JanitorSuspended", r.Suspended}, {"JanitorSkippedRateLimited", r.SkippedRateLimited},
 		{"JanitorReposSkippedRateLimited", r.ReposSkippedRateLimited}, {"JanitorErrors", r.Errors},
 	}
 	attrs := []any{slog.Int("installations", r.InstallationsSeen), slog.Int("scopes", r.ScopesListed), slog.Bool("incomplete", r.Incomplete)}

@@ -20,11 +20,13 @@ import (
 	"github.com/google/go-github/v62/github"
 
 	"github.com/ghclaim/ghclaim/infra/contract"
+	"github.com/ghclaim/ghclaim/infra/emftest"
 	"github.com/ghclaim/ghclaim/infra/ghfake"
 	"github.com/ghclaim/ghclaim/infra/mem"
 	"github.com/ghclaim/ghclaim/shared/ghapp"
 	"github.com/ghclaim/ghclaim/shared/janitor"
 	"github.com/ghclaim/ghclaim/shared/job"
+	"github.com/ghclaim/ghclaim/shared/obs"
 	"github.com/ghclaim/ghclaim/shared/pool"
 	"github.com/ghclaim/ghclaim/shared/ratelimit"
 )
@@ -384,6 +386,45 @@ func TestHaltedInstallationNotAsked(t *testing.T) {
 				t.Errorf("runner or machine of job %d removed, want both left", id)
 			}
 		})
+	}
+}
+
+// TestSuspendedInstallationNotAsked: GitHub refuses a suspended
+// installation's tokens, so a pass does not ask for one (no exchange, no
+// error every pass); its runner and machine are left for when it is
+// unsuspended, and then the next pass removes them.
+func TestSuspendedInstallationNotAsked(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	const id = int64(3011)
+	name := f.idleRunnerOfDoneJob(t, id)
+	f.fake.Suspend(inst)
+	tokens, calls := f.fake.Stats().TokenRequests[inst], f.fake.Stats().InstallationCalls[inst]
+
+	var metrics bytes.Buffer
+	j, err := janitor.New(janitor.Config{Store: f.store, GitHub: f.gh, Rates: f.rates, Provisioner: f.prov, Leftovers: f.prov,
+		Pools: []pool.Pool{linux}, Now: func() time.Time { return f.now },
+		Metrics: obs.NewMetricsIn("ns", &metrics, map[string]string{"function": "janitor"}, func() time.Time { return f.now })})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := j.Run(context.Background())
+	if err != nil || rep.Suspended != 1 || rep.Errors != 0 || rep.RunnersDeleted != 0 || rep.MachinesEnded != 0 {
+		t.Errorf("report %+v, %v: want 1 installation suspended, no error, nothing deleted or ended", rep, err)
+	}
+	if got := emftest.Total(emftest.Parse(t, metrics.Bytes()), "JanitorSuspended", map[string]string{"function": "janitor"}); got != 1 {
+		t.Errorf("JanitorSuspended %v, want 1", got)
+	}
+	if n, m := f.fake.Stats().TokenRequests[inst]-tokens, f.fake.Stats().InstallationCalls[inst]-calls; n != 0 || m != 0 {
+		t.Errorf("%d token exchanges and %d calls for suspended installation %d, want none", n, m, inst)
+	}
+	if _, ok := f.fake.RunnerByName(name); !ok || len(f.prov.Machines(id)) != 1 {
+		t.Errorf("runner or machine of job %d removed, want both left", id)
+	}
+
+	f.fake.Unsuspend(inst)
+	if rep := f.run(t, nil); rep.Suspended != 0 || rep.RunnersDeleted != 1 {
+		t.Errorf("after unsuspending: report %+v, want the runner deleted", rep)
 	}
 }
 
