@@ -1,12 +1,17 @@
 package claim_test
 
 import (
+	"cmp"
+	"context"
 	"crypto/rand"
 	"crypto/rsa"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/ghclaim/ghclaim/infra/emftest"
 	"github.com/ghclaim/ghclaim/infra/ghfake"
@@ -218,3 +223,55 @@ func TestAppRefusedCostsOneExchange(t *testing.T) {
 // back: shared/ghapp's 20 s hold plus the snap jitter's minimum for a
 // deferred one (the ladder's first rung, 24 s at least, for the other).
 const holdEnd = 20*time.Second + backoff.SnapJitterMin
+
+// TestHeldRefusalDefersByTheRefusalsAge: while the App stays refused, other
+// jobs' attempts keep renewing ghapp's short hold, so a claim that met only
+// the held copy is deferred by a quarter of the time its job has been
+// failing (up to the ladder's top rung), not just to the hold's end: a few
+// dozen returns over an hour's refusal instead of one every half minute.
+// A job with no failure before comes back just after the hold.
+func TestHeldRefusalDefersByTheRefusalsAge(t *testing.T) {
+	t.Parallel()
+	other, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := setup(t, setupOpt{})
+	c := h.claimer(t, claimerOpt{concurrency: 1})
+	h.gh.SetPublicKey(&other.PublicKey) // the App's key rotated on GitHub
+	now := h.clock.Now()
+	for _, tt := range []struct {
+		id     int64
+		failed time.Duration // how long the job has been failing; 0: never
+	}{{9810, 0}, {9811, 0}, {9812, 4 * time.Minute}, {9813, time.Hour}} {
+		r := h.record(t, tt.id)
+		if tt.failed > 0 {
+			r.FirstFailureAt = job.Millis(now.Add(-tt.failed))
+			h.store.Put(r)
+		}
+		if err := h.queue.Send(context.Background(), job.Message{JobID: tt.id, Version: r.Version}, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	msgs := h.receive(t, 4)
+	slices.SortFunc(msgs, func(a, b events.SQSMessage) int { return cmp.Compare(jobOf(t, a.Body), jobOf(t, b.Body)) })
+	h.invoke(t, c, msgs...) // 9810 meets GitHub's refusal, the others its held copy
+	if r := h.get(t, 9810); r.Attempt != 1 {
+		t.Fatalf("job 9810: attempt %d, want 1: it met GitHub's own refusal", r.Attempt)
+	}
+	arrival := map[int64]time.Duration{}
+	for _, s := range h.queue.Sent() {
+		if s.Delay > 0 {
+			arrival[s.Msg.JobID] = s.Arrival().Sub(now)
+		}
+	}
+	for id, want := range map[int64]time.Duration{9811: 20 * time.Second, 9812: time.Minute, 9813: 10 * time.Minute} {
+		if r := h.get(t, id); r.Attempt != 0 || !strings.HasPrefix(r.LastError, "deferred: github token 401") {
+			t.Errorf("job %d: attempt %d (%q), want deferred after the held refusal", id, r.Attempt, r.LastError)
+		}
+		// Plus the snap jitter; whole seconds of SQS delay.
+		if got := arrival[id]; got < want+backoff.SnapJitterMin-time.Second || got > want+backoff.SnapJitterMax+time.Second {
+			t.Errorf("job %d back after %s, want %s plus the snap jitter (%s–%s)", id, got, want, backoff.SnapJitterMin, backoff.SnapJitterMax)
+		}
+	}
+}

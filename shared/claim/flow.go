@@ -497,6 +497,20 @@ func (f *flow) retryOrFail(ctx context.Context, err error, registered *ghapp.Run
 		if resume.IsZero() {
 			resume = f.c.cfg.Now().Add(fl.RetryAfter)
 		}
+		if fl.AppRefused && f.rec.FirstFailureAt > 0 {
+			// The hold is short (20 s) so that a fix is seen at once, but
+			// while the App stays refused, other jobs' attempts keep
+			// renewing it: deferred only to its end, every queued job
+			// would come back every half minute until the maximum age.
+			// A quarter of the time it has been failing, up to the
+			// ladder's top rung, bounds both: a few dozen returns over
+			// an hour's refusal, and a fix seen within a quarter of the
+			// refusal's age (AppRefusedAlarm pages at its start).
+			age := f.now.Sub(job.FromMillis(f.rec.FirstFailureAt))
+			if wait := f.now.Add(min(age/4, heldDeferralMax)); wait.After(resume) {
+				resume = wait
+			}
+		}
 		return f.deferTo(ctx, resume, fl.Class, "deferred: "+fl.Reason)
 	}
 	if fl.Class == failure.RateLimit && !fl.ResetAt.IsZero() && !fl.TokenExchange && !fl.Remembered {
@@ -552,6 +566,10 @@ func (f *flow) retry(ctx context.Context, fl failure.Failure, registered *ghapp.
 		Attempt: f.attempt, FirstFailureAt: d.FirstFailureAt, ErrorClass: fl.Class.String(), Error: fl.Reason,
 	}, DecisionRetry, attrs...)
 }
+
+// heldDeferralMax bounds the deferral of a claim that met only a held App
+// refusal (retryOrFail): the default ladder's top rung.
+const heldDeferralMax = 10 * time.Minute
 
 // causeGitHubApp is the "cause" of a retry line whose attempt GitHub's
 // token exchange refused (failure.Failure.AppRefused): the App's key or
