@@ -152,11 +152,16 @@ func TestAppRefusedCostsOneExchange(t *testing.T) {
 		t.Fatal(err)
 	}
 	const jobs = 6
-	for _, checkQueued := range []bool{false, true} {
-		t.Run(fmt.Sprintf("check_queued=%v", checkQueued), func(t *testing.T) {
+	for _, tc := range []struct {
+		checkQueued bool
+		concurrency int
+	}{{false, 1}, {true, 1}, {false, 4}} {
+		// At 4 workers, claims wait for the exchange one of them started:
+		// the refusal is that claim's own answer only.
+		t.Run(fmt.Sprintf("check_queued=%v,workers=%d", tc.checkQueued, tc.concurrency), func(t *testing.T) {
 			t.Parallel()
-			h := setup(t, setupOpt{checkQueued: checkQueued})
-			c := h.claimer(t, claimerOpt{concurrency: 1})
+			h := setup(t, setupOpt{checkQueued: tc.checkQueued})
+			c := h.claimer(t, claimerOpt{concurrency: tc.concurrency})
 			h.gh.SetPublicKey(&other.PublicKey) // the App's key rotated on GitHub
 			for i := range int64(jobs) {
 				h.seed(t, 9700+i)

@@ -115,7 +115,9 @@ func (e *exchangeError) response() *http.Response {
 }
 
 // flight is one token exchange in progress; callers that arrive while it
-// runs wait for its result instead of starting their own.
+// runs wait for its result instead of starting their own. The caller that
+// started it gets a refusal as GitHub's own answer; those that joined get
+// it marked held (heldRefusal), as the callers after it do.
 type flight struct {
 	done   chan struct{}
 	token  string
@@ -218,7 +220,8 @@ func (in *installation) cached(ctx context.Context) (string, time.Time, bool, er
 		return "", time.Time{}, false, err
 	}
 	f := in.pending
-	if f == nil {
+	started := f == nil
+	if started {
 		f = &flight{done: make(chan struct{})}
 		in.pending = f
 		go in.exchange(context.WithoutCancel(ctx), f)
@@ -226,6 +229,15 @@ func (in *installation) cached(ctx context.Context) (string, time.Time, bool, er
 	in.mu.Unlock()
 	select {
 	case <-f.done:
+		var ee *exchangeError
+		if !started && errors.As(f.err, &ee) && ee.refusal() {
+			// Joined the exchange another caller started: GitHub's
+			// refusal reached this caller as it reaches the callers after
+			// it, without a request of its own, so it is marked held alike
+			// (one refused exchange is one attempt, one app_refused,
+			// however many claims waited for it).
+			return "", time.Time{}, false, heldRefusal{ee, f.minted.Add(refusalHold)}
+		}
 		return f.token, f.minted, false, f.err
 	case <-ctx.Done():
 		return "", time.Time{}, false, ctx.Err()

@@ -203,24 +203,55 @@ func (t handlerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // TestConcurrentCallersShareOneExchange: callers that need a token while an
 // exchange is in flight wait for it instead of starting their own, whether
 // it succeeds or fails (a bad key must cost one POST, not one per message),
-// and each gets the outcome.
+// and each gets the outcome. A refusal is GitHub's own answer for the
+// caller that started the exchange only: the others made no request, and
+// meet it marked held (Remembered), as the callers after them do, so a
+// batch of claims waiting on one refused exchange is one attempt and one
+// app_refused, not one each.
 func TestConcurrentCallersShareOneExchange(t *testing.T) {
 	t.Parallel()
 	const callers = 8
+	each := func(check func(t *testing.T, err error)) func(t *testing.T, errs []error) {
+		return func(t *testing.T, errs []error) {
+			for _, err := range errs {
+				check(t, err)
+			}
+		}
+	}
 	tests := []struct {
-		name  string
-		fault []ghfake.Fault
-		check func(t *testing.T, err error)
+		name   string
+		fault  []ghfake.Fault
+		refuse bool // GitHub refuses the App's installation (suspended)
+		check  func(t *testing.T, errs []error)
 	}{
-		{name: "success", check: func(t *testing.T, err error) {
+		{name: "success", check: each(func(t *testing.T, err error) {
 			if err != nil {
 				t.Errorf("JobStatus: %v", err)
 			}
-		}},
-		{name: "failure", fault: []ghfake.Fault{ghfake.ServerError(502)}, check: func(t *testing.T, err error) {
-			// Each caller reads its own copy of GitHub's answer.
+		})},
+		{name: "failure", fault: []ghfake.Fault{ghfake.ServerError(502)}, check: each(func(t *testing.T, err error) {
+			// Each caller reads its own copy of GitHub's answer, and none
+			// is held: a 5xx may pass at once.
 			if er := errorResponse(t, err, 502); er.Message == "" {
 				t.Errorf("message empty: the body was consumed by another caller")
+			}
+			if failure.Classify(err).Remembered {
+				t.Errorf("a 502 marked held: %v", err)
+			}
+		})},
+		{name: "refusal", refuse: true, check: func(t *testing.T, errs []error) {
+			own := 0
+			for _, err := range errs {
+				fl := failure.Classify(err)
+				if er := errorResponse(t, err, 403); er.Message == "" || !fl.AppRefused {
+					t.Errorf("%v classified %+v: want GitHub's refusal, AppRefused, with its message", err, fl)
+				}
+				if !fl.Remembered {
+					own++
+				}
+			}
+			if own != 1 {
+				t.Errorf("%d of %d callers met the refusal as their own answer, want 1 (the one whose exchange it was); the rest held", own, callers)
 			}
 		}},
 	}
@@ -233,6 +264,9 @@ func TestConcurrentCallersShareOneExchange(t *testing.T) {
 				fake.SetJob("octo", "hello", ghfake.Job{ID: 7, Status: "queued"})
 				for _, fault := range tt.fault {
 					fake.Fail(ghfake.RouteAccessToken, 1, fault)
+				}
+				if tt.refuse {
+					fake.Suspend(inst)
 				}
 				release := make(chan struct{})
 				var exchanges atomic.Int32
@@ -260,9 +294,11 @@ func TestConcurrentCallersShareOneExchange(t *testing.T) {
 					t.Errorf("%d token exchanges in flight for %d concurrent callers, want 1", n, callers)
 				}
 				close(release)
+				got := make([]error, 0, callers)
 				for range callers {
-					tt.check(t, <-errs)
+					got = append(got, <-errs)
 				}
+				tt.check(t, got)
 				if n := exchanges.Load(); n != 1 {
 					t.Errorf("%d token exchanges for %d concurrent callers, want 1", n, callers)
 				}
