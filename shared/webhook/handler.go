@@ -447,24 +447,9 @@ func (h *Handler) decide(j Job) (pool.Pool, string) {
 			return pool.Pool{}, fmt.Sprintf("owner %s is not allowed", j.Owner())
 		}
 	}
-	p, ok := pool.Match(h.cfg.Pools, j.Labels)
-	if !ok {
-		return pool.Pool{}, fmt.Sprintf("no pool matches labels [%s]", strings.Join(j.Labels, ", "))
-	}
-	if p.Scope == pool.ScopeOrg && j.UserOwned {
-		// Its runners register at an organisation, and a user account has
-		// none: every claim would end in GitHub's 404. A later pool that
-		// registers at the repository may serve the job.
-		if q, ok := pool.Match(pool.RepoScoped(h.cfg.Pools), j.Labels); ok {
-			p = q
-		} else {
-			return pool.Pool{}, fmt.Sprintf("pool %s registers runners at the organisation, and %s is a user account", p.Name, j.Owner())
-		}
-	}
-	if j.Public && !p.AllowPublic {
-		return pool.Pool{}, fmt.Sprintf("repository %s is public and pool %s does not allow public repositories", j.Repo, p.Name)
-	}
-	return p, ""
+	// The rest is the rule the claimer applies too, when a job's pool is
+	// renamed or relabelled under it (shared/pool.Serve).
+	return pool.Serve(h.cfg.Pools, j.Labels, pool.Repository{FullName: j.Repo, Public: j.Public, UserOwned: j.UserOwned})
 }
 
 // body returns the decoded, size-checked body, or a 4xx status and why.

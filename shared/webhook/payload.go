@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ghclaim/ghclaim/shared/job"
+	"github.com/ghclaim/ghclaim/shared/pool"
 )
 
 // Action is the action of a workflow_job delivery.
@@ -208,7 +209,7 @@ func Parse(body []byte) (Job, error) {
 		return Job{}, &PayloadError{Field: "repository.full_name", Problem: fmt.Sprintf("%q is not owner/name", *repo.FullName)}
 	}
 	j.Repo = *repo.FullName
-	j.Public = isPublic(repo.Private, repo.Visibility)
+	j.Public = pool.IsPublic(repo.Private, repo.Visibility)
 	j.UserOwned = repo.Owner != nil && strings.EqualFold(repo.Owner.Type, "User")
 
 	// Only a claim calls GitHub as the installation: marking a job done or
@@ -256,19 +257,6 @@ func parseLabels(msg json.RawMessage) ([]string, error) {
 func validRepo(full string) bool {
 	owner, name, ok := strings.Cut(full, "/")
 	return ok && ownerRE.MatchString(owner) && nameRE.MatchString(name) && name != "." && name != ".."
-}
-
-// isPublic follows GitHub: visibility ("public", "private", "internal") when
-// present, else the private flag; with neither the repo counts as public, so
-// the public-repo policy errs on the side of refusing.
-func isPublic(private *bool, visibility *string) bool {
-	if visibility != nil && *visibility != "" {
-		return strings.EqualFold(*visibility, "public")
-	}
-	if private != nil {
-		return !*private
-	}
-	return true
 }
 
 // jsonError turns a decoding error into a *PayloadError naming the field.
