@@ -18,8 +18,8 @@ import (
 //
 // Source: GitHub's "Permissions required for GitHub Apps", whose data is
 // github/docs src/github-apps/data/fpt-2022-11-28/server-to-server-permissions.json
-// (sections organization_self_hosted_runners, administration, actions),
-// and the JWT notes of @octokit/openapi 23.0.2's api.github.com document.
+// (sections organization_self_hosted_runners, administration, actions,
+// metadata), and the JWT notes of @octokit/openapi 23.0.2's api.github.com document.
 // Written down here, not derived from ghclaim's code, so that the test
 // compares the manifest with GitHub, not with itself.
 type docsPermission struct{ name, access string }
@@ -34,6 +34,7 @@ var routePermissions = map[string]docsPermission{
 	ghfake.RouteOrgRunner:        {"organization_self_hosted_runners", "read"},
 	ghfake.RouteOrgDeleteRunner:  {"organization_self_hosted_runners", "write"},
 	ghfake.RouteJob:              {"actions", "read"},
+	ghfake.RouteRepo:             {"metadata", "read"}, // section metadata: "Get a repository"
 	ghfake.RouteInstallRepos:     {},
 	// App JWT or unauthenticated: no installation permission.
 	ghfake.RouteAccessToken:        {},

@@ -136,6 +136,16 @@ func TestAnswersMatchGitHubDescription(t *testing.T) {
 			prep: job(ghfake.Job{ID: 9, RunID: 3, Status: "completed", Conclusion: "cancelled"}), status: 200},
 		{name: "job unknown", route: ghfake.RouteJob, path: "/repos/octo/hello/actions/jobs/9", status: 404},
 
+		{name: "repo", route: ghfake.RouteRepo, path: "/repos/octo/hello", status: 200},
+		{name: "repo public of a user", route: ghfake.RouteRepo, path: "/repos/mona/hello", status: 200,
+			prep: func(t *testing.T, f fixture) {
+				f.fake.SetRepo("mona", "hello", ghfake.Repo{Visibility: "public", User: true})
+			}},
+		{name: "repo internal", route: ghfake.RouteRepo, path: "/repos/octo/hello", status: 200,
+			prep: func(t *testing.T, f fixture) { f.fake.SetRepo("octo", "hello", ghfake.Repo{Visibility: "internal"}) }},
+		{name: "repo outside the installation", route: ghfake.RouteRepo, path: "/repos/octo/hello", status: 404,
+			prep: func(t *testing.T, f fixture) { f.fake.SetInstallation(inst, "octo", true, "world") }},
+
 		{name: "manifest conversion", route: ghfake.RouteManifestConversion, path: "/app-manifests/{code}/conversions", code: true, status: 201},
 		{name: "manifest conversion unknown code", route: ghfake.RouteManifestConversion, path: "/app-manifests/0123abcd/conversions", status: 404},
 		{name: "deliveries", route: ghfake.RouteDeliveries, path: "/app/hook/deliveries?per_page=2", jwt: goodJWT, prep: deliveries, status: 200},
@@ -213,7 +223,7 @@ func TestAnswersMatchGitHubDescription(t *testing.T) {
 	for _, r := range []string{
 		ghfake.RouteAccessToken, ghfake.RouteApp, ghfake.RouteInstallations, ghfake.RouteRepoJIT, ghfake.RouteOrgJIT, ghfake.RouteRepoRunners, ghfake.RouteOrgRunners,
 		ghfake.RouteRepoRunner, ghfake.RouteOrgRunner, ghfake.RouteRepoDeleteRunner, ghfake.RouteOrgDeleteRunner, ghfake.RouteJob,
-		ghfake.RouteManifestConversion,
+		ghfake.RouteRepo, ghfake.RouteManifestConversion,
 		ghfake.RouteDeliveries, ghfake.RouteDelivery, ghfake.RouteRedeliver, ghfake.RouteInstallRepos,
 	} {
 		if !covered[r] {

@@ -1,7 +1,8 @@
 // Package ghfake owns a stand-in for the slice of GitHub's REST API that
 // ghclaim calls: the App itself (GET /app, for the operator CLI), installation access tokens, just-in-time (JIT) runner
 // configuration, self-hosted runners (list by name, get, delete),
-// workflow jobs, the App's webhook delivery log with redelivery, whose
+// workflow jobs, repositories (GET /repos/{owner}/{repo}, repos.go), the
+// App's webhook delivery log with redelivery, whose
 // deliveries reach a webhook Target (deliveries.go), the App's installations
 // (installations.go) and the GitHub App manifest flow (the settings/apps/new
 // form and POST /app-manifests/{code}/conversions, manifest.go). It is an
@@ -220,6 +221,7 @@ type Server struct {
 	appSeq     int64
 	web        *http.ServeMux
 	installs   map[int64]installationOf
+	repos      map[string]Repo // repoKey → SetRepo's
 	faults     []*rule
 	requestSeq int
 	stats      Stats
@@ -269,6 +271,7 @@ func New(opts ...Option) *Server {
 	s.api.HandleFunc(RouteRepoDeleteRunner, s.deleteRunner)
 	s.api.HandleFunc(RouteOrgDeleteRunner, s.deleteRunner)
 	s.api.HandleFunc(RouteJob, s.getJob)
+	s.api.HandleFunc(RouteRepo, s.getRepo)
 	s.api.HandleFunc(RouteManifestConversion, s.convertManifest)
 	s.web = http.NewServeMux()
 	s.web.HandleFunc(WebNewApp, s.newApp)
@@ -304,6 +307,7 @@ func (s *Server) resetState() {
 	s.apps = map[string]*App{}
 	s.appSeq = 0
 	s.installs = map[int64]installationOf{}
+	s.repos = map[string]Repo{}
 	s.suspended, s.uninstalled = map[int64]time.Time{}, map[int64]bool{}
 	s.faults = nil
 	s.requestSeq = 0
@@ -315,7 +319,7 @@ func (s *Server) resetState() {
 	}
 }
 
-// Reset forgets every token, installation, runner, job, fault, rate budget and counter.
+// Reset forgets every token, installation, repository, runner, job, fault, rate budget and counter.
 func (s *Server) Reset() {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -26,6 +26,7 @@ var routePermission = map[string]needed{
 	RouteOrgRunner:        {"organization_self_hosted_runners", "read"},
 	RouteOrgDeleteRunner:  {"organization_self_hosted_runners", "write"},
 	RouteJob:              {"actions", "read"},
+	RouteRepo:             {"metadata", "read"},
 }
 
 var accessLevel = map[string]int{"read": 1, "write": 2, "admin": 3}

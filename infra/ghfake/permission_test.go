@@ -30,6 +30,7 @@ var installationCalls = []installationCall{
 	{ghfake.RouteOrgRunners, "GET", "/orgs/octo/actions/runners", "", "organization_self_hosted_runners", "read"},
 	{ghfake.RouteOrgDeleteRunner, "DELETE", "/orgs/octo/actions/runners/999", "", "organization_self_hosted_runners", "write"},
 	{ghfake.RouteJob, "GET", "/repos/octo/hello/actions/jobs/7", "", "actions", "read"},
+	{ghfake.RouteRepo, "GET", "/repos/octo/hello", "", "metadata", "read"},
 }
 
 var permLevel = map[string]int{"": 0, "read": 1, "write": 2}

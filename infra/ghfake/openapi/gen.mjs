@@ -36,6 +36,7 @@ const OPERATIONS = [
   "DELETE /repos/{owner}/{repo}/actions/runners/{runner_id}",
   "DELETE /orgs/{org}/actions/runners/{runner_id}",
   "GET /repos/{owner}/{repo}/actions/jobs/{job_id}",
+  "GET /repos/{owner}/{repo}",
   "POST /app-manifests/{code}/conversions",
   "GET /app/hook/deliveries",
   "GET /app/hook/deliveries/{delivery_id}",
