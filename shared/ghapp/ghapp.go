@@ -1,7 +1,8 @@
 // Package ghapp owns ghclaim's GitHub App client: App authentication
-// (App JWT → installation token, cached) and the four REST operations the
+// (App JWT → installation token, cached) and the five REST operations the
 // claimer needs — generate a JIT runner configuration, find a runner by
-// name, delete a runner, read a job's status — each exactly one GitHub call;
+// name, delete a runner, read a job's status, read a repository's
+// visibility and owner type — each exactly one GitHub call;
 // and, authenticated as the App itself (JWT, never an installation token),
 // the two the redeliverer needs: read the App's webhook delivery log and
 // ask for a redelivery (app.go); and, for the operator CLI, GET /app.
@@ -85,6 +86,7 @@ import (
 	"time"
 
 	"github.com/ghclaim/ghclaim/shared/clock"
+	"github.com/ghclaim/ghclaim/shared/pool"
 	"github.com/google/go-github/v62/github"
 )
 
@@ -406,6 +408,40 @@ func (c *Client) JobStatus(ctx context.Context, installationID int64, owner, rep
 		return "", fmt.Errorf("job %d status in %s/%s: %w", jobID, owner, repo, err)
 	}
 	return j.GetStatus(), nil
+}
+
+// Repository is what the claimer reads of a job's repository when it
+// resolves the job's pool again (a pool renamed or relabelled under it):
+// the webhook read the same from the delivery, but the job record does
+// not keep it.
+type Repository struct {
+	// Public is pool.IsPublic of GitHub's private flag and visibility, as
+	// the webhook reads a delivery's repository: an internal repository
+	// is not public.
+	Public bool
+	// UserOwned is true when the owner is a user account (owner.type
+	// "User"), which has no organisation runners.
+	UserOwned bool
+}
+
+// Repository reads a repository's visibility and owner type
+// (GET /repos/{owner}/{repo}, "metadata" read, which every App holds).
+func (c *Client) Repository(ctx context.Context, installationID int64, owner, repo string) (Repository, error) {
+	if err := checkScope(ScopeRepo, owner, repo); err != nil {
+		return Repository{}, fmt.Errorf("repository: %w", err)
+	}
+	gh, err := c.client(installationID)
+	if err != nil {
+		return Repository{}, fmt.Errorf("repository %s/%s: %w", owner, repo, err)
+	}
+	r, _, err := gh.Repositories.Get(ctx, owner, repo)
+	if err != nil {
+		return Repository{}, fmt.Errorf("repository %s/%s: %w", owner, repo, err)
+	}
+	return Repository{
+		Public:    pool.IsPublic(r.Private, r.Visibility),
+		UserOwned: strings.EqualFold(r.GetOwner().GetType(), "User"),
+	}, nil
 }
 
 // IsAlreadyExists reports whether err is GitHub's 409 "Already exists - A

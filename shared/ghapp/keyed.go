@@ -98,6 +98,11 @@ func (k *Keyed) JobStatus(ctx context.Context, installationID int64, owner, repo
 	return with(ctx, k, func(c *Client) (string, error) { return c.JobStatus(ctx, installationID, owner, repo, jobID) })
 }
 
+// Repository is Client.Repository with the current key.
+func (k *Keyed) Repository(ctx context.Context, installationID int64, owner, repo string) (Repository, error) {
+	return with(ctx, k, func(c *Client) (Repository, error) { return c.Repository(ctx, installationID, owner, repo) })
+}
+
 // Installations is Client.Installations with the current key.
 func (k *Keyed) Installations(ctx context.Context) ([]Installation, error) {
 	return with(ctx, k, func(c *Client) ([]Installation, error) { return c.Installations(ctx) })

@@ -16,8 +16,9 @@ const EventWorkflowJob = "workflow_job"
 // read, of "administration" (a repository) or
 // "organization_self_hosted_runners" (an organisation); a job's status
 // (GET /repos/{owner}/{repo}/actions/jobs/{id}, asked for either scope)
-// and the workflow_job event need "actions" read. Metadata read is granted
-// to every App and not listed. A missing one is GitHub's 403 "Resource
+// and the workflow_job event need "actions" read. Metadata read (a
+// repository's visibility and owner, GET /repos/{owner}/{repo}) is
+// granted to every App and not listed. A missing one is GitHub's 403 "Resource
 // not accessible by integration" on every job of that kind, classed
 // non_retryable: this is what lets doctor say so before the first job.
 func Needs(scopes ...string) map[string]string {
