@@ -275,6 +275,28 @@ func TestStoreCore(t *testing.T, base int64, open func(t *testing.T) Core, pendi
 		}
 	})
 
+	run("finish moves the record to the pool the claim resolved", func(t *testing.T) {
+		// A claim whose recorded pool was renamed or relabelled claims in
+		// the pool that serves the job now: the reclaimer and the janitor
+		// name its runner after that pool. An outcome without a pool keeps
+		// the record's.
+		for _, c := range []struct {
+			j              int64
+			pool, wantPool string
+		}{{id(182), "linux-v2", "linux-v2"}, {id(183), "", "linux"}} {
+			_, err := s.CreateJob(ctx, Rec(c.j), T0)
+			must(t, err)
+			l, _, err := s.Acquire(ctx, c.j, 1, "a", T0.Add(time.Minute), T0)
+			must(t, err)
+			name := job.RunnerNameAt(c.wantPool, c.j, 0)
+			must(t, s.Finish(ctx, l, job.Outcome{State: job.Claimed, Attempt: 1, RunnerName: name, Pool: c.pool}, T0))
+			if got := get(t, c.j); got.Pool != c.wantPool || got.State != job.Claimed || got.RunnerName != name {
+				t.Errorf("outcome pool %q: record %s in pool %q runner %q, want claimed in pool %q runner %q",
+					c.pool, got.State, got.Pool, got.RunnerName, c.wantPool, name)
+			}
+		}
+	})
+
 	run("acquire at a stale version of a queued record", func(t *testing.T) {
 		j := id(5)
 		_, err := s.CreateJob(ctx, Rec(j), T0)

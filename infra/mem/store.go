@@ -291,6 +291,9 @@ func (s *Store) Finish(ctx context.Context, l job.Lease, o job.Outcome, now time
 	if o.Scope != "" {
 		cur.Scope = o.Scope
 	}
+	if o.Pool != "" {
+		cur.Pool = o.Pool
+	}
 	if o.ErrorClass != "" {
 		cur.LastErrorClass, cur.LastError = o.ErrorClass, truncate(o.Error)
 	}

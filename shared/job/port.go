@@ -89,7 +89,12 @@ type Outcome struct {
 	// record's): kept so a pool's scope changed later under the same name
 	// does not send the checks of this runner to the new scope (where it
 	// is not, and "not found" would end its machine).
-	Scope      string
+	Scope string
+	// Pool, when set, replaces the record's pool: the claim resolved the
+	// job's pool again because the recorded one was renamed or relabelled
+	// under the queued job, and the reclaimer and the janitor name the
+	// attempt's runner after the pool it was registered in.
+	Pool       string
 	ErrorClass string
 	Error      string
 	// RunnerStartGrace (Claimed only): the record stays in the sweep index

@@ -51,6 +51,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -445,7 +446,7 @@ func (s *Store) Release(ctx context.Context, l Lease, r Retry, now time.Time) er
 	}
 	e := entry{t: job.Transition{At: job.Millis(now), To: job.Queued, Attempt: r.Attempt, Class: r.ErrorClass, Error: r.Error, Actor: job.ActorClaimer},
 		setsAttempt: true, known: l.History}
-	return s.fenced(ctx, l, set+" REMOVE lease_owner, lease_expires_at", vals, &e, wrote(r.Version, job.Queued, e.t))
+	return s.fenced(ctx, l, set+" REMOVE lease_owner, lease_expires_at", nil, vals, &e, wrote(r.Version, job.Queued, e.t))
 }
 
 // Outcome is the end of a claim: Claimed, Failed, Abandoned or Done.
@@ -457,7 +458,7 @@ type Outcome = job.Outcome
 // the claim there. Claimed keeps the record in the sweep index with
 // sweep_at = now + o.RunnerStartGrace (the caller's pool setting), so the
 // reclaimer checks that a runner of ours took the job; the terminal states
-// leave the index.
+// leave the index. o.Pool, when set, replaces the record's pool.
 func (s *Store) Finish(ctx context.Context, l Lease, o Outcome, now time.Time) error {
 	if o.State != job.Claimed && o.State != job.Failed && o.State != job.Abandoned && o.State != job.Done {
 		return fmt.Errorf("finish job %d: %q is not a claim outcome", l.JobID, o.State)
@@ -472,6 +473,12 @@ func (s *Store) Finish(ctx context.Context, l Lease, o Outcome, now time.Time) e
 		":exp":      n(now.Add(s.opt.RecordTTL).Unix()),
 	}
 	set := "SET #s = :st, attempt = :attempt, updated_at = :now, expires_at = :exp"
+	names := map[string]string{}
+	if o.Pool != "" {
+		vals[":pool"] = str(o.Pool)
+		names["#p"] = "pool" // a reserved word
+		set += ", #p = :pool"
+	}
 	if o.RunnerName != "" {
 		vals[":rn"] = str(o.RunnerName)
 		set += ", runner_name = :rn"
@@ -492,9 +499,9 @@ func (s *Store) Finish(ctx context.Context, l Lease, o Outcome, now time.Time) e
 		set += ", sweep_at = :sweep"
 		// A new claim is no held job (waits): a writer that did not know
 		// the attribute (a version before it, mid-rollout) may have left it.
-		return s.fenced(ctx, l, set+" REMOVE lease_owner, lease_expires_at, waits", vals, &e, wrote(l.Version, o.State, e.t))
+		return s.fenced(ctx, l, set+" REMOVE lease_owner, lease_expires_at, waits", names, vals, &e, wrote(l.Version, o.State, e.t))
 	}
-	return s.fenced(ctx, l, set+" REMOVE lease_owner, lease_expires_at, sweep_shard, sweep_at", vals, &e, wrote(l.Version, o.State, e.t))
+	return s.fenced(ctx, l, set+" REMOVE lease_owner, lease_expires_at, sweep_shard, sweep_at", names, vals, &e, wrote(l.Version, o.State, e.t))
 }
 
 // wrote tells whether a record refusing a fenced state change is that very
@@ -530,15 +537,19 @@ func (s *Store) Extend(ctx context.Context, l Lease, attempt int, runnerName str
 		vals[":rn"] = str(runnerName)
 		set += ", runner_name = :rn"
 	}
-	return s.fenced(ctx, l, set, vals, nil, nil)
+	return s.fenced(ctx, l, set, nil, vals, nil, nil)
 }
 
 // fenced is one update under lease l, with e's history entry when e is
-// not nil (a state change). A refusal is ErrLeaseLost, unless ours (nil
-// for none) recognises the refusing record as this update already made.
-func (s *Store) fenced(ctx context.Context, l Lease, update string, vals map[string]types.AttributeValue, e *entry, ours func(job.Record) bool) error {
+// not nil (a state change); names are the update's attribute names
+// besides the fence's #s (nil for none). A refusal is ErrLeaseLost, unless
+// ours (nil for none) recognises the refusing record as this update
+// already made.
+func (s *Store) fenced(ctx context.Context, l Lease, update string, names map[string]string, vals map[string]types.AttributeValue, e *entry, ours func(job.Record) bool) error {
+	all := map[string]string{"#s": "state"}
+	maps.Copy(all, names)
 	_, err := s.update(ctx, l.JobID, update, "#s = :claiming AND version = :v AND lease_owner = :owner",
-		map[string]string{"#s": "state"}, vals, types.ReturnValueNone, e, func(cur job.Record) bool {
+		all, vals, types.ReturnValueNone, e, func(cur job.Record) bool {
 			return cur.State == job.Claiming && cur.Version == l.Version && cur.LeaseOwner == l.Owner
 		})
 	if isConditionFailed(err) {
