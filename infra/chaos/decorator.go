@@ -216,6 +216,13 @@ func (g *GitHub) JobStatus(ctx context.Context, installationID int64, owner, rep
 	})
 }
 
+// Repository is claim.GitHub.Repository with a kill point.
+func (g *GitHub) Repository(ctx context.Context, installationID int64, owner, repo string) (ghapp.Repository, error) {
+	return do(ctx, nil, TargetGitHub, "claimer", "Repository", func(ctx context.Context) (ghapp.Repository, error) {
+		return g.Next.Repository(ctx, installationID, owner, repo)
+	})
+}
+
 // Compress scales the delays of claim messages by Scale (0 < Scale ≤ 1),
 // rounding up to whole seconds: the run's time compression for waits the
 // configuration cannot shorten (the rate-limit floor and snap jitter of

@@ -159,9 +159,25 @@
 // before it may have been taken by another job, keeping its name and
 // machine, busy, until that job ends. A non-retryable provisioning
 // failure deletes this attempt's registration after the fenced Finish; a
-// retryable one leaves it for the next attempt's 409 path. A job whose pool
-// is no longer configured is retried (a rollout may be under way) until
-// the maximum age abandons it.
+// retryable one leaves it for the next attempt's 409 path.
+//
+// Pools renamed or relabelled. The webhook resolves a job's pool once and
+// the record names it. When that pool has left RUNNER_POOLS (renamed,
+// removed) or its labels no longer cover the job's (relabelled), the
+// attempt resolves the pool again by the webhook's own rule (pool.Serve:
+// labels, organisation pools skipped for a user's repository, the
+// public-repo policy), reading the repository's visibility and owner type
+// from GitHub (GitHub.Repository, one call, only on this path: the record
+// keeps neither), and claims in the pool that serves the job now, its
+// runner named after it; the claim's outcome moves the record to that
+// pool (job.Outcome.Pool), so the reclaimer and the janitor find the
+// runner under the new name. The read is a call of the attempt: it counts
+// (after the rate-state check, like any call), and its failure is
+// classified and retried or failed like any other. When no pool has the
+// job's labels (no call is made then), or the one that does may not serve
+// the repository, the job is retried as before, with the same reason (a
+// rollout may be under way, or be undone), until the maximum age abandons
+// it. A retry does not move the record: the next attempt resolves again.
 //
 // App refusals. GitHub refusing the installation-token exchange itself
 // (failure.Failure.AppRefused: the App's key rotated on GitHub, a wrong

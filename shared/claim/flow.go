@@ -116,6 +116,12 @@ func (r reaching) JobStatus(ctx context.Context, installationID int64, owner, re
 	return st, err
 }
 
+func (r reaching) Repository(ctx context.Context, installationID int64, owner, repo string) (ghapp.Repository, error) {
+	rp, err := r.next.Repository(ctx, installationID, owner, repo)
+	r.note(err)
+	return rp, err
+}
+
 // handleMessage runs one message through the claim. nil means the message
 // was dealt with: it is not reported, so the event source mapping deletes
 // it. An error makes it a batch item failure.
@@ -310,27 +316,19 @@ func (f *flow) chain(ctx context.Context, rest time.Duration) error {
 // claim runs one attempt under the lease.
 func (f *flow) claim(ctx context.Context) error {
 	c := f.c
-	p, ok := pool.Find(c.cfg.Pools, f.rec.Pool)
-	if !ok {
-		// A deployment changed RUNNER_POOLS under a queued job: retry (the
-		// rollout may finish) until max age, rather than fail at once.
+	p, stale := f.recorded()
+	if stale == "" {
+		f.use(p)
+	} else if _, any := pool.Match(c.cfg.Pools, f.rec.Labels); !any {
+		// RUNNER_POOLS changed under a queued job and no pool has its
+		// labels now: retry (the rollout may finish, or be undone) until
+		// max age, rather than fail at once. A pool relabelled so that the
+		// job no longer fits is not claimed in: a runner with the pool's
+		// new labels would never take the job (claimed for nothing, then
+		// replaced until max age, taking other jobs meanwhile).
 		f.attempt++
-		return f.retry(ctx, failure.Failure{Class: failure.UnknownRetryable, Reason: "pool " + f.rec.Pool + " is not configured"}, nil)
+		return f.retry(ctx, failure.Failure{Class: failure.UnknownRetryable, Reason: stale}, nil)
 	}
-	if _, fits := pool.Match([]pool.Pool{p}, f.rec.Labels); !fits && len(f.rec.Labels) > 0 {
-		// Relabelled under a queued job: a runner with the pool's new
-		// labels would never take this job (claimed for nothing, then
-		// replaced until max age, taking other jobs meanwhile). Retried
-		// like a pool gone, in case the rollout is undone.
-		f.attempt++
-		return f.retry(ctx, failure.Failure{Class: failure.UnknownRetryable,
-			Reason: fmt.Sprintf("pool %s no longer serves labels [%s]", p.Name, strings.Join(f.rec.Labels, ", "))}, nil)
-	}
-	f.pool = p
-	// One name per attempt: a replacement's runner must not meet the name
-	// of the runner before it, which another job may hold busy.
-	f.name = job.RunnerNameAt(p.Name, f.rec.JobID, f.rec.Replacements)
-	f.locate(p.Scope) // this attempt registers its runner at the pool's scope now
 
 	rd, err := c.reading(ctx, f.rec.InstallationID, f.now)
 	if err != nil {
@@ -344,6 +342,13 @@ func (f *flow) claim(ctx context.Context) error {
 	// From here on the attempt reaches GitHub: it counts.
 	f.attempt++
 	defer f.shareRate(ctx)
+
+	if stale != "" {
+		if ended, err := f.resolve(ctx, stale); ended {
+			return err
+		}
+	}
+	p = f.pool
 
 	if p.CheckQueued {
 		st, err := f.github().JobStatus(f.work, f.rec.InstallationID, f.rec.Owner(), f.rec.RepoName(), f.rec.JobID)
@@ -385,6 +390,57 @@ func (f *flow) claim(ctx context.Context) error {
 		attrs = append(attrs, slog.String("dispatch_message_id", res.MessageID))
 	}
 	return f.finish(ctx, job.Outcome{State: job.Claimed, Attempt: f.attempt, RunnerName: f.name, RunnerStartGrace: f.pool.StartGrace()}, DecisionClaimed, nil, attrs...)
+}
+
+// recorded returns the record's pool, or why it no longer serves the job
+// (stale): it left RUNNER_POOLS (renamed, removed), or its labels no
+// longer cover the job's (relabelled).
+func (f *flow) recorded() (p pool.Pool, stale string) {
+	p, ok := pool.Find(f.c.cfg.Pools, f.rec.Pool)
+	if !ok {
+		return pool.Pool{}, "pool " + f.rec.Pool + " is not configured"
+	}
+	if _, fits := pool.Match([]pool.Pool{p}, f.rec.Labels); !fits && len(f.rec.Labels) > 0 {
+		return pool.Pool{}, fmt.Sprintf("pool %s no longer serves labels [%s]", p.Name, strings.Join(f.rec.Labels, ", "))
+	}
+	return p, ""
+}
+
+// use makes p the attempt's pool: one runner name per attempt (a
+// replacement's runner must not meet the name of the runner before it,
+// which another job may hold busy), registered at p's scope now.
+func (f *flow) use(p pool.Pool) {
+	f.pool = p
+	f.name = job.RunnerNameAt(p.Name, f.rec.JobID, f.rec.Replacements)
+	f.locate(p.Scope)
+}
+
+// resolve picks the pool that serves the job now, when its recorded pool
+// no longer does (stale says why) and some pool has its labels: the
+// webhook's rule (pool.Serve), with the repository's visibility and owner
+// type read from GitHub, since the record keeps neither. The owner
+// allow-list is the webhook's configuration and not the claimer's: the
+// webhook checked the owner, which a pool's rename does not change. A
+// failed read is the attempt's GitHub failure (classified, retried or
+// failed); no pool serving the job is the retry of a pool gone, as
+// before (stale, then why). The new pool reaches the record with the
+// claim's outcome (job.Outcome.Pool, see finish); a retry leaves the
+// record's, so the next attempt resolves it again. ended is set when the
+// attempt ended here, err being its result.
+func (f *flow) resolve(ctx context.Context, stale string) (ended bool, err error) {
+	r, err := f.github().Repository(f.work, f.rec.InstallationID, f.rec.Owner(), f.rec.RepoName())
+	if err != nil {
+		return true, f.retryOrFail(ctx, err, nil)
+	}
+	p, why := pool.Serve(f.c.cfg.Pools, f.rec.Labels, pool.Repository{FullName: f.rec.Repo, Public: r.Public, UserOwned: r.UserOwned})
+	if why != "" {
+		return true, f.retry(ctx, failure.Failure{Class: failure.UnknownRetryable, Reason: stale + "; " + why}, nil)
+	}
+	f.c.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "claim pool resolved again", slog.Int64(obs.KeyJobID, f.rec.JobID),
+		slog.Int(obs.KeyAttempt, f.attempt), slog.String("old_pool", f.rec.Pool), slog.String("new_pool", p.Name),
+		slog.String(obs.KeyReason, stale))
+	f.use(p)
+	return false, nil
 }
 
 // locate sets where the flow's runner is registered: scope, and the
@@ -619,8 +675,11 @@ func (f *flow) deferTo(ctx context.Context, resume time.Time, class failure.Clas
 		// The budget is exhausted: no GitHub call, so an earlier attempt's
 		// registration is not looked up by name (see the package doc); the
 		// provisioner's leftovers are removed.
+		// Nothing is left to remove when the attempt has no pool yet (its
+		// recorded pool no longer serves it, and nothing was resolved):
+		// no earlier attempt got a runner from a pool that never served it.
 		return f.finish(ctx, job.Outcome{State: job.Abandoned, Attempt: f.rec.Attempt, ErrorClass: class.String(), Error: reason},
-			DecisionAbandoned, &cleanup{provisioned: f.rec.Attempt > 0},
+			DecisionAbandoned, &cleanup{provisioned: f.rec.Attempt > 0 && f.name != ""},
 			slog.String(obs.KeyClass, class.String()), slog.Int64("first_failure_at", job.Millis(d.FirstFailureAt)))
 	}
 	return f.handOff(ctx, slog.LevelInfo, d.Delay, f.rec.Attempt, job.Retry{
@@ -677,6 +736,11 @@ func (f *flow) finish(ctx context.Context, o job.Outcome, decision string, cu *c
 		// reclaimer's checks and a retried job's next attempt look there,
 		// whatever the pool's scope becomes ("" when it never got that far).
 		o.Scope = f.scope
+	}
+	if o.Pool == "" && f.pool.Name != "" && f.pool.Name != f.rec.Pool {
+		// The attempt resolved the job's pool again (resolve): its runner
+		// is named after the new pool, and so must the record be.
+		o.Pool = f.pool.Name
 	}
 	if err := f.c.cfg.Store.Finish(ctx, f.lease, o, f.now); err != nil {
 		if errors.Is(err, job.ErrLeaseLost) {

@@ -62,12 +62,15 @@ type Provisioner interface {
 // *ghapp.Client implements it. FindRunner reports "none" with an error
 // wrapping ghapp.ErrRunnerNotFound; DeleteRunner treats a runner already
 // gone as success; a name already taken makes GenerateJIT fail with an
-// error ghapp.IsAlreadyExists recognises.
+// error ghapp.IsAlreadyExists recognises. Repository (visibility and
+// owner type) is read only when a job's recorded pool no longer serves
+// it and the pool is resolved again (see the package doc).
 type GitHub interface {
 	GenerateJIT(ctx context.Context, installationID int64, req ghapp.JITRequest) (ghapp.JIT, error)
 	FindRunner(ctx context.Context, installationID int64, scope, owner, repo, name string) (ghapp.Runner, error)
 	DeleteRunner(ctx context.Context, installationID int64, scope, owner, repo string, runnerID int64) error
 	JobStatus(ctx context.Context, installationID int64, owner, repo string, jobID int64) (string, error)
+	Repository(ctx context.Context, installationID int64, owner, repo string) (ghapp.Repository, error)
 }
 
 var _ GitHub = (*ghapp.Client)(nil)

@@ -70,21 +70,12 @@ func TestWaitingJobApprovedLateIsServed(t *testing.T) {
 	h := setup(t, setupOpt{})
 	const id = int64(9100)
 	ctx := context.Background()
-	gh, tracker := newGitHub(t, h.store, h.ghURL, h.clock.Now, true)
 	wh, err := webhook.New(webhook.Config{Store: h.store, Queue: h.queue, Now: h.clock.Now,
 		Secrets: [][]byte{[]byte(waitingSecret)}, Pools: h.pools})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rc, err := reclaim.New(reclaim.Config{Store: h.store, Queue: h.queue, Now: h.clock.Now, Rand: random.New(1),
-		Logger: h.log, Sleep: func(context.Context, time.Duration) error { return nil },
-		GitHub: gh.(reclaim.GitHub), Rates: tracker, Pools: h.pools,
-		Provisioner: reclaim.ProvisionerFunc(func(ctx context.Context, lo reclaim.Leftover) error {
-			return h.prov.Cleanup(ctx, pool.Request{JobID: lo.JobID, RunID: lo.RunID, Repo: lo.Repo, Pool: lo.Pool, RunnerName: lo.RunnerName, KeepMachines: lo.KeepMachines})
-		})})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rc := h.reclaimer(t)
 	c := h.claimer(t, claimerOpt{})
 	owner, name, _ := strings.Cut(repo, "/")
 	ours := func() []ghfake.Runner { // runners of ours registered for the job
@@ -159,6 +150,24 @@ func TestWaitingJobApprovedLateIsServed(t *testing.T) {
 		t.Fatalf("approved job %d is lost: record %s (%q) and no runner of ours for it; the post-approval queued was answered %q (%s)",
 			id, after.State, after.LastError, reply.Status, reply.Message)
 	}
+}
+
+// reclaimer is a reclaimer "process" over the world of h, with h.pools:
+// its own GitHub client and rate memory, and the in-memory provisioner's
+// cleanup.
+func (h *harness) reclaimer(t *testing.T) *reclaim.Reclaimer {
+	t.Helper()
+	gh, tracker := newGitHub(t, h.store, h.ghURL, h.clock.Now, true)
+	rc, err := reclaim.New(reclaim.Config{Store: h.store, Queue: h.queue, Now: h.clock.Now, Rand: random.New(1),
+		Logger: h.log, Sleep: func(context.Context, time.Duration) error { return nil },
+		GitHub: gh.(reclaim.GitHub), Rates: tracker, Pools: h.pools,
+		Provisioner: reclaim.ProvisionerFunc(func(ctx context.Context, lo reclaim.Leftover) error {
+			return h.prov.Cleanup(ctx, pool.Request{JobID: lo.JobID, RunID: lo.RunID, Repo: lo.Repo, Pool: lo.Pool, RunnerName: lo.RunnerName, KeepMachines: lo.KeepMachines})
+		})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rc
 }
 
 // machinesUp counts job id's machines not stopped.

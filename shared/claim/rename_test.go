@@ -1,0 +1,237 @@
+package claim_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ghclaim/ghclaim/infra/ghfake"
+	"github.com/ghclaim/ghclaim/shared/backoff"
+	"github.com/ghclaim/ghclaim/shared/job"
+	"github.com/ghclaim/ghclaim/shared/pool"
+	"github.com/ghclaim/ghclaim/shared/ratelimit"
+)
+
+// renamedPool is a dispatch pool for the rename tests.
+func renamedPool(name, scope string, allowPublic bool, labels ...string) pool.Pool {
+	return pool.Pool{Name: name, Labels: labels, Scope: scope, RunnerGroupID: pool.DefaultRunnerGroupID, AllowPublic: allowPublic,
+		Provisioner: pool.Provisioner{Type: pool.ProvisionerDispatch, QueueURL: "https://sqs.eu-west-1.amazonaws.com/123456789012/dispatch"}}
+}
+
+// renamed records job id in pool linux, as the webhook did, then renames
+// the pool to linux-v2 (same labels) before any claimer starts.
+func renamed(t *testing.T, id int64) *harness {
+	t.Helper()
+	h := setup(t, setupOpt{})
+	h.seed(t, id)
+	h.pools = []pool.Pool{renamedPool("linux-v2", pool.ScopeRepo, false, "self-hosted", "linux")}
+	return h
+}
+
+// TestRecordedPoolGoneIsResolvedAgain: the job was recorded in pool linux
+// (labels self-hosted, linux) and RUNNER_POOLS changed while it was
+// queued. The claim resolves the pool again from the job's labels by the
+// webhook's rule, with the repository's visibility and owner type read
+// from GitHub, and claims in the pool that serves the job now; when none
+// does, it is retried as before. Before, every such job was retried until
+// max age and abandoned, then waited in GitHub's queue until it timed out.
+func TestRecordedPoolGoneIsResolvedAgain(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		pools []pool.Pool // RUNNER_POOLS after the change
+		repo  ghfake.Repo
+		fail  bool // GitHub answers the repository read 502
+		// wantPool is the pool claimed in; "" = not moved, retried with
+		// wantReason and wantClass.
+		wantPool   string
+		wantScope  string
+		wantReason string
+		wantClass  string
+		wantReads  int // repository reads
+	}{
+		{name: "renamed", pools: []pool.Pool{renamedPool("linux-v2", pool.ScopeRepo, false, "self-hosted", "linux")},
+			wantPool: "linux-v2", wantScope: pool.ScopeRepo, wantReads: 1},
+		{name: "relabelled, another pool fits",
+			pools: []pool.Pool{renamedPool("linux", pool.ScopeRepo, false, "self-hosted", "ubuntu-24"),
+				renamedPool("linux-any", pool.ScopeRepo, false, "self-hosted", "linux", "x64")},
+			wantPool: "linux-any", wantScope: pool.ScopeRepo, wantReads: 1},
+		{name: "public repository, the new pool allows public ones", repo: ghfake.Repo{Visibility: "public"},
+			pools:    []pool.Pool{renamedPool("linux-v2", pool.ScopeRepo, true, "self-hosted", "linux")},
+			wantPool: "linux-v2", wantScope: pool.ScopeRepo, wantReads: 1},
+		{name: "public repository, the new pool refuses public ones", repo: ghfake.Repo{Visibility: "public"},
+			pools:      []pool.Pool{renamedPool("linux-v2", pool.ScopeRepo, false, "self-hosted", "linux")},
+			wantReason: "pool linux is not configured; repository " + repo + " is public and pool linux-v2 does not allow public repositories",
+			wantClass:  "unknown_retryable", wantReads: 1},
+		{name: "an organisation's repository: the organisation pool",
+			pools: []pool.Pool{renamedPool("org-linux", pool.ScopeOrg, false, "self-hosted", "linux"),
+				renamedPool("repo-linux", pool.ScopeRepo, false, "self-hosted", "linux")},
+			wantPool: "org-linux", wantScope: pool.ScopeOrg, wantReads: 1},
+		{name: "a user's repository: the repository-scoped match", repo: ghfake.Repo{User: true},
+			pools: []pool.Pool{renamedPool("org-linux", pool.ScopeOrg, false, "self-hosted", "linux"),
+				renamedPool("repo-linux", pool.ScopeRepo, false, "self-hosted", "linux")},
+			wantPool: "repo-linux", wantScope: pool.ScopeRepo, wantReads: 1},
+		{name: "a user's repository, only an organisation pool", repo: ghfake.Repo{User: true},
+			pools:      []pool.Pool{renamedPool("org-linux", pool.ScopeOrg, false, "self-hosted", "linux")},
+			wantReason: "pool linux is not configured; pool org-linux registers runners at the organisation, and octo-org is a user account",
+			wantClass:  "unknown_retryable", wantReads: 1},
+		{name: "repository read fails", fail: true,
+			pools:      []pool.Pool{renamedPool("linux-v2", pool.ScopeRepo, false, "self-hosted", "linux")},
+			wantReason: "502", wantClass: "server_side", wantReads: 1},
+		{name: "no pool has the labels", pools: []pool.Pool{renamedPool("windows", pool.ScopeRepo, false, "self-hosted", "windows")},
+			wantReason: "pool linux is not configured", wantClass: "unknown_retryable", wantReads: 0},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h := setup(t, setupOpt{})
+			id := int64(77100 + i)
+			h.seed(t, id) // in pool linux, as the webhook recorded it
+			h.pools = tt.pools
+			owner, name, _ := strings.Cut(repo, "/")
+			h.gh.SetRepo(owner, name, tt.repo)
+			if tt.fail {
+				h.gh.Fail(ghfake.RouteRepo, 1, ghfake.ServerError(http.StatusBadGateway))
+			}
+			h.invoke(t, h.claimer(t, claimerOpt{}), h.receive(t, 1)...)
+
+			got := h.get(t, id)
+			if n := h.gh.Stats().Calls[ghfake.RouteRepo]; n != tt.wantReads {
+				t.Errorf("%d repository reads, want %d", n, tt.wantReads)
+			}
+			resolved := resolvedLines(t, h, id)
+			if tt.wantPool == "" {
+				if got.State != job.Queued || got.Pool != "linux" || !strings.Contains(got.LastError, tt.wantReason) || got.LastErrorClass != tt.wantClass {
+					t.Fatalf("record %s in pool %q (%s: %q), want queued in pool linux for a retry (%s: %q)",
+						got.State, got.Pool, got.LastErrorClass, got.LastError, tt.wantClass, tt.wantReason)
+				}
+				if got.Attempt != 1 || h.lastSend(t).Msg.Attempt != 1 {
+					t.Errorf("attempt %d, next message's %d, want 1: the failed attempt counts", got.Attempt, h.lastSend(t).Msg.Attempt)
+				}
+				if rs := h.gh.Runners(); len(rs) != 0 || h.spy.Calls() != 0 {
+					t.Errorf("runners %v and %d provisioning calls for a job no pool serves", rs, h.spy.Calls())
+				}
+				if len(resolved) != 0 {
+					t.Errorf("resolution logged %v, want none", resolved)
+				}
+				return
+			}
+			want := job.RunnerName(tt.wantPool, id)
+			if got.State != job.Claimed || got.Pool != tt.wantPool || got.RunnerName != want || got.Scope != tt.wantScope {
+				t.Fatalf("record %s in pool %q runner %q scope %q (%q), want claimed in pool %s by %s at %s",
+					got.State, got.Pool, got.RunnerName, got.Scope, got.LastError, tt.wantPool, want, tt.wantScope)
+			}
+			p, _ := pool.Find(tt.pools, tt.wantPool)
+			if r, ok := h.gh.RunnerByName(want); !ok || r.Scope != tt.wantScope || !slices.Equal(r.Labels, p.Labels) {
+				t.Errorf("runner %s registered %v (%+v), want it at %s with labels %v", want, ok, r, tt.wantScope, p.Labels)
+			}
+			if reqs := h.prov.Requests(); len(reqs) != 1 || reqs[0].Pool.Name != tt.wantPool || reqs[0].RunnerName != want {
+				t.Errorf("provisioned %v, want one machine for %s in pool %s", reqs, want, tt.wantPool)
+			}
+			if len(resolved) != 1 || resolved[0]["old_pool"] != "linux" || resolved[0]["new_pool"] != tt.wantPool {
+				t.Errorf("resolution logged %v, want one line naming old pool linux and new pool %s", resolved, tt.wantPool)
+			}
+		})
+	}
+}
+
+// resolvedLines returns the log lines of job id's pool resolution.
+func resolvedLines(t *testing.T, h *harness, id int64) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, line := range strings.Split(h.logs.String(), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) != nil || m["msg"] != "claim pool resolved again" {
+			continue
+		}
+		if m["job_id"] == float64(id) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// TestRenamedPoolRunnerCheckedUnderItsNewName: a job claimed in the pool
+// it was resolved to is checked by the reclaimer under that pool's runner
+// name. Its runner never took the job: the reclaimer finds it missing and
+// starts a new attempt. With the record left in the old pool, the check
+// could not name the runner ("pool linux is not configured") and held the
+// job until max age.
+func TestRenamedPoolRunnerCheckedUnderItsNewName(t *testing.T) {
+	t.Parallel()
+	const id = int64(77200)
+	h := renamed(t, id)
+	owner, name, _ := strings.Cut(repo, "/")
+	h.gh.SetJob(owner, name, ghfake.Job{ID: id, RunID: id * 10, Status: "queued", Labels: []string{"self-hosted", "linux"}})
+	h.invoke(t, h.claimer(t, claimerOpt{}), h.receive(t, 1)...)
+	claimed := h.get(t, id)
+	if claimed.State != job.Claimed {
+		t.Fatalf("record %s (%q), want claimed", claimed.State, claimed.LastError)
+	}
+	r, ok := h.gh.RunnerByName(job.RunnerName("linux-v2", id))
+	if !ok || !h.gh.RemoveRunner(r.ID) { // its machine never booted; the registration is gone
+		t.Fatalf("no runner %s to remove", job.RunnerName("linux-v2", id))
+	}
+
+	h.clock.Advance(job.DefaultRunnerStartGrace + time.Minute)
+	if _, err := h.reclaimer(t).Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := h.get(t, id)
+	if got.State != job.Queued || got.Replacements != 1 || got.Pool != "linux-v2" {
+		t.Fatalf("after the reclaimer: %s in pool %q, replacements %d (%q), want queued in pool linux-v2 for a new attempt",
+			got.State, got.Pool, got.Replacements, got.LastError)
+	}
+}
+
+// TestResolvingWaitsForTheRateLimit: the repository read is a GitHub call
+// like any other of the attempt: while the installation's budget is
+// exhausted the claim is deferred without it (no attempt), and a deferral
+// past the maximum age abandons the job without touching a pool it never
+// resolved (no cleanup of a runner that was never named).
+func TestResolvingWaitsForTheRateLimit(t *testing.T) {
+	t.Parallel()
+	const id = int64(77300)
+	h := renamed(t, id)
+	ctx := context.Background()
+	c := h.claimer(t, claimerOpt{})
+	h.gh.Fail(ghfake.RouteRepo, 1, ghfake.ServerError(http.StatusBadGateway))
+	h.invoke(t, c, h.receive(t, 1)...) // attempt 1: the read fails
+	if r := h.get(t, id); r.State != job.Queued || r.Attempt != 1 {
+		t.Fatalf("after the failed read: %s attempt %d, want queued, attempt 1", r.State, r.Attempt)
+	}
+	exhaust := func() {
+		now := h.clock.Now()
+		reset := now.Add(10 * time.Minute)
+		h.gh.SetRateLimit(installation, 5000, 0, reset)
+		if err := h.store.SaveRate(ctx, installation, ratelimit.Reading{Limit: 5000, Remaining: 0, ResetAt: reset, ObservedAt: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, step := range []struct {
+		after     time.Duration
+		wantState job.State
+	}{
+		{after: time.Minute, wantState: job.Queued},
+		{after: backoff.DefaultMaxAge, wantState: job.Abandoned},
+	} {
+		h.clock.Advance(step.after)
+		exhaust()
+		calls := ghCalls(h.gh.Stats())
+		h.invoke(t, c, h.receive(t, 1)...)
+		if n := ghCalls(h.gh.Stats()) - calls; n != 0 {
+			t.Errorf("GitHub called %d times with the budget exhausted, want none", n)
+		}
+		if r := h.get(t, id); r.State != step.wantState || r.Attempt != 1 || r.LastErrorClass != "rate_limit" || r.Pool != "linux" {
+			t.Fatalf("%s later: %s attempt %d class %q pool %q, want %s, attempt 1, rate_limit, pool linux",
+				step.after, r.State, r.Attempt, r.LastErrorClass, r.Pool, step.wantState)
+		}
+	}
+	if strings.Contains(h.logs.String(), "claim cleanup failed") {
+		t.Errorf("the abandonment cleaned up after a pool it never resolved: %s", h.logs.String())
+	}
+}
