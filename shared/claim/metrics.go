@@ -59,8 +59,8 @@ var byClass = map[string]obs.Metric{
 // makes it the decision's metric line when the logger writes it at level.
 func (f *flow) decided(ctx context.Context, level slog.Level, decision string, line []slog.Attr) []slog.Attr {
 	line = append(line, slog.String(obs.DimOutcome, decision))
-	if f.rec.Pool != "" {
-		line = append(line, slog.String(obs.DimPool, f.rec.Pool))
+	if p := f.poolName(); p != "" {
+		line = append(line, slog.String(obs.DimPool, p))
 	}
 	samples := []obs.Sample{{Metric: metricClaims, Value: 1}}
 	if m, ok := byClass[decision]; ok {
@@ -86,7 +86,17 @@ func (f *flow) decided(ctx context.Context, level slog.Level, decision string, l
 
 // count adds one to metric for the job's pool.
 func (f *flow) count(metric obs.Metric, dims ...obs.Dim) {
-	f.c.cfg.Metrics.Count(metric, 1, append(dims, obs.Pool(f.rec.Pool))...)
+	f.c.cfg.Metrics.Count(metric, 1, append(dims, obs.Pool(f.poolName()))...)
+}
+
+// poolName is the pool the job's decisions count under: the attempt's,
+// once it has one (a job whose recorded pool was renamed is claimed, and
+// counted, in the pool that serves it now), else the record's.
+func (f *flow) poolName() string {
+	if f.pool.Name != "" {
+		return f.pool.Name
+	}
+	return f.rec.Pool
 }
 
 // rateGauges writes the installation's reading as of now.

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ghclaim/ghclaim/infra/emftest"
 	"github.com/ghclaim/ghclaim/infra/ghfake"
 	"github.com/ghclaim/ghclaim/shared/backoff"
 	"github.com/ghclaim/ghclaim/shared/job"
@@ -134,6 +135,11 @@ func TestRecordedPoolGoneIsResolvedAgain(t *testing.T) {
 			}
 			if len(resolved) != 1 || resolved[0]["old_pool"] != "linux" || resolved[0]["new_pool"] != tt.wantPool {
 				t.Errorf("resolution logged %v, want one line naming old pool linux and new pool %s", resolved, tt.wantPool)
+			}
+			// Counted in the pool that claimed it: its dashboards and
+			// alarms are per pool, and the old one is gone.
+			if got := emftest.Select(emftest.Parse(t, []byte(h.logs.String())), "Claims", map[string]string{"outcome": "claimed"}); len(got) != 1 || got[0].Dims["pool"] != tt.wantPool {
+				t.Errorf("claimed decisions %v, want one in pool %s", got, tt.wantPool)
 			}
 		})
 	}
