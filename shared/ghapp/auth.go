@@ -123,6 +123,12 @@ type flight struct {
 	token  string
 	minted time.Time
 	err    error
+	// left: the caller that started the exchange gave up before its
+	// result (its context ended); owned: a caller that joined took the
+	// result as its own instead (installation.mu guards both). A refusal
+	// that reached GitHub is then still one caller's own answer: one
+	// attempt, one app_refused, not none.
+	left, owned bool
 }
 
 // installation holds one installation's access token.
@@ -231,15 +237,26 @@ func (in *installation) cached(ctx context.Context) (string, time.Time, bool, er
 	case <-f.done:
 		var ee *exchangeError
 		if !started && errors.As(f.err, &ee) && ee.refusal() {
-			// Joined the exchange another caller started: GitHub's
-			// refusal reached this caller as it reaches the callers after
-			// it, without a request of its own, so it is marked held alike
-			// (one refused exchange is one attempt, one app_refused,
-			// however many claims waited for it).
-			return "", time.Time{}, false, heldRefusal{ee, f.minted.Add(refusalHold)}
+			in.mu.Lock()
+			own := f.left && !f.owned
+			f.owned = f.owned || own
+			in.mu.Unlock()
+			if !own {
+				// Joined the exchange another caller started: GitHub's
+				// refusal reached this caller as it reaches the callers
+				// after it, without a request of its own, so it is marked
+				// held alike (one refused exchange is one attempt, one
+				// app_refused, however many claims waited for it).
+				return "", time.Time{}, false, heldRefusal{ee, f.minted.Add(refusalHold)}
+			}
 		}
 		return f.token, f.minted, false, f.err
 	case <-ctx.Done():
+		if started {
+			in.mu.Lock()
+			f.left = true
+			in.mu.Unlock()
+		}
 		return "", time.Time{}, false, ctx.Err()
 	}
 }

@@ -200,6 +200,26 @@ func (t handlerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
+// heldExchanges is a client of fake, in memory (handlerTransport), whose
+// token exchanges wait until release is closed; exchanges counts them.
+func heldExchanges(t *testing.T, fake *ghfake.Server, pemBytes []byte) (c *ghapp.Client, release chan struct{}, exchanges *atomic.Int32) {
+	t.Helper()
+	release, exchanges = make(chan struct{}), new(atomic.Int32)
+	held := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if isTokenRequest(r) {
+			exchanges.Add(1)
+			<-release
+		}
+		fake.ServeHTTP(w, r)
+	})
+	c, err := ghapp.New(ghapp.Config{AppID: appID, PrivateKey: pemBytes, BaseURL: "http://github.test",
+		Transport: handlerTransport{held}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, release, exchanges
+}
+
 // TestConcurrentCallersShareOneExchange: callers that need a token while an
 // exchange is in flight wait for it instead of starting their own, whether
 // it succeeds or fails (a bad key must cost one POST, not one per message),
@@ -268,20 +288,7 @@ func TestConcurrentCallersShareOneExchange(t *testing.T) {
 				if tt.refuse {
 					fake.Suspend(inst)
 				}
-				release := make(chan struct{})
-				var exchanges atomic.Int32
-				held := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					if isTokenRequest(r) {
-						exchanges.Add(1)
-						<-release
-					}
-					fake.ServeHTTP(w, r)
-				})
-				c, err := ghapp.New(ghapp.Config{AppID: appID, PrivateKey: pemBytes, BaseURL: "http://github.test",
-					Transport: handlerTransport{held}})
-				if err != nil {
-					t.Fatal(err)
-				}
+				c, release, exchanges := heldExchanges(t, fake, pemBytes)
 				errs := make(chan error, callers)
 				for range callers {
 					go func() {
