@@ -171,7 +171,13 @@
 // keeps neither), and claims in the pool that serves the job now, its
 // runner named after it; the claim's outcome moves the record to that
 // pool (job.Outcome.Pool), so the reclaimer and the janitor find the
-// runner under the new name. The read is a call of the attempt: it counts
+// runner under the new name. A runner an earlier attempt registered under
+// the recorded pool's name (a retried attempt, a dead claimer's, the last
+// one before an operator's retry) is released first, as a failed
+// attempt's leftovers are (releaseMoved, releasePrevious): the 409 path
+// knows only the new name, and both runners' labels fit the job. Busy, it
+// is left alone, and a job GitHub reports in progress is done. The read is
+// a call of the attempt: it counts
 // (after the rate-state check, like any call), and its failure is
 // classified and retried or failed like any other. When no pool has the
 // job's labels (no call is made then), or the one that does may not serve

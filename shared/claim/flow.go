@@ -347,6 +347,9 @@ func (f *flow) claim(ctx context.Context) error {
 		if ended, err := f.resolve(ctx, stale); ended {
 			return err
 		}
+		if ended, err := f.releaseMoved(ctx); ended {
+			return err
+		}
 	}
 	p = f.pool
 
@@ -441,6 +444,63 @@ func (f *flow) resolve(ctx context.Context, stale string) (ended bool, err error
 		slog.String(obs.KeyReason, stale))
 	f.use(p)
 	return false, nil
+}
+
+// releaseMoved runs when this attempt moved the job out of its recorded
+// pool (resolve). An earlier attempt of the same replacement (one that
+// reached GitHub, or whose claimer died holding the lease) may have
+// registered a runner under the recorded pool's name, and started its
+// machine: the 409 path looks only for this attempt's name, so without
+// this it would wait beside the new pool's runner, two for one job. It is
+// removed as a failed attempt's leftovers are (cleanUp: deleted unless
+// busy, then that attempt's machines ended), before this attempt
+// registers. Busy, it is at work: on this job (GitHub says in progress:
+// done, nothing registered) or on another job of the same labels (left
+// alone; this attempt registers its own). When its state cannot be told
+// (the look or the delete failed), nothing is registered: the attempt is
+// retried. ended is set when the attempt ended here, err being its result.
+func (f *flow) releaseMoved(ctx context.Context) (ended bool, err error) {
+	if f.rec.Attempt == 0 && !f.tookOver {
+		return false, nil // no earlier attempt of this replacement: nothing under the old name
+	}
+	prev := f.earlier(f.rec.Replacements)
+	gone, busy := prev.cleanUp(f.work, cleanup{byName: true, provisioned: true})
+	f.reached = f.reached || prev.reached
+	switch {
+	case gone:
+		return false, nil
+	case busy:
+		st, err := f.github().JobStatus(f.work, f.rec.InstallationID, f.rec.Owner(), f.rec.RepoName(), f.rec.JobID)
+		if err != nil {
+			return true, f.retryOrFail(ctx, err, nil)
+		}
+		if st == "in_progress" || st == "completed" {
+			return true, f.finish(ctx, job.Outcome{State: job.Done, Attempt: f.attempt}, DecisionDone, nil,
+				slog.String("job_status", st), slog.String("runner_name", prev.name))
+		}
+		return false, nil
+	}
+	return true, f.retry(ctx, failure.Failure{Class: failure.UnknownRetryable,
+		Reason: "runner " + prev.name + " of an earlier attempt in pool " + f.rec.Pool + " could not be released"}, nil)
+}
+
+// earlier is the flow of this job's earlier attempt that registered its
+// runner in the recorded pool, replacement n: that pool as configured or,
+// when it left RUNNER_POOLS (renamed), this attempt's pool under the
+// recorded name (the provisioner finds an attempt's machines by job and
+// runner name), at the scope the record names.
+func (f *flow) earlier(n int) *flow {
+	prev := *f
+	p, ok := pool.Find(f.c.cfg.Pools, f.rec.Pool)
+	if !ok {
+		p = f.pool
+		p.Name = f.rec.Pool
+	}
+	prev.pool = p
+	prev.rec.Replacements = n
+	prev.name = job.RunnerNameAt(p.Name, f.rec.JobID, n)
+	prev.locate(p.Where(f.rec.Scope))
+	return &prev
 }
 
 // locate sets where the flow's runner is registered: scope, and the
@@ -795,10 +855,9 @@ func (f *flow) releasePrevious(ctx context.Context) {
 	if r.Replacements == 0 || r.Replacements != r.ReplacementsBase || r.Attempt != 0 {
 		return
 	}
-	prev := *f
-	prev.rec.Replacements = r.Replacements - 1
-	prev.name = job.RunnerNameAt(f.pool.Name, r.JobID, prev.rec.Replacements)
-	prev.locate(f.pool.Where(r.Scope)) // where the earlier attempt registered it
+	// Named after the recorded pool: the retry may claim in another
+	// (resolve), but the last attempt registered there.
+	prev := f.earlier(r.Replacements - 1)
 	prev.cleanUp(ctx, cleanup{byName: true, provisioned: true})
 	f.reached = f.reached || prev.reached
 }
@@ -806,7 +865,9 @@ func (f *flow) releasePrevious(ctx context.Context) {
 // cleanUp removes the runner registration and provisioned leftovers of a
 // claim that ended without a runner. Best effort: a failure is logged (an
 // offline registration that never connects does no harm but clutter).
-func (f *flow) cleanUp(ctx context.Context, cu cleanup) {
+// gone tells that the runner is absent or was deleted now, busy that it
+// is at work (neither: its state could not be told).
+func (f *flow) cleanUp(ctx context.Context, cu cleanup) (gone, busy bool) {
 	gh, inst := f.github(), f.rec.InstallationID
 	fail := func(what string, err error) {
 		fl := failure.Classify(err)
@@ -816,7 +877,6 @@ func (f *flow) cleanUp(ctx context.Context, cu cleanup) {
 	// gone: GitHub said the job's runner is absent, or deleted it now. Only
 	// then may the provisioner end the job's machines; a runner that is
 	// busy, or whose state is unknown, may be running a job on one.
-	gone, busy := false, false
 	r := cu.runner
 	if r == nil && cu.byName {
 		found, err := gh.FindRunner(ctx, inst, f.scope, f.owner, f.repo, f.name)
@@ -852,6 +912,7 @@ func (f *flow) cleanUp(ctx context.Context, cu cleanup) {
 			fail("provisioner cleanup", err)
 		}
 	}
+	return gone, busy
 }
 
 // shareRate shares this process's reading after an attempt that reached

@@ -3,6 +3,7 @@ package claim_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/ghclaim/ghclaim/infra/emftest"
 	"github.com/ghclaim/ghclaim/infra/ghfake"
 	"github.com/ghclaim/ghclaim/shared/backoff"
+	"github.com/ghclaim/ghclaim/shared/claim"
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/pool"
 	"github.com/ghclaim/ghclaim/shared/ratelimit"
@@ -240,4 +242,146 @@ func TestResolvingWaitsForTheRateLimit(t *testing.T) {
 	if strings.Contains(h.logs.String(), "claim cleanup failed") {
 		t.Errorf("the abandonment cleaned up after a pool it never resolved: %s", h.logs.String())
 	}
+}
+
+// renameAfterAttempt records job id in pool linux and runs attempt 1 there:
+// it registers linux-<id> and starts the machine, but the provisioner's
+// answer is lost (a retryable error), so the job is queued for a retry
+// with its machine up. Then the pool is renamed to linux-v2.
+func renameAfterAttempt(t *testing.T, id int64) *harness {
+	t.Helper()
+	h := setup(t, setupOpt{ec2: true})
+	h.seed(t, id)
+	h.spy.next = &lostAnswer{next: h.prov}
+	h.invoke(t, h.claimer(t, claimerOpt{}), h.receive(t, 1)...)
+	if r := h.get(t, id); r.State != job.Queued || r.Attempt != 1 || h.instances(id) != 1 {
+		t.Fatalf("after attempt 1: %s attempt %d, %d machines (%s); want queued for a retry with its machine up", r.State, r.Attempt, h.instances(id), r.LastError)
+	}
+	p := h.pools[0]
+	p.Name = "linux-v2"
+	h.pools = []pool.Pool{p}
+	h.clock.Advance(time.Minute)
+	return h
+}
+
+// TestEarlierAttemptInTheRecordedPoolIsReleased: an attempt that moves a
+// job to the pool that serves it now first releases the runner an earlier
+// attempt registered under the recorded pool's name, as a failed attempt's
+// leftovers are: the 409 path only knows this attempt's name, and both
+// runners' labels fit the job. Before, a retried attempt, or one whose
+// claimer died holding the lease, left linux-<id> and its machine beside
+// linux-v2-<id> and a second machine: two runners for one job.
+func TestEarlierAttemptInTheRecordedPoolIsReleased(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		// old is the earlier runner's state at GitHub ("" leaves it
+		// offline, its machine booting); status the job's.
+		old    string
+		busy   bool
+		status string
+		fail   string // a route GitHub answers 502 once
+		// wantState and wantRunners: the record after attempt 2 and the
+		// runners registered (the old one first when it is kept).
+		wantState   job.State
+		wantRunners []string
+		wantMachine int
+	}{
+		{name: "offline, its machine booting", status: "queued",
+			wantState: job.Claimed, wantRunners: []string{"linux-v2-%d"}, wantMachine: 1},
+		{name: "online and idle", old: "online", status: "queued",
+			wantState: job.Claimed, wantRunners: []string{"linux-v2-%d"}, wantMachine: 1},
+		{name: "busy with this job", old: "online", busy: true, status: "in_progress",
+			wantState: job.Done, wantRunners: []string{"linux-%d"}, wantMachine: 1},
+		{name: "busy with another job", old: "online", busy: true, status: "queued",
+			wantState: job.Claimed, wantRunners: []string{"linux-%d", "linux-v2-%d"}, wantMachine: 2},
+		{name: "its delete fails: retried, nothing registered", old: "online", status: "queued", fail: ghfake.RouteRepoDeleteRunner,
+			wantState: job.Queued, wantRunners: []string{"linux-%d"}, wantMachine: 1},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			id := int64(77400 + i)
+			h := renameAfterAttempt(t, id)
+			owner, name, _ := strings.Cut(repo, "/")
+			h.gh.SetJob(owner, name, ghfake.Job{ID: id, RunID: id * 10, Status: tt.status, Labels: []string{"self-hosted", "linux"}})
+			if tt.old != "" {
+				if err := h.gh.SetRunner(job.RunnerName("linux", id), tt.old, tt.busy); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tt.fail != "" {
+				h.gh.Fail(tt.fail, 1, ghfake.ServerError(http.StatusBadGateway))
+			}
+			h.invoke(t, h.claimer(t, claimerOpt{}), h.receive(t, 1)...)
+
+			got := h.get(t, id)
+			if got.State != tt.wantState {
+				t.Fatalf("record %s in pool %q (%s), want %s", got.State, got.Pool, got.LastError, tt.wantState)
+			}
+			var names []string
+			for _, r := range h.gh.Runners() {
+				names = append(names, r.Name)
+			}
+			var want []string
+			for _, w := range tt.wantRunners {
+				want = append(want, fmt.Sprintf(w, id))
+			}
+			slices.Sort(names)
+			if !slices.Equal(names, want) || h.instances(id) != tt.wantMachine {
+				t.Errorf("runners %v and %d machines, want %v and %d", names, h.instances(id), want, tt.wantMachine)
+			}
+		})
+	}
+}
+
+// TestDeadAttemptInTheRecordedPoolIsReleased: a claimer still on the old
+// RUNNER_POOLS dies after it registered linux-<id> and started its
+// machine; the pool is renamed meanwhile. The message comes back, takes
+// the lease over and moves the job to linux-v2: the dead attempt's runner
+// and machine are released first (found by the 409 path without a
+// rename), so one runner and one machine serve the job.
+func TestDeadAttemptInTheRecordedPoolIsReleased(t *testing.T) {
+	t.Parallel()
+	h := setup(t, setupOpt{ec2: true})
+	const id = int64(77500)
+	dead := diesHolding(t, h, id, true) // pool linux: runner linux-<id>, one machine
+	p := h.pools[0]
+	p.Name = "linux-v2"
+	h.pools = []pool.Pool{p}
+
+	h.esm.redeliver()
+	h.clock.Set(job.FromMillis(dead.LeaseExpiresAt).Add(time.Second))
+	h.invoke(t, h.claimer(t, claimerOpt{instance: "next"}), h.receive(t, 1)...)
+	got := h.get(t, id)
+	if got.State != job.Claimed || got.Pool != "linux-v2" {
+		t.Fatalf("record %s in pool %q (%s), want claimed in linux-v2", got.State, got.Pool, got.LastError)
+	}
+	if rs, n := h.gh.Runners(), h.instances(id); len(rs) != 1 || rs[0].Name != job.RunnerName("linux-v2", id) || n != 1 {
+		t.Errorf("runners %v and %d machines for one job, want linux-v2-%d and one machine", rs, n, id)
+	}
+}
+
+// lostAnswer is a provisioner whose first Provision starts the machine but
+// whose answer is lost (a retryable timeout).
+type lostAnswer struct {
+	next  claim.Provisioner
+	calls int
+}
+
+func (l *lostAnswer) Provision(ctx context.Context, req pool.Request) (pool.Result, error) {
+	l.calls++
+	res, err := l.next.Provision(ctx, req)
+	if l.calls == 1 && err == nil {
+		return pool.Result{}, context.DeadlineExceeded
+	}
+	return res, err
+}
+
+func (l *lostAnswer) Cleanup(ctx context.Context, req pool.Request) error {
+	return l.next.Cleanup(ctx, req)
+}
+
+func (l *lostAnswer) Running(ctx context.Context, req pool.Request) (string, error) {
+	return l.next.Running(ctx, req)
 }
