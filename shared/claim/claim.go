@@ -169,21 +169,27 @@
 // public-repo policy), reading the repository's visibility and owner type
 // from GitHub (GitHub.Repository, one call, only on this path: the record
 // keeps neither), and claims in the pool that serves the job now, its
-// runner named after it; the claim's outcome moves the record to that
-// pool (job.Outcome.Pool), so the reclaimer and the janitor find the
-// runner under the new name. A runner an earlier attempt registered under
-// the recorded pool's name (a retried attempt, a dead claimer's, the last
-// one before an operator's retry) is released first, as a failed
-// attempt's leftovers are (releaseMoved, releasePrevious): the 409 path
-// knows only the new name, and both runners' labels fit the job. Busy, it
-// is left alone, and a job GitHub reports in progress is done. The read is
-// a call of the attempt: it counts
-// (after the rate-state check, like any call), and its failure is
-// classified and retried or failed like any other. When no pool has the
-// job's labels (no call is made then), or the one that does may not serve
-// the repository, the job is retried as before, with the same reason (a
-// rollout may be under way, or be undone), until the maximum age abandons
-// it. A retry does not move the record: the next attempt resolves again.
+// runner named after it; the claim's outcome, or its retry, moves the
+// record to that pool and the scope the runner was registered at
+// (job.Outcome.Pool, job.Retry.Pool and Scope), so the next attempt (the
+// 409 path), the reclaimer and the janitor find the runner under its name
+// whatever RUNNER_POOLS says by then. A runner an earlier attempt
+// registered under the recorded pool's name (a retried attempt, a dead
+// claimer's, the last one before an operator's retry) is released first,
+// as a failed attempt's leftovers are (releaseMoved, releasePrevious): the
+// 409 path knows only the new name, and both runners' labels fit the job.
+// Busy, it is left alone, and a job GitHub reports in progress is done;
+// at a scope no record names (a retry of an older version) it is looked
+// for at both, since "not found" at the wrong one would end a machine at
+// work. Every call of the move is a call of the attempt: it counts (after
+// the rate-state check, like any call), and its failure is classified and
+// retried or failed like any other. When no pool has the job's labels (no
+// call is made then), or the one that does may not serve the repository,
+// the job is retried as before, with the same reason (a rollout may be
+// under way, or be undone), until the maximum age abandons it. A pool gone
+// from RUNNER_POOLS leaves no provisioner type: its machines are ended
+// through the new pool's provisioner (EC2's finds them by job and runner
+// name; a dispatch pool's ends none, left to the boot script's idle limit).
 //
 // App refusals. GitHub refusing the installation-token exchange itself
 // (failure.Failure.AppRefused: the App's key rotated on GitHub, a wrong

@@ -68,6 +68,9 @@ type flow struct {
 	// empty at org scope).
 	scope, owner, repo string
 	name               string
+	// jobStatus is GitHub's status of the job when this attempt asked
+	// already (releaseMoved): check_queued does not ask again.
+	jobStatus string
 	// reached is set once a GitHub call of this attempt was made: it was
 	// answered, or failed other than by go-github's refusal from memory.
 	reached bool
@@ -353,7 +356,7 @@ func (f *flow) claim(ctx context.Context) error {
 	}
 	p = f.pool
 
-	if p.CheckQueued {
+	if p.CheckQueued && f.jobStatus == "" {
 		st, err := f.github().JobStatus(f.work, f.rec.InstallationID, f.rec.Owner(), f.rec.RepoName(), f.rec.JobID)
 		switch fl := failure.Classify(err); {
 		case err != nil && fl.Class == failure.RateLimit:
@@ -409,6 +412,16 @@ func (f *flow) recorded() (p pool.Pool, stale string) {
 	return p, ""
 }
 
+// movedTo is the attempt's pool when it resolved the job's pool again
+// (resolve) and it differs from the record's, else "": its runner is named
+// after it, and so must the record be.
+func (f *flow) movedTo() string {
+	if f.pool.Name != "" && f.pool.Name != f.rec.Pool {
+		return f.pool.Name
+	}
+	return ""
+}
+
 // use makes p the attempt's pool: one runner name per attempt (a
 // replacement's runner must not meet the name of the runner before it,
 // which another job may hold busy), registered at p's scope now.
@@ -452,43 +465,53 @@ func (f *flow) resolve(ctx context.Context, stale string) (ended bool, err error
 // registered a runner under the recorded pool's name, and started its
 // machine: the 409 path looks only for this attempt's name, so without
 // this it would wait beside the new pool's runner, two for one job. It is
-// removed as a failed attempt's leftovers are (cleanUp: deleted unless
-// busy, then that attempt's machines ended), before this attempt
-// registers. Busy, it is at work: on this job (GitHub says in progress:
-// done, nothing registered) or on another job of the same labels (left
-// alone; this attempt registers its own). When its state cannot be told
-// (the look or the delete failed), nothing is registered: the attempt is
-// retried. ended is set when the attempt ended here, err being its result.
+// removed as a failed attempt's leftovers are (deleted unless busy, then
+// that attempt's machines ended), before this attempt registers. Busy, it
+// is at work: on this job (GitHub says in progress: done, nothing
+// registered) or on another job of the same labels (left alone; this
+// attempt registers its own). A GitHub failure of the look or the delete
+// is the attempt's (classified: a rate limit snaps and blocks as any
+// call's), and nothing is registered. ended is set when the attempt ended
+// here, err being its result.
 func (f *flow) releaseMoved(ctx context.Context) (ended bool, err error) {
 	if f.rec.Attempt == 0 && !f.tookOver {
 		return false, nil // no earlier attempt of this replacement: nothing under the old name
 	}
 	prev := f.earlier(f.rec.Replacements)
-	gone, busy := prev.cleanUp(f.work, cleanup{byName: true, provisioned: true})
+	gone, busy, err := prev.release(f.work)
 	f.reached = f.reached || prev.reached
 	switch {
-	case gone:
-		return false, nil
-	case busy:
-		st, err := f.github().JobStatus(f.work, f.rec.InstallationID, f.rec.Owner(), f.rec.RepoName(), f.rec.JobID)
-		if err != nil {
-			return true, f.retryOrFail(ctx, err, nil)
-		}
-		if st == "in_progress" || st == "completed" {
-			return true, f.finish(ctx, job.Outcome{State: job.Done, Attempt: f.attempt}, DecisionDone, nil,
-				slog.String("job_status", st), slog.String("runner_name", prev.name))
-		}
+	case err != nil:
+		return true, f.retryOrFail(ctx, err, nil)
+	case gone || !busy:
 		return false, nil
 	}
-	return true, f.retry(ctx, failure.Failure{Class: failure.UnknownRetryable,
-		Reason: "runner " + prev.name + " of an earlier attempt in pool " + f.rec.Pool + " could not be released"}, nil)
+	st, err := f.github().JobStatus(f.work, f.rec.InstallationID, f.rec.Owner(), f.rec.RepoName(), f.rec.JobID)
+	switch fl := failure.Classify(err); {
+	case err != nil && fl.Class == failure.RateLimit:
+		return true, f.retryOrFail(ctx, err, nil)
+	case err != nil:
+		// As check_queued's: the look is an optimisation; the busy runner
+		// is left alone either way, and this attempt registers its own.
+		f.c.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "claim job status check failed",
+			slog.Int64(obs.KeyJobID, f.rec.JobID), slog.String(obs.KeyClass, fl.Class.String()),
+			slog.String(obs.KeyReason, fl.Reason))
+	case st == "in_progress" || st == "completed":
+		return true, f.finish(ctx, job.Outcome{State: job.Done, Attempt: f.attempt}, DecisionDone, nil,
+			slog.String("job_status", st), slog.String("runner_name", prev.name))
+	default:
+		f.jobStatus = st
+	}
+	return false, nil
 }
 
 // earlier is the flow of this job's earlier attempt that registered its
 // runner in the recorded pool, replacement n: that pool as configured or,
 // when it left RUNNER_POOLS (renamed), this attempt's pool under the
 // recorded name (the provisioner finds an attempt's machines by job and
-// runner name), at the scope the record names.
+// runner name), at the scope the record names, or the pool's. With
+// neither the record's scope nor the pool known, scope is "" (release
+// looks at both).
 func (f *flow) earlier(n int) *flow {
 	prev := *f
 	p, ok := pool.Find(f.c.cfg.Pools, f.rec.Pool)
@@ -500,7 +523,38 @@ func (f *flow) earlier(n int) *flow {
 	prev.rec.Replacements = n
 	prev.name = job.RunnerNameAt(p.Name, f.rec.JobID, n)
 	prev.locate(p.Where(f.rec.Scope))
+	if !ok && f.rec.Scope == "" {
+		prev.scope = "" // the scope copied from this attempt's pool may not be the old one's
+	}
 	return &prev
+}
+
+// release removes an earlier attempt's runner as cleanUp does (deleted
+// unless busy, its machines ended once it is gone) and says whether it is
+// gone or busy, or the GitHub error that kept it from telling. At an
+// unknown scope (earlier) it is looked for at both: a runner registered at
+// one scope is "not found" at the other, and a machine at work must never
+// be ended on that word.
+func (f *flow) release(ctx context.Context) (gone, busy bool, err error) {
+	if f.scope != "" {
+		return f.cleanUp(ctx, cleanup{byName: true, provisioned: true})
+	}
+	for _, scope := range []string{pool.ScopeRepo, pool.ScopeOrg} {
+		f.locate(scope)
+		r, err := f.github().FindRunner(ctx, f.rec.InstallationID, f.scope, f.owner, f.repo, f.name)
+		switch {
+		case err == nil:
+			return f.cleanUp(ctx, cleanup{runner: &r, provisioned: true})
+		case isNotFound(err):
+		case scope == pool.ScopeOrg && !failure.Classify(err).Retryable():
+			// No organisation runners to list (a user account's 404, or
+			// an App without organisation runner access): none of ours
+			// can be registered there either.
+		default:
+			return false, false, err
+		}
+	}
+	return f.cleanUp(ctx, cleanup{absent: true, provisioned: true})
 }
 
 // locate sets where the flow's runner is registered: scope, and the
@@ -678,8 +732,12 @@ func (f *flow) retry(ctx context.Context, fl failure.Failure, registered *ghapp.
 		attrs = append(attrs, slog.String("cause", causeGitHubApp), slog.Int64("installation_id", f.rec.InstallationID),
 			slog.String("hint", hintGitHubApp))
 	}
+	// The pool and scope this attempt registered in (or would have) go
+	// with the retry: the next attempt looks for its runner there (the
+	// 409 path, releaseMoved) whatever RUNNER_POOLS says by then.
 	return f.handOff(ctx, level, d.Delay, f.attempt, job.Retry{
 		Attempt: f.attempt, FirstFailureAt: d.FirstFailureAt, ErrorClass: fl.Class.String(), Error: fl.Reason,
+		Pool: f.movedTo(), Scope: f.scope,
 	}, DecisionRetry, attrs...)
 }
 
@@ -786,6 +844,7 @@ func (f *flow) handOff(ctx context.Context, level slog.Level, delay time.Duratio
 type cleanup struct {
 	runner      *ghapp.Runner // registered by this attempt
 	byName      bool          // look for an earlier attempt's registration by name
+	absent      bool          // GitHub said already that the runner is not there
 	provisioned bool          // let the provisioner remove what it left
 }
 
@@ -797,10 +856,8 @@ func (f *flow) finish(ctx context.Context, o job.Outcome, decision string, cu *c
 		// whatever the pool's scope becomes ("" when it never got that far).
 		o.Scope = f.scope
 	}
-	if o.Pool == "" && f.pool.Name != "" && f.pool.Name != f.rec.Pool {
-		// The attempt resolved the job's pool again (resolve): its runner
-		// is named after the new pool, and so must the record be.
-		o.Pool = f.pool.Name
+	if o.Pool == "" {
+		o.Pool = f.movedTo()
 	}
 	if err := f.c.cfg.Store.Finish(ctx, f.lease, o, f.now); err != nil {
 		if errors.Is(err, job.ErrLeaseLost) {
@@ -858,7 +915,7 @@ func (f *flow) releasePrevious(ctx context.Context) {
 	// Named after the recorded pool: the retry may claim in another
 	// (resolve), but the last attempt registered there.
 	prev := f.earlier(r.Replacements - 1)
-	prev.cleanUp(ctx, cleanup{byName: true, provisioned: true})
+	_, _, _ = prev.release(ctx) // best effort: logged by cleanUp
 	f.reached = f.reached || prev.reached
 }
 
@@ -866,8 +923,8 @@ func (f *flow) releasePrevious(ctx context.Context) {
 // claim that ended without a runner. Best effort: a failure is logged (an
 // offline registration that never connects does no harm but clutter).
 // gone tells that the runner is absent or was deleted now, busy that it
-// is at work (neither: its state could not be told).
-func (f *flow) cleanUp(ctx context.Context, cu cleanup) (gone, busy bool) {
+// is at work; neither, err is GitHub's failure that kept it from telling.
+func (f *flow) cleanUp(ctx context.Context, cu cleanup) (gone, busy bool, err error) {
 	gh, inst := f.github(), f.rec.InstallationID
 	fail := func(what string, err error) {
 		fl := failure.Classify(err)
@@ -877,29 +934,31 @@ func (f *flow) cleanUp(ctx context.Context, cu cleanup) (gone, busy bool) {
 	// gone: GitHub said the job's runner is absent, or deleted it now. Only
 	// then may the provisioner end the job's machines; a runner that is
 	// busy, or whose state is unknown, may be running a job on one.
-	r := cu.runner
-	if r == nil && cu.byName {
-		found, err := gh.FindRunner(ctx, inst, f.scope, f.owner, f.repo, f.name)
+	r, gone := cu.runner, cu.absent
+	if r == nil && cu.byName && !gone {
+		found, ferr := gh.FindRunner(ctx, inst, f.scope, f.owner, f.repo, f.name)
 		switch {
-		case err == nil:
+		case ferr == nil:
 			r = &found
-		case isNotFound(err):
+		case isNotFound(ferr):
 			gone = true
 		default:
-			fail("find runner", err)
+			fail("find runner", ferr)
+			err = ferr
 		}
 	}
 	if r != nil {
 		busy = r.Busy
 		if !busy {
-			err := gh.DeleteRunner(ctx, inst, f.scope, f.owner, f.repo, r.ID)
+			derr := gh.DeleteRunner(ctx, inst, f.scope, f.owner, f.repo, r.ID)
 			switch {
-			case err == nil:
+			case derr == nil:
 				gone = true
-			case ghapp.IsStillRunning(err):
+			case ghapp.IsStillRunning(derr):
 				busy = true // it took a job between the look and the delete
 			default:
-				fail("delete runner", err)
+				fail("delete runner", derr)
+				err = derr
 			}
 		}
 	}
@@ -908,11 +967,11 @@ func (f *flow) cleanUp(ctx context.Context, cu cleanup) (gone, busy bool) {
 		// deleted it; one that has not will never run this job).
 		req := f.request(ghapp.Secret{})
 		req.KeepMachines = busy || !gone
-		if err := f.c.cfg.Provisioner.Cleanup(ctx, req); err != nil {
-			fail("provisioner cleanup", err)
+		if perr := f.c.cfg.Provisioner.Cleanup(ctx, req); perr != nil {
+			fail("provisioner cleanup", perr)
 		}
 	}
-	return gone, busy
+	return gone, busy, err
 }
 
 // shareRate shares this process's reading after an attempt that reached

@@ -25,6 +25,19 @@ func renamedPool(name, scope string, allowPublic bool, labels ...string) pool.Po
 		Provisioner: pool.Provisioner{Type: pool.ProvisionerDispatch, QueueURL: "https://sqs.eu-west-1.amazonaws.com/123456789012/dispatch"}}
 }
 
+// setJob makes GitHub report job id of the test repository with status.
+func setJob(h *harness, id int64, status string) {
+	owner, name, _ := strings.Cut(repo, "/")
+	h.gh.SetJob(owner, name, ghfake.Job{ID: id, RunID: id * 10, Status: status, Labels: []string{"self-hosted", "linux"}})
+}
+
+// renameTo renames the harness's one pool (same labels, same settings).
+func renameTo(h *harness, name string) {
+	p := h.pools[0]
+	p.Name = name
+	h.pools = []pool.Pool{p}
+}
+
 // renamed records job id in pool linux, as the webhook did, then renames
 // the pool to linux-v2 (same labels) before any claimer starts.
 func renamed(t *testing.T, id int64) *harness {
@@ -173,8 +186,7 @@ func TestRenamedPoolRunnerCheckedUnderItsNewName(t *testing.T) {
 	t.Parallel()
 	const id = int64(77200)
 	h := renamed(t, id)
-	owner, name, _ := strings.Cut(repo, "/")
-	h.gh.SetJob(owner, name, ghfake.Job{ID: id, RunID: id * 10, Status: "queued", Labels: []string{"self-hosted", "linux"}})
+	setJob(h, id, "queued")
 	h.invoke(t, h.claimer(t, claimerOpt{}), h.receive(t, 1)...)
 	claimed := h.get(t, id)
 	if claimed.State != job.Claimed {
@@ -257,9 +269,7 @@ func renameAfterAttempt(t *testing.T, id int64) *harness {
 	if r := h.get(t, id); r.State != job.Queued || r.Attempt != 1 || h.instances(id) != 1 {
 		t.Fatalf("after attempt 1: %s attempt %d, %d machines (%s); want queued for a retry with its machine up", r.State, r.Attempt, h.instances(id), r.LastError)
 	}
-	p := h.pools[0]
-	p.Name = "linux-v2"
-	h.pools = []pool.Pool{p}
+	renameTo(h, "linux-v2")
 	h.clock.Advance(time.Minute)
 	return h
 }
@@ -303,8 +313,7 @@ func TestEarlierAttemptInTheRecordedPoolIsReleased(t *testing.T) {
 			t.Parallel()
 			id := int64(77400 + i)
 			h := renameAfterAttempt(t, id)
-			owner, name, _ := strings.Cut(repo, "/")
-			h.gh.SetJob(owner, name, ghfake.Job{ID: id, RunID: id * 10, Status: tt.status, Labels: []string{"self-hosted", "linux"}})
+			setJob(h, id, tt.status)
 			if tt.old != "" {
 				if err := h.gh.SetRunner(job.RunnerName("linux", id), tt.old, tt.busy); err != nil {
 					t.Fatal(err)
@@ -346,9 +355,7 @@ func TestDeadAttemptInTheRecordedPoolIsReleased(t *testing.T) {
 	h := setup(t, setupOpt{ec2: true})
 	const id = int64(77500)
 	dead := diesHolding(t, h, id, true) // pool linux: runner linux-<id>, one machine
-	p := h.pools[0]
-	p.Name = "linux-v2"
-	h.pools = []pool.Pool{p}
+	renameTo(h, "linux-v2")
 
 	h.esm.redeliver()
 	h.clock.Set(job.FromMillis(dead.LeaseExpiresAt).Add(time.Second))

@@ -78,6 +78,13 @@ type Retry struct {
 	Due            time.Time
 	ErrorClass     string
 	Error          string
+	// Pool and Scope, when set, replace the record's: the pool the attempt
+	// claimed in (resolved again when the recorded one was renamed or
+	// relabelled) and where it registered its runner, so the next attempt
+	// looks for that runner under its own name and scope (the 409 path),
+	// whatever RUNNER_POOLS says by then.
+	Pool  string
+	Scope string
 }
 
 // Outcome is the end of a claim: Claimed, Failed, Abandoned or Done.
