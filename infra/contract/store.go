@@ -297,25 +297,22 @@ func TestStoreCore(t *testing.T, base int64, open func(t *testing.T) Core, pendi
 		}
 	})
 
-	run("release moves the record to the pool and scope the attempt registered in", func(t *testing.T) {
+	run("release moves the record to the pool the attempt claimed in", func(t *testing.T) {
 		// A retried attempt that claimed in a pool resolved again: the next
-		// attempt must look for its runner under that pool's name and at
-		// that scope, whatever RUNNER_POOLS says by then. A retry without
-		// them keeps the record's.
+		// attempt claims there, whatever RUNNER_POOLS says by then. A retry
+		// without a pool keeps the record's.
 		for _, c := range []struct {
-			j                   int64
-			pool, scope         string
-			wantPool, wantScope string
-		}{{id(184), "linux-v2", "org", "linux-v2", "org"}, {id(185), "", "", "linux", ""}} {
+			j              int64
+			pool, wantPool string
+		}{{id(184), "linux-v2", "linux-v2"}, {id(185), "", "linux"}} {
 			_, err := s.CreateJob(ctx, Rec(c.j), T0)
 			must(t, err)
 			l, _, err := s.Acquire(ctx, c.j, 1, "a", T0.Add(time.Minute), T0)
 			must(t, err)
 			must(t, s.Release(ctx, l, job.Retry{Version: 3, Attempt: 1, Due: T0.Add(time.Minute), ErrorClass: "server_side", Error: "502",
-				Pool: c.pool, Scope: c.scope}, T0))
-			if got := get(t, c.j); got.Pool != c.wantPool || got.Scope != c.wantScope || got.State != job.Queued || got.Version != 3 {
-				t.Errorf("retry pool %q scope %q: record %s v%d in pool %q scope %q, want queued v3 in pool %q scope %q",
-					c.pool, c.scope, got.State, got.Version, got.Pool, got.Scope, c.wantPool, c.wantScope)
+				Pool: c.pool}, T0))
+			if got := get(t, c.j); got.Pool != c.wantPool || got.State != job.Queued || got.Version != 3 {
+				t.Errorf("retry pool %q: record %s v%d in pool %q, want queued v3 in pool %q", c.pool, got.State, got.Version, got.Pool, c.wantPool)
 			}
 		}
 	})

@@ -170,26 +170,28 @@
 // from GitHub (GitHub.Repository, one call, only on this path: the record
 // keeps neither), and claims in the pool that serves the job now, its
 // runner named after it; the claim's outcome, or its retry, moves the
-// record to that pool and the scope the runner was registered at
-// (job.Outcome.Pool, job.Retry.Pool and Scope), so the next attempt (the
-// 409 path), the reclaimer and the janitor find the runner under its name
-// whatever RUNNER_POOLS says by then. A runner an earlier attempt
-// registered under the recorded pool's name (a retried attempt, a dead
-// claimer's, the last one before an operator's retry) is released first,
-// as a failed attempt's leftovers are (releaseMoved, releasePrevious): the
-// 409 path knows only the new name, and both runners' labels fit the job.
-// Busy, it is left alone, and a job GitHub reports in progress is done;
-// at a scope no record names (a retry of an older version) it is looked
-// for at both, since "not found" at the wrong one would end a machine at
-// work. Every call of the move is a call of the attempt: it counts (after
-// the rate-state check, like any call), and its failure is classified and
-// retried or failed like any other. When no pool has the job's labels (no
-// call is made then), or the one that does may not serve the repository,
-// the job is retried as before, with the same reason (a rollout may be
-// under way, or be undone), until the maximum age abandons it. A pool gone
-// from RUNNER_POOLS leaves no provisioner type: its machines are ended
-// through the new pool's provisioner (EC2's finds them by job and runner
-// name; a dispatch pool's ends none, left to the boot script's idle limit).
+// record to that pool (job.Outcome.Pool, job.Retry.Pool), so the next
+// attempt (the 409 path), the reclaimer and the janitor find the runner
+// under its name whatever RUNNER_POOLS says by then. Only a job no
+// runner of ours may take yet is moved: when an earlier attempt of this
+// replacement (one that reached GitHub or the provisioner, or whose
+// claimer died holding the lease) registered a runner under the recorded
+// pool's name and GitHub still has it (keptByEarlier looks, at both scopes
+// when the record names none), the job stays in that pool, retried as a
+// pool gone, since that runner, its machine perhaps still booting, may yet
+// take it; moved, a second runner would stand beside it. `ghclaim retry`
+// then moves it, the last attempt's runner released first
+// (releasePrevious, at both scopes when the record names none: "not
+// found" at the wrong one would end a machine at work). Every call of the
+// move is a call of the attempt: it counts (after the rate-state check,
+// like any call), and its failure is classified and retried or failed like
+// any other. When no pool has the job's labels (no call is made then), or
+// the one that does may not serve the repository, the job is retried as
+// before, with the same reason (a rollout may be under way, or be undone),
+// until the maximum age abandons it. A pool gone from RUNNER_POOLS leaves
+// no provisioner type: releasePrevious ends its machines through the new
+// pool's provisioner (EC2's finds them by job and runner name; a dispatch
+// pool's ends none, left to the boot script's idle limit).
 //
 // App refusals. GitHub refusing the installation-token exchange itself
 // (failure.Failure.AppRefused: the App's key rotated on GitHub, a wrong

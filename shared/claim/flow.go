@@ -68,9 +68,6 @@ type flow struct {
 	// empty at org scope).
 	scope, owner, repo string
 	name               string
-	// jobStatus is GitHub's status of the job when this attempt asked
-	// already (releaseMoved): check_queued does not ask again.
-	jobStatus string
 	// reached is set once a GitHub call of this attempt was made: it was
 	// answered, or failed other than by go-github's refusal from memory.
 	reached bool
@@ -347,16 +344,16 @@ func (f *flow) claim(ctx context.Context) error {
 	defer f.shareRate(ctx)
 
 	if stale != "" {
-		if ended, err := f.resolve(ctx, stale); ended {
+		if ended, err := f.keptByEarlier(ctx, stale); ended {
 			return err
 		}
-		if ended, err := f.releaseMoved(ctx); ended {
+		if ended, err := f.resolve(ctx, stale); ended {
 			return err
 		}
 	}
 	p = f.pool
 
-	if p.CheckQueued && f.jobStatus == "" {
+	if p.CheckQueued {
 		st, err := f.github().JobStatus(f.work, f.rec.InstallationID, f.rec.Owner(), f.rec.RepoName(), f.rec.JobID)
 		switch fl := failure.Classify(err); {
 		case err != nil && fl.Class == failure.RateLimit:
@@ -459,59 +456,40 @@ func (f *flow) resolve(ctx context.Context, stale string) (ended bool, err error
 	return false, nil
 }
 
-// releaseMoved runs when this attempt moved the job out of its recorded
-// pool (resolve). An earlier attempt of the same replacement (one that
-// reached GitHub, or whose claimer died holding the lease) may have
-// registered a runner under the recorded pool's name, and started its
-// machine: the 409 path looks only for this attempt's name, so without
-// this it would wait beside the new pool's runner, two for one job. It is
-// removed as a failed attempt's leftovers are (deleted unless busy, then
-// that attempt's machines ended), before this attempt registers. Busy, it
-// is at work: on this job (GitHub says in progress: done, nothing
-// registered) or on another job of the same labels (left alone; this
-// attempt registers its own). A GitHub failure of the look or the delete
-// is the attempt's (classified: a rate limit snaps and blocks as any
-// call's), and nothing is registered. ended is set when the attempt ended
-// here, err being its result.
-func (f *flow) releaseMoved(ctx context.Context) (ended bool, err error) {
+// keptByEarlier keeps a job in its recorded pool while a runner an
+// earlier attempt of this replacement (one that reached GitHub or the
+// provisioner, or whose claimer died holding the lease) registered under
+// that pool's name is there: moved, this attempt's runner would stand
+// beside it, two for one job, and that runner, its machine perhaps still
+// booting, may yet take the job. It is looked for (find, one or two
+// calls), never removed: the job is retried as a pool gone, until max
+// age, and `ghclaim retry` then moves it, that runner released first
+// (releasePrevious). A failed look is the attempt's GitHub failure. ended
+// is set when the attempt ended here, err being its result.
+func (f *flow) keptByEarlier(ctx context.Context, stale string) (ended bool, err error) {
 	if f.rec.Attempt == 0 && !f.tookOver {
-		return false, nil // no earlier attempt of this replacement: nothing under the old name
+		return false, nil // no earlier attempt of this replacement
 	}
 	prev := f.earlier(f.rec.Replacements)
-	gone, busy, err := prev.release(f.work)
+	r, absent, err := prev.find(f.work)
 	f.reached = f.reached || prev.reached
 	switch {
 	case err != nil:
 		return true, f.retryOrFail(ctx, err, nil)
-	case gone || !busy:
+	case absent:
 		return false, nil
 	}
-	st, err := f.github().JobStatus(f.work, f.rec.InstallationID, f.rec.Owner(), f.rec.RepoName(), f.rec.JobID)
-	switch fl := failure.Classify(err); {
-	case err != nil && fl.Class == failure.RateLimit:
-		return true, f.retryOrFail(ctx, err, nil)
-	case err != nil:
-		// As check_queued's: the look is an optimisation; the busy runner
-		// is left alone either way, and this attempt registers its own.
-		f.c.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "claim job status check failed",
-			slog.Int64(obs.KeyJobID, f.rec.JobID), slog.String(obs.KeyClass, fl.Class.String()),
-			slog.String(obs.KeyReason, fl.Reason))
-	case st == "in_progress" || st == "completed":
-		return true, f.finish(ctx, job.Outcome{State: job.Done, Attempt: f.attempt}, DecisionDone, nil,
-			slog.String("job_status", st), slog.String("runner_name", prev.name))
-	default:
-		f.jobStatus = st
-	}
-	return false, nil
+	return true, f.retry(ctx, failure.Failure{Class: failure.UnknownRetryable,
+		Reason: fmt.Sprintf("%s; not moved: runner %s of an earlier attempt is registered (%s)", stale, r.Name, r.Status)}, nil)
 }
 
 // earlier is the flow of this job's earlier attempt that registered its
 // runner in the recorded pool, replacement n: that pool as configured or,
 // when it left RUNNER_POOLS (renamed), this attempt's pool under the
 // recorded name (the provisioner finds an attempt's machines by job and
-// runner name), at the scope the record names, or the pool's. With
-// neither the record's scope nor the pool known, scope is "" (release
-// looks at both).
+// runner name), at the scope the record names. With no scope recorded,
+// scope is "": the pool's may have changed since, so release looks at
+// both.
 func (f *flow) earlier(n int) *flow {
 	prev := *f
 	p, ok := pool.Find(f.c.cfg.Pools, f.rec.Pool)
@@ -523,38 +501,50 @@ func (f *flow) earlier(n int) *flow {
 	prev.rec.Replacements = n
 	prev.name = job.RunnerNameAt(p.Name, f.rec.JobID, n)
 	prev.locate(p.Where(f.rec.Scope))
-	if !ok && f.rec.Scope == "" {
-		prev.scope = "" // the scope copied from this attempt's pool may not be the old one's
+	if f.rec.Scope == "" {
+		prev.scope = ""
 	}
 	return &prev
 }
 
-// release removes an earlier attempt's runner as cleanUp does (deleted
-// unless busy, its machines ended once it is gone) and says whether it is
-// gone or busy, or the GitHub error that kept it from telling. At an
-// unknown scope (earlier) it is looked for at both: a runner registered at
-// one scope is "not found" at the other, and a machine at work must never
-// be ended on that word.
-func (f *flow) release(ctx context.Context) (gone, busy bool, err error) {
-	if f.scope != "" {
-		return f.cleanUp(ctx, cleanup{byName: true, provisioned: true})
+// find looks for the flow's runner by name: at its scope or, when that is
+// unknown (earlier), at both, since a runner registered at one scope is
+// "not found" at the other. absent: at neither (an organisation listing
+// GitHub refuses, a user account's or an App's without organisation
+// runner access, holds none of ours either); err: a failure that kept it
+// from telling.
+func (f *flow) find(ctx context.Context) (r *ghapp.Runner, absent bool, err error) {
+	scopes := []string{f.scope}
+	if f.scope == "" {
+		scopes = []string{pool.ScopeRepo, pool.ScopeOrg}
 	}
-	for _, scope := range []string{pool.ScopeRepo, pool.ScopeOrg} {
+	for _, scope := range scopes {
 		f.locate(scope)
-		r, err := f.github().FindRunner(ctx, f.rec.InstallationID, f.scope, f.owner, f.repo, f.name)
+		found, err := f.github().FindRunner(ctx, f.rec.InstallationID, f.scope, f.owner, f.repo, f.name)
 		switch {
 		case err == nil:
-			return f.cleanUp(ctx, cleanup{runner: &r, provisioned: true})
+			return &found, false, nil
 		case isNotFound(err):
-		case scope == pool.ScopeOrg && !failure.Classify(err).Retryable():
-			// No organisation runners to list (a user account's 404, or
-			// an App without organisation runner access): none of ours
-			// can be registered there either.
+		case len(scopes) > 1 && scope == pool.ScopeOrg && !failure.Classify(err).Retryable():
 		default:
-			return false, false, err
+			return nil, false, err
 		}
 	}
-	return f.cleanUp(ctx, cleanup{absent: true, provisioned: true})
+	return nil, true, nil
+}
+
+// release removes an earlier attempt's runner as cleanUp does (deleted
+// unless busy, its machines ended once it is gone), found where find
+// finds it: a machine at work must never be ended on a "not found" from
+// the wrong scope. Best effort, as cleanUp is.
+func (f *flow) release(ctx context.Context) {
+	r, absent, err := f.find(ctx)
+	if err != nil {
+		f.c.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "claim cleanup failed", slog.Int64(obs.KeyJobID, f.rec.JobID),
+			slog.String("step", "find runner"), slog.String(obs.KeyReason, failure.Classify(err).Reason))
+		return
+	}
+	f.cleanUp(ctx, cleanup{runner: r, absent: absent, provisioned: true})
 }
 
 // locate sets where the flow's runner is registered: scope, and the
@@ -732,12 +722,12 @@ func (f *flow) retry(ctx context.Context, fl failure.Failure, registered *ghapp.
 		attrs = append(attrs, slog.String("cause", causeGitHubApp), slog.Int64("installation_id", f.rec.InstallationID),
 			slog.String("hint", hintGitHubApp))
 	}
-	// The pool and scope this attempt registered in (or would have) go
-	// with the retry: the next attempt looks for its runner there (the
-	// 409 path, releaseMoved) whatever RUNNER_POOLS says by then.
+	// The pool this attempt moved the job to goes with the retry: the next
+	// attempt claims there (its 409 path finds this attempt's runner under
+	// its name) whatever RUNNER_POOLS says by then.
 	return f.handOff(ctx, level, d.Delay, f.attempt, job.Retry{
 		Attempt: f.attempt, FirstFailureAt: d.FirstFailureAt, ErrorClass: fl.Class.String(), Error: fl.Reason,
-		Pool: f.movedTo(), Scope: f.scope,
+		Pool: f.movedTo(),
 	}, DecisionRetry, attrs...)
 }
 
@@ -915,7 +905,7 @@ func (f *flow) releasePrevious(ctx context.Context) {
 	// Named after the recorded pool: the retry may claim in another
 	// (resolve), but the last attempt registered there.
 	prev := f.earlier(r.Replacements - 1)
-	_, _, _ = prev.release(ctx) // best effort: logged by cleanUp
+	prev.release(ctx)
 	f.reached = f.reached || prev.reached
 }
 

@@ -25,9 +25,15 @@ func renamedPool(name, scope string, allowPublic bool, labels ...string) pool.Po
 		Provisioner: pool.Provisioner{Type: pool.ProvisionerDispatch, QueueURL: "https://sqs.eu-west-1.amazonaws.com/123456789012/dispatch"}}
 }
 
+// ownerName splits the test repository's full name.
+func ownerName() (owner, name string) {
+	owner, name, _ = strings.Cut(repo, "/")
+	return owner, name
+}
+
 // setJob makes GitHub report job id of the test repository with status.
 func setJob(h *harness, id int64, status string) {
-	owner, name, _ := strings.Cut(repo, "/")
+	owner, name := ownerName()
 	h.gh.SetJob(owner, name, ghfake.Job{ID: id, RunID: id * 10, Status: status, Labels: []string{"self-hosted", "linux"}})
 }
 
@@ -256,13 +262,17 @@ func TestResolvingWaitsForTheRateLimit(t *testing.T) {
 	}
 }
 
-// renameAfterAttempt records job id in pool linux and runs attempt 1 there:
-// it registers linux-<id> and starts the machine, but the provisioner's
-// answer is lost (a retryable error), so the job is queued for a retry
-// with its machine up. Then the pool is renamed to linux-v2.
-func renameAfterAttempt(t *testing.T, id int64) *harness {
+// renameAfterAttempt records job id in pool linux (at scope, "" for the
+// pool's own) and runs attempt 1 there: it registers linux-<id> and starts
+// the machine, but the provisioner's answer is lost (a retryable error),
+// so the job is queued for a retry with its machine up. Then the pool is
+// renamed to linux-v2.
+func renameAfterAttempt(t *testing.T, id int64, scope string) *harness {
 	t.Helper()
 	h := setup(t, setupOpt{ec2: true})
+	if scope != "" {
+		h.pools[0].Scope = scope
+	}
 	h.seed(t, id)
 	h.spy.next = &lostAnswer{next: h.prov}
 	h.invoke(t, h.claimer(t, claimerOpt{}), h.receive(t, 1)...)
@@ -274,83 +284,93 @@ func renameAfterAttempt(t *testing.T, id int64) *harness {
 	return h
 }
 
-// TestEarlierAttemptInTheRecordedPoolIsReleased: an attempt that moves a
-// job to the pool that serves it now first releases the runner an earlier
-// attempt registered under the recorded pool's name, as a failed attempt's
-// leftovers are: the 409 path only knows this attempt's name, and both
-// runners' labels fit the job. Before, a retried attempt, or one whose
-// claimer died holding the lease, left linux-<id> and its machine beside
-// linux-v2-<id> and a second machine: two runners for one job.
-func TestEarlierAttemptInTheRecordedPoolIsReleased(t *testing.T) {
+// TestEarlierAttemptsRunnerKeepsTheJobInItsPool: the job's attempt 1 in
+// pool linux registered linux-<id> and started its machine (the answer
+// was lost), then linux was renamed linux-v2. Attempt 2 looks for that
+// runner: registered (whatever its state, the record keeping no scope, at
+// either scope), the job stays in linux and is retried (the runner may yet
+// take it; `ghclaim retry` moves it), nothing is registered or ended;
+// gone, the job moves and is claimed in linux-v2. Moved regardless, it had
+// linux-v2-<id> and a second machine beside linux-<id>: two runners whose
+// labels both fit the one job.
+func TestEarlierAttemptsRunnerKeepsTheJobInItsPool(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		name string
+		name  string
+		scope string // attempt 1's pool's scope ("" the harness's)
 		// old is the earlier runner's state at GitHub ("" leaves it
-		// offline, its machine booting); status the job's.
-		old    string
-		busy   bool
-		status string
-		fail   string // a route GitHub answers 502 once
-		// wantState and wantRunners: the record after attempt 2 and the
-		// runners registered (the old one first when it is kept).
-		wantState   job.State
-		wantRunners []string
-		wantMachine int
+		// offline, its machine booting); removed deletes it first.
+		old     string
+		busy    bool
+		removed bool
+		fail    bool // GitHub answers the look 502 once
+		// moved: claimed in linux-v2; else kept queued in linux (want
+		// holds the reason's or the class's text).
+		moved bool
+		want  string
 	}{
-		{name: "offline, its machine booting", status: "queued",
-			wantState: job.Claimed, wantRunners: []string{"linux-v2-%d"}, wantMachine: 1},
-		{name: "online and idle", old: "online", status: "queued",
-			wantState: job.Claimed, wantRunners: []string{"linux-v2-%d"}, wantMachine: 1},
-		{name: "busy with this job", old: "online", busy: true, status: "in_progress",
-			wantState: job.Done, wantRunners: []string{"linux-%d"}, wantMachine: 1},
-		{name: "busy with another job", old: "online", busy: true, status: "queued",
-			wantState: job.Claimed, wantRunners: []string{"linux-%d", "linux-v2-%d"}, wantMachine: 2},
-		{name: "its delete fails: retried, nothing registered", old: "online", status: "queued", fail: ghfake.RouteRepoDeleteRunner,
-			wantState: job.Queued, wantRunners: []string{"linux-%d"}, wantMachine: 1},
+		{name: "offline, its machine booting", want: "not moved: runner linux-%d of an earlier attempt is registered (offline)"},
+		{name: "online and idle", old: "online", want: "not moved: runner linux-%d of an earlier attempt is registered (online)"},
+		{name: "busy", old: "online", busy: true, want: "not moved: runner linux-%d of an earlier attempt is registered (online)"},
+		{name: "at the organisation", scope: pool.ScopeOrg, want: "not moved: runner linux-%d of an earlier attempt is registered (offline)"},
+		{name: "the look fails", fail: true, want: "server_side"},
+		{name: "gone", removed: true, moved: true},
+		{name: "gone from the organisation", scope: pool.ScopeOrg, removed: true, moved: true},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			id := int64(77400 + i)
-			h := renameAfterAttempt(t, id)
-			setJob(h, id, tt.status)
+			h := renameAfterAttempt(t, id, tt.scope)
+			setJob(h, id, "queued")
+			old := job.RunnerName("linux", id)
 			if tt.old != "" {
-				if err := h.gh.SetRunner(job.RunnerName("linux", id), tt.old, tt.busy); err != nil {
+				if err := h.gh.SetRunner(old, tt.old, tt.busy); err != nil {
 					t.Fatal(err)
 				}
 			}
-			if tt.fail != "" {
-				h.gh.Fail(tt.fail, 1, ghfake.ServerError(http.StatusBadGateway))
+			if r, ok := h.gh.RunnerByName(old); tt.removed && (!ok || !h.gh.RemoveRunner(r.ID)) {
+				t.Fatalf("no runner %s to remove", old)
+			}
+			if tt.fail {
+				h.gh.Fail(ghfake.RouteRepoRunners, 1, ghfake.ServerError(http.StatusBadGateway))
 			}
 			h.invoke(t, h.claimer(t, claimerOpt{}), h.receive(t, 1)...)
 
 			got := h.get(t, id)
-			if got.State != tt.wantState {
-				t.Fatalf("record %s in pool %q (%s), want %s", got.State, got.Pool, got.LastError, tt.wantState)
-			}
 			var names []string
 			for _, r := range h.gh.Runners() {
 				names = append(names, r.Name)
 			}
-			var want []string
-			for _, w := range tt.wantRunners {
-				want = append(want, fmt.Sprintf(w, id))
+			if tt.moved {
+				if got.State != job.Claimed || got.Pool != "linux-v2" || !slices.Equal(names, []string{job.RunnerName("linux-v2", id)}) {
+					t.Errorf("record %s in %q (%s), runners %v; want claimed in linux-v2 by its runner alone", got.State, got.Pool, got.LastError, names)
+				}
+				return
 			}
-			slices.Sort(names)
-			if !slices.Equal(names, want) || h.instances(id) != tt.wantMachine {
-				t.Errorf("runners %v and %d machines, want %v and %d", names, h.instances(id), want, tt.wantMachine)
+			want := tt.want
+			if strings.Contains(want, "%d") {
+				want = fmt.Sprintf(want, id)
+			}
+			if got.State != job.Queued || got.Pool != "linux" || !(strings.Contains(got.LastError, want) || got.LastErrorClass == want) {
+				t.Errorf("record %s in %q (%s: %s), want queued in linux for a retry (%s)", got.State, got.Pool, got.LastErrorClass, got.LastError, want)
+			}
+			if !slices.Equal(names, []string{old}) || liveOf(h, id, old) != 1 || h.instances(id) != 1 {
+				t.Errorf("runners %v, %d machines (%d of %s); want %s alone, its machine untouched", names, h.instances(id), liveOf(h, id, old), old, old)
+			}
+			if n := h.gh.Stats().Calls[ghfake.RouteRepo]; n != 0 {
+				t.Errorf("%d repository reads for a job kept in its pool, want none", n)
 			}
 		})
 	}
 }
 
-// TestDeadAttemptInTheRecordedPoolIsReleased: a claimer still on the old
+// TestDeadAttemptsRunnerKeepsTheJobInItsPool: a claimer still on the old
 // RUNNER_POOLS dies after it registered linux-<id> and started its
-// machine; the pool is renamed meanwhile. The message comes back, takes
-// the lease over and moves the job to linux-v2: the dead attempt's runner
-// and machine are released first (found by the 409 path without a
-// rename), so one runner and one machine serve the job.
-func TestDeadAttemptInTheRecordedPoolIsReleased(t *testing.T) {
+// machine; the pool is renamed meanwhile. The message comes back and takes
+// the lease over: the dead attempt's runner is there, so the job stays in
+// linux (retried), with one runner and one machine.
+func TestDeadAttemptsRunnerKeepsTheJobInItsPool(t *testing.T) {
 	t.Parallel()
 	h := setup(t, setupOpt{ec2: true})
 	const id = int64(77500)
@@ -361,11 +381,11 @@ func TestDeadAttemptInTheRecordedPoolIsReleased(t *testing.T) {
 	h.clock.Set(job.FromMillis(dead.LeaseExpiresAt).Add(time.Second))
 	h.invoke(t, h.claimer(t, claimerOpt{instance: "next"}), h.receive(t, 1)...)
 	got := h.get(t, id)
-	if got.State != job.Claimed || got.Pool != "linux-v2" {
-		t.Fatalf("record %s in pool %q (%s), want claimed in linux-v2", got.State, got.Pool, got.LastError)
+	if got.State != job.Queued || got.Pool != "linux" || !strings.Contains(got.LastError, "not moved") {
+		t.Fatalf("record %s in pool %q (%s), want queued in linux: not moved", got.State, got.Pool, got.LastError)
 	}
-	if rs, n := h.gh.Runners(), h.instances(id); len(rs) != 1 || rs[0].Name != job.RunnerName("linux-v2", id) || n != 1 {
-		t.Errorf("runners %v and %d machines for one job, want linux-v2-%d and one machine", rs, n, id)
+	if rs, n := h.gh.Runners(), h.instances(id); len(rs) != 1 || rs[0].Name != job.RunnerName("linux", id) || n != 1 {
+		t.Errorf("runners %v and %d machines for one job, want linux-%d and one machine", rs, n, id)
 	}
 }
 

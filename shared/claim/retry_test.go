@@ -2,6 +2,7 @@ package claim_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/ghclaim/ghclaim/shared/job"
@@ -19,7 +20,7 @@ func TestOperatorRetryGetsARunnerOfItsOwn(t *testing.T) {
 	t.Parallel()
 	h := setup(t, setupOpt{ec2: true})
 	const id = 9391
-	first := retryAbandoned(t, h, id, true, "")
+	first := retryAbandoned(t, h, id, true, nil)
 	got := h.get(t, id)
 	if got.State != job.Claimed || got.RunnerName == first.RunnerName {
 		t.Fatalf("after the retry: %s by %q, want claimed by a runner of its own (not %q, busy elsewhere)", got.State, got.RunnerName, first.RunnerName)
@@ -37,18 +38,45 @@ func TestOperatorRetryGetsARunnerOfItsOwn(t *testing.T) {
 // retry removes it and ends its machine before registering its own, so the
 // job does not keep two idle runners and two machines. Also when the pool
 // was renamed before the retry (linux → linux-v2): the retry claims in
-// linux-v2, and the last runner it removes is still named after linux.
+// linux-v2, and the last runner it removes is still named after linux; and
+// when that runner was registered at the organisation and the record does
+// not say so (a pool that moved to the repositories with its rename): it
+// is looked for at both scopes, not taken for gone at the repository.
 func TestOperatorRetryRemovesTheIdleLastRunner(t *testing.T) {
 	t.Parallel()
-	for i, rename := range []string{"", "linux-v2"} {
-		t.Run("renamed="+rename, func(t *testing.T) {
+	renamed := func(h *harness, _ int64) { renameTo(h, "linux-v2") }
+	tests := []struct {
+		name   string
+		scope  string // the first attempt's pool's
+		change func(*harness, int64)
+		pool   string // the retry's
+	}{
+		{name: "same pool", pool: "linux"},
+		{name: "renamed", change: renamed, pool: "linux-v2"},
+		{name: "renamed, from the organisation, scope not recorded", scope: pool.ScopeOrg, pool: "linux-v2",
+			change: func(h *harness, id int64) {
+				renameTo(h, "linux-v2")
+				h.pools[0].Scope = pool.ScopeRepo
+				r, err := h.store.Get(context.Background(), id)
+				if err != nil || r.Scope != pool.ScopeOrg {
+					panic(fmt.Sprintf("record %+v (%v): want the scope the first attempt recorded, org", r, err))
+				}
+				r.Scope = ""
+				h.store.Put(r)
+			}},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			h := setup(t, setupOpt{ec2: true})
+			if tt.scope != "" {
+				h.pools[0].Scope = tt.scope
+			}
 			id := int64(9392 + 10*i)
-			first := retryAbandoned(t, h, id, false, rename)
+			first := retryAbandoned(t, h, id, false, tt.change)
 			got := h.get(t, id)
-			if got.State != job.Claimed || got.RunnerName == first.RunnerName || (rename != "" && got.Pool != rename) {
-				t.Fatalf("after the retry: %s in pool %q by %q, want claimed by a runner of its own", got.State, got.Pool, got.RunnerName)
+			if got.State != job.Claimed || got.RunnerName == first.RunnerName || got.Pool != tt.pool {
+				t.Fatalf("after the retry: %s in pool %q by %q, want claimed in %s by a runner of its own", got.State, got.Pool, got.RunnerName, tt.pool)
 			}
 			if _, ok := h.gh.RunnerByName(first.RunnerName); ok {
 				t.Errorf("the last attempt's idle runner %q is still registered beside %q", first.RunnerName, got.RunnerName)
@@ -63,9 +91,9 @@ func TestOperatorRetryRemovesTheIdleLastRunner(t *testing.T) {
 // retryAbandoned claims job id, makes its runner busy (at work on another
 // job) or idle, abandons the job and retries it as an operator would
 // (Store.Requeue and the claim message), then runs the retry's claim,
-// with the pool renamed to rename first unless it is "". It returns the
-// first attempt's record.
-func retryAbandoned(t *testing.T, h *harness, id int64, busy bool, rename string) job.Record {
+// after change (nil for none) between the abandonment and the retry. It
+// returns the first attempt's record.
+func retryAbandoned(t *testing.T, h *harness, id int64, busy bool, change func(*harness, int64)) job.Record {
 	t.Helper()
 	ctx := context.Background()
 	h.seed(t, id)
@@ -81,10 +109,8 @@ func retryAbandoned(t *testing.T, h *harness, id int64, busy bool, rename string
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rename != "" {
-		p := h.pools[0]
-		p.Name = rename
-		h.pools = []pool.Pool{p}
+	if change != nil {
+		change(h, id)
 	}
 	retried, err := h.store.Requeue(ctx, job.Requeue{Read: abandoned, By: "alice", Due: h.clock.Now()}, h.clock.Now())
 	if err != nil {

@@ -78,13 +78,12 @@ type Retry struct {
 	Due            time.Time
 	ErrorClass     string
 	Error          string
-	// Pool and Scope, when set, replace the record's: the pool the attempt
-	// claimed in (resolved again when the recorded one was renamed or
-	// relabelled) and where it registered its runner, so the next attempt
-	// looks for that runner under its own name and scope (the 409 path),
-	// whatever RUNNER_POOLS says by then.
-	Pool  string
-	Scope string
+	// Pool, when set, replaces the record's: the pool the attempt claimed
+	// in when it resolved the job's pool again (the recorded one renamed
+	// or relabelled), so the next attempt claims there and its 409 path
+	// finds this attempt's runner under its name, whatever RUNNER_POOLS
+	// says by then.
+	Pool string
 }
 
 // Outcome is the end of a claim: Claimed, Failed, Abandoned or Done.

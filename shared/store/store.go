@@ -450,10 +450,6 @@ func (s *Store) Release(ctx context.Context, l Lease, r Retry, now time.Time) er
 		names = map[string]string{"#p": "pool"} // a reserved word
 		set += ", #p = :pool"
 	}
-	if r.Scope != "" {
-		vals[":scope"] = str(r.Scope)
-		set += ", runner_scope = :scope"
-	}
 	e := entry{t: job.Transition{At: job.Millis(now), To: job.Queued, Attempt: r.Attempt, Class: r.ErrorClass, Error: r.Error, Actor: job.ActorClaimer},
 		setsAttempt: true, known: l.History}
 	return s.fenced(ctx, l, set+" REMOVE lease_owner, lease_expires_at", names, vals, &e, wrote(r.Version, job.Queued, e.t))
