@@ -458,8 +458,8 @@ func (f *flow) resolve(ctx context.Context, stale string) (ended bool, err error
 
 // keptByEarlier keeps a job in its recorded pool while a runner an
 // earlier attempt of this replacement (one that reached GitHub or the
-// provisioner, or whose claimer died holding the lease) registered under
-// that pool's name is there: moved, this attempt's runner would stand
+// provisioner, or whose claimer died holding the lease, taken over or
+// taken back by the reclaimer) registered under that pool's name is there: moved, this attempt's runner would stand
 // beside it, two for one job, and that runner, its machine perhaps still
 // booting, may yet take the job. It is looked for (find, one or two
 // calls), never removed: the job is retried as a pool gone, until max
@@ -467,9 +467,9 @@ func (f *flow) resolve(ctx context.Context, stale string) (ended bool, err error
 // (releasePrevious). A failed look is the attempt's GitHub failure. ended
 // is set when the attempt ended here, err being its result.
 func (f *flow) keptByEarlier(ctx context.Context, stale string) (ended bool, err error) {
-	if f.rec.Attempt == 0 && !f.tookOver {
-		return false, nil // no earlier attempt of this replacement
-	}
+	// Looked for even at attempt 0: a claimer that died holding the lease
+	// counted no attempt, and when the reclaimer took the job back (its
+	// message lost) nothing marks this claim as its successor.
 	prev := f.earlier(f.rec.Replacements)
 	r, absent, err := prev.find(f.work)
 	f.reached = f.reached || prev.reached

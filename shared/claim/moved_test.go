@@ -1,6 +1,7 @@
 package claim_test
 
 import (
+	"context"
 	"net/http"
 	"testing"
 	"time"
@@ -115,5 +116,35 @@ func TestOldRunnerAtAnUnknownScopeGoneFromBoth(t *testing.T) {
 	}
 	if n := h.gh.Stats().Calls[ghfake.RouteOrgRunners]; n == 0 {
 		t.Errorf("no organisation runner listing: the second scope was not looked at")
+	}
+}
+
+// TestTakenBackDeadAttemptsRunnerKeepsTheJobInItsPool: a claimer on the
+// old RUNNER_POOLS registers linux-<id>, starts its machine and dies
+// holding the lease; linux is renamed linux-v2, the message is gone, and
+// the reclaimer takes the expired lease back (attempt 0, no takeover). The
+// next claim still looks for the dead attempt's runner, finds it, and
+// keeps the job in linux: one runner, one machine. Skipping the look at
+// attempt 0, it moved the job and registered linux-v2-<id> beside it.
+func TestTakenBackDeadAttemptsRunnerKeepsTheJobInItsPool(t *testing.T) {
+	t.Parallel()
+	h := setup(t, setupOpt{ec2: true})
+	const id = int64(88900)
+	dead := diesHolding(t, h, id, true)
+	renameTo(h, "linux-v2")
+	setJob(h, id, "queued")
+	h.clock.Set(job.FromMillis(max(dead.LeaseExpiresAt, dead.SweepAt)).Add(time.Second))
+	if _, err := h.reclaimer(t).Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	c := h.claimer(t, claimerOpt{instance: "next"})
+	for range 3 {
+		if b := h.esm.receive(10); len(b) > 0 {
+			h.invoke(t, c, b...)
+		}
+	}
+	got := h.get(t, id)
+	if rs := h.gh.Runners(); len(rs) != 1 || rs[0].Name != job.RunnerName("linux", id) || h.instances(id) != 1 || got.Pool != "linux" {
+		t.Errorf("record %s in %q (%s): runners %v, %d machines; want linux-%d alone on one machine, the job kept in linux", got.State, got.Pool, got.LastError, rs, h.instances(id), id)
 	}
 }
