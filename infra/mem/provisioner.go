@@ -107,12 +107,25 @@ func (p *Provisioner) Running(ctx context.Context, req pool.Request) (string, er
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
+	if err := routed(req.Pool); err != nil {
+		return "", err
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if req.Pool.Provisioner.Type == pool.ProvisionerDispatch {
 		return "", nil
 	}
 	return p.live(req), nil
+}
+
+// routed refuses a pool of no provisioner type, as provision.Registry
+// does (ErrNoProvisioner): a request must carry its pool's type.
+func routed(p pool.Pool) error {
+	switch p.Provisioner.Type {
+	case pool.ProvisionerEC2, pool.ProvisionerDispatch:
+		return nil
+	}
+	return fmt.Errorf("no provisioner for pool %q: provisioner type %q", p.Name, p.Provisioner.Type)
 }
 
 // Cleanup removes the runner's stored config, if any, then ends the
@@ -125,6 +138,9 @@ func (p *Provisioner) Cleanup(ctx context.Context, req pool.Request) error {
 	defer p.mu.Unlock()
 	if !pool.RunnerNameRE.MatchString(req.RunnerName) {
 		return fmt.Errorf("%w: runner name %q", pool.ErrInvalidRequest, req.RunnerName)
+	}
+	if err := routed(req.Pool); err != nil {
+		return err
 	}
 	p.cleanups = append(p.cleanups, req)
 	delete(p.params, req.RunnerName)

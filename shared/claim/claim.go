@@ -179,7 +179,10 @@
 // pool's name and GitHub still has it (keptByEarlier looks, at both scopes
 // when the record names none), the job stays in that pool, retried as a
 // pool gone, since that runner, its machine perhaps still booting, may yet
-// take it; moved, a second runner would stand beside it. `ghclaim retry`
+// take it; moved, a second runner would stand beside it. An offline one
+// whose machine the provisioner does not know (its provisioning failed)
+// can never take the job: it is removed as the 409 path removes one, and
+// the job moves. `ghclaim retry`
 // then moves it, the last attempt's runner released first
 // (releasePrevious, at both scopes when the record names none: "not
 // found" at the wrong one would end a machine at work). Every call of the

@@ -344,10 +344,10 @@ func (f *flow) claim(ctx context.Context) error {
 	defer f.shareRate(ctx)
 
 	if stale != "" {
-		if ended, err := f.keptByEarlier(ctx, stale); ended {
+		if ended, err := f.resolve(ctx, stale); ended {
 			return err
 		}
-		if ended, err := f.resolve(ctx, stale); ended {
+		if ended, err := f.keptByEarlier(ctx, stale); ended {
 			return err
 		}
 	}
@@ -456,28 +456,58 @@ func (f *flow) resolve(ctx context.Context, stale string) (ended bool, err error
 	return false, nil
 }
 
-// keptByEarlier keeps a job in its recorded pool while a runner an
-// earlier attempt of this replacement (one that reached GitHub or the
-// provisioner, or whose claimer died holding the lease, taken over or
-// taken back by the reclaimer) registered under that pool's name is there: moved, this attempt's runner would stand
-// beside it, two for one job, and that runner, its machine perhaps still
-// booting, may yet take the job. It is looked for (find, one or two
-// calls), never removed: the job is retried as a pool gone, until max
-// age, and `ghclaim retry` then moves it, that runner released first
-// (releasePrevious). A failed look is the attempt's GitHub failure. ended
-// is set when the attempt ended here, err being its result.
+// keptByEarlier runs once resolve found the pool that serves the job now.
+// It keeps the job in its recorded pool while a runner an earlier attempt
+// of this replacement (one that reached GitHub or the provisioner, or
+// whose claimer died holding the lease, taken over or taken back by the
+// reclaimer) registered under that pool's name is there: moved, this
+// attempt's runner would stand beside it, two for one job, and that
+// runner, its machine perhaps still booting, may yet take the job. It is
+// looked for (find, one or two calls). Busy or online, or offline with a
+// machine up, it is left, and the job is retried as a pool gone, until
+// max age (`ghclaim retry` then moves it, that runner released first:
+// releasePrevious). Offline with no machine (its provisioning failed), it
+// can never take the job: it is removed as the 409 path removes one
+// (deleted unless it turned busy) and the job moves. The machine is asked
+// of the recorded pool's provisioner or, that pool gone, of the new one's
+// under the old name (EC2's finds machines by job and runner name; a
+// dispatch pool knows of none). A failed look is the attempt's GitHub
+// failure. ended is set when the attempt ended here, err being its result.
 func (f *flow) keptByEarlier(ctx context.Context, stale string) (ended bool, err error) {
 	// Looked for even at attempt 0: a claimer that died holding the lease
 	// counted no attempt, and when the reclaimer took the job back (its
-	// message lost) nothing marks this claim as its successor.
-	prev := f.earlier(f.rec.Replacements)
+	// message lost) nothing marks this claim as its successor. Until the
+	// look allows the move, the attempt has no pool: a retry or failure
+	// from here must not record the new one (movedTo), or the next attempt
+	// would claim there beside the runner that kept the job.
+	to := f.pool
+	f.pool, f.name = pool.Pool{}, ""
+	f.locate("")
+	prev := f.earlier(f.rec.Replacements, to)
 	r, absent, err := prev.find(f.work)
 	f.reached = f.reached || prev.reached
 	switch {
 	case err != nil:
 		return true, f.retryOrFail(ctx, err, nil)
 	case absent:
+		f.use(to)
 		return false, nil
+	case !r.Busy && r.Status != "online":
+		up, err := prev.machineUp(f.work)
+		if err != nil {
+			return true, f.retryOrFail(ctx, err, nil)
+		}
+		if !up {
+			gone, _, err := prev.cleanUp(f.work, cleanup{runner: r, provisioned: true})
+			f.reached = f.reached || prev.reached
+			if err != nil {
+				return true, f.retryOrFail(ctx, err, nil)
+			}
+			if gone {
+				f.use(to)
+				return false, nil
+			}
+		}
 	}
 	return true, f.retry(ctx, failure.Failure{Class: failure.UnknownRetryable,
 		Reason: fmt.Sprintf("%s; not moved: runner %s of an earlier attempt is registered (%s)", stale, r.Name, r.Status)}, nil)
@@ -485,16 +515,16 @@ func (f *flow) keptByEarlier(ctx context.Context, stale string) (ended bool, err
 
 // earlier is the flow of this job's earlier attempt that registered its
 // runner in the recorded pool, replacement n: that pool as configured or,
-// when it left RUNNER_POOLS (renamed), this attempt's pool under the
-// recorded name (the provisioner finds an attempt's machines by job and
+// when it left RUNNER_POOLS (renamed), now (the pool this attempt claims
+// in) under the recorded name (the provisioner finds an attempt's machines by job and
 // runner name), at the scope the record names. With no scope recorded,
 // scope is "": the pool's may have changed since, so release looks at
 // both.
-func (f *flow) earlier(n int) *flow {
+func (f *flow) earlier(n int, now pool.Pool) *flow {
 	prev := *f
 	p, ok := pool.Find(f.c.cfg.Pools, f.rec.Pool)
 	if !ok {
-		p = f.pool
+		p = now
 		p.Name = f.rec.Pool
 	}
 	prev.pool = p
@@ -904,7 +934,7 @@ func (f *flow) releasePrevious(ctx context.Context) {
 	}
 	// Named after the recorded pool: the retry may claim in another
 	// (resolve), but the last attempt registered there.
-	prev := f.earlier(r.Replacements - 1)
+	prev := f.earlier(r.Replacements-1, f.pool)
 	prev.release(ctx)
 	f.reached = f.reached || prev.reached
 }

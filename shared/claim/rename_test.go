@@ -287,10 +287,12 @@ func renameAfterAttempt(t *testing.T, id int64, scope string) *harness {
 // TestEarlierAttemptsRunnerKeepsTheJobInItsPool: the job's attempt 1 in
 // pool linux registered linux-<id> and started its machine (the answer
 // was lost), then linux was renamed linux-v2. Attempt 2 looks for that
-// runner: registered (whatever its state, the record keeping no scope, at
-// either scope), the job stays in linux and is retried (the runner may yet
-// take it; `ghclaim retry` moves it), nothing is registered or ended;
-// gone, the job moves and is claimed in linux-v2. Moved regardless, it had
+// runner: registered (busy, online, or offline with its machine up; the
+// record keeping no scope, at either scope), the job stays in linux and is
+// retried (the runner may yet take it; `ghclaim retry` moves it), nothing
+// is registered or ended; gone, or offline with no machine (it can never
+// take the job: removed as the 409 path removes one), the job moves and
+// is claimed in linux-v2. Moved regardless, it had
 // linux-v2-<id> and a second machine beside linux-<id>: two runners whose
 // labels both fit the one job.
 func TestEarlierAttemptsRunnerKeepsTheJobInItsPool(t *testing.T) {
@@ -300,10 +302,11 @@ func TestEarlierAttemptsRunnerKeepsTheJobInItsPool(t *testing.T) {
 		scope string // attempt 1's pool's scope ("" the harness's)
 		// old is the earlier runner's state at GitHub ("" leaves it
 		// offline, its machine booting); removed deletes it first.
-		old     string
-		busy    bool
-		removed bool
-		fail    bool // GitHub answers the look 502 once
+		old       string
+		busy      bool
+		removed   bool
+		noMachine bool // attempt 1's machine is gone (its provisioning failed)
+		fail      bool // GitHub answers the look 502 once
 		// moved: claimed in linux-v2; else kept queued in linux (want
 		// holds the reason's or the class's text).
 		moved bool
@@ -315,6 +318,7 @@ func TestEarlierAttemptsRunnerKeepsTheJobInItsPool(t *testing.T) {
 		{name: "at the organisation", scope: pool.ScopeOrg, want: "not moved: runner linux-%d of an earlier attempt is registered (offline)"},
 		{name: "the look fails", fail: true, want: "server_side"},
 		{name: "gone", removed: true, moved: true},
+		{name: "offline, its machine gone: removed, and the job moves", noMachine: true, moved: true},
 		{name: "gone from the organisation", scope: pool.ScopeOrg, removed: true, moved: true},
 	}
 	for i, tt := range tests {
@@ -334,6 +338,9 @@ func TestEarlierAttemptsRunnerKeepsTheJobInItsPool(t *testing.T) {
 			}
 			if tt.fail {
 				h.gh.Fail(ghfake.RouteRepoRunners, 1, ghfake.ServerError(http.StatusBadGateway))
+			}
+			if tt.noMachine {
+				h.prov.Stop(id)
 			}
 			h.invoke(t, h.claimer(t, claimerOpt{}), h.receive(t, 1)...)
 
@@ -358,8 +365,8 @@ func TestEarlierAttemptsRunnerKeepsTheJobInItsPool(t *testing.T) {
 			if !slices.Equal(names, []string{old}) || liveOf(h, id, old) != 1 || h.instances(id) != 1 {
 				t.Errorf("runners %v, %d machines (%d of %s); want %s alone, its machine untouched", names, h.instances(id), liveOf(h, id, old), old, old)
 			}
-			if n := h.gh.Stats().Calls[ghfake.RouteRepo]; n != 0 {
-				t.Errorf("%d repository reads for a job kept in its pool, want none", n)
+			if n := h.gh.Stats().Calls[ghfake.RouteRepo]; n != 1 {
+				t.Errorf("%d repository reads, want 1: the pool that serves the job now is resolved first", n)
 			}
 		})
 	}
