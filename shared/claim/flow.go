@@ -500,9 +500,13 @@ func (f *flow) keptByEarlier(ctx context.Context, stale string) (ended bool, err
 		if !up {
 			gone, _, err := prev.cleanUp(f.work, cleanup{runner: r, provisioned: true})
 			f.reached = f.reached || prev.reached
-			if err != nil {
+			if fl := failure.Classify(err); err != nil && !(fl.GitHub && fl.Status == http.StatusUnprocessableEntity) {
 				return true, f.retryOrFail(ctx, err, nil)
 			}
+			// A 422 that is no busy runner's (IsStillRunning) keeps the
+			// job, as on the 409 path: it may be a busy answer in words not
+			// known here, and failing the job for it could fail one a
+			// runner of ours is running.
 			if gone {
 				f.use(to)
 				return false, nil

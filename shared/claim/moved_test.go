@@ -3,10 +3,14 @@ package claim_test
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"testing"
 	"time"
 
+	"github.com/google/go-github/v62/github"
+
 	"github.com/ghclaim/ghclaim/infra/ghfake"
+	"github.com/ghclaim/ghclaim/shared/claim"
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/pool"
 )
@@ -146,5 +150,56 @@ func TestTakenBackDeadAttemptsRunnerKeepsTheJobInItsPool(t *testing.T) {
 	got := h.get(t, id)
 	if rs := h.gh.Runners(); len(rs) != 1 || rs[0].Name != job.RunnerName("linux", id) || h.instances(id) != 1 || got.Pool != "linux" {
 		t.Errorf("record %s in %q (%s): runners %v, %d machines; want linux-%d alone on one machine, the job kept in linux", got.State, got.Pool, got.LastError, rs, h.instances(id), id)
+	}
+}
+
+// deleteRefused is a GitHub whose runner deletes are answered with status
+// and message.
+type deleteRefused struct {
+	claim.GitHub
+	status  int
+	message string
+	deletes int
+}
+
+func (g *deleteRefused) DeleteRunner(ctx context.Context, installationID int64, scope, owner, repo string, id int64) error {
+	g.deletes++
+	return &github.ErrorResponse{Message: g.message,
+		Response: &http.Response{StatusCode: g.status, Header: http.Header{"X-Github-Request-Id": {"2"}},
+			Request: &http.Request{Method: http.MethodDelete, URL: &url.URL{Path: "/repos/octo-org/octo-repo/actions/runners/1"}}}}
+}
+
+// TestEarlierRunnerWithoutMachineRefusedDelete: the earlier attempt's
+// offline runner has no machine, and GitHub refuses its delete. A 422 that
+// is no busy runner's keeps the job in its pool (retried), as the 409 path
+// does with it, instead of failing the job for good; a 502 is the
+// attempt's failure, retried. Neither moves the job beside the runner.
+func TestEarlierRunnerWithoutMachineRefusedDelete(t *testing.T) {
+	t.Parallel()
+	for i, tt := range []struct {
+		status    int
+		message   string
+		wantClass string
+	}{
+		{http.StatusUnprocessableEntity, "Validation failed, or the endpoint has been spammed.", "unknown_retryable"},
+		{http.StatusBadGateway, "Bad Gateway", "server_side"},
+	} {
+		t.Run(http.StatusText(tt.status), func(t *testing.T) {
+			t.Parallel()
+			id := int64(89000 + i)
+			h := renameAfterAttempt(t, id, "")
+			setJob(h, id, "queued")
+			h.prov.Stop(id)
+			gh := &deleteRefused{status: tt.status, message: tt.message}
+			h.invoke(t, h.claimer(t, claimerOpt{github: func(g claim.GitHub) claim.GitHub { gh.GitHub = g; return gh }}), h.receive(t, 1)...)
+			r := h.get(t, id)
+			if gh.deletes != 1 || r.State != job.Queued || r.Pool != "linux" || r.LastErrorClass != tt.wantClass {
+				t.Errorf("%d deletes; record %s in %q (%s: %s), want one delete and the job queued in linux (%s)",
+					gh.deletes, r.State, r.Pool, r.LastErrorClass, r.LastError, tt.wantClass)
+			}
+			if rs := h.gh.Runners(); len(rs) != 1 || rs[0].Name != job.RunnerName("linux", id) {
+				t.Errorf("runners %v, want linux-%d alone", rs, id)
+			}
+		})
 	}
 }
