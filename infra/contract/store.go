@@ -275,44 +275,34 @@ func TestStoreCore(t *testing.T, base int64, open func(t *testing.T) Core, pendi
 		}
 	})
 
-	run("finish moves the record to the pool the claim resolved", func(t *testing.T) {
+	run("finish and release move the record to the pool the claim resolved", func(t *testing.T) {
 		// A claim whose recorded pool was renamed or relabelled claims in
-		// the pool that serves the job now: the reclaimer and the janitor
-		// name its runner after that pool. An outcome without a pool keeps
+		// the pool that serves the job now: its outcome moves the record
+		// there (the reclaimer and the janitor name its runner after that
+		// pool), and so does its retry (the next attempt claims there,
+		// whatever RUNNER_POOLS says by then). Without a pool, either keeps
 		// the record's.
 		for _, c := range []struct {
 			j              int64
+			retry          bool
 			pool, wantPool string
-		}{{id(182), "linux-v2", "linux-v2"}, {id(183), "", "linux"}} {
+		}{{id(182), false, "linux-v2", "linux-v2"}, {id(183), false, "", "linux"},
+			{id(184), true, "linux-v2", "linux-v2"}, {id(185), true, "", "linux"}} {
 			_, err := s.CreateJob(ctx, Rec(c.j), T0)
 			must(t, err)
 			l, _, err := s.Acquire(ctx, c.j, 1, "a", T0.Add(time.Minute), T0)
 			must(t, err)
-			name := job.RunnerNameAt(c.wantPool, c.j, 0)
-			must(t, s.Finish(ctx, l, job.Outcome{State: job.Claimed, Attempt: 1, RunnerName: name, Pool: c.pool}, T0))
-			if got := get(t, c.j); got.Pool != c.wantPool || got.State != job.Claimed || got.RunnerName != name {
-				t.Errorf("outcome pool %q: record %s in pool %q runner %q, want claimed in pool %q runner %q",
-					c.pool, got.State, got.Pool, got.RunnerName, c.wantPool, name)
+			want, name := job.Claimed, job.RunnerNameAt(c.wantPool, c.j, 0)
+			if c.retry {
+				want, name = job.Queued, ""
+				must(t, s.Release(ctx, l, job.Retry{Version: 3, Attempt: 1, Due: T0.Add(time.Minute), ErrorClass: "server_side", Error: "502",
+					Pool: c.pool}, T0))
+			} else {
+				must(t, s.Finish(ctx, l, job.Outcome{State: job.Claimed, Attempt: 1, RunnerName: name, Pool: c.pool}, T0))
 			}
-		}
-	})
-
-	run("release moves the record to the pool the attempt claimed in", func(t *testing.T) {
-		// A retried attempt that claimed in a pool resolved again: the next
-		// attempt claims there, whatever RUNNER_POOLS says by then. A retry
-		// without a pool keeps the record's.
-		for _, c := range []struct {
-			j              int64
-			pool, wantPool string
-		}{{id(184), "linux-v2", "linux-v2"}, {id(185), "", "linux"}} {
-			_, err := s.CreateJob(ctx, Rec(c.j), T0)
-			must(t, err)
-			l, _, err := s.Acquire(ctx, c.j, 1, "a", T0.Add(time.Minute), T0)
-			must(t, err)
-			must(t, s.Release(ctx, l, job.Retry{Version: 3, Attempt: 1, Due: T0.Add(time.Minute), ErrorClass: "server_side", Error: "502",
-				Pool: c.pool}, T0))
-			if got := get(t, c.j); got.Pool != c.wantPool || got.State != job.Queued || got.Version != 3 {
-				t.Errorf("retry pool %q: record %s v%d in pool %q, want queued v3 in pool %q", c.pool, got.State, got.Version, got.Pool, c.wantPool)
+			if got := get(t, c.j); got.Pool != c.wantPool || got.State != want || got.RunnerName != name {
+				t.Errorf("retry %v, pool %q: record %s in pool %q runner %q, want %s in pool %q runner %q",
+					c.retry, c.pool, got.State, got.Pool, got.RunnerName, want, c.wantPool, name)
 			}
 		}
 	})

@@ -14,12 +14,10 @@ import (
 )
 
 // offlineUndeletable is a GitHub where the job's runner name is taken (409)
-// by an offline runner whose delete GitHub answers with status and message.
+// by an offline runner whose delete GitHub answers with status and message
+// (deleteRefused).
 type offlineUndeletable struct {
-	claim.GitHub
-	status  int
-	message string
-	deletes int
+	deleteRefused
 }
 
 func (g *offlineUndeletable) GenerateJIT(ctx context.Context, installationID int64, req ghapp.JITRequest) (ghapp.JIT, error) {
@@ -30,13 +28,6 @@ func (g *offlineUndeletable) GenerateJIT(ctx context.Context, installationID int
 
 func (g *offlineUndeletable) FindRunner(ctx context.Context, installationID int64, scope, owner, repo, name string) (ghapp.Runner, error) {
 	return ghapp.Runner{ID: 77, Name: name, Status: "offline"}, nil
-}
-
-func (g *offlineUndeletable) DeleteRunner(ctx context.Context, installationID int64, scope, owner, repo string, id int64) error {
-	g.deletes++
-	return &github.ErrorResponse{Message: g.message,
-		Response: &http.Response{StatusCode: g.status, Header: http.Header{"X-Github-Request-Id": {"2"}},
-			Request: &http.Request{Method: http.MethodDelete, URL: &url.URL{Path: "/repos/octo/repo/actions/runners/77"}}}}
 }
 
 // TestOfflineRunnersRefusedDelete: the claim's 409 finds the offline
@@ -71,7 +62,7 @@ func TestOfflineRunnersRefusedDelete(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			h := setup(t, setupOpt{})
-			gh := &offlineUndeletable{status: tt.status, message: tt.message}
+			gh := &offlineUndeletable{deleteRefused{status: tt.status, message: tt.message}}
 			c := h.claimer(t, claimerOpt{instance: "a", seed: 1, github: func(g claim.GitHub) claim.GitHub { gh.GitHub = g; return gh }})
 			h.seed(t, tt.id)
 			h.invoke(t, c, h.receive(t, 1)...)
