@@ -925,15 +925,19 @@ func (f *flow) releaseSpare(ctx context.Context) {
 	f.cleanUp(ctx, cleanup{byName: true, provisioned: true})
 }
 
-// releasePrevious, on the first try after an operator's retry, removes the
-// last attempt's runner when it is idle or offline, and that attempt's
-// machines once it is gone. The retry registers a runner under a name of
-// its own (store.Requeue: the old one may be at work on another job, and is
-// then left alone); an idle old one would otherwise wait beside the new one,
-// a second machine for the job. Best effort, as cleanUp is.
+// releasePrevious, on each try after an operator's retry until a
+// replacement, removes the last attempt's runner when it is idle or
+// offline, and that attempt's machines once it is gone. The retry
+// registers a runner under a name of its own (store.Requeue: the old one
+// may be at work on another job, and is then left alone); an idle old one
+// would otherwise wait beside the new one, a second machine for the job.
+// Not only on the retry's first try: that try may count and fail before it
+// comes here (its pool resolved again, the repository read refused), and
+// the record keeps no mark of a release. A release already done costs one
+// look (the runner is gone). Best effort, as cleanUp is.
 func (f *flow) releasePrevious(ctx context.Context) {
 	r := f.rec
-	if r.Replacements == 0 || r.Replacements != r.ReplacementsBase || r.Attempt != 0 {
+	if r.Replacements == 0 || r.Replacements != r.ReplacementsBase {
 		return
 	}
 	// Named after the recorded pool: the retry may claim in another

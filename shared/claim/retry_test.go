@@ -3,8 +3,11 @@ package claim_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"testing"
+	"time"
 
+	"github.com/ghclaim/ghclaim/infra/ghfake"
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/pool"
 )
@@ -42,6 +45,9 @@ func TestOperatorRetryGetsARunnerOfItsOwn(t *testing.T) {
 // when that runner was registered at the organisation and the record does
 // not say so (a pool that moved to the repositories with its rename): it
 // is looked for at both scopes, not taken for gone at the repository.
+// And when the retry's first attempt counted and failed before it came to
+// the release (the renamed pool's repository read refused with a 502):
+// the next attempt releases it.
 func TestOperatorRetryRemovesTheIdleLastRunner(t *testing.T) {
 	t.Parallel()
 	renamed := func(h *harness, _ int64) { renameTo(h, "linux-v2") }
@@ -50,6 +56,7 @@ func TestOperatorRetryRemovesTheIdleLastRunner(t *testing.T) {
 		scope  string // the first attempt's pool's
 		change func(*harness, int64)
 		pool   string // the retry's
+		again  bool   // the retry's first attempt fails: claim once more
 	}{
 		{name: "same pool", pool: "linux"},
 		{name: "renamed", change: renamed, pool: "linux-v2"},
@@ -64,6 +71,11 @@ func TestOperatorRetryRemovesTheIdleLastRunner(t *testing.T) {
 				r.Scope = ""
 				h.store.Put(r)
 			}},
+		{name: "renamed, the retry's first attempt failed", pool: "linux-v2", again: true,
+			change: func(h *harness, _ int64) {
+				renameTo(h, "linux-v2")
+				h.gh.Fail(ghfake.RouteRepo, 1, ghfake.ServerError(http.StatusBadGateway))
+			}},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -74,6 +86,13 @@ func TestOperatorRetryRemovesTheIdleLastRunner(t *testing.T) {
 			}
 			id := int64(9392 + 10*i)
 			first := retryAbandoned(t, h, id, false, tt.change)
+			if tt.again {
+				if r := h.get(t, id); r.State != job.Queued || r.Attempt != 1 {
+					t.Fatalf("the retry's first attempt: %s, attempt %d; want queued after one failed attempt", r.State, r.Attempt)
+				}
+				h.clock.Advance(15 * time.Minute)
+				h.invoke(t, h.claimer(t, claimerOpt{instance: "again"}), h.receive(t, 1)...)
+			}
 			got := h.get(t, id)
 			if got.State != job.Claimed || got.RunnerName == first.RunnerName || got.Pool != tt.pool {
 				t.Fatalf("after the retry: %s in pool %q by %q, want claimed in %s by a runner of its own", got.State, got.Pool, got.RunnerName, tt.pool)
