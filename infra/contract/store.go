@@ -42,6 +42,7 @@ type Core interface {
 	Takeover(ctx context.Context, id, held int64, owner string, until, now time.Time) (job.Lease, job.Record, error)
 	Release(ctx context.Context, l job.Lease, r job.Retry, now time.Time) error
 	Finish(ctx context.Context, l job.Lease, o job.Outcome, now time.Time) error
+	Move(ctx context.Context, l job.Lease, pool, scope string, now time.Time) error
 	TakeBack(ctx context.Context, read job.Record, to job.State, due time.Time, reason string, now time.Time) (job.Record, error)
 	Recheck(ctx context.Context, read job.Record, due time.Time, check job.Check, now time.Time) (job.Record, error)
 	Swap(ctx context.Context, read job.Record, due time.Time, reason string, now time.Time) (job.Record, error)
@@ -304,6 +305,42 @@ func TestStoreCore(t *testing.T, base int64, open func(t *testing.T) Core, pendi
 				t.Errorf("retry %v, pool %q: record %s in pool %q runner %q, want %s in pool %q runner %q",
 					c.retry, c.pool, got.State, got.Pool, got.RunnerName, want, c.wantPool, name)
 			}
+		}
+	})
+
+	run("move records the pool and scope under the lease, and keeps the lease", func(t *testing.T) {
+		// A claim that moves a job (its pool renamed or relabelled) writes
+		// the new pool before it registers the runner there, so a claimer
+		// that dies next leaves a record naming where its runner is.
+		j := id(186)
+		_, err := s.CreateJob(ctx, Rec(j), T0)
+		must(t, err)
+		l, _, err := s.Acquire(ctx, j, 1, "a", T0.Add(time.Minute), T0)
+		must(t, err)
+		must(t, s.Move(ctx, l, "linux-v2", "org", T0.Add(time.Second)))
+		got := get(t, j)
+		if got.Pool != "linux-v2" || got.Scope != "org" || got.State != job.Claiming || got.Version != l.Version || got.LeaseOwner != "a" ||
+			got.UpdatedAt != T0.Add(time.Second).UnixMilli() || len(got.History) != len(l.History) {
+			t.Fatalf("after the move: %+v; want pool linux-v2 at org, still claiming v%d under a, history untouched", got, l.Version)
+		}
+		must(t, s.Move(ctx, l, "linux-v3", "", T0.Add(2*time.Second)))
+		if got := get(t, j); got.Pool != "linux-v3" || got.Scope != "" {
+			t.Errorf("moved again with no scope: pool %q scope %q, want linux-v3 and none", got.Pool, got.Scope)
+		}
+		if err := s.Move(ctx, l, "", "repo", T0); err == nil || errors.Is(err, job.ErrLeaseLost) {
+			t.Errorf("move to no pool: %v, want an error naming it", err)
+		}
+		stale := l
+		stale.Owner = "b"
+		if err := s.Move(ctx, stale, "linux-v4", "repo", T0); !errors.Is(err, job.ErrLeaseLost) {
+			t.Errorf("move under another owner: %v, want ErrLeaseLost", err)
+		}
+		must(t, s.Finish(ctx, l, job.Outcome{State: job.Claimed, Attempt: 1, RunnerName: job.RunnerNameAt("linux-v3", j, 0)}, T0.Add(3*time.Second)))
+		if got := get(t, j); got.State != job.Claimed || got.Pool != "linux-v3" {
+			t.Errorf("finished after the move: %s in pool %q, want claimed in linux-v3", got.State, got.Pool)
+		}
+		if err := s.Move(ctx, l, "linux-v4", "repo", T0); !errors.Is(err, job.ErrLeaseLost) {
+			t.Errorf("move after the finish: %v, want ErrLeaseLost", err)
 		}
 	})
 

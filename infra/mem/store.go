@@ -337,6 +337,28 @@ func (s *Store) Extend(ctx context.Context, l job.Lease, attempt int, runnerName
 	return nil
 }
 
+// Move records under the lease the pool a claim moves the job to and the
+// scope its runner is to be registered at ("" removes the record's).
+func (s *Store) Move(ctx context.Context, l job.Lease, pool, scope string, now time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if pool == "" {
+		return fmt.Errorf("move job %d: no pool", l.JobID)
+	}
+	defer s.enter("Move")()
+	cur, err := s.fenced(l)
+	if err != nil {
+		return err
+	}
+	cur.Pool, cur.Scope, cur.UpdatedAt = pool, scope, job.Millis(now)
+	if err := tooBig(cur); err != nil {
+		return err
+	}
+	s.recs[l.JobID] = cur
+	return nil
+}
+
 // TakeBack is the reclaimer's conditional take-back of a record it read
 // (state and version unchanged; a claiming record's lease expired by now),
 // to Queued (due at due) or Abandoned. It returns the record as written, or

@@ -169,8 +169,11 @@
 // public-repo policy), reading the repository's visibility and owner type
 // from GitHub (GitHub.Repository, one call, only on this path: the record
 // keeps neither), and claims in the pool that serves the job now, its
-// runner named after it; the claim's outcome, or its retry, moves the
-// record to that pool (job.Outcome.Pool, job.Retry.Pool), so the next
+// runner named after it; the record moves to that pool under the lease
+// before the runner is registered (Store.Move: a claimer that dies next
+// leaves a record naming its runner's pool, even when the rename is rolled
+// back), and the claim's outcome, or its retry, says so again
+// (job.Outcome.Pool, job.Retry.Pool), so the next
 // attempt (the 409 path), the reclaimer and the janitor find the runner
 // under its name whatever RUNNER_POOLS says by then. Only a job no
 // runner of ours may take yet is moved: when an earlier attempt of this

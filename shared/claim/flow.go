@@ -350,6 +350,9 @@ func (f *flow) claim(ctx context.Context) error {
 		if ended, err := f.keptByEarlier(ctx, stale); ended {
 			return err
 		}
+		if ended, err := f.move(ctx); ended {
+			return err
+		}
 	}
 	p = f.pool
 
@@ -515,6 +518,32 @@ func (f *flow) keptByEarlier(ctx context.Context, stale string) (ended bool, err
 	}
 	return true, f.retry(ctx, failure.Failure{Class: failure.UnknownRetryable,
 		Reason: fmt.Sprintf("%s; not moved: runner %s of an earlier attempt is registered (%s)", stale, r.Name, r.Status)}, nil)
+}
+
+// move records the attempt's new pool and its runner's scope under the
+// lease (Store.Move) once keptByEarlier allowed the move, before the
+// runner is registered under the new pool's name. Without it, a claimer
+// that died after registering would leave the record in the old pool: if
+// the rename were then rolled back, the next attempt would find the old
+// pool serving the job, look for no earlier runner and register a second
+// one under the old name. With it, that attempt finds the record's pool
+// gone, resolves again and finds this attempt's runner (keptByEarlier).
+// A lease lost ends the attempt before it registers anything; a failed
+// write leaves the lease to expire (the message comes back and takes it
+// over), as a failed Finish does.
+func (f *flow) move(ctx context.Context) (ended bool, err error) {
+	to := f.movedTo()
+	if to == "" {
+		return false, nil
+	}
+	switch err := f.c.cfg.Store.Move(ctx, f.lease, to, f.scope, f.now); {
+	case errors.Is(err, job.ErrLeaseLost):
+		f.leaseLost(ctx)
+		return true, nil
+	case err != nil:
+		return true, f.infra(ctx, "record the moved pool", err)
+	}
+	return false, nil
 }
 
 // earlier is the flow of this job's earlier attempt that registered its

@@ -32,6 +32,12 @@ type Store interface {
 	Takeover(ctx context.Context, id, held int64, owner string, until, now time.Time) (job.Lease, job.Record, error)
 	Release(ctx context.Context, l job.Lease, r job.Retry, now time.Time) error
 	Finish(ctx context.Context, l job.Lease, o job.Outcome, now time.Time) error
+	// Move records under the lease, before the runner is registered, the
+	// pool a claim moves the job to (its recorded pool renamed or
+	// relabelled) and the scope the runner is to be registered at, so a
+	// claimer that dies after registering it leaves a record naming it.
+	// The lease stays as it is; a refusal is job.ErrLeaseLost.
+	Move(ctx context.Context, l job.Lease, pool, scope string, now time.Time) error
 	// Get is read only on the rare lease-lost path, to tell a spare runner.
 	Get(ctx context.Context, id int64) (job.Record, error)
 	// The shared rate#<installation> item: reading, and block.

@@ -419,3 +419,46 @@ func (l *lostAnswer) Cleanup(ctx context.Context, req pool.Request) error {
 func (l *lostAnswer) Running(ctx context.Context, req pool.Request) (string, error) {
 	return l.next.Running(ctx, req)
 }
+
+// TestDeadClaimerAfterAMoveThenRollback: the pool is renamed (linux →
+// linux-v2) under a queued job; a claimer moves the job, registers
+// linux-v2-<id>, starts its machine and dies before writing its outcome.
+// The rename is then rolled back. The record names linux-v2 (Store.Move
+// wrote it under the lease before the runner was registered), so the next
+// attempt finds its pool gone, resolves it again to linux and finds the
+// dead attempt's runner there: the job stays in linux-v2, one runner and
+// one machine, rather than a second runner registered as linux-<id>.
+func TestDeadClaimerAfterAMoveThenRollback(t *testing.T) {
+	t.Parallel()
+	h := setup(t, setupOpt{ec2: true})
+	const id = int64(77600)
+	h.seed(t, id)
+	renameTo(h, "linux-v2")
+	h.spy.set(nil, func(n int) {
+		if n == 1 {
+			h.crash()
+		}
+	})
+	h.invoke(t, h.claimer(t, claimerOpt{instance: "dead"}), h.receive(t, 1)...)
+	h.spy.set(nil, nil)
+	dead := h.get(t, id)
+	moved := job.RunnerName("linux-v2", id)
+	if dead.State != job.Claiming || dead.Pool != "linux-v2" || dead.Scope != pool.ScopeRepo {
+		t.Fatalf("after the crash: %s in pool %q at scope %q, want claiming in linux-v2 at %s", dead.State, dead.Pool, dead.Scope, pool.ScopeRepo)
+	}
+	if _, ok := h.gh.RunnerByName(moved); !ok || liveOf(h, id, moved) != 1 {
+		t.Fatalf("the dead attempt's runner %s registered %v with %d machines, want registered with 1", moved, ok, liveOf(h, id, moved))
+	}
+	renameTo(h, "linux")
+
+	h.esm.redeliver()
+	h.clock.Set(job.FromMillis(dead.LeaseExpiresAt).Add(time.Second))
+	h.invoke(t, h.claimer(t, claimerOpt{instance: "next"}), h.receive(t, 1)...)
+	got := h.get(t, id)
+	if got.State != job.Queued || got.Pool != "linux-v2" || !strings.Contains(got.LastError, "not moved") {
+		t.Errorf("record %s in pool %q (%s), want queued in linux-v2: not moved", got.State, got.Pool, got.LastError)
+	}
+	if rs, n := h.gh.Runners(), h.instances(id); len(rs) != 1 || rs[0].Name != moved || n != 1 {
+		t.Errorf("runners %v and %d machines for one job, want %s alone and one machine", rs, n, moved)
+	}
+}

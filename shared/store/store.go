@@ -546,6 +546,34 @@ func (s *Store) Extend(ctx context.Context, l Lease, attempt int, runnerName str
 	return s.fenced(ctx, l, set, nil, vals, nil, nil)
 }
 
+// Move records under lease l the pool a claim moves the job to (its
+// recorded pool renamed or relabelled, the job's pool resolved again) and
+// the scope its runner is to be registered at, before the runner is: a
+// claimer that dies after registering it leaves a record that names where
+// its runner is, so the next attempt finds it whatever RUNNER_POOLS says
+// by then. The lease (owner and version) stays as it is; a refusal is
+// ErrLeaseLost.
+func (s *Store) Move(ctx context.Context, l Lease, pool, scope string, now time.Time) error {
+	if pool == "" {
+		return fmt.Errorf("move job %d: no pool", l.JobID)
+	}
+	vals := map[string]types.AttributeValue{
+		":claiming": str(string(job.Claiming)),
+		":v":        n(l.Version),
+		":owner":    str(l.Owner),
+		":pool":     str(pool),
+		":now":      n(job.Millis(now)),
+	}
+	set := "SET #p = :pool, updated_at = :now"
+	if scope != "" {
+		vals[":scope"] = str(scope)
+		set += ", runner_scope = :scope"
+	} else {
+		set += " REMOVE runner_scope"
+	}
+	return s.fenced(ctx, l, set, map[string]string{"#p": "pool"}, vals, nil, nil)
+}
+
 // fenced is one update under lease l, with e's history entry when e is
 // not nil (a state change); names are the update's attribute names
 // besides the fence's #s (nil for none). A refusal is ErrLeaseLost, unless
