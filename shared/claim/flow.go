@@ -350,7 +350,7 @@ func (f *flow) claim(ctx context.Context) error {
 		if ended, err := f.keptByEarlier(ctx, stale); ended {
 			return err
 		}
-		if ended, err := f.move(ctx); ended {
+		if ended, err := f.move(ctx, stale); ended {
 			return err
 		}
 	}
@@ -452,9 +452,6 @@ func (f *flow) resolve(ctx context.Context, stale string) (ended bool, err error
 	if why != "" {
 		return true, f.retry(ctx, failure.Failure{Class: failure.UnknownRetryable, Reason: stale + "; " + why}, nil)
 	}
-	f.c.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "claim pool resolved again", slog.Int64(obs.KeyJobID, f.rec.JobID),
-		slog.Int(obs.KeyAttempt, f.attempt), slog.String("old_pool", f.rec.Pool), slog.String("new_pool", p.Name),
-		slog.String(obs.KeyReason, stale))
 	f.use(p)
 	return false, nil
 }
@@ -530,8 +527,9 @@ func (f *flow) keptByEarlier(ctx context.Context, stale string) (ended bool, err
 // gone, resolves again and finds this attempt's runner (keptByEarlier).
 // A lease lost ends the attempt before it registers anything; a failed
 // write leaves the lease to expire (the message comes back and takes it
-// over), as a failed Finish does.
-func (f *flow) move(ctx context.Context) (ended bool, err error) {
+// over), as a failed Finish does. The move is logged here, once it is
+// made: a job kept in its old pool logs its retry's "not moved" alone.
+func (f *flow) move(ctx context.Context, stale string) (ended bool, err error) {
 	to := f.movedTo()
 	if to == "" {
 		return false, nil
@@ -543,6 +541,9 @@ func (f *flow) move(ctx context.Context) (ended bool, err error) {
 	case err != nil:
 		return true, f.infra(ctx, "record the moved pool", err)
 	}
+	f.c.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "claim pool resolved again", slog.Int64(obs.KeyJobID, f.rec.JobID),
+		slog.Int(obs.KeyAttempt, f.attempt), slog.String("old_pool", f.rec.Pool), slog.String("new_pool", to),
+		slog.String(obs.KeyReason, stale))
 	return false, nil
 }
 

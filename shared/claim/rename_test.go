@@ -353,7 +353,14 @@ func TestEarlierAttemptsRunnerKeepsTheJobInItsPool(t *testing.T) {
 				if got.State != job.Claimed || got.Pool != "linux-v2" || !slices.Equal(names, []string{job.RunnerName("linux-v2", id)}) {
 					t.Errorf("record %s in %q (%s), runners %v; want claimed in linux-v2 by its runner alone", got.State, got.Pool, got.LastError, names)
 				}
+				if lines := resolvedLines(t, h, id); len(lines) != 1 || lines[0]["new_pool"] != "linux-v2" {
+					t.Errorf("pool resolution lines %v, want one naming linux-v2", lines)
+				}
 				return
+			}
+			// Kept: the retry's line says "not moved"; no move is logged.
+			if lines := resolvedLines(t, h, id); len(lines) != 0 {
+				t.Errorf("pool resolution lines %v for a job kept in its pool, want none", lines)
 			}
 			want := tt.want
 			if strings.Contains(want, "%d") {

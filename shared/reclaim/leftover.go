@@ -108,8 +108,9 @@ func (r *Reclaimer) removeLeftovers(ctx context.Context, c candidate, now time.T
 	}
 	name := job.RunnerNameAt(p.Name, c.rec.JobID, c.rec.Replacements)
 	// The dead claimer registered the runner at the pool's scope (the
-	// record's Scope is an earlier attempt's: it is written when an
-	// attempt ends claimed).
+	// record's Scope may be an earlier attempt's: it is written when an
+	// attempt ends claimed, or when it moves the job to another pool, and
+	// then it is that pool's scope).
 	scope, owner, repo := pool.ScopeRepo, c.rec.Owner(), c.rec.RepoName()
 	if p.Scope == pool.ScopeOrg {
 		scope, repo = pool.ScopeOrg, ""
