@@ -555,17 +555,23 @@ func (f *flow) move(ctx context.Context, stale string) (ended bool, err error) {
 // scope is "": the pool's may have changed since, so release looks at
 // both.
 func (f *flow) earlier(n int, now pool.Pool) *flow {
+	return f.earlierIn(f.rec.Pool, f.rec.Scope, n, now)
+}
+
+// earlierIn is earlier for a runner registered in pool name at scope
+// ("" when unknown: looked for at both).
+func (f *flow) earlierIn(name, scope string, n int, now pool.Pool) *flow {
 	prev := *f
-	p, ok := pool.Find(f.c.cfg.Pools, f.rec.Pool)
+	p, ok := pool.Find(f.c.cfg.Pools, name)
 	if !ok {
 		p = now
-		p.Name = f.rec.Pool
+		p.Name = name
 	}
 	prev.pool = p
 	prev.rec.Replacements = n
 	prev.name = job.RunnerNameAt(p.Name, f.rec.JobID, n)
-	prev.locate(p.Where(f.rec.Scope))
-	if f.rec.Scope == "" {
+	prev.locate(p.Where(scope))
+	if scope == "" {
 		prev.scope = ""
 	}
 	return &prev
@@ -973,6 +979,16 @@ func (f *flow) releasePrevious(ctx context.Context) {
 	// Named after the recorded pool: the retry may claim in another
 	// (resolve), but the last attempt registered there.
 	prev := f.earlier(r.Replacements-1, f.pool)
+	if in, ok := strings.CutSuffix(r.RunnerName, job.RunnerNameAt("", r.JobID, r.Replacements-1)); ok && in != "" && !strings.EqualFold(r.RunnerName, prev.name) {
+		// Unless the record moved since (a try of this retry resolved its
+		// pool again and recorded the new one: Store.Move, or its retry's
+		// pool, and then died or failed before it got here): the record's
+		// runner is the last attempt's, registered in its old pool, at a
+		// scope the move may have overwritten, so looked for at both.
+		// Looked for under the new pool's name, it was never found, and it
+		// waited beside the retry's own runner on a second machine.
+		prev = f.earlierIn(in, "", r.Replacements-1, f.pool)
+	}
 	prev.release(ctx)
 	f.reached = f.reached || prev.reached
 }

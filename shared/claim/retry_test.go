@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ghclaim/ghclaim/infra/ghfake"
+	"github.com/ghclaim/ghclaim/shared/claim"
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/pool"
 )
@@ -114,6 +115,12 @@ func TestOperatorRetryRemovesTheIdleLastRunner(t *testing.T) {
 // returns the first attempt's record.
 func retryAbandoned(t *testing.T, h *harness, id int64, busy bool, change func(*harness, int64)) job.Record {
 	t.Helper()
+	return retryAbandonedBy(t, h, id, busy, change, claimerOpt{instance: "retry"})
+}
+
+// retryAbandonedBy is retryAbandoned with the retry's claimer built from o.
+func retryAbandonedBy(t *testing.T, h *harness, id int64, busy bool, change func(*harness, int64), o claimerOpt) job.Record {
+	t.Helper()
 	ctx := context.Background()
 	h.seed(t, id)
 	h.invoke(t, h.claimer(t, claimerOpt{instance: "first"}), h.receive(t, 1)...)
@@ -138,6 +145,84 @@ func retryAbandoned(t *testing.T, h *harness, id int64, busy bool, change func(*
 	if err := h.queue.Send(ctx, job.Message{JobID: id, Version: retried.Version}, 0); err != nil {
 		t.Fatal(err)
 	}
-	h.invoke(t, h.claimer(t, claimerOpt{instance: "retry"}), h.receive(t, 1)...)
+	h.invoke(t, h.claimer(t, o), h.receive(t, 1)...)
 	return first
+}
+
+// diesAfterMove is a store whose Move lands and whose claimer then dies.
+type diesAfterMove struct {
+	claim.Store
+	h *harness
+}
+
+func (d diesAfterMove) Move(ctx context.Context, l job.Lease, pool, scope string, now time.Time) error {
+	if err := d.Store.Move(ctx, l, pool, scope, now); err != nil {
+		return err
+	}
+	d.h.crash()
+	return nil
+}
+
+// TestOperatorRetryReleasesTheLastRunnerAfterAMove: the pool was renamed
+// (linux → linux-v2) before an operator retried the job, whose last
+// runner linux-<id> is idle. The retry's first attempt moves the record to
+// linux-v2 and then ends before its release of linux-<id>: its claimer
+// dies right after the move (Store.Move), or the job status check is
+// rate-limited and the attempt retried (the retry records linux-v2). The
+// next attempt must still find and remove linux-<id> (the record's runner
+// name), not look for linux-v2-<id>, which never existed: else the job
+// has two runners and two machines.
+func TestOperatorRetryReleasesTheLastRunnerAfterAMove(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name        string
+		dies        bool
+		checkQueued bool
+		change      func(*harness, int64)
+	}{
+		{name: "dies after the move", dies: true,
+			change: func(h *harness, _ int64) { renameTo(h, "linux-v2") }},
+		{name: "status check rate-limited after the move", checkQueued: true,
+			change: func(h *harness, _ int64) {
+				renameTo(h, "linux-v2")
+				h.gh.Fail(ghfake.RouteJob, 1, ghfake.TooManyRequests(time.Second))
+			}},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h := setup(t, setupOpt{ec2: true, checkQueued: tt.checkQueued})
+			id := int64(9492 + 10*i)
+			setJob(h, id, "queued")
+			o := claimerOpt{instance: "retry"}
+			if tt.dies {
+				o.store = diesAfterMove{Store: h.store, h: h}
+			}
+			first := retryAbandonedBy(t, h, id, false, tt.change, o)
+			moved := h.get(t, id)
+			if moved.Pool != "linux-v2" || (moved.State != job.Claiming && moved.State != job.Queued) {
+				t.Fatalf("after the retry's first attempt: %s in pool %q, want claiming or queued in linux-v2", moved.State, moved.Pool)
+			}
+			if _, ok := h.gh.RunnerByName(first.RunnerName); !ok {
+				t.Fatalf("the last runner %s is gone already: the case needs it left by the first attempt", first.RunnerName)
+			}
+			if tt.dies {
+				h.esm.redeliver()
+				h.clock.Set(job.FromMillis(moved.LeaseExpiresAt).Add(time.Second))
+			} else {
+				h.clock.Advance(15 * time.Minute)
+			}
+			h.invoke(t, h.claimer(t, claimerOpt{instance: "next"}), h.receive(t, 1)...)
+			got := h.get(t, id)
+			if got.State != job.Claimed || got.Pool != "linux-v2" {
+				t.Fatalf("after the next attempt: %s in pool %q, want claimed in linux-v2", got.State, got.Pool)
+			}
+			if _, ok := h.gh.RunnerByName(first.RunnerName); ok {
+				t.Errorf("the last attempt's idle runner %q is still registered beside %q", first.RunnerName, got.RunnerName)
+			}
+			if n := h.instances(id); n != 1 {
+				t.Errorf("%d machines for the job, want 1 (the last attempt's ended)", n)
+			}
+		})
+	}
 }
