@@ -973,7 +973,7 @@ func (f *flow) releaseSpare(ctx context.Context) {
 // look (the runner is gone). Best effort, as cleanUp is.
 func (f *flow) releasePrevious(ctx context.Context) {
 	r := f.rec
-	if r.Replacements == 0 || r.Replacements != r.ReplacementsBase {
+	if r.Replacements == 0 || r.Replacements != r.ReplacementsBase || !retriedByOperator(r) {
 		return
 	}
 	// Named after the recorded pool: the retry may claim in another
@@ -991,6 +991,29 @@ func (f *flow) releasePrevious(ctx context.Context) {
 	}
 	prev.release(ctx)
 	f.reached = f.reached || prev.reached
+}
+
+// retriedByOperator tells an operator's retry (store.Requeue) from the
+// webhook's Swap, which raises replacements_base with replacements too:
+// a swapped job's last runner is busy on the job that took it, and
+// looking for it on every attempt is a GitHub listing for nothing (in a
+// burst, on every swapped job). The retry's first try (attempt 0), or a
+// later one whose history still holds the operator's entry after any of
+// the webhook's; a history that no longer reaches back that far
+// (job.MaxHistory) stops the look, as the first try alone did before.
+func retriedByOperator(r job.Record) bool {
+	if r.Attempt == 0 {
+		return true
+	}
+	for i := len(r.History) - 1; i >= 0; i-- {
+		switch r.History[i].Actor {
+		case job.ActorOperator:
+			return true
+		case job.ActorWebhook:
+			return false
+		}
+	}
+	return false
 }
 
 // cleanUp removes the runner registration and provisioned leftovers of a
