@@ -308,6 +308,27 @@ func TestStoreCore(t *testing.T, base int64, open func(t *testing.T) Core, pendi
 		}
 	})
 
+	run("the repository as the webhook described it is kept through the claim's writes", func(t *testing.T) {
+		// The claimer holds the recorded pool to the webhook's rule with
+		// them (a pool that stopped allowing public repositories).
+		j, k := id(187), id(188)
+		r := Rec(j)
+		r.Public, r.UserOwned = true, true
+		_, err := s.CreateJob(ctx, r, T0)
+		must(t, err)
+		_, err = s.CreateJob(ctx, Rec(k), T0)
+		must(t, err)
+		l, _, err := s.Acquire(ctx, j, 1, "a", T0.Add(time.Minute), T0)
+		must(t, err)
+		must(t, s.Release(ctx, l, job.Retry{Version: 3, Attempt: 1, Due: T0.Add(time.Minute), ErrorClass: "server_side", Error: "502"}, T0))
+		if got := get(t, j); !got.Public || !got.UserOwned {
+			t.Errorf("public %v, user-owned %v after a claim's retry; want both kept", got.Public, got.UserOwned)
+		}
+		if got := get(t, k); got.Public || got.UserOwned {
+			t.Errorf("public %v, user-owned %v for a record created without them; want neither", got.Public, got.UserOwned)
+		}
+	})
+
 	run("move records the pool and scope under the lease, and keeps the lease", func(t *testing.T) {
 		// A claim that moves a job (its pool renamed or relabelled) writes
 		// the new pool before it registers the runner there, so a claimer

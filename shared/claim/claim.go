@@ -163,12 +163,16 @@
 //
 // Pools renamed or relabelled. The webhook resolves a job's pool once and
 // the record names it. When that pool has left RUNNER_POOLS (renamed,
-// removed) or its labels no longer cover the job's (relabelled), the
-// attempt resolves the pool again by the webhook's own rule (pool.Serve:
-// labels, organisation pools skipped for a user's repository, the
-// public-repo policy), reading the repository's visibility and owner type
-// from GitHub (GitHub.Repository, one call, only on this path: the record
-// keeps neither), and claims in the pool that serves the job now, its
+// removed), its labels no longer cover the job's (relabelled), or it would
+// refuse the job now by the webhook's rule with the repository as the
+// queued delivery described it (job.Record.Public, UserOwned: it stopped
+// allowing public repositories, or moved to the organisation and the
+// repository is a user's), the attempt resolves the pool again by that
+// rule (pool.Serve: labels, organisation pools skipped for a user's
+// repository, the public-repo policy), reading the repository's
+// visibility and owner type from GitHub (GitHub.Repository, one call, only
+// on this path), and claims in the pool that serves the job now (the
+// recorded one itself when the repository was made private since), its
 // runner named after it; the record moves to that pool under the lease
 // before the runner is registered (Store.Move: a claimer that dies next
 // leaves a record naming its runner's pool, even when the rename is rolled

@@ -399,8 +399,11 @@ func (f *flow) claim(ctx context.Context) error {
 }
 
 // recorded returns the record's pool, or why it no longer serves the job
-// (stale): it left RUNNER_POOLS (renamed, removed), or its labels no
-// longer cover the job's (relabelled).
+// (stale): it left RUNNER_POOLS (renamed, removed), its labels no longer
+// cover the job's (relabelled), or, by the webhook's rule (pool.Serve)
+// with the repository as the queued delivery described it, it would refuse
+// the job now: it stopped allowing public repositories, or registers
+// runners at the organisation and the repository is a user's.
 func (f *flow) recorded() (p pool.Pool, stale string) {
 	p, ok := pool.Find(f.c.cfg.Pools, f.rec.Pool)
 	if !ok {
@@ -408,6 +411,10 @@ func (f *flow) recorded() (p pool.Pool, stale string) {
 	}
 	if _, fits := pool.Match([]pool.Pool{p}, f.rec.Labels); !fits && len(f.rec.Labels) > 0 {
 		return pool.Pool{}, fmt.Sprintf("pool %s no longer serves labels [%s]", p.Name, strings.Join(f.rec.Labels, ", "))
+	}
+	repo := pool.Repository{FullName: f.rec.Repo, Public: f.rec.Public, UserOwned: f.rec.UserOwned}
+	if _, why := pool.Serve([]pool.Pool{p}, p.Labels, repo); why != "" {
+		return pool.Pool{}, why
 	}
 	return p, ""
 }
@@ -450,7 +457,10 @@ func (f *flow) resolve(ctx context.Context, stale string) (ended bool, err error
 	}
 	p, why := pool.Serve(f.c.cfg.Pools, f.rec.Labels, pool.Repository{FullName: f.rec.Repo, Public: r.Public, UserOwned: r.UserOwned})
 	if why != "" {
-		return true, f.retry(ctx, failure.Failure{Class: failure.UnknownRetryable, Reason: stale + "; " + why}, nil)
+		if why != stale { // the recorded pool's own refusal, confirmed, is said once
+			why = stale + "; " + why
+		}
+		return true, f.retry(ctx, failure.Failure{Class: failure.UnknownRetryable, Reason: why}, nil)
 	}
 	f.use(p)
 	return false, nil
@@ -481,6 +491,12 @@ func (f *flow) keptByEarlier(ctx context.Context, stale string) (ended bool, err
 	// from here must not record the new one (movedTo), or the next attempt
 	// would claim there beside the runner that kept the job.
 	to := f.pool
+	if to.Name == f.rec.Pool {
+		// Resolved to the recorded pool itself (the repository the record
+		// described as public is private now): no move, and this
+		// attempt's runner is the earlier ones' name (the 409 path).
+		return false, nil
+	}
 	f.pool, f.name = pool.Pool{}, ""
 	f.locate("")
 	prev := f.earlier(f.rec.Replacements, to)

@@ -89,7 +89,15 @@ type Record struct {
 	InstallationID int64
 	Labels         []string
 	Pool           string
-	RunnerName     string // the runner that took the job (done) or ours (claimed)
+	// Public and UserOwned describe the repository as the queued delivery
+	// did (pool.Repository): the claimer holds the recorded pool to the
+	// webhook's rule with them (pool.Serve), so a pool that has since
+	// stopped allowing public repositories, or moved its runners to the
+	// organisation, does not claim a job it would refuse now. Records
+	// from before they were kept say false for both: claimed as before.
+	Public     bool
+	UserOwned  bool
+	RunnerName string // the runner that took the job (done) or ours (claimed)
 	// Scope is where the claim registered the runner of the latest attempt
 	// (pool.ScopeRepo or pool.ScopeOrg); "" on records from before it was
 	// kept, whose runners are looked for at the pool's scope (pool.Where).

@@ -34,6 +34,8 @@ type recordItem struct {
 	InstallationID   int64            `dynamodbav:"installation_id,omitempty"`
 	Labels           []string         `dynamodbav:"labels,omitempty"`
 	Pool             string           `dynamodbav:"pool,omitempty"`
+	Public           bool             `dynamodbav:"public,omitempty"`
+	UserOwned        bool             `dynamodbav:"user_owned,omitempty"`
 	RunnerName       string           `dynamodbav:"runner_name,omitempty"`
 	Scope            string           `dynamodbav:"runner_scope,omitempty"`
 	RunID            int64            `dynamodbav:"run_id,omitempty"`
@@ -54,7 +56,7 @@ func marshal(r job.Record) (map[string]types.AttributeValue, error) {
 		PK: job.Key(r.JobID), State: string(r.State), Version: r.Version, Attempt: r.Attempt,
 		FirstFailureAt: r.FirstFailureAt, DueAt: r.DueAt, LeaseOwner: r.LeaseOwner,
 		LeaseExpiresAt: r.LeaseExpiresAt, LastErrorClass: r.LastErrorClass, LastError: r.LastError,
-		Repo: r.Repo, InstallationID: r.InstallationID, Labels: r.Labels, Pool: r.Pool,
+		Repo: r.Repo, InstallationID: r.InstallationID, Labels: r.Labels, Pool: r.Pool, Public: r.Public, UserOwned: r.UserOwned,
 		RunnerName: r.RunnerName, Scope: r.Scope, RunID: r.RunID, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 		ExpiresAt: r.ExpiresAt, SweepShard: r.SweepShard, SweepAt: r.SweepAt,
 		Replacements: r.Replacements, ReplacementsBase: r.ReplacementsBase, LivenessChecks: r.LivenessChecks, Waits: r.Waits,
@@ -92,7 +94,7 @@ func unmarshal(m map[string]types.AttributeValue) (job.Record, error) {
 		JobID: id, State: job.State(it.State), Version: it.Version, Attempt: it.Attempt,
 		FirstFailureAt: it.FirstFailureAt, DueAt: it.DueAt, LeaseOwner: it.LeaseOwner,
 		LeaseExpiresAt: it.LeaseExpiresAt, LastErrorClass: it.LastErrorClass, LastError: it.LastError,
-		Repo: it.Repo, InstallationID: it.InstallationID, Labels: it.Labels, Pool: it.Pool,
+		Repo: it.Repo, InstallationID: it.InstallationID, Labels: it.Labels, Pool: it.Pool, Public: it.Public, UserOwned: it.UserOwned,
 		RunnerName: it.RunnerName, Scope: it.Scope, RunID: it.RunID, CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt,
 		ExpiresAt: it.ExpiresAt, SweepShard: it.SweepShard, SweepAt: it.SweepAt,
 		Replacements: it.Replacements, ReplacementsBase: it.ReplacementsBase, LivenessChecks: it.LivenessChecks, Waits: it.Waits,

@@ -244,7 +244,7 @@ func (h *Handler) Handle(ctx context.Context, req events.LambdaFunctionURLReques
 func (h *Handler) queued(ctx context.Context, d *delivery, j Job, p pool.Pool, now time.Time) events.LambdaFunctionURLResponse {
 	rec, err := h.cfg.Store.CreateJob(ctx, job.Record{
 		JobID: j.JobID, RunID: j.RunID, Repo: j.Repo, InstallationID: j.InstallationID,
-		Labels: j.Labels, Pool: p.Name,
+		Labels: j.Labels, Pool: p.Name, Public: j.Public, UserOwned: j.UserOwned,
 	}, now)
 	if errors.Is(err, job.ErrConflict) {
 		var attrs []slog.Attr

@@ -199,6 +199,9 @@ func TestHandleQueued(t *testing.T) {
 		sent     bool // the claim message went out
 		pending  bool // the record is the one created, still pending
 		logged   string
+		// public and userOwned: the repository as the created record
+		// describes it, for the claimer's check of the recorded pool.
+		public, userOwned bool
 	}{
 		{
 			name: "matching job: the record's conditional put, then the message",
@@ -259,7 +262,7 @@ func TestHandleQueued(t *testing.T) {
 				m := set(payload(t, "queued"), "repository.visibility", "public")
 				return compact(t, set(m, "workflow_job.labels", []any{"self-hosted", "arm64", "public"}))
 			},
-			code: 202, status: StatusAccepted, text: "pool public-arm", requests: 2, sent: true, logged: "enqueued",
+			code: 202, status: StatusAccepted, text: "pool public-arm", requests: 2, sent: true, logged: "enqueued", public: true,
 		},
 		{
 			name: "an organisation's repository: the organisation's pool",
@@ -274,7 +277,7 @@ func TestHandleQueued(t *testing.T) {
 				m := set(payload(t, "queued"), "workflow_job.labels", []any{"self-hosted", "macos"})
 				return compact(t, set(m, "repository.owner.type", "User"))
 			},
-			code: 202, status: StatusAccepted, text: "pool mac-repo", requests: 2, sent: true, logged: "enqueued",
+			code: 202, status: StatusAccepted, text: "pool mac-repo", requests: 2, sent: true, logged: "enqueued", userOwned: true,
 		},
 		{
 			name: "a user's repository and only an organisation's pool: nothing touched",
@@ -347,6 +350,9 @@ func TestHandleQueued(t *testing.T) {
 				want := job.Message{JobID: 29679449, Version: 1, Attempt: 0}
 				if len(sent) != 1 || sent[0].Msg != want || sent[0].Delay != 0 {
 					t.Errorf("sent %+v, want one %+v without delay", sent, want)
+				}
+				if got := f.st.Records()[29679449]; got.Public != tt.public || got.UserOwned != tt.userOwned {
+					t.Errorf("record says public %v, user-owned %v; want %v, %v", got.Public, got.UserOwned, tt.public, tt.userOwned)
 				}
 			}
 			if tt.pending {
