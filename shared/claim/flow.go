@@ -441,15 +441,16 @@ func (f *flow) use(p pool.Pool) {
 // resolve picks the pool that serves the job now, when its recorded pool
 // no longer does (stale says why) and some pool has its labels: the
 // webhook's rule (pool.Serve), with the repository's visibility and owner
-// type read from GitHub, since the record keeps neither. The owner
+// type read from GitHub now (the record's, from the queued delivery, may
+// be out of date: a repository made private since). The owner
 // allow-list is the webhook's configuration and not the claimer's: the
 // webhook checked the owner, which a pool's rename does not change. A
 // failed read is the attempt's GitHub failure (classified, retried or
 // failed); no pool serving the job is the retry of a pool gone, as
-// before (stale, then why). The new pool reaches the record with the
-// claim's outcome (job.Outcome.Pool, see finish); a retry leaves the
-// record's, so the next attempt resolves it again. ended is set when the
-// attempt ended here, err being its result.
+// before (stale, then why). The new pool reaches the record under the
+// lease once keptByEarlier allows the move (move), and again with the
+// claim's outcome or its retry (job.Outcome.Pool, job.Retry.Pool). ended
+// is set when the attempt ended here, err being its result.
 func (f *flow) resolve(ctx context.Context, stale string) (ended bool, err error) {
 	r, err := f.github().Repository(f.work, f.rec.InstallationID, f.rec.Owner(), f.rec.RepoName())
 	if err != nil {
@@ -869,9 +870,11 @@ func (f *flow) deferTo(ctx context.Context, resume time.Time, class failure.Clas
 		// The budget is exhausted: no GitHub call, so an earlier attempt's
 		// registration is not looked up by name (see the package doc); the
 		// provisioner's leftovers are removed.
-		// Nothing is left to remove when the attempt has no pool yet (its
-		// recorded pool no longer serves it, and nothing was resolved):
-		// no earlier attempt got a runner from a pool that never served it.
+		// Nothing is removed when the attempt has no pool yet (its
+		// recorded pool no longer serves it, and nothing was resolved): a
+		// runner an earlier attempt registered while that pool served the
+		// job (since refused by its policy) is left to the janitor, which
+		// knows the pool while it is configured.
 		return f.finish(ctx, job.Outcome{State: job.Abandoned, Attempt: f.rec.Attempt, ErrorClass: class.String(), Error: reason},
 			DecisionAbandoned, &cleanup{provisioned: f.rec.Attempt > 0 && f.name != ""},
 			slog.String(obs.KeyClass, class.String()), slog.Int64("first_failure_at", job.Millis(d.FirstFailureAt)))

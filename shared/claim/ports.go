@@ -69,8 +69,9 @@ type Provisioner interface {
 // wrapping ghapp.ErrRunnerNotFound; DeleteRunner treats a runner already
 // gone as success; a name already taken makes GenerateJIT fail with an
 // error ghapp.IsAlreadyExists recognises. Repository (visibility and
-// owner type) is read only when a job's recorded pool no longer serves
-// it and the pool is resolved again (see the package doc).
+// owner type, as GitHub says now) is read only when a job's recorded pool
+// no longer serves it and the pool is resolved again (see the package
+// doc).
 type GitHub interface {
 	GenerateJIT(ctx context.Context, installationID int64, req ghapp.JITRequest) (ghapp.JIT, error)
 	FindRunner(ctx context.Context, installationID int64, scope, owner, repo, name string) (ghapp.Runner, error)

@@ -399,7 +399,12 @@ func (h *Handler) replaceTaken(ctx context.Context, d *delivery, a int64, runner
 		return
 	}
 	if spare != nil {
-		if _, fits := pool.Match([]pool.Pool{*spare}, rec.Labels); fits {
+		// By the webhook's own rule too: the spare's pool may refuse A's
+		// repository (public, or a user's at the organisation) whatever
+		// its labels.
+		_, fits := pool.Match([]pool.Pool{*spare}, rec.Labels)
+		_, refused := pool.Serve([]pool.Pool{*spare}, spare.Labels, pool.Repository{FullName: rec.Repo, Public: rec.Public, UserOwned: rec.UserOwned})
+		if fits && refused == "" {
 			log(slog.LevelInfo, OutcomeRunnerSwapped, slog.String("spare_pool", spare.Name),
 				slog.String(obs.KeyReason, "the other job's own runner is booting and fits this job"))
 			return

@@ -66,6 +66,14 @@ func TestRunnerTakenSendsTheJobBack(t *testing.T) {
 			bState: job.Claimed, runner: "linux-x64-29679400", requests: 2, state: job.Claimed, outcome: OutcomeRunnerSwapped},
 		{name: "B's own runner does not fit A: new attempt", a: withLabels(claimedA(0, time.Time{}), "self-hosted", "gpu"),
 			bState: job.Claimed, runner: "linux-x64-29679400", requests: 4, state: job.Queued, sent: true, outcome: OutcomeRunnerTaken},
+		// A's repository is public, claimed in a pool that allows it; B's
+		// pool does not: its runner must not run A, whatever the labels.
+		{name: "B's own runner fits A's labels, but A is public and B's pool refuses public repositories: new attempt",
+			a: func() job.Record {
+				r := withLabels(claimedA(0, time.Time{}), "self-hosted", "linux")
+				r.Pool, r.RunnerName, r.Public = "public-arm", job.RunnerNameAt("public-arm", a, 0), true
+				return r
+			}(), bState: job.Claimed, runner: "public-arm-29679400", requests: 4, state: job.Queued, sent: true, outcome: OutcomeRunnerTaken},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
