@@ -42,6 +42,12 @@
 //     manifest's) unless AddInstallation says otherwise, and its tokens
 //     report and are refused by what it holds (403 "Resource not
 //     accessible by integration"), so a missing permission fails a test.
+//   - A repository has a stable numeric id. RenameRepo renames or
+//     transfers one: its runners and jobs move with it, and a request
+//     naming it by its old owner/name is answered as GitHub answers it, a
+//     redirect (301 for GET, 307 for other methods) to
+//     /repositories/{id}/…, which serves the repository at its current
+//     name (moved.go).
 //   - Runner names are unique per scope (a repository, or an organisation),
 //     compared case-insensitively.
 //   - Every answer is checked against GitHub's published OpenAPI
@@ -138,6 +144,10 @@ type Stats struct {
 	InstallationCalls map[int64]int `json:"installation_calls"`
 	// JITCalls counts requests to either generate-jitconfig route.
 	JITCalls int `json:"jit_calls"`
+	// Redirects counts, per route, the requests that named a renamed
+	// repository by an old owner/name and were answered with GitHub's
+	// redirect (RenameRepo); each is in Calls too.
+	Redirects map[string]int `json:"redirects"`
 }
 
 // Rate is one budget's state, as the X-RateLimit-* headers show it.
@@ -226,6 +236,12 @@ type Server struct {
 	requestSeq int
 	stats      Stats
 
+	// Repository ids and renames (moved.go): the id of a current name,
+	// the current name of an id, the id an old name redirects to.
+	repoIDs map[string]int64
+	byID    map[int64]repoName
+	moved   map[string]int64
+
 	// Installations whose token exchange is refused (refusals.go):
 	// suspended ones by when they were suspended, which their listing
 	// shows.
@@ -308,6 +324,7 @@ func (s *Server) resetState() {
 	s.appSeq = 0
 	s.installs = map[int64]installationOf{}
 	s.repos = map[string]Repo{}
+	s.repoIDs, s.byID, s.moved = map[string]int64{}, map[int64]repoName{}, map[string]int64{}
 	s.suspended, s.uninstalled = map[int64]time.Time{}, map[int64]bool{}
 	s.faults = nil
 	s.requestSeq = 0
@@ -316,10 +333,11 @@ func (s *Server) resetState() {
 		TokenRequests:     map[int64]int{},
 		Calls:             map[string]int{},
 		InstallationCalls: map[int64]int{},
+		Redirects:         map[string]int{},
 	}
 }
 
-// Reset forgets every token, installation, repository, runner, job, fault, rate budget and counter.
+// Reset forgets every token, installation, repository (and rename), runner, job, fault, rate budget and counter.
 func (s *Server) Reset() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -335,6 +353,7 @@ func (s *Server) Stats() Stats {
 		Calls:             map[string]int{},
 		InstallationCalls: map[int64]int{},
 		JITCalls:          s.stats.JITCalls,
+		Redirects:         maps.Clone(s.stats.Redirects),
 	}
 	for k, v := range s.stats.TokenRequests {
 		out.TokenRequests[k] = v
@@ -418,6 +437,7 @@ func (s *Server) RemoveRunner(id int64) bool {
 func (s *Server) SetJob(owner, repo string, j Job) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	owner, repo = s.current(owner, repo)
 	k, now := jobKey(owner, repo, j.ID), s.now().UTC().Truncate(time.Second)
 	created := now
 	if prev, ok := s.jobs[k]; ok {

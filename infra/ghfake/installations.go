@@ -133,8 +133,8 @@ func (s *Server) listInstallRepos(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	in := s.installs[inst]
 	var all []map[string]any
-	for i, name := range in.repos {
-		all = append(all, restRepository(int64(i+1), in.owner, name, in.org))
+	for _, name := range in.repos {
+		all = append(all, restRepository(s.repoID(in.owner, name), in.owner, name, in.org))
 	}
 	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, map[string]any{"total_count": len(all), "repositories": page(w, r, all)})

@@ -1,7 +1,6 @@
 package ghfake
 
 import (
-	"hash/fnv"
 	"net/http"
 	"strings"
 )
@@ -27,7 +26,7 @@ type Repo struct {
 func (s *Server) SetRepo(owner, name string, r Repo) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.repos[repoKey(owner, name)] = r
+	s.repos[repoKey(s.current(owner, name))] = r
 }
 
 func repoKey(owner, name string) string { return strings.ToLower(owner) + "/" + strings.ToLower(name) }
@@ -53,14 +52,13 @@ func (s *Server) getRepo(w http.ResponseWriter, r *http.Request) {
 	owner, name := r.PathValue("owner"), r.PathValue("repo")
 	s.mu.Lock()
 	rp := s.repoOf(owner, name)
+	id := s.repoID(owner, name)
 	s.mu.Unlock()
 	vis := strings.ToLower(rp.Visibility)
 	if vis == "" {
 		vis = "private"
 	}
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(repoKey(owner, name)))
-	body := restRepository(int64(h.Sum32())+1, owner, name, !rp.User)
+	body := restRepository(id, owner, name, !rp.User)
 	body["private"], body["visibility"] = vis != "public", vis
 	body["has_discussions"], body["network_count"], body["subscribers_count"] = false, 0, 0
 	writeJSON(w, http.StatusOK, body)

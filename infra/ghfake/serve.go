@@ -19,7 +19,8 @@ const maxBody = 1 << 20
 
 // ServeHTTP answers one request: control endpoints under /_fake/, the API
 // elsewhere. For the API, in order: count the call, take a programmed fault,
-// authenticate, charge the rate budget, run the route, then apply an
+// authenticate, charge the rate budget, run the route (or, for a renamed
+// repository's old name, answer GitHub's redirect), then apply an
 // after-effect fault or send the route's answer.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if strings.HasPrefix(r.URL.Path, controlPrefix) {
@@ -50,6 +51,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
+	// A repository named by id is served at its current name; one named
+	// by an old name is answered with GitHub's redirect (moved.go).
+	s.mu.Lock()
+	mv := s.resolve(r)
+	s.mu.Unlock()
+	if mv.location == "" {
+		r = mv.canonical
+	}
 	_, route := s.api.Handler(r)
 
 	s.mu.Lock()
@@ -154,7 +163,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		b.remaining--
 		setRate(h, b)
 		scope := s.tokens[bearer(r)].scope
-		covered := s.covers(inst, scope, r.URL.Path)
+		covered := s.covers(inst, scope, mv.canonical.URL.Path)
 		if !covered {
 			s.mu.Unlock()
 			// GitHub answers a token used outside its installation's
@@ -174,7 +183,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	rec := &recorder{header: http.Header{}, status: http.StatusOK}
-	s.api.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), ctxKey{}, inst)))
+	if mv.location != "" {
+		writeMoved(rec, r.Method, mv.location)
+	} else {
+		s.api.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), ctxKey{}, inst)))
+	}
 
 	if fault != nil { // after effect
 		if fault.Kind == KindSlow {
@@ -185,6 +198,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeFault(w, *fault, h)
 			return
 		}
+	}
+	if mv.location != "" {
+		s.mu.Lock()
+		s.stats.Redirects[route]++
+		s.mu.Unlock()
 	}
 	copyHeader(w, h)
 	copyHeader(w, rec.header)
