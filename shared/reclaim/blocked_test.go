@@ -29,11 +29,21 @@ func TestBlockedCheckEndsAtMaxAge(t *testing.T) {
 		prepare func(t *testing.T, l *live)
 		why     string
 	}{
-		{name: "pool no longer configured", why: "pool linux is not configured",
+		{name: "pool no longer configured, and none serves its labels", why: "pool linux is not configured",
 			prepare: func(t *testing.T, l *live) {
 				mac := l.pools[0]
-				mac.Name = "mac"
+				mac.Name, mac.Labels = "mac", []string{"self-hosted", "macos"}
 				l.pools = []pool.Pool{mac}
+			}},
+		// Renamed, but the record keeps no scope (a claim from before
+		// runner_scope): "not found" at a guessed scope could end the
+		// machine of a runner at work at the other, so it is not judged.
+		{name: "pool renamed, the record naming no scope", why: "pool linux is not configured",
+			prepare: func(t *testing.T, l *live) {
+				l.pools[0].Name = "linux-v2"
+				r := l.get(t, id)
+				r.Scope = ""
+				l.store.Put(r)
 			}},
 		{name: "GitHub answers 404", why: "github: ",
 			prepare: func(t *testing.T, l *live) {
@@ -173,6 +183,29 @@ func TestRemovedPoolJobThatRanIsDone(t *testing.T) {
 				t.Fatalf("pool gone, job %s at GitHub: record %s (%q), report done %d; want done", status, got.State, got.LastError, rep.LivenessDone)
 			}
 		})
+	}
+}
+
+// TestRenamedPoolClaimedJobIsChecked: a job claimed in pool linux, whose
+// runner never took it (offline, its machine up), and linux renamed
+// linux-v2 (same labels). The check judged no runner of an unknown pool:
+// the job was held until max age and abandoned, never run. The pool that
+// serves its labels now stands in, under the recorded name and scope:
+// the runner is found, removed with its machine, and a new attempt is
+// started (the claimer moves it to linux-v2).
+func TestRenamedPoolClaimedJobIsChecked(t *testing.T) {
+	t.Parallel()
+	const id = int64(744)
+	l := setupLive(t)
+	jit := l.claimed(t, id, t0.Add(-liveGrace-time.Second))
+	l.pools[0].Name = "linux-v2"
+	rep := l.run(t, l.reclaimer(t, nil))
+	got := l.get(t, id)
+	if got.State != job.Queued || got.Replacements != 1 || got.Pool != "linux" {
+		t.Fatalf("record %s in %q, replacements %d (%q); want queued for a new attempt, its pool as recorded", got.State, got.Pool, got.Replacements, got.LastError)
+	}
+	if _, ok := l.fake.RunnerByName(jit.Name); ok || l.machinesLive(id) != 0 || rep.Requeued[reclaim.RunnerLost] != 1 {
+		t.Errorf("runner %s registered %v, %d live machines, report %+v; want it removed with its machine, counted lost", jit.Name, ok, l.machinesLive(id), rep)
 	}
 }
 

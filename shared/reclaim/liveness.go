@@ -138,6 +138,9 @@ func (r *Reclaimer) liveness(ctx context.Context, w window, c candidate, now tim
 	rec := c.rec // whole and current: the sweep read it consistently
 	log := r.decisionLog(c)
 	p, ok := pool.Find(r.cfg.Pools, rec.Pool)
+	if !ok {
+		p, ok = r.renamed(rec)
+	}
 	grace := job.StartGrace(p.StartGrace()) // the default when the pool is unknown
 	if r.cfg.GitHub == nil {
 		// Nothing to ask with: look again later rather than every pass.
@@ -161,9 +164,10 @@ func (r *Reclaimer) liveness(ctx context.Context, w window, c candidate, now tim
 	}
 	defer r.shareRate(ctx, rec.InstallationID, log)
 	if !ok {
-		// The pool left RUNNER_POOLS (renamed, removed) with the job
-		// claimed: its runner cannot be judged, but GitHub's word on the
-		// job needs no pool. A job a runner of ours took meanwhile (the
+		// The pool left RUNNER_POOLS (removed, or renamed with no pool
+		// serving the job's labels now, or a record keeping no scope)
+		// with the job claimed: its runner cannot be judged, but GitHub's
+		// word on the job needs no pool. A job a runner of ours took meanwhile (the
 		// webhook no longer serves its deliveries) is done; anything else
 		// is blocked, abandoned at max age. It was abandoned even when it
 		// had run.
@@ -300,6 +304,34 @@ func (r *Reclaimer) liveness(ctx context.Context, w window, c candidate, now tim
 		slog.String("runner_status", runner.Status), slog.Bool("runner_busy", runner.Busy), slog.Bool("runner_missing", missing),
 		slog.Int("replacements", rec.Replacements))
 	return c, job.Queued, nil
+}
+
+// renamed stands in for a claimed record's pool that left RUNNER_POOLS
+// (renamed, say) with the pool that serves the job's labels now, by the
+// webhook's rule, under the recorded name: the claim registered the
+// runner under that name, at the scope the record keeps, and the machine
+// is asked of the provisioner the pool has now under that name, as the
+// claimer asks for an earlier attempt's (EC2's finds machines by job and
+// runner name; a dispatch pool's finds none). The check then judges the
+// runner as any other: one that never took the job is replaced, and the
+// claimer moves the new attempt to the pool that serves the job. Without
+// it, such a job was held until max age and abandoned, never run. Only
+// when the record names the scope (every claim since runner_scope was
+// kept): looked for at a guessed scope, "not found" could end the machine
+// of a runner at work at the other. ok is false when no pool serves the
+// labels: the job is then judged by GitHub's word alone, as before.
+func (r *Reclaimer) renamed(rec job.Record) (p pool.Pool, ok bool) {
+	if rec.Scope == "" || len(rec.Labels) == 0 {
+		return pool.Pool{}, false
+	}
+	// Not the public-repo policy: the runner is ours whatever the pool
+	// allows now, and only its name, scope and machines are asked.
+	p, why := pool.Serve(r.cfg.Pools, rec.Labels, pool.Repository{FullName: rec.Repo, UserOwned: rec.UserOwned})
+	if why != "" {
+		return pool.Pool{}, false
+	}
+	p.Name = rec.Pool
+	return p, true
 }
 
 // failed looks at a claimed record again after its check failed with err:
