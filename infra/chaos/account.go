@@ -22,6 +22,7 @@ import (
 	"github.com/ghclaim/ghclaim/infra/ghfake"
 	"github.com/ghclaim/ghclaim/shared/ec2api"
 	"github.com/ghclaim/ghclaim/shared/job"
+	"github.com/ghclaim/ghclaim/shared/pool"
 	"github.com/ghclaim/ghclaim/shared/provision"
 )
 
@@ -85,6 +86,17 @@ type Report struct {
 	// janitor pass: EC2 instances tagged with a job (every job has ended)
 	// and dispatch messages whose config still registers a runner.
 	OrphanMachines int
+	// GonePoolRunners and GonePoolMachines count what the end state holds
+	// of a pool absent from the RUNNER_POOLS in force at the end (the rename
+	// scenario: rename.go) for a job whose record is terminal: an idle
+	// runner, a pending or running instance. The janitor leaves those of a
+	// pool it no longer knows, by design (README, "Changing pools with
+	// jobs in flight": the machines power off at the boot script's idle
+	// limit, the operator deletes the offline runners), so they are not
+	// orphans; Left says what each one is. A busy runner, or one whose
+	// job's record is not terminal, still counts as an orphan.
+	GonePoolRunners, GonePoolMachines int
+	Left                              []string
 	// LostJobs says why each lost or duplicated job is counted.
 	LostJobs []string
 	// Statuses counts webhook answers by HTTP status.
@@ -109,12 +121,12 @@ func (r Report) Line() string {
 		"github_calls_per_claim=%.2f aws_calls_per_job=%.2f claimed=%d done=%d failed=%d abandoned=%d redeliveries=%d "+
 		"claimed_after_done=%d stray=%d rejected=%d undelivered=%d secrets_logged=%d orphan_runners=%d reclaimer_calls=%d "+
 		"ran=%d cancelled=%d elsewhere=%d never_booted=%d runners_died=%d unreached=%d redelivered=%d orphan_machines=%d "+
-		"late_answers=%d bad_answers=%d elapsed=%s",
+		"late_answers=%d bad_answers=%d gone_pool_runners=%d gone_pool_machines=%d elapsed=%s",
 		r.Jobs, r.Faults, r.Kills, r.DuplicateDeliveries, r.Lost, r.DuplicateRunners, r.DuplicateInstances,
 		r.GitHubCallsPerClaim, r.AWSCallsPerJob, r.Claimed, r.Done, r.Failed, r.Abandoned, r.Redeliveries,
 		r.ClaimedAfterDone, r.Stray, r.Rejected, r.Undelivered, r.SecretsLogged, r.OrphanRunners, r.ReclaimerCalls,
 		r.Ran, r.Cancelled, r.Elsewhere, r.NeverBooted, r.RunnersDied, r.Unreached, r.Redelivered, r.OrphanMachines,
-		r.LateAnswers, r.BadAnswers, r.Elapsed.Round(time.Second))
+		r.LateAnswers, r.BadAnswers, r.GonePoolRunners, r.GonePoolMachines, r.Elapsed.Round(time.Second))
 }
 
 // record is the part of a job record the accounting reads.
@@ -169,7 +181,23 @@ func (r *run) scan(ctx context.Context) (map[int64]final, error) {
 
 // instances counts pending or running EC2 instances per job id.
 func (r *run) instances(ctx context.Context) (map[int64]int, error) {
+	byPool, err := r.instancesByPool(ctx)
+	if err != nil {
+		return nil, err
+	}
 	out := map[int64]int{}
+	for id, pools := range byPool {
+		for _, n := range pools {
+			out[id] += n
+		}
+	}
+	return out, nil
+}
+
+// instancesByPool counts pending or running EC2 instances per job id and
+// pool (their ghclaim:pool tag).
+func (r *run) instancesByPool(ctx context.Context) (map[int64]map[string]int, error) {
+	out := map[int64]map[string]int{}
 	in := &ec2api.DescribeInstancesInput{Filters: []ec2api.Filter{
 		{Name: "tag-key", Values: []string{provision.TagJobID}},
 		{Name: "instance-state-name", Values: []string{ec2api.StatePending, ec2api.StateRunning}},
@@ -181,11 +209,21 @@ func (r *run) instances(ctx context.Context) (map[int64]int, error) {
 		}
 		for _, res := range page.Reservations {
 			for _, inst := range res.Instances {
+				id, pl, tagged := int64(0), "", false
 				for _, t := range inst.Tags {
-					if t.Key == provision.TagJobID {
-						id, _ := strconv.ParseInt(t.Value, 10, 64)
-						out[id]++
+					switch t.Key {
+					case provision.TagJobID:
+						id, _ = strconv.ParseInt(t.Value, 10, 64)
+						tagged = true
+					case provision.TagPool:
+						pl = t.Value
 					}
+				}
+				if tagged {
+					if out[id] == nil {
+						out[id] = map[string]int{}
+					}
+					out[id][pl]++
 				}
 			}
 		}
@@ -244,7 +282,7 @@ func agentID(config string) int64 {
 // jobOfRunner is the job id in a runner name "<pool>-<job>" (or
 // "<pool>-<job>-<suffix>"), 0 when the name is not one of ours.
 func jobOfRunner(name string) int64 {
-	for _, p := range []string{PoolEC2, PoolDispatch} {
+	for _, p := range runnerPools {
 		rest, ok := strings.CutPrefix(strings.ToLower(name), p+"-")
 		if !ok {
 			continue
@@ -296,7 +334,7 @@ func (r *run) account(ctx context.Context) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
-	inst, err := r.instances(ctx)
+	instByPool, err := r.instancesByPool(ctx)
 	if err != nil {
 		return Report{}, err
 	}
@@ -329,6 +367,20 @@ func (r *run) account(ctx context.Context) (Report, error) {
 		rep.Statuses[k] = v
 	}
 	r.stats.mu.Unlock()
+	_, finalPools := r.currentPools()
+	gone := func(name string) bool { _, ok := pool.Find(finalPools, name); return !ok }
+	ended := func(id int64) bool { rec, ok := recs[id]; return ok && rec.State.Terminal() }
+	inst := map[int64]int{}
+	for id, pools := range instByPool {
+		for pl, n := range pools {
+			if gone(pl) && ended(id) {
+				rep.GonePoolMachines += n
+				rep.Left = append(rep.Left, fmt.Sprintf("job %d: %d machines of pool %s, gone from RUNNER_POOLS, still up", id, n, pl))
+				continue
+			}
+			inst[id] += n
+		}
+	}
 	for _, d := range log {
 		if d.OK() {
 			answered[d.GUID] = true
@@ -358,10 +410,17 @@ func (r *run) account(ctx context.Context) (Report, error) {
 	}
 	r.dups.mu.Unlock()
 	for _, rn := range runners {
-		if id := jobOfRunner(rn.Name); id != 0 && r.byJob[id] != nil {
-			rep.OrphanRunners++
-			lose(id, "runner %s (id %d, %s, busy %v) still registered", rn.Name, rn.ID, rn.Status, rn.Busy)
+		id := jobOfRunner(rn.Name)
+		if id == 0 || r.byJob[id] == nil {
+			continue
 		}
+		if n, ok := job.ParseRunnerName(rn.Name, runnerPools...); ok && gone(n.Pool) && ended(id) && !rn.Busy {
+			rep.GonePoolRunners++
+			rep.Left = append(rep.Left, fmt.Sprintf("job %d: runner %s (id %d, %s) of pool %s, gone from RUNNER_POOLS, still registered", id, rn.Name, rn.ID, rn.Status, n.Pool))
+			continue
+		}
+		rep.OrphanRunners++
+		lose(id, "runner %s (id %d, %s, busy %v) still registered", rn.Name, rn.ID, rn.Status, rn.Busy)
 	}
 	for _, p := range r.plans {
 		id := p.Job.ID
@@ -424,6 +483,7 @@ func (r *run) account(ctx context.Context) (Report, error) {
 		}
 	}
 	sort.Strings(rep.LostJobs)
+	sort.Strings(rep.Left)
 
 	gh := r.gh.Stats()
 	ghCalls := 0

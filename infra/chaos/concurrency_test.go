@@ -120,7 +120,7 @@ func TestRaceDuplicateDeliveries(t *testing.T) {
 					if !tc.sameGUID {
 						guid = fmt.Sprintf("d-%d", i)
 					}
-					resp, _ := r.hook.Handle(context.Background(), Delivery{GUID: guid, Event: "workflow_job", Body: body}.Request(Secret))
+					resp, _ := r.webhookFor().Handle(context.Background(), Delivery{GUID: guid, Event: "workflow_job", Body: body}.Request(Secret))
 					codes[i] = resp.StatusCode
 				}()
 			}
@@ -166,7 +166,7 @@ func TestRaceInProgressBeforeQueued(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				d := Delivery{GUID: fmt.Sprintf("g-%d-%d", j.ID, k), Event: "workflow_job", Body: Payload(j, action, "hosted-7")}
-				if resp, _ := r.hook.Handle(context.Background(), d.Request(Secret)); resp.StatusCode >= 300 {
+				if resp, _ := r.webhookFor().Handle(context.Background(), d.Request(Secret)); resp.StatusCode >= 300 {
 					t.Errorf("job %d %s: status %d", j.ID, action, resp.StatusCode)
 				}
 			}()
@@ -179,7 +179,7 @@ func TestRaceInProgressBeforeQueued(t *testing.T) {
 		}
 	}
 	// Whatever messages the queued deliveries sent, a claimer drops them.
-	c, err := r.newClaimer(0)
+	c, _, err := r.newClaimer(0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -361,7 +361,7 @@ func (r *run) endpoint(ctx context.Context, h http.Header, body []byte) (int, []
 		req.Headers[strings.ToLower(k)] = h.Get(k)
 	}
 	r.sem <- struct{}{}
-	resp, _ := r.hook.Handle(context.WithoutCancel(ctx), req)
+	resp, _ := r.webhookFor().Handle(context.WithoutCancel(ctx), req)
 	<-r.sem
 	r.stats.mu.Lock()
 	r.stats.sent++

@@ -33,7 +33,6 @@ import (
 	"github.com/ghclaim/ghclaim/shared/random"
 	"github.com/ghclaim/ghclaim/shared/reclaim"
 	"github.com/ghclaim/ghclaim/shared/store"
-	"github.com/ghclaim/ghclaim/shared/webhook"
 )
 
 // Config is one accounting run. Zero values take the defaults.
@@ -107,6 +106,12 @@ type Config struct {
 	// 6 s, an early job's completion within 1 s); the short test shrinks
 	// them with everything else.
 	ScriptPace float64
+	// The rename scenario (rename.go): RenameAt after the start the linux
+	// pool is renamed (same labels) for every function built from then
+	// on, and RenameBackAt after the start it is named linux again (zero:
+	// never, both). Running instances keep the list they were built with
+	// for up to RenameLag (3 s) after each deploy.
+	RenameAt, RenameBackAt, RenameLag time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -194,6 +199,9 @@ func (c Config) withDefaults() Config {
 	if c.JanitorEvery <= 0 {
 		c.JanitorEvery = 5 * time.Second
 	}
+	if c.RenameLag <= 0 {
+		c.RenameLag = 3 * time.Second
+	}
 	if c.ScriptPace <= 0 {
 		c.ScriptPace = 1
 	}
@@ -248,13 +256,14 @@ type run struct {
 	ec2    *ec2api.Client
 	stores map[string]*store.Store // per function: faults below it
 	queues map[string]*queue.Queue // per function: faults below it
-	hook   *webhook.Handler
-	gh     *ghfake.Server
-	ghURL  string
-	appKey []byte
-	pools  []pool.Pool
-	reg    provision.Registry
-	plans  []*plan
+	// deploys is RUNNER_POOLS as deployed now, and before (rename.go).
+	deploys deploys
+	gh      *ghfake.Server
+	ghURL   string
+	appKey  []byte
+	pools   []pool.Pool // the pools at the start (rename.go changes the deployed ones)
+	reg     provision.Registry
+	plans   []*plan
 	// machines are the runner registrations (ids) a machine was
 	// provisioned for, and the jobs that got one.
 	machines machineSet
@@ -338,6 +347,10 @@ func Run(ctx context.Context, world World, cfg Config) (Report, error) {
 			}
 		}()
 	}
+	if cfg.RenameAt > 0 {
+		wg.Add(1)
+		go func() { defer wg.Done(); r.renames(work, started) }()
+	}
 	progressDone := make(chan struct{})
 	go r.report(work, progressDone)
 
@@ -405,9 +418,7 @@ func (r *run) setUp(ctx context.Context) error {
 	r.gh.SetWebhook(r.endpoint, string(Secret))
 	r.githubInstallations()
 
-	r.hook, err = webhook.New(webhook.Config{Secrets: [][]byte{Secret}, Pools: r.pools, AllowedOwners: Owners,
-		Store: r.stores[fnWebhook], Queue: r.queues[fnWebhook], Now: time.Now, Logger: r.log})
-	return err
+	return r.deploy(r.pools)
 }
 
 func (r *run) tearDown() {
@@ -434,8 +445,15 @@ func (r *run) launchTemplate(ctx context.Context) (string, error) {
 }
 
 // newClaimer starts a claimer "process": its own GitHub client, rate
-// memory, random source and instance id.
-func (r *run) newClaimer(worker int) (*claim.Claimer, error) {
+// memory, random source and instance id, and the RUNNER_POOLS deployed
+// now, whose generation it returns.
+func (r *run) newClaimer(worker int) (*claim.Claimer, int, error) {
+	gen, pools := r.currentPools()
+	c, err := r.claimerWith(worker, pools)
+	return c, gen, err
+}
+
+func (r *run) claimerWith(worker int, pools []pool.Pool) (*claim.Claimer, error) {
 	gh, rates, err := r.cfg.GitHub(r.ghURL, appID, r.appKey, r.stores[fnClaimer])
 	if err != nil {
 		return nil, err
@@ -444,7 +462,7 @@ func (r *run) newClaimer(worker int) (*claim.Claimer, error) {
 	pol := backoff.Default()
 	pol.Ladder, pol.MaxAge = r.cfg.Ladder, r.cfg.MaxAge
 	return claim.New(claim.Config{
-		Pools: r.pools, Lease: r.cfg.Lease, SafetyMargin: r.cfg.FunctionTimeout / 3,
+		Pools: pools, Lease: r.cfg.Lease, SafetyMargin: r.cfg.FunctionTimeout / 3,
 		EarlyDelay: time.Second, RetrySoon: time.Second, RateRefresh: time.Second,
 		InstanceID:  "claimer-" + strconv.Itoa(worker) + "-" + strconv.FormatUint(n, 10),
 		Store:       r.stores[fnClaimer],
@@ -468,12 +486,20 @@ const maxCallsPerClaim = 14
 // receive a batch, invoke, delete what the invocation did not report as
 // failed. A killed invocation deletes nothing and its process is replaced.
 func (r *run) poll(ctx context.Context, worker int) {
-	c, err := r.newClaimer(worker)
+	c, gen, err := r.newClaimer(worker)
 	if err != nil {
 		r.log.Error("chaos: claimer", slog.Any("err", err))
 		return
 	}
+	share := float64(worker+1) / float64(r.cfg.Claimers) // this instance's moment in a deploy
 	for ctx.Err() == nil {
+		if due, _ := r.stale(gen, share); due {
+			// A deploy reached this poller's warm instance: a new one.
+			if c, gen, err = r.newClaimer(worker); err != nil {
+				r.log.Error("chaos: claimer", slog.Any("err", err))
+				return
+			}
+		}
 		out, err := r.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
 			QueueUrl: aws.String(r.world.QueueURL), MaxNumberOfMessages: int32(r.cfg.BatchSize),
 			WaitTimeSeconds: 1, VisibilityTimeout: int32(r.cfg.Visibility / time.Second),
@@ -512,7 +538,7 @@ func (r *run) poll(ctx context.Context, worker int) {
 		<-done
 		cancel()
 		if r.settleBatch(ev, resp, herr, inv.Killed(), time.Now().After(deadline)) {
-			if c, err = r.newClaimer(worker); err != nil {
+			if c, gen, err = r.newClaimer(worker); err != nil {
 				r.log.Error("chaos: claimer", slog.Any("err", err))
 				return
 			}
@@ -582,17 +608,34 @@ func (r *run) reclaim(ctx context.Context, id int, period time.Duration) {
 	if err != nil {
 		panic(err) // a wiring mistake of this file
 	}
-	rc, err := reclaim.New(reclaim.Config{
+	build := func(pools []pool.Pool) *reclaim.Reclaimer {
+		rc, err := r.newReclaimer(id, period, gh, rates, pools)
+		if err != nil {
+			panic(err) // a wiring mistake of this file: Store and Queue are set
+		}
+		return rc
+	}
+	gen, pools := r.currentPools()
+	rc := build(pools)
+	share := float64(id+1) / 2
+	every(ctx, period, passLimit(period), func(pctx context.Context) {
+		if due, _ := r.stale(gen, share); due {
+			gen, pools = r.currentPools()
+			rc = build(pools)
+		}
+		_, _ = rc.Run(pctx)
+	})
+}
+
+// newReclaimer is reclaimer id's function with pools as its RUNNER_POOLS.
+func (r *run) newReclaimer(id int, period time.Duration, gh reclaim.GitHub, rates reclaim.Rates, pools []pool.Pool) (*reclaim.Reclaimer, error) {
+	return reclaim.New(reclaim.Config{
 		Store: r.stores[fnReclaimer], Queue: r.queues[fnReclaimer],
 		MaxAge: r.cfg.MaxAge, Budget: 4 * period, Now: time.Now, // Reserve: the default 5 s, as deployed
 		Rand: random.New(r.cfg.Seed*7 + uint64(id)), Logger: r.log,
 		Metrics: obs.NewMetrics(r.logs, map[string]string{"function": "reclaimer"}, time.Now),
-		GitHub:  gh, Rates: rates, Pools: r.pools, Provisioner: cleanup(r.reg),
+		GitHub:  gh, Rates: rates, Pools: pools, Provisioner: cleanup(r.reg),
 	})
-	if err != nil {
-		panic(err) // a wiring mistake of this file: Store and Queue are set above
-	}
-	every(ctx, period, passLimit(period), func(pctx context.Context) { _, _ = rc.Run(pctx) })
 }
 
 // machineSet records the runner registrations that got a machine: an EC2

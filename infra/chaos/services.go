@@ -11,6 +11,7 @@ import (
 	"github.com/ghclaim/ghclaim/shared/ghapp"
 	"github.com/ghclaim/ghclaim/shared/janitor"
 	"github.com/ghclaim/ghclaim/shared/obs"
+	"github.com/ghclaim/ghclaim/shared/pool"
 	"github.com/ghclaim/ghclaim/shared/provision"
 	"github.com/ghclaim/ghclaim/shared/random"
 	"github.com/ghclaim/ghclaim/shared/ratelimit"
@@ -50,8 +51,14 @@ func (r *run) newRedeliverer() (*redeliver.Redeliverer, error) {
 	})
 }
 
-// newJanitor builds the janitor with compressed graces.
+// newJanitor builds the janitor with compressed graces and the RUNNER_POOLS
+// deployed now.
 func (r *run) newJanitor() (*janitor.Janitor, error) {
+	_, pools := r.currentPools()
+	return r.janitorWith(pools)
+}
+
+func (r *run) janitorWith(pools []pool.Pool) (*janitor.Janitor, error) {
 	rates := ratelimit.NewTracker(r.stores[fnJanitor], ratelimit.DefaultPersistRule(), time.Now)
 	gh, err := ghapp.New(ghapp.Config{AppID: appID, PrivateKey: r.appKey, BaseURL: r.ghURL,
 		Wrap: func(inst int64, base http.RoundTripper) http.RoundTripper {
@@ -64,7 +71,7 @@ func (r *run) newJanitor() (*janitor.Janitor, error) {
 	return janitor.New(janitor.Config{
 		Store: r.stores[fnJanitor], GitHub: gh, Rates: rates, Provisioner: &Provisioner{Caller: fnJanitor, Next: r.reg, In: r.inj},
 		Leftovers: &Leftovers{Caller: fnJanitor, Next: provision.Leftovers{Instances: r.ec2, Parameters: params, Stack: Stack}, In: r.inj},
-		Pools:     r.pools, UnknownGrace: r.cfg.StartGrace * 5, ConfigGrace: r.cfg.StartGrace,
+		Pools:     pools, UnknownGrace: r.cfg.StartGrace * 5, ConfigGrace: r.cfg.StartGrace,
 		MaxCalls: 1000, Budget: r.cfg.JanitorEvery * 4, Now: time.Now, Rand: random.New(r.cfg.Seed*11 + 3), Logger: r.log,
 		Metrics: obs.NewMetrics(r.logs, map[string]string{"function": fnJanitor}, time.Now),
 	})
@@ -115,11 +122,20 @@ func (r *run) redeliverLoop(ctx context.Context) {
 
 // janitorLoop runs the janitor every JanitorEvery.
 func (r *run) janitorLoop(ctx context.Context) {
+	gen, _ := r.currentPools()
 	j, err := r.newJanitor()
 	if err != nil {
 		panic(err) // a wiring mistake of this file
 	}
-	every(ctx, r.cfg.JanitorEvery, passLimit(r.cfg.JanitorEvery), func(ctx context.Context) { _, _ = j.Run(ctx) })
+	every(ctx, r.cfg.JanitorEvery, passLimit(r.cfg.JanitorEvery), func(ctx context.Context) {
+		if due, _ := r.stale(gen, 1); due { // a deploy: the next pass runs the new version
+			gen, _ = r.currentPools()
+			if j, err = r.newJanitor(); err != nil {
+				panic(err) // a wiring mistake of this file
+			}
+		}
+		_, _ = j.Run(ctx)
+	})
 }
 
 // passLimit is the invocation deadline of a scheduled pass: five periods

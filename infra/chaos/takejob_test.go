@@ -84,7 +84,7 @@ func TestMachineRunsTheJob(t *testing.T) {
 			// Attempt 1: the runner is registered, the provisioner fails.
 			r.inj = NewInjector(random.New(1), 0, map[Kind]int{tc.fault: 1})
 			r.inj.SetRate(TargetProvision, 1)
-			first, err := r.newClaimer(0)
+			first, _, err := r.newClaimer(0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -95,7 +95,7 @@ func TestMachineRunsTheJob(t *testing.T) {
 
 			// Attempt 2 claims; the machine boots and runs the job.
 			r.inj.SetRate(TargetProvision, 0)
-			second, err := r.newClaimer(1)
+			second, _, err := r.newClaimer(1)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -43,6 +43,11 @@ func main() {
 	flag.DurationVar(&cfg.RedeliverEvery, "redeliver-every", 3*time.Second, "the redeliverer's schedule (compressed)")
 	flag.IntVar(&cfg.RedeliverAttempts, "redeliver-attempts", 10, "redeliveries asked at most per delivery")
 	flag.DurationVar(&cfg.JanitorEvery, "janitor-every", 5*time.Second, "the janitor's schedule (compressed)")
+	rename := flag.Bool("rename", false, "rename the linux pool (same labels) partway through the run, for every function built from then on")
+	renameBack := flag.Bool("rename-back", false, "with -rename: name it linux again later in the run")
+	flag.DurationVar(&cfg.RenameAt, "rename-at", 0, "with -rename: when, from the start (default: 3/10 of the ramp)")
+	flag.DurationVar(&cfg.RenameBackAt, "rename-back-at", 0, "with -rename-back: when, from the start (default: 7/10 of the ramp)")
+	flag.DurationVar(&cfg.RenameLag, "rename-lag", 3*time.Second, "how long running instances keep the old pools after each deploy")
 	logPath := flag.String("log", "", "write the functions' JSON logs to this file")
 	verbose := flag.Bool("v", false, "print progress and every lost job")
 	flag.Parse()
@@ -54,6 +59,20 @@ func main() {
 	}
 	if cfg.OutageWindow == 0 {
 		cfg.OutageWindow = -1
+	}
+	// The ramp is N × 40 ms (chaos.Config.Ramp's default).
+	ramp := time.Duration(cfg.Jobs) * 40 * time.Millisecond
+	switch {
+	case !*rename:
+		cfg.RenameAt, cfg.RenameBackAt = 0, 0
+	case cfg.RenameAt <= 0:
+		cfg.RenameAt = ramp * 3 / 10
+	}
+	switch {
+	case !*rename || !*renameBack:
+		cfg.RenameBackAt = 0
+	case cfg.RenameBackAt <= 0:
+		cfg.RenameBackAt = ramp * 7 / 10
 	}
 
 	if *logPath != "" {
@@ -77,6 +96,9 @@ func main() {
 	}
 	fmt.Printf("faults by target and kind: %s\n", rep.Counts)
 	fmt.Printf("webhook answers by status: %v\n", rep.Statuses)
+	for _, l := range rep.Left {
+		fmt.Println("left by design (pool gone from RUNNER_POOLS, the janitor cannot judge it):", l)
+	}
 	for _, l := range rep.LostJobs {
 		fmt.Println("not ok:", l)
 	}
@@ -107,5 +129,9 @@ func run(ctx context.Context, cfg chaos.Config, progress io.Writer) (chaos.Repor
 	defer stack.Delete(context.WithoutCancel(ctx))
 	fmt.Fprintf(progress, "chaos: %d jobs, fault rate %.0f %%, kill rate %.0f %%, never boot %.0f %%, die %.0f %%, outage %s, seed %d, emulator %s\n",
 		cfg.Jobs, cfg.FaultRate*100, cfg.KillRate*100, max(cfg.NeverBootRate, 0)*100, max(cfg.DieRate, 0)*100, max(cfg.OutageWindow, 0), cfg.Seed, srv.Endpoint)
+	if cfg.RenameAt > 0 {
+		fmt.Fprintf(progress, "chaos: pool %s renamed %s at %s, back at %s (0: never), instances follow within %s\n",
+			chaos.PoolEC2, chaos.PoolRenamed, cfg.RenameAt, cfg.RenameBackAt, cfg.RenameLag)
+	}
 	return chaos.Run(ctx, chaos.World{AWS: aws, TableName: stack.TableName, QueueURL: stack.QueueURL}, cfg)
 }
