@@ -97,6 +97,11 @@ type Report struct {
 	// job's record is not terminal, still counts as an orphan.
 	GonePoolRunners, GonePoolMachines int
 	Left                              []string
+	// GaveUpQueued counts failed or abandoned jobs (each with a reason,
+	// so not lost) that GitHub still has queued: jobs no runner will ever
+	// run, listed in GaveUp. Figures only, as before this count existed.
+	GaveUpQueued int
+	GaveUp       []string
 	// LostJobs says why each lost or duplicated job is counted.
 	LostJobs []string
 	// Statuses counts webhook answers by HTTP status.
@@ -121,12 +126,12 @@ func (r Report) Line() string {
 		"github_calls_per_claim=%.2f aws_calls_per_job=%.2f claimed=%d done=%d failed=%d abandoned=%d redeliveries=%d "+
 		"claimed_after_done=%d stray=%d rejected=%d undelivered=%d secrets_logged=%d orphan_runners=%d reclaimer_calls=%d "+
 		"ran=%d cancelled=%d elsewhere=%d never_booted=%d runners_died=%d unreached=%d redelivered=%d orphan_machines=%d "+
-		"late_answers=%d bad_answers=%d gone_pool_runners=%d gone_pool_machines=%d elapsed=%s",
+		"late_answers=%d bad_answers=%d gone_pool_runners=%d gone_pool_machines=%d gave_up_queued=%d elapsed=%s",
 		r.Jobs, r.Faults, r.Kills, r.DuplicateDeliveries, r.Lost, r.DuplicateRunners, r.DuplicateInstances,
 		r.GitHubCallsPerClaim, r.AWSCallsPerJob, r.Claimed, r.Done, r.Failed, r.Abandoned, r.Redeliveries,
 		r.ClaimedAfterDone, r.Stray, r.Rejected, r.Undelivered, r.SecretsLogged, r.OrphanRunners, r.ReclaimerCalls,
 		r.Ran, r.Cancelled, r.Elsewhere, r.NeverBooted, r.RunnersDied, r.Unreached, r.Redelivered, r.OrphanMachines,
-		r.LateAnswers, r.BadAnswers, r.GonePoolRunners, r.GonePoolMachines, r.Elapsed.Round(time.Second))
+		r.LateAnswers, r.BadAnswers, r.GonePoolRunners, r.GonePoolMachines, r.GaveUpQueued, r.Elapsed.Round(time.Second))
 }
 
 // record is the part of a job record the accounting reads.
@@ -473,6 +478,10 @@ func (r *run) account(ctx context.Context) (Report, error) {
 			if strings.TrimSpace(rec.LastError) == "" {
 				rep.Lost++
 				lose(id, "%s without a reason", rec.State)
+			}
+			if status == "queued" {
+				rep.GaveUpQueued++
+				rep.GaveUp = append(rep.GaveUp, fmt.Sprintf("job %d: %s in pool %s, still queued at GitHub (%s): %s", id, rec.State, rec.Pool, p.Script, rec.LastError))
 			}
 		}
 	}

@@ -99,6 +99,9 @@ func main() {
 	for _, l := range rep.Left {
 		fmt.Println("left by design (pool gone from RUNNER_POOLS, the janitor cannot judge it):", l)
 	}
+	for _, l := range rep.GaveUp {
+		fmt.Println("given up, never ran:", l)
+	}
 	for _, l := range rep.LostJobs {
 		fmt.Println("not ok:", l)
 	}
