@@ -321,7 +321,7 @@ func (r *Reclaimer) liveness(ctx context.Context, w window, c candidate, now tim
 // of a runner at work at the other. ok is false when no pool serves the
 // labels: the job is then judged by GitHub's word alone, as before.
 func (r *Reclaimer) renamed(rec job.Record) (p pool.Pool, ok bool) {
-	if rec.Scope == "" || len(rec.Labels) == 0 {
+	if (rec.Scope != pool.ScopeRepo && rec.Scope != pool.ScopeOrg) || len(rec.Labels) == 0 {
 		return pool.Pool{}, false
 	}
 	// Not the public-repo policy: the runner is ours whatever the pool
