@@ -13,8 +13,18 @@
 //     list the installation's repositories (GET /installation/repositories)
 //     and then each repository's runners. Only runners whose name
 //     job.ParseRunnerName reads as an attempt of a configured pool at that
-//     pool's scope are looked at; every other runner is never touched. For each, the job record
-//     decides:
+//     pool's scope are looked at, and those of a pool no longer configured
+//     (renamed, removed: "<x>-<job_id>[-r<n>]", x no configured pool's
+//     name) whose job's record names them: the record exists (not past
+//     its TTL), is of that repository (or its organisation) and its pool
+//     is x or its runner_name is the runner's. Such a runner is judged as
+//     below with the pool that serves the record's labels now (pool.Serve,
+//     the webhook's rule) standing in under the name x (its start grace,
+//     its provisioner); with no record, or no pool serving the labels, it
+//     is left. Every other runner is never touched. Only the scopes the
+//     configured pools use are listed: a pool gone from a scope no
+//     configured pool uses (the last org-scope pool, say) leaves runners
+//     there the janitor never sees. For each, the job record decides:
 //     - non-terminal (queued … claimed): live, left alone (a claimed job's
 //     runner is watched by the reclaimer, not here);
 //     - terminal (done, failed, abandoned): deleted unless busy, or idle
@@ -40,7 +50,11 @@
 //     and a later pass deletes it.
 //  2. Machines: every live instance tagged ghclaim:job-id of this stack
 //     (another stack's, by its ghclaim:stack tag, is not listed:
-//     provision.Leftovers), listed at the start of the pass. One whose job is
+//     provision.Leftovers), listed at the start of the pass. One tagged
+//     with a pool no longer configured is judged only when its job's
+//     record names it (its pool, or the machine's runner name) and the
+//     machine or the record says where its runner registered, with the
+//     stand-in pool above; else it is left. One whose job is
 //     terminal, or unknown and launched more than UnknownGrace ago, is
 //     terminated through the provisioner (Cleanup) only when its runner
 //     (the machine's runner-name tag: one attempt's) is known to be gone:
@@ -628,6 +642,74 @@ func (j *Janitor) ours(name, scope string) (pool.Pool, int64, bool) {
 	return pl, r.JobID, ok
 }
 
+// unconfigured reads name as an attempt's name (job.RunnerNameAt) of a
+// pool that is not configured, any more: a pool renamed or removed with
+// its runners still registered. Ours only when the job's record says so
+// (namedBy): the name alone may be another tool's.
+func (j *Janitor) unconfigured(name string) (string, int64, bool) {
+	var prefixes []string
+	for i := 1; i < len(name); i++ {
+		if name[i] == '-' {
+			prefixes = append(prefixes, name[:i])
+		}
+	}
+	r, ok := job.ParseRunnerName(name, prefixes...)
+	if !ok || j.configured(r.Pool) {
+		// A configured pool's name at a scope not its own is no more ours
+		// than before.
+		return "", 0, false
+	}
+	return r.Pool, r.JobID, true
+}
+
+// configured reports whether a pool of that name (in any case) is
+// configured.
+func (j *Janitor) configured(name string) bool {
+	for _, pl := range j.cfg.Pools {
+		if strings.EqualFold(pl.Name, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// namedBy reports whether rec, a job's record, names what a pool no
+// longer configured, x, left for it: its pool is x, or its runner is
+// runner (the one that took the job, or ours). Nothing else of such a
+// pool counts as ours.
+func namedBy(rec job.Record, x, runner string) bool {
+	return strings.EqualFold(rec.Pool, x) || (runner != "" && strings.EqualFold(rec.RunnerName, runner))
+}
+
+// sameRepo reports whether the listed scope is where rec's job's runner
+// registers: the job's repository, or its owner's organisation.
+func sameRepo(rec job.Record, scope, owner, repo string) bool {
+	if scope == pool.ScopeOrg {
+		return strings.EqualFold(rec.Owner(), owner)
+	}
+	return strings.EqualFold(rec.Repo, owner+"/"+repo)
+}
+
+// standIn is the pool that judges what a pool no longer configured, x,
+// left for rec's job (reclaim's renamed, the claimer's earlier): the pool
+// that serves the job's labels now by the webhook's rule, under the name
+// x. Its start grace keeps a spare, its provisioner cleans up after the
+// runner, its scope places a runner the record does not. ok is false when
+// no pool serves the labels (or the record keeps none): left alone.
+func (j *Janitor) standIn(x string, rec job.Record) (pool.Pool, bool) {
+	if len(rec.Labels) == 0 {
+		return pool.Pool{}, false
+	}
+	// Not the public-repo policy: the runner is ours whatever the pools
+	// allow now, and only its grace, scope and provisioner are asked.
+	p, why := pool.Serve(j.cfg.Pools, rec.Labels, pool.Repository{FullName: rec.Repo, UserOwned: rec.UserOwned})
+	if why != "" {
+		return pool.Pool{}, false
+	}
+	p.Name = x
+	return p, true
+}
+
 // over reports whether a job needs no runner any more: done, failed or
 // abandoned. Claimed is not over here (it is not terminal either): its
 // runner may still be waiting for the job.
@@ -677,8 +759,11 @@ func (j *Janitor) scope(ctx context.Context, p *pass, st *installState, scope, o
 	p.listed[key], p.lister[key] = present, st
 	for _, r := range runners {
 		pl, id, ok := j.ours(r.Name, scope)
+		gone := "" // the pool no longer configured the name says, if that
 		if !ok {
-			continue // never touch a runner that is not ours
+			if gone, id, ok = j.unconfigured(r.Name); !ok {
+				continue // never touch a runner that is not ours
+			}
 		}
 		if !j.cfg.Now().Before(p.listUntil) {
 			// The runner phase's time is up (a record read is no GitHub
@@ -693,6 +778,19 @@ func (j *Janitor) scope(ctx context.Context, p *pass, st *installState, scope, o
 			p.rep.Errors++
 			rlog.WarnContext(ctx, "janitor could not read the job record", slog.Any("err", err))
 			continue
+		}
+		if gone != "" {
+			// Only the job's record makes it ours: another tool's runner
+			// may share the organisation, and be named alike.
+			if !found || !namedBy(rec, gone, r.Name) || !sameRepo(rec, scope, owner, repo) {
+				continue
+			}
+			if pl, ok = j.standIn(gone, rec); !ok {
+				rlog.InfoContext(ctx, "janitor left a runner of a pool no longer configured: no pool serves its job now",
+					slog.String("pool", gone))
+				continue
+			}
+			rlog = rlog.With(slog.String("pool", gone), slog.Bool("pool_configured", false))
 		}
 		switch {
 		case found && !over(rec.State):
@@ -830,15 +928,31 @@ func (j *Janitor) machines(ctx context.Context, p *pass, ms []pool.Machine) erro
 func (j *Janitor) machine(ctx context.Context, p *pass, m pool.Machine) bool {
 	log := j.cfg.Logger.With(slog.Int64(obs.KeyJobID, m.JobID), slog.String("instance_id", m.ID))
 	pl, ok := pool.Find(j.cfg.Pools, m.Pool)
-	if !ok {
-		return false // not a pool of ours (any more): not ours to judge
+	if !ok && (m.Pool == "" || j.configured(m.Pool)) {
+		return false // not a pool's machine we can name: not ours to judge
 	}
 	rec, found, err := j.record(ctx, m.JobID, p.now)
-	switch {
-	case err != nil:
+	if err != nil {
 		p.rep.Errors++
 		log.WarnContext(ctx, "janitor could not read the job record", slog.Any("err", err))
 		return false
+	}
+	if !ok {
+		// A pool no longer configured (renamed, removed): judged only when
+		// the job's record names it, as its runners are, and only where
+		// the machine or the record says its runner registered: "not
+		// found" at a guessed scope could end a machine at work.
+		if !found || !namedBy(rec, m.Pool, m.RunnerName) || (m.Scope == "" && rec.Scope == "") {
+			return false
+		}
+		if pl, ok = j.standIn(m.Pool, rec); !ok {
+			log.InfoContext(ctx, "janitor left a machine of a pool no longer configured: no pool serves its job now",
+				slog.String("pool", m.Pool))
+			return false
+		}
+		log = log.With(slog.String("pool", m.Pool), slog.Bool("pool_configured", false))
+	}
+	switch {
 	case found && !over(rec.State):
 		return false
 	case !found && p.now.Sub(m.LaunchedAt) < j.cfg.UnknownGrace:
