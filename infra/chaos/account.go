@@ -89,11 +89,13 @@ type Report struct {
 	// GonePoolRunners and GonePoolMachines count what the end state holds
 	// of a pool absent from the RUNNER_POOLS in force at the end (the rename
 	// scenario: rename.go) for a job whose record is terminal: an idle
-	// runner, a pending or running instance. The janitor leaves those of a
-	// pool it no longer knows, by design (README, "Changing pools with
-	// jobs in flight": the machines power off at the boot script's idle
-	// limit, the operator deletes the offline runners), so they are not
-	// orphans; Left says what each one is. A busy runner, or one whose
+	// runner, a pending or running instance. The janitor removes those whose
+	// job's record names them (README, "Changing pools with jobs in
+	// flight"), so what remains here it left by design: a record that does
+	// not name them, no pool serving the job's labels, a spare's grace
+	// still running, a scope no pool lists (the machines power off at the
+	// boot script's idle limit, the operator deletes the offline runners).
+	// They are not orphans; Left says what each one is. A busy runner, or one whose
 	// job's record is not terminal, still counts as an orphan.
 	GonePoolRunners, GonePoolMachines int
 	Left                              []string

@@ -97,7 +97,7 @@ func main() {
 	fmt.Printf("faults by target and kind: %s\n", rep.Counts)
 	fmt.Printf("webhook answers by status: %v\n", rep.Statuses)
 	for _, l := range rep.Left {
-		fmt.Println("left by design (pool gone from RUNNER_POOLS, the janitor cannot judge it):", l)
+		fmt.Println("left by design (pool gone from RUNNER_POOLS, not for the janitor to remove: README, Changing pools with jobs in flight):", l)
 	}
 	for _, l := range rep.GaveUp {
 		fmt.Println("given up, never ran:", l)
