@@ -184,15 +184,19 @@
 // replacement (one that reached GitHub or the provisioner, or whose
 // claimer died holding the lease) registered a runner under the recorded
 // pool's name and GitHub still has it (keptByEarlier looks, at both scopes
-// when the record names none), the job stays in that pool, retried as a
-// pool gone, since that runner, its machine perhaps still booting, may yet
-// take it; moved, a second runner would stand beside it. An offline one
-// whose machine the provisioner does not know (its provisioning failed)
-// can never take the job: it is removed as the 409 path removes one, and
-// the job moves. `ghclaim retry`
-// then moves it, the last attempt's runner released first
-// (releasePrevious, at both scopes when the record names none: "not
-// found" at the wrong one would end a machine at work). Every call of the
+// when the record names none), the job stays in that pool, claimed with
+// that runner as the 409 path claims with one of its own name, since that
+// runner, its machine perhaps still booting, may yet take it; moved, a
+// second runner would stand beside it. If it never takes the job, the
+// reclaimer's liveness check (which judges a renamed pool's runner under
+// its recorded name) replaces it after the start grace, and the new
+// attempt, under a name of its own, moves. An offline one whose machine
+// the provisioner does not know (its provisioning failed) can never take
+// the job: it is removed as the 409 path removes one, and the job moves.
+// An operator's `ghclaim retry` of an abandoned job moves it too, the last
+// attempt's runner released first (releasePrevious, at both scopes when
+// the record names none: "not found" at the wrong one would end a machine
+// at work). Every call of the
 // move is a call of the attempt: it counts (after the rate-state check,
 // like any call), and its failure is classified and retried or failed like
 // any other. When no pool has the job's labels (no call is made then), or

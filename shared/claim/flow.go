@@ -475,11 +475,16 @@ func (f *flow) resolve(ctx context.Context, stale string) (ended bool, err error
 // attempt's runner would stand beside it, two for one job, and that
 // runner, its machine perhaps still booting, may yet take the job. It is
 // looked for (find, one or two calls). Busy or online, or offline with a
-// machine up, it is left, and the job is retried as a pool gone, until
-// max age (`ghclaim retry` then moves it, that runner released first:
-// releasePrevious). Offline with no machine (its provisioning failed), it
-// can never take the job: it is removed as the 409 path removes one
-// (deleted unless it turned busy) and the job moves. The machine is asked
+// machine up, the job is claimed with it in the recorded pool, as the 409
+// path claims with a runner of the attempt's own name (DecisionReused):
+// if it never takes the job, the reclaimer's liveness check (which judges
+// a renamed pool's runner under its recorded name) replaces it after the
+// start grace, and that attempt, under a name of its own, moves. (Retried
+// instead, the job waited for that runner with nobody watching it, and one
+// whose runner had died on a live machine was abandoned at max age.)
+// Offline with no machine (its provisioning failed), it can never take the
+// job: it is removed as the 409 path removes one (deleted unless it turned
+// busy) and the job moves; a 422 on that delete claims with it, as there. The machine is asked
 // of the recorded pool's provisioner or, that pool gone, of the new one's
 // under the old name (EC2's finds machines by job and runner name; a
 // dispatch pool knows of none). A failed look is the attempt's GitHub
@@ -530,8 +535,12 @@ func (f *flow) keptByEarlier(ctx context.Context, stale string) (ended bool, err
 			}
 		}
 	}
-	return true, f.retry(ctx, failure.Failure{Class: failure.UnknownRetryable,
-		Reason: fmt.Sprintf("%s; not moved: runner %s of an earlier attempt is registered (%s)", stale, r.Name, r.Status)}, nil)
+	// Kept: f.pool stays empty, so the outcome keeps the record's pool
+	// (movedTo), and names the scope the runner was found at.
+	return true, f.finish(ctx, job.Outcome{State: job.Claimed, Attempt: f.attempt, RunnerName: r.Name, Scope: prev.scope,
+		RunnerStartGrace: prev.pool.StartGrace()}, DecisionReused, nil,
+		slog.Int64("runner_id", r.ID), slog.String("runner_status", r.Status), slog.Bool("runner_busy", r.Busy),
+		slog.String("kept_in_pool", f.rec.Pool), slog.String(obs.KeyReason, stale+"; not moved: runner "+r.Name+" of an earlier attempt is registered"))
 }
 
 // move records the attempt's new pool and its runner's scope under the

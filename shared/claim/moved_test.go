@@ -49,7 +49,7 @@ func TestLookingForTheEarlierRunnerMeetsARateLimit(t *testing.T) {
 // from linux to linux-v2, registers linux-v2-<id> and starts its machine,
 // and the provisioner's answer is lost. The retry records linux-v2, so
 // when the rename is rolled back, attempt 2 finds linux-v2-<id> and keeps
-// the job there (retried) instead of registering linux-<id> beside it.
+// the job there (claimed with it) instead of registering linux-<id> beside it.
 // With the record left in linux, attempt 2 saw nothing to move and
 // registered a second runner on a second machine.
 func TestRenameRolledBackKeepsTheMovedAttemptsRunner(t *testing.T) {
@@ -68,9 +68,9 @@ func TestRenameRolledBackKeepsTheMovedAttemptsRunner(t *testing.T) {
 	h.pools = []pool.Pool{orig} // rollout undone
 	h.clock.Advance(time.Minute)
 	h.invoke(t, h.claimer(t, claimerOpt{}), h.receive(t, 1)...)
-	got := h.get(t, id)
-	if rs := h.gh.Runners(); got.State != job.Queued || got.Pool != "linux-v2" || len(rs) != 1 || rs[0].Name != job.RunnerName("linux-v2", id) || h.instances(id) != 1 {
-		t.Errorf("record %s in %q (%s): runners %v and %d machines; want queued in linux-v2, its runner and machine alone", got.State, got.Pool, got.LastError, rs, h.instances(id))
+	keptClaimed(t, h, id, "linux-v2", job.RunnerName("linux-v2", id), "not moved")
+	if rs := h.gh.Runners(); len(rs) != 1 || rs[0].Name != job.RunnerName("linux-v2", id) || h.instances(id) != 1 {
+		t.Errorf("runners %v and %d machines; want linux-v2's runner and machine alone", rs, h.instances(id))
 	}
 }
 
@@ -171,9 +171,10 @@ func (g *deleteRefused) DeleteRunner(ctx context.Context, installationID int64, 
 
 // TestEarlierRunnerWithoutMachineRefusedDelete: the earlier attempt's
 // offline runner has no machine, and GitHub refuses its delete. A 422 that
-// is no busy runner's keeps the job in its pool (retried), as the 409 path
-// does with it, instead of failing the job for good; a 502 is the
-// attempt's failure, retried. Neither moves the job beside the runner.
+// is no busy runner's keeps the job in its pool (claimed with that runner,
+// for the liveness check to replace), as the 409 path does with it,
+// instead of failing the job for good; a 502 is the attempt's failure,
+// retried. Neither moves the job beside the runner.
 func TestEarlierRunnerWithoutMachineRefusedDelete(t *testing.T) {
 	t.Parallel()
 	for i, tt := range []struct {
@@ -181,7 +182,7 @@ func TestEarlierRunnerWithoutMachineRefusedDelete(t *testing.T) {
 		message   string
 		wantClass string
 	}{
-		{http.StatusUnprocessableEntity, "Validation failed, or the endpoint has been spammed.", "unknown_retryable"},
+		{http.StatusUnprocessableEntity, "Validation failed, or the endpoint has been spammed.", ""},
 		{http.StatusBadGateway, "Bad Gateway", "server_side"},
 	} {
 		t.Run(http.StatusText(tt.status), func(t *testing.T) {
@@ -193,9 +194,13 @@ func TestEarlierRunnerWithoutMachineRefusedDelete(t *testing.T) {
 			gh := &deleteRefused{status: tt.status, message: tt.message}
 			h.invoke(t, h.claimer(t, claimerOpt{github: func(g claim.GitHub) claim.GitHub { gh.GitHub = g; return gh }}), h.receive(t, 1)...)
 			r := h.get(t, id)
-			if gh.deletes != 1 || r.State != job.Queued || r.Pool != "linux" || r.LastErrorClass != tt.wantClass {
-				t.Errorf("%d deletes; record %s in %q (%s: %s), want one delete and the job queued in linux (%s)",
-					gh.deletes, r.State, r.Pool, r.LastErrorClass, r.LastError, tt.wantClass)
+			if tt.wantClass == "" {
+				keptClaimed(t, h, id, "linux", job.RunnerName("linux", id), "not moved")
+			} else if r.State != job.Queued || r.Pool != "linux" || r.LastErrorClass != tt.wantClass {
+				t.Errorf("record %s in %q (%s: %s), want the job queued in linux (%s)", r.State, r.Pool, r.LastErrorClass, r.LastError, tt.wantClass)
+			}
+			if gh.deletes != 1 {
+				t.Errorf("%d deletes, want one", gh.deletes)
 			}
 			if rs := h.gh.Runners(); len(rs) != 1 || rs[0].Name != job.RunnerName("linux", id) {
 				t.Errorf("runners %v, want linux-%d alone", rs, id)

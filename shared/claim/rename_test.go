@@ -16,7 +16,9 @@ import (
 	"github.com/ghclaim/ghclaim/shared/claim"
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/pool"
+	"github.com/ghclaim/ghclaim/shared/random"
 	"github.com/ghclaim/ghclaim/shared/ratelimit"
+	"github.com/ghclaim/ghclaim/shared/reclaim"
 )
 
 // renamedPool is a dispatch pool for the rename tests.
@@ -312,10 +314,10 @@ func TestEarlierAttemptsRunnerKeepsTheJobInItsPool(t *testing.T) {
 		moved bool
 		want  string
 	}{
-		{name: "offline, its machine booting", want: "not moved: runner linux-%d of an earlier attempt is registered (offline)"},
-		{name: "online and idle", old: "online", want: "not moved: runner linux-%d of an earlier attempt is registered (online)"},
-		{name: "busy", old: "online", busy: true, want: "not moved: runner linux-%d of an earlier attempt is registered (online)"},
-		{name: "at the organisation", scope: pool.ScopeOrg, want: "not moved: runner linux-%d of an earlier attempt is registered (offline)"},
+		{name: "offline, its machine booting", want: "not moved: runner linux-%d of an earlier attempt is registered"},
+		{name: "online and idle", old: "online", want: "not moved: runner linux-%d of an earlier attempt is registered"},
+		{name: "busy", old: "online", busy: true, want: "not moved: runner linux-%d of an earlier attempt is registered"},
+		{name: "at the organisation", scope: pool.ScopeOrg, want: "not moved: runner linux-%d of an earlier attempt is registered"},
 		{name: "the look fails", fail: true, want: "server_side"},
 		{name: "gone", removed: true, moved: true},
 		{name: "offline, its machine gone: removed, and the job moves", noMachine: true, moved: true},
@@ -358,7 +360,8 @@ func TestEarlierAttemptsRunnerKeepsTheJobInItsPool(t *testing.T) {
 				}
 				return
 			}
-			// Kept: the retry's line says "not moved"; no move is logged.
+			// Kept: claimed with the earlier runner (its decision says "not
+			// moved"); no move is logged.
 			if lines := resolvedLines(t, h, id); len(lines) != 0 {
 				t.Errorf("pool resolution lines %v for a job kept in its pool, want none", lines)
 			}
@@ -366,8 +369,12 @@ func TestEarlierAttemptsRunnerKeepsTheJobInItsPool(t *testing.T) {
 			if strings.Contains(want, "%d") {
 				want = fmt.Sprintf(want, id)
 			}
-			if got.State != job.Queued || got.Pool != "linux" || !(strings.Contains(got.LastError, want) || got.LastErrorClass == want) {
-				t.Errorf("record %s in %q (%s: %s), want queued in linux for a retry (%s)", got.State, got.Pool, got.LastErrorClass, got.LastError, want)
+			if tt.fail {
+				if got.State != job.Queued || got.Pool != "linux" || got.LastErrorClass != want {
+					t.Errorf("record %s in %q (%s: %s), want queued in linux for a retry (%s)", got.State, got.Pool, got.LastErrorClass, got.LastError, want)
+				}
+			} else {
+				keptClaimed(t, h, id, "linux", old, want)
 			}
 			if !slices.Equal(names, []string{old}) || liveOf(h, id, old) != 1 || h.instances(id) != 1 {
 				t.Errorf("runners %v, %d machines (%d of %s); want %s alone, its machine untouched", names, h.instances(id), liveOf(h, id, old), old, old)
@@ -394,13 +401,31 @@ func TestDeadAttemptsRunnerKeepsTheJobInItsPool(t *testing.T) {
 	h.esm.redeliver()
 	h.clock.Set(job.FromMillis(dead.LeaseExpiresAt).Add(time.Second))
 	h.invoke(t, h.claimer(t, claimerOpt{instance: "next"}), h.receive(t, 1)...)
-	got := h.get(t, id)
-	if got.State != job.Queued || got.Pool != "linux" || !strings.Contains(got.LastError, "not moved") {
-		t.Fatalf("record %s in pool %q (%s), want queued in linux: not moved", got.State, got.Pool, got.LastError)
-	}
+	keptClaimed(t, h, id, "linux", job.RunnerName("linux", id), "not moved")
 	if rs, n := h.gh.Runners(), h.instances(id); len(rs) != 1 || rs[0].Name != job.RunnerName("linux", id) || n != 1 {
 		t.Errorf("runners %v and %d machines for one job, want linux-%d and one machine", rs, n, id)
 	}
+}
+
+// keptClaimed fails unless job id is claimed in pool p with the earlier
+// attempt's runner (kept in its recorded pool, not moved), at a recorded
+// scope, its decision logged as a reuse naming why (reason).
+func keptClaimed(t *testing.T, h *harness, id int64, p, runner, reason string) {
+	t.Helper()
+	got := h.get(t, id)
+	if got.State != job.Claimed || got.Pool != p || got.RunnerName != runner || got.Scope == "" {
+		t.Errorf("record %s in %q by %q at %q, want claimed in %s by %s (kept), its scope recorded", got.State, got.Pool, got.RunnerName, got.Scope, p, runner)
+	}
+	for _, line := range strings.Split(h.logs.String(), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) == nil && m["job_id"] == float64(id) && m["kept_in_pool"] == p {
+			if m["decision"] != claim.DecisionReused || !strings.Contains(fmt.Sprint(m["reason"]), reason) {
+				t.Errorf("kept decision %v, want %s naming %q", m, claim.DecisionReused, reason)
+			}
+			return
+		}
+	}
+	t.Errorf("no decision line keeps job %d in %s", id, p)
 }
 
 // lostAnswer is a provisioner whose first Provision starts the machine but
@@ -461,11 +486,52 @@ func TestDeadClaimerAfterAMoveThenRollback(t *testing.T) {
 	h.esm.redeliver()
 	h.clock.Set(job.FromMillis(dead.LeaseExpiresAt).Add(time.Second))
 	h.invoke(t, h.claimer(t, claimerOpt{instance: "next"}), h.receive(t, 1)...)
-	got := h.get(t, id)
-	if got.State != job.Queued || got.Pool != "linux-v2" || !strings.Contains(got.LastError, "not moved") {
-		t.Errorf("record %s in pool %q (%s), want queued in linux-v2: not moved", got.State, got.Pool, got.LastError)
-	}
+	keptClaimed(t, h, id, "linux-v2", moved, "not moved")
 	if rs, n := h.gh.Runners(), h.instances(id); len(rs) != 1 || rs[0].Name != moved || n != 1 {
 		t.Errorf("runners %v and %d machines for one job, want %s alone and one machine", rs, n, moved)
+	}
+}
+
+// TestKeptJobIsReplacedThenMoved: a job kept in its renamed pool (claimed
+// with its earlier attempt's runner, offline, its machine booting) whose
+// runner never connects is not left waiting for max age: past the start
+// grace the reclaimer's liveness check finds that runner under its
+// recorded name (the pool that serves the labels now standing in), removes
+// it and its machine, and starts a new attempt, which moves to linux-v2:
+// one runner and one machine at every step.
+func TestKeptJobIsReplacedThenMoved(t *testing.T) {
+	t.Parallel()
+	const id = int64(77700)
+	h := renameAfterAttempt(t, id, "")
+	setJob(h, id, "queued")
+	old := job.RunnerName("linux", id)
+	h.invoke(t, h.claimer(t, claimerOpt{}), h.receive(t, 1)...)
+	keptClaimed(t, h, id, "linux", old, "not moved")
+
+	gh, tracker := newGitHub(t, h.store, h.ghURL, h.clock.Now, true)
+	rc, err := reclaim.New(reclaim.Config{Store: h.store, Queue: h.queue, Now: h.clock.Now, Rand: random.New(1), Logger: h.log,
+		GitHub: gh, Rates: tracker, Pools: h.pools,
+		Provisioner: reclaim.ProvisionerFunc(func(ctx context.Context, lo reclaim.Leftover) error {
+			return h.prov.Cleanup(ctx, pool.Request{JobID: lo.JobID, RunID: lo.RunID, Repo: lo.Repo, Pool: lo.Pool, RunnerName: lo.RunnerName, KeepMachines: lo.KeepMachines})
+		})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.clock.Set(job.FromMillis(h.get(t, id).SweepAt).Add(time.Second))
+	rep, err := rc.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := h.get(t, id); r.State != job.Queued || r.Replacements != 1 || rep.Requeued[reclaim.RunnerLost] != 1 {
+		t.Fatalf("after the check: %s, replacements %d, report %+v; want queued for a new attempt", r.State, r.Replacements, rep)
+	}
+	if _, ok := h.gh.RunnerByName(old); ok || liveOf(h, id, old) != 0 {
+		t.Fatalf("the kept runner %s still registered %v, %d machines of it; want both gone", old, ok, liveOf(h, id, old))
+	}
+	h.invoke(t, h.claimer(t, claimerOpt{instance: "after"}), h.receive(t, 1)...)
+	moved := job.RunnerNameAt("linux-v2", id, 1)
+	got := h.get(t, id)
+	if rs := h.gh.Runners(); got.State != job.Claimed || got.Pool != "linux-v2" || len(rs) != 1 || rs[0].Name != moved || h.instances(id) != 1 {
+		t.Errorf("record %s in %q, runners %v, %d machines; want claimed in linux-v2 by %s alone, one machine", got.State, got.Pool, rs, h.instances(id), moved)
 	}
 }
