@@ -535,10 +535,18 @@ func (f *flow) keptByEarlier(ctx context.Context, stale string) (ended bool, err
 			}
 		}
 	}
-	// Kept: f.pool stays empty, so the outcome keeps the record's pool
-	// (movedTo), and names the scope the runner was found at.
-	return true, f.finish(ctx, job.Outcome{State: job.Claimed, Attempt: f.attempt, RunnerName: r.Name, Scope: prev.scope,
-		RunnerStartGrace: prev.pool.StartGrace()}, DecisionReused, nil,
+	// Kept: the attempt's runner is that one, in the recorded pool (or its
+	// stand-in under the recorded name, so the outcome keeps the record's
+	// pool: movedTo), at the scope it was found at. A lease lost at the
+	// record's write then judges that runner as the 409 path's reused one
+	// (releaseSpare): left when the job is done by it, released when
+	// another runner took the job; with no name of its own, the attempt
+	// logged and counted a spare released for no runner, and left the
+	// spare one.
+	f.pool, f.name = prev.pool, prev.name
+	f.locate(prev.scope)
+	return true, f.finish(ctx, job.Outcome{State: job.Claimed, Attempt: f.attempt, RunnerName: r.Name, Scope: f.scope,
+		RunnerStartGrace: f.pool.StartGrace()}, DecisionReused, nil,
 		slog.Int64("runner_id", r.ID), slog.String("runner_status", r.Status), slog.Bool("runner_busy", r.Busy),
 		slog.String("kept_in_pool", f.rec.Pool), slog.String(obs.KeyReason, stale+"; not moved: runner "+r.Name+" of an earlier attempt is registered"))
 }

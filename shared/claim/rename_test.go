@@ -14,6 +14,7 @@ import (
 	"github.com/ghclaim/ghclaim/infra/ghfake"
 	"github.com/ghclaim/ghclaim/shared/backoff"
 	"github.com/ghclaim/ghclaim/shared/claim"
+	"github.com/ghclaim/ghclaim/shared/ghapp"
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/pool"
 	"github.com/ghclaim/ghclaim/shared/random"
@@ -533,5 +534,69 @@ func TestKeptJobIsReplacedThenMoved(t *testing.T) {
 	got := h.get(t, id)
 	if rs := h.gh.Runners(); got.State != job.Claimed || got.Pool != "linux-v2" || len(rs) != 1 || rs[0].Name != moved || h.instances(id) != 1 {
 		t.Errorf("record %s in %q, runners %v, %d machines; want claimed in linux-v2 by %s alone, one machine", got.State, got.Pool, rs, h.instances(id), moved)
+	}
+}
+
+// takenWhileLooking is a GitHub that, once the earlier runner is found,
+// runs then (the webhook marking the job done meanwhile).
+type takenWhileLooking struct {
+	claim.GitHub
+	then func()
+}
+
+func (g *takenWhileLooking) FindRunner(ctx context.Context, installationID int64, scope, owner, repo, name string) (ghapp.Runner, error) {
+	r, err := g.GitHub.FindRunner(ctx, installationID, scope, owner, repo, name)
+	if err == nil && g.then != nil {
+		g.then()
+		g.then = nil
+	}
+	return r, err
+}
+
+// TestKeptJobLeaseLostToItsRunner: while the claimer looks for the earlier
+// attempt's runner in the renamed pool, that runner connects and takes the
+// job (the webhook marks it done under its name), so the kept claim's
+// record write finds the lease lost. The runner is the job's own, at
+// work: it is no spare, nothing is released (before, the release ran with
+// no runner name, logging a spare released and counting it). When the job
+// was instead taken by a runner not ours, the kept runner (offline, its
+// machine booting) is the spare, and it is released as the 409 path's is.
+func TestKeptJobLeaseLostToItsRunner(t *testing.T) {
+	t.Parallel()
+	for i, tt := range []struct {
+		name    string
+		takenBy string // "" the earlier runner itself
+		spare   bool
+	}{
+		{name: "taken by the earlier runner"},
+		{name: "taken by a runner not ours", takenBy: "someone-else", spare: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			id := int64(77800 + i)
+			h := renameAfterAttempt(t, id, "")
+			setJob(h, id, "queued")
+			old := job.RunnerName("linux", id)
+			by := tt.takenBy
+			if by == "" {
+				by = old
+			}
+			gh := &takenWhileLooking{then: func() { h.markDone(t, id, by) }}
+			h.invoke(t, h.claimer(t, claimerOpt{github: func(g claim.GitHub) claim.GitHub { gh.GitHub = g; return gh }}), h.receive(t, 1)...)
+			if got := h.get(t, id); got.State != job.Done || got.RunnerName != by {
+				t.Fatalf("record %s by %q, want done by %s", got.State, got.RunnerName, by)
+			}
+			released := strings.Contains(h.logs.String(), "claim releases a spare runner")
+			_, registered := h.gh.RunnerByName(old)
+			if tt.spare {
+				if !released || registered || liveOf(h, id, old) != 0 {
+					t.Errorf("spare released %v, %s registered %v, %d machines of it; want it released, its machine ended", released, old, registered, liveOf(h, id, old))
+				}
+				return
+			}
+			if released || !registered || liveOf(h, id, old) != 1 {
+				t.Errorf("spare released %v, %s registered %v, %d machines of it; want nothing released, the runner and its machine at work", released, old, registered, liveOf(h, id, old))
+			}
+		})
 	}
 }
