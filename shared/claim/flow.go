@@ -562,7 +562,7 @@ func (f *flow) keptByEarlier(ctx context.Context, stale string) (ended bool, err
 // A lease lost ends the attempt before it registers anything; a failed
 // write leaves the lease to expire (the message comes back and takes it
 // over), as a failed Finish does. The move is logged here, once it is
-// made: a job kept in its old pool logs its retry's "not moved" alone.
+// made: a job kept in its old pool logs its claim's "not moved" alone.
 func (f *flow) move(ctx context.Context, stale string) (ended bool, err error) {
 	to := f.movedTo()
 	if to == "" {

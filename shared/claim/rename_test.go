@@ -291,9 +291,9 @@ func renameAfterAttempt(t *testing.T, id int64, scope string) *harness {
 // pool linux registered linux-<id> and started its machine (the answer
 // was lost), then linux was renamed linux-v2. Attempt 2 looks for that
 // runner: registered (busy, online, or offline with its machine up; the
-// record keeping no scope, at either scope), the job stays in linux and is
-// retried (the runner may yet take it; `ghclaim retry` moves it), nothing
-// is registered or ended; gone, or offline with no machine (it can never
+// record keeping no scope, at either scope), the job stays in linux,
+// claimed with that runner (it may yet take the job; the reclaimer
+// replaces it if it never does), nothing registered or ended; gone, or offline with no machine (it can never
 // take the job: removed as the 409 path removes one), the job moves and
 // is claimed in linux-v2. Moved regardless, it had
 // linux-v2-<id> and a second machine beside linux-<id>: two runners whose
@@ -391,7 +391,7 @@ func TestEarlierAttemptsRunnerKeepsTheJobInItsPool(t *testing.T) {
 // RUNNER_POOLS dies after it registered linux-<id> and started its
 // machine; the pool is renamed meanwhile. The message comes back and takes
 // the lease over: the dead attempt's runner is there, so the job stays in
-// linux (retried), with one runner and one machine.
+// linux (claimed with that runner), with one runner and one machine.
 func TestDeadAttemptsRunnerKeepsTheJobInItsPool(t *testing.T) {
 	t.Parallel()
 	h := setup(t, setupOpt{ec2: true})
