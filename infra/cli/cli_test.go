@@ -311,6 +311,20 @@ func TestJob(t *testing.T) {
 		t.Fatalf("job 7102 --json: waits %v, next_look %v; want 1 and %s", got["waits"], got["next_look"], next.UTC().Format(time.RFC3339))
 	}
 
+	// A public user's repository, as its queued delivery described it.
+	pub := rec(7103, "job-x64")
+	pub.Public, pub.UserOwned = true, true
+	_, err = s.CreateJob(ctx, pub, now.Add(-time.Hour))
+	must(t, err)
+	r = run(t, nil, gh("job", "7103")...)
+	if r.code != 0 || !strings.Contains(r.stdout, "octo/app (public, a user's)") {
+		t.Fatalf("job 7103: exit %d, want the repository described as public and a user's in\n%s", r.code, r.stdout)
+	}
+	r = run(t, nil, gh("job", "7103", "--json")...)
+	if got := decode[map[string]any](t, r.stdout); got["public"] != true || got["user_owned"] != true {
+		t.Fatalf("job 7103 --json: public %v, user_owned %v; want both true", got["public"], got["user_owned"])
+	}
+
 	r = run(t, nil, gh("job", "7199")...)
 	if r.code != cli.ExitFail || strings.TrimSpace(r.stderr) != "job 7199 not found" {
 		t.Fatalf("unknown job: exit %d, stderr %q; want exit 1, job 7199 not found", r.code, r.stderr)

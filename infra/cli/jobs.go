@@ -47,12 +47,16 @@ type transitionView struct {
 
 // jobView is a job record as printed (--json).
 type jobView struct {
-	JobID          int64    `json:"job_id"`
-	State          string   `json:"state"`
-	Version        int64    `json:"version"`
-	Attempt        int      `json:"attempt"`
-	Pool           string   `json:"pool,omitempty"`
-	Repo           string   `json:"repo,omitempty"`
+	JobID   int64  `json:"job_id"`
+	State   string `json:"state"`
+	Version int64  `json:"version"`
+	Attempt int    `json:"attempt"`
+	Pool    string `json:"pool,omitempty"`
+	Repo    string `json:"repo,omitempty"`
+	// Public and UserOwned: the repository as its queued delivery
+	// described it, to which the claimer holds the recorded pool.
+	Public         bool     `json:"public,omitempty"`
+	UserOwned      bool     `json:"user_owned,omitempty"`
 	InstallationID int64    `json:"installation_id,omitempty"`
 	RunID          int64    `json:"run_id,omitempty"`
 	Labels         []string `json:"labels,omitempty"`
@@ -78,9 +82,26 @@ type jobView struct {
 	History          []transitionView `json:"history,omitempty"`
 }
 
+// repoNote says how the queued delivery described the repository, when
+// it said more than a private organisation's: the pool's rules apply to it.
+func repoNote(r job.Record) string {
+	var notes []string
+	if r.Public {
+		notes = append(notes, "public")
+	}
+	if r.UserOwned {
+		notes = append(notes, "a user's")
+	}
+	if len(notes) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(notes, ", ") + ")"
+}
+
 func view(r job.Record) jobView {
 	v := jobView{
 		JobID: r.JobID, State: string(r.State), Version: r.Version, Attempt: r.Attempt, Pool: r.Pool, Repo: r.Repo,
+		Public: r.Public, UserOwned: r.UserOwned,
 		InstallationID: r.InstallationID, RunID: r.RunID, Labels: r.Labels, RunnerName: r.RunnerName,
 		Replacements: r.Replacements, ReplacementsBase: r.ReplacementsBase, LivenessChecks: r.LivenessChecks, Waits: r.Waits,
 		CreatedAt: stamp(r.CreatedAt), UpdatedAt: stamp(r.UpdatedAt), DueAt: stamp(r.DueAt),
@@ -248,7 +269,7 @@ func (c *CLI) job(ctx context.Context, o *opts, args []string) error {
 	}
 	row("job", fmt.Sprint(r.JobID))
 	row("state", fmt.Sprintf("%s (version %d, attempt %d)", r.State, r.Version, r.Attempt))
-	row("repo", r.Repo)
+	row("repo", r.Repo+repoNote(r))
 	row("pool", r.Pool)
 	row("labels", strings.Join(r.Labels, ", "))
 	row("installation", nonzero(r.InstallationID))
