@@ -300,6 +300,10 @@ type Report struct {
 	BusyRace       int // turned busy between the list and the delete: left
 	RunnersLive    int // of a non-terminal job: left
 	UnknownKept    int // unknown job, runner online: left for now
+	// ForeignSkipped counts runners named like a pool no longer configured
+	// whose record was not read: their prefix's first records named none
+	// of them (another tool's runners, see pass.foreign).
+	ForeignSkipped int
 	// SparesKept counts idle runners of a job done less than its pool's
 	// runner-start grace ago: left, since another job whose runner took
 	// that job may be waiting for this one (shared/webhook's swap).
@@ -369,14 +373,28 @@ type pass struct {
 	// cleaned holds the attempts (lower-cased runner names) whose
 	// provisioner cleanup ran this pass.
 	cleaned map[string]bool
+	// foreign counts, per prefix a runner name gives that is no configured
+	// pool's (lower-cased), the runners whose job record did not name it
+	// this pass; ours marks those one record did name. Past
+	// maxForeignReads misses and no hit, the prefix's runners are taken
+	// for another tool's ("build-agent-17") and their records not read:
+	// a record read for each of them, every pass, could spend the runner
+	// phase's time before ours are reached.
+	foreign map[string]int
+	ours    map[string]bool
 }
+
+// maxForeignReads is how many runners of one unknown prefix a pass reads
+// the job record of before it takes the prefix for another tool's.
+const maxForeignReads = 3
 
 // Run makes one pass and reports it. Its error is the first listing that
 // failed as a whole (installations, machines); single failures are counted.
 func (j *Janitor) Run(ctx context.Context) (Report, error) {
 	now := j.cfg.Now()
 	p := &pass{now: now, by: now.Add(j.cfg.Budget), listed: map[string]map[string]bool{},
-		lister: map[string]*installState{}, owners: map[string]*installState{}, cleaned: map[string]bool{}}
+		lister: map[string]*installState{}, owners: map[string]*installState{}, cleaned: map[string]bool{},
+		foreign: map[string]int{}, ours: map[string]bool{}}
 	if dl, ok := ctx.Deadline(); ok && dl.Add(-j.cfg.Reserve).Before(p.by) {
 		p.by = dl.Add(-j.cfg.Reserve)
 	}
@@ -764,6 +782,10 @@ func (j *Janitor) scope(ctx context.Context, p *pass, st *installState, scope, o
 			if gone, id, ok = j.unconfigured(r.Name); !ok {
 				continue // never touch a runner that is not ours
 			}
+			if k := strings.ToLower(gone); !p.ours[k] && p.foreign[k] >= maxForeignReads {
+				p.rep.ForeignSkipped++
+				continue
+			}
 		}
 		if !j.cfg.Now().Before(p.listUntil) {
 			// The runner phase's time is up (a record read is no GitHub
@@ -783,8 +805,10 @@ func (j *Janitor) scope(ctx context.Context, p *pass, st *installState, scope, o
 			// Only the job's record makes it ours: another tool's runner
 			// may share the organisation, and be named alike.
 			if !found || !namedBy(rec, gone, r.Name) || !sameRepo(rec, scope, owner, repo) {
+				p.foreign[strings.ToLower(gone)]++
 				continue
 			}
+			p.ours[strings.ToLower(gone)] = true
 			if pl, ok = j.standIn(gone, rec); !ok {
 				rlog.InfoContext(ctx, "janitor left a runner of a pool no longer configured: no pool serves its job now",
 					slog.String("pool", gone))

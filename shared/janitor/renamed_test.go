@@ -2,6 +2,7 @@ package janitor_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -153,5 +154,39 @@ func TestRenamedPoolMachineWithoutRecord(t *testing.T) {
 	}
 	if rep.MachinesEnded != 1 || rep.Errors != 0 {
 		t.Errorf("report %+v, want one machine ended, no error", rep)
+	}
+}
+
+// TestForeignRunnersCostFewReads: another tool's runners named like a
+// pool no longer configured ("build-agent-<n>", no job record names them)
+// cost a job-record read each, every pass, before this pass stopped
+// reading a prefix whose first records named none of its runners. A
+// renamed pool's runner listed after them (old-200, its record naming old)
+// is still judged and deleted.
+func TestForeignRunnersCostFewReads(t *testing.T) {
+	t.Parallel()
+	const foreign, control = 12, int64(200)
+	f := setup(t)
+	for n := range foreign {
+		f.runner(t, fmt.Sprintf("build-agent-%d", n+1), "offline", false)
+	}
+	f.runner(t, job.RunnerName("old", control), "offline", false)
+	f.store.Put(job.Record{JobID: control, State: job.Done, Version: 3, Repo: "octo/app", InstallationID: inst,
+		Pool: "old", Labels: []string{"self-hosted", "linux"}, Scope: pool.ScopeRepo, RunID: 7,
+		CreatedAt: f.now.Add(-3 * time.Hour).UnixMilli(), UpdatedAt: f.now.Add(-2 * time.Hour).UnixMilli(),
+		ExpiresAt: f.now.Add(7 * 24 * time.Hour).Unix()})
+	before := f.store.Calls("Get")
+	rep := f.run(t, nil)
+	if reads := f.store.Calls("Get") - before; reads > 3+1 || rep.ForeignSkipped != foreign-3 {
+		t.Errorf("%d record reads, %d runners skipped (report %+v); want at most 3 for build-agent and 1 for old-%d, the other %d skipped",
+			reads, rep.ForeignSkipped, rep, control, foreign-3)
+	}
+	if _, ok := f.fake.RunnerByName(job.RunnerName("old", control)); ok {
+		t.Errorf("runner old-%d of a done job of a pool no longer configured still registered", control)
+	}
+	for n := range foreign {
+		if _, ok := f.fake.RunnerByName(fmt.Sprintf("build-agent-%d", n+1)); !ok {
+			t.Errorf("another tool's runner build-agent-%d was removed", n+1)
+		}
 	}
 }
