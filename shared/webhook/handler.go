@@ -102,6 +102,8 @@ type Config struct {
 // Handler answers GitHub webhook deliveries. It is safe for concurrent use.
 type Handler struct {
 	cfg Config
+	// poolNames are cfg.Pools' names, the prefixes of our runners' names.
+	poolNames []string
 }
 
 // New validates cfg, fills its defaults and returns a handler.
@@ -131,7 +133,11 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.MaxAge <= 0 {
 		cfg.MaxAge = job.DefaultMaxAge
 	}
-	return &Handler{cfg: cfg}, nil
+	h := &Handler{cfg: cfg, poolNames: make([]string, len(cfg.Pools))}
+	for i, p := range cfg.Pools {
+		h.poolNames[i] = p.Name
+	}
+	return h, nil
 }
 
 // Reply is the JSON body of every answer.
@@ -162,6 +168,9 @@ type delivery struct {
 	// it says how long its job waited for a runner (metrics.go).
 	created  bool
 	toRunner time.Duration
+	// refused is why the pools refuse the job now, when its report is
+	// applied anyway because a runner of ours has it (ranOnOurs).
+	refused string
 }
 
 // Handle answers one delivery. It never returns an error: every outcome is
@@ -223,13 +232,18 @@ func (h *Handler) Handle(ctx context.Context, req events.LambdaFunctionURLReques
 	// and an operator who fixes RUNNER_POOLS or ALLOWED_OWNERS and clicks
 	// Redeliver (same GUID) gets the job claimed instead of "duplicate".
 	// in_progress and completed of such a job (most of them are
-	// GitHub-hosted jobs) write nothing either.
+	// GitHub-hosted jobs) write nothing either, unless they name a runner
+	// of ours (ranOnOurs).
 	if j.Action == ActionWaiting { // GitHub sends queued once the environment allows it.
 		return h.answer(ctx, d, http.StatusOK, StatusIgnored, "waiting: the job is claimed when it is queued", "skip_waiting"), nil
 	}
 	p, why := h.decide(j)
 	if why != "" {
-		return h.answer(ctx, d, http.StatusOK, StatusIgnored, why, "skip", slog.String(obs.KeyReason, why)), nil
+		q, ours := h.ranOnOurs(j)
+		if !ours {
+			return h.answer(ctx, d, http.StatusOK, StatusIgnored, why, "skip", slog.String(obs.KeyReason, why)), nil
+		}
+		p, d.refused = q, why
 	}
 	if j.Action == ActionQueued {
 		return h.queued(ctx, d, j, p, now), nil
@@ -317,7 +331,7 @@ func (h *Handler) done(ctx context.Context, d *delivery, j Job, p pool.Pool, now
 	case prev == "":
 		outcome = "done_created"
 	}
-	if taken, ok := takenFrom(h.cfg.Pools, j); ok {
+	if taken, ok := takenFrom(h.poolNames, j); ok {
 		// B claimed has a runner of its own booting (registered, its
 		// machine started), now without a job: one that fits A's labels
 		// will take A, as a burst's runners take its jobs in whatever
@@ -325,26 +339,51 @@ func (h *Handler) done(ctx context.Context, d *delivery, j Job, p pool.Pool, now
 		// machine; if that runner never takes it, the liveness check does
 		// as for any claimed job.
 		var spare *pool.Pool
-		if prev == job.Claimed {
+		if prev == job.Claimed && d.refused == "" {
+			// (A job the pools refuse now has its own runner in its
+			// recorded pool, which p, the pool of the runner it ran on,
+			// need not be: A is sent back rather than wait for it.)
 			spare = &p
 		}
 		h.replaceTaken(ctx, d, taken, j.RunnerName, spare, now)
 	}
-	return h.answer(ctx, d, http.StatusAccepted, StatusAccepted, fmt.Sprintf("job %d is %s", j.JobID, j.Action), outcome,
-		slog.String("pool", p.Name), slog.String("previous_state", string(prev)), slog.String("runner_name", j.RunnerName))
+	attrs := []slog.Attr{slog.String("pool", p.Name), slog.String("previous_state", string(prev)), slog.String("runner_name", j.RunnerName)}
+	if d.refused != "" {
+		attrs = append(attrs, slog.String("refused_now", d.refused))
+	}
+	return h.answer(ctx, d, http.StatusAccepted, StatusAccepted, fmt.Sprintf("job %d is %s", j.JobID, j.Action), outcome, attrs...)
+}
+
+// ranOnOurs reports whether an in_progress or completed delivery of a job
+// the pools refuse now (decide) names a runner of ours, and the pool that
+// runner was made for: the job was ours when it was queued (the pool then
+// allowed its public repository, a user's repository at its scope, its
+// labels), and a runner of ours registered for it, or for another job
+// of ours (takenFrom), has it. Skipped, its record stayed claimed, or
+// queued with a claimer retrying it, until the maximum age abandoned a job
+// that ran; and the job whose runner it took waited for the reclaimer.
+// The owner allow-list is not overridden: ALLOWED_OWNERS bounds which
+// accounts' deliveries touch the table at all, whatever runner they name.
+// GitHub-hosted jobs, and other tools' runners, name no runner of ours:
+// their deliveries still cost no request.
+func (h *Handler) ranOnOurs(j Job) (pool.Pool, bool) {
+	if (j.Action != ActionInProgress && j.Action != ActionCompleted) || !h.ownerAllowed(j) {
+		return pool.Pool{}, false
+	}
+	r, ok := job.ParseRunnerName(j.RunnerName, h.poolNames...)
+	if !ok {
+		return pool.Pool{}, false
+	}
+	return pool.Find(h.cfg.Pools, r.Pool)
 }
 
 // takenFrom reports the job whose runner took j: j is in progress on a
 // runner of ours (any attempt's name, job.RunnerNameAt) made for job A ≠ j.
-func takenFrom(pools []pool.Pool, j Job) (int64, bool) {
+func takenFrom(poolNames []string, j Job) (int64, bool) {
 	if j.Action != ActionInProgress {
 		return 0, false
 	}
-	names := make([]string, len(pools))
-	for i, p := range pools {
-		names[i] = p.Name
-	}
-	r, ok := job.ParseRunnerName(j.RunnerName, names...)
+	r, ok := job.ParseRunnerName(j.RunnerName, poolNames...)
 	if !ok || r.JobID == j.JobID {
 		return 0, false
 	}
@@ -440,21 +479,25 @@ func (h *Handler) replaceTaken(ctx context.Context, d *delivery, a int64, runner
 // decide picks the pool of a job, or says why the job is not ours. Every
 // action asks the same question, so "a job we serve" means one thing.
 func (h *Handler) decide(j Job) (pool.Pool, string) {
-	if len(h.cfg.AllowedOwners) > 0 {
-		allowed := false
-		for _, o := range h.cfg.AllowedOwners {
-			if strings.EqualFold(o, j.Owner()) {
-				allowed = true
-				break
-			}
-		}
-		if !allowed {
-			return pool.Pool{}, fmt.Sprintf("owner %s is not allowed", j.Owner())
-		}
+	if !h.ownerAllowed(j) {
+		return pool.Pool{}, fmt.Sprintf("owner %s is not allowed", j.Owner())
 	}
 	// The rest is the rule the claimer applies too, when a job's pool is
 	// renamed or relabelled under it (shared/pool.Serve).
 	return pool.Serve(h.cfg.Pools, j.Labels, pool.Repository{FullName: j.Repo, Public: j.Public, UserOwned: j.UserOwned})
+}
+
+// ownerAllowed reports whether ALLOWED_OWNERS (when set) names j's owner.
+func (h *Handler) ownerAllowed(j Job) bool {
+	if len(h.cfg.AllowedOwners) == 0 {
+		return true
+	}
+	for _, o := range h.cfg.AllowedOwners {
+		if strings.EqualFold(o, j.Owner()) {
+			return true
+		}
+	}
+	return false
 }
 
 // body returns the decoded, size-checked body, or a 4xx status and why.

@@ -375,13 +375,18 @@ func TestHandleQueued(t *testing.T) {
 // TestRequestsPerDelivery is the cost of each kind of delivery, as issue 11
 // sets it: a served queued job 2 requests (put, send), its redelivery 1
 // (the refused put), in_progress and completed of a served job 1 (the
-// upsert), and anything for a job no pool serves 0. The deliveries run in
-// order on one store, as GitHub sends them.
+// upsert), and anything for a job no pool serves (here a GitHub-hosted
+// job's) 0. The deliveries run in order on one store, as GitHub sends
+// them.
 func TestRequestsPerDelivery(t *testing.T) {
 	t.Parallel()
 	served := func(t testing.TB, action string) []byte { return compact(t, payload(t, action)) }
-	unserved := func(t testing.TB, action string) []byte {
-		return compact(t, set(payload(t, action), "workflow_job.labels", []any{"ubuntu-latest"}))
+	unserved := func(t testing.TB, action string) []byte { // a GitHub-hosted job
+		m := set(payload(t, action), "workflow_job.labels", []any{"ubuntu-latest"})
+		if action != "queued" {
+			set(m, "workflow_job.runner_name", "GitHub Actions 2")
+		}
+		return compact(t, m)
 	}
 	steps := []struct {
 		name     string
