@@ -365,6 +365,29 @@ func TestStoreCore(t *testing.T, base int64, open func(t *testing.T) Core, pendi
 		}
 	})
 
+	run("a retry records the runner name it tried and its scope; a deferral keeps them", func(t *testing.T) {
+		// The next attempt under that name, its pool's scope changed since,
+		// looks for the runner there before registering at the new scope.
+		j := id(190)
+		_, err := s.CreateJob(ctx, Rec(j), T0)
+		must(t, err)
+		name := job.RunnerNameAt("linux", j, 0)
+		l, _, err := s.Acquire(ctx, j, 1, "a", T0.Add(time.Minute), T0)
+		must(t, err)
+		must(t, s.Release(ctx, l, job.Retry{Version: 3, Attempt: 1, Due: T0, ErrorClass: "server_side", Error: "502",
+			Runner: name, Scope: "repo"}, T0))
+		if got := get(t, j); got.TriedRunner != name || got.TriedScope != "repo" || got.Scope != "" || got.RunnerName != "" {
+			t.Fatalf("after the retry: tried %q at %q, runner %q at %q; want tried %s at repo, no runner recorded",
+				got.TriedRunner, got.TriedScope, got.RunnerName, got.Scope, name)
+		}
+		l, _, err = s.Acquire(ctx, j, 3, "b", T0.Add(time.Minute), T0)
+		must(t, err)
+		must(t, s.Release(ctx, l, job.Retry{Version: 5, Attempt: 1, Due: T0, ErrorClass: "rate_limit", Error: "deferred"}, T0))
+		if got := get(t, j); got.TriedRunner != name || got.TriedScope != "repo" {
+			t.Errorf("after a deferral: tried %q at %q, want %s at repo kept", got.TriedRunner, got.TriedScope, name)
+		}
+	})
+
 	run("acquire at a stale version of a queued record", func(t *testing.T) {
 		j := id(5)
 		_, err := s.CreateJob(ctx, Rec(j), T0)

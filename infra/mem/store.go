@@ -262,6 +262,9 @@ func (s *Store) Release(ctx context.Context, l job.Lease, r job.Retry, now time.
 	if r.Pool != "" {
 		cur.Pool = r.Pool
 	}
+	if r.Runner != "" {
+		cur.TriedRunner, cur.TriedScope = r.Runner, r.Scope
+	}
 	cur.LeaseOwner, cur.LeaseExpiresAt = "", 0
 	record(&cur, job.Transition{At: job.Millis(now), To: job.Queued, Attempt: r.Attempt, Class: r.ErrorClass, Error: r.Error, Actor: job.ActorClaimer}, true)
 	if err := tooBig(cur); err != nil {

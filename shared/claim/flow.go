@@ -373,6 +373,9 @@ func (f *flow) claim(ctx context.Context) error {
 	}
 
 	f.releasePrevious(f.work)
+	if ended, err := f.triedElsewhere(ctx); ended {
+		return err
+	}
 	jit, reused, err := f.register(f.work)
 	if err != nil {
 		return f.retryOrFail(ctx, err, nil)
@@ -508,32 +511,17 @@ func (f *flow) keptByEarlier(ctx context.Context, stale string) (ended bool, err
 	prev := f.earlier(f.rec.Replacements, to)
 	r, absent, err := prev.find(f.work)
 	f.reached = f.reached || prev.reached
-	switch {
-	case err != nil:
+	if err != nil {
 		return true, f.retryOrFail(ctx, err, nil)
-	case absent:
-		f.use(to)
-		return false, nil
-	case !r.Busy && r.Status != "online":
-		up, err := prev.machineUp(f.work)
-		if err != nil {
+	}
+	if !absent {
+		if r, err = f.keepOrRemove(prev, r); err != nil {
 			return true, f.retryOrFail(ctx, err, nil)
 		}
-		if !up {
-			gone, _, err := prev.cleanUp(f.work, cleanup{runner: r, provisioned: true})
-			f.reached = f.reached || prev.reached
-			if fl := failure.Classify(err); err != nil && !(fl.GitHub && fl.Status == http.StatusUnprocessableEntity) {
-				return true, f.retryOrFail(ctx, err, nil)
-			}
-			// A 422 that is no busy runner's (IsStillRunning) keeps the
-			// job, as on the 409 path: it may be a busy answer in words not
-			// known here, and failing the job for it could fail one a
-			// runner of ours is running.
-			if gone {
-				f.use(to)
-				return false, nil
-			}
-		}
+	}
+	if r == nil {
+		f.use(to)
+		return false, nil
 	}
 	// Kept: the attempt's runner is that one, in the recorded pool (or its
 	// stand-in under the recorded name, so the outcome keeps the record's
@@ -549,6 +537,83 @@ func (f *flow) keptByEarlier(ctx context.Context, stale string) (ended bool, err
 		RunnerStartGrace: f.pool.StartGrace()}, DecisionReused, nil,
 		slog.Int64("runner_id", r.ID), slog.String("runner_status", r.Status), slog.Bool("runner_busy", r.Busy),
 		slog.String("kept_in_pool", f.rec.Pool), slog.String(obs.KeyReason, stale+"; not moved: runner "+r.Name+" of an earlier attempt is registered"))
+}
+
+// keepOrRemove decides on r, the runner of prev (an earlier attempt of
+// this job) found registered: busy or online, or offline with a machine of
+// the job up (booting with its config), the job is claimed with it (r is
+// returned); offline with no machine (its provisioning failed), it can
+// never take the job and is removed as the 409 path removes one (deleted
+// unless it turned busy; nil is returned once it is gone). A 422 on that
+// delete that is no busy runner's (IsStillRunning) keeps the job with it,
+// as on the 409 path: it may be a busy answer in words not known here,
+// and failing the job for it could fail one a runner of ours is running.
+// err is a failure that kept it from deciding (the attempt's, to classify).
+func (f *flow) keepOrRemove(prev *flow, r *ghapp.Runner) (*ghapp.Runner, error) {
+	if r.Busy || r.Status == "online" {
+		return r, nil
+	}
+	up, err := prev.machineUp(f.work)
+	if err != nil || up {
+		return r, err
+	}
+	gone, _, err := prev.cleanUp(f.work, cleanup{runner: r, provisioned: true})
+	f.reached = f.reached || prev.reached
+	if fl := failure.Classify(err); err != nil && !(fl.GitHub && fl.Status == http.StatusUnprocessableEntity) {
+		return nil, err
+	}
+	if gone {
+		return nil, nil
+	}
+	return r, nil
+}
+
+// triedElsewhere runs before the attempt registers its runner. GitHub
+// keeps a repository's runners and its organisation's apart: a name taken
+// at one scope is free at the other, so the 409 path cannot see a runner
+// of this name registered at the scope the pool had before. When the last
+// retried attempt tried this very name (job.Record.TriedRunner) at another
+// scope than the attempt's (the pool was moved between the repository
+// and the organisation since), that runner is looked for there first, one
+// call: absent, or removed (keepOrRemove), the attempt registers at the
+// new scope; kept, the job is claimed with it where it is
+// (DecisionReused), and the next replacement, under a name of its own,
+// takes the new scope. Registered beside it instead, the job had two
+// runners: on EC2 an offline spare registration, for a dispatch pool two
+// hosts. A listing the old scope now refuses for good (the App's access to
+// it withdrawn, perhaps the reason for the move) cannot show a runner it
+// could remove either: the attempt goes on at the new scope. ended is set
+// when the attempt ended here, err being its result.
+func (f *flow) triedElsewhere(ctx context.Context) (ended bool, err error) {
+	rec := f.rec
+	if rec.TriedScope == "" || rec.TriedScope == f.scope || !strings.EqualFold(rec.TriedRunner, f.name) {
+		return false, nil
+	}
+	prev := *f
+	prev.locate(rec.TriedScope)
+	r, absent, err := prev.find(f.work)
+	f.reached = f.reached || prev.reached
+	if fl := failure.Classify(err); err != nil && !fl.Retryable() {
+		f.c.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "claim could not look for its runner at the scope it tried before",
+			slog.Int64(obs.KeyJobID, rec.JobID), slog.String("runner_name", f.name), slog.String("tried_scope", rec.TriedScope),
+			slog.String(obs.KeyClass, fl.Class.String()), slog.String(obs.KeyReason, fl.Reason))
+		return false, nil
+	}
+	if err == nil && !absent {
+		r, err = f.keepOrRemove(&prev, r)
+	}
+	if err != nil {
+		return true, f.retryOrFail(ctx, err, nil)
+	}
+	if absent || r == nil {
+		return false, nil
+	}
+	f.locate(prev.scope)
+	return true, f.finish(ctx, job.Outcome{State: job.Claimed, Attempt: f.attempt, RunnerName: r.Name, Scope: f.scope,
+		RunnerStartGrace: f.pool.StartGrace()}, DecisionReused, nil,
+		slog.Int64("runner_id", r.ID), slog.String("runner_status", r.Status), slog.Bool("runner_busy", r.Busy),
+		slog.String("kept_at_scope", f.scope),
+		slog.String(obs.KeyReason, "pool "+f.pool.Name+" registers at "+f.pool.Scope+" now; runner "+r.Name+" of an earlier attempt is registered at "+f.scope))
 }
 
 // move records the attempt's new pool and its runner's scope under the
@@ -829,10 +894,15 @@ func (f *flow) retry(ctx context.Context, fl failure.Failure, registered *ghapp.
 	// The pool this attempt moved the job to goes with the retry: the next
 	// attempt claims there (its 409 path finds this attempt's runner under
 	// its name) whatever RUNNER_POOLS says by then.
-	return f.handOff(ctx, level, d.Delay, f.attempt, job.Retry{
-		Attempt: f.attempt, FirstFailureAt: d.FirstFailureAt, ErrorClass: fl.Class.String(), Error: fl.Reason,
-		Pool: f.movedTo(),
-	}, DecisionRetry, attrs...)
+	r := job.Retry{Attempt: f.attempt, FirstFailureAt: d.FirstFailureAt, ErrorClass: fl.Class.String(), Error: fl.Reason,
+		Pool: f.movedTo()}
+	if f.name != "" && f.scope != "" {
+		// Where this attempt's runner is, if it got that far: the next
+		// attempt under its name looks there should the pool's scope
+		// change meanwhile (triedElsewhere).
+		r.Runner, r.Scope = f.name, f.scope
+	}
+	return f.handOff(ctx, level, d.Delay, f.attempt, r, DecisionRetry, attrs...)
 }
 
 // heldDeferralMax bounds the deferral of a claim that met only a held App

@@ -101,13 +101,22 @@ type Record struct {
 	// Scope is where the claim registered the runner of the latest attempt
 	// (pool.ScopeRepo or pool.ScopeOrg); "" on records from before it was
 	// kept, whose runners are looked for at the pool's scope (pool.Where).
-	Scope      string
-	RunID      int64
-	CreatedAt  int64 // ms
-	UpdatedAt  int64 // ms
-	ExpiresAt  int64 // s; TTL, set at creation (the record is the dedup key) and renewed when it ends
-	SweepShard string
-	SweepAt    int64 // ms; only on non-terminal records
+	Scope string
+	// TriedRunner and TriedScope are the runner name the last retried
+	// attempt registered, or was about to register, and its scope
+	// (job.Retry.Runner, Scope). GitHub keeps a repository's runners and
+	// its organisation's apart, so a name taken at one scope is free at
+	// the other: the next attempt under that name, its pool's scope
+	// changed since, looks for it at TriedScope before registering at the
+	// new one. They describe TriedRunner only: any other name ignores them.
+	TriedRunner string
+	TriedScope  string
+	RunID       int64
+	CreatedAt   int64 // ms
+	UpdatedAt   int64 // ms
+	ExpiresAt   int64 // s; TTL, set at creation (the record is the dedup key) and renewed when it ends
+	SweepShard  string
+	SweepAt     int64 // ms; only on non-terminal records
 	// Replacements counts the new attempts the reclaimer (or the webhook)
 	// started because the claimed runner never took the job.
 	Replacements int

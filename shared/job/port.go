@@ -84,6 +84,12 @@ type Retry struct {
 	// finds this attempt's runner under its name, whatever RUNNER_POOLS
 	// says by then.
 	Pool string
+	// Runner and Scope, when Runner is set, are the runner name the
+	// attempt registered (or was about to register) and the scope it used
+	// (Record.TriedRunner, TriedScope): a later attempt under the same name
+	// whose pool's scope has changed since looks there first, rather than
+	// register a second runner beside it at the new scope.
+	Runner, Scope string
 }
 
 // Outcome is the end of a claim: Claimed, Failed, Abandoned or Done.

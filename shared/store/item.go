@@ -38,6 +38,8 @@ type recordItem struct {
 	UserOwned        bool             `dynamodbav:"user_owned,omitempty"`
 	RunnerName       string           `dynamodbav:"runner_name,omitempty"`
 	Scope            string           `dynamodbav:"runner_scope,omitempty"`
+	TriedRunner      string           `dynamodbav:"tried_runner,omitempty"`
+	TriedScope       string           `dynamodbav:"tried_scope,omitempty"`
 	RunID            int64            `dynamodbav:"run_id,omitempty"`
 	CreatedAt        int64            `dynamodbav:"created_at,omitempty"`
 	UpdatedAt        int64            `dynamodbav:"updated_at,omitempty"`
@@ -57,7 +59,7 @@ func marshal(r job.Record) (map[string]types.AttributeValue, error) {
 		FirstFailureAt: r.FirstFailureAt, DueAt: r.DueAt, LeaseOwner: r.LeaseOwner,
 		LeaseExpiresAt: r.LeaseExpiresAt, LastErrorClass: r.LastErrorClass, LastError: r.LastError,
 		Repo: r.Repo, InstallationID: r.InstallationID, Labels: r.Labels, Pool: r.Pool, Public: r.Public, UserOwned: r.UserOwned,
-		RunnerName: r.RunnerName, Scope: r.Scope, RunID: r.RunID, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+		RunnerName: r.RunnerName, Scope: r.Scope, TriedRunner: r.TriedRunner, TriedScope: r.TriedScope, RunID: r.RunID, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 		ExpiresAt: r.ExpiresAt, SweepShard: r.SweepShard, SweepAt: r.SweepAt,
 		Replacements: r.Replacements, ReplacementsBase: r.ReplacementsBase, LivenessChecks: r.LivenessChecks, Waits: r.Waits,
 		History: historyItems(r.History),
@@ -95,7 +97,7 @@ func unmarshal(m map[string]types.AttributeValue) (job.Record, error) {
 		FirstFailureAt: it.FirstFailureAt, DueAt: it.DueAt, LeaseOwner: it.LeaseOwner,
 		LeaseExpiresAt: it.LeaseExpiresAt, LastErrorClass: it.LastErrorClass, LastError: it.LastError,
 		Repo: it.Repo, InstallationID: it.InstallationID, Labels: it.Labels, Pool: it.Pool, Public: it.Public, UserOwned: it.UserOwned,
-		RunnerName: it.RunnerName, Scope: it.Scope, RunID: it.RunID, CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt,
+		RunnerName: it.RunnerName, Scope: it.Scope, TriedRunner: it.TriedRunner, TriedScope: it.TriedScope, RunID: it.RunID, CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt,
 		ExpiresAt: it.ExpiresAt, SweepShard: it.SweepShard, SweepAt: it.SweepAt,
 		Replacements: it.Replacements, ReplacementsBase: it.ReplacementsBase, LivenessChecks: it.LivenessChecks, Waits: it.Waits,
 		History: historyOf(it.History),

@@ -450,6 +450,10 @@ func (s *Store) Release(ctx context.Context, l Lease, r Retry, now time.Time) er
 		names = map[string]string{"#p": "pool"} // a reserved word
 		set += ", #p = :pool"
 	}
+	if r.Runner != "" {
+		vals[":tr"], vals[":ts"] = str(r.Runner), str(r.Scope)
+		set += ", tried_runner = :tr, tried_scope = :ts"
+	}
 	e := entry{t: job.Transition{At: job.Millis(now), To: job.Queued, Attempt: r.Attempt, Class: r.ErrorClass, Error: r.Error, Actor: job.ActorClaimer},
 		setsAttempt: true, known: l.History}
 	return s.fenced(ctx, l, set+" REMOVE lease_owner, lease_expires_at", names, vals, &e, wrote(r.Version, job.Queued, e.t))
