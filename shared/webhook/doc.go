@@ -20,7 +20,8 @@
 //   - Fewest requests. A served queued job costs two: the job record's
 //     conditional put, then the claim message. A served in_progress or
 //     completed costs one conditional upsert (MarkDone). A job we do not
-//     serve costs none, whatever the action. Nothing is read first, except
+//     serve costs none, whatever the action, unless a runner of ours has
+//     it (below). Nothing is read first, except
 //     on the rare taken-runner path below (one read, then one conditional
 //     write and one message).
 //   - The job record is the dedup key. CreateJob succeeds only when no live
@@ -65,6 +66,17 @@
 //     jobs. A served job keeps being served while its deliveries arrive
 //     (the same labels, the same decision); a pool removed mid-job only
 //     leaves its record to the claimer and reclaimer, which ask GitHub.
+//     One exception: an in_progress or completed that names a runner of
+//     ours (`<pool>-<job_id>[-r<n>]` after a configured pool) is applied
+//     as a served job's, logged with refused_now: the job was claimed
+//     while its pool served it (before allow_public was turned off, or a
+//     relabel), and skipped, a job that ran was left claimed until the
+//     maximum age abandoned it. A job the pools never served (no record)
+//     or run on another job's runner is warned about: our runner group let
+//     it in. ALLOWED_OWNERS is never overridden, and GitHub-hosted jobs
+//     name no runner of ours: their deliveries still cost nothing. Another
+//     tool's runner named like ours costs the upsert (and on the
+//     taken-runner path a read).
 //   - in_progress / completed move the record to done (or create it done,
 //     with its pool, when they overtake queued), so a late queued creates
 //     nothing and a retry in flight stops. They do not need installation
@@ -95,7 +107,12 @@
 //     reclaimer's liveness check, which does the same; the delivery's
 //     answer never depends on A. Logged for A with taken_from_job_id and
 //     outcome runner_taken (runner_taken_left, runner_taken_stale,
-//     runner_taken_failed).
+//     runner_taken_failed). A runner's name is its registrant's choice:
+//     A is sent back only when its runner is registered where B's job
+//     could take it (B's repository for a repository's runner, B's
+//     organisation for an organisation's: couldTake), so a runner
+//     somebody else named after A cannot make A start machine after
+//     machine (a swap counts toward neither cap).
 //
 // Every decision is one JSON log line with delivery_id, job_id, action and
 // outcome.

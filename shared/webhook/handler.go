@@ -102,8 +102,6 @@ type Config struct {
 // Handler answers GitHub webhook deliveries. It is safe for concurrent use.
 type Handler struct {
 	cfg Config
-	// poolNames are cfg.Pools' names, the prefixes of our runners' names.
-	poolNames []string
 }
 
 // New validates cfg, fills its defaults and returns a handler.
@@ -133,11 +131,7 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.MaxAge <= 0 {
 		cfg.MaxAge = job.DefaultMaxAge
 	}
-	h := &Handler{cfg: cfg, poolNames: make([]string, len(cfg.Pools))}
-	for i, p := range cfg.Pools {
-		h.poolNames[i] = p.Name
-	}
-	return h, nil
+	return &Handler{cfg: cfg}, nil
 }
 
 // Reply is the JSON body of every answer.
@@ -331,7 +325,19 @@ func (h *Handler) done(ctx context.Context, d *delivery, j Job, p pool.Pool, now
 	case prev == "":
 		outcome = "done_created"
 	}
-	if taken, ok := takenFrom(h.poolNames, j); ok {
+	taken, isTaken := takenFrom(h.cfg.Pools, j)
+	if d.refused != "" && (prev == "" || isTaken) {
+		// Never recorded (the pools refused it at queued too), or run on
+		// the runner of another job: a runner of ours took a job no pool
+		// of ours would claim, a public repository's perhaps. GitHub
+		// hands a job to any runner whose labels and runner group fit:
+		// the group is the guard, and it let this one in.
+		h.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "a runner of ours took a job the pools refuse", h.attrs(d,
+			slog.String("runner_name", j.RunnerName), slog.String("pool", p.Name), slog.String("refused_now", d.refused),
+			slog.String("hint", fmt.Sprintf("restrict runner group %d's repository access (public repositories off) to the repositories pool %s serves",
+				p.RunnerGroupID, p.Name)))...)
+	}
+	if isTaken {
 		// B claimed has a runner of its own booting (registered, its
 		// machine started), now without a job: one that fits A's labels
 		// will take A, as a burst's runners take its jobs in whatever
@@ -345,7 +351,7 @@ func (h *Handler) done(ctx context.Context, d *delivery, j Job, p pool.Pool, now
 			// need not be: A is sent back rather than wait for it.)
 			spare = &p
 		}
-		h.replaceTaken(ctx, d, taken, j.RunnerName, spare, now)
+		h.replaceTaken(ctx, d, taken, j.RunnerName, j.Repo, spare, now)
 	}
 	attrs := []slog.Attr{slog.String("pool", p.Name), slog.String("previous_state", string(prev)), slog.String("runner_name", j.RunnerName)}
 	if d.refused != "" {
@@ -370,7 +376,7 @@ func (h *Handler) ranOnOurs(j Job) (pool.Pool, bool) {
 	if (j.Action != ActionInProgress && j.Action != ActionCompleted) || !h.ownerAllowed(j) {
 		return pool.Pool{}, false
 	}
-	r, ok := job.ParseRunnerName(j.RunnerName, h.poolNames...)
+	r, ok := job.ParseRunnerName(j.RunnerName, poolNames(h.cfg.Pools)...)
 	if !ok {
 		return pool.Pool{}, false
 	}
@@ -379,15 +385,46 @@ func (h *Handler) ranOnOurs(j Job) (pool.Pool, bool) {
 
 // takenFrom reports the job whose runner took j: j is in progress on a
 // runner of ours (any attempt's name, job.RunnerNameAt) made for job A ≠ j.
-func takenFrom(poolNames []string, j Job) (int64, bool) {
+func takenFrom(pools []pool.Pool, j Job) (int64, bool) {
 	if j.Action != ActionInProgress {
 		return 0, false
 	}
-	r, ok := job.ParseRunnerName(j.RunnerName, poolNames...)
+	r, ok := job.ParseRunnerName(j.RunnerName, poolNames(pools)...)
 	if !ok || r.JobID == j.JobID {
 		return 0, false
 	}
 	return r.JobID, true
+}
+
+// couldTake reports whether a job of repo could have been handed the
+// runner claimed record rec waits for: a runner registered in a
+// repository takes only that repository's jobs, one registered at the
+// organisation only its repositories'. A runner_name is whatever its
+// registrant chose: anyone who can register a runner where the App is
+// installed can name one after our job A, and without this check every
+// job it ran sent A back for a new runner and machine (a swap counts
+// toward neither A's replacement cap nor its maximum age). The scope is
+// the record's (where the claim registered it), else its pool's as
+// configured, else unknown: then only the owner is held to.
+func couldTake(pools []pool.Pool, rec job.Record, repo string) bool {
+	scope := rec.Scope
+	if p, ok := pool.Find(pools, rec.Pool); ok {
+		scope = p.Where(rec.Scope)
+	}
+	if scope == pool.ScopeRepo {
+		return strings.EqualFold(rec.Repo, repo)
+	}
+	owner, _, _ := strings.Cut(repo, "/")
+	return strings.EqualFold(rec.Owner(), owner)
+}
+
+// poolNames are the pools' names: the prefixes of our runners' names.
+func poolNames(pools []pool.Pool) []string {
+	names := make([]string, len(pools))
+	for i, p := range pools {
+		names[i] = p.Name
+	}
+	return names
 }
 
 // Outcomes of the taken-runner path, logged for job A (taken_from_job_id).
@@ -419,7 +456,7 @@ const (
 // spare is the other job's pool when that job's own runner is booting and
 // left without a job (the other job was claimed): if that pool covers A's
 // labels, A waits for that runner instead (runner_swapped).
-func (h *Handler) replaceTaken(ctx context.Context, d *delivery, a int64, runner string, spare *pool.Pool, now time.Time) {
+func (h *Handler) replaceTaken(ctx context.Context, d *delivery, a int64, runner, repo string, spare *pool.Pool, now time.Time) {
 	log := func(level slog.Level, outcome string, extra ...slog.Attr) {
 		h.cfg.Logger.LogAttrs(ctx, level, "runner taken by another job", h.attrs(d, append([]slog.Attr{
 			slog.String("outcome", outcome), slog.String("runner_name", runner), slog.Int64("taken_from_job_id", a)}, extra...)...)...)
@@ -435,6 +472,11 @@ func (h *Handler) replaceTaken(ctx context.Context, d *delivery, a int64, runner
 	case rec.State != job.Claimed || !strings.EqualFold(job.RunnerNameAt(rec.Pool, rec.JobID, rec.Replacements), runner):
 		log(slog.LevelInfo, OutcomeRunnerTakenStale, slog.String(obs.KeyState, string(rec.State)),
 			slog.String("record_runner_name", rec.RunnerName))
+		return
+	case !couldTake(h.cfg.Pools, rec, repo):
+		log(slog.LevelWarn, OutcomeRunnerTakenStale, slog.String("repo", repo), slog.String("taken_from_repo", rec.Repo),
+			slog.String(obs.KeyReason, "a job of "+repo+" cannot have taken the runner registered for job "+strconv.FormatInt(a, 10)+
+				" in "+rec.Repo+": a runner named like it is not ours"))
 		return
 	}
 	if spare != nil {

@@ -24,7 +24,7 @@ func TestReportOfARefusedJobOnOurRunner(t *testing.T) {
 	relabelled := func(m map[string]any) map[string]any {
 		return set(m, "workflow_job.labels", []any{"self-hosted", "linux", "x64", "large"})
 	}
-	claimedA := job.Record{JobID: a, State: job.Claimed, Version: 3, Attempt: 1, Pool: "linux-x64", Repo: "octo-org/other",
+	claimedA := job.Record{JobID: a, State: job.Claimed, Version: 3, Attempt: 1, Pool: "linux-x64", Repo: "octo-org/octo-repo",
 		InstallationID: 42, RunnerName: job.RunnerName("linux-x64", a), Labels: []string{"self-hosted", "linux", "x64"},
 		SweepShard: job.Shard(a, job.DefaultShards), SweepAt: job.Millis(testNow.Add(time.Minute))}
 	tests := []struct {
@@ -37,7 +37,9 @@ func TestReportOfARefusedJobOnOurRunner(t *testing.T) {
 		requests int
 		state    job.State // B's record after
 		outcome  string
-		aSent    bool // A sent back for a new attempt
+		aSent    bool   // A sent back for a new attempt
+		pool     string // B's record's pool after ("": not checked)
+		warned   bool   // a runner of ours took a job the pools never served
 	}{
 		{name: "public now refused, in_progress on its own runner: done", action: "in_progress", edit: public,
 			runner: "linux-x64-29679449", bState: job.Claimed, requests: 1, state: job.Done, outcome: "done"},
@@ -46,7 +48,9 @@ func TestReportOfARefusedJobOnOurRunner(t *testing.T) {
 		{name: "relabelled pool, in_progress on its own runner: done", action: "in_progress", edit: relabelled,
 			runner: "linux-x64-29679449", bState: job.Claimed, requests: 1, state: job.Done, outcome: "done"},
 		{name: "public now refused, in_progress on another job's runner of ours: done, that job sent back", action: "in_progress", edit: public,
-			runner: "linux-x64-29679400", bState: job.Claimed, requests: 4, state: job.Done, outcome: OutcomeRunnerTaken, aSent: true},
+			runner: "linux-x64-29679400", bState: job.Claimed, requests: 4, state: job.Done, outcome: OutcomeRunnerTaken, aSent: true, warned: true},
+		{name: "never recorded, in_progress on a later pool's runner: created done in that pool, warned", action: "in_progress", edit: public,
+			runner: "mac-repo-29679449", requests: 1, state: job.Done, outcome: "done_created", pool: "mac-repo", warned: true},
 		{name: "GitHub-hosted runner: nothing touched", action: "in_progress", edit: public,
 			runner: "GitHub Actions 3", bState: job.Claimed, state: job.Claimed, outcome: "skip"},
 		{name: "another tool's runner named like ours but not a pool of ours: nothing touched", action: "completed", edit: public,
@@ -79,6 +83,12 @@ func TestReportOfARefusedJobOnOurRunner(t *testing.T) {
 			logs := f.logs.String()
 			if !strings.Contains(logs, `"outcome":"`+tt.outcome+`"`) {
 				t.Errorf("logs do not carry outcome %q:\n%s", tt.outcome, logs)
+			}
+			if got := f.st.Records()[b].Pool; tt.pool != "" && got != tt.pool {
+				t.Errorf("B's record in pool %q, want %s", got, tt.pool)
+			}
+			if warned := strings.Contains(logs, `"a runner of ours took a job the pools refuse"`); warned != tt.warned {
+				t.Errorf("warned %v, want %v:\n%s", warned, tt.warned, logs)
 			}
 			if tt.state == job.Done && !strings.Contains(logs, `"refused_now":"`) {
 				t.Errorf("the applied report does not say why the pools refuse the job now:\n%s", logs)

@@ -74,6 +74,29 @@ func TestRunnerTakenSendsTheJobBack(t *testing.T) {
 				r.Pool, r.RunnerName, r.Public = "public-arm", job.RunnerNameAt("public-arm", a, 0), true
 				return r
 			}(), bState: job.Claimed, runner: "public-arm-29679400", requests: 4, state: job.Queued, sent: true, outcome: OutcomeRunnerTaken},
+		// A runner's name is its registrant's choice: one registered in
+		// another repository (or at another organisation) and named after
+		// A is not A's, and must not send A back for another machine.
+		{name: "A's runner registered in another repository: not A's runner, A waits", a: func() job.Record {
+			r := claimedA(0, time.Time{})
+			r.Repo, r.Scope = "octo-org/other-repo", "repo"
+			return r
+		}(), runner: "linux-x64-29679400", requests: 2, state: job.Claimed, outcome: OutcomeRunnerTakenStale},
+		{name: "A's runner registered at the organisation, B in another of its repositories: new attempt", a: func() job.Record {
+			r := claimedA(0, time.Time{})
+			r.Repo, r.Scope = "octo-org/other-repo", "org"
+			return r
+		}(), runner: "linux-x64-29679400", requests: 4, state: job.Queued, sent: true, outcome: OutcomeRunnerTaken},
+		{name: "A's runner registered at another organisation: not A's runner, A waits", a: func() job.Record {
+			r := claimedA(0, time.Time{})
+			r.Repo, r.Scope = "other-org/octo-repo", "org"
+			return r
+		}(), runner: "linux-x64-29679400", requests: 2, state: job.Claimed, outcome: OutcomeRunnerTakenStale},
+		{name: "no scope recorded: the pool's (repository) holds", a: func() job.Record {
+			r := claimedA(0, time.Time{})
+			r.Repo = "octo-org/other-repo"
+			return r
+		}(), runner: "linux-x64-29679400", requests: 2, state: job.Claimed, outcome: OutcomeRunnerTakenStale},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
