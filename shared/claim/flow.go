@@ -71,6 +71,10 @@ type flow struct {
 	// reached is set once a GitHub call of this attempt was made: it was
 	// answered, or failed other than by go-github's refusal from memory.
 	reached bool
+	// registering is set once the attempt asks GitHub for its runner's
+	// JIT config (register): only then has its name been tried at its
+	// scope, and a retry records the pair (job.Retry.Runner, Scope).
+	registering bool
 	// appRefused is set when GitHub refused the App's token exchange
 	// (failure.Failure.AppRefused): the retry counts app_refused.
 	appRefused bool
@@ -376,6 +380,7 @@ func (f *flow) claim(ctx context.Context) error {
 	if ended, err := f.triedElsewhere(ctx); ended {
 		return err
 	}
+	f.registering = true
 	jit, reused, err := f.register(f.work)
 	if err != nil {
 		return f.retryOrFail(ctx, err, nil)
@@ -586,7 +591,7 @@ func (f *flow) keepOrRemove(prev *flow, r *ghapp.Runner) (*ghapp.Runner, error) 
 // when the attempt ended here, err being its result.
 func (f *flow) triedElsewhere(ctx context.Context) (ended bool, err error) {
 	rec := f.rec
-	if rec.TriedScope == "" || rec.TriedScope == f.scope || !strings.EqualFold(rec.TriedRunner, f.name) {
+	if !f.untried() {
 		return false, nil
 	}
 	prev := *f
@@ -614,6 +619,15 @@ func (f *flow) triedElsewhere(ctx context.Context) (ended bool, err error) {
 		slog.Int64("runner_id", r.ID), slog.String("runner_status", r.Status), slog.Bool("runner_busy", r.Busy),
 		slog.String("kept_at_scope", f.scope),
 		slog.String(obs.KeyReason, "pool "+f.pool.Name+" registers at "+f.pool.Scope+" now; runner "+r.Name+" of an earlier attempt is registered at "+f.scope))
+}
+
+// untried reports whether the last retried attempt tried this attempt's
+// runner name at another scope than this attempt's, and this attempt has
+// not asked for it at its own (register).
+func (f *flow) untried() bool {
+	rec := f.rec
+	return !f.registering && f.name != "" && rec.TriedScope != "" && rec.TriedScope != f.scope &&
+		strings.EqualFold(rec.TriedRunner, f.name)
 }
 
 // move records the attempt's new pool and its runner's scope under the
@@ -876,6 +890,13 @@ func (f *flow) retry(ctx context.Context, fl failure.Failure, registered *ghapp.
 	}
 	d := f.c.cfg.Policy.Next(in)
 	if d.GiveUp {
+		if f.untried() {
+			// This attempt never asked at its scope (its look at the
+			// tried one failed): the name's runner, if any, is where it
+			// was tried, and looked for at the new scope it would be "not
+			// found", left registered, and its machine ended.
+			f.locate(f.rec.TriedScope)
+		}
 		return f.finish(ctx, job.Outcome{State: job.Abandoned, Attempt: f.attempt, ErrorClass: fl.Class.String(), Error: fl.Reason},
 			DecisionAbandoned, &cleanup{runner: registered, byName: fl.Class != failure.RateLimit && f.name != "", provisioned: f.name != ""},
 			slog.String(obs.KeyClass, fl.Class.String()), slog.Int64("first_failure_at", job.Millis(d.FirstFailureAt)))
@@ -896,10 +917,13 @@ func (f *flow) retry(ctx context.Context, fl failure.Failure, registered *ghapp.
 	// its name) whatever RUNNER_POOLS says by then.
 	r := job.Retry{Attempt: f.attempt, FirstFailureAt: d.FirstFailureAt, ErrorClass: fl.Class.String(), Error: fl.Reason,
 		Pool: f.movedTo()}
-	if f.name != "" && f.scope != "" {
+	if f.registering && f.scope != "" {
 		// Where this attempt's runner is, if it got that far: the next
 		// attempt under its name looks there should the pool's scope
-		// change meanwhile (triedElsewhere).
+		// change meanwhile (triedElsewhere). An attempt that failed
+		// before it asked (its look at the tried scope, a status check)
+		// leaves the pair as it was: recorded at the new scope, nothing
+		// there yet, it would hide the runner at the old one.
 		r.Runner, r.Scope = f.name, f.scope
 	}
 	return f.handOff(ctx, level, d.Delay, f.attempt, r, DecisionRetry, attrs...)

@@ -1,11 +1,18 @@
 package claim_test
 
 import (
+	"context"
 	"net/http"
+	"net/url"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/google/go-github/v62/github"
 
 	"github.com/ghclaim/ghclaim/infra/ghfake"
 	"github.com/ghclaim/ghclaim/shared/claim"
+	"github.com/ghclaim/ghclaim/shared/ghapp"
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/pool"
 )
@@ -104,28 +111,129 @@ func TestRetryAfterAScopeChangeLooksWhereItTried(t *testing.T) {
 	}
 }
 
-// TestSameScopeRetryLooksNowhereElse: a retry whose pool kept its scope
-// costs no look at the other scope.
-func TestSameScopeRetryLooksNowhereElse(t *testing.T) {
-	t.Parallel()
-	h := setup(t, setupOpt{ec2: true})
-	const id = 9810
+// firstAttemptRetried runs job id's first attempt in h: it registers
+// linux-<id> in the repository and is retried (GitHub's answer to the JIT
+// call lost after it took effect). Then the pool moves to the organisation
+// and the clock to the retry's message.
+func firstAttemptRetried(t *testing.T, h *harness, id int64) {
+	t.Helper()
 	h.seed(t, id)
 	h.gh.Fail(ghfake.RouteRepoJIT, 1, ghfake.ServerError(http.StatusBadGateway).AfterEffect())
 	h.invoke(t, h.claimer(t, claimerOpt{instance: "first"}), h.receive(t, 1)...)
+	h.pools[0].Scope = pool.ScopeOrg
 	h.clock.Advance(h.lastSend(t).Delay)
-	before := h.gh.Stats().Calls
+}
+
+// registeredAt lists the scopes name is registered at.
+func registeredAt(h *harness, name string) []string {
+	var at []string
+	for _, r := range h.gh.Runners() {
+		if r.Name == name {
+			at = append(at, r.Scope)
+		}
+	}
+	return at
+}
+
+// TestTriedScopeSurvivesAttemptsThatNeverAsked: an attempt under the new
+// scope that fails before it asks GitHub for its runner (the look at the
+// tried scope fails, or a status check is rate-limited) must not record
+// the new scope as tried: nothing is registered there, and the next
+// attempt would skip the look and register beside the runner at the old
+// scope.
+func TestTriedScopeSurvivesAttemptsThatNeverAsked(t *testing.T) {
+	t.Parallel()
+	for i, tt := range []struct {
+		name        string
+		checkQueued bool
+		fail        func(h *harness)
+	}{
+		{name: "the look fails", fail: func(h *harness) {
+			h.gh.Fail(ghfake.RouteRepoRunners, 1, ghfake.ServerError(http.StatusBadGateway))
+		}},
+		{name: "the status check is rate-limited", checkQueued: true, fail: func(h *harness) {
+			h.gh.Fail(ghfake.RouteJob, 1, ghfake.TooManyRequests(time.Second))
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h := setup(t, setupOpt{ec2: true, checkQueued: tt.checkQueued})
+			id := int64(9820 + i)
+			name := job.RunnerName("linux", id)
+			firstAttemptRetried(t, h, id)
+			tt.fail(h)
+			h.invoke(t, h.claimer(t, claimerOpt{instance: "second"}), h.receive(t, 1)...)
+			if r := h.get(t, id); r.State != job.Queued || r.Attempt != 2 || r.TriedScope != pool.ScopeRepo {
+				t.Fatalf("after the second attempt: %s attempt %d (%s), tried at %q; want queued after attempt 2, tried still in the repository",
+					r.State, r.Attempt, r.LastError, r.TriedScope)
+			}
+			h.clock.Advance(h.lastSend(t).Delay + time.Minute)
+			h.invoke(t, h.claimer(t, claimerOpt{instance: "third"}), h.receive(t, 1)...)
+			got := h.get(t, id)
+			if at := registeredAt(h, name); got.State != job.Claimed || len(at) != 1 || at[0] != pool.ScopeOrg {
+				t.Errorf("third attempt: %s (%s), %s registered at %v; want claimed with one runner, at the organisation", got.State, got.LastError, name, at)
+			}
+		})
+	}
+}
+
+// TestGiveUpCleansUpWhereItTried: an attempt past the maximum age whose
+// look at the tried scope failed gives up, and removes the runner where
+// it was tried. Looked for at the new scope, it would be "not found":
+// left registered, and the job's machines ended as if it were gone.
+func TestGiveUpCleansUpWhereItTried(t *testing.T) {
+	t.Parallel()
+	h := setup(t, setupOpt{ec2: true})
+	const id = 9830
+	name := job.RunnerName("linux", id)
+	firstAttemptRetried(t, h, id)
+	h.clock.Advance(job.DefaultMaxAge + time.Minute)
+	h.gh.Fail(ghfake.RouteRepoRunners, 1, ghfake.ServerError(http.StatusBadGateway))
+	orgLooks := h.gh.Stats().Calls[ghfake.RouteOrgRunners]
 	h.invoke(t, h.claimer(t, claimerOpt{instance: "second"}), h.receive(t, 1)...)
-	if got := h.get(t, id); got.State != job.Claimed {
-		t.Fatalf("second attempt: %s (%s), want claimed", got.State, got.LastError)
+	if got := h.get(t, id); got.State != job.Abandoned {
+		t.Fatalf("record %s (%s), want abandoned past the maximum age", got.State, got.LastError)
 	}
-	after := h.gh.Stats().Calls
-	// The 409 path's own look (the name is taken by the first attempt's
-	// registration) is the only listing.
-	if n := after[ghfake.RouteRepoRunners] - before[ghfake.RouteRepoRunners]; n != 1 {
-		t.Errorf("%d listings of the repository's runners, want 1 (the 409 path's)", n)
+	if at := registeredAt(h, name); len(at) != 0 {
+		t.Errorf("%s left registered at %v, want removed where it was tried", name, at)
 	}
-	if n := after[ghfake.RouteOrgRunners] - before[ghfake.RouteOrgRunners]; n != 0 {
-		t.Errorf("%d listings of the organisation's runners, want none", n)
+	if n := h.gh.Stats().Calls[ghfake.RouteOrgRunners] - orgLooks; n != 0 {
+		t.Errorf("%d listings of the organisation's runners, where nothing was registered; want none", n)
+	}
+}
+
+// listRefused is a GitHub whose runner listings at scope answer 403: the
+// App's access there withdrawn.
+type listRefused struct {
+	claim.GitHub
+	scope string
+}
+
+func (g listRefused) FindRunner(ctx context.Context, installationID int64, scope, owner, repo, name string) (ghapp.Runner, error) {
+	if scope != g.scope {
+		return g.GitHub.FindRunner(ctx, installationID, scope, owner, repo, name)
+	}
+	return ghapp.Runner{}, &github.ErrorResponse{Message: "Resource not accessible by integration",
+		Response: &http.Response{StatusCode: http.StatusForbidden, Header: http.Header{"X-Github-Request-Id": {"3"}},
+			Request: &http.Request{Method: http.MethodGet, URL: &url.URL{Path: "/repos/octo-org/octo-repo/actions/runners"}}}}
+}
+
+// TestTriedScopeRefusedForGood: the old scope's listing is refused for
+// good (403, perhaps the reason the pool moved): a runner there cannot be
+// seen or removed by the App, so the attempt goes on at the new scope
+// rather than fail the job, and says so.
+func TestTriedScopeRefusedForGood(t *testing.T) {
+	t.Parallel()
+	h := setup(t, setupOpt{ec2: true})
+	const id = 9840
+	firstAttemptRetried(t, h, id)
+	c := h.claimer(t, claimerOpt{instance: "second", github: func(g claim.GitHub) claim.GitHub { return listRefused{g, pool.ScopeRepo} }})
+	h.invoke(t, c, h.receive(t, 1)...)
+	got := h.get(t, id)
+	if got.State != job.Claimed || got.Scope != pool.ScopeOrg {
+		t.Fatalf("record %s at %q (%s), want claimed at the organisation", got.State, got.Scope, got.LastError)
+	}
+	if !strings.Contains(h.logs.String(), "claim could not look for its runner at the scope it tried before") {
+		t.Errorf("the refused look is not logged:\n%s", h.logs)
 	}
 }
