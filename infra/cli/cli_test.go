@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -323,6 +324,23 @@ func TestJob(t *testing.T) {
 	r = run(t, nil, gh("job", "7103", "--json")...)
 	if got := decode[map[string]any](t, r.stdout); got["public"] != true || got["user_owned"] != true {
 		t.Fatalf("job 7103 --json: public %v, user_owned %v; want both true", got["public"], got["user_owned"])
+	}
+
+	// Retried after its runner was asked for in the repository: where
+	// the next attempt looks first should the pool's scope change.
+	_, err = s.CreateJob(ctx, rec(7104, "job-x64"), now.Add(-time.Hour))
+	must(t, err)
+	l, _, err = s.Acquire(ctx, 7104, 1, "claimer-1", now.Add(time.Minute), now.Add(-time.Hour))
+	must(t, err)
+	must(t, s.Release(ctx, l, job.Retry{Version: 3, Attempt: 1, Due: now, ErrorClass: "server_side", Error: "502",
+		Runner: "job-x64-7104", Scope: "repo"}, now.Add(-time.Hour)))
+	r = run(t, nil, gh("job", "7104")...)
+	if r.code != 0 || !regexp.MustCompile(`last tried +job-x64-7104 \(repo\)`).MatchString(r.stdout) {
+		t.Fatalf("job 7104: exit %d, want the runner it last tried, in the repository, in\n%s", r.code, r.stdout)
+	}
+	r = run(t, nil, gh("job", "7104", "--json")...)
+	if got := decode[map[string]any](t, r.stdout); got["tried_runner"] != "job-x64-7104" || got["tried_scope"] != "repo" {
+		t.Fatalf("job 7104 --json: tried_runner %v, tried_scope %v; want job-x64-7104 and repo", got["tried_runner"], got["tried_scope"])
 	}
 
 	r = run(t, nil, gh("job", "7199")...)

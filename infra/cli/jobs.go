@@ -61,6 +61,13 @@ type jobView struct {
 	RunID          int64    `json:"run_id,omitempty"`
 	Labels         []string `json:"labels,omitempty"`
 	RunnerName     string   `json:"runner_name,omitempty"`
+	// RunnerScope is where the last claim registered its runner;
+	// TriedRunner and TriedScope the runner name the last retried attempt
+	// asked for, and where (the next attempt under that name looks there
+	// first should the pool's scope have changed).
+	RunnerScope string `json:"runner_scope,omitempty"`
+	TriedRunner string `json:"tried_runner,omitempty"`
+	TriedScope  string `json:"tried_scope,omitempty"`
 	// Replacements counts the new attempts of runners that never took the
 	// job; ReplacementsBase those before the last operator retry (the cap,
 	// MAX_REPLACEMENTS, counts the rest); LivenessChecks the idle checks;
@@ -103,6 +110,7 @@ func view(r job.Record) jobView {
 		JobID: r.JobID, State: string(r.State), Version: r.Version, Attempt: r.Attempt, Pool: r.Pool, Repo: r.Repo,
 		Public: r.Public, UserOwned: r.UserOwned,
 		InstallationID: r.InstallationID, RunID: r.RunID, Labels: r.Labels, RunnerName: r.RunnerName,
+		RunnerScope: r.Scope, TriedRunner: r.TriedRunner, TriedScope: r.TriedScope,
 		Replacements: r.Replacements, ReplacementsBase: r.ReplacementsBase, LivenessChecks: r.LivenessChecks, Waits: r.Waits,
 		CreatedAt: stamp(r.CreatedAt), UpdatedAt: stamp(r.UpdatedAt), DueAt: stamp(r.DueAt),
 		FirstFailureAt: stamp(r.FirstFailureAt), LeaseExpiresAt: stamp(r.LeaseExpiresAt),
@@ -273,7 +281,14 @@ func (c *CLI) job(ctx context.Context, o *opts, args []string) error {
 	row("pool", r.Pool)
 	row("labels", strings.Join(r.Labels, ", "))
 	row("installation", nonzero(r.InstallationID))
-	row("runner", r.RunnerName)
+	if r.RunnerName != "" && r.Scope != "" {
+		row("runner", fmt.Sprintf("%s (%s)", r.RunnerName, r.Scope))
+	} else {
+		row("runner", r.RunnerName)
+	}
+	if r.TriedRunner != "" && !r.State.Settled() {
+		row("last tried", fmt.Sprintf("%s (%s)", r.TriedRunner, r.TriedScope))
+	}
 	if r.Replacements > 0 || r.LivenessChecks > 0 {
 		rep := fmt.Sprintf("%d", r.Replacements)
 		if r.ReplacementsBase > 0 {
