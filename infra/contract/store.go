@@ -92,6 +92,23 @@ func newSuite(s interface {
 	}}
 }
 
+// creator is what leased needs of a store.
+type creator interface {
+	CreateJob(ctx context.Context, r job.Record, now time.Time) (job.Record, error)
+	Acquire(ctx context.Context, id, version int64, owner string, until, now time.Time) (job.Lease, job.Record, error)
+}
+
+// leased creates job j's record at T0 and takes its lease there, for
+// owner, until T0 + 1 min: the start of most cases.
+func leased(t *testing.T, s creator, j int64, owner string) job.Lease {
+	t.Helper()
+	_, err := s.CreateJob(context.Background(), Rec(j), T0)
+	must(t, err)
+	l, _, err := s.Acquire(context.Background(), j, 1, owner, T0.Add(time.Minute), T0)
+	must(t, err)
+	return l
+}
+
 func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
@@ -289,10 +306,7 @@ func TestStoreCore(t *testing.T, base int64, open func(t *testing.T) Core, pendi
 			pool, wantPool string
 		}{{id(182), false, "linux-v2", "linux-v2"}, {id(183), false, "", "linux"},
 			{id(184), true, "linux-v2", "linux-v2"}, {id(185), true, "", "linux"}} {
-			_, err := s.CreateJob(ctx, Rec(c.j), T0)
-			must(t, err)
-			l, _, err := s.Acquire(ctx, c.j, 1, "a", T0.Add(time.Minute), T0)
-			must(t, err)
+			l := leased(t, s, c.j, "a")
 			want, name := job.Claimed, job.RunnerNameAt(c.wantPool, c.j, 0)
 			if c.retry {
 				want, name = job.Queued, ""
@@ -334,10 +348,7 @@ func TestStoreCore(t *testing.T, base int64, open func(t *testing.T) Core, pendi
 		// the new pool before it registers the runner there, so a claimer
 		// that dies next leaves a record naming where its runner is.
 		j := id(186)
-		_, err := s.CreateJob(ctx, Rec(j), T0)
-		must(t, err)
-		l, _, err := s.Acquire(ctx, j, 1, "a", T0.Add(time.Minute), T0)
-		must(t, err)
+		l := leased(t, s, j, "a")
 		must(t, s.Move(ctx, l, "linux-v2", "org", T0.Add(time.Second)))
 		got := get(t, j)
 		if got.Pool != "linux-v2" || got.Scope != "org" || got.State != job.Claiming || got.Version != l.Version || got.LeaseOwner != "a" ||
@@ -390,21 +401,15 @@ func TestStoreCore(t *testing.T, base int64, open func(t *testing.T) Core, pendi
 
 	run("acquire at a stale version of a queued record", func(t *testing.T) {
 		j := id(5)
-		_, err := s.CreateJob(ctx, Rec(j), T0)
-		must(t, err)
-		l, _, err := s.Acquire(ctx, j, 1, "a", T0.Add(time.Minute), T0)
-		must(t, err)
+		l := leased(t, s, j, "a")
 		must(t, s.Release(ctx, l, job.Retry{Version: 3, Attempt: 1, Due: T0}, T0))
-		_, _, err = s.Acquire(ctx, j, 1, "b", T0.Add(time.Minute), T0)
+		_, _, err := s.Acquire(ctx, j, 1, "b", T0.Add(time.Minute), T0)
 		conflict(t, "old message", err, job.Queued, 3)
 	})
 
 	run("error text is cut on a character, not inside one", func(t *testing.T) {
 		j := id(180)
-		_, err := s.CreateJob(ctx, Rec(j), T0)
-		must(t, err)
-		l, _, err := s.Acquire(ctx, j, 1, "a", T0.Add(time.Minute), T0)
-		must(t, err)
+		l := leased(t, s, j, "a")
 		// A GitHub or AWS message with non-ASCII text around the cut.
 		msg := strings.Repeat("a", job.MaxError-1) + "é: runner group “linux” not found"
 		must(t, s.Release(ctx, l, job.Retry{Version: 3, Attempt: 1, Due: T0.Add(time.Minute), ErrorClass: "server_side", Error: msg}, T0))
@@ -420,12 +425,9 @@ func TestStoreCore(t *testing.T, base int64, open func(t *testing.T) Core, pendi
 
 	run("same owner, older lease", func(t *testing.T) {
 		j := id(7)
-		_, err := s.CreateJob(ctx, Rec(j), T0)
-		must(t, err)
-		old, _, err := s.Acquire(ctx, j, 1, "a", T0.Add(time.Minute), T0)
-		must(t, err)
+		old := leased(t, s, j, "a")
 		must(t, s.Release(ctx, old, job.Retry{Version: 3, Attempt: 1, Due: T0}, T0))
-		_, _, err = s.Acquire(ctx, j, 3, "a", T0.Add(time.Minute), T0)
+		_, _, err := s.Acquire(ctx, j, 3, "a", T0.Add(time.Minute), T0)
 		must(t, err)
 		if err := s.Finish(ctx, old, job.Outcome{State: job.Claimed, Attempt: 1}, T0); !errors.Is(err, job.ErrLeaseLost) {
 			t.Fatalf("finish under the older lease: got %v, want ErrLeaseLost", err)
@@ -437,10 +439,7 @@ func TestStoreCore(t *testing.T, base int64, open func(t *testing.T) Core, pendi
 
 	run("a retried acquire that took effect is the caller's lease", func(t *testing.T) {
 		j := id(9)
-		_, err := s.CreateJob(ctx, Rec(j), T0)
-		must(t, err)
-		_, _, err = s.Acquire(ctx, j, 1, "me", T0.Add(time.Minute), T0)
-		must(t, err)
+		leased(t, s, j, "me")
 		lease, got, err := s.Acquire(ctx, j, 1, "me", T0.Add(time.Minute), T0)
 		if err != nil || lease.Version != 2 || got.State != job.Claiming || got.Version != 2 {
 			t.Fatalf("got %+v %+v %v, want our lease at v2", lease, got, err)
@@ -460,10 +459,7 @@ func TestStoreCore(t *testing.T, base int64, open func(t *testing.T) Core, pendi
 		}
 
 		k := id(11)
-		_, err = s.CreateJob(ctx, Rec(k), T0)
-		must(t, err)
-		lease, _, err := s.Acquire(ctx, k, 1, "a", T0.Add(time.Minute), T0)
-		must(t, err)
+		lease := leased(t, s, k, "a")
 		prev, err = s.MarkDone(ctx, job.Report{JobID: k, Pool: "other"}, T0)
 		if err != nil || prev != job.Claiming {
 			t.Fatalf("done while claiming: got %q, %v", prev, err)
@@ -484,12 +480,9 @@ func TestStoreCore(t *testing.T, base int64, open func(t *testing.T) Core, pendi
 
 	run("take back", func(t *testing.T) {
 		j := id(12)
-		_, err := s.CreateJob(ctx, Rec(j), T0)
-		must(t, err)
-		_, _, err = s.Acquire(ctx, j, 1, "dead", T0.Add(time.Minute), T0)
-		must(t, err)
+		leased(t, s, j, "dead")
 		read := get(t, j)
-		_, err = s.TakeBack(ctx, read, job.Queued, T0, "", T0.Add(30*time.Second))
+		_, err := s.TakeBack(ctx, read, job.Queued, T0, "", T0.Add(30*time.Second))
 		conflict(t, "a live lease", err, job.Claiming, 2)
 
 		later := T0.Add(2 * time.Minute)
@@ -520,10 +513,7 @@ func TestStoreCore(t *testing.T, base int64, open func(t *testing.T) Core, pendi
 	// claimed leases job j and finishes it claimed with grace at T0.
 	claimed := func(t *testing.T, j int64, grace time.Duration) job.Record {
 		t.Helper()
-		_, err := s.CreateJob(ctx, Rec(j), T0)
-		must(t, err)
-		l, _, err := s.Acquire(ctx, j, 1, "a", T0.Add(time.Minute), T0)
-		must(t, err)
+		l := leased(t, s, j, "a")
 		must(t, s.Finish(ctx, l, job.Outcome{State: job.Claimed, Attempt: 1, RunnerName: "linux-x", RunnerStartGrace: grace}, T0))
 		return get(t, j)
 	}
@@ -777,12 +767,9 @@ func TestStoreCore(t *testing.T, base int64, open func(t *testing.T) Core, pendi
 	// at T0+1m until T0+2m: claiming v4.
 	retried := func(t *testing.T, j int64, attempt int, ff time.Time, owner string) job.Lease {
 		t.Helper()
-		_, err := s.CreateJob(ctx, Rec(j), T0)
-		must(t, err)
-		l, _, err := s.Acquire(ctx, j, 1, "a", T0.Add(time.Minute), T0)
-		must(t, err)
+		l := leased(t, s, j, "a")
 		must(t, s.Release(ctx, l, job.Retry{Version: 3, Attempt: attempt, FirstFailureAt: ff, Due: T0, ErrorClass: "server_side", Error: "502"}, T0))
-		l, _, err = s.Acquire(ctx, j, 3, owner, T0.Add(2*time.Minute), T0.Add(time.Minute))
+		l, _, err := s.Acquire(ctx, j, 3, owner, T0.Add(2*time.Minute), T0.Add(time.Minute))
 		must(t, err)
 		return l
 	}
@@ -1287,13 +1274,10 @@ func TestStoreSweep(t *testing.T, base int64, open func(t *testing.T) Store) {
 
 	t.Run("a stale record is listed whole and current", func(t *testing.T) {
 		j := id(49)
-		_, err := s.CreateJob(ctx, Rec(j), T0)
-		must(t, err)
-		l, _, err := s.Acquire(ctx, j, 1, "a", T0.Add(time.Minute), T0)
-		must(t, err)
+		l := leased(t, s, j, "a")
 		ff := T0.Add(time.Second)
 		must(t, s.Release(ctx, l, job.Retry{Version: 3, Attempt: 2, FirstFailureAt: ff, Due: T0.Add(time.Minute)}, T0))
-		_, _, err = s.Acquire(ctx, j, 3, "b", T0.Add(2*time.Minute), T0.Add(time.Minute))
+		_, _, err := s.Acquire(ctx, j, 3, "b", T0.Add(2*time.Minute), T0.Add(time.Minute))
 		must(t, err)
 		// The second lease kept the release's sweep_at (due + queued grace).
 		now := T0.Add(time.Minute + tm.QueuedGrace + time.Millisecond)
@@ -1408,10 +1392,7 @@ func TestStoreSweep(t *testing.T, base int64, open func(t *testing.T) Store) {
 		p, q := id(50), id(51)
 		_, err := s.CreateJob(ctx, Rec(p), T0)
 		must(t, err)
-		_, err = s.CreateJob(ctx, Rec(q), T0)
-		must(t, err)
-		l, _, err := s.Acquire(ctx, q, 1, "a", T0.Add(time.Minute), T0)
-		must(t, err)
+		l := leased(t, s, q, "a")
 		must(t, s.Release(ctx, l, job.Retry{Version: 3, Attempt: 1, Due: T0.Add(time.Minute)}, T0))
 		now := T0.Add(time.Hour)
 		for _, tt := range []struct {
