@@ -165,6 +165,9 @@ type delivery struct {
 	// refused is why the pools refuse the job now, when its report is
 	// applied anyway because a runner of ours has it (ranOnOurs).
 	refused string
+	// refusedRan is set when such a job is one the pools never served, or
+	// ran on another job's runner (metricRefusedJobRan).
+	refusedRan bool
 }
 
 // Handle answers one delivery. It never returns an error: every outcome is
@@ -327,6 +330,7 @@ func (h *Handler) done(ctx context.Context, d *delivery, j Job, p pool.Pool, now
 	}
 	taken, isTaken := takenFrom(h.cfg.Pools, j)
 	if d.refused != "" && (prev == "" || isTaken) {
+		d.refusedRan = true
 		// Never recorded (the pools refused it at queued too), or run on
 		// the runner of another job: a runner of ours took a job no pool
 		// of ours would claim, a public repository's perhaps. GitHub

@@ -23,6 +23,11 @@ var (
 	// started_at − created_at, from the in_progress delivery): from the
 	// job's queueing to a runner taking it, as its workflow run saw it.
 	metricTimeToRunner = obs.Metric{Name: "TimeToRunner", Unit: obs.Milliseconds, Dims: []string{obs.DimPool}}
+	// metricRefusedJobRan counts reports of a job the pools refuse that a
+	// runner of ours has although the pools never served it, or made for
+	// another job (RefusedJobRanAlarm): a public repository's job on a
+	// private pool's runner, say, let in by the runner group.
+	metricRefusedJobRan = obs.Metric{Name: "refused_job_ran"}
 )
 
 // decided logs line, the delivery's decision line, at level as the
@@ -37,6 +42,9 @@ func (h *Handler) decided(ctx context.Context, d *delivery, level slog.Level, ms
 	samples := []obs.Sample{{Metric: deliveries, Value: 1}}
 	if d.created {
 		samples = append(samples, obs.Sample{Metric: metricJobsCreated, Value: 1})
+	}
+	if d.refusedRan {
+		samples = append(samples, obs.Sample{Metric: metricRefusedJobRan, Value: 1})
 	}
 	if d.toRunner > 0 {
 		samples = append(samples, obs.Sample{Metric: metricTimeToRunner, Value: float64(d.toRunner.Milliseconds())})

@@ -1,11 +1,14 @@
 package webhook
 
 import (
+	"io"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ghclaim/ghclaim/infra/emftest"
 	"github.com/ghclaim/ghclaim/shared/job"
+	"github.com/ghclaim/ghclaim/shared/obs"
 )
 
 // TestReportOfARefusedJobOnOurRunner: a job claimed while its pool served
@@ -64,7 +67,10 @@ func TestReportOfARefusedJobOnOurRunner(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			f := setup(t, func(c *Config) { c.AllowedOwners = tt.owners })
+			f := setup(t, func(c *Config) {
+				c.AllowedOwners = tt.owners
+				c.Metrics = obs.NewMetricsIn("ns", io.Discard, map[string]string{"function": "webhook"}, func() time.Time { return testNow })
+			})
 			if tt.bState != "" {
 				f.st.Put(job.Record{JobID: b, State: tt.bState, Version: 2, Pool: "linux-x64", Repo: "octo-org/octo-repo", Public: true})
 			}
@@ -89,6 +95,13 @@ func TestReportOfARefusedJobOnOurRunner(t *testing.T) {
 			}
 			if warned := strings.Contains(logs, `"a runner of ours took a job the pools refuse"`); warned != tt.warned {
 				t.Errorf("warned %v, want %v:\n%s", warned, tt.warned, logs)
+			}
+			ran := 0.0
+			for _, p := range emftest.Select(emftest.Parse(t, []byte(logs)), "refused_job_ran", nil) {
+				ran += p.Sum()
+			}
+			if want := map[bool]float64{true: 1}[tt.warned]; ran != want {
+				t.Errorf("refused_job_ran %v, want %v (RefusedJobRanAlarm)", ran, want)
 			}
 			if tt.state == job.Done && !strings.Contains(logs, `"refused_now":"`) {
 				t.Errorf("the applied report does not say why the pools refuse the job now:\n%s", logs)
