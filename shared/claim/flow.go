@@ -450,7 +450,9 @@ func (f *flow) use(p pool.Pool) {
 // no longer does (stale says why) and some pool has its labels: the
 // webhook's rule (pool.Serve), with the repository's visibility and owner
 // type read from GitHub now (the record's, from the queued delivery, may
-// be out of date: a repository made private since). The owner
+// be out of date: a repository made private since), as the process last
+// read them within RepoTTL (repoCache: a backlog of refused jobs retried
+// until MAX_AGE would otherwise read it on every attempt). The owner
 // allow-list is the webhook's configuration and not the claimer's: the
 // webhook checked the owner, which a pool's rename does not change. A
 // failed read is the attempt's GitHub failure (classified, retried or
@@ -460,7 +462,7 @@ func (f *flow) use(p pool.Pool) {
 // claim's outcome or its retry (job.Outcome.Pool, job.Retry.Pool). ended
 // is set when the attempt ended here, err being its result.
 func (f *flow) resolve(ctx context.Context, stale string) (ended bool, err error) {
-	r, err := f.github().Repository(f.work, f.rec.InstallationID, f.rec.Owner(), f.rec.RepoName())
+	r, err := f.c.repos.get(f.work, f.github(), f.rec.InstallationID, f.rec.Owner(), f.rec.RepoName(), f.now)
 	if err != nil {
 		return true, f.retryOrFail(ctx, err, nil)
 	}
