@@ -222,7 +222,13 @@
 // condition of that message; only the deadline check reads the clock again.
 //
 // Attempts. An attempt counts once it reaches GitHub or the provisioner;
-// it is recorded by the Release or Finish that ends it. A claim deferred
+// it is recorded by the Release or Finish that ends it. Two decisions
+// count too, though they may reach nothing: a job no pool has the labels
+// of (retried until a rollout finishes or is undone), and one no pool
+// serves by the repository as GitHub last described it to this process
+// (repoCache: the answer is GitHub's, remembered). Each retries the job,
+// and counted, the ladder advances: uncounted, it would come back every
+// 30 s until the maximum age, a write and a message each time. A claim deferred
 // because the installation's budget is exhausted is not an attempt (the
 // ladder does not advance), but it counts toward the maximum age: the first
 // deferral sets first_failure_at when no failure did, later ones keep it,

@@ -2,6 +2,7 @@ package claim
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"time"
@@ -27,7 +28,8 @@ const maxRepos = 4096
 // in ninety minutes, starving the claims of every other job. Remembered,
 // the jobs of one repository cost one read per process every RepoTTL. A
 // repository made private (or transferred) since is seen within RepoTTL:
-// one more rung of the ladder. Failures are not remembered.
+// one more rung of the ladder. Only public answers are remembered (keep),
+// and no failure is.
 type repoCache struct {
 	mu sync.Mutex
 	m  map[repoKey]repoEntry
@@ -52,40 +54,66 @@ type repoRead struct {
 	err  error
 }
 
+// errReadAborted is a shared read's answer when the read ended without
+// one (it panicked: the claimer recovers per message, and the next
+// read must not wait for it).
+var errReadAborted = errors.New("repository read aborted")
+
 // get returns the repository as gh says it is, or as it said within
 // RepoTTL before now. Concurrent callers for one repository share one
-// read (a failed one too: each retries on its own attempt's ladder).
+// read; a caller whose share of it failed for the reader's context alone
+// (another invocation's deadline) reads for itself.
 func (c *repoCache) get(ctx context.Context, gh GitHub, installation int64, owner, name string, now time.Time) (ghapp.Repository, error) {
 	k := repoKey{installation, strings.ToLower(owner + "/" + name)}
-	c.mu.Lock()
-	if e, ok := c.m[k]; ok && now.Sub(e.at) < RepoTTL && !now.Before(e.at) {
-		c.mu.Unlock()
-		return e.r, nil
-	}
-	if rd, ok := c.reading[k]; ok {
+	for {
+		c.mu.Lock()
+		if e, ok := c.m[k]; ok && now.Sub(e.at) < RepoTTL && !now.Before(e.at) {
+			c.mu.Unlock()
+			return e.r, nil
+		}
+		rd, waiting := c.reading[k]
+		if !waiting {
+			break // c.mu held: this caller reads
+		}
 		c.mu.Unlock()
 		select {
 		case <-rd.done:
-			return rd.r, rd.err
 		case <-ctx.Done():
 			return ghapp.Repository{}, ctx.Err()
 		}
+		if isContextErr(rd.err) && ctx.Err() == nil {
+			continue
+		}
+		return rd.r, rd.err
 	}
-	rd := &repoRead{done: make(chan struct{})}
+	rd := &repoRead{done: make(chan struct{}), err: errReadAborted}
 	if c.reading == nil {
 		c.reading = map[repoKey]*repoRead{}
 	}
 	c.reading[k] = rd
 	c.mu.Unlock()
-
+	defer func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		delete(c.reading, k)
+		close(rd.done)
+		if rd.err == nil && rd.r.Public {
+			c.keep(k, rd.r, now)
+		}
+	}()
 	rd.r, rd.err = gh.Repository(ctx, installation, owner, name)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.reading, k)
-	close(rd.done)
-	if rd.err != nil {
-		return rd.r, rd.err
-	}
+	return rd.r, rd.err
+}
+
+// keep remembers r, read at now, under k; c.mu is held. Only a public
+// repository is remembered: that answer refuses the job wherever public
+// repositories are not allowed (the backlog repoCache is for), and held
+// stale it only delays a repository made private since. A private one,
+// held stale after the repository was made public again, would let a
+// job of a public repository (a fork's pull request) be claimed in a
+// pool that refuses them; read each time, it costs a read per job, which
+// is then claimed.
+func (c *repoCache) keep(k repoKey, r ghapp.Repository, now time.Time) {
 	if c.m == nil {
 		c.m = map[repoKey]repoEntry{}
 	}
@@ -99,6 +127,9 @@ func (c *repoCache) get(ctx context.Context, gh GitHub, installation int64, owne
 			clear(c.m)
 		}
 	}
-	c.m[k] = repoEntry{r: rd.r, at: now}
-	return rd.r, nil
+	c.m[k] = repoEntry{r: r, at: now}
+}
+
+func isContextErr(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }

@@ -1,10 +1,14 @@
 package claim_test
 
 import (
+	"context"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ghclaim/ghclaim/infra/ghfake"
 	"github.com/ghclaim/ghclaim/shared/claim"
+	"github.com/ghclaim/ghclaim/shared/ghapp"
 	"github.com/ghclaim/ghclaim/shared/job"
 )
 
@@ -53,7 +57,75 @@ func TestRefusedJobsReadTheirRepositoryOncePerTTL(t *testing.T) {
 	}
 	h.clock.Advance(claim.RepoTTL)
 	attempt(job.Claimed)
-	if n := reads(); n != 2 {
-		t.Fatalf("after %s: %d repository reads, want 2", claim.RepoTTL, n)
+	// A private answer is not remembered (TestCachedPrivateNeverClaimsAPublicJob):
+	// the workers reading at once share one read, the others read again.
+	if n := reads(); n < 2 || n > 1+len(ids) {
+		t.Fatalf("after %s: %d repository reads, want 2 to %d", claim.RepoTTL, n, 1+len(ids))
+	}
+}
+
+// TestCachedPrivateNeverClaimsAPublicJob: allow_public is off; the
+// repository was private for a moment, and a job of it was claimed; it is
+// public again, and the next job (a fork's pull request, say) must not be
+// claimed in the pool on the strength of the earlier answer. Only public
+// answers are remembered.
+func TestCachedPrivateNeverClaimsAPublicJob(t *testing.T) {
+	t.Parallel()
+	h := setup(t, setupOpt{})
+	h.pools[0].AllowPublic = true
+	seedDescribed(t, h, 67200, true, false)
+	seedDescribed(t, h, 67201, true, false)
+	h.pools[0].AllowPublic = false
+	owner, name := ownerName()
+	h.gh.SetRepo(owner, name, ghfake.Repo{Visibility: "private"})
+	c := h.claimer(t, claimerOpt{})
+	h.invoke(t, c, h.receive(t, 1)...)
+	if got := h.get(t, 67200); got.State != job.Claimed {
+		t.Fatalf("the job read private: %s (%s), want claimed", got.State, got.LastError)
+	}
+	h.gh.SetRepo(owner, name, ghfake.Repo{Visibility: "public"})
+	h.clock.Advance(time.Minute)
+	h.invoke(t, c, h.receive(t, 1)...)
+	if got := h.get(t, 67201); got.State != job.Queued {
+		t.Errorf("the job read after the repository was made public again: %s in pool %s (%s), want queued for a retry",
+			got.State, got.Pool, got.LastError)
+	}
+}
+
+// panicsOnce is a GitHub whose first repository read panics (a bug in an
+// adapter: the claimer recovers it per message).
+type panicsOnce struct {
+	claim.GitHub
+	n *atomic.Int32
+}
+
+func (g panicsOnce) Repository(ctx context.Context, inst int64, owner, repo string) (ghapp.Repository, error) {
+	if g.n.Add(1) == 1 {
+		panic("adapter bug")
+	}
+	return g.GitHub.Repository(ctx, inst, owner, repo)
+}
+
+// TestPanickedReadLeavesNoReadInFlight: a read that panicked must not
+// leave the repository marked as being read: every later job of it waited
+// for that read until its invocation's deadline, was retried for the
+// timeout, and GitHub was never asked again.
+func TestPanickedReadLeavesNoReadInFlight(t *testing.T) {
+	t.Parallel()
+	h := setup(t, setupOpt{})
+	h.pools[0].AllowPublic = true
+	seedDescribed(t, h, 67300, true, false)
+	seedDescribed(t, h, 67301, true, false)
+	h.pools[0].AllowPublic = false
+	owner, name := ownerName()
+	h.gh.SetRepo(owner, name, ghfake.Repo{Visibility: "private"})
+	var n atomic.Int32
+	c := h.claimer(t, claimerOpt{github: func(g claim.GitHub) claim.GitHub { return panicsOnce{g, &n} }})
+	h.invoke(t, c, h.receive(t, 1)...)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	h.invokeCtx(t, ctx, c, h.receive(t, 2)...) // the first job's message, back at once, finds its lease held
+	if got := h.get(t, 67301); got.State != job.Claimed || n.Load() != 2 {
+		t.Errorf("the next job of the repository: %s (%s), %d reads; want claimed after a read of its own\n%s", got.State, got.LastError, n.Load(), h.logs)
 	}
 }

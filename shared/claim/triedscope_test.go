@@ -2,6 +2,7 @@ package claim_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/url"
 	"strings"
@@ -235,5 +236,26 @@ func TestTriedScopeRefusedForGood(t *testing.T) {
 	}
 	if !strings.Contains(h.logs.String(), "claim could not look for its runner at the scope it tried before") {
 		t.Errorf("the refused look is not logged:\n%s", h.logs)
+	}
+}
+
+// TestGiveUpAfterRegisteringAtTheNewScope: the second attempt, past the
+// maximum age, found nothing at the tried scope and registered at the new
+// one, then failed to provision: its give-up removes that registration,
+// where this attempt made it.
+func TestGiveUpAfterRegisteringAtTheNewScope(t *testing.T) {
+	t.Parallel()
+	h := setup(t, setupOpt{ec2: true})
+	const id = 9850
+	name := job.RunnerName("linux", id)
+	firstAttemptRetried(t, h, id)
+	h.clock.Advance(job.DefaultMaxAge + time.Minute)
+	h.spy.set(func(int) error { return errors.New("ec2: InternalError") }, nil)
+	h.invoke(t, h.claimer(t, claimerOpt{instance: "second"}), h.receive(t, 1)...)
+	if got := h.get(t, id); got.State != job.Abandoned {
+		t.Fatalf("record %s (%s), want abandoned past the maximum age", got.State, got.LastError)
+	}
+	if at := registeredAt(h, name); len(at) != 0 {
+		t.Errorf("%s left registered at %v, want none", name, at)
 	}
 }
