@@ -178,28 +178,45 @@ func TestTriedScopeSurvivesAttemptsThatNeverAsked(t *testing.T) {
 	}
 }
 
-// TestGiveUpCleansUpWhereItTried: an attempt past the maximum age whose
-// look at the tried scope failed gives up, and removes the runner where
-// it was tried. Looked for at the new scope, it would be "not found":
-// left registered, and the job's machines ended as if it were gone.
+// TestGiveUpCleansUpWhereItTried: an attempt past the maximum age gives
+// up and removes the job's runner where it is. Its look at the tried
+// scope failed: the runner is at the tried scope (looked for at the new
+// one, it would be "not found": left registered, and the job's machines
+// ended as if it were gone). It found nothing there, registered at the
+// new scope and failed to provision: the runner is at the new scope.
 func TestGiveUpCleansUpWhereItTried(t *testing.T) {
 	t.Parallel()
-	h := setup(t, setupOpt{ec2: true})
-	const id = 9830
-	name := job.RunnerName("linux", id)
-	firstAttemptRetried(t, h, id)
-	h.clock.Advance(job.DefaultMaxAge + time.Minute)
-	h.gh.Fail(ghfake.RouteRepoRunners, 1, ghfake.ServerError(http.StatusBadGateway))
-	orgLooks := h.gh.Stats().Calls[ghfake.RouteOrgRunners]
-	h.invoke(t, h.claimer(t, claimerOpt{instance: "second"}), h.receive(t, 1)...)
-	if got := h.get(t, id); got.State != job.Abandoned {
-		t.Fatalf("record %s (%s), want abandoned past the maximum age", got.State, got.LastError)
-	}
-	if at := registeredAt(h, name); len(at) != 0 {
-		t.Errorf("%s left registered at %v, want removed where it was tried", name, at)
-	}
-	if n := h.gh.Stats().Calls[ghfake.RouteOrgRunners] - orgLooks; n != 0 {
-		t.Errorf("%d listings of the organisation's runners, where nothing was registered; want none", n)
+	for i, tt := range []struct {
+		name string
+		fail func(h *harness)
+	}{
+		{name: "the look at the tried scope fails", fail: func(h *harness) {
+			h.gh.Fail(ghfake.RouteRepoRunners, 1, ghfake.ServerError(http.StatusBadGateway))
+		}},
+		{name: "registered at the new scope, provisioning fails", fail: func(h *harness) {
+			h.spy.set(func(int) error { return errors.New("ec2: InternalError") }, nil)
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h := setup(t, setupOpt{ec2: true})
+			id := int64(9830 + i)
+			name := job.RunnerName("linux", id)
+			firstAttemptRetried(t, h, id)
+			h.clock.Advance(job.DefaultMaxAge + time.Minute)
+			tt.fail(h)
+			orgLooks := h.gh.Stats().Calls[ghfake.RouteOrgRunners]
+			h.invoke(t, h.claimer(t, claimerOpt{instance: "second"}), h.receive(t, 1)...)
+			if got := h.get(t, id); got.State != job.Abandoned {
+				t.Fatalf("record %s (%s), want abandoned past the maximum age", got.State, got.LastError)
+			}
+			if at := registeredAt(h, name); len(at) != 0 {
+				t.Errorf("%s left registered at %v, want removed where it is", name, at)
+			}
+			if n := h.gh.Stats().Calls[ghfake.RouteOrgRunners] - orgLooks; n != 0 {
+				t.Errorf("%d listings of the organisation's runners, want none: the attempt knows where its runner is", n)
+			}
+		})
 	}
 }
 
@@ -236,26 +253,5 @@ func TestTriedScopeRefusedForGood(t *testing.T) {
 	}
 	if !strings.Contains(h.logs.String(), "claim could not look for its runner at the scope it tried before") {
 		t.Errorf("the refused look is not logged:\n%s", h.logs)
-	}
-}
-
-// TestGiveUpAfterRegisteringAtTheNewScope: the second attempt, past the
-// maximum age, found nothing at the tried scope and registered at the new
-// one, then failed to provision: its give-up removes that registration,
-// where this attempt made it.
-func TestGiveUpAfterRegisteringAtTheNewScope(t *testing.T) {
-	t.Parallel()
-	h := setup(t, setupOpt{ec2: true})
-	const id = 9850
-	name := job.RunnerName("linux", id)
-	firstAttemptRetried(t, h, id)
-	h.clock.Advance(job.DefaultMaxAge + time.Minute)
-	h.spy.set(func(int) error { return errors.New("ec2: InternalError") }, nil)
-	h.invoke(t, h.claimer(t, claimerOpt{instance: "second"}), h.receive(t, 1)...)
-	if got := h.get(t, id); got.State != job.Abandoned {
-		t.Fatalf("record %s (%s), want abandoned past the maximum age", got.State, got.LastError)
-	}
-	if at := registeredAt(h, name); len(at) != 0 {
-		t.Errorf("%s left registered at %v, want none", name, at)
 	}
 }
