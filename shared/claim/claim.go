@@ -221,6 +221,13 @@
 // Time. "Now" is read once per message and used for every write and
 // condition of that message; only the deadline check reads the clock again.
 //
+// Give-ups. A job the retry path would abandon at the maximum age is
+// asked about once (ranAtGitHub): cancelled while it was retried, or run,
+// and the delivery that said so lost or skipped (no pool serves the job
+// now), it is marked done, not abandoned, and pages nobody. Not asked
+// after a rate-limit failure or an App refusal, nor while the budget is
+// exhausted; a failed question abandons the job as before.
+//
 // Attempts. An attempt counts once it reaches GitHub or the provisioner;
 // it is recorded by the Release or Finish that ends it. Two decisions
 // count too, though they may reach nothing: a job no pool has the labels

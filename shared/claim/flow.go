@@ -899,6 +899,11 @@ func (f *flow) retry(ctx context.Context, fl failure.Failure, registered *ghapp.
 			// found", left registered, and its machine ended.
 			f.locate(f.rec.TriedScope)
 		}
+		if st, ran := f.ranAtGitHub(ctx, fl); ran {
+			return f.finish(ctx, job.Outcome{State: job.Done, Attempt: f.attempt}, DecisionDone,
+				&cleanup{runner: registered, byName: f.name != "", provisioned: f.name != ""},
+				slog.String("job_status", st), slog.String(obs.KeyReason, "past the maximum age ("+fl.Reason+"), but GitHub says the job is "+st))
+		}
 		return f.finish(ctx, job.Outcome{State: job.Abandoned, Attempt: f.attempt, ErrorClass: fl.Class.String(), Error: fl.Reason},
 			DecisionAbandoned, &cleanup{runner: registered, byName: fl.Class != failure.RateLimit && f.name != "", provisioned: f.name != ""},
 			slog.String(obs.KeyClass, fl.Class.String()), slog.Int64("first_failure_at", job.Millis(d.FirstFailureAt)))
@@ -929,6 +934,32 @@ func (f *flow) retry(ctx context.Context, fl failure.Failure, registered *ghapp.
 		r.Runner, r.Scope = f.name, f.scope
 	}
 	return f.handOff(ctx, level, d.Delay, f.attempt, r, DecisionRetry, attrs...)
+}
+
+// ranAtGitHub asks GitHub, once, whether a job the retry is about to
+// abandon at the maximum age has run after all (status in_progress or
+// completed): cancelled while it was retried, or taken by a runner,
+// while the delivery that says so was lost, or skipped because no pool
+// serves the job now (its pool stopped allowing public repositories, or
+// was relabelled). Marked done instead, its give-up pages nobody
+// (GiveUpsAlarm) for a job that did not wait in vain. Not asked when
+// the failure was GitHub refusing the installation's budget or the App
+// itself, nor while the installation's budget is exhausted (DESIGN: no
+// call then); any failure of the question abandons the job as before.
+func (f *flow) ranAtGitHub(ctx context.Context, fl failure.Failure) (string, bool) {
+	if fl.Class == failure.RateLimit || fl.AppRefused {
+		return "", false
+	}
+	if rd, _ := f.c.reading(ctx, f.rec.InstallationID, f.now); rd.Halted(f.now) {
+		return "", false
+	}
+	st, err := f.github().JobStatus(f.work, f.rec.InstallationID, f.rec.Owner(), f.rec.RepoName(), f.rec.JobID)
+	if err != nil {
+		f.c.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "claim could not ask GitHub whether the job it gives up ran",
+			slog.Int64(obs.KeyJobID, f.rec.JobID), slog.String(obs.KeyReason, failure.Classify(err).Reason))
+		return "", false
+	}
+	return st, st == "in_progress" || st == "completed"
 }
 
 // heldDeferralMax bounds the deferral of a claim that met only a held App
