@@ -225,8 +225,9 @@
 // asked about once (ranAtGitHub): cancelled while it was retried, or run,
 // and the delivery that said so lost or skipped (no pool serves the job
 // now), it is marked done, not abandoned, and pages nobody. Not asked
-// after a rate-limit failure or an App refusal, nor while the budget is
-// exhausted; a failed question abandons the job as before.
+// while the installation's budget is exhausted or blocked (a rate-limit
+// failure's reading or block is recorded before); a failed question
+// abandons the job as before.
 //
 // Attempts. An attempt counts once it reaches GitHub or the provisioner;
 // it is recorded by the Release or Finish that ends it. Two decisions

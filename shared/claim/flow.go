@@ -78,6 +78,9 @@ type flow struct {
 	// appRefused is set when GitHub refused the App's token exchange
 	// (failure.Failure.AppRefused): the retry counts app_refused.
 	appRefused bool
+	// sharing is set once the attempt will share its rate reading when it
+	// ends (claim: shareRate deferred).
+	sharing bool
 }
 
 // github is the claimer's GitHub, noting in f.reached whether a call of
@@ -346,6 +349,7 @@ func (f *flow) claim(ctx context.Context) error {
 	// From here on the attempt reaches GitHub: it counts.
 	f.attempt++
 	defer f.shareRate(ctx)
+	f.sharing = true
 
 	if stale != "" {
 		if ended, err := f.resolve(ctx, stale); ended {
@@ -899,7 +903,12 @@ func (f *flow) retry(ctx context.Context, fl failure.Failure, registered *ghapp.
 			// found", left registered, and its machine ended.
 			f.locate(f.rec.TriedScope)
 		}
-		if st, ran := f.ranAtGitHub(ctx, fl); ran {
+		if st, ran := f.ranAtGitHub(ctx); ran {
+			// The give-up's cleanup, as for an abandoned job: the job ran
+			// on some runner, and this attempt's (found by name) is spare
+			// unless it is the one: busy, it is kept, and so are its
+			// machines (cleanUp deletes no busy runner and ends no
+			// machine of a runner it did not see gone).
 			return f.finish(ctx, job.Outcome{State: job.Done, Attempt: f.attempt}, DecisionDone,
 				&cleanup{runner: registered, byName: f.name != "", provisioned: f.name != ""},
 				slog.String("job_status", st), slog.String(obs.KeyReason, "past the maximum age ("+fl.Reason+"), but GitHub says the job is "+st))
@@ -946,15 +955,29 @@ func (f *flow) retry(ctx context.Context, fl failure.Failure, registered *ghapp.
 // the failure was GitHub refusing the installation's budget or the App
 // itself, nor while the installation's budget is exhausted (DESIGN: no
 // call then); any failure of the question abandons the job as before.
-func (f *flow) ranAtGitHub(ctx context.Context, fl failure.Failure) (string, bool) {
-	if fl.Class == failure.RateLimit || fl.AppRefused {
+// GitHub's rate limits are the rate state's to tell (a primary limit's
+// reading, a secondary limit's block: retryOrFail records both before the
+// retry gets here); an App refusal is answered from the client's memory of
+// it (refusalHold), with no request. An AWS throttle is no reason not to
+// ask.
+func (f *flow) ranAtGitHub(ctx context.Context) (string, bool) {
+	rd, err := f.c.reading(ctx, f.rec.InstallationID, f.now)
+	if err != nil {
+		f.c.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "claim rate state unreadable",
+			slog.Int64(obs.KeyJobID, f.rec.JobID), slog.String("error", err.Error()))
+	}
+	if rd.Halted(f.now) {
 		return "", false
 	}
-	if rd, _ := f.c.reading(ctx, f.rec.InstallationID, f.now); rd.Halted(f.now) {
-		return "", false
+	if !f.sharing {
+		// A retry decided before the attempt reached GitHub (no pool has
+		// the job's labels): the question is its only call.
+		defer f.shareRate(ctx)
 	}
 	st, err := f.github().JobStatus(f.work, f.rec.InstallationID, f.rec.Owner(), f.rec.RepoName(), f.rec.JobID)
 	if err != nil {
+		// A rate limit met here is the rate transport's to record, from
+		// the answer's headers (a secondary limit's Retry-After too).
 		f.c.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "claim could not ask GitHub whether the job it gives up ran",
 			slog.Int64(obs.KeyJobID, f.rec.JobID), slog.String(obs.KeyReason, failure.Classify(err).Reason))
 		return "", false

@@ -1,6 +1,7 @@
 package claim_test
 
 import (
+	"errors"
 	"net/http"
 	"testing"
 	"time"
@@ -15,8 +16,8 @@ import (
 // public repositories while it was queued, and the webhook skipped the
 // report that it was cancelled (or taken by a runner): abandoned, it paged
 // for a job that did not wait in vain. GitHub saying in progress or
-// completed marks it done; still queued, or the question failing, or the
-// installation's budget refused, it is abandoned as before.
+// completed marks it done; still queued, or the question failing, it is
+// abandoned as before (a budget refused: TestRateLimitedGiveUpAsksNothing).
 func TestGiveUpAsksWhetherTheJobRan(t *testing.T) {
 	t.Parallel()
 	for i, tt := range []struct {
@@ -66,8 +67,9 @@ func TestGiveUpAsksWhetherTheJobRan(t *testing.T) {
 	}
 }
 
-// TestRateLimitedGiveUpAsksNothing: a job given up on a rate limit does
-// not spend a request of the refused budget on the question.
+// TestRateLimitedGiveUpAsksNothing: a job given up on GitHub's rate limit
+// does not spend a request of the refused budget on the question: the
+// limit's block, recorded by the failed attempt, halts it.
 func TestRateLimitedGiveUpAsksNothing(t *testing.T) {
 	t.Parallel()
 	h := setup(t, setupOpt{})
@@ -86,5 +88,78 @@ func TestRateLimitedGiveUpAsksNothing(t *testing.T) {
 	}
 	if n := h.gh.Stats().Calls[ghfake.RouteJob] - asked; n != 0 {
 		t.Errorf("%d job status requests on a rate-limited give-up, want none", n)
+	}
+}
+
+// TestGiveUpDoneKeepsTheRunnerThatHasTheJob: the give-up's attempt
+// registered its runner and its provisioning failed; GitHub says the job
+// is in progress, so it is done. The attempt's runner is cleaned up as a
+// give-up's is when idle (the job runs elsewhere: it is spare), and kept
+// when it is busy (it took the job: it is the one running it).
+func TestGiveUpDoneKeepsTheRunnerThatHasTheJob(t *testing.T) {
+	t.Parallel()
+	for i, tt := range []struct {
+		name string
+		busy bool
+	}{{name: "idle: removed"}, {name: "busy with the job: kept", busy: true}} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h := setup(t, setupOpt{})
+			id := int64(68300 + i)
+			name := job.RunnerName("linux", id)
+			h.seed(t, id)
+			h.gh.Fail(ghfake.RouteRepoJIT, 1, ghfake.ServerError(http.StatusBadGateway))
+			c := h.claimer(t, claimerOpt{})
+			h.invoke(t, c, h.receive(t, 1)...)
+			setJob(h, id, "in_progress")
+			h.spy.set(func(int) error {
+				if tt.busy {
+					if err := h.gh.SetRunner(name, "online", true); err != nil {
+						panic(err)
+					}
+				}
+				return errors.New("dispatch: sqs: InternalError")
+			}, nil)
+			h.clock.Advance(job.DefaultMaxAge + time.Minute)
+			h.invoke(t, c, h.receive(t, 1)...)
+			if got := h.get(t, id); got.State != job.Done {
+				t.Fatalf("at the maximum age: %s (%s), want done: GitHub says the job is in progress", got.State, got.LastError)
+			}
+			if _, registered := h.gh.RunnerByName(name); registered != tt.busy {
+				t.Errorf("runner %s registered %v, want %v", name, registered, tt.busy)
+			}
+		})
+	}
+}
+
+// TestGiveUpQuestionMeetsASecondaryLimit: a job no pool has the labels of
+// is retried without calling GitHub until the maximum age; its give-up's
+// question, its only call, is answered with GitHub's secondary rate limit.
+// The job is abandoned as before, and the block is shared: the next job's
+// claim, in another process, waits instead of meeting the same refusal.
+func TestGiveUpQuestionMeetsASecondaryLimit(t *testing.T) {
+	t.Parallel()
+	h := setup(t, setupOpt{})
+	const id, next = int64(68400), int64(68401)
+	labels := h.pools[0].Labels
+	h.seed(t, id)
+	h.pools[0].Labels = []string{"self-hosted", "gpu"} // relabelled: no pool has the job's labels
+	c := h.claimer(t, claimerOpt{})
+	h.invoke(t, c, h.receive(t, 1)...)
+	h.clock.Advance(job.DefaultMaxAge + time.Minute)
+	h.gh.Fail(ghfake.RouteJob, 1, ghfake.SecondaryRateLimit(2*time.Minute))
+	asked := h.gh.Stats().Calls[ghfake.RouteJob]
+	h.invoke(t, c, h.receive(t, 1)...)
+	if got := h.get(t, id); got.State != job.Abandoned || h.gh.Stats().Calls[ghfake.RouteJob]-asked != 1 {
+		t.Fatalf("at the maximum age: %s (%s), asked %d times; want abandoned after one refused question",
+			got.State, got.LastError, h.gh.Stats().Calls[ghfake.RouteJob]-asked)
+	}
+	h.pools[0].Labels = labels
+	h.seed(t, next)
+	jit := h.gh.Stats().JITCalls
+	h.invoke(t, h.claimer(t, claimerOpt{instance: "another"}), h.receive(t, 1)...)
+	if got := h.get(t, next); got.State != job.Queued || h.gh.Stats().JITCalls != jit {
+		t.Errorf("the next job: %s (%s), %d JIT calls; want deferred without calling GitHub while the block lasts",
+			got.State, got.LastError, h.gh.Stats().JITCalls-jit)
 	}
 }
