@@ -478,6 +478,26 @@ func TestStoreCore(t *testing.T, base int64, open func(t *testing.T) Core, pendi
 		}
 	})
 
+	run("mark done only a recorded job: none, nothing written", func(t *testing.T) {
+		// The webhook's report of a job the pools refuse now, naming a
+		// runner of ours: only a job we recorded can have one.
+		j, k := id(191), id(192)
+		if prev, err := s.MarkDone(ctx, job.Report{JobID: j, Repo: "octo/app", RunnerName: "linux-1", Pool: "linux", Recorded: true}, T0); !errors.Is(err, job.ErrNotFound) || prev != "" {
+			t.Fatalf("no record: got %q, %v; want ErrNotFound", prev, err)
+		}
+		if _, err := s.Get(ctx, j); !errors.Is(err, job.ErrNotFound) {
+			t.Fatalf("after the refused report: %v, want still no record", err)
+		}
+		leased(t, s, k, "a")
+		prev, err := s.MarkDone(ctx, job.Report{JobID: k, RunnerName: "linux-2", Recorded: true}, T0)
+		if err != nil || prev != job.Claiming {
+			t.Fatalf("recorded: got %q, %v; want done from claiming", prev, err)
+		}
+		if prev, err := s.MarkDone(ctx, job.Report{JobID: k, Recorded: true}, T0); !errors.Is(err, job.ErrTerminal) || prev != job.Claiming {
+			t.Fatalf("done twice: got %q, %v; want ErrTerminal with the state before the first done", prev, err)
+		}
+	})
+
 	run("take back", func(t *testing.T) {
 		j := id(12)
 		leased(t, s, j, "dead")

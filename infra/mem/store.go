@@ -120,6 +120,8 @@ func (s *Store) MarkDone(ctx context.Context, d job.Report, now time.Time) (job.
 		default:
 			return "", job.ErrTerminal
 		}
+	} else if d.Recorded {
+		return "", fmt.Errorf("mark job %d done: %w", d.JobID, job.ErrNotFound)
 	} else {
 		cur = job.Record{JobID: d.JobID, CreatedAt: ms, Repo: d.Repo, InstallationID: d.InstallationID, RunID: d.RunID, Pool: d.Pool}
 		if len(d.Labels) > 0 {

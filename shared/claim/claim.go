@@ -171,8 +171,8 @@
 // rule (pool.Serve: labels, organisation pools skipped for a user's
 // repository, the public-repo policy), reading the repository's
 // visibility and owner type from GitHub (GitHub.Repository, one call, only
-// on this path, and at most once per repository and RepoTTL in a process:
-// repoCache), and claims in the pool that serves the job now (the
+// on this path; a public repository's answer at most once per RepoTTL in a
+// process: repoCache), and claims in the pool that serves the job now (the
 // recorded one itself when the repository was made private since), its
 // runner named after it; the record moves to that pool under the lease
 // before the runner is registered (Store.Move: a claimer that dies next

@@ -903,7 +903,7 @@ func (f *flow) retry(ctx context.Context, fl failure.Failure, registered *ghapp.
 			// found", left registered, and its machine ended.
 			f.locate(f.rec.TriedScope)
 		}
-		if st, ran := f.ranAtGitHub(ctx); ran {
+		if st, ran := f.ranAtGitHub(ctx, fl); ran {
 			// The give-up's cleanup, as for an abandoned job: the job ran
 			// on some runner, and this attempt's (found by name) is spare
 			// unless it is the one: busy, it is kept, and so are its
@@ -955,12 +955,16 @@ func (f *flow) retry(ctx context.Context, fl failure.Failure, registered *ghapp.
 // the failure was GitHub refusing the installation's budget or the App
 // itself, nor while the installation's budget is exhausted (DESIGN: no
 // call then); any failure of the question abandons the job as before.
-// GitHub's rate limits are the rate state's to tell (a primary limit's
-// reading, a secondary limit's block: retryOrFail records both before the
-// retry gets here); an App refusal is answered from the client's memory of
-// it (refusalHold), with no request. An AWS throttle is no reason not to
-// ask.
-func (f *flow) ranAtGitHub(ctx context.Context) (string, bool) {
+// GitHub's rate limits on the installation are the rate state's to tell (a
+// primary limit's reading, a secondary limit's block: recorded before the
+// retry gets here); one on the App's token exchange is not (it is the
+// App's budget), and the question would need an exchange: not asked. An
+// App refusal is answered from the client's memory of it (refusalHold),
+// with no request. An AWS throttle is no reason not to ask.
+func (f *flow) ranAtGitHub(ctx context.Context, fl failure.Failure) (string, bool) {
+	if fl.TokenExchange && fl.Class == failure.RateLimit {
+		return "", false
+	}
 	rd, err := f.c.reading(ctx, f.rec.InstallationID, f.now)
 	if err != nil {
 		f.c.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "claim rate state unreadable",

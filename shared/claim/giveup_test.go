@@ -68,26 +68,32 @@ func TestGiveUpAsksWhetherTheJobRan(t *testing.T) {
 }
 
 // TestRateLimitedGiveUpAsksNothing: a job given up on GitHub's rate limit
-// does not spend a request of the refused budget on the question: the
-// limit's block, recorded by the failed attempt, halts it.
+// does not spend a request on the question: on the installation's budget,
+// the limit's block, recorded by the failed attempt, halts it; on the
+// App's token exchange (the App's own budget, not the installation's rate
+// state), the question would need another exchange, and is not asked.
 func TestRateLimitedGiveUpAsksNothing(t *testing.T) {
 	t.Parallel()
-	h := setup(t, setupOpt{})
-	const id = 68200
-	h.seed(t, id)
-	setJob(h, id, "completed")
-	h.gh.Fail(ghfake.RouteRepoJIT, 1, ghfake.ServerError(http.StatusBadGateway))
-	c := h.claimer(t, claimerOpt{})
-	h.invoke(t, c, h.receive(t, 1)...)
-	h.clock.Advance(job.DefaultMaxAge + time.Minute)
-	h.gh.Fail(ghfake.RouteRepoJIT, 1, ghfake.TooManyRequests(0))
-	asked := h.gh.Stats().Calls[ghfake.RouteJob]
-	h.invoke(t, c, h.receive(t, 1)...)
-	if got := h.get(t, id); got.State != job.Abandoned || got.LastErrorClass != "rate_limit" {
-		t.Fatalf("at the maximum age: %s [%s] (%s), want abandoned on the rate limit", got.State, got.LastErrorClass, got.LastError)
-	}
-	if n := h.gh.Stats().Calls[ghfake.RouteJob] - asked; n != 0 {
-		t.Errorf("%d job status requests on a rate-limited give-up, want none", n)
+	for i, route := range []string{ghfake.RouteRepoJIT, ghfake.RouteAccessToken} {
+		t.Run(route, func(t *testing.T) {
+			t.Parallel()
+			h := setup(t, setupOpt{})
+			id := int64(68200 + i)
+			h.seed(t, id)
+			setJob(h, id, "completed")
+			h.gh.Fail(ghfake.RouteRepoJIT, 1, ghfake.ServerError(http.StatusBadGateway))
+			h.invoke(t, h.claimer(t, claimerOpt{instance: "first"}), h.receive(t, 1)...)
+			h.clock.Advance(job.DefaultMaxAge + time.Minute)
+			h.gh.Fail(route, 1, ghfake.TooManyRequests(time.Minute))
+			asked := h.gh.Stats().Calls[ghfake.RouteJob]
+			h.invoke(t, h.claimer(t, claimerOpt{instance: "second"}), h.receive(t, 1)...)
+			if got := h.get(t, id); got.State != job.Abandoned || got.LastErrorClass != "rate_limit" {
+				t.Fatalf("at the maximum age: %s [%s] (%s), want abandoned on the rate limit", got.State, got.LastErrorClass, got.LastError)
+			}
+			if n := h.gh.Stats().Calls[ghfake.RouteJob] - asked; n != 0 {
+				t.Errorf("%d job status requests on a rate-limited give-up, want none", n)
+			}
+		})
 	}
 }
 

@@ -71,7 +71,7 @@ type Provisioner interface {
 // error ghapp.IsAlreadyExists recognises. Repository (visibility and
 // owner type, as GitHub says now) is read only when a job's recorded pool
 // no longer serves it and the pool is resolved again (see the package
-// doc), at most once per repository and RepoTTL in a process.
+// doc); a public repository at most once per RepoTTL in a process.
 type GitHub interface {
 	GenerateJIT(ctx context.Context, installationID int64, req ghapp.JITRequest) (ghapp.JIT, error)
 	FindRunner(ctx context.Context, installationID int64, scope, owner, repo, name string) (ghapp.Runner, error)

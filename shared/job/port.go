@@ -173,6 +173,13 @@ type Report struct {
 	RunnerName     string // the runner that took the job, if GitHub named one
 	// Actor is who learnt it, for the history: ActorWebhook when empty.
 	Actor string
+	// Recorded applies the report only to a record that exists: with
+	// none, nothing is written and MarkDone answers ErrNotFound. The
+	// webhook sets it for a job the pools refuse now, whose report it
+	// applies because it names a runner of ours: had that runner been
+	// ours, the job's record would exist (a claim registers no runner for
+	// a job without one).
+	Recorded bool
 }
 
 // Page is one page of stale records from the sweep.

@@ -265,11 +265,18 @@ func (s *Store) MarkDone(ctx context.Context, d job.Report, now time.Time) (job.
 	if err != nil {
 		return "", fmt.Errorf("mark job %d done: %w", d.JobID, err)
 	}
+	cond := "attribute_not_exists(pk) OR #s IN (:pending, :queued, :claiming, :claimed)"
+	if d.Recorded {
+		cond = "#s IN (:pending, :queued, :claiming, :claimed)" // false on no item
+	}
 	out, err := s.update(ctx, d.JobID, set+" REMOVE sweep_shard, sweep_at, lease_owner, lease_expires_at",
-		"attribute_not_exists(pk) OR #s IN (:pending, :queued, :claiming, :claimed)", names, vals, types.ReturnValueUpdatedOld,
+		cond, names, vals, types.ReturnValueUpdatedOld,
 		&entry{t: job.Transition{At: ms, To: job.Done, Actor: actor}, put: put}, func(cur job.Record) bool { return !cur.State.Terminal() })
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
+		if len(ccf.Item) == 0 && d.Recorded {
+			return "", fmt.Errorf("mark job %d done: %w", d.JobID, job.ErrNotFound)
+		}
 		cur, derr := unmarshal(ccf.Item)
 		switch {
 		case derr != nil:

@@ -71,12 +71,17 @@
 //     as a served job's, logged with refused_now: the job was claimed
 //     while its pool served it (before allow_public was turned off, or a
 //     relabel), and skipped, a job that ran was left claimed until the
-//     maximum age abandoned it. A job the pools never served (no record)
-//     or run on another job's runner is warned about: our runner group let
-//     it in. ALLOWED_OWNERS is never overridden, and GitHub-hosted jobs
-//     name no runner of ours: their deliveries still cost nothing. Another
-//     tool's runner named like ours costs the upsert (and on the
-//     taken-runner path a read).
+//     maximum age abandoned it. Only a recorded job is marked done
+//     (job.Report.Recorded): with no record, no runner of ours was made
+//     for it (a claim records the job first), and one named like ours is
+//     somebody else's (another stack's with the same pool names): nothing
+//     is written. A refused job run on the runner of another job of ours,
+//     A (A's record waits for exactly it, registered where the job could
+//     take it), is warned about and counted (refused_job_ran): our runner
+//     group let it in. ALLOWED_OWNERS is never overridden, and
+//     GitHub-hosted jobs name no runner of ours: their deliveries still
+//     cost nothing. Another tool's runner named like ours costs the
+//     refused conditional write (and on the taken-runner path a read).
 //   - in_progress / completed move the record to done (or create it done,
 //     with its pool, when they overtake queued), so a late queued creates
 //     nothing and a retry in flight stops. They do not need installation

@@ -165,8 +165,8 @@ type delivery struct {
 	// refused is why the pools refuse the job now, when its report is
 	// applied anyway because a runner of ours has it (ranOnOurs).
 	refused string
-	// refusedRan is set when such a job is one the pools never served, or
-	// ran on another job's runner (metricRefusedJobRan).
+	// refusedRan is set when such a job ran on the runner of another job
+	// of ours (metricRefusedJobRan).
 	refusedRan bool
 }
 
@@ -314,13 +314,20 @@ const OutcomeHeldWoken = "held_job_woken"
 
 // done marks the record of a job pool p serves done: one conditional upsert.
 func (h *Handler) done(ctx context.Context, d *delivery, j Job, p pool.Pool, now time.Time) events.LambdaFunctionURLResponse {
+	// A job the pools refuse now is marked done only if we recorded it:
+	// with no record, no runner of ours was made for it (a claim records
+	// the job before it registers a runner), and a runner named like ours
+	// is somebody else's (another stack's with the same pool names, say).
 	prev, err := h.cfg.Store.MarkDone(ctx, job.Report{
 		JobID: j.JobID, RunID: j.RunID, Repo: j.Repo, InstallationID: j.InstallationID,
-		Labels: j.Labels, Pool: p.Name, RunnerName: j.RunnerName,
+		Labels: j.Labels, Pool: p.Name, RunnerName: j.RunnerName, Recorded: d.refused != "",
 	}, now)
 	outcome := "done"
 	d.toRunner = toRunner(j)
+	unrecorded := errors.Is(err, job.ErrNotFound)
 	switch {
+	case unrecorded:
+		outcome = OutcomeRefusedUnrecorded
 	case errors.Is(err, job.ErrTerminal):
 		outcome = "already_terminal"
 	case err != nil:
@@ -328,20 +335,7 @@ func (h *Handler) done(ctx context.Context, d *delivery, j Job, p pool.Pool, now
 	case prev == "":
 		outcome = "done_created"
 	}
-	taken, isTaken := takenFrom(h.cfg.Pools, j)
-	if d.refused != "" && (prev == "" || isTaken) {
-		d.refusedRan = true
-		// Never recorded (the pools refused it at queued too), or run on
-		// the runner of another job: a runner of ours took a job no pool
-		// of ours would claim, a public repository's perhaps. GitHub
-		// hands a job to any runner whose labels and runner group fit:
-		// the group is the guard, and it let this one in.
-		h.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "a runner of ours took a job the pools refuse", h.attrs(d,
-			slog.String("runner_name", j.RunnerName), slog.String("pool", p.Name), slog.String("refused_now", d.refused),
-			slog.String("hint", fmt.Sprintf("restrict runner group %d's repository access (public repositories off) to the repositories pool %s serves",
-				p.RunnerGroupID, p.Name)))...)
-	}
-	if isTaken {
+	if taken, isTaken := takenFrom(h.cfg.Pools, j); isTaken {
 		// B claimed has a runner of its own booting (registered, its
 		// machine started), now without a job: one that fits A's labels
 		// will take A, as a burst's runners take its jobs in whatever
@@ -355,14 +349,35 @@ func (h *Handler) done(ctx context.Context, d *delivery, j Job, p pool.Pool, now
 			// need not be: A is sent back rather than wait for it.)
 			spare = &p
 		}
-		h.replaceTaken(ctx, d, taken, j.RunnerName, j.Repo, spare, now)
+		if ours := h.replaceTaken(ctx, d, taken, j.RunnerName, j.Repo, spare, now); ours && d.refused != "" {
+			// A runner of ours, made for job A (its record waits for
+			// exactly that runner, registered where this job could take
+			// it), took a job no pool of ours would claim, a public
+			// repository's perhaps. GitHub hands a job to any runner
+			// whose labels and runner group fit: the group is the guard,
+			// and it let this one in.
+			d.refusedRan = true
+			h.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "a runner of ours took a job the pools refuse", h.attrs(d,
+				slog.String("runner_name", j.RunnerName), slog.String("pool", p.Name), slog.String("refused_now", d.refused),
+				slog.String("hint", fmt.Sprintf("restrict runner group %d's repository access (public repositories off) to the repositories pool %s serves",
+					p.RunnerGroupID, p.Name)))...)
+		}
 	}
 	attrs := []slog.Attr{slog.String("pool", p.Name), slog.String("previous_state", string(prev)), slog.String("runner_name", j.RunnerName)}
 	if d.refused != "" {
 		attrs = append(attrs, slog.String("refused_now", d.refused))
 	}
+	if unrecorded {
+		why := fmt.Sprintf("job %d is not ours (%s) and not recorded: runner %s was not made for it by us", j.JobID, d.refused, j.RunnerName)
+		return h.answer(ctx, d, http.StatusOK, StatusIgnored, why, outcome, attrs...)
+	}
 	return h.answer(ctx, d, http.StatusAccepted, StatusAccepted, fmt.Sprintf("job %d is %s", j.JobID, j.Action), outcome, attrs...)
 }
+
+// OutcomeRefusedUnrecorded: an in_progress or completed of a job the pools
+// refuse, naming a runner like ours, for a job we never recorded: nothing
+// written (that runner is not ours).
+const OutcomeRefusedUnrecorded = "refused_unrecorded"
 
 // ranOnOurs reports whether an in_progress or completed delivery of a job
 // the pools refuse now (decide) names a runner of ours, and the pool that
@@ -459,8 +474,10 @@ const (
 //
 // spare is the other job's pool when that job's own runner is booting and
 // left without a job (the other job was claimed): if that pool covers A's
-// labels, A waits for that runner instead (runner_swapped).
-func (h *Handler) replaceTaken(ctx context.Context, d *delivery, a int64, runner, repo string, spare *pool.Pool, now time.Time) {
+// labels, A waits for that runner instead (runner_swapped). ours reports
+// that the runner is A's (A's record waits for exactly it, registered
+// where the delivery's job could take it), whatever was done about it.
+func (h *Handler) replaceTaken(ctx context.Context, d *delivery, a int64, runner, repo string, spare *pool.Pool, now time.Time) (ours bool) {
 	log := func(level slog.Level, outcome string, extra ...slog.Attr) {
 		h.cfg.Logger.LogAttrs(ctx, level, "runner taken by another job", h.attrs(d, append([]slog.Attr{
 			slog.String("outcome", outcome), slog.String("runner_name", runner), slog.Int64("taken_from_job_id", a)}, extra...)...)...)
@@ -483,6 +500,7 @@ func (h *Handler) replaceTaken(ctx context.Context, d *delivery, a int64, runner
 				" in "+rec.Repo+": a runner named like it is not ours"))
 		return
 	}
+	ours = true // A waits for exactly that runner, and this job could have taken it
 	if spare != nil {
 		// By the webhook's own rule too: the spare's pool may refuse A's
 		// repository (public, or a user's at the organisation) whatever
@@ -520,6 +538,7 @@ func (h *Handler) replaceTaken(ctx context.Context, d *delivery, a int64, runner
 		attrs = append(attrs, slog.String("send_error", err.Error()))
 	}
 	log(slog.LevelWarn, OutcomeRunnerTaken, attrs...)
+	return ours
 }
 
 // decide picks the pool of a job, or says why the job is not ours. Every

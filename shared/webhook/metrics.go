@@ -23,10 +23,10 @@ var (
 	// started_at − created_at, from the in_progress delivery): from the
 	// job's queueing to a runner taking it, as its workflow run saw it.
 	metricTimeToRunner = obs.Metric{Name: "TimeToRunner", Unit: obs.Milliseconds, Dims: []string{obs.DimPool}}
-	// metricRefusedJobRan counts reports of a job the pools refuse that a
-	// runner of ours has although the pools never served it, or made for
-	// another job (RefusedJobRanAlarm): a public repository's job on a
-	// private pool's runner, say, let in by the runner group.
+	// metricRefusedJobRan counts reports of a job the pools refuse run on
+	// the runner of another job of ours (RefusedJobRanAlarm): a public
+	// repository's job on a private pool's runner, say, let in by the
+	// runner group.
 	metricRefusedJobRan = obs.Metric{Name: "refused_job_ran"}
 )
 

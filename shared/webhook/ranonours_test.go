@@ -16,10 +16,11 @@ import (
 // then) is refused by the pools now, yet a runner of ours has it. Its
 // in_progress and completed are applied (one upsert, as for any job we
 // serve): skipped, the record stayed claimed or queued until the maximum
-// age abandoned a job that ran. The same report naming another job's
-// runner of ours sends that job back. GitHub-hosted runners, other tools'
-// runners, a pool no longer configured, and an owner ALLOWED_OWNERS does
-// not name still cost nothing.
+// age abandoned a job that ran. Only a recorded job: with no record, the
+// runner is not ours. The same report naming another job's runner of ours
+// sends that job back, and is warned about (refused_job_ran). GitHub-
+// hosted runners, other tools' runners, a pool no longer configured, and
+// an owner ALLOWED_OWNERS does not name still cost nothing.
 func TestReportOfARefusedJobOnOurRunner(t *testing.T) {
 	t.Parallel()
 	const b, a = int64(29679449), int64(29679400)
@@ -41,8 +42,8 @@ func TestReportOfARefusedJobOnOurRunner(t *testing.T) {
 		state    job.State // B's record after
 		outcome  string
 		aSent    bool   // A sent back for a new attempt
-		pool     string // B's record's pool after ("": not checked)
-		warned   bool   // a runner of ours took a job the pools never served
+		aRepo    string // A's repository, when not B's
+		warned   bool   // a runner of ours (A's) took a job the pools refuse
 	}{
 		{name: "public now refused, in_progress on its own runner: done", action: "in_progress", edit: public,
 			runner: "linux-x64-29679449", bState: job.Claimed, requests: 1, state: job.Done, outcome: "done"},
@@ -52,8 +53,16 @@ func TestReportOfARefusedJobOnOurRunner(t *testing.T) {
 			runner: "linux-x64-29679449", bState: job.Claimed, requests: 1, state: job.Done, outcome: "done"},
 		{name: "public now refused, in_progress on another job's runner of ours: done, that job sent back", action: "in_progress", edit: public,
 			runner: "linux-x64-29679400", bState: job.Claimed, requests: 4, state: job.Done, outcome: OutcomeRunnerTaken, aSent: true, warned: true},
-		{name: "never recorded, in_progress on a later pool's runner: created done in that pool, warned", action: "in_progress", edit: public,
-			runner: "mac-repo-29679449", requests: 1, state: job.Done, outcome: "done_created", pool: "mac-repo", warned: true},
+		// No record: no runner of ours was made for it (a claim records the
+		// job first). A runner named like ours is somebody else's (another
+		// stack with the same pool names): nothing written, no alarm.
+		{name: "never recorded, on a runner named after it: not ours, nothing written", action: "in_progress", edit: public,
+			runner: "mac-repo-29679449", requests: 1, outcome: OutcomeRefusedUnrecorded},
+		{name: "never recorded, on A's runner, A waiting for it: A sent back, nothing written for it, warned", action: "in_progress", edit: public,
+			runner: "linux-x64-29679400", requests: 4, outcome: OutcomeRunnerTaken, aSent: true, warned: true},
+		{name: "on a runner named after A, A's registered in another repository: not ours, no alarm", action: "in_progress", edit: public,
+			runner: "linux-x64-29679400", bState: job.Claimed, aRepo: "octo-org/elsewhere", requests: 2, state: job.Done,
+			outcome: OutcomeRunnerTakenStale},
 		{name: "GitHub-hosted runner: nothing touched", action: "in_progress", edit: public,
 			runner: "GitHub Actions 3", bState: job.Claimed, state: job.Claimed, outcome: "skip"},
 		{name: "another tool's runner named like ours but not a pool of ours: nothing touched", action: "completed", edit: public,
@@ -74,7 +83,11 @@ func TestReportOfARefusedJobOnOurRunner(t *testing.T) {
 			if tt.bState != "" {
 				f.st.Put(job.Record{JobID: b, State: tt.bState, Version: 2, Pool: "linux-x64", Repo: "octo-org/octo-repo", Public: true})
 			}
-			f.st.Put(claimedA)
+			ra := claimedA
+			if tt.aRepo != "" {
+				ra.Repo = tt.aRepo
+			}
+			f.st.Put(ra)
 			m := tt.edit(payload(t, tt.action))
 			if tt.runner != "" {
 				set(m, "workflow_job.runner_name", tt.runner)
@@ -90,9 +103,6 @@ func TestReportOfARefusedJobOnOurRunner(t *testing.T) {
 			if !strings.Contains(logs, `"outcome":"`+tt.outcome+`"`) {
 				t.Errorf("logs do not carry outcome %q:\n%s", tt.outcome, logs)
 			}
-			if got := f.st.Records()[b].Pool; tt.pool != "" && got != tt.pool {
-				t.Errorf("B's record in pool %q, want %s", got, tt.pool)
-			}
 			if warned := strings.Contains(logs, `"a runner of ours took a job the pools refuse"`); warned != tt.warned {
 				t.Errorf("warned %v, want %v:\n%s", warned, tt.warned, logs)
 			}
@@ -103,7 +113,7 @@ func TestReportOfARefusedJobOnOurRunner(t *testing.T) {
 			if want := map[bool]float64{true: 1}[tt.warned]; ran != want {
 				t.Errorf("refused_job_ran %v, want %v (RefusedJobRanAlarm)", ran, want)
 			}
-			if tt.state == job.Done && !strings.Contains(logs, `"refused_now":"`) {
+			if (tt.state == job.Done || tt.outcome == OutcomeRefusedUnrecorded) && !strings.Contains(logs, `"refused_now":"`) {
 				t.Errorf("the applied report does not say why the pools refuse the job now:\n%s", logs)
 			}
 			sent := f.q.Sent()
