@@ -520,6 +520,13 @@ func (f *flow) keptByEarlier(ctx context.Context, stale string) (ended bool, err
 	f.pool, f.name = pool.Pool{}, ""
 	f.locate("")
 	prev := f.earlier(f.rec.Replacements, to)
+	if f.rec.TriedScope != "" && strings.EqualFold(f.rec.TriedRunner, prev.name) {
+		// A retried attempt of this replacement asked for this very name
+		// there. The record's scope is a claim's of an earlier replacement
+		// (a claim at this one would have moved the job on to the next),
+		// or a Move's for this name, which its retry recorded again.
+		prev.locate(f.rec.TriedScope)
+	}
 	r, absent, err := prev.find(f.work)
 	f.reached = f.reached || prev.reached
 	if err != nil {

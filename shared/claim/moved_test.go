@@ -98,8 +98,8 @@ func TestOldNameLookedUpOnlyBeforeTheMove(t *testing.T) {
 }
 
 // TestOldRunnerAtAnUnknownScopeGoneFromBoth: the record keeps no scope for
-// a retried attempt and the old pool is gone, so the earlier runner is
-// looked for at both scopes; it is at neither (deleted since), and the
+// a retried attempt (written before tried_scope was kept) and the old pool
+// is gone, so the earlier runner is looked for at both scopes; it is at neither (deleted since), and the
 // organisation's listing is refused (404: a user account has no
 // organisation runners). None of ours can be registered where GitHub
 // lists none: the job moves and is claimed, rather than failed on the
@@ -108,6 +108,9 @@ func TestOldRunnerAtAnUnknownScopeGoneFromBoth(t *testing.T) {
 	t.Parallel()
 	const id = int64(88800)
 	h := renameAfterAttempt(t, id, "")
+	r := h.get(t, id)
+	r.TriedRunner, r.TriedScope = "", ""
+	h.store.Put(r)
 	old, ok := h.gh.RunnerByName(job.RunnerName("linux", id))
 	if !ok || !h.gh.RemoveRunner(old.ID) {
 		t.Fatalf("no runner %s to remove", job.RunnerName("linux", id))

@@ -290,8 +290,8 @@ func renameAfterAttempt(t *testing.T, id int64, scope string) *harness {
 // TestEarlierAttemptsRunnerKeepsTheJobInItsPool: the job's attempt 1 in
 // pool linux registered linux-<id> and started its machine (the answer
 // was lost), then linux was renamed linux-v2. Attempt 2 looks for that
-// runner: registered (busy, online, or offline with its machine up; the
-// record keeping no scope, at either scope), the job stays in linux,
+// runner, where its attempt asked for it (tried_scope): registered (busy,
+// online, or offline with its machine up), the job stays in linux,
 // claimed with that runner (it may yet take the job; the reclaimer
 // replaces it if it never does), nothing registered or ended; gone, or offline with no machine (it can never
 // take the job: removed as the 409 path removes one), the job moves and

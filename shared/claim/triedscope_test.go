@@ -255,3 +255,33 @@ func TestTriedScopeRefusedForGood(t *testing.T) {
 		t.Errorf("the refused look is not logged:\n%s", h.logs)
 	}
 }
+
+// TestKeptByEarlierLooksWhereItTried: a renamed pool's job whose record
+// names a scope of an earlier replacement's claim (org here), while this
+// replacement's retried attempt asked for its runner in the repository.
+// The look for that runner before the move goes where it was tried:
+// looked for at the record's scope, it was "not found", and the job moved
+// to the new pool beside the runner that may yet take it.
+func TestKeptByEarlierLooksWhereItTried(t *testing.T) {
+	t.Parallel()
+	h := setup(t, setupOpt{ec2: true})
+	const id = 9860
+	name := job.RunnerName("linux", id)
+	firstAttemptRetried(t, h, id) // linux-<id> in the repository, tried there; the pool moved to the organisation
+	r := h.get(t, id)
+	r.Scope = pool.ScopeOrg // as an earlier replacement's claim left it
+	h.store.Put(r)
+	if err := h.gh.SetRunner(name, "online", false); err != nil {
+		t.Fatal(err)
+	}
+	renameTo(h, "linux-v2")
+	h.invoke(t, h.claimer(t, claimerOpt{instance: "second"}), h.receive(t, 1)...)
+	got := h.get(t, id)
+	if got.State != job.Claimed || got.Pool != "linux" || got.RunnerName != name || got.Scope != pool.ScopeRepo {
+		t.Fatalf("record %s in %q, runner %q at %q (%s); want claimed in linux with %s, in the repository",
+			got.State, got.Pool, got.RunnerName, got.Scope, got.LastError, name)
+	}
+	if names := runnerNames(h); len(names) != 1 {
+		t.Errorf("runners %v, want only %s", names, name)
+	}
+}
