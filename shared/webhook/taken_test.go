@@ -30,6 +30,13 @@ func TestRunnerTakenSendsTheJobBack(t *testing.T) {
 		}
 		return r
 	}
+	// registeredIn is A claimed (first attempt) in repo, its runner
+	// registered at scope ("": none recorded).
+	registeredIn := func(repo, scope string) job.Record {
+		r := claimedA(0, time.Time{})
+		r.Repo, r.Scope = repo, scope
+		return r
+	}
 	withLabels := func(r job.Record, labels ...string) job.Record {
 		r.Labels = labels
 		return r
@@ -77,26 +84,14 @@ func TestRunnerTakenSendsTheJobBack(t *testing.T) {
 		// A runner's name is its registrant's choice: one registered in
 		// another repository (or at another organisation) and named after
 		// A is not A's, and must not send A back for another machine.
-		{name: "A's runner registered in another repository: not A's runner, A waits", a: func() job.Record {
-			r := claimedA(0, time.Time{})
-			r.Repo, r.Scope = "octo-org/other-repo", "repo"
-			return r
-		}(), runner: "linux-x64-29679400", requests: 2, state: job.Claimed, outcome: OutcomeRunnerTakenStale},
-		{name: "A's runner registered at the organisation, B in another of its repositories: new attempt", a: func() job.Record {
-			r := claimedA(0, time.Time{})
-			r.Repo, r.Scope = "octo-org/other-repo", "org"
-			return r
-		}(), runner: "linux-x64-29679400", requests: 4, state: job.Queued, sent: true, outcome: OutcomeRunnerTaken},
-		{name: "A's runner registered at another organisation: not A's runner, A waits", a: func() job.Record {
-			r := claimedA(0, time.Time{})
-			r.Repo, r.Scope = "other-org/octo-repo", "org"
-			return r
-		}(), runner: "linux-x64-29679400", requests: 2, state: job.Claimed, outcome: OutcomeRunnerTakenStale},
-		{name: "no scope recorded: the pool's (repository) holds", a: func() job.Record {
-			r := claimedA(0, time.Time{})
-			r.Repo = "octo-org/other-repo"
-			return r
-		}(), runner: "linux-x64-29679400", requests: 2, state: job.Claimed, outcome: OutcomeRunnerTakenStale},
+		{name: "A's runner registered in another repository: not A's runner, A waits", a: registeredIn("octo-org/other-repo", "repo"),
+			runner: "linux-x64-29679400", requests: 2, state: job.Claimed, outcome: OutcomeRunnerTakenStale},
+		{name: "A's runner registered at the organisation, B in another of its repositories: new attempt", a: registeredIn("octo-org/other-repo", "org"),
+			runner: "linux-x64-29679400", requests: 4, state: job.Queued, sent: true, outcome: OutcomeRunnerTaken},
+		{name: "A's runner registered at another organisation: not A's runner, A waits", a: registeredIn("other-org/octo-repo", "org"),
+			runner: "linux-x64-29679400", requests: 2, state: job.Claimed, outcome: OutcomeRunnerTakenStale},
+		{name: "no scope recorded: the pool's (repository) holds", a: registeredIn("octo-org/other-repo", ""),
+			runner: "linux-x64-29679400", requests: 2, state: job.Claimed, outcome: OutcomeRunnerTakenStale},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
