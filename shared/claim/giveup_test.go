@@ -38,11 +38,7 @@ func TestGiveUpAsksWhetherTheJobRan(t *testing.T) {
 			t.Parallel()
 			h := setup(t, setupOpt{})
 			id := int64(68100 + i)
-			h.pools[0].AllowPublic = true
-			seedDescribed(t, h, id, true, false)
-			h.pools[0].AllowPublic = false
-			owner, name := ownerName()
-			h.gh.SetRepo(owner, name, ghfake.Repo{Visibility: "public"})
+			refusedPublic(t, h, "public", id)
 			c := h.claimer(t, claimerOpt{})
 			h.invoke(t, c, h.receive(t, 1)...)
 			if got := h.get(t, id); got.State != job.Queued || got.FirstFailureAt == 0 {

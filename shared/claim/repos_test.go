@@ -12,6 +12,22 @@ import (
 	"github.com/ghclaim/ghclaim/shared/job"
 )
 
+// refusedPublic records jobs ids as the webhook did while the harness's
+// pool allowed public repositories (described public), then turns
+// allow_public off and makes GitHub describe the repository with
+// visibility now. It returns the repository's owner and name.
+func refusedPublic(t *testing.T, h *harness, visibility string, ids ...int64) (owner, name string) {
+	t.Helper()
+	h.pools[0].AllowPublic = true
+	for _, id := range ids {
+		seedDescribed(t, h, id, true, false)
+	}
+	h.pools[0].AllowPublic = false
+	owner, name = ownerName()
+	h.gh.SetRepo(owner, name, ghfake.Repo{Visibility: visibility})
+	return owner, name
+}
+
 // TestRefusedJobsReadTheirRepositoryOncePerTTL: allow_public is turned
 // off with five public jobs of one repository queued in the pool. Each
 // attempt of each job asks whether the repository is still public (made
@@ -25,14 +41,8 @@ import (
 func TestRefusedJobsReadTheirRepositoryOncePerTTL(t *testing.T) {
 	t.Parallel()
 	h := setup(t, setupOpt{})
-	h.pools[0].AllowPublic = true
 	ids := []int64{67100, 67101, 67102, 67103, 67104}
-	for _, id := range ids {
-		seedDescribed(t, h, id, true, false)
-	}
-	h.pools[0].AllowPublic = false
-	owner, name := ownerName()
-	h.gh.SetRepo(owner, name, ghfake.Repo{Visibility: "public"})
+	owner, name := refusedPublic(t, h, "public", ids...)
 	c := h.claimer(t, claimerOpt{})
 	reads := func() int { return h.gh.Stats().Calls[ghfake.RouteRepo] }
 	attempt := func(state job.State) {
@@ -72,12 +82,7 @@ func TestRefusedJobsReadTheirRepositoryOncePerTTL(t *testing.T) {
 func TestCachedPrivateNeverClaimsAPublicJob(t *testing.T) {
 	t.Parallel()
 	h := setup(t, setupOpt{})
-	h.pools[0].AllowPublic = true
-	seedDescribed(t, h, 67200, true, false)
-	seedDescribed(t, h, 67201, true, false)
-	h.pools[0].AllowPublic = false
-	owner, name := ownerName()
-	h.gh.SetRepo(owner, name, ghfake.Repo{Visibility: "private"})
+	owner, name := refusedPublic(t, h, "private", 67200, 67201)
 	c := h.claimer(t, claimerOpt{})
 	h.invoke(t, c, h.receive(t, 1)...)
 	if got := h.get(t, 67200); got.State != job.Claimed {
@@ -113,12 +118,7 @@ func (g panicsOnce) Repository(ctx context.Context, inst int64, owner, repo stri
 func TestPanickedReadLeavesNoReadInFlight(t *testing.T) {
 	t.Parallel()
 	h := setup(t, setupOpt{})
-	h.pools[0].AllowPublic = true
-	seedDescribed(t, h, 67300, true, false)
-	seedDescribed(t, h, 67301, true, false)
-	h.pools[0].AllowPublic = false
-	owner, name := ownerName()
-	h.gh.SetRepo(owner, name, ghfake.Repo{Visibility: "private"})
+	refusedPublic(t, h, "private", 67300, 67301)
 	var n atomic.Int32
 	c := h.claimer(t, claimerOpt{github: func(g claim.GitHub) claim.GitHub { return panicsOnce{g, &n} }})
 	h.invoke(t, c, h.receive(t, 1)...)
