@@ -79,6 +79,9 @@ func parseLine(root map[string]json.RawMessage) ([]Point, error) {
 	if err := json.Unmarshal(root["_aws"], &aws); err != nil {
 		return nil, err
 	}
+	if err := exactMembers(root["_aws"]); err != nil {
+		return nil, err
+	}
 	if aws.Timestamp == nil {
 		return nil, fmt.Errorf("no _aws.Timestamp")
 	}
@@ -120,6 +123,52 @@ func parseLine(root map[string]json.RawMessage) ([]Point, error) {
 		}
 	}
 	return out, nil
+}
+
+// exactMembers checks the spelling of the directive's members, which
+// encoding/json matches without regard to case and CloudWatch does not:
+// "_aws" needs Timestamp and CloudWatchMetrics, each directive Namespace,
+// Dimensions and Metrics, each metric Name, spelled so.
+func exactMembers(raw json.RawMessage) error {
+	var aws struct {
+		CloudWatchMetrics []json.RawMessage
+	}
+	if err := need(raw, "Timestamp", "CloudWatchMetrics"); err != nil {
+		return err
+	}
+	if err := json.Unmarshal(raw, &aws); err != nil {
+		return err
+	}
+	for _, d := range aws.CloudWatchMetrics {
+		if err := need(d, "Namespace", "Dimensions", "Metrics"); err != nil {
+			return err
+		}
+		var dir struct{ Metrics []json.RawMessage }
+		if err := json.Unmarshal(d, &dir); err != nil {
+			return err
+		}
+		for _, m := range dir.Metrics {
+			if err := need(m, "Name"); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// need fails unless the JSON object raw has a member of each name, spelled
+// exactly so.
+func need(raw json.RawMessage, names ...string) error {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return err
+	}
+	for _, n := range names {
+		if _, ok := obj[n]; !ok {
+			return fmt.Errorf("no member %q (spelled so) in %s", n, raw)
+		}
+	}
+	return nil
 }
 
 // Select returns the points of metric name whose dimension values include

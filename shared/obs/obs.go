@@ -350,13 +350,16 @@ func (m *Metrics) write(doc map[string]any, at time.Time, dims []Dim, samples []
 	}
 }
 
-// directive is the _aws member of an EMF line: each sample's metric
-// published under every set of DimensionSets(its declared dimensions)
-// that dims has values for, each prefixed with the fixed dimensions.
-// Metrics with the same sets share one directive.
-func (m *Metrics) directive(at time.Time, dims []Dim, samples []Sample) map[string]any {
+// directive is the _aws member of an EMF line, encoded: each sample's
+// metric published under every set of DimensionSets(its declared
+// dimensions) that dims has values for, each prefixed with the fixed
+// dimensions. Metrics with the same sets share one directive. It is
+// encoded here, once, from structs: a line's attributes are encoded again
+// by the redaction (redactAttr) and the logger, and a document of maps
+// costs a sort of its keys at every level each time.
+func (m *Metrics) directive(at time.Time, dims []Dim, samples []Sample) json.RawMessage {
 	fixed := slices.Sorted(maps.Keys(m.dims))
-	var directives []map[string]any
+	doc := emfDirective{Timestamp: at.UnixMilli()}
 	var seen []string
 	for _, s := range samples {
 		var sets [][]string
@@ -367,16 +370,38 @@ func (m *Metrics) directive(at time.Time, dims []Dim, samples []Sample) map[stri
 				sets = append(sets, append(slices.Clone(fixed), set...))
 			}
 		}
-		def := map[string]string{"Name": s.Metric.Name, "Unit": string(s.Metric.unit())}
+		def := emfMetric{Name: s.Metric.Name, Unit: string(s.Metric.unit())}
 		key := fmt.Sprint(sets)
 		if k := slices.Index(seen, key); k >= 0 {
-			directives[k]["Metrics"] = append(directives[k]["Metrics"].([]map[string]string), def)
+			doc.CloudWatchMetrics[k].Metrics = append(doc.CloudWatchMetrics[k].Metrics, def)
 			continue
 		}
 		seen = append(seen, key)
-		directives = append(directives, map[string]any{"Namespace": m.namespace, "Dimensions": sets, "Metrics": []map[string]string{def}})
+		doc.CloudWatchMetrics = append(doc.CloudWatchMetrics, emfMetricSet{Namespace: m.namespace, Dimensions: sets, Metrics: []emfMetric{def}})
 	}
-	return map[string]any{"Timestamp": at.UnixMilli(), "CloudWatchMetrics": directives}
+	b, err := json.Marshal(doc)
+	if err != nil {
+		panic(fmt.Sprintf("obs: encode an EMF directive: %v", err)) // strings, ints and slices of them always encode
+	}
+	return b
+}
+
+// emfDirective, emfMetricSet and emfMetric are the _aws member's shape
+// (CloudWatch's embedded metric format specification).
+type emfDirective struct {
+	CloudWatchMetrics []emfMetricSet `json:"CloudWatchMetrics"`
+	Timestamp         int64          `json:"Timestamp"`
+}
+
+type emfMetricSet struct {
+	Dimensions [][]string  `json:"Dimensions"`
+	Metrics    []emfMetric `json:"Metrics"`
+	Namespace  string      `json:"Namespace"`
+}
+
+type emfMetric struct {
+	Name string `json:"Name"`
+	Unit string `json:"Unit"`
 }
 
 // Inline turns line, the attributes of a log line, into an EMF document:
