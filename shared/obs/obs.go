@@ -76,13 +76,23 @@ func NewLogger(w io.Writer, level string) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: Level(level), ReplaceAttr: redactAttr}))
 }
 
-// redactAttr is NewLogger's ReplaceAttr.
+// redactAttr is NewLogger's ReplaceAttr. What Inline makes a line's EMF
+// document of (its dimension values and the _aws directive) is written
+// as it is: CloudWatch publishes it, Emit and Flush write it unmasked, and
+// it comes from configuration the functions validate (the namespace, pool
+// names) or from constants. Masked, a stack named like
+// "ghclaim-Production-Runners-eu-west-1" (32 or more characters mixing
+// case and digits, the shape of a credential) put the decision lines'
+// metrics in a namespace called "[redacted]", where no alarm looks.
 func redactAttr(_ []string, a slog.Attr) slog.Attr {
 	switch a.Value.Kind() {
 	case slog.KindString:
 		a.Value = slog.StringValue(redact.String(a.Value.String()))
 	case slog.KindAny:
 		switch v := a.Value.Any().(type) {
+		case dimValue:
+			a.Value = slog.StringValue(string(v))
+		case directiveJSON:
 		case nil:
 		case error:
 			a.Value = slog.StringValue(redact.String(v.Error()))
@@ -357,7 +367,7 @@ func (m *Metrics) write(doc map[string]any, at time.Time, dims []Dim, samples []
 // encoded here, once, from structs: a line's attributes are encoded again
 // by the redaction (redactAttr) and the logger, and a document of maps
 // costs a sort of its keys at every level each time.
-func (m *Metrics) directive(at time.Time, dims []Dim, samples []Sample) json.RawMessage {
+func (m *Metrics) directive(at time.Time, dims []Dim, samples []Sample) directiveJSON {
 	fixed := slices.Sorted(maps.Keys(m.dims))
 	doc := emfDirective{Timestamp: at.UnixMilli()}
 	var seen []string
@@ -382,6 +392,17 @@ func (m *Metrics) directive(at time.Time, dims []Dim, samples []Sample) json.Raw
 	b, _ := json.Marshal(doc) // strings, ints and slices of them always encode
 	return b
 }
+
+// directiveJSON is an encoded _aws member: the logger writes it as the
+// object it is, unmasked (redactAttr).
+type directiveJSON []byte
+
+// MarshalJSON returns d.
+func (d directiveJSON) MarshalJSON() ([]byte, error) { return d, nil }
+
+// dimValue is the value of a dimension of a line's EMF document: the
+// logger writes it as a string, unmasked (redactAttr).
+type dimValue string
 
 // emfDirective, emfMetricSet and emfMetric are the _aws member's shape
 // (CloudWatch's embedded metric format specification).
@@ -412,8 +433,17 @@ func (m *Metrics) Inline(line []slog.Attr, samples ...Sample) []slog.Attr {
 	}
 	dims := lineDims(line, samples)
 	out := slices.Clone(line)
+	for _, d := range dims {
+		// The attribute lineDims took the value from: the first of its
+		// name with that value (declared keeps the first).
+		if i := slices.IndexFunc(out, func(a slog.Attr) bool {
+			return a.Key == d.Name && a.Value.Kind() == slog.KindString && a.Value.String() == d.Value
+		}); i >= 0 {
+			out[i] = slog.Any(d.Name, dimValue(d.Value))
+		}
+	}
 	for _, k := range slices.Sorted(maps.Keys(m.dims)) {
-		out = append(out, slog.String(k, m.dims[k]))
+		out = append(out, slog.Any(k, dimValue(m.dims[k])))
 	}
 	for _, s := range samples {
 		out = append(out, slog.Float64(s.Metric.Name, s.Value))

@@ -227,3 +227,37 @@ func TestEmitWritesWhatInlineWould(t *testing.T) {
 	var nilMetrics *Metrics
 	nilMetrics.Emit(line, samples...)
 }
+
+// TestInlinePublishesWhatItNames: a line's EMF document reaches CloudWatch
+// as Metrics made it, whatever its names look like. A stack or pool name
+// of 32 or more characters mixing case and digits has a credential's
+// shape; masked, the decision lines' metrics went to a namespace named
+// "[redacted]", where no alarm looks, under a pool named so. The line's
+// other attributes are still masked.
+func TestInlinePublishesWhatItNames(t *testing.T) {
+	t.Parallel()
+	const (
+		ns     = "ghclaim-Production-Runners-eu-west-1"
+		fn     = "webhook-Production-Runners-eu-west-1"
+		pool   = "Ubuntu22-Large-Gpu-Runners-Fleet1"
+		secret = "ghs_0123456789abcdefABCDEF0123456789abcd"
+	)
+	at := time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)
+	deliveries := Metric{Name: "Deliveries", Dims: []string{DimOutcome, DimPool}}
+	line := []slog.Attr{slog.String("outcome", "enqueued"), slog.String("pool", pool), slog.String("error", "refused: "+secret), slog.String("note", pool)}
+	var logged, emitted bytes.Buffer
+	m := NewMetricsIn(ns, &emitted, map[string]string{"function": fn}, func() time.Time { return at })
+	NewLogger(&logged, "info").LogAttrs(t.Context(), slog.LevelInfo, "delivery", m.Inline(line, Sample{deliveries, 1})...)
+	m.Emit(line, Sample{deliveries, 1})
+
+	got := emftest.Parse(t, logged.Bytes())
+	if len(got) != 1 || got[0].Namespace != ns || got[0].Dims["pool"] != pool || got[0].Dims["function"] != fn {
+		t.Fatalf("published %+v, want Deliveries in namespace %s for pool %s and function %s:\n%s", got, ns, pool, fn, logged.String())
+	}
+	if want := emftest.Parse(t, emitted.Bytes()); !reflect.DeepEqual(got, want) {
+		t.Errorf("the logged line publishes %+v, Emit %+v", got, want)
+	}
+	if strings.Contains(logged.String(), secret) || !strings.Contains(logged.String(), `"note":"[redacted]"`) {
+		t.Errorf("the line's other attributes were not masked:\n%s", logged.String())
+	}
+}
