@@ -128,7 +128,8 @@ func parseLine(root map[string]json.RawMessage) ([]Point, error) {
 // exactMembers checks the spelling of the directive's members, which
 // encoding/json matches without regard to case and CloudWatch does not:
 // "_aws" needs Timestamp and CloudWatchMetrics, each directive Namespace,
-// Dimensions and Metrics, each metric Name, spelled so.
+// Dimensions (an array of arrays of names) and Metrics, each metric Name,
+// spelled so.
 func exactMembers(raw json.RawMessage) error {
 	var aws struct {
 		CloudWatchMetrics []json.RawMessage
@@ -143,9 +144,23 @@ func exactMembers(raw json.RawMessage) error {
 		if err := need(d, "Namespace", "Dimensions", "Metrics"); err != nil {
 			return err
 		}
-		var dir struct{ Metrics []json.RawMessage }
+		var dir struct {
+			Dimensions json.RawMessage
+			Metrics    []json.RawMessage
+		}
 		if err := json.Unmarshal(d, &dir); err != nil {
 			return err
+		}
+		// An array of arrays: null, or a null set, is no dimension set.
+		var sets []json.RawMessage
+		if err := json.Unmarshal(dir.Dimensions, &sets); err != nil || sets == nil {
+			return fmt.Errorf("Dimensions %s is not an array of dimension sets", dir.Dimensions)
+		}
+		for _, set := range sets {
+			var names []string
+			if err := json.Unmarshal(set, &names); err != nil || names == nil {
+				return fmt.Errorf("dimension set %s is not an array of names", set)
+			}
 		}
 		for _, m := range dir.Metrics {
 			if err := need(m, "Name"); err != nil {
