@@ -64,6 +64,39 @@ func String(s string) string {
 	return longRun.ReplaceAllStringFunc(s, maskRun)
 }
 
+// Name returns s, a text that names a pool or a runner, as it is when it
+// is shaped like such a name (a letter or digit, then up to 99 letters,
+// digits, '_', '.' or '-') and holds no token's or JWT's opening; else
+// String(s). A long name mixing case and digits (the pool
+// "BuildFarm-Ubuntu22-Large", its runner
+// "BuildFarm-Ubuntu22-Large-29679449123") has the shape String masks as a
+// credential, and a log line that hides which runner it means is no use.
+// A JIT config or a key is never name-shaped ('+', '/', '=', spaces).
+func Name(s string) string {
+	if nameShaped(s) && !mayHoldToken(s) && !strings.Contains(s, "eyJ") {
+		return s
+	}
+	return String(s)
+}
+
+// nameShaped reports whether s has the shape of a pool's or runner's
+// name (shared/pool's grammar).
+func nameShaped(s string) bool {
+	if len(s) == 0 || len(s) > 100 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case i > 0 && (c == '_' || c == '.' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return true
+}
+
 // maskRun is Mask for a run with an upper-case letter, a lower-case letter
 // and a digit, else the run.
 func maskRun(run string) string {

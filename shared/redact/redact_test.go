@@ -78,3 +78,32 @@ func TestInput(t *testing.T) {
 		})
 	}
 }
+
+func TestName(t *testing.T) {
+	t.Parallel()
+	long := "BuildFarm-Ubuntu22-Large-29679449123"
+	tests := []struct {
+		name, in, want string
+	}{
+		{"long runner name", long, long},
+		{"long pool name", "Ubuntu22-Large-Gpu-Runners-Fleet1", "Ubuntu22-Large-Gpu-Runners-Fleet1"},
+		{"retry's runner name", long + "-r2", long + "-r2"},
+		{"short", "linux-x64", "linux-x64"},
+		{"installation token", "ghs_000000000000000000000000000000000001", "[redacted]"},
+		{"personal token", "ghp_AbCdEf0123456789abcdefABCDEF0123456789", "[redacted]"},
+		{"fine-grained token", "github_pat_11ABCDEFG0abcdefghijkl_mnopQRSTUV", "[redacted]"},
+		{"jwt", "eyJhbGciOiJSUzI1NiIsInR5cCI6IkpXVCJ9.eyJpYXQiOjE3OTYxMzQxNTZ9.ohcfDlTGZuTqZZUF", "[redacted]"},
+		{"jit config", "eyIuY3JlZGVudGlhbHMiOiJleUpFWVhSaElqcDdJa0YxZEdodmNtbDZZWFJwYjI1VmNtd2lPaUpvZEhSd2N6b3Zaa0==", "[redacted]"},
+		{"error text", "runner " + long + " is offline: Authorization: token ghs_0000000000000000000000000000000000001", "runner [redacted] is offline: Authorization: token [redacted]"},
+		{"longer than a name", strings.Repeat("Ab1", 34), "[redacted]"},
+		{"opening not a letter or digit", "-" + long, "[redacted]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := redact.Name(tt.in); got != tt.want {
+				t.Errorf("Name(%q)\n got %q\nwant %q", tt.in, got, tt.want)
+			}
+		})
+	}
+}
