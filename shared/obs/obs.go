@@ -84,12 +84,13 @@ func NewLogger(w io.Writer, level string) *slog.Logger {
 // "ghclaim-Production-Runners-eu-west-1" (32 or more characters mixing
 // case and digits, the shape of a credential) put the decision lines'
 // metrics in a namespace called "[redacted]", where no alarm looks.
-// Attributes that hold a pool's or a runner's name go through redact.Name
-// (namesAPoolOrRunner), which leaves a name-shaped value as it is.
+// Attributes that hold a pool's, a runner's or a repository's name go
+// through redact.Name (holdsAName), which leaves a name-shaped value as it
+// is.
 func redactAttr(_ []string, a slog.Attr) slog.Attr {
 	switch a.Value.Kind() {
 	case slog.KindString:
-		if namesAPoolOrRunner(a.Key) {
+		if holdsAName(a.Key) {
 			a.Value = slog.StringValue(redact.Name(a.Value.String()))
 			break
 		}
@@ -399,13 +400,18 @@ func (m *Metrics) directive(at time.Time, dims []Dim, samples []Sample) directiv
 	return b
 }
 
-// namesAPoolOrRunner reports whether an attribute named key holds a
-// pool's name ("pool", "old_pool", …) or a runner's ("runner_name",
-// "record_runner_name"): written through redact.Name, so a long name
-// mixing case and digits is not masked as a credential.
-func namesAPoolOrRunner(key string) bool {
-	return key == DimPool || strings.HasSuffix(key, "_"+DimPool) ||
-		key == "runner_name" || strings.HasSuffix(key, "_runner_name")
+// holdsAName reports whether an attribute named key holds a pool's name
+// ("pool", "old_pool", …), a runner's ("runner_name",
+// "record_runner_name") or a repository's ("repo", "taken_from_repo"):
+// written through redact.Name, so a long name mixing case and digits is
+// not masked as a credential.
+func holdsAName(key string) bool {
+	for _, k := range []string{DimPool, "runner_name", "repo"} {
+		if key == k || strings.HasSuffix(key, "_"+k) {
+			return true
+		}
+	}
+	return false
 }
 
 // directiveJSON is an encoded _aws member: the logger writes it as the

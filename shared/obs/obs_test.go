@@ -262,7 +262,7 @@ func TestInlinePublishesWhatItNames(t *testing.T) {
 	}
 }
 
-// TestLoggerWritesPoolAndRunnerNames: a long pool or runner name mixing
+// TestLoggerWritesPoolAndRunnerNames: a long pool, runner or repository name mixing
 // case and digits has a credential's shape, but the logger writes it as
 // it is under the attributes that hold such names, so a line still says
 // which runner it means. The same text under another attribute, and a
@@ -273,16 +273,18 @@ func TestLoggerWritesPoolAndRunnerNames(t *testing.T) {
 		pool   = "Ubuntu22-Large-Gpu-Runners-Fleet1"
 		runner = "BuildFarm-Ubuntu22-Large-29679449123"
 		token  = "ghs_0123456789abcdefABCDEF0123456789abcd"
+		repo   = "ContosoCorp/Platform-Runner-Images2"
 	)
 	var buf bytes.Buffer
 	NewLogger(&buf, "info").Info("claim",
 		slog.String("pool", pool), slog.String("old_pool", pool), slog.String("runner_name", runner),
-		slog.String("record_runner_name", runner+"-r2"), slog.String("reason", runner), slog.String("spare_runner_name", token))
+		slog.String("record_runner_name", runner+"-r2"), slog.String("reason", runner), slog.String("spare_runner_name", token),
+		slog.String("repo", repo), slog.String("taken_from_repo", repo))
 	var got map[string]any
 	if err := json.Unmarshal(buf.Bytes(), &got); err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"pool": pool, "old_pool": pool, "runner_name": runner, "record_runner_name": runner + "-r2", "reason": "[redacted]", "spare_runner_name": "[redacted]"}
+	want := map[string]string{"pool": pool, "old_pool": pool, "runner_name": runner, "record_runner_name": runner + "-r2", "reason": "[redacted]", "spare_runner_name": "[redacted]", "repo": repo, "taken_from_repo": repo}
 	for k, v := range want {
 		if got[k] != v {
 			t.Errorf("%s = %v, want %q", k, got[k], v)

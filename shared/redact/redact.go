@@ -64,23 +64,29 @@ func String(s string) string {
 	return longRun.ReplaceAllStringFunc(s, maskRun)
 }
 
-// Name returns s, a text that names a pool or a runner, as it is when it
-// is shaped like such a name (a letter or digit, then up to 99 letters,
-// digits, '_', '.' or '-') and holds no token's or JWT's opening; else
-// String(s). A long name mixing case and digits (the pool
-// "BuildFarm-Ubuntu22-Large", its runner
-// "BuildFarm-Ubuntu22-Large-29679449123") has the shape String masks as a
-// credential, and a log line that hides which runner it means is no use.
-// A JIT config or a key is never name-shaped ('+', '/', '=', spaces).
+// Name returns s, a text that names a pool, a runner or a repository, as
+// it is when it is shaped like such a name (a letter or digit, then up to
+// 99 letters, digits, '_', '.' or '-'; a repository's is two, joined by
+// one '/') and holds no token's or JWT's opening; else String(s). A long
+// name mixing case and digits (the pool "BuildFarm-Ubuntu22-Large", its
+// runner "BuildFarm-Ubuntu22-Large-29679449123", the repository
+// "ContosoCorp/Platform-Runner-Images2") has the shape String masks as a
+// credential, and a log line that hides which runner or repository it
+// means is no use. What Name must not let through is not name-shaped or
+// is caught: a JIT config is longer than any name (and base64's '+' and
+// '=' are not a name's), a PEM key holds spaces, a token or a JWT starts
+// with its opening. Name is for attributes that hold names by
+// construction (shared/obs), not for arbitrary text.
 func Name(s string) string {
-	if nameShaped(s) && !mayHoldToken(s) && !strings.Contains(s, "eyJ") {
+	owner, name, repo := strings.Cut(s, "/")
+	if nameShaped(owner) && (!repo || nameShaped(name)) && !mayHoldToken(s) && !strings.Contains(s, "eyJ") {
 		return s
 	}
 	return String(s)
 }
 
 // nameShaped reports whether s has the shape of a pool's or runner's
-// name (shared/pool's grammar).
+// name (shared/pool's grammar), or of one side of a repository's.
 func nameShaped(s string) bool {
 	if len(s) == 0 || len(s) > 100 {
 		return false
