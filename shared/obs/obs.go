@@ -76,21 +76,20 @@ func NewLogger(w io.Writer, level string) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: Level(level), ReplaceAttr: redactAttr}))
 }
 
-// redactAttr is NewLogger's ReplaceAttr. What Inline makes a line's EMF
-// document of (its dimension values and the _aws directive) is written
-// as it is: CloudWatch publishes it, Emit and Flush write it unmasked, and
-// it comes from configuration the functions validate (the namespace, pool
-// names) or from constants. Masked, a stack named like
+// redactAttr is NewLogger's ReplaceAttr. The _aws directive Inline adds
+// is written as it is: CloudWatch publishes it, Emit and Flush write it
+// so, and it holds only the namespace the functions validate and
+// constants. Masked, a stack named like
 // "ghclaim-Production-Runners-eu-west-1" (32 or more characters mixing
 // case and digits, the shape of a credential) put the decision lines'
 // metrics in a namespace called "[redacted]", where no alarm looks.
-// Attributes that hold a pool's, a runner's or a repository's name go
-// through redact.Name (holdsAName), which leaves a name-shaped value as it
-// is.
+// Dimension values (pool names, constants) and the attributes that hold a
+// pool's, a runner's or a repository's name (nameKeys) go through
+// redact.Name, which leaves a name-shaped value as it is.
 func redactAttr(_ []string, a slog.Attr) slog.Attr {
 	switch a.Value.Kind() {
 	case slog.KindString:
-		if holdsAName(a.Key) {
+		if nameKeys[a.Key] {
 			a.Value = slog.StringValue(redact.Name(a.Value.String()))
 			break
 		}
@@ -98,7 +97,7 @@ func redactAttr(_ []string, a slog.Attr) slog.Attr {
 	case slog.KindAny:
 		switch v := a.Value.Any().(type) {
 		case dimValue:
-			a.Value = slog.StringValue(string(v))
+			a.Value = slog.StringValue(redact.Name(string(v)))
 		case directiveJSON:
 		case nil:
 		case error:
@@ -400,18 +399,16 @@ func (m *Metrics) directive(at time.Time, dims []Dim, samples []Sample) directiv
 	return b
 }
 
-// holdsAName reports whether an attribute named key holds a pool's name
-// ("pool", "old_pool", …), a runner's ("runner_name",
-// "record_runner_name") or a repository's ("repo", "taken_from_repo"):
-// written through redact.Name, so a long name mixing case and digits is
-// not masked as a credential.
-func holdsAName(key string) bool {
-	for _, k := range []string{DimPool, "runner_name", "repo"} {
-		if key == k || strings.HasSuffix(key, "_"+k) {
-			return true
-		}
-	}
-	return false
+// nameKeys are the attributes that hold a pool's name, a runner's or a
+// repository's, by construction (a configured pool; a name job.RunnerNameAt
+// built, GitHub listed or a delivery named; a delivery's validated
+// repository): written through redact.Name, so a long name mixing case
+// and digits is not masked as a credential. A list, not a pattern: a key
+// joins it only when nothing but such a name is ever logged under it.
+var nameKeys = map[string]bool{
+	DimPool: true, "old_pool": true, "new_pool": true, "spare_pool": true, "kept_in_pool": true,
+	"runner_name": true, "record_runner_name": true, "taken_by": true,
+	"repo": true, "taken_from_repo": true,
 }
 
 // directiveJSON is an encoded _aws member: the logger writes it as the

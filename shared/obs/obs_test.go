@@ -279,15 +279,30 @@ func TestLoggerWritesPoolAndRunnerNames(t *testing.T) {
 	NewLogger(&buf, "info").Info("claim",
 		slog.String("pool", pool), slog.String("old_pool", pool), slog.String("runner_name", runner),
 		slog.String("record_runner_name", runner+"-r2"), slog.String("reason", runner), slog.String("spare_runner_name", token),
-		slog.String("repo", repo), slog.String("taken_from_repo", repo))
+		slog.String("repo", repo), slog.String("taken_from_repo", repo), slog.String("taken_by", runner))
 	var got map[string]any
 	if err := json.Unmarshal(buf.Bytes(), &got); err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"pool": pool, "old_pool": pool, "runner_name": runner, "record_runner_name": runner + "-r2", "reason": "[redacted]", "spare_runner_name": "[redacted]", "repo": repo, "taken_from_repo": repo}
+	want := map[string]string{"pool": pool, "old_pool": pool, "runner_name": runner, "record_runner_name": runner + "-r2", "reason": "[redacted]", "spare_runner_name": "[redacted]", "repo": repo, "taken_from_repo": repo, "taken_by": runner}
 	for k, v := range want {
 		if got[k] != v {
 			t.Errorf("%s = %v, want %q", k, got[k], v)
 		}
+	}
+}
+
+// TestInlineMasksADimensionValueNoNameHas: a dimension value is written
+// through redact.Name, like a name: one with a credential's shape and no
+// name's is masked on the line, whatever Inline publishes.
+func TestInlineMasksADimensionValueNoNameHas(t *testing.T) {
+	t.Parallel()
+	const odd = "Zz9Yy8Xx7Ww6Vv5Uu4Tt3Ss2Rr1Qq0PpOoNn+/"
+	var buf bytes.Buffer
+	m := NewMetricsIn("ns", io.Discard, map[string]string{"function": "webhook"}, nil)
+	NewLogger(&buf, "info").LogAttrs(t.Context(), slog.LevelInfo, "delivery",
+		m.Inline([]slog.Attr{slog.String("outcome", odd)}, Sample{Metric{Name: "Deliveries", Dims: []string{DimOutcome}}, 1})...)
+	if strings.Contains(buf.String(), odd) || !strings.Contains(buf.String(), `"outcome":"[redacted]"`) {
+		t.Errorf("the dimension value was written unmasked:\n%s", buf.String())
 	}
 }

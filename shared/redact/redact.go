@@ -72,11 +72,12 @@ func String(s string) string {
 // runner "BuildFarm-Ubuntu22-Large-29679449123", the repository
 // "ContosoCorp/Platform-Runner-Images2") has the shape String masks as a
 // credential, and a log line that hides which runner or repository it
-// means is no use. What Name must not let through is not name-shaped or
-// is caught: a JIT config is longer than any name (and base64's '+' and
-// '=' are not a name's), a PEM key holds spaces, a token or a JWT starts
-// with its opening. Name is for attributes that hold names by
-// construction (shared/obs), not for arbitrary text.
+// means is no use. Some secrets are not name-shaped or are caught (a JIT
+// config is longer than any name, a PEM key holds spaces, a token or a
+// JWT starts with its opening), but not all: an AWS secret access key
+// without '+' is name-shaped, with one '/' repository-shaped. Name is
+// only for attributes that hold names by construction (shared/obs's
+// list), never for arbitrary text.
 func Name(s string) string {
 	owner, name, repo := strings.Cut(s, "/")
 	if nameShaped(owner) && (!repo || nameShaped(name)) && !mayHoldToken(s) && !strings.Contains(s, "eyJ") {
