@@ -399,16 +399,16 @@ func (m *Metrics) directive(at time.Time, dims []Dim, samples []Sample) directiv
 	return b
 }
 
-// nameKeys are the attributes that hold a pool's name, a runner's or a
-// repository's, by construction (a configured pool; a name job.RunnerNameAt
-// built, GitHub listed or a delivery named; a delivery's validated
-// repository): written through redact.Name, so a long name mixing case
+// nameKeys are the attributes that hold a pool's name, a runner's, a
+// repository's or its owner's, by construction (a configured pool; a name
+// job.RunnerNameAt built, GitHub listed or a delivery named; a delivery's
+// validated repository): written through redact.Name, so a long name mixing case
 // and digits is not masked as a credential. A list, not a pattern: a key
 // joins it only when nothing but such a name is ever logged under it.
 var nameKeys = map[string]bool{
 	DimPool: true, "old_pool": true, "new_pool": true, "spare_pool": true, "kept_in_pool": true,
 	"runner_name": true, "record_runner_name": true, "taken_by": true,
-	"repo": true, "taken_from_repo": true,
+	"repo": true, "taken_from_repo": true, "owner": true,
 }
 
 // directiveJSON is an encoded _aws member: the logger writes it as the

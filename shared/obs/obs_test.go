@@ -279,12 +279,12 @@ func TestLoggerWritesPoolAndRunnerNames(t *testing.T) {
 	NewLogger(&buf, "info").Info("claim",
 		slog.String("pool", pool), slog.String("old_pool", pool), slog.String("runner_name", runner),
 		slog.String("record_runner_name", runner+"-r2"), slog.String("reason", runner), slog.String("spare_runner_name", token),
-		slog.String("repo", repo), slog.String("taken_from_repo", repo), slog.String("taken_by", runner))
+		slog.String("repo", repo), slog.String("taken_from_repo", repo), slog.String("taken_by", runner), slog.String("owner", "ContosoCorporation-Platform2024"))
 	var got map[string]any
 	if err := json.Unmarshal(buf.Bytes(), &got); err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"pool": pool, "old_pool": pool, "runner_name": runner, "record_runner_name": runner + "-r2", "reason": "[redacted]", "spare_runner_name": "[redacted]", "repo": repo, "taken_from_repo": repo, "taken_by": runner}
+	want := map[string]string{"pool": pool, "old_pool": pool, "runner_name": runner, "record_runner_name": runner + "-r2", "reason": "[redacted]", "spare_runner_name": "[redacted]", "repo": repo, "taken_from_repo": repo, "taken_by": runner, "owner": "ContosoCorporation-Platform2024"}
 	for k, v := range want {
 		if got[k] != v {
 			t.Errorf("%s = %v, want %q", k, got[k], v)

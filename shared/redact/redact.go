@@ -64,12 +64,15 @@ func String(s string) string {
 	return longRun.ReplaceAllStringFunc(s, maskRun)
 }
 
-// Name returns s, a text that names a pool, a runner or a repository, as
-// it is when it is shaped like such a name (a letter or digit, then up to
-// 99 letters, digits, '_', '.' or '-'; a repository's is two, joined by
-// one '/') and holds no token's or JWT's opening; else String(s). A long
-// name mixing case and digits (the pool "BuildFarm-Ubuntu22-Large", its
-// runner "BuildFarm-Ubuntu22-Large-29679449123", the repository
+// Name returns s, a text that names a pool, a runner, an account or a
+// repository, as it is when it is shaped like such a name (a letter or
+// digit, then up to 99 letters, digits, '_', '.' or '-'; a repository's
+// is an owner so shaped and a name of 1 to 100 of those characters,
+// joined by one '/') and holds no token or JWT where String would find
+// one (a token prefix at a word's start, "eyJ" at the start of the text
+// or of a word); else String(s). A long name mixing case and digits (the
+// pool "BuildFarm-Ubuntu22-Large", its runner
+// "BuildFarm-Ubuntu22-Large-29679449123", the repository
 // "ContosoCorp/Platform-Runner-Images2") has the shape String masks as a
 // credential, and a log line that hides which runner or repository it
 // means is no use. Some secrets are not name-shaped or are caught (a JIT
@@ -80,15 +83,21 @@ func String(s string) string {
 // list), never for arbitrary text.
 func Name(s string) string {
 	owner, name, repo := strings.Cut(s, "/")
-	if nameShaped(owner) && (!repo || nameShaped(name)) && !mayHoldToken(s) && !strings.Contains(s, "eyJ") {
+	if nameShaped(owner, false) && (!repo || nameShaped(name, true)) &&
+		!(mayHoldToken(s) && ghToken.MatchString(s)) && !jwtWord.MatchString(s) {
 		return s
 	}
 	return String(s)
 }
 
-// nameShaped reports whether s has the shape of a pool's or runner's
-// name (shared/pool's grammar), or of one side of a repository's.
-func nameShaped(s string) bool {
+// jwtWord is a JWT's opening at the start of a text or of a word in it.
+var jwtWord = regexp.MustCompile(`(^|[^A-Za-z0-9])eyJ`)
+
+// nameShaped reports whether s has the shape of a pool's, runner's or
+// account's name (shared/pool's grammar; GitHub's for accounts), or, with
+// anyLead, of a repository's name (which may start with '.', '_' or '-':
+// ".github").
+func nameShaped(s string, anyLead bool) bool {
 	if len(s) == 0 || len(s) > 100 {
 		return false
 	}
@@ -96,7 +105,7 @@ func nameShaped(s string) bool {
 		c := s[i]
 		switch {
 		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case i > 0 && (c == '_' || c == '.' || c == '-'):
+		case (i > 0 || anyLead) && (c == '_' || c == '.' || c == '-'):
 		default:
 			return false
 		}
