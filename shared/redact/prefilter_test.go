@@ -122,3 +122,13 @@ func BenchmarkEveryPattern(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkName is Name on the names a decision line carries.
+func BenchmarkName(b *testing.B) {
+	names := []string{"linux-x64", "BuildFarm-Ubuntu22-Large-29679449123", "ContosoCorp/Platform-Runner-Images2"}
+	for b.Loop() {
+		for _, s := range names {
+			_ = Name(s)
+		}
+	}
+}

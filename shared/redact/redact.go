@@ -84,7 +84,7 @@ func String(s string) string {
 func Name(s string) string {
 	owner, name, repo := strings.Cut(s, "/")
 	if nameShaped(owner, false) && (!repo || nameShaped(name, true)) &&
-		!(mayHoldToken(s) && ghToken.MatchString(s)) && !jwtWord.MatchString(s) {
+		!(mayHoldToken(s) && ghToken.MatchString(s)) && !(strings.Contains(s, "eyJ") && jwtWord.MatchString(s)) {
 		return s
 	}
 	return String(s)
