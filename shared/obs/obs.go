@@ -402,9 +402,10 @@ func (m *Metrics) directive(at time.Time, dims []Dim, samples []Sample) directiv
 // nameKeys are the attributes that hold a pool's name, a runner's, a
 // repository's or its owner's, by construction (a configured pool; a name
 // job.RunnerNameAt built, GitHub listed or a delivery named; a delivery's
-// validated repository): written through redact.Name, so a long name mixing case
-// and digits is not masked as a credential. A list, not a pattern: a key
-// joins it only when nothing but such a name is ever logged under it.
+// validated repository): written through redact.Name, so a long name
+// mixing case and digits is not masked as a credential. A list, not a
+// pattern: a key joins it only when nothing but such a name is ever
+// logged under it.
 var nameKeys = map[string]bool{
 	DimPool: true, "old_pool": true, "new_pool": true, "spare_pool": true, "kept_in_pool": true,
 	"runner_name": true, "record_runner_name": true, "taken_by": true,
@@ -443,7 +444,9 @@ type emfMetric struct {
 // Inline turns line, the attributes of a log line, into an EMF document:
 // it returns line with the fixed dimensions, each sample's value and the
 // _aws directive appended. The dimension values are line's own string
-// attributes named like a declared dimension, so nothing is written twice.
+// attributes named like a declared dimension, so nothing is written twice;
+// they and the directive carry types NewLogger's redaction knows
+// (dimValue, directiveJSON), so what the line publishes is what Emit would.
 // A nil *Metrics returns line unchanged.
 func (m *Metrics) Inline(line []slog.Attr, samples ...Sample) []slog.Attr {
 	if m == nil || len(samples) == 0 {
