@@ -25,8 +25,12 @@ import (
 // document; at a LOG_LEVEL that drops the decision line (warn, error) it is
 // the metrics' own EMF line, so quiet logs keep the counts. The ping
 // fixture of events/ is signed with the local secret and needs no AWS call.
+// The namespace is a stack's name of a credential's shape (32+ characters
+// mixing case and digits), which the logger's masking once turned into
+// "[redacted]" on the decision line.
 func TestDecisionLineCarriesTheMetrics(t *testing.T) {
 	t.Parallel()
+	const ns = "ghclaim-Production-Runners-eu-west-1"
 	req := fixture(t, "webhook-ping.json")
 	tests := []struct {
 		level    string
@@ -43,7 +47,7 @@ func TestDecisionLineCarriesTheMetrics(t *testing.T) {
 				"AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
 				"AWS_ENDPOINT_URL": "http://127.0.0.1:1", "TABLE_NAME": "jobs", "CLAIMS_QUEUE_URL": "http://127.0.0.1:1/000000000000/claims",
 				"RUNNER_POOLS":   `[{"name":"linux","labels":["self-hosted","linux"],"scope":"repo","runner_group_id":1,"provisioner":{"type":"dispatch","queue_url":"http://127.0.0.1:1/000000000000/d"}}]`,
-				"WEBHOOK_SECRET": "ghclaim-local-secret", "METRICS_NAMESPACE": "wire-test", "LOG_LEVEL": tt.level,
+				"WEBHOOK_SECRET": "ghclaim-local-secret", "METRICS_NAMESPACE": ns, "LOG_LEVEL": tt.level,
 			}
 			var out bytes.Buffer
 			h, err := webhook.New(context.Background(), wire.Env{
@@ -73,8 +77,8 @@ func TestDecisionLineCarriesTheMetrics(t *testing.T) {
 			}
 			points := emftest.Parse(t, out.Bytes())
 			ps := emftest.Select(points, "Deliveries", map[string]string{"function": "webhook", "event": "ping", "outcome": "ping"})
-			if len(points) != 1 || len(ps) != 1 || ps[0].Sum() != 1 || ps[0].Namespace != "wire-test" {
-				t.Errorf("got %+v, want one point: Deliveries 1 for the ping, in namespace wire-test", points)
+			if len(points) != 1 || len(ps) != 1 || ps[0].Sum() != 1 || ps[0].Namespace != ns {
+				t.Errorf("got %+v, want one point: Deliveries 1 for the ping, in namespace %s", points, ns)
 			}
 		})
 	}
