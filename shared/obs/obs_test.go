@@ -262,11 +262,11 @@ func TestInlinePublishesWhatItNames(t *testing.T) {
 	}
 }
 
-// TestLoggerWritesPoolAndRunnerNames: a long pool, runner or repository name mixing
-// case and digits has a credential's shape, but the logger writes it as
-// it is under the attributes that hold such names, so a line still says
-// which runner it means. The same text under another attribute, and a
-// token under a name's attribute, are masked.
+// TestLoggerWritesPoolAndRunnerNames: a long pool, runner, repository or
+// owner name mixing case and digits has a credential's shape, but the
+// logger writes it as it is under the attributes that hold such names, so
+// a line still says which runner it means. The same text under another
+// attribute, and a token under a name's attribute, are masked.
 func TestLoggerWritesPoolAndRunnerNames(t *testing.T) {
 	t.Parallel()
 	const (
