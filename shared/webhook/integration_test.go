@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -51,16 +52,19 @@ type world struct {
 
 // wire counts the AWS requests the handler's clients send, by operation
 // (X-Amz-Target: "DynamoDB_20120810.PutItem", "AmazonSQS.SendMessage").
-// The SDK's own retry of a request that failed (a transport error or a
-// 5xx, which the emulator on a loaded box sometimes answers after doing
-// the work) is one request of the handler's: it is counted once, and
-// noted (retried), since a send retried that way may have been delivered
-// twice, as on AWS.
+// The SDK's own retry of a request that failed is one request of the
+// handler's: it is counted once, and noted (retried), since a send retried
+// that way may have been delivered twice, as on AWS. A retry is told by the
+// SDK's invocation id (Amz-Sdk-Invocation-Id, one per operation, the same
+// on each of its attempts), not by the answer: on a loaded box the emulator
+// sometimes answers a 5xx after doing the work, and a response can also fail
+// after its status line (a body cut short fails the DynamoDB CRC32 check,
+// and the SDK tries again), which no status code shows.
 type wire struct {
 	next    aws.HTTPClient
 	mu      sync.Mutex
 	ops     []string
-	failed  bool // the last request failed: the same operation next is the SDK's retry
+	calls   map[string]bool // invocation ids seen since the last take
 	retried []string
 	seen    []string // every request with its outcome, for a failure's message
 }
@@ -70,16 +74,20 @@ func (c *wire) Do(r *http.Request) (*http.Response, error) {
 	if _, after, ok := strings.Cut(op, "."); ok {
 		op = after
 	}
+	id := r.Header.Get("Amz-Sdk-Invocation-Id")
 	c.mu.Lock()
-	if c.failed && len(c.ops) > 0 && c.ops[len(c.ops)-1] == op {
+	if id != "" && c.calls[id] {
 		c.retried = append(c.retried, op)
 	} else {
 		c.ops = append(c.ops, op)
+		if c.calls == nil {
+			c.calls = map[string]bool{}
+		}
+		c.calls[id] = true
 	}
 	c.mu.Unlock()
 	resp, err := c.next.Do(r)
 	c.mu.Lock()
-	c.failed = err != nil || resp.StatusCode >= 500
 	if err != nil {
 		c.seen = append(c.seen, op+": "+err.Error())
 	} else {
@@ -101,7 +109,7 @@ func (c *wire) takeRetried() (ops, retried []string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ops, retried = c.ops, c.retried
-	c.ops, c.retried, c.failed = nil, nil, false
+	c.ops, c.retried, c.calls = nil, nil, nil
 	return ops, retried
 }
 
@@ -112,6 +120,53 @@ func (c *wire) outcomes() []string {
 	out := c.seen
 	c.seen = nil
 	return out
+}
+
+// cutBody fails its first read as a connection closed under it would.
+type cutBody struct{}
+
+func (cutBody) Read([]byte) (int, error) {
+	return 0, errors.New("read tcp: use of closed network connection")
+}
+func (cutBody) Close() error { return nil }
+
+// answers is an HTTP client that replays one answer per request, in turn.
+type answers []func() *http.Response
+
+func (a *answers) Do(*http.Request) (*http.Response, error) {
+	next := (*a)[0]
+	*a = (*a)[1:]
+	return next(), nil
+}
+
+// TestWireCountsARetryOnce: a DynamoDB refusal whose body is cut short
+// after its status line (seen once on a loaded box: the SDK read the 400,
+// lost the body, and tried the put again) is one PutItem of the handler's
+// and one retry, as the SDK's invocation id says; its status alone would
+// have made the retry look like a second put.
+func TestWireCountsARetryOnce(t *testing.T) {
+	refused := `{"__type":"com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException","message":"The conditional request failed"}`
+	next := answers{
+		func() *http.Response {
+			return &http.Response{StatusCode: 400, Status: "400 Bad Request", Header: http.Header{"Content-Type": {"application/x-amz-json-1.0"}}, Body: cutBody{}}
+		},
+		func() *http.Response {
+			return &http.Response{StatusCode: 400, Status: "400 Bad Request", Header: http.Header{"Content-Type": {"application/x-amz-json-1.0"}}, Body: io.NopCloser(strings.NewReader(refused))}
+		},
+	}
+	w := &wire{next: &next}
+	db := dynamodb.New(dynamodb.Options{Region: "us-east-1", BaseEndpoint: aws.String("http://127.0.0.1:1"), HTTPClient: w,
+		Credentials: aws.AnonymousCredentials{}, RetryMaxAttempts: 3})
+	_, err := db.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String("t"),
+		Item: map[string]ddbtypes.AttributeValue{"pk": &ddbtypes.AttributeValueMemberS{Value: "job#1"}}})
+	var ccf *ddbtypes.ConditionalCheckFailedException
+	if !errors.As(err, &ccf) {
+		t.Fatalf("put: %v, want the refusal of its retry", err)
+	}
+	ops, retried := w.takeRetried()
+	if !slices.Equal(ops, []string{"PutItem"}) || !slices.Equal(retried, []string{"PutItem"}) {
+		t.Errorf("counted %v, retried %v; want one PutItem, retried once (on the wire: %q)", ops, retried, w.outcomes())
+	}
 }
 
 // setupWorld deploys a stack of its own; the handler's clients send
