@@ -436,6 +436,7 @@ func TestHandleInProgressAndCompleted(t *testing.T) {
 		name           string
 		payload        string
 		noInstallation bool   // the payload has no installation key
+		nullLabel      bool   // the payload's labels hold a null (GitHub's schema allows it in completed)
 		runner         string // the runner the payload names, when not the job's own
 		prepare        func(f *fixture)
 		code           int
@@ -456,6 +457,11 @@ func TestHandleInProgressAndCompleted(t *testing.T) {
 		{name: "completed after failed: terminal is fine", payload: "completed",
 			prepare: func(f *fixture) { f.st.Put(job.Record{JobID: 29679449, State: job.Failed, Version: 3}) },
 			code:    202, status: StatusAccepted, requests: 1, state: job.Failed, logged: "already_terminal"},
+		{name: "completed with a null label after claimed: done", payload: "completed", nullLabel: true,
+			prepare: func(f *fixture) { f.st.Put(job.Record{JobID: 29679449, State: job.Claimed, Version: 2}) },
+			code:    202, status: StatusAccepted, requests: 1, state: job.Done, logged: "done"},
+		{name: "completed with a null label before queued creates it done", payload: "completed", nullLabel: true,
+			code: 202, status: StatusAccepted, requests: 1, state: job.Done, logged: "done_created"},
 		{name: "store fails: 500", payload: "completed", prepare: func(f *fixture) { f.st.fail["MarkDone"] = dbErr },
 			code: 500, status: StatusError, requests: 1, logged: "mark_done_failed"},
 		{name: "a job no pool serves: nothing touched", payload: "in_progress", prepare: func(f *fixture) { f.h.cfg.Pools = testPools[1:] },
@@ -478,6 +484,9 @@ func TestHandleInProgressAndCompleted(t *testing.T) {
 			if tt.noInstallation {
 				del(m, "installation")
 				inst = 0
+			}
+			if tt.nullLabel {
+				set(m, "workflow_job.labels", []any{"self-hosted", "linux", nil, "x64"})
 			}
 			runner := "linux-x64-29679449"
 			if tt.runner != "" {
@@ -665,5 +674,29 @@ func TestRunnerNameIsBoundedOnTheRecord(t *testing.T) {
 	rec, ok := f.st.Records()[29679449]
 	if !ok || rec.State != job.Done || len(rec.RunnerName) > MaxRunnerName || !utf8.ValidString(rec.RunnerName) || rec.RunnerName == "" {
 		t.Fatalf("record %v (runner_name of %d bytes), want done with a name of at most %d bytes, valid UTF-8", ok, len(rec.RunnerName), MaxRunnerName)
+	}
+}
+
+// TestCompletedWithANullLabelStopsALateQueued: GitHub reports a job
+// completed (cancelled before any runner took it) with a null among its
+// labels, as its schema allows, before the job's queued arrives. The
+// report is applied, so the late queued finds the job done and no claim
+// starts a runner and a machine for a job that is over.
+func TestCompletedWithANullLabelStopsALateQueued(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	c := set(payload(t, "completed"), "workflow_job.labels", []any{"self-hosted", "linux", "x64", nil})
+	set(c, "workflow_job.runner_name", nil)
+	if resp, r := f.do(t, signedRequest("workflow_job", "guid-completed", compact(t, c))); resp.StatusCode != 202 {
+		t.Fatalf("completed: got %d %+v, want 202", resp.StatusCode, r)
+	}
+	if resp, r := f.do(t, signedRequest("workflow_job", "guid-queued", compact(t, payload(t, "queued")))); resp.StatusCode != 200 || r.Status != StatusDuplicate {
+		t.Fatalf("late queued: got %d %+v, want 200 %s", resp.StatusCode, r, StatusDuplicate)
+	}
+	if sent := f.q.Sent(); len(sent) != 0 {
+		t.Errorf("a job GitHub reported completed was sent to the claimer: %+v", sent)
+	}
+	if rec := f.st.Records()[29679449]; rec.State != job.Done {
+		t.Errorf("record %+v, want done", rec)
 	}
 }

@@ -70,6 +70,8 @@ type Job struct {
 	// RunID is workflow_job.run_id, always > 0.
 	RunID int64
 	// Labels are workflow_job.labels (runs-on): at most MaxLabels, none empty.
+	// A null label of an in_progress or completed report is left out
+	// (parseLabels).
 	Labels []string
 	// RunnerName is workflow_job.runner_name; empty while the job is queued.
 	RunnerName string
@@ -179,7 +181,7 @@ func Parse(body []byte) (Job, error) {
 		return Job{}, &PayloadError{Field: "workflow_job.run_id", Problem: fmt.Sprintf("%d is not a positive id", *wj.RunID)}
 	}
 	j.RunID = *wj.RunID
-	labels, err := parseLabels(wj.Labels)
+	labels, err := parseLabels(wj.Labels, j.Action != ActionQueued)
 	if err != nil {
 		return Job{}, err
 	}
@@ -228,7 +230,18 @@ func Parse(body []byte) (Job, error) {
 	return j, nil
 }
 
-func parseLabels(msg json.RawMessage) ([]string, error) {
+// parseLabels reads workflow_job.labels. GitHub's schema lets a
+// completed report's labels hold null (@octokit/openapi-webhooks:
+// webhook-workflow-job-completed), so a report (any action but queued)
+// leaves a null label out instead of refusing the delivery: refused, the
+// report of a job we recorded would not mark it done, a cancelled job's
+// claim would go on, and a report arriving before its queued would leave
+// no done record to stop that queued from being claimed. A report's
+// labels only decide whether the job is ours (the remaining labels are
+// among the original ones, so a pool that served the job still covers
+// them). A queued job's labels choose its runner: a null among them is
+// refused, naming it.
+func parseLabels(msg json.RawMessage, dropNull bool) ([]string, error) {
 	const field = "workflow_job.labels"
 	if len(msg) == 0 || string(msg) == "null" {
 		return nil, &PayloadError{Field: field, Problem: "required"}
@@ -242,8 +255,14 @@ func parseLabels(msg json.RawMessage) ([]string, error) {
 	}
 	labels := make([]string, 0, len(items))
 	for i, it := range items {
+		if string(it) == "null" {
+			if dropNull {
+				continue
+			}
+			return nil, &PayloadError{Field: fmt.Sprintf("%s[%d]", field, i), Problem: "want a string, got null"}
+		}
 		var s string
-		if err := json.Unmarshal(it, &s); err != nil || string(it) == "null" {
+		if err := json.Unmarshal(it, &s); err != nil {
 			return nil, &PayloadError{Field: fmt.Sprintf("%s[%d]", field, i), Problem: "want a string"}
 		}
 		if strings.TrimSpace(s) == "" {

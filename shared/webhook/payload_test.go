@@ -41,6 +41,23 @@ func TestParseDocumentedShapes(t *testing.T) {
 				RunnerName: "linux-x64-29679449", Status: "completed", Repo: "octo-org/octo-repo", InstallationID: 42},
 		},
 		{
+			name: "completed with a null label, as GitHub's schema allows: left out",
+			body: func(t testing.TB) []byte {
+				return compact(t, set(payload(t, "completed"), "workflow_job.labels", []any{"self-hosted", nil, "linux", "x64"}))
+			},
+			want: Job{Action: ActionCompleted, JobID: 29679449, RunID: 10416386539, Labels: []string{"self-hosted", "linux", "x64"},
+				RunnerName: "linux-x64-29679449", Status: "completed", Repo: "octo-org/octo-repo", InstallationID: 42},
+		},
+		{
+			name: "in_progress with only null labels: none left",
+			body: func(t testing.TB) []byte {
+				return compact(t, set(payload(t, "in_progress"), "workflow_job.labels", []any{nil}))
+			},
+			want: Job{Action: ActionInProgress, JobID: 29679449, RunID: 10416386539, Labels: []string{},
+				RunnerName: "linux-x64-29679449", Status: "in_progress", Repo: "octo-org/octo-repo", InstallationID: 42,
+				CreatedAt: time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC), StartedAt: time.Date(2026, 11, 30, 9, 0, 41, 0, time.UTC)},
+		},
+		{
 			name: "in_progress without installation: not needed to mark done",
 			body: func(t testing.TB) []byte { return compact(t, del(payload(t, "in_progress"), "installation")) },
 			want: Job{Action: ActionInProgress, JobID: 29679449, RunID: 10416386539, Labels: []string{"self-hosted", "linux", "x64"},
@@ -198,7 +215,8 @@ func badPayloads(t testing.TB) []struct {
 		{name: "null labels", body: compact(t, set(q(), "workflow_job.labels", nil)), field: "workflow_job.labels", text: "required"},
 		{name: "labels a string", body: compact(t, set(q(), "workflow_job.labels", "self-hosted")), field: "workflow_job.labels", text: "array of strings"},
 		{name: "label a number", body: compact(t, set(q(), "workflow_job.labels", []any{"self-hosted", 3})), field: "workflow_job.labels[1]", text: "want a string"},
-		{name: "label null", body: compact(t, set(q(), "workflow_job.labels", []any{nil})), field: "workflow_job.labels[0]", text: "want a string"},
+		{name: "label null", body: compact(t, set(q(), "workflow_job.labels", []any{nil})), field: "workflow_job.labels[0]", text: "want a string, got null"},
+		{name: "completed with a label a number", body: compact(t, set(payload(t, "completed"), "workflow_job.labels", []any{"self-hosted", 3})), field: "workflow_job.labels[1]", text: "want a string"},
 		{name: "empty label", body: compact(t, set(q(), "workflow_job.labels", []any{"self-hosted", ""})), field: "workflow_job.labels[1]", text: "empty label"},
 		{name: "blank label", body: compact(t, set(q(), "workflow_job.labels", []any{"  "})), field: "workflow_job.labels[0]", text: "empty label"},
 		{name: "101 labels", body: compact(t, set(q(), "workflow_job.labels", labels(101))), field: "workflow_job.labels", text: "more than 100"},
