@@ -67,6 +67,11 @@
 //     integer, ≤ 3 jobs per instant, so ≤ 3 in any 1 s. A batch is taken
 //     back just before it is sent, so a pass cut short by its budget leaves
 //     the rest untouched for the next run, not waiting out the queued grace.
+//     The bound is on the jobs a pass wins, which it knows only after the
+//     take-backs (a late claimer or a second reclaimer wins some): a pass
+//     of more than HoldUpTo candidates takes them all back first, then
+//     plans and holds as above if HoldUpTo or fewer are left (send); what
+//     it took back it sends even past its budget.
 //     A refused entry stays queued with its due_at: the sweep after the
 //     queued grace sends it (as for any failed send).
 //

@@ -726,6 +726,18 @@ func TestShardsAndPaging(t *testing.T) {
 	}
 }
 
+// steppingClock is a clock that each reading moves on by step.
+func steppingClock(start time.Time, step time.Duration) func() time.Time {
+	var mu sync.Mutex
+	now := start
+	return func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		now = now.Add(step)
+		return now
+	}
+}
+
 // TestBoundedPasses: a pass stops at MaxRecords, or at its budget, and says
 // so; the next passes finish the backlog with every job sent exactly once.
 func TestBoundedPasses(t *testing.T) {
@@ -746,14 +758,7 @@ func TestBoundedPasses(t *testing.T) {
 			for id := int64(1); id <= m; id++ {
 				f.pending(t, id, t0.Add(-time.Hour))
 			}
-			now := t0
-			var mu sync.Mutex
-			tick := func() time.Time { // each reading moves the clock on
-				mu.Lock()
-				defer mu.Unlock()
-				now = now.Add(tt.ticker)
-				return now
-			}
+			tick := steppingClock(t0, tt.ticker)
 			passes, total := 0, 0
 			for total < m {
 				if passes++; passes > 12 {
@@ -994,5 +999,60 @@ func TestStrayShardsAreSwept(t *testing.T) {
 	}
 	if got.State != job.Queued || got.SweepShard != job.Shard(id, timing.Shards) {
 		t.Errorf("record %s in shard %q, want queued in shard %q", got.State, got.SweepShard, job.Shard(id, timing.Shards))
+	}
+}
+
+// TestLargePassCutShortSendsWhatItTookBack: a pass of more than HoldUpTo
+// candidates takes them all back before it plans its sends; its budget
+// ends in the middle of the take-backs. Every job it took back is sent by
+// that pass (one left queued without its message would wait the queued
+// grace for the sweep), the others are left untouched for the next pass,
+// and the passes together send each job once.
+func TestLargePassCutShortSendsWhatItTookBack(t *testing.T) {
+	t.Parallel()
+	// The budget, in clock readings: cut after 50 take-backs (the pass
+	// then plans again for HoldUpTo or fewer), or after 70.
+	for _, budget := range []time.Duration{12 * time.Second, 16 * time.Second} {
+		t.Run(budget.String(), func(t *testing.T) {
+			t.Parallel()
+			largePassCutShort(t, budget)
+		})
+	}
+}
+
+func largePassCutShort(t *testing.T, budget time.Duration) {
+	f := setup(t)
+	const m = 130
+	for id := int64(1); id <= m; id++ {
+		f.pending(t, id, t0.Add(-time.Hour))
+	}
+	tick := steppingClock(t0, time.Second)
+	seen := map[int64]bool{}
+	for pass := 1; len(seen) < m; pass++ {
+		if pass > 10 {
+			t.Fatalf("%d passes and %d of %d sent", pass, len(seen), m)
+		}
+		before := len(f.messages())
+		r := f.reclaimer(t, uint64(pass), func(c *reclaim.Config) { c.Budget = 18 * time.Second; c.Now = tick })
+		rep := f.run(t, r)
+		batch := f.messages()[before:]
+		taken := 0
+		for id := int64(1); id <= m; id++ {
+			if rec := f.get(t, id); rec.Version == 2 && !seen[id] {
+				taken++
+			}
+		}
+		for _, s := range batch {
+			if seen[s.msg.JobID] {
+				t.Fatalf("pass %d: job %d sent twice", pass, s.msg.JobID)
+			}
+			seen[s.msg.JobID] = true
+		}
+		if taken != len(batch) || rep.RequeuedTotal() != len(batch) {
+			t.Fatalf("pass %d (%+v): took back %d jobs, sent %d; want every job taken back sent", pass, rep, taken, len(batch))
+		}
+		if pass == 1 && (!rep.Incomplete || len(batch) == 0 || len(batch) == m) {
+			t.Fatalf("pass 1 %+v sent %d: want a pass of %d candidates cut short by its budget", rep, len(batch), m)
+		}
 	}
 }

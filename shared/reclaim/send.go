@@ -17,6 +17,11 @@ import (
 // second boundaries (at most one hold of < 1 s per batch of ten: ≤ 6 s for
 // 60 jobs). Larger passes (a backlog after an outage, W = 30 s) send their
 // batches back to back: holding 100 batches would outlast the budget.
+//
+// A pass's size is the number of jobs it takes back, which a pass of more
+// than HoldUpTo candidates learns only by trying: a late claimer or a
+// second reclaimer may win some of them. Such a pass takes every candidate
+// back first and plans then (send), so the bound holds for what it sends.
 const HoldUpTo = 60
 
 // planned is one job's place in a pass's schedule: it is due sec whole
@@ -58,14 +63,40 @@ func plan(requeue []candidate, rnd random.Source) []planned {
 // after its slot, shares a 1 s window with a second t of this batch when
 // t - s < 1 + that length. Where such a pair would hold more than 3 jobs,
 // this batch moves on by whole seconds (lag) until none does.
+//
+// The bound is the pass's M, the jobs it takes back and sends. Up to
+// HoldUpTo candidates, each batch is taken back just before it is sent: a
+// lost race only thins the plan out, and a pass cut short leaves the
+// candidates it did not reach untouched for the next pass. Past HoldUpTo,
+// the plan of all the candidates (W = 30 s, its seconds not held) would
+// crowd a second with 4 or 5 of them if races left HoldUpTo or fewer, so
+// every candidate is taken back first (takeBackAll) and the ones taken
+// are planned again, with Spread's own density and holds, when there are
+// HoldUpTo or fewer. Their due_at, written by the take-back from the first
+// plan, may then differ from their message's arrival by up to that plan's
+// W: the sweep looks for a lost message only QueuedGrace past due_at.
 func (r *Reclaimer) send(ctx context.Context, now, stop time.Time, requeue []candidate, rep *Report, errs *[]error) bool {
 	jobs := plan(requeue, r.cfg.Rand)
 	hold := len(jobs) <= HoldUpTo
+	taken, complete := false, true // taken: jobs are taken back already
+	if !hold {
+		jobs, complete = r.takeBackAll(ctx, now, stop, jobs, rep, errs)
+		taken = true
+		if len(jobs) <= HoldUpTo {
+			cs := make([]candidate, len(jobs))
+			for i, p := range jobs {
+				cs[i] = p.c
+			}
+			jobs, hold = plan(cs, r.cfg.Rand), true
+		}
+	}
 	var origin time.Time        // the first send's instant; zero until then
 	var lag int64               // whole seconds the schedule slipped
 	var sentBatches []sentBatch // every batch sent so far: jobs by second, and its call's length past its slot
 	for start := 0; start < len(jobs); start += MaxBatch {
-		if r.past(ctx, stop) {
+		// Jobs taken back already are sent whatever the time: left, they
+		// would wait QueuedGrace for the sweep.
+		if !taken && r.past(ctx, stop) {
 			return false
 		}
 		batch := jobs[start:min(start+MaxBatch, len(jobs))]
@@ -73,24 +104,23 @@ func (r *Reclaimer) send(ctx context.Context, now, stop time.Time, requeue []can
 		if base.IsZero() {
 			base = now
 		}
-		var taken []planned
-		var msgs []job.Message
-		for _, p := range batch {
-			due := base.Add(time.Duration(p.sec+lag) * time.Second)
-			rec, ok, err := r.takeBack(ctx, p.c, job.Queued, due, string(p.c.reason), now, rep)
-			if err != nil {
-				*errs = append(*errs, err)
-			}
-			if ok {
-				// The whole record (attempt included) comes from the
-				// take-back: the index carries only what the sweep decides on.
-				p.c.rec = rec
-				taken = append(taken, p)
-				msgs = append(msgs, job.Message{JobID: rec.JobID, Version: rec.Version, Attempt: rec.Attempt})
+		ready := batch
+		if !taken {
+			ready = nil
+			for _, p := range batch {
+				due := base.Add(time.Duration(p.sec+lag) * time.Second)
+				if rec, ok := r.takeBackPlanned(ctx, p, due, now, rep, errs); ok {
+					p.c.rec = rec
+					ready = append(ready, p)
+				}
 			}
 		}
-		if len(taken) == 0 {
+		if len(ready) == 0 {
 			continue
+		}
+		msgs := make([]job.Message, len(ready))
+		for i, p := range ready {
+			msgs[i] = job.Message{JobID: p.c.rec.JobID, Version: p.c.rec.Version, Attempt: p.c.rec.Attempt}
 		}
 		at := r.cfg.Now()
 		var e int64 // whole seconds from origin to this send
@@ -106,23 +136,56 @@ func (r *Reclaimer) send(ctx context.Context, now, stop time.Time, requeue []can
 				_ = r.cfg.Sleep(ctx, origin.Add(time.Duration(e)*time.Second).Sub(at))
 			}
 		}
-		lag = max(lag, e-taken[0].sec)
-		for hold && crowded(sentBatches, taken, lag) {
+		lag = max(lag, e-ready[0].sec)
+		for hold && crowded(sentBatches, ready, lag) {
 			lag++
 		}
-		delays := make([]time.Duration, len(taken))
+		delays := make([]time.Duration, len(ready))
 		cur := map[int64]int{}
-		for i, p := range taken {
+		for i, p := range ready {
 			delays[i] = time.Duration(p.sec+lag-e) * time.Second
 			cur[p.sec+lag]++
 		}
 		results := r.cfg.Queue.SendBatch(ctx, msgs, delays)
 		sentBatches = append(sentBatches, sentBatch{secs: cur, length: r.cfg.Now().Sub(origin.Add(time.Duration(e) * time.Second))})
 		for i, err := range results {
-			r.sent(ctx, taken[i].c, msgs[i].Version, delays[i], err, rep)
+			r.sent(ctx, ready[i].c, msgs[i].Version, delays[i], err, rep)
 		}
 	}
-	return true
+	return complete
+}
+
+// takeBackAll takes back the jobs of a pass of more than HoldUpTo
+// candidates, a batch of ten at a time while the budget lasts, each due
+// at its second of the plan from now, and returns the ones this pass won
+// (their records as written), in the plan's order, and false when the
+// budget cut it short: the candidates it did not reach wait, untouched,
+// for the next pass.
+func (r *Reclaimer) takeBackAll(ctx context.Context, now, stop time.Time, jobs []planned, rep *Report, errs *[]error) ([]planned, bool) {
+	var won []planned
+	for start := 0; start < len(jobs); start += MaxBatch {
+		if r.past(ctx, stop) {
+			return won, false
+		}
+		for _, p := range jobs[start:min(start+MaxBatch, len(jobs))] {
+			if rec, ok := r.takeBackPlanned(ctx, p, now.Add(time.Duration(p.sec)*time.Second), now, rep, errs); ok {
+				p.c.rec = rec
+				won = append(won, p)
+			}
+		}
+	}
+	return won, true
+}
+
+// takeBackPlanned takes back p's job to queued, due at due. The whole
+// record (attempt included) comes from the take-back: the index carries
+// only what the sweep decides on.
+func (r *Reclaimer) takeBackPlanned(ctx context.Context, p planned, due, now time.Time, rep *Report, errs *[]error) (job.Record, bool) {
+	rec, ok, err := r.takeBack(ctx, p.c, job.Queued, due, string(p.c.reason), now, rep)
+	if err != nil {
+		*errs = append(*errs, err)
+	}
+	return rec, ok
 }
 
 // sentBatch is one batch already sent: its jobs by second from the
