@@ -2,6 +2,7 @@ package reclaim_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -269,5 +270,87 @@ func TestArrivalsAreSpreadWhenRacesLeaveFew(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// costlyTakeBacks takes back every record it is asked for, each take-back
+// costing tb of the clock, and remembers which.
+type costlyTakeBacks struct {
+	memStore
+	tb    time.Duration
+	taken map[int64]bool
+}
+
+func (s *costlyTakeBacks) TakeBack(_ context.Context, read job.Record, to job.State, _ time.Time, _ string, _ time.Time) (job.Record, error) {
+	_ = s.clock.Sleep(context.Background(), s.tb)
+	s.taken[read.JobID] = true
+	read.State, read.Version = to, read.Version+1
+	return read, nil
+}
+
+// deadlineQueue is a slow SQS (each SendBatch costs send) in an invocation
+// that ends at kill: a batch past it is never sent (the process is gone).
+type deadlineQueue struct {
+	clock    *latencyClock
+	send     time.Duration
+	stop     time.Time // the pass's budget
+	kill     time.Time
+	sent     map[int64]bool
+	pastStop int // SendBatch calls begun after the budget
+}
+
+func (q *deadlineQueue) Send(context.Context, job.Message, time.Duration) error {
+	panic("the reclaimer sends batches")
+}
+
+func (q *deadlineQueue) SendBatch(_ context.Context, msgs []job.Message, _ []time.Duration) []error {
+	if !q.clock.Now().Before(q.stop) {
+		q.pastStop++
+	}
+	_ = q.clock.Sleep(context.Background(), q.send)
+	errs := make([]error, len(msgs))
+	for i, m := range msgs {
+		if q.clock.Now().After(q.kill) {
+			errs[i] = errors.New("the invocation ended")
+			continue
+		}
+		q.sent[m.JobID] = true
+	}
+	return errs
+}
+
+// TestBacklogPassStrandsNothing: 1,000 stale records after an SQS outage,
+// SQS still slow (300 ms a batch), DynamoDB 30 ms a take-back, a 40 s
+// budget in a 55 s invocation. A pass of more than HoldUpTo candidates
+// takes them back before it sends only until it has won more than
+// HoldUpTo; the rest go batch by batch under the budget, so the pass ends
+// at its budget with every job it took back sent, and the others left for
+// the next pass. Taking all 1,000 back first (a review of the first fix)
+// left 170 taken back with no message when the invocation ended.
+func TestBacklogPassStrandsNothing(t *testing.T) {
+	t.Parallel()
+	start := t0
+	clock := &latencyClock{t: start, rnd: rand.New(rand.NewPCG(1, 1))}
+	st := &costlyTakeBacks{memStore: memStore{clock: clock}, tb: 30 * time.Millisecond, taken: map[int64]bool{}}
+	for id := int64(1); id <= 1000; id++ {
+		st.recs = append(st.recs, job.Record{JobID: id, State: job.Claiming, Version: 2, InstallationID: 42, Repo: "octo/app", Pool: "linux",
+			LeaseOwner: "dead", LeaseExpiresAt: job.Millis(start.Add(-time.Minute))})
+	}
+	q := &deadlineQueue{clock: clock, send: 300 * time.Millisecond, stop: start.Add(reclaim.DefaultBudget),
+		kill: start.Add(55 * time.Second), sent: map[int64]bool{}}
+	r := mustNew(t, reclaim.Config{Store: st, Queue: q, Now: clock.Now, Sleep: clock.Sleep, Rand: random.New(1), Logger: slog.New(slog.DiscardHandler)})
+	rep, err := r.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stranded := 0
+	for id := range st.taken {
+		if !q.sent[id] {
+			stranded++
+		}
+	}
+	if stranded != 0 || !rep.Incomplete || q.pastStop > 1 || rep.RequeuedTotal() != len(q.sent) {
+		t.Errorf("%d taken back, %d sent, %d stranded, %d SendBatch calls past the budget, pass %+v; want none stranded, at most the batch in flight past the budget, the pass incomplete",
+			len(st.taken), len(q.sent), stranded, q.pastStop, rep)
 	}
 }

@@ -69,9 +69,11 @@
 //     the rest untouched for the next run, not waiting out the queued grace.
 //     The bound is on the jobs a pass wins, which it knows only after the
 //     take-backs (a late claimer or a second reclaimer wins some): a pass
-//     of more than HoldUpTo candidates takes them all back first, then
-//     plans and holds as above if HoldUpTo or fewer are left (send); what
-//     it took back it sends even past its budget.
+//     of more than HoldUpTo candidates takes them back before it sends
+//     until it has won more than HoldUpTo (then the rest go batch by
+//     batch), and plans and holds as above if it never does (send). What
+//     it took back it sends even past its budget: at most HoldUpTo +
+//     MaxBatch jobs, not a backlog's thousand.
 //     A refused entry stays queued with its due_at: the sweep after the
 //     queued grace sends it (as for any failed send).
 //

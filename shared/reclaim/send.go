@@ -20,15 +20,18 @@ import (
 //
 // A pass's size is the number of jobs it takes back, which a pass of more
 // than HoldUpTo candidates learns only by trying: a late claimer or a
-// second reclaimer may win some of them. Such a pass takes every candidate
-// back first and plans then (send), so the bound holds for what it sends.
+// second reclaimer may win some of them. Such a pass takes candidates back
+// before it sends until it has won more than HoldUpTo, and plans again if
+// it never does (send), so the bound holds for what it sends.
 const HoldUpTo = 60
 
 // planned is one job's place in a pass's schedule: it is due sec whole
-// seconds after the schedule's origin.
+// seconds after the schedule's origin. taken: its record is taken back
+// already (c.rec is the record as written).
 type planned struct {
-	c   candidate
-	sec int64
+	c     candidate
+	sec   int64
+	taken bool
 }
 
 // plan places the jobs of a pass on whole seconds: Spread's delay rounded
@@ -69,51 +72,62 @@ func plan(requeue []candidate, rnd random.Source) []planned {
 // lost race only thins the plan out, and a pass cut short leaves the
 // candidates it did not reach untouched for the next pass. Past HoldUpTo,
 // the plan of all the candidates (W = 30 s, its seconds not held) would
-// crowd a second with 4 or 5 of them if races left HoldUpTo or fewer, so
-// every candidate is taken back first (takeBackAll) and the ones taken
-// are planned again, with Spread's own density and holds, when there are
-// HoldUpTo or fewer. Their due_at, written by the take-back from the first
-// plan, may then differ from their message's arrival by up to that plan's
-// W: the sweep looks for a lost message only QueuedGrace past due_at.
+// crowd a second with 4 to 6 of them if races left HoldUpTo or fewer, so
+// candidates are taken back first (takeBackUntil) until more than HoldUpTo
+// are won: then M is past the bound and the rest go batch by batch as
+// above; if it never happens, the ones won are planned again, with
+// Spread's own density and holds. Jobs taken back are sent whatever the
+// time (left, they would wait QueuedGrace for the sweep): at most
+// HoldUpTo + MaxBatch of them. Their due_at, written by the take-back
+// from the first plan, may differ from their message's arrival by up to
+// that plan's W: the sweep looks for a lost message only QueuedGrace past
+// due_at.
 func (r *Reclaimer) send(ctx context.Context, now, stop time.Time, requeue []candidate, rep *Report, errs *[]error) bool {
 	jobs := plan(requeue, r.cfg.Rand)
-	hold := len(jobs) <= HoldUpTo
-	taken, complete := false, true // taken: jobs are taken back already
+	hold, complete := len(jobs) <= HoldUpTo, true
 	if !hold {
-		jobs, complete = r.takeBackAll(ctx, now, stop, jobs, rep, errs)
-		taken = true
-		if len(jobs) <= HoldUpTo {
-			cs := make([]candidate, len(jobs))
-			for i, p := range jobs {
+		var won []planned
+		var next int
+		won, next, complete = r.takeBackUntil(ctx, now, stop, jobs, rep, errs)
+		if len(won) <= HoldUpTo {
+			cs := make([]candidate, len(won))
+			for i, p := range won {
 				cs[i] = p.c
 			}
 			jobs, hold = plan(cs, r.cfg.Rand), true
+			for i := range jobs {
+				jobs[i].taken = true
+			}
+		} else {
+			// Both in the plan's order: won is part of jobs[:next].
+			jobs = append(won, jobs[next:]...)
 		}
 	}
 	var origin time.Time        // the first send's instant; zero until then
 	var lag int64               // whole seconds the schedule slipped
 	var sentBatches []sentBatch // every batch sent so far: jobs by second, and its call's length past its slot
 	for start := 0; start < len(jobs); start += MaxBatch {
-		// Jobs taken back already are sent whatever the time: left, they
-		// would wait QueuedGrace for the sweep.
-		if !taken && r.past(ctx, stop) {
+		batch := jobs[start:min(start+MaxBatch, len(jobs))]
+		// Jobs taken back already are sent whatever the time (they come
+		// first): left, they would wait QueuedGrace for the sweep.
+		if !batch[0].taken && r.past(ctx, stop) {
 			return false
 		}
-		batch := jobs[start:min(start+MaxBatch, len(jobs))]
 		base := origin
 		if base.IsZero() {
 			base = now
 		}
-		ready := batch
-		if !taken {
-			ready = nil
-			for _, p := range batch {
+		var ready []planned
+		for _, p := range batch {
+			if !p.taken {
 				due := base.Add(time.Duration(p.sec+lag) * time.Second)
-				if rec, ok := r.takeBackPlanned(ctx, p, due, now, rep, errs); ok {
-					p.c.rec = rec
-					ready = append(ready, p)
+				rec, ok := r.takeBackPlanned(ctx, p, due, now, rep, errs)
+				if !ok {
+					continue
 				}
+				p.c.rec = rec
 			}
+			ready = append(ready, p)
 		}
 		if len(ready) == 0 {
 			continue
@@ -155,26 +169,30 @@ func (r *Reclaimer) send(ctx context.Context, now, stop time.Time, requeue []can
 	return complete
 }
 
-// takeBackAll takes back the jobs of a pass of more than HoldUpTo
-// candidates, a batch of ten at a time while the budget lasts, each due
-// at its second of the plan from now, and returns the ones this pass won
-// (their records as written), in the plan's order, and false when the
-// budget cut it short: the candidates it did not reach wait, untouched,
-// for the next pass.
-func (r *Reclaimer) takeBackAll(ctx context.Context, now, stop time.Time, jobs []planned, rep *Report, errs *[]error) ([]planned, bool) {
+// takeBackUntil takes back the jobs of a pass of more than HoldUpTo
+// candidates, in the plan's order, a batch of ten at a time, each due at
+// its second of the plan from now, until it has won more than HoldUpTo
+// (the pass's M is then past the bound), the candidates run out, or the
+// budget does. It returns the ones won (taken, their records as written),
+// the index in jobs of the first candidate not tried, and false when the
+// budget cut it short: the candidates it did not reach wait, untouched.
+func (r *Reclaimer) takeBackUntil(ctx context.Context, now, stop time.Time, jobs []planned, rep *Report, errs *[]error) ([]planned, int, bool) {
 	var won []planned
 	for start := 0; start < len(jobs); start += MaxBatch {
+		if len(won) > HoldUpTo {
+			return won, start, true
+		}
 		if r.past(ctx, stop) {
-			return won, false
+			return won, start, false
 		}
 		for _, p := range jobs[start:min(start+MaxBatch, len(jobs))] {
 			if rec, ok := r.takeBackPlanned(ctx, p, now.Add(time.Duration(p.sec)*time.Second), now, rep, errs); ok {
-				p.c.rec = rec
+				p.c.rec, p.taken = rec, true
 				won = append(won, p)
 			}
 		}
 	}
-	return won, true
+	return won, len(jobs), true
 }
 
 // takeBackPlanned takes back p's job to queued, due at due. The whole
