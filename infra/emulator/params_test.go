@@ -148,7 +148,7 @@ func TestMetricsNamespacePatternIsTheFunctionsRule(t *testing.T) {
 		if n == 0 {
 			return
 		}
-		for _, c := range []string{"A", "W", "S", "/", " ", "x", "!"} {
+		for _, c := range []string{"A", "W", "S", "/", " ", "x", "!", ":"} {
 			walk(s+c, n-1)
 		}
 	}

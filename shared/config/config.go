@@ -320,8 +320,9 @@ func (r *reader) logLevel() string {
 
 // namespace reads METRICS_NAMESPACE under CloudWatch's rules for a
 // namespace (PutMetricData): 1-255 of A-Z a-z 0-9 . - _ / # : and space,
-// not starting with the reserved "AWS/". A namespace CloudWatch refuses
-// would drop every EMF line silently, so it fails the cold start instead.
+// not starting with ':' (the API's pattern is [^:].*) or the reserved
+// "AWS/". A namespace CloudWatch refuses would drop every EMF line
+// silently, so it fails the cold start instead.
 func (r *reader) namespace() string {
 	const v = "METRICS_NAMESPACE"
 	s := strings.TrimSpace(r.get(v))
@@ -331,6 +332,8 @@ func (r *reader) namespace() string {
 	switch {
 	case len(s) > 255:
 		r.fail(v, fmt.Errorf("%d characters; CloudWatch allows at most 255", len(s)))
+	case strings.HasPrefix(s, ":"):
+		r.fail(v, fmt.Errorf("%s: CloudWatch refuses a namespace that starts with ':'", quote(s)))
 	case strings.HasPrefix(s, "AWS/"):
 		r.fail(v, fmt.Errorf("%s: the AWS/ prefix is reserved for AWS services", quote(s)))
 	case strings.IndexFunc(s, badNamespaceRune) >= 0:

@@ -297,6 +297,7 @@ func TestMetricsNamespace(t *testing.T) {
 		{name: "a stack name", value: "ghclaim-prod", want: "ghclaim-prod"},
 		{name: "every allowed character", value: "Team/ci.runners_2#eu: west-1", want: "Team/ci.runners_2#eu: west-1"},
 		{name: "AWS prefix is reserved", value: "AWS/Lambda", wantErr: "reserved"},
+		{name: "a leading colon (CloudWatch's pattern is [^:].*)", value: ":ghclaim", wantErr: "starts with ':'"},
 		{name: "a character CloudWatch refuses", value: "ghclaim$prod", wantErr: "only letters"},
 		{name: "non-ASCII", value: "ghcläim", wantErr: "only letters"},
 		{name: "too long", value: strings.Repeat("n", 256), wantErr: "at most 255"},
