@@ -52,11 +52,13 @@
 //     days) with a conditional write BEFORE the redelivery is asked: a
 //     crash between the two costs an attempt, never an unbounded loop. A
 //     GUID that spent MaxAttempts (default 3) is left, logged, counted.
-//     A redelivery GitHub refused without doing it (a rate limit, a
-//     server error) gives its attempt back (a refund conditional on the
-//     count it made): a GitHub outage must not spend the attempts. A
-//     server error that did redeliver after all costs one duplicate,
-//     which the webhook refuses.
+//     An ask GitHub did not act on (a rate limit, a server error, a
+//     failed connection, a 401 or 403 while the App's key or permission
+//     is wrong) gives its attempt back (a refund conditional on the count
+//     it made): a GitHub outage or a key rotated out of step must not
+//     spend the attempts. Only GitHub's refusal of the delivery itself
+//     (refusedForGood) keeps it. An ask that did redeliver after all
+//     costs one duplicate, which the webhook refuses.
 //   - Attempts are spaced: after the k-th, the next is asked no sooner
 //     than Spacing × 2^(k-1) (default 10 min, then 20 min) after it, read
 //     from the count's asked_at (one table read per failed GUID and pass).
@@ -89,6 +91,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"slices"
 	"sync"
 	"time"
@@ -570,7 +573,7 @@ func (r *Redeliverer) redeliver(ctx context.Context, rep *Report, d ghapp.HookDe
 			rep.Errors++
 		}
 		log.Warn("redeliver: redelivery refused", "class", f.Class.String(), "error", err.Error())
-		if f.Class == failure.RateLimit || f.Class == failure.ServerSide {
+		if !refusedForGood(f) {
 			if rerr := r.c.Store.RefundRedelivery(ctx, d.GUID, n); rerr != nil {
 				log.Warn("redeliver: give back the attempt", "error", rerr.Error())
 			}
@@ -580,6 +583,29 @@ func (r *Redeliverer) redeliver(ctx context.Context, rep *Report, d ghapp.HookDe
 	rep.Redelivered++
 	log.Info("redeliver: redelivery asked")
 	return true
+}
+
+// refusedForGood reports whether a failed ask for a redelivery was
+// GitHub's answer about that delivery (400, 404, 410, 422: it will not be
+// redelivered, asked again or not), which keeps the attempt it counted.
+// Any other failure gives the attempt back, since GitHub redelivered
+// nothing: a rate limit or a 5xx, a connection that failed, and a 401 or
+// 403 (the App's key rotated on GitHub and not yet in Secrets Manager,
+// its permission withdrawn), which refuses every ask alike until the
+// operator mends it. Kept, those spent a failed delivery's attempts while
+// the endpoint was down, and its job was never redelivered once both
+// were mended. A failure that reached GitHub and was lost on the way
+// back may have redelivered it: asking again is a duplicate delivery,
+// which the webhook answers without a second claim.
+func refusedForGood(f failure.Failure) bool {
+	if !f.GitHub || f.Class == failure.RateLimit {
+		return false
+	}
+	switch f.Status {
+	case http.StatusBadRequest, http.StatusNotFound, http.StatusGone, http.StatusUnprocessableEntity:
+		return true
+	}
+	return false
 }
 
 // spacing is the least time after a GUID's k-th attempt before the next.

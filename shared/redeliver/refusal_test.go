@@ -76,15 +76,7 @@ func TestUnreadableLogIsAnError(t *testing.T) {
 	f := setup(t)
 	f.fake.SetWebhook(answer(200), "s")
 	f.record("g", "workflow_job", 503, time.Minute)
-	other, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pemKey := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(other)})
-	wrong, err := ghapp.New(ghapp.Config{AppID: appID, PrivateKey: pemKey, BaseURL: f.url, Now: f.clock.now})
-	if err != nil {
-		t.Fatal(err)
-	}
+	wrong := wrongKey(t, f)
 	f.cfg.GitHub = wrong
 	r, err := redeliver.New(f.cfg)
 	if err != nil {
@@ -148,4 +140,81 @@ func TestMinRemainingZeroIsHonoured(t *testing.T) {
 	if rep.Stopped != "" || rep.Redelivered != 2 {
 		t.Errorf("pass = %+v, want both redelivered with 19 calls left and a floor of 0", rep)
 	}
+}
+
+// TestBrokenConnectionRedeliveryKeepsItsAttempt: the same with the
+// connection to GitHub reset on POST .../attempts for three passes: no
+// redelivery was asked, so none spends an attempt.
+func TestBrokenConnectionRedeliveryKeepsItsAttempt(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.cfg.MaxAttempts = 3
+	f.fake.SetWebhook(answer(200), "s")
+	f.record("g", "workflow_job", 503, time.Minute)
+	for pass := range 3 {
+		f.fake.Fail(ghfake.RouteRedeliver, 1, ghfake.ConnectionReset())
+		if rep := f.run(t); rep.Redelivered != 0 || rep.Errors != 1 {
+			t.Fatalf("pass %d = %+v, want the ask failed, nothing redelivered", pass+1, rep)
+		}
+		f.clock.add(5 * time.Minute)
+	}
+	rep := f.run(t)
+	if n := f.fake.Redeliveries("g"); n != 1 || rep.Spent != 0 {
+		t.Errorf("once the connection held: g redelivered %d times, spent %d; want 1, 0", n, rep.Spent)
+	}
+}
+
+// TestWrongKeyRedeliveryKeepsItsAttempt: the endpoint is down (a bad
+// deploy) and a queued delivery fails; its first redelivery fails too.
+// Then the App's key goes wrong for 45 minutes (rotated on GitHub, not
+// yet in Secrets Manager): every read of the log and every ask is a 401,
+// and the passes still ask the carried delivery. GitHub redelivered
+// nothing, so none of those asks spends an attempt: once the key and the
+// endpoint are mended, the delivery is redelivered and its job claimed.
+// Counted, the 401s spent its three attempts and its job waited 24 h.
+func TestWrongKeyRedeliveryKeepsItsAttempt(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.cfg.MaxAttempts = 3
+	f.fake.SetWebhook(answer(503), "s")
+	f.record("g", "workflow_job", 503, 0)
+	f.run(t) // asks once: GitHub redelivers, the endpoint fails it again
+	f.clock.add(5 * time.Minute)
+	f.run(t) // the failed redelivery is carried, waiting for its spacing
+	good := f.cfg.GitHub
+	wrong := wrongKey(t, f)
+	f.cfg.GitHub = wrong
+	for _, d := range []time.Duration{5 * time.Minute, 20 * time.Minute, 20 * time.Minute} {
+		f.clock.add(d)
+		r, err := redeliver.New(f.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep, _ := r.Run(context.Background()); rep.Spent != 0 {
+			t.Fatalf("a pass with the wrong key = %+v: attempts spent on 401s", rep)
+		}
+	}
+	f.cfg.GitHub = good
+	f.fake.SetWebhook(answer(200), "s")
+	f.clock.add(20 * time.Minute)
+	rep := f.run(t)
+	if n := f.fake.Redeliveries("g"); n != 2 || rep.Spent != 0 {
+		t.Errorf("once mended: g redelivered %d times, pass %+v; want 2 (the first, then this pass's), none spent", n, rep)
+	}
+}
+
+// wrongKey is a client of f's App signing with a key GitHub does not
+// have: every call is a 401.
+func wrongKey(t *testing.T, f *fixture) *ghapp.Client {
+	t.Helper()
+	other, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pemKey := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(other)})
+	c, err := ghapp.New(ghapp.Config{AppID: appID, PrivateKey: pemKey, BaseURL: f.url, Now: f.clock.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
