@@ -205,6 +205,7 @@ func classify(err error) Failure {
 		if f.RetryAfter == 0 && f.ResetAt.IsZero() {
 			f.ResetAt = rle.Rate.Reset.Time
 		}
+		heldLimit(&f, rle.Response)
 		return f
 	}
 	var are *github.AbuseRateLimitError
@@ -232,6 +233,7 @@ func classify(err error) Failure {
 		} else if are.RetryAfter != nil && *are.RetryAfter > 0 {
 			f.RetryAfter = *are.RetryAfter
 		}
+		heldLimit(&f, are.Response)
 		return f
 	}
 	var acc *github.AcceptedError
@@ -263,6 +265,7 @@ func classify(err error) Failure {
 				f.Remembered, f.ResetAt = true, until
 			}
 		}
+		heldLimit(&f, ger.Response)
 		return f
 	}
 
@@ -382,6 +385,19 @@ func requestID(h http.Header) string {
 		return ""
 	}
 	return " (request " + id + ")"
+}
+
+// heldLimit marks f, a rate limit on the App's token exchange, as held:
+// shared/ghapp answered it from its memory of GitHub's limit
+// (HeldUntilHeader), without a request, so it is Remembered and ends when
+// that memory does (the copy's Retry-After is as old as GitHub's answer).
+func heldLimit(f *Failure, resp *http.Response) {
+	if f.Class != RateLimit || !f.TokenExchange || resp == nil {
+		return
+	}
+	if until, err := time.Parse(time.RFC3339Nano, resp.Header.Get(HeldUntilHeader)); err == nil {
+		f.Remembered, f.RetryAfter, f.ResetAt = true, 0, until
+	}
 }
 
 // tokenExchange reports whether resp answered the installation token

@@ -81,8 +81,8 @@ func (e *exchangeError) Error() string {
 // no such installation; 403 without a rate-limit signal: the
 // installation suspended), which asking again moments later will not
 // change: the refusals installation.cached holds for refusalHold. A rate
-// limit is go-github's to hold (it remembers the answer's limit), a 5xx
-// or any other answer may pass at once: neither is held.
+// limit is held for the whole App (limitHold, Client.holdLimit); a 5xx or
+// any other answer may pass at once and is not held.
 func (e *exchangeError) refusal() bool {
 	switch e.statusCode {
 	case http.StatusUnauthorized, http.StatusNotFound:
@@ -93,6 +93,31 @@ func (e *exchangeError) refusal() bool {
 			!bytes.Contains(body, []byte("rate limit")) && !bytes.Contains(body, []byte("rate-limit"))
 	}
 	return false
+}
+
+// limitHold reports whether e is a rate limit on the token exchange (a
+// 429, or a 403 that is not a refusal: a Retry-After, a budget at 0, or
+// GitHub's message saying so), and until when every exchange of the App
+// waits for it, whatever the installation: the Retry-After, else the
+// reset of a budget at 0, else a minute (GitHub's least wait for a
+// secondary limit), at most an hour from now.
+func (e *exchangeError) limitHold(now time.Time) (time.Time, bool) {
+	if e.statusCode != http.StatusTooManyRequests && (e.statusCode != http.StatusForbidden || e.refusal()) {
+		return time.Time{}, false
+	}
+	wait := time.Minute
+	if v := strings.TrimSpace(e.header.Get("Retry-After")); v != "" {
+		if secs, err := strconv.ParseInt(v, 10, 64); err == nil && secs > 0 {
+			wait = time.Duration(min(secs, int64(time.Hour/time.Second))) * time.Second
+		} else if at, err := http.ParseTime(v); err == nil && at.After(now) {
+			wait = at.Sub(now)
+		}
+	} else if strings.TrimSpace(e.header.Get("X-RateLimit-Remaining")) == "0" {
+		if v, err := strconv.ParseInt(strings.TrimSpace(e.header.Get("X-RateLimit-Reset")), 10, 64); err == nil && time.Unix(v, 0).After(now) {
+			wait = time.Unix(v, 0).Sub(now)
+		}
+	}
+	return now.Add(min(wait, time.Hour)), true
 }
 
 // heldRefusal is a refusal handed from memory (refusalHold) until until:
@@ -123,6 +148,9 @@ type flight struct {
 	token  string
 	minted time.Time
 	err    error
+	// limitedUntil: GitHub answered with a rate limit, held for the App
+	// until then (exchangeError.limitHold); zero otherwise.
+	limitedUntil time.Time
 	// left: the caller that started the exchange gave up before its
 	// result (its context ended); owned: a caller that joined took the
 	// result as its own instead (installation.mu guards both). A refusal
@@ -147,6 +175,31 @@ type installation struct {
 	// instead of a new exchange.
 	refused      *exchangeError
 	refusedUntil time.Time
+}
+
+// limit returns the rate limit GitHub last answered a token exchange of
+// the App with, while it holds at now (holdLimit).
+func (c *Client) limit(now time.Time) (*exchangeError, time.Time, bool) {
+	c.limitMu.Lock()
+	defer c.limitMu.Unlock()
+	if c.limited == nil || !now.Before(c.limitedUntil) {
+		return nil, time.Time{}, false
+	}
+	return c.limited, c.limitedUntil, true
+}
+
+// holdLimit keeps ee, a rate limit GitHub answered a token exchange with,
+// for every exchange of the App until until. The exchange's budget is the
+// App's, not the installation's, and go-github's memory of a limit is one
+// installation client's and holds no 429: without this, every call of
+// every installation started a fresh exchange inside GitHub's Retry-After
+// (a backlog of N jobs: N exchanges a minute into a secondary limit).
+func (c *Client) holdLimit(ee *exchangeError, until time.Time) {
+	c.limitMu.Lock()
+	defer c.limitMu.Unlock()
+	if until.After(c.limitedUntil) {
+		c.limited, c.limitedUntil = ee, until
+	}
 }
 
 // refusalHold is how long a token exchange GitHub refused (the App's key,
@@ -225,6 +278,12 @@ func (in *installation) cached(ctx context.Context) (string, time.Time, bool, er
 		in.mu.Unlock()
 		return "", time.Time{}, false, err
 	}
+	if ee, until, ok := in.c.limit(now); ok {
+		// The App's exchanges are rate-limited (any installation's met
+		// it): GitHub's answer, held the same way.
+		in.mu.Unlock()
+		return "", time.Time{}, false, heldRefusal{ee, until}
+	}
 	f := in.pending
 	started := f == nil
 	if started {
@@ -236,7 +295,7 @@ func (in *installation) cached(ctx context.Context) (string, time.Time, bool, er
 	select {
 	case <-f.done:
 		var ee *exchangeError
-		if !started && errors.As(f.err, &ee) && ee.refusal() {
+		if !started && errors.As(f.err, &ee) && (ee.refusal() || !f.limitedUntil.IsZero()) {
 			in.mu.Lock()
 			own := f.left && !f.owned
 			f.owned = f.owned || own
@@ -247,7 +306,11 @@ func (in *installation) cached(ctx context.Context) (string, time.Time, bool, er
 				// after it, without a request of its own, so it is marked
 				// held alike (one refused exchange is one attempt, one
 				// app_refused, however many claims waited for it).
-				return "", time.Time{}, false, heldRefusal{ee, f.minted.Add(refusalHold)}
+				until := f.limitedUntil
+				if until.IsZero() {
+					until = f.minted.Add(refusalHold)
+				}
+				return "", time.Time{}, false, heldRefusal{ee, until}
 			}
 		}
 		return f.token, f.minted, false, f.err
@@ -287,6 +350,12 @@ func (in *installation) exchange(ctx context.Context, f *flight) {
 	var ee *exchangeError
 	if errors.As(err, &ee) && ee.refusal() {
 		in.refused, in.refusedUntil = ee, minted.Add(refusalHold)
+	}
+	if errors.As(err, &ee) {
+		if until, ok := ee.limitHold(minted); ok {
+			f.limitedUntil = until
+			in.c.holdLimit(ee, until)
+		}
 	}
 	in.pending = nil
 	in.mu.Unlock()
@@ -521,9 +590,10 @@ func (t tokenErrors) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.next.RoundTrip(req)
 	var ee *exchangeError
 	if err != nil && errors.As(err, &ee) {
-		// The exchange's answer is go-github's to type, and to remember:
-		// a secondary limit there is held for its Retry-After or a
-		// minute, not until the App window's reset.
+		// The exchange's answer is go-github's to type (a rate limit of
+		// it is held for the App by Client.holdLimit; the reset of a
+		// secondary limit is dropped so that go-github does not hold it
+		// to the App window's reset).
 		r := ee.response()
 		forgetReset(r)
 		var held heldRefusal

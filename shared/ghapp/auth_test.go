@@ -394,8 +394,9 @@ func TestTokenExchangeClassified(t *testing.T) {
 // up to an hour ahead). go-github would take that reset as the wait and
 // refuse every later call of the client itself until then; ghclaim keeps
 // it from doing so (the installation's block is shared for a minute
-// instead), on the token exchange, the App's own routes and installation
-// calls alike: the next call is made, and answered.
+// instead), on the App's own routes and installation calls alike: the
+// next call is made, and answered. (The token exchange's is held a
+// minute for the whole App: TestRateLimitedExchangeIsHeldForTheApp.)
 func TestSecondaryLimitWithoutRetryAfterIsNotHeldToTheReset(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
@@ -403,10 +404,6 @@ func TestSecondaryLimitWithoutRetryAfterIsNotHeldToTheReset(t *testing.T) {
 		route string
 		call  func(c *ghapp.Client) error
 	}{
-		{"token exchange", ghfake.RouteAccessToken, func(c *ghapp.Client) error {
-			_, err := c.GenerateJIT(context.Background(), inst, repoJIT("a"))
-			return err
-		}},
 		{"installation call", ghfake.RouteRepoJIT, func(c *ghapp.Client) error {
 			_, err := c.GenerateJIT(context.Background(), inst, repoJIT("b"))
 			return err

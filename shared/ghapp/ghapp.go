@@ -159,6 +159,12 @@ type Client struct {
 
 	mu      sync.Mutex
 	clients map[int64]*github.Client
+
+	// limited is a rate limit GitHub answered a token exchange with,
+	// handed to every exchange of the App until limitedUntil (holdLimit).
+	limitMu      sync.Mutex
+	limited      *exchangeError
+	limitedUntil time.Time
 }
 
 // New validates cfg, fills its defaults and parses the private key. It

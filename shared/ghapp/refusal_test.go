@@ -145,10 +145,9 @@ func TestRefusedExchangeIsHeld(t *testing.T) {
 }
 
 // TestPassingExchangeFailuresAreNotHeld: an exchange that failed for a
-// reason that may pass at once (GitHub's 5xx, a connection reset, a
-// secondary rate limit, which go-github itself holds for as long as
-// GitHub asks) is not remembered: the very next call asks again, and is
-// served.
+// reason that may pass at once (GitHub's 5xx, a connection reset) is not
+// remembered: the very next call asks again, and is served. A rate limit
+// is held (TestRateLimitedExchangeIsHeldForTheApp).
 func TestPassingExchangeFailuresAreNotHeld(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
@@ -159,7 +158,6 @@ func TestPassingExchangeFailuresAreNotHeld(t *testing.T) {
 		{"502", ghfake.ServerError(http.StatusBadGateway), failure.ServerSide},
 		{"503 unicorn", ghfake.ServerError(http.StatusServiceUnavailable), failure.ServerSide},
 		{"connection reset", ghfake.ConnectionReset(), failure.Network},
-		{"403 secondary rate limit", ghfake.SecondaryRateLimit(0), failure.RateLimit},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -174,6 +172,66 @@ func TestPassingExchangeFailuresAreNotHeld(t *testing.T) {
 			}
 			if got := f.fake.Stats().TokenRequests[inst]; got != 2 {
 				t.Fatalf("%d token exchanges, want 2: the failure was held", got)
+			}
+		})
+	}
+}
+
+// TestRateLimitedExchangeIsHeldForTheApp: GitHub rate-limits the token
+// exchange of one installation (charged to the App, whatever the
+// installation). Until the wait it names (its Retry-After, else a minute,
+// GitHub's least), that installation's calls are refused from memory, and
+// every other installation's get the same answer held (Remembered,
+// ResetAt the wait's end: the claimer defers it, no attempt): no exchange
+// is made. Then the next exchange is made and served. go-github held only
+// a 403 with Retry-After, for one installation, and nothing held a 429: a
+// backlog of N jobs made N exchanges a minute into the limit (a review
+// found it). Other installations show the App's hold alone: go-github's
+// memory of the first one's 403 runs on the wall clock.
+func TestRateLimitedExchangeIsHeldForTheApp(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name  string
+		fault ghfake.Fault
+		wait  time.Duration
+	}{
+		{"429 with Retry-After", ghfake.TooManyRequests(90 * time.Second), 90 * time.Second},
+		{"429 without Retry-After", ghfake.TooManyRequests(0), time.Minute},
+		{"403 secondary limit with Retry-After", ghfake.SecondaryRateLimit(2 * time.Minute), 2 * time.Minute},
+		{"403 secondary limit without Retry-After: a minute, not the window's reset", ghfake.SecondaryRateLimit(0), time.Minute},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f, clk := clocked(t)
+			t0 := clk.Now()
+			f.fake.Fail(ghfake.RouteAccessToken, 1, tt.fault)
+			if fl := failure.Classify(anyCall(f.client, 0)); fl.Class != failure.RateLimit || fl.Remembered {
+				t.Fatalf("first call: %+v, want GitHub's rate limit, not from memory", fl)
+			}
+			other := func(id int64) error {
+				_, err := f.client.Repositories(context.Background(), id)
+				return err
+			}
+			clk.Set(t0.Add(tt.wait - time.Millisecond))
+			for n := range 4 {
+				if fl := failure.Classify(anyCall(f.client, n)); fl.Class != failure.RateLimit || !fl.Remembered {
+					t.Errorf("call %d within the wait: %+v, want the limit from memory", n, fl)
+				}
+			}
+			err := other(inst + 1)
+			if fl := failure.Classify(err); fl.Class != failure.RateLimit || !fl.Remembered || !fl.TokenExchange ||
+				!fl.ResetAt.Equal(t0.Add(tt.wait)) || fl.RetryAfter != 0 {
+				t.Errorf("another installation within the wait: %v (%+v), want the exchange's limit held until %s", err, fl, t0.Add(tt.wait))
+			}
+			if got := f.fake.Stats().TokenRequests; got[inst] != 1 || got[inst+1] != 0 {
+				t.Fatalf("token exchanges %v within the wait, want the first alone", got)
+			}
+			clk.Set(t0.Add(tt.wait))
+			if err := other(inst + 2); err != nil {
+				t.Fatalf("after the wait: %v, want a new exchange, served", err)
+			}
+			if got := f.fake.Stats().TokenRequests[inst+2]; got != 1 {
+				t.Errorf("%d token exchanges after the wait, want 1", got)
 			}
 		})
 	}
