@@ -174,23 +174,62 @@ func (c *Client) call(ctx context.Context, action string, params url.Values, out
 		case ctx.Err() != nil:
 			return &smithy.CanceledError{Err: ctx.Err()}
 		case !c.retryer.IsErrorRetryable(err):
-			return err
+			return retried(attempt, err)
 		case attempt >= c.retryer.MaxAttempts():
 			return &retry.MaxAttemptsError{Attempt: attempt, Err: err}
 		}
 		delay, derr := c.retryer.RetryDelay(attempt, err)
 		if derr != nil {
-			return err
+			return retried(attempt, err)
 		}
 		rel, qerr := c.retryer.GetRetryToken(ctx, err)
 		if qerr != nil {
-			return err // the retry quota is spent: no retry storm
+			return retried(attempt, err) // the retry quota is spent: no retry storm
 		}
 		releaseRetry = rel
 		if serr := c.sleep(ctx, delay); serr != nil {
 			return &smithy.CanceledError{Err: serr}
 		}
 	}
+}
+
+// RetriedError is the last attempt's error of a call that made more than
+// one: an earlier attempt's answer was lost (a reset connection, a 5xx),
+// so it may have taken effect whatever the last one says. A call whose
+// attempts ran out ends as *retry.MaxAttemptsError instead, which says as
+// much; this is for a call cut short before that (its retry quota spent,
+// a later attempt refused outright). Its text and errors.As are the last
+// attempt's.
+type RetriedError struct {
+	Attempts int
+	Err      error
+}
+
+func (e *RetriedError) Error() string { return e.Err.Error() }
+func (e *RetriedError) Unwrap() error { return e.Err }
+
+// retried is err, the error of attempt, marked when attempt is not the
+// first (RetriedError).
+func retried(attempt int, err error) error {
+	if attempt <= 1 {
+		return err
+	}
+	return &RetriedError{Attempts: attempt, Err: err}
+}
+
+// Attempts reports how many attempts the call that failed with err made,
+// when it made more than one (0 otherwise): an earlier one may have taken
+// effect, its answer lost.
+func Attempts(err error) int {
+	var re *RetriedError
+	if errors.As(err, &re) {
+		return re.Attempts
+	}
+	var me *retry.MaxAttemptsError
+	if errors.As(err, &me) && me.Attempt > 1 {
+		return me.Attempt
+	}
+	return 0
 }
 
 // attempt sends one signed request and decodes its answer.

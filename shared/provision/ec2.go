@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 	"github.com/aws/smithy-go"
@@ -571,10 +570,11 @@ func (e *EC2) unknownLaunch(ctx context.Context, req Request, in *ec2api.CreateF
 	// A refusal EC2 answered launched nothing, unless the client retried:
 	// then an earlier attempt's answer was lost, and that one may have
 	// launched (a reset connection, then throttles).
+	// Attempts counts them whether they ran out or the client's retry
+	// quota cut them short (a throttle storm drains it).
 	var api smithy.APIError
-	var retried *retry.MaxAttemptsError
 	if errors.As(cause, &api) && (api.ErrorFault() == smithy.FaultClient || api.ErrorCode() == "RequestLimitExceeded") &&
-		!(errors.As(cause, &retried) && retried.Attempt > 1) {
+		ec2api.Attempts(cause) <= 1 {
 		return cause
 	}
 	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
