@@ -184,6 +184,7 @@ func (p Pool) Validate() error {
 	if len(p.Labels) > MaxLabels {
 		return fmt.Errorf("labels: %d labels, GitHub registers a runner with at most %d", len(p.Labels), MaxLabels)
 	}
+	seen := make(map[string]string, len(p.Labels))
 	for _, l := range p.Labels {
 		if strings.TrimSpace(l) == "" {
 			return errors.New("labels: empty label")
@@ -193,6 +194,13 @@ func (p Pool) Validate() error {
 			// match no job, and the pool's jobs would be ignored silently.
 			return fmt.Errorf("labels: %q has spaces around it", l)
 		}
+		// GitHub compares labels without case, so "Linux" and "linux"
+		// are one label given twice to generate-jitconfig, whose answer
+		// to that no document gives: refused here, not on every claim.
+		if first, ok := seen[strings.ToLower(l)]; ok {
+			return fmt.Errorf("labels: %q and %q are one label (GitHub compares labels without case)", first, l)
+		}
+		seen[strings.ToLower(l)] = l
 	}
 	if p.Scope != ScopeRepo && p.Scope != ScopeOrg {
 		return fmt.Errorf("scope %q: want %q or %q", p.Scope, ScopeRepo, ScopeOrg)
@@ -208,6 +216,11 @@ func (p Pool) Validate() error {
 	case ProvisionerEC2:
 		if p.Provisioner.LaunchTemplate == "" {
 			return errors.New("provisioner.launch_template: required for type ec2")
+		}
+		if !templateVersionRE.MatchString(p.Provisioner.LaunchTemplateVersion) {
+			// EC2 refuses any other (InvalidLaunchTemplateVersion…) on
+			// every launch of the pool, each claim failing its job.
+			return fmt.Errorf("provisioner.launch_template_version %q: want a version number, $Latest or $Default", p.Provisioner.LaunchTemplateVersion)
 		}
 		switch p.Provisioner.Capacity {
 		case "", CapacityOnDemand, CapacitySpot, CapacitySpotThenOnDemand:
@@ -238,12 +251,20 @@ func (p Pool) Validate() error {
 // OpenAPI description: labels maxItems 100); more is a 422 on every claim.
 const MaxLabels = 100
 
-// distinct refuses a blank or repeated entry of list, naming field.
+// templateVersionRE is what EC2 takes as a launch template version: a
+// version number, $Latest or $Default.
+var templateVersionRE = regexp.MustCompile(`^(\$Latest|\$Default|[1-9][0-9]{0,17})$`)
+
+// distinct refuses a blank, padded or repeated entry of list, naming
+// field: EC2 knows no subnet or instance type with spaces around it.
 func distinct(field string, list []string) error {
 	seen := make(map[string]bool, len(list))
 	for _, v := range list {
 		if strings.TrimSpace(v) == "" {
 			return fmt.Errorf("%s: empty entry", field)
+		}
+		if strings.TrimSpace(v) != v {
+			return fmt.Errorf("%s: %q has spaces around it", field, v)
 		}
 		if seen[v] {
 			return fmt.Errorf("%s: %q listed twice (EC2 refuses a fleet with two alike options)", field, v)

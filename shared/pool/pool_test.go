@@ -54,6 +54,12 @@ func TestParseErrorsNameTheProblem(t *testing.T) {
 		{"empty subnet", `[{"name":"a","labels":["x"],"provisioner":{"type":"ec2","launch_template":"lt","subnets":["subnet-1",""]}}]`, "provisioner.subnets: empty entry"},
 		{"instance type twice", `[{"name":"a","labels":["x"],"provisioner":{"type":"ec2","launch_template":"lt","instance_types":["m7g.large","m7g.large"]}}]`, `provisioner.instance_types: "m7g.large" listed twice`},
 		{"padded label", `[{"name":"a","labels":["self-hosted","linux "],"provisioner":{"type":"ec2","launch_template":"lt"}}]`, `labels: "linux " has spaces around it`},
+		{"a label twice, in another case", `[{"name":"a","labels":["self-hosted","Linux","linux"],"provisioner":{"type":"ec2","launch_template":"lt"}}]`, `labels: "Linux" and "linux" are one label`},
+		{"padded subnet", `[{"name":"a","labels":["x"],"provisioner":{"type":"ec2","launch_template":"lt","subnets":["subnet-0a1b2c3d "]}}]`, `provisioner.subnets: "subnet-0a1b2c3d " has spaces around it`},
+		{"padded instance type", `[{"name":"a","labels":["x"],"provisioner":{"type":"ec2","launch_template":"lt","instance_types":[" t3.micro"]}}]`, `provisioner.instance_types: " t3.micro" has spaces around it`},
+		{"launch template version latest", `[{"name":"a","labels":["x"],"provisioner":{"type":"ec2","launch_template":"lt","launch_template_version":"latest"}}]`, `provisioner.launch_template_version "latest": want a version number, $Latest or $Default`},
+		{"launch template version v2", `[{"name":"a","labels":["x"],"provisioner":{"type":"ec2","launch_template":"lt","launch_template_version":"v2"}}]`, `provisioner.launch_template_version "v2"`},
+		{"launch template version 0", `[{"name":"a","labels":["x"],"provisioner":{"type":"ec2","launch_template":"lt","launch_template_version":"0"}}]`, `provisioner.launch_template_version "0"`},
 		{"text after the list", `[{"name":"a","labels":["x"],"provisioner":{"type":"ec2","launch_template":"lt"}}], {"name":"b","labels":["y"],"provisioner":{"type":"ec2","launch_template":"lt"}}]`, "text after the list"},
 		{"stray closing bracket", `[{"name":"a","labels":["x"],"provisioner":{"type":"ec2","launch_template":"lt"}}]]`, "text after the list"},
 		{"duplicate name", `[{"name":"a","labels":["x"],"provisioner":{"type":"ec2","launch_template":"lt"}},{"name":"a","labels":["y"],"provisioner":{"type":"ec2","launch_template":"lt"}}]`, "used twice"},
@@ -124,5 +130,17 @@ func TestRunnerStartGrace(t *testing.T) {
 				t.Fatalf("StartGrace: got %s, want %s", pools[0].StartGrace(), tt.want)
 			}
 		})
+	}
+}
+
+// TestLaunchTemplateVersionsEC2Takes: a version number, $Latest and
+// $Default, as EC2's launch template specification takes them.
+func TestLaunchTemplateVersionsEC2Takes(t *testing.T) {
+	t.Parallel()
+	for _, v := range []string{"$Latest", "$Default", "1", "42"} {
+		ps, err := Parse(`[{"name":"a","labels":["x"],"provisioner":{"type":"ec2","launch_template":"lt","launch_template_version":"` + v + `"}}]`)
+		if err != nil || ps[0].Provisioner.LaunchTemplateVersion != v {
+			t.Errorf("version %q: %v, want it taken", v, err)
+		}
 	}
 }
