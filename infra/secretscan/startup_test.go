@@ -185,6 +185,9 @@ func driveStartup(t *testing.T, ctx context.Context, k startKit) map[string]stri
 		if s.name == "claimer" {
 			cases = append(cases, struct{ name, variable, value string }{"webhook secret in the retry ladder", "RETRY_LADDER", "30s," + hookHex})
 		}
+		if s.name != "redeliverer" { // the four that read RUNNER_POOLS_PARAMETER (a leading "/" passes the template)
+			cases = append(cases, struct{ name, variable, value string }{"webhook secret as the pools parameter", "RUNNER_POOLS_PARAMETER", "/" + hookHex})
+		}
 		for _, c := range cases {
 			o := k.out(s.name + " start-up")
 			err := s.new(ctx, wired(base.with(c.variable, c.value), k.now, o))

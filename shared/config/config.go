@@ -218,7 +218,7 @@ func (r *reader) pools() []pool.Pool {
 	if err != nil {
 		v := "RUNNER_POOLS"
 		if p := strings.TrimSpace(r.get(PoolsParameterVar)); p != "" {
-			v += " (SSM parameter " + p + ")"
+			v += " (SSM parameter " + shownName(p) + ")"
 		}
 		r.fail(v, err)
 	}

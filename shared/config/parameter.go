@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/ghclaim/ghclaim/shared/awsenv"
+	"github.com/ghclaim/ghclaim/shared/redact"
 )
 
 // SSM is the part of the SSM API the pools parameter needs.
@@ -37,7 +38,10 @@ func WithPoolsParameter(ctx context.Context, client SSM, get Getenv) (Getenv, er
 		return get, nil
 	}
 	fail := func(err error) (Getenv, error) {
-		return nil, &Error{Var: PoolsParameterVar, Err: fmt.Errorf("SSM parameter %s: %w", name, err)}
+		// The name as shownName writes it, in the text and in SSM's own
+		// error, which quotes it: a secret pasted into the variable must
+		// not reach the start-up error (printed on stderr as it is).
+		return nil, &Error{Var: PoolsParameterVar, Err: fmt.Errorf("SSM parameter %s: %w", shownName(name), inputScrubbed{err, name})}
 	}
 	if client == nil {
 		return fail(errors.New("no SSM client"))
@@ -93,3 +97,29 @@ func Start[C any](ctx context.Context, get Getenv, load func(Getenv) (C, error))
 	c, err := load(get)
 	return c, awsCfg, err
 }
+
+// shownName is an SSM parameter name as a start-up error writes it: each
+// '/'-separated part through redact.Input, so a path of ordinary names
+// reads as it is, and a secret pasted into the variable (one long run of
+// the credential alphabet) is masked.
+func shownName(n string) string {
+	parts := strings.Split(n, "/")
+	for i, p := range parts {
+		parts[i] = redact.Input(p)
+	}
+	return strings.Join(parts, "/")
+}
+
+// inputScrubbed is err with each occurrence of s in its text written as
+// shownName writes it (AWS quotes the name it was asked for); err stays
+// reachable (errors.As).
+type inputScrubbed struct {
+	err error
+	s   string
+}
+
+func (e inputScrubbed) Error() string {
+	return strings.ReplaceAll(e.err.Error(), e.s, shownName(e.s))
+}
+
+func (e inputScrubbed) Unwrap() error { return e.err }

@@ -25,7 +25,8 @@ func (f *fakeSSM) GetParameter(_ context.Context, in *ssm.GetParameterInput, _ .
 	}
 	v, ok := f.values[aws.ToString(in.Name)]
 	if !ok {
-		return nil, &ssmtypes.ParameterNotFound{Message: aws.String("not found")}
+		// moto's words; AWS's AccessDeniedException quotes the name too.
+		return nil, &ssmtypes.ParameterNotFound{Message: aws.String("Parameter " + aws.ToString(in.Name) + " not found.")}
 	}
 	return &ssm.GetParameterOutput{Parameter: &ssmtypes.Parameter{Name: in.Name, Value: aws.String(v)}}, nil
 }
@@ -75,5 +76,38 @@ func TestPoolsFromParameter(t *testing.T) {
 				t.Fatalf("got error %v, want one on %s naming %s", err, tt.wantVar, tt.wantErr)
 			}
 		})
+	}
+}
+
+// TestPoolsParameterNameIsNotQuotedRaw: a secret pasted into
+// RUNNER_POOLS_PARAMETER (the wrong variable, as the start-up tests paste
+// one into LOG_LEVEL) is not quoted by the start-up error, which
+// wire.Process prints on stderr: neither by the text naming the
+// parameter, nor by SSM's error quoting the name, nor by the error of the
+// pools the parameter holds. A leading "/" passes the template's pattern.
+func TestPoolsParameterNameIsNotQuotedRaw(t *testing.T) {
+	t.Parallel()
+	const hookHex = "5ec5ca9e0f1b2c3d4e5f60718293a4b5c6d7e8f9" // a webhook secret as GitHub generates them
+	for _, v := range []string{hookHex, "/" + hookHex} {
+		m := base()
+		m[PoolsParameterVar] = v
+		_, err := WithPoolsParameter(context.Background(), &fakeSSM{values: map[string]string{}}, env(m))
+		var nf *ssmtypes.ParameterNotFound
+		if err == nil || strings.Contains(err.Error(), hookHex) || !errors.As(err, &nf) {
+			t.Errorf("parameter %q not found: %v; want SSM's error, the name masked", v, err)
+		}
+		get, err := WithPoolsParameter(context.Background(), &fakeSSM{values: map[string]string{v: "[]"}}, env(m))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := LoadClaimer(get); err == nil || strings.Contains(err.Error(), hookHex) || !strings.Contains(err.Error(), "RUNNER_POOLS (SSM parameter") {
+			t.Errorf("parameter %q holding no pools: %v; want the pools error, the name masked", v, err)
+		}
+	}
+	m := base()
+	m[PoolsParameterVar] = "/ghclaim/prod/pools"
+	_, err := WithPoolsParameter(context.Background(), &fakeSSM{values: map[string]string{}}, env(m))
+	if err == nil || !strings.Contains(err.Error(), "SSM parameter /ghclaim/prod/pools: ParameterNotFound: Parameter /ghclaim/prod/pools not found") {
+		t.Errorf("a parameter name: %v, want it named as it is", err)
 	}
 }

@@ -122,6 +122,7 @@ import (
 	"github.com/ghclaim/ghclaim/shared/pool"
 	"github.com/ghclaim/ghclaim/shared/random"
 	"github.com/ghclaim/ghclaim/shared/ratelimit"
+	"github.com/ghclaim/ghclaim/shared/redact"
 )
 
 // Store is the job store as the reclaimer uses it (shared/store over
@@ -422,10 +423,12 @@ type candidate struct {
 
 // Handle is the Lambda handler for the EventBridge schedule. It returns an
 // error only for infrastructure failures (the table could not be read or
-// written); an incomplete pass or a lost race is normal.
+// written); an incomplete pass or a lost race is normal. Lambda logs the
+// error's text, so it goes through redact.Error, as the janitor's and the
+// redeliverer's do.
 func (r *Reclaimer) Handle(ctx context.Context, _ events.CloudWatchEvent) error {
 	_, err := r.Run(ctx)
-	return err
+	return redact.Error(err)
 }
 
 // stray reports whether shard is above the n configured shards.

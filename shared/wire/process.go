@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/ghclaim/ghclaim/shared/redact"
 )
 
 // Process wires a function from the process's own environment (os.Getenv,
@@ -15,7 +17,9 @@ import (
 func Process[H any](name string, wire func(context.Context, Env) (H, error)) H {
 	h, err := wire(context.Background(), Env{Getenv: os.Getenv, Out: os.Stdout, Now: time.Now})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, name+":", err)
+		// Each variable's value is quoted through redact.Input already;
+		// redact.Error is the backstop for a text that was not.
+		fmt.Fprintln(os.Stderr, name+":", redact.Error(err))
 		os.Exit(1)
 	}
 	return h
