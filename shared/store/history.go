@@ -179,6 +179,14 @@ type entry struct {
 	// entry (transitionItem.Put) so that writeOf can tell the SDK's retry
 	// of this write, refused by its own entry, from another writer's.
 	put string
+	// last, when set, is the stored last entry of known (appending's
+	// retry, from a refusal's record): the whole-list form is then also
+	// guarded on it. A writer whose own condition pins the record leaves
+	// it nil; one whose condition does not (MarkDone takes any live
+	// state) would otherwise overwrite an entry written between its two
+	// requests that left the list as long (every write of a full list
+	// does, and the claimer's Finish keeps the version).
+	last types.AttributeValue
 }
 
 // newPut returns a random token for entry.put.
@@ -211,7 +219,7 @@ func (e entry) full() bool { return e.known != nil && len(e.known) >= job.MaxHis
 // into adds e to a write: update ("SET …" with an optional " REMOVE …")
 // gets the history action, cond the guard, vals their values.
 func (e entry) into(update, cond string, vals map[string]types.AttributeValue) (string, string, error) {
-	for _, k := range []string{":h", ":h0", ":hcap", ":hn"} {
+	for _, k := range []string{":h", ":h0", ":hcap", ":hn", ":hl"} {
 		delete(vals, k) // a retry switches forms; DynamoDB refuses unused values
 	}
 	var set, guard string
@@ -222,6 +230,10 @@ func (e entry) into(update, cond string, vals map[string]types.AttributeValue) (
 		h = items
 		vals[":hn"] = n(int64(len(e.known)))
 		set, guard = "history = :h", "size(history) = :hn"
+		if e.last != nil && len(e.known) > 0 {
+			vals[":hl"] = e.last
+			guard += fmt.Sprintf(" AND history[%d] = :hl", len(e.known)-1)
+		}
 	} else {
 		t := e.t.Compact()
 		it := transitionItem{At: t.At, To: string(t.To), Class: t.Class, Error: t.Error, Actor: t.Actor, Put: e.put}
@@ -249,28 +261,54 @@ func (e entry) into(update, cond string, vals map[string]types.AttributeValue) (
 	return update, "(" + cond + ") AND " + guard, nil
 }
 
-// appending runs send with e, and once more with the list a refusal
-// returned when that record still satisfied the rest of the write's
-// condition (pinned) and its list is one e's guard refuses.
+// appending runs send with e, and again with the list a refusal returned
+// (guarded on that list's last entry, entry.last) while that record still
+// satisfies the rest of the write's condition (pinned) and its list is one
+// the guard refuses: at most appendTries sends, since a retry is refused
+// only when another write came between.
 func appending(e entry, pinned func(job.Record) bool, send func(entry) error) error {
 	err := send(e)
-	var ccf *types.ConditionalCheckFailedException
-	if !errors.As(err, &ccf) || len(ccf.Item) == 0 {
-		return err
+	for try := 1; try < appendTries; try++ {
+		var ccf *types.ConditionalCheckFailedException
+		if !errors.As(err, &ccf) || len(ccf.Item) == 0 {
+			return err
+		}
+		cur, derr := unmarshal(ccf.Item)
+		if derr != nil || !pinned(cur) {
+			return err
+		}
+		last := lastEntry(ccf.Item)
+		n := len(cur.History)
+		if e.full() && n == len(e.known) && (e.last == nil || equalAV(e.last, last)) || !e.full() && n < job.MaxHistory {
+			return err // the guard held: something else refused
+		}
+		e.known, e.last = cur.History, last
+		if e.known == nil {
+			e.known = []job.Transition{}
+		}
+		err = send(e)
 	}
-	cur, derr := unmarshal(ccf.Item)
-	if derr != nil || !pinned(cur) {
-		return err
+	return err
+}
+
+// appendTries bounds appending's sends of one write.
+const appendTries = 3
+
+// lastEntry is the last stored entry of item's history, nil when it has
+// none.
+func lastEntry(item map[string]types.AttributeValue) types.AttributeValue {
+	l, ok := item["history"].(*types.AttributeValueMemberL)
+	if !ok || len(l.Value) == 0 {
+		return nil
 	}
-	n := len(cur.History)
-	if e.full() && n == len(e.known) || !e.full() && n < job.MaxHistory {
-		return err // the guard held: something else refused
-	}
-	e.known = cur.History
-	if e.known == nil {
-		e.known = []job.Transition{}
-	}
-	return send(e)
+	return l.Value[len(l.Value)-1]
+}
+
+// equalAV reports whether a and b are the same stored string entry.
+func equalAV(a, b types.AttributeValue) bool {
+	x, ok1 := a.(*types.AttributeValueMemberS)
+	y, ok2 := b.(*types.AttributeValueMemberS)
+	return ok1 && ok2 && x.Value == y.Value
 }
 
 // update is one conditional UpdateItem of job id's record, with e's
