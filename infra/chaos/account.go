@@ -511,15 +511,43 @@ func (r *run) account(ctx context.Context) (Report, error) {
 	rep.AWSCallsPerJob = float64(perJob) / float64(rep.Jobs)
 	rep.ReclaimerCalls = c.ByCaller[fnReclaimer][TargetDynamoDB] + c.ByCaller[fnReclaimer][TargetSQS]
 
-	var secrets [][]byte
-	secrets = append(secrets, []byte("ghs_"), Secret, []byte("PRIVATE KEY"))
+	configs := make([]string, 0, len(msgs))
 	for _, m := range msgs {
-		if len(m.JITConfig) >= 24 {
-			secrets = append(secrets, []byte(m.JITConfig[:24]))
+		configs = append(configs, m.JITConfig)
+	}
+	rep.SecretsLogged = r.logs.count([][]byte{[]byte("ghs_"), Secret, []byte("PRIVATE KEY")}) + r.logs.pieces(configs)
+	return rep, nil
+}
+
+// piece is the length of the JIT config pieces pieces looks for; a piece
+// starts every piece/2 bytes of a config, so any run of 1.5 × piece bytes
+// of one (36) holds a whole piece, wherever it was cut.
+const piece = 24
+
+// pieces is the number of places where a piece of one of configs appears
+// in the log: its start, its middle, its end, or any part of it a line
+// quoted. The first 24 bytes alone were looked for: a config cut or
+// quoted from its middle went unseen.
+func (l *logSink) pieces(configs []string) int {
+	want := map[string]bool{}
+	for _, c := range configs {
+		for i := 0; i+piece <= len(c); i += piece / 2 {
+			want[c[i:i+piece]] = true
 		}
 	}
-	rep.SecretsLogged = r.logs.count(secrets)
-	return rep, nil
+	if len(want) == 0 {
+		return 0
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b, n := l.buf.Bytes(), 0
+	for i := 0; i+piece <= len(b); i++ {
+		if want[string(b[i:i+piece])] {
+			n++
+			i += piece - 1 // count a leaked run once per piece's length
+		}
+	}
+	return n
 }
 
 // logSink passes the functions' log lines on and keeps them to look for
