@@ -166,19 +166,38 @@ func Run(ctx context.Context, cfg Config, cf CloudFormation, sm SecretsManager, 
 	}
 	wctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-	select {
-	case o := <-f.done:
+	got := func(o outcome) (Result, error) {
 		if o.err != nil {
 			return Result{}, o.err
 		}
 		printNext(out, cfg, o.res)
 		return o.res, nil
-	case <-wctx.Done():
-		if err := f.failed(); err != nil {
-			return Result{}, fmt.Errorf("no conversion within %s (%w); the last try: %w", cfg.Timeout, wctx.Err(), err)
-		}
-		return Result{}, fmt.Errorf("no redirect from GitHub within %s: %w", cfg.Timeout, wctx.Err())
 	}
+	select {
+	case o := <-f.done:
+		return got(o)
+	case <-wctx.Done():
+	}
+	// Out of time, or interrupted: a conversion under way has spent its
+	// code, and only its answer holds the App's key and secret, so it is
+	// waited for (its own bound), and its outcome is the run's.
+	select {
+	case o := <-f.done:
+		return got(o)
+	default:
+	}
+	if f.underWay() {
+		fmt.Fprintln(out, "A conversion is under way: waiting for it to store the App's secrets…")
+		select {
+		case o := <-f.done:
+			return got(o)
+		case <-time.After(conversionTimeout + 5*time.Second):
+		}
+	}
+	if err := f.failed(); err != nil {
+		return Result{}, fmt.Errorf("no conversion within %s (%w); the last try: %w", cfg.Timeout, wctx.Err(), err)
+	}
+	return Result{}, fmt.Errorf("no redirect from GitHub within %s: %w", cfg.Timeout, wctx.Err())
 }
 
 // fill sets defaults and reads what is missing from the stack's outputs.
@@ -326,6 +345,50 @@ type flow struct {
 
 	mu      sync.Mutex
 	lastErr error // the last conversion that failed for a passing reason
+	// converting: a callback is converting a code and storing the
+	// secrets; stored: the App whose secrets were stored (begin).
+	converting bool
+	stored     *Result
+}
+
+// begin reports whether a callback may convert its code now. GitHub's code
+// works once, so a reload of the redirect while another callback converts
+// (the page looks stuck) or after one stored its App must not convert
+// again: its 404 ended make app as a failure while the first callback
+// stored the App's key and secret, and the App id was never shown.
+// stored is that App, when there is one; busy, a conversion under way.
+func (f *flow) begin() (stored *Result, busy bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.stored != nil || f.converting {
+		return f.stored, f.converting
+	}
+	f.converting = true
+	return nil, false
+}
+
+// end records a conversion's outcome: sent to Run first, then no longer
+// under way, so that Run, finding none under way, finds its outcome.
+func (f *flow) end(res Result, err error) {
+	f.mu.Lock()
+	if err == nil {
+		f.stored = &res
+	}
+	f.mu.Unlock()
+	select {
+	case f.done <- outcome{res: res, err: err}:
+	default: // a second callback after the first: the first one counts
+	}
+	f.mu.Lock()
+	f.converting = false
+	f.mu.Unlock()
+}
+
+// underWay reports whether a callback is converting a code.
+func (f *flow) underWay() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.converting
 }
 
 func (f *flow) routes() http.Handler {
@@ -404,30 +467,46 @@ func (f *flow) callback(w http.ResponseWriter, r *http.Request) {
 		_ = doneTmpl.Execute(w, map[string]string{"Title": "Refused", "Text": "GitHub's redirect carries no code."})
 		return
 	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	stored, busy := f.begin()
+	switch {
+	case busy:
+		w.WriteHeader(http.StatusConflict)
+		_ = doneTmpl.Execute(w, map[string]string{"Title": "Under way", "Text": "GitHub's answer to this App is being converted and stored: the terminal shows the outcome. Reload this page in a moment to see it here."})
+		return
+	case stored != nil:
+		registered(w, *stored)
+		return
+	}
 	// Not the browser's context: a tab closed while GitHub answers would
 	// drop the answer, the only copy of the App's key and webhook secret.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), conversionTimeout)
 	res, err := f.finish(ctx, code)
 	cancel()
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	if p := (passing{}); errors.As(err, &p) {
 		// The page keeps serving: a reload of GitHub's redirect tries again.
 		f.mu.Lock()
-		f.lastErr = err
+		f.lastErr, f.converting = err, false
 		f.mu.Unlock()
 		w.WriteHeader(http.StatusBadGateway)
 		_ = doneTmpl.Execute(w, map[string]string{"Title": "Failed, for now", "Text": err.Error() + ". Reload this page to try again: the code works once, for an hour."})
 		return
 	}
-	select {
-	case f.done <- outcome{res: res, err: err}:
-	default: // a second callback after the first: the first one counts
-	}
+	f.end(res, err)
 	if err != nil {
 		w.WriteHeader(http.StatusBadGateway)
 		_ = doneTmpl.Execute(w, map[string]string{"Title": "Failed", "Text": err.Error()})
 		return
 	}
+	registered(w, res)
+}
+
+// conversionTimeout bounds one callback's conversion and the storing of
+// its secrets.
+const conversionTimeout = 2 * time.Minute
+
+// registered is the page of an App whose secrets are stored.
+func registered(w http.ResponseWriter, res Result) {
 	_ = doneTmpl.Execute(w, map[string]string{
 		"Title":   fmt.Sprintf("GitHub App %s registered", res.Slug),
 		"Text":    "Its private key and webhook secret are stored in the stack's Secrets Manager secrets. Back to the terminal for the last steps.",
