@@ -499,6 +499,17 @@ func TestDoctor(t *testing.T) {
 		run(t, nil, gh("doctor", "--pools", pools(ltID), "--webhook-url", env.hookURL, "--dlq-url", emptyDLQ)...)
 	})
 
+	// The operator's clock two minutes ahead of GitHub's: GitHub refuses
+	// the App's JWT (dated by that clock) with a key that is right, and
+	// the check says to look at the clock before suspecting the key.
+	t.Run("a clock ahead of GitHub's", func(t *testing.T) {
+		r := runConfig(t, context.Background(), cli.Config{DynamoDB: dynamodb.NewFromConfig(env.cfg), SQS: sqs.NewFromConfig(env.cfg),
+			Now: func() time.Time { return now.Add(2 * time.Minute) }}, gh("doctor", "--webhook-url", env.hookURL, "--dlq-url", emptyDLQ)...)
+		if r.code != cli.ExitFail || !strings.Contains(r.stdout, "('iat')") || !strings.Contains(r.stdout, "dated by this machine's clock") {
+			t.Fatalf("doctor: exit %d\n%s", r.code, r.stdout)
+		}
+	})
+
 	// Each message in the dead-letter queue is a claim the claimer could
 	// not handle: not healthy (an audit: doctor said OK with three).
 	t.Run("messages in the dead-letter queue", func(t *testing.T) {

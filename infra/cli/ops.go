@@ -507,7 +507,7 @@ func (c *CLI) doctor(ctx context.Context, o *opts, _ []string) error {
 		}
 		a, err := app.App(ctx)
 		if err != nil {
-			add("github app", "fail", "%v", err)
+			add("github app", "fail", "%v%s", err, clockHint(err))
 			app = nil
 			break
 		}
@@ -769,4 +769,15 @@ func (c *CLI) ping(ctx context.Context, url, secret string) (int, error) {
 	}
 	defer resp.Body.Close()
 	return resp.StatusCode, nil
+}
+
+// clockHint is a hint for an App check GitHub refused over its JWT's times
+// ('iat', 'exp'): the JWT is dated by this machine's clock, so a laptop a
+// minute or more off GitHub's fails the check with a key that is right,
+// and the operator would otherwise suspect the key.
+func clockHint(err error) string {
+	if s := err.Error(); strings.Contains(s, "('iat')") || strings.Contains(s, "('exp')") {
+		return " (the App's JWT is dated by this machine's clock: check that it is right before suspecting the key)"
+	}
+	return ""
 }
