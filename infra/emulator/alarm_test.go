@@ -615,3 +615,22 @@ func TestAlarmSumsFillMissingData(t *testing.T) {
 		t.Fatal("no alarm adds series: nothing was checked (the give-ups alarm adds two)")
 	}
 }
+
+// TestDeliveriesWidgetShowsWorkflowJobs: the webhook publishes a
+// workflow_job or ping delivery's Deliveries under {function}, {event,
+// function, outcome} and with its pool, never under {function, outcome}
+// alone (that set is other events': forged or unhandled headers). The
+// dashboard's deliveries widget read only that set, so it showed none of
+// the webhook's real traffic (a review found it; the check above merges
+// the two declarations of Deliveries by name and could not see it).
+func TestDeliveriesWidgetShowsWorkflowJobs(t *testing.T) {
+	t.Parallel()
+	tmpl := projectTemplate(t)
+	ns := dig(tmpl, "Globals", "Function", "Environment", "Variables", "METRICS_NAMESPACE")
+	for _, r := range dashboardMetrics(t, tmpl, ns) {
+		if r.name == "Deliveries" && r.dims["function"] == "webhook" && slices.Equal(slices.Sorted(maps.Keys(r.dims)), []string{"event", "function", "outcome"}) {
+			return
+		}
+	}
+	t.Error("no dashboard widget reads the webhook's Deliveries by event and outcome ({event,function,outcome})")
+}
