@@ -241,11 +241,21 @@ func (f *flow) takeOver(ctx context.Context) error {
 	case err != nil:
 		return f.infra(ctx, "take over lease", err)
 	}
-	f.c.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "claim lease taken over", slog.Int64(obs.KeyJobID, rec.JobID),
-		slog.Int64(obs.KeyVersion, lease.Version), slog.Int64("lease_expired_at", rec.LeaseExpiresAt),
-		slog.String(obs.KeyReason, job.ReasonLeaseExpired))
 	f.lease, f.rec, f.attempt = lease, cur, cur.Attempt
-	f.count(metricTakenOver)
+	// The count rides on the line (obs.Inline), written now: flushed at
+	// the invocation's end, it died with a claimer that keeps dying (out
+	// of memory, a runtime exit), the case LeaseTakeoversAlarm is for.
+	line := []slog.Attr{slog.Int64(obs.KeyJobID, rec.JobID), slog.Int64(obs.KeyVersion, lease.Version),
+		slog.Int64("lease_expired_at", rec.LeaseExpiresAt), slog.String(obs.KeyReason, job.ReasonLeaseExpired)}
+	if p := f.poolName(); p != "" {
+		line = append(line, slog.String(obs.DimPool, p))
+	}
+	taken := obs.Sample{Metric: metricTakenOver, Value: 1}
+	if f.c.cfg.Logger.Enabled(ctx, slog.LevelWarn) {
+		f.c.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "claim lease taken over", f.c.cfg.Metrics.Inline(line, taken)...)
+	} else {
+		f.c.cfg.Metrics.Emit(line, taken)
+	}
 	return f.claim(ctx)
 }
 

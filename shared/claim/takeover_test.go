@@ -8,6 +8,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/ghclaim/ghclaim/infra/emftest"
 	"github.com/ghclaim/ghclaim/shared/claim"
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/random"
@@ -147,12 +148,24 @@ func TestMessageTakesOverAgainAfterASecondDeath(t *testing.T) {
 	dead := diesHolding(t, h, id, false)
 	h.esm.redeliver()
 	h.clock.Set(job.FromMillis(dead.LeaseExpiresAt).Add(time.Second))
-	h.spy.set(func(n int) error { h.crash(); return nil }, nil) // the second claimer dies too
+	var counted []emftest.Point
+	h.spy.set(func(n int) error { // the second claimer dies too
+		// What its process wrote before it died: the takeover's count
+		// must be there, not left for the invocation's flush, which a
+		// dying process never reaches (LeaseTakeoversAlarm watches
+		// claimers that keep dying).
+		counted = emftest.Select(emftest.Parse(t, []byte(h.logs.String())), "lease_taken_over", map[string]string{"pool": "linux"})
+		h.crash()
+		return nil
+	}, nil)
 	h.invoke(t, h.claimer(t, claimerOpt{instance: "second"}), h.receive(t, 1)...)
 	h.spy.set(nil, nil)
 	second := h.get(t, id)
 	if second.State != job.Claiming || second.Version != dead.Version+1 {
 		t.Fatalf("record %s v%d after the second death, want claiming v%d (taken over once)", second.State, second.Version, dead.Version+1)
+	}
+	if len(counted) != 1 || counted[0].Values[0] != 1 {
+		t.Errorf("lease_taken_over points %+v written before the claimer died, want one of 1", counted)
 	}
 
 	h.esm.redeliver()
