@@ -239,6 +239,12 @@ const (
 	// StopReadError: a page of the log could not be read. Unlike the
 	// others it does not stop the redeliveries of what was read.
 	StopReadError = "read_error"
+	// StopAskRefused: GitHub refused an ask for the App's own reasons (a
+	// 401 or 403: its key, its permission) or could not be reached; every
+	// other ask of the pass would meet the same, and each gives its
+	// attempt back (refusedForGood), so asking them all would ask each
+	// failed delivery on every pass with no bound.
+	StopAskRefused = "ask_refused"
 )
 
 // Report is what one pass did.
@@ -567,10 +573,14 @@ func (r *Redeliverer) redeliver(ctx context.Context, rep *Report, d ghapp.HookDe
 	log = log.With("attempt", n)
 	if err := r.c.GitHub.RedeliverHookDelivery(ctx, d.ID); err != nil {
 		f := failure.Classify(err)
-		if f.Class == failure.RateLimit {
+		switch {
+		case f.Class == failure.RateLimit:
 			rep.Stopped = StopRateLimit
-		} else {
+		case f.Class == failure.ServerSide || refusedForGood(f):
+			rep.Errors++ // this delivery's answer: the next ask may pass
+		default:
 			rep.Errors++
+			rep.Stopped = StopAskRefused
 		}
 		log.Warn("redeliver: redelivery refused", "class", f.Class.String(), "error", err.Error())
 		if !refusedForGood(f) {

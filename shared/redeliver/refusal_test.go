@@ -218,3 +218,36 @@ func wrongKey(t *testing.T, f *fixture) *ghapp.Client {
 	}
 	return c
 }
+
+// TestLastingAskFailureAsksOncePerPass: every ask for a redelivery fails
+// the same way for 50 minutes (GitHub unreachable; a wrong key or a
+// withdrawn permission alike), with five failed deliveries carried. Each
+// failed ask gives its attempt back, so the pass stops at the first: one
+// ask a pass, not one per delivery (refunded, each would be asked on every
+// pass for the whole window). Once GitHub answers, each is redelivered.
+func TestLastingAskFailureAsksOncePerPass(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.fake.SetWebhook(answer(200), "s")
+	guids := []string{"a", "b", "c", "d", "e"}
+	for i, g := range guids {
+		f.record(g, "workflow_job", 503, time.Duration(len(guids)-i)*time.Minute)
+	}
+	const passes = 10
+	f.fake.Fail(ghfake.RouteRedeliver, passes, ghfake.ConnectionReset())
+	for pass := range passes {
+		if rep := f.run(t); rep.Stopped != redeliver.StopAskRefused || rep.Redelivered != 0 {
+			t.Fatalf("pass %d = %+v, want stopped by the failed ask, nothing redelivered", pass+1, rep)
+		}
+		f.clock.add(5 * time.Minute)
+	}
+	if asks := f.fake.Stats().Calls[ghfake.RouteRedeliver]; asks != passes {
+		t.Errorf("%d asks in %d passes, want one a pass", asks, passes)
+	}
+	f.run(t)
+	for _, g := range guids {
+		if n := f.fake.Redeliveries(g); n != 1 {
+			t.Errorf("%s: redelivered %d times once GitHub answered, want 1", g, n)
+		}
+	}
+}
