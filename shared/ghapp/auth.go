@@ -584,7 +584,10 @@ func forgetReset(resp *http.Response) {
 
 // tokenErrors hands a failed token exchange's answer to go-github as the
 // response, so that go-github types it like any other GitHub error.
-type tokenErrors struct{ next http.RoundTripper }
+type tokenErrors struct {
+	next http.RoundTripper
+	now  func() time.Time
+}
 
 func (t tokenErrors) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.next.RoundTrip(req)
@@ -599,6 +602,14 @@ func (t tokenErrors) RoundTrip(req *http.Request) (*http.Response, error) {
 		var held heldRefusal
 		if errors.As(err, &held) {
 			r.Header.Set(failure.HeldUntilHeader, held.until.UTC().Format(time.RFC3339Nano))
+			if r.Header.Get("Retry-After") != "" {
+				// GitHub's Retry-After counts from its answer, which may be
+				// most of a wait ago: go-github would hold this
+				// installation's client that long again from now, past the
+				// hold's end. It is the seconds left of the hold instead.
+				left := held.until.Sub(t.now())
+				r.Header.Set("Retry-After", strconv.FormatInt(max(1, int64((left+time.Second-1)/time.Second)), 10))
+			}
 		}
 		return r, nil
 	}

@@ -236,3 +236,25 @@ func TestRateLimitedExchangeIsHeldForTheApp(t *testing.T) {
 		})
 	}
 }
+
+// TestHeldCopyRetryAfterEndsWithTheHold: a held copy of the exchange's
+// secondary limit (403, Retry-After 120 s) handed to another installation
+// 100 s into the hold says 20 s, the hold's rest: go-github remembers a
+// limit for its Retry-After from the moment it reads it, so GitHub's
+// original 120 s held that installation's client until well past the
+// App's hold (a review found it).
+func TestHeldCopyRetryAfterEndsWithTheHold(t *testing.T) {
+	t.Parallel()
+	f, clk := clocked(t)
+	t0 := clk.Now()
+	f.fake.Fail(ghfake.RouteAccessToken, 1, ghfake.SecondaryRateLimit(2*time.Minute))
+	if fl := failure.Classify(anyCall(f.client, 0)); fl.Class != failure.RateLimit {
+		t.Fatalf("first call: %+v, want GitHub's secondary limit", fl)
+	}
+	clk.Set(t0.Add(100 * time.Second))
+	_, err := f.client.Repositories(context.Background(), inst+1)
+	var are *github.AbuseRateLimitError
+	if !errors.As(err, &are) || are.RetryAfter == nil || *are.RetryAfter != 20*time.Second {
+		t.Fatalf("held copy 100 s into a 120 s hold: %v (%+v), want Retry-After 20 s", err, are)
+	}
+}
