@@ -240,10 +240,11 @@ const (
 	// others it does not stop the redeliveries of what was read.
 	StopReadError = "read_error"
 	// StopAskRefused: GitHub refused an ask for the App's own reasons (a
-	// 401 or 403: its key, its permission) or could not be reached; every
-	// other ask of the pass would meet the same, and each gives its
-	// attempt back (refusedForGood), so asking them all would ask each
-	// failed delivery on every pass with no bound.
+	// 401 or 403: its key, its permission), or maxUnreached asks in a row
+	// found no GitHub; every other ask of the pass would meet the same,
+	// and each gives its attempt back (refusedForGood), so asking them all
+	// would ask each failed delivery on every pass with no bound. The
+	// pass is then an error (Run), so RedelivererErrorsAlarm says so.
 	StopAskRefused = "ask_refused"
 )
 
@@ -273,6 +274,10 @@ type Report struct {
 	Errors int
 	// Stopped is why the pass stopped early ("" when it completed).
 	Stopped string
+	// askErr is the failure that stopped the pass with StopAskRefused;
+	// unreached counts the asks in a row that found no GitHub.
+	askErr    error
+	unreached int
 	// Mark is the mark the pass saved (zero when it saved none), with the
 	// read it leaves under way, if any.
 	Mark job.DeliveryMark
@@ -363,6 +368,11 @@ func (r *Redeliverer) Run(ctx context.Context) (Report, error) {
 	// say so; a read that got somewhere is progress.
 	if rd.err != nil && rep.Pages == 0 {
 		return rep, fmt.Errorf("redeliver: the delivery log could not be read: %w", rd.err)
+	}
+	if rep.Stopped == StopAskRefused {
+		// Every ask would meet it until someone mends the App or the way
+		// to GitHub; the deliveries wait, carried. An error, as above.
+		return rep, fmt.Errorf("redeliver: asking GitHub to redeliver failed (%d carried to the next pass): %w", len(retry), rep.askErr)
 	}
 	return rep, nil
 }
@@ -576,11 +586,18 @@ func (r *Redeliverer) redeliver(ctx context.Context, rep *Report, d ghapp.HookDe
 		switch {
 		case f.Class == failure.RateLimit:
 			rep.Stopped = StopRateLimit
-		case f.Class == failure.ServerSide || refusedForGood(f):
-			rep.Errors++ // this delivery's answer: the next ask may pass
-		default:
+		case f.GitHub && (f.Status == http.StatusUnauthorized || f.Status == http.StatusForbidden):
 			rep.Errors++
-			rep.Stopped = StopAskRefused
+			rep.Stopped, rep.askErr = StopAskRefused, err
+		case f.Class == failure.Network:
+			rep.Errors++
+			if rep.unreached++; rep.unreached >= maxUnreached {
+				rep.Stopped, rep.askErr = StopAskRefused, err
+			}
+		default:
+			// This delivery's answer (GitHub's refusal of it, a 5xx), or
+			// a failure of ours: the next ask may pass.
+			rep.Errors++
 		}
 		log.Warn("redeliver: redelivery refused", "class", f.Class.String(), "error", err.Error())
 		if !refusedForGood(f) {
@@ -590,32 +607,40 @@ func (r *Redeliverer) redeliver(ctx context.Context, rep *Report, d ghapp.HookDe
 		}
 		return false
 	}
+	rep.unreached = 0
 	rep.Redelivered++
 	log.Info("redeliver: redelivery asked")
 	return true
 }
 
+// maxUnreached is how many asks in a row may fail for want of a connection
+// before a pass stops (StopAskRefused): one such failure is a blip, and
+// stopping at it let a steady rate of blips cap how fast a backlog
+// drains, some of it ageing out unasked.
+const maxUnreached = 3
+
 // refusedForGood reports whether a failed ask for a redelivery was
-// GitHub's answer about that delivery (400, 404, 410, 422: it will not be
-// redelivered, asked again or not), which keeps the attempt it counted.
-// Any other failure gives the attempt back, since GitHub redelivered
-// nothing: a rate limit or a 5xx, a connection that failed, and a 401 or
-// 403 (the App's key rotated on GitHub and not yet in Secrets Manager,
-// its permission withdrawn), which refuses every ask alike until the
-// operator mends it. Kept, those spent a failed delivery's attempts while
-// the endpoint was down, and its job was never redelivered once both
-// were mended. A failure that reached GitHub and was lost on the way
-// back may have redelivered it: asking again is a duplicate delivery,
-// which the webhook answers without a second claim.
+// GitHub's answer about that delivery (a 4xx other than 401, 403 and 429:
+// 400, 404, 409, 410, 422, 451…), which keeps the attempt it counted, so
+// that asking it again is bounded by MaxAttempts. Any other failure gives
+// the attempt back, since GitHub redelivered nothing: a rate limit or a
+// 5xx, a connection that failed, and a 401 or 403 (the App's key rotated
+// on GitHub and not yet in Secrets Manager, its permission withdrawn),
+// which refuses every ask alike until the operator mends it. Kept, those
+// spent a failed delivery's attempts while the endpoint was down, and its
+// job was never redelivered once both were mended. A failure that reached
+// GitHub and was lost on the way back may have redelivered it: asking
+// again is a duplicate delivery, which the webhook answers without a
+// second claim.
 func refusedForGood(f failure.Failure) bool {
-	if !f.GitHub || f.Class == failure.RateLimit {
+	if !f.GitHub || f.Class == failure.RateLimit || f.Status < 400 || f.Status >= 500 {
 		return false
 	}
 	switch f.Status {
-	case http.StatusBadRequest, http.StatusNotFound, http.StatusGone, http.StatusUnprocessableEntity:
-		return true
+	case http.StatusUnauthorized, http.StatusForbidden, http.StatusTooManyRequests:
+		return false
 	}
-	return false
+	return true
 }
 
 // spacing is the least time after a GUID's k-th attempt before the next.

@@ -6,12 +6,17 @@ import (
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
+	"fmt"
+	"net"
 	"net/http"
+	"strconv"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/google/go-github/v62/github"
 
 	"github.com/ghclaim/ghclaim/infra/ghfake"
 	"github.com/ghclaim/ghclaim/shared/ghapp"
@@ -219,13 +224,13 @@ func wrongKey(t *testing.T, f *fixture) *ghapp.Client {
 	return c
 }
 
-// TestLastingAskFailureAsksOncePerPass: every ask for a redelivery fails
-// the same way for 50 minutes (GitHub unreachable; a wrong key or a
-// withdrawn permission alike), with five failed deliveries carried. Each
-// failed ask gives its attempt back, so the pass stops at the first: one
-// ask a pass, not one per delivery (refunded, each would be asked on every
-// pass for the whole window). Once GitHub answers, each is redelivered.
-func TestLastingAskFailureAsksOncePerPass(t *testing.T) {
+// TestLastingAskFailureStopsThePass: every ask for a redelivery fails
+// for want of a connection for 50 minutes, with five failed deliveries
+// carried. Each failed ask gives its attempt back, so the pass stops after
+// maxUnreached (3) in a row, not one ask per delivery (refunded, each would
+// be asked on every pass for the whole window), and is an error, so
+// RedelivererErrorsAlarm says so. Once GitHub answers, each is redelivered.
+func TestLastingAskFailureStopsThePass(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	f.fake.SetWebhook(answer(200), "s")
@@ -234,20 +239,111 @@ func TestLastingAskFailureAsksOncePerPass(t *testing.T) {
 		f.record(g, "workflow_job", 503, time.Duration(len(guids)-i)*time.Minute)
 	}
 	const passes = 10
-	f.fake.Fail(ghfake.RouteRedeliver, passes, ghfake.ConnectionReset())
+	f.fake.Fail(ghfake.RouteRedeliver, 3*passes, ghfake.ConnectionReset())
 	for pass := range passes {
-		if rep := f.run(t); rep.Stopped != redeliver.StopAskRefused || rep.Redelivered != 0 {
-			t.Fatalf("pass %d = %+v, want stopped by the failed ask, nothing redelivered", pass+1, rep)
+		r, err := redeliver.New(f.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := r.Run(context.Background())
+		if err == nil || rep.Stopped != redeliver.StopAskRefused || rep.Redelivered != 0 {
+			t.Fatalf("pass %d = %+v, %v; want an error, stopped by the failed asks, nothing redelivered", pass+1, rep, err)
 		}
 		f.clock.add(5 * time.Minute)
 	}
-	if asks := f.fake.Stats().Calls[ghfake.RouteRedeliver]; asks != passes {
-		t.Errorf("%d asks in %d passes, want one a pass", asks, passes)
+	if asks := f.fake.Stats().Calls[ghfake.RouteRedeliver]; asks != 3*passes {
+		t.Errorf("%d asks in %d passes, want 3 a pass", asks, passes)
 	}
 	f.run(t)
 	for _, g := range guids {
 		if n := f.fake.Redeliveries(g); n != 1 {
 			t.Errorf("%s: redelivered %d times once GitHub answered, want 1", g, n)
 		}
+	}
+}
+
+// refusesOne refuses the redelivery of one log id with an answer about
+// that delivery alone.
+type refusesOne struct {
+	redeliver.GitHub
+	id     int64
+	status int
+}
+
+func (h refusesOne) RedeliverHookDelivery(ctx context.Context, id int64) error {
+	if id == h.id {
+		return fmt.Errorf("redeliver hook delivery %d: %w", id, &github.ErrorResponse{
+			Response: &http.Response{StatusCode: h.status, Header: http.Header{}}, Message: "refused"})
+	}
+	return h.GitHub.RedeliverHookDelivery(ctx, id)
+}
+
+// TestOneDeliverysRefusalAsksTheRest: GitHub refuses the oldest failed
+// delivery's redelivery with an answer about it alone (409, 451). The
+// others are asked in the same pass, and the refused one keeps its
+// attempts: stopping the pass at it, or giving its attempt back, kept it
+// first and asked nothing behind it, pass after pass, until they aged out
+// (a review found it).
+func TestOneDeliverysRefusalAsksTheRest(t *testing.T) {
+	t.Parallel()
+	for _, status := range []int{http.StatusConflict, http.StatusUnavailableForLegalReasons} {
+		t.Run(strconv.Itoa(status), func(t *testing.T) {
+			t.Parallel()
+			f := setup(t)
+			f.cfg.MaxAttempts = 3
+			f.fake.SetWebhook(answer(200), "s")
+			head := f.record("head", "workflow_job", 503, 5*time.Minute)
+			for i, g := range []string{"b", "c", "d", "e"} {
+				f.record(g, "workflow_job", 503, time.Duration(4-i)*time.Minute)
+			}
+			f.cfg.GitHub = refusesOne{GitHub: f.gh, id: head.ID, status: status}
+			if rep := f.run(t); rep.Stopped != "" || rep.Redelivered != 4 {
+				t.Fatalf("pass = %+v, want the four behind the refused one redelivered", rep)
+			}
+			spent := 0
+			for range 8 { // its attempts, spaced 10 and 20 minutes
+				f.clock.add(10 * time.Minute)
+				spent += f.run(t).Spent
+			}
+			if spent != 1 {
+				t.Errorf("the refused delivery spent %d times, want once: its attempts bound its asks", spent)
+			}
+		})
+	}
+}
+
+// blips fails every k-th ask with a reset connection.
+type blips struct {
+	redeliver.GitHub
+	k, n int
+}
+
+func (b *blips) RedeliverHookDelivery(ctx context.Context, id int64) error {
+	if b.n++; b.n%b.k == 0 {
+		return fmt.Errorf("redeliver hook delivery %d: %w", id, &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET})
+	}
+	return b.GitHub.RedeliverHookDelivery(ctx, id)
+}
+
+// TestBlipsDoNotThrottleABacklog: 200 failed deliveries and one ask in
+// five meeting a reset connection. A pass goes on past a blip (it stops
+// only at maxUnreached in a row), so the backlog drains and none ages out
+// of the window; stopping at the first blip asked about four a pass.
+func TestBlipsDoNotThrottleABacklog(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.fake.SetWebhook(answer(200), "s")
+	const n = 200
+	for i := range n {
+		f.record(fmt.Sprintf("g-%03d", i), "workflow_job", 503, time.Duration(n-i)*time.Second)
+	}
+	f.cfg.GitHub = &blips{GitHub: f.gh, k: 5}
+	expired := 0
+	for range 40 {
+		expired += f.run(t).Expired
+		f.clock.add(5 * time.Minute)
+	}
+	if expired > 0 {
+		t.Errorf("%d of %d failed deliveries expired unasked with one ask in five blipping", expired, n)
 	}
 }

@@ -20,6 +20,8 @@ func TestRefusedForGood(t *testing.T) {
 		{name: "404, no such delivery", f: failure.Failure{GitHub: true, Status: 404, Class: failure.NonRetryable}, want: true},
 		{name: "400", f: failure.Failure{GitHub: true, Status: 400, Class: failure.NonRetryable}, want: true},
 		{name: "410", f: failure.Failure{GitHub: true, Status: 410, Class: failure.NonRetryable}, want: true},
+		{name: "409", f: failure.Failure{GitHub: true, Status: 409, Class: failure.NonRetryable}, want: true},
+		{name: "451", f: failure.Failure{GitHub: true, Status: 451, Class: failure.NonRetryable}, want: true},
 		{name: "401, the App's key is wrong", f: failure.Failure{GitHub: true, Status: 401, Class: failure.NonRetryable}},
 		{name: "403, permission withdrawn", f: failure.Failure{GitHub: true, Status: 403, Class: failure.NonRetryable}},
 		{name: "429", f: failure.Failure{GitHub: true, Status: 429, Class: failure.RateLimit}},
