@@ -180,13 +180,16 @@ func Run(ctx context.Context, cfg Config, cf CloudFormation, sm SecretsManager, 
 	}
 	// Out of time, or interrupted: a conversion under way has spent its
 	// code, and only its answer holds the App's key and secret, so it is
-	// waited for (its own bound), and its outcome is the run's.
+	// waited for (its own bound), and its outcome is the run's. Under way
+	// is read before done is: end sends, then clears it, so one that ends
+	// between the two reads is found in done either way.
+	busy := f.underWay()
 	select {
 	case o := <-f.done:
 		return got(o)
 	default:
 	}
-	if f.underWay() {
+	if busy {
 		fmt.Fprintln(out, "A conversion is under way: waiting for it to store the App's secrets…")
 		select {
 		case o := <-f.done:
