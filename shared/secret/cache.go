@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	smtypes "github.com/aws/aws-sdk-go-v2/service/secretsmanager/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/ghclaim/ghclaim/shared/clock"
 )
@@ -56,9 +57,14 @@ type CacheOptions struct {
 // once per TTL, or a plain value (local runs) that never changes. It is
 // safe for concurrent use; one caller reads while the others wait.
 //
-// A read that fails after a good one keeps the last good value for another
-// Retry (Secrets Manager throttling must not turn into 401s for GitHub);
-// a secret that was deleted or emptied counts as not set at once.
+// A read that fails for a passing reason after a good one (throttling, a
+// 5xx, a network error) keeps the last good value for another Retry, for
+// at most one TTL past that value's own (Secrets Manager throttling must
+// not turn into 401s for GitHub, and a value that cannot be checked is not
+// trusted for ever). A secret that was deleted (scheduled for deletion:
+// InvalidRequestException), emptied, or that the function may no longer
+// read or decrypt (an operator revoking a leaked secret or its key) is
+// not served again: not set, or the error, at once.
 type Cache struct {
 	sm         SecretsManager
 	arn, plain string
@@ -69,6 +75,9 @@ type Cache struct {
 	err   error
 	until time.Time
 	read  bool
+	// fetched is when value was read; it is served through passing
+	// failures until fetched + 2 × TTL.
+	fetched time.Time
 }
 
 // NewCache returns a cache over the secret named by arn, or over plain when
@@ -111,8 +120,8 @@ func (c *Cache) Get(ctx context.Context) (string, error) {
 		}
 		return "", err
 	case err == nil:
-		c.value, c.err, c.until = v, nil, now.Add(c.o.TTL)
-	case c.value != "" && !errors.Is(err, ErrNotSet):
+		c.value, c.err, c.until, c.fetched = v, nil, now.Add(c.o.TTL), now
+	case c.value != "" && passing(err) && now.Before(c.fetched.Add(2*c.o.TTL)):
 		c.until = now.Add(c.o.Retry) // keep the last good value through a blip
 	default:
 		c.value, c.err, c.until = "", err, now.Add(c.o.Retry)
@@ -150,8 +159,11 @@ func (c *Cache) fetch(ctx context.Context) (string, error) {
 	}
 	out, err := c.sm.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: &c.arn})
 	var nf *smtypes.ResourceNotFoundException
+	var deleted *smtypes.InvalidRequestException
 	switch {
-	case errors.As(err, &nf):
+	case errors.As(err, &nf), errors.As(err, &deleted):
+		// Never written, or scheduled for deletion (Secrets Manager's
+		// answer while the recovery window runs): nothing to use.
 		return "", fmt.Errorf("secret %s: %w", shown(c.arn), ErrNotSet)
 	case err != nil:
 		return "", fmt.Errorf("secret %s: %w", shown(c.arn), scrub(err, c.arn))
@@ -159,6 +171,26 @@ func (c *Cache) fetch(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("secret %s: %w", shown(c.arn), ErrNotSet)
 	}
 	return *out.SecretString, nil
+}
+
+// passing reports whether err, a failed read, may pass on its own
+// (throttling, a 5xx, the network), so that the last good value may be
+// served meanwhile. Not set, and Secrets Manager's refusals that stay
+// until someone acts (access denied, the key disabled: DecryptionFailure,
+// an invalid parameter), are not.
+func passing(err error) bool {
+	if errors.Is(err, ErrNotSet) {
+		return false
+	}
+	var api smithy.APIError
+	if errors.As(err, &api) {
+		switch api.ErrorCode() {
+		case "AccessDeniedException", "DecryptionFailure", "InvalidParameterException", "InvalidRequestException",
+			"ResourceNotFoundException", "UnrecognizedClientException", "InvalidSignatureException":
+			return false
+		}
+	}
+	return true
 }
 
 func isPlaceholder(v string) bool {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	smtypes "github.com/aws/aws-sdk-go-v2/service/secretsmanager/types"
+	"github.com/aws/smithy-go"
 )
 
 type manualClock struct{ t time.Time }
@@ -144,5 +145,50 @@ func TestPlaceholdersAreTheTemplates(t *testing.T) {
 		if !strings.Contains(string(b), "SecretString: "+p) {
 			t.Errorf("template.yaml has no secret created with %q", p)
 		}
+	}
+}
+
+// TestCacheStopsServingARevokedSecret: a secret the operator deletes
+// (scheduled for deletion: Secrets Manager answers InvalidRequestException
+// while the recovery window runs), or that the function may no longer
+// read or decrypt, is not served again once its TTL is over: a warm
+// webhook kept accepting signatures made with a deleted, perhaps leaked,
+// secret for as long as it stayed warm (a review proved it on moto). A
+// passing failure keeps the last good value, but for one TTL more at most.
+func TestCacheStopsServingARevokedSecret(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		err     error
+		notSet  bool
+		servedF time.Duration // how long past the TTL the old value is still served
+	}{
+		{name: "scheduled for deletion", err: &smtypes.InvalidRequestException{Message: aws.String("You can't perform this operation on the secret because it was marked for deletion.")}, notSet: true},
+		{name: "access denied", err: &smithy.GenericAPIError{Code: "AccessDeniedException", Message: "not authorized"}},
+		{name: "key disabled", err: &smtypes.DecryptionFailure{Message: aws.String("KMS key disabled")}},
+		{name: "throttled for good", err: &smithy.GenericAPIError{Code: "ThrottlingException", Message: "Rate exceeded"}, servedF: 5 * time.Minute},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			sm := &fakeSM{value: aws.String("leaked")}
+			c, clk := setupCache(t, sm)
+			ctx := context.Background()
+			if _, err := c.Get(ctx); err != nil {
+				t.Fatal(err)
+			}
+			sm.err = tt.err
+			clk.advance(5 * time.Minute) // the TTL is over
+			for left := tt.servedF; left > 0; left -= 15 * time.Second {
+				if got, err := c.Get(ctx); err != nil || got != "leaked" {
+					t.Fatalf("%s before TTL: got %q, %v; want the last good value through a passing failure", left, got, err)
+				}
+				clk.advance(15 * time.Second)
+			}
+			got, err := c.Get(ctx)
+			if got != "" || err == nil || notSet(err) != tt.notSet {
+				t.Fatalf("got %q, %v; want no value (not set: %v)", got, err, tt.notSet)
+			}
+		})
 	}
 }
