@@ -27,15 +27,17 @@ package wire
 
 import (
 	"errors"
-	"github.com/ghclaim/ghclaim/shared/clock"
 	"io"
 	"log/slog"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
+	"github.com/ghclaim/ghclaim/shared/awsenv"
+	"github.com/ghclaim/ghclaim/shared/clock"
 	"github.com/ghclaim/ghclaim/shared/config"
 	"github.com/ghclaim/ghclaim/shared/obs"
 	"github.com/ghclaim/ghclaim/shared/secret"
@@ -100,13 +102,27 @@ func (e Env) Metrics(namespace, function string, out io.Writer) *obs.Metrics {
 // at start-up: a function started before make app wrote the secret keeps
 // running (and waits, or answers 503) instead of failing at init, and a
 // rotated secret is picked up.
+//
+// Each attempt of a read is bounded (SecretAttemptTimeout) unless awsCfg
+// brings its own HTTP client (the webhook's is bounded already; a test's
+// counts requests): an attempt stalled on a dead keep-alive connection
+// after the environment was frozen is cut and retried, instead of holding
+// the claimer's whole batch (it reads the App key before each) until
+// Lambda times the invocation out.
 func Secret(awsCfg aws.Config, arn, literal string) *secret.Cache {
 	var sm secret.SecretsManager
 	if arn != "" {
+		if awsCfg.HTTPClient == nil {
+			awsCfg.HTTPClient = awsenv.AttemptBound(SecretAttemptTimeout)
+		}
 		sm = secretsmanager.NewFromConfig(awsCfg)
 	}
 	return secret.NewCache(sm, arn, literal, secret.CacheOptions{})
 }
+
+// SecretAttemptTimeout bounds the wait for Secrets Manager's answer to one
+// attempt of a secret's read (it answers in milliseconds).
+const SecretAttemptTimeout = 3 * time.Second
 
 // Store is the job table with the sweep and lifetime settings of c, as
 // the webhook, the claimer and the reclaimer write it.
