@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ghclaim/ghclaim/shared/clock"
 	"github.com/ghclaim/ghclaim/shared/failure"
 )
 
@@ -586,7 +587,7 @@ func forgetReset(resp *http.Response) {
 // response, so that go-github types it like any other GitHub error.
 type tokenErrors struct {
 	next http.RoundTripper
-	now  func() time.Time
+	now  clock.Func
 }
 
 func (t tokenErrors) RoundTrip(req *http.Request) (*http.Response, error) {
