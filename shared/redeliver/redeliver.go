@@ -330,7 +330,7 @@ func (r *Redeliverer) Run(ctx context.Context) (Report, error) {
 	slices.SortFunc(rd.candidates, func(a, b ghapp.HookDelivery) int { return cmp.Compare(a.ID, b.ID) })
 	var retry []job.DeliveryRef
 	for _, d := range rd.candidates {
-		if rep.Stopped != StopRateLimit {
+		if rep.Stopped != StopRateLimit && rep.Stopped != StopAskRefused {
 			if why := r.shouldStop(stop); why != "" {
 				rep.Stopped = why
 			}
@@ -369,7 +369,7 @@ func (r *Redeliverer) Run(ctx context.Context) (Report, error) {
 	if rd.err != nil && rep.Pages == 0 {
 		return rep, fmt.Errorf("redeliver: the delivery log could not be read: %w", rd.err)
 	}
-	if rep.Stopped == StopAskRefused {
+	if rep.askErr != nil {
 		// Every ask would meet it until someone mends the App or the way
 		// to GitHub; the deliveries wait, carried. An error, as above.
 		return rep, fmt.Errorf("redeliver: asking GitHub to redeliver failed (%d carried to the next pass): %w", len(retry), rep.askErr)
@@ -598,6 +598,9 @@ func (r *Redeliverer) redeliver(ctx context.Context, rep *Report, d ghapp.HookDe
 			// This delivery's answer (GitHub's refusal of it, a 5xx), or
 			// a failure of ours: the next ask may pass.
 			rep.Errors++
+			if f.GitHub {
+				rep.unreached = 0 // GitHub answered: the failures were not in a row
+			}
 		}
 		log.Warn("redeliver: redelivery refused", "class", f.Class.String(), "error", err.Error())
 		if !refusedForGood(f) {
@@ -633,8 +636,8 @@ const maxUnreached = 3
 // again is a duplicate delivery, which the webhook answers without a
 // second claim.
 func refusedForGood(f failure.Failure) bool {
-	if !f.GitHub || f.Class == failure.RateLimit || f.Status < 400 || f.Status >= 500 {
-		return false
+	if !f.GitHub || f.Class == failure.RateLimit || f.Class == failure.Network || f.Status < 400 || f.Status >= 500 {
+		return false // a 408 is GitHub's timeout: nothing redelivered
 	}
 	switch f.Status {
 	case http.StatusUnauthorized, http.StatusForbidden, http.StatusTooManyRequests:

@@ -347,3 +347,104 @@ func TestBlipsDoNotThrottleABacklog(t *testing.T) {
 		t.Errorf("%d of %d failed deliveries expired unasked with one ask in five blipping", expired, n)
 	}
 }
+
+// slow401 answers every ask with a 401 and, doing so, uses the pass's
+// budget (the injected clock moves past it).
+type slow401 struct {
+	redeliver.GitHub
+	f *fixture
+}
+
+func (s slow401) RedeliverHookDelivery(ctx context.Context, id int64) error {
+	s.f.clock.add(time.Minute)
+	return fmt.Errorf("redeliver %d: %w", id, &github.ErrorResponse{
+		Response: &http.Response{StatusCode: http.StatusUnauthorized, Header: http.Header{}}, Message: "bad credentials"})
+}
+
+// TestAskRefusedIsAnErrorEvenAtTheBudget: a 401 stops the pass
+// (StopAskRefused, an error); the next candidate's shouldStop then
+// overwrites Stopped with "budget" and Run returns nil.
+func TestAskRefusedIsAnErrorEvenAtTheBudget(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.fake.SetWebhook(answer(200), "s")
+	f.record("a", "workflow_job", 503, 2*time.Minute)
+	f.record("b", "workflow_job", 503, time.Minute)
+	f.cfg.GitHub = slow401{GitHub: f.gh, f: f}
+	r, err := redeliver.New(f.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := r.Run(context.Background())
+	if err == nil {
+		t.Fatalf("Run = %+v, nil; want an error: every ask met a 401", rep)
+	}
+}
+
+// gh408 answers asks with GitHub's 408 (a timeout on GitHub's side: it
+// redelivered nothing).
+type gh408 struct{ redeliver.GitHub }
+
+func (g gh408) RedeliverHookDelivery(ctx context.Context, id int64) error {
+	return fmt.Errorf("redeliver %d: %w", id, &github.ErrorResponse{
+		Response: &http.Response{StatusCode: http.StatusRequestTimeout, Header: http.Header{}}, Message: "timeout"})
+}
+
+// Test408GivesTheAttemptBack: three passes meeting GitHub's 408
+// (classified Network, "found no GitHub") spend the delivery's attempts,
+// so once GitHub answers it is never redelivered.
+func Test408GivesTheAttemptBack(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.cfg.MaxAttempts = 3
+	f.fake.SetWebhook(answer(200), "s")
+	f.record("a", "workflow_job", 503, time.Minute)
+	f.cfg.GitHub = gh408{f.gh}
+	spent := 0
+	for range 4 {
+		r, err := redeliver.New(f.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, _ := r.Run(context.Background()) // an error: no GitHub
+		spent += rep.Spent
+		f.clock.add(20 * time.Minute)
+	}
+	if spent != 0 {
+		t.Fatalf("attempts spent by 408s alone (%d passes reported Spent): GitHub redelivered nothing", spent)
+	}
+}
+
+// mixed: odd asks a reset connection, even asks GitHub's 502.
+type mixed struct {
+	redeliver.GitHub
+	n int
+}
+
+func (m *mixed) RedeliverHookDelivery(ctx context.Context, id int64) error {
+	if m.n++; m.n%2 == 1 {
+		return &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
+	}
+	return &github.ErrorResponse{Response: &http.Response{StatusCode: http.StatusBadGateway, Header: http.Header{}}, Message: "bad gateway"}
+}
+
+// TestUnreachedIsInARow: reset, 502, reset, 502, reset: GitHub
+// answered between the resets, so no three in a row found no GitHub.
+func TestUnreachedIsInARow(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.fake.SetWebhook(answer(200), "s")
+	for i := range 8 {
+		f.record(fmt.Sprintf("g-%d", i), "workflow_job", 503, time.Duration(8-i)*time.Minute)
+	}
+	m := &mixed{GitHub: f.gh}
+	f.cfg.GitHub = m
+	r, err := redeliver.New(f.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := r.Run(context.Background())
+	if rep.Stopped == redeliver.StopAskRefused || m.n != 8 {
+		t.Fatalf("Run = %+v, %v after %d asks; want all 8 asked (never 3 in a row unreached)", rep, err, m.n)
+	}
+}
