@@ -114,8 +114,11 @@ func (c *Cache) Get(ctx context.Context) (string, error) {
 		// The caller gave up (its deadline, a cancelled delivery): its
 		// own failure, not the secret's. Cached, it would be every later
 		// caller's answer until Retry, a cold webhook refusing every
-		// delivery meanwhile.
-		if c.value != "" {
+		// delivery meanwhile. The last good value is the answer while a
+		// passing failure could still keep it (a Secrets Manager that
+		// stalls past every caller's deadline must not make an old value,
+		// perhaps revoked, good for ever).
+		if c.value != "" && now.Before(c.fetched.Add(2*c.o.TTL)) {
 			return c.value, nil
 		}
 		return "", err

@@ -3,14 +3,19 @@ package secret
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	smtypes "github.com/aws/aws-sdk-go-v2/service/secretsmanager/types"
 	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 )
 
 type manualClock struct{ t time.Time }
@@ -190,5 +195,55 @@ func TestCacheStopsServingARevokedSecret(t *testing.T) {
 				t.Fatalf("got %q, %v; want no value (not set: %v)", got, err, tt.notSet)
 			}
 		})
+	}
+}
+
+func sdkShape(api error) error {
+	return &smithy.OperationError{ServiceID: "Secrets Manager", OperationName: "GetSecretValue",
+		Err: &awshttp.ResponseError{ResponseError: &smithyhttp.ResponseError{Response: &smithyhttp.Response{Response: &http.Response{StatusCode: 400}}, Err: api}}}
+}
+
+// TestPassingAsTheSDKSurfacesIt: the errors passing decides on, wrapped
+// as the SDK returns them.
+func TestPassingAsTheSDKSurfacesIt(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{sdkShape(&smithy.GenericAPIError{Code: "AccessDeniedException"}), false},
+		{sdkShape(&smtypes.DecryptionFailure{Message: aws.String("x")}), false},
+		{sdkShape(&retry.MaxAttemptsError{Attempt: 3, Err: &smithy.GenericAPIError{Code: "ThrottlingException"}}), true},
+		{fmt.Errorf("x: %w", context.DeadlineExceeded), true},
+	} {
+		if got := passing(fmt.Errorf("secret: %w", tc.err)); got != tc.want {
+			t.Errorf("passing(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}
+
+// TestCallerDeadlineKeepsTheBound: a caller whose context ends during the
+// read is served the last good value only while a passing failure could
+// keep it (fetched + 2 × TTL): a Secrets Manager that stalls past every
+// caller's deadline does not make an old value, perhaps revoked, good for
+// ever (a review found it).
+func TestCallerDeadlineKeepsTheBound(t *testing.T) {
+	t.Parallel()
+	sm := &fakeSM{value: aws.String("leaked")}
+	c, clk := setupCache(t, sm)
+	if _, err := c.Get(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	sm.err = context.DeadlineExceeded // Secrets Manager stalls past every caller's deadline
+	for range 12 {
+		clk.advance(5 * time.Minute)
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_, _ = c.Get(ctx)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if got, err := c.Get(ctx); got != "" || err == nil {
+		t.Fatalf("an hour past its read: got %q, %v; want no value (bound fetched + 2×TTL)", got, err)
 	}
 }
