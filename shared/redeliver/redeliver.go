@@ -241,7 +241,7 @@ const (
 	StopReadError = "read_error"
 	// StopAskRefused: GitHub refused an ask for the App's own reasons (a
 	// 401 or 403: its key, its permission), or maxUnreached asks in a row
-	// found no GitHub; every other ask of the pass would meet the same,
+	// found no GitHub, or one failing (5xx); every other ask of the pass would meet the same,
 	// and each gives its attempt back (refusedForGood), so asking them all
 	// would ask each failed delivery on every pass with no bound. The
 	// pass is then an error (Run), so RedelivererErrorsAlarm says so.
@@ -589,14 +589,19 @@ func (r *Redeliverer) redeliver(ctx context.Context, rep *Report, d ghapp.HookDe
 		case f.GitHub && (f.Status == http.StatusUnauthorized || f.Status == http.StatusForbidden):
 			rep.Errors++
 			rep.Stopped, rep.askErr = StopAskRefused, err
-		case f.Class == failure.Network:
+		case f.Class == failure.Network || f.Class == failure.ServerSide:
+			// GitHub did nothing: unreached, or failing (a 5xx). One is a
+			// blip; maxUnreached in a row is GitHub down for every ask,
+			// each refunded, and asking the rest would spend the App's
+			// budget (the claimers' token exchanges draw on it) to the
+			// floor on every pass of the outage.
 			rep.Errors++
 			if rep.unreached++; rep.unreached >= maxUnreached {
 				rep.Stopped, rep.askErr = StopAskRefused, err
 			}
 		default:
-			// This delivery's answer (GitHub's refusal of it, a 5xx), or
-			// a failure of ours: the next ask may pass.
+			// GitHub's refusal of this delivery, or a failure of ours:
+			// the next ask may pass.
 			rep.Errors++
 			if f.GitHub {
 				rep.unreached = 0 // GitHub answered: the failures were not in a row
@@ -616,10 +621,10 @@ func (r *Redeliverer) redeliver(ctx context.Context, rep *Report, d ghapp.HookDe
 	return true
 }
 
-// maxUnreached is how many asks in a row may fail for want of a connection
-// before a pass stops (StopAskRefused): one such failure is a blip, and
-// stopping at it let a steady rate of blips cap how fast a backlog
-// drains, some of it ageing out unasked.
+// maxUnreached is how many asks in a row may find no GitHub (a failed
+// connection, a 408, a 5xx) before a pass stops (StopAskRefused): one such
+// failure is a blip, and stopping at it let a steady rate of blips cap how
+// fast a backlog drains, some of it ageing out unasked.
 const maxUnreached = 3
 
 // refusedForGood reports whether a failed ask for a redelivery was

@@ -415,7 +415,8 @@ func Test408GivesTheAttemptBack(t *testing.T) {
 	}
 }
 
-// mixed: odd asks a reset connection, even asks GitHub's 502.
+// mixed: odd asks a reset connection, even asks GitHub's refusal of the
+// delivery (422).
 type mixed struct {
 	redeliver.GitHub
 	n int
@@ -425,11 +426,12 @@ func (m *mixed) RedeliverHookDelivery(ctx context.Context, id int64) error {
 	if m.n++; m.n%2 == 1 {
 		return &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
 	}
-	return &github.ErrorResponse{Response: &http.Response{StatusCode: http.StatusBadGateway, Header: http.Header{}}, Message: "bad gateway"}
+	return &github.ErrorResponse{Response: &http.Response{StatusCode: http.StatusUnprocessableEntity, Header: http.Header{}}, Message: "Validation Failed"}
 }
 
-// TestUnreachedIsInARow: reset, 502, reset, 502, reset: GitHub
-// answered between the resets, so no three in a row found no GitHub.
+// TestUnreachedIsInARow: reset, 422, reset, 422, reset…: GitHub answered
+// between the resets, so no three in a row found no GitHub, and every
+// delivery is asked.
 func TestUnreachedIsInARow(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
@@ -446,5 +448,35 @@ func TestUnreachedIsInARow(t *testing.T) {
 	rep, err := r.Run(context.Background())
 	if rep.Stopped == redeliver.StopAskRefused || m.n != 8 {
 		t.Fatalf("Run = %+v, %v after %d asks; want all 8 asked (never 3 in a row unreached)", rep, err, m.n)
+	}
+}
+
+// TestGitHubFailingStopsThePass: GitHub answers 500 to every ask, with
+// 200 failed deliveries carried. Each 5xx gives its attempt back, so a
+// pass that went on asked all 200 on every pass of the outage (2,400 asks
+// an hour, spending the App's budget, which the claimers' token exchanges
+// draw on, to its floor; a review found it). It stops after three in a
+// row, as an error.
+func TestGitHubFailingStopsThePass(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.fake.SetWebhook(answer(200), "s")
+	for i := range 200 {
+		f.record(fmt.Sprintf("g-%03d", i), "workflow_job", 503, time.Duration(200-i)*time.Second+time.Minute)
+	}
+	const passes = 12
+	f.fake.Fail(ghfake.RouteRedeliver, 100000, ghfake.ServerError(http.StatusInternalServerError))
+	for pass := range passes {
+		r, err := redeliver.New(f.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep, err := r.Run(context.Background()); err == nil || rep.Stopped != redeliver.StopAskRefused {
+			t.Fatalf("pass %d = %+v, %v; want stopped by GitHub failing, an error", pass+1, rep, err)
+		}
+		f.clock.add(5 * time.Minute)
+	}
+	if n := f.fake.Stats().Calls[ghfake.RouteRedeliver]; n != 3*passes {
+		t.Errorf("%d asks in %d passes of a GitHub-wide 500, want 3 a pass", n, passes)
 	}
 }
