@@ -23,7 +23,8 @@
 //   - The manifest asks for the least the calls need for pools of either
 //     scope (ghapp.Needs, from GitHub's "Permissions required for GitHub
 //     Apps"): administration write (JIT runners for repository pools),
-//     organization self-hosted runners write (organisation pools), actions
+//     organization self-hosted runners write (organisation pools, so only
+//     for an App registered on an organisation), actions
 //     read (a job's status, and GitHub subscribes an App to workflow_job
 //     only with it), metadata read (always granted), and only the
 //     workflow_job event. permissions_test.go checks it against GitHub's
@@ -301,8 +302,8 @@ type HookAttributes struct {
 }
 
 // NewManifest returns the manifest for a stack's webhook URL, redirecting
-// to callback.
-func NewManifest(name, webhookURL, callback string) Manifest {
+// to callback, for an App registered on org ("": the signed-in user).
+func NewManifest(name, webhookURL, callback, org string) Manifest {
 	return Manifest{
 		Name:               name,
 		URL:                ProjectURL,
@@ -310,14 +311,21 @@ func NewManifest(name, webhookURL, callback string) Manifest {
 		RedirectURL:        callback,
 		Public:             false,
 		DefaultEvents:      []string{ghapp.EventWorkflowJob},
-		DefaultPermissions: manifestPermissions(),
+		DefaultPermissions: manifestPermissions(org),
 	}
 }
 
-// manifestPermissions is what the calls need for pools of both scopes,
-// and metadata read, which GitHub grants every App.
-func manifestPermissions() map[string]string {
-	p := ghapp.Needs(ghapp.ScopeRepo, ghapp.ScopeOrg)
+// manifestPermissions is what the calls need for pools of the scopes the
+// App can serve, and metadata read, which GitHub grants every App. An App
+// of an organisation serves pools of both scopes. A user's App is private
+// (public false): only that account can install it, and a user account
+// has no organisation runners, so it asks no organisation permission.
+func manifestPermissions(org string) map[string]string {
+	scopes := []string{ghapp.ScopeRepo}
+	if org != "" {
+		scopes = append(scopes, ghapp.ScopeOrg)
+	}
+	p := ghapp.Needs(scopes...)
 	p["metadata"] = "read"
 	return p
 }
@@ -440,7 +448,7 @@ var pageTmpl = template.Must(template.New("page").Parse(`<!DOCTYPE html>
 `))
 
 func (f *flow) page(w http.ResponseWriter, _ *http.Request) {
-	m := NewManifest(f.cfg.Name, f.cfg.WebhookURL, f.base+"/callback")
+	m := NewManifest(f.cfg.Name, f.cfg.WebhookURL, f.base+"/callback", f.cfg.Org)
 	compact, _ := json.Marshal(m)
 	pretty, _ := json.MarshalIndent(m, "", "  ")
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")

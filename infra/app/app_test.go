@@ -158,7 +158,8 @@ func TestFlowEndToEnd(t *testing.T) {
 	if err := json.Unmarshal(a.Manifest, &m); err != nil {
 		t.Fatal(err)
 	}
-	wantPerms := map[string]string{"administration": "write", "organization_self_hosted_runners": "write", "actions": "read", "metadata": "read"}
+	// A user's App (the test registers no -org): no organisation runners.
+	wantPerms := map[string]string{"administration": "write", "actions": "read", "metadata": "read"}
 	if fmt.Sprint(m.DefaultPermissions) != fmt.Sprint(wantPerms) || fmt.Sprint(m.DefaultEvents) != "[workflow_job]" ||
 		m.HookAttributes == nil || m.HookAttributes.URL != hookURL || m.Public || !strings.HasSuffix(m.RedirectURL, "/callback") {
 		t.Errorf("manifest GitHub received: %s", a.Manifest)

@@ -90,7 +90,7 @@ func loadVendored(t *testing.T) vendored {
 // production only: the stand-in and the other tests cannot see it.
 func TestManifestCoversEveryCall(t *testing.T) {
 	t.Parallel()
-	m := app.NewManifest("ghclaim-test", hookURL, "http://127.0.0.1:1/callback")
+	m := app.NewManifest("ghclaim-test", hookURL, "http://127.0.0.1:1/callback", "octo-org")
 	v := loadVendored(t)
 
 	// Every route ghclaim calls has a row: a new call must say what it needs.
@@ -124,7 +124,7 @@ func TestManifestCoversEveryCall(t *testing.T) {
 // granted to every App whatever it asks).
 func TestManifestIsLeast(t *testing.T) {
 	t.Parallel()
-	m := app.NewManifest("ghclaim-test", hookURL, "http://127.0.0.1:1/callback")
+	m := app.NewManifest("ghclaim-test", hookURL, "http://127.0.0.1:1/callback", "octo-org")
 	most := map[string]string{"metadata": "read"}
 	for _, rows := range []map[string]docsPermission{routePermissions, eventPermissions} {
 		for _, need := range rows {
@@ -146,7 +146,7 @@ func TestManifestIsLeast(t *testing.T) {
 // a word and the App lacks the permission.
 func TestManifestNamesGitHubPermissions(t *testing.T) {
 	t.Parallel()
-	m := app.NewManifest("ghclaim-test", hookURL, "http://127.0.0.1:1/callback")
+	m := app.NewManifest("ghclaim-test", hookURL, "http://127.0.0.1:1/callback", "octo-org")
 	props := loadVendored(t).Defs.AppPermissions.Properties
 	if len(props) == 0 {
 		t.Fatal("no app-permissions schema in ghfake/openapi/rest.json")
@@ -160,5 +160,21 @@ func TestManifestNamesGitHubPermissions(t *testing.T) {
 		if !slices.Contains(p.Enum, got) {
 			t.Errorf("default_permissions.%s = %q, GitHub offers %v", name, got, p.Enum)
 		}
+	}
+}
+
+// TestUserAppAsksNoOrganisationPermission: an App registered on a user
+// account (no -org) is private to it, and a user account has no
+// organisation runners: its manifest asks for the repository pools'
+// permissions alone, not organization_self_hosted_runners.
+func TestUserAppAsksNoOrganisationPermission(t *testing.T) {
+	t.Parallel()
+	user := app.NewManifest("ghclaim-test", hookURL, "http://127.0.0.1:1/callback", "")
+	if _, ok := user.DefaultPermissions["organization_self_hosted_runners"]; ok || user.DefaultPermissions["administration"] != "write" {
+		t.Errorf("a user's App asks %v, want administration write and no organisation runners", user.DefaultPermissions)
+	}
+	org := app.NewManifest("ghclaim-test", hookURL, "http://127.0.0.1:1/callback", "octo-org")
+	if org.DefaultPermissions["organization_self_hosted_runners"] != "write" {
+		t.Errorf("an organisation's App asks %v, want organisation runners write", org.DefaultPermissions)
 	}
 }
