@@ -300,6 +300,9 @@ type Report struct {
 	BusyRace       int // turned busy between the list and the delete: left
 	RunnersLive    int // of a non-terminal job: left
 	UnknownKept    int // unknown job, runner online: left for now
+	// ElsewhereSkipped counts runners named like a job's runner, listed in
+	// another repository or organisation than the job's: not ours, left.
+	ElsewhereSkipped int
 	// ForeignSkipped counts runners named like a pool no longer configured
 	// whose record was not read: their prefix's first records named none
 	// of them (another tool's runners, see pass.foreign).
@@ -799,6 +802,15 @@ func (j *Janitor) scope(ctx context.Context, p *pass, st *installState, scope, o
 		if err != nil {
 			p.rep.Errors++
 			rlog.WarnContext(ctx, "janitor could not read the job record", slog.Any("err", err))
+			continue
+		}
+		if gone == "" && found && !sameRepo(rec, scope, owner, repo) {
+			// Named like our job's runner, where that job's runner never
+			// is (another repository of the installation, registered by
+			// hand or on purpose): not ours. Deleted, its clean-up would
+			// end our machine of that name, busy perhaps with a job it
+			// took (a review proved it).
+			p.rep.ElsewhereSkipped++
 			continue
 		}
 		if gone != "" {
