@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -41,22 +42,17 @@ func (s *heldSM) PutSecretValue(ctx context.Context, in *secretsmanager.PutSecre
 // stuck, and "reload" is what a failed page says). The reload converts
 // nothing (the code works once: GitHub's 404 for it used to end make app
 // as a failure while the first callback stored the App, whose id was never
-// shown) and says the conversion is under way; the run ends with the App,
-// and a reload after that shows it.
+// shown) and says the conversion is under way; the run ends with the App.
 func TestReloadWhileConvertingConvertsNothing(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	sm := newHeldSM(f.sm)
 	reload := make(chan int, 1)
 	cfg := f.config(func(pageURL string) {
-		u, err := postManifestFor(pageURL)
-		if err != nil {
-			t.Error(err)
-			close(sm.release)
+		u, ok := firstCallbackHeld(t, sm, pageURL)
+		if !ok {
 			return
 		}
-		go func() { _, _ = submitTo(u) }() // the first callback
-		<-sm.started
 		code, _ := submitTo(u) // the reload, while the first one stores
 		reload <- code
 		close(sm.release)
@@ -88,14 +84,9 @@ func TestInterruptedWhileConvertingWaitsForTheApp(t *testing.T) {
 	waiting := &signalWriter{line: "A conversion is under way", seen: make(chan struct{})}
 	ran := make(chan struct{})
 	cfg := f.config(func(pageURL string) {
-		u, err := postManifestFor(pageURL)
-		if err != nil {
-			t.Error(err)
-			close(sm.release)
+		if _, ok := firstCallbackHeld(t, sm, pageURL); !ok {
 			return
 		}
-		go func() { _, _ = submitTo(u) }()
-		<-sm.started
 		cancel() // interrupted while the first callback stores
 		select {
 		case <-waiting.seen: // the run waits for the conversion
@@ -129,4 +120,22 @@ func (w *signalWriter) Write(p []byte) (int, error) {
 		close(w.seen)
 	}
 	return len(p), nil
+}
+
+// firstCallbackHeld posts the page's manifest to GitHub and follows
+// GitHub's redirect once, in the background: that first callback converts
+// the code and stays in its first PutSecretValue (sm holds it). It returns
+// the redirect, for a reload; false when the post failed (then nothing is
+// held, and the run times out).
+func firstCallbackHeld(t *testing.T, sm *heldSM, pageURL string) (*url.URL, bool) {
+	t.Helper()
+	u, err := postManifestFor(pageURL)
+	if err != nil {
+		t.Error(err)
+		close(sm.release)
+		return nil, false
+	}
+	go func() { _, _ = submitTo(u) }()
+	<-sm.started
+	return u, true
 }

@@ -30,10 +30,7 @@ import (
 // never redelivered and its job waited 24 h.
 func TestRateLimitedRedeliveryKeepsItsAttempt(t *testing.T) {
 	t.Parallel()
-	f := setup(t)
-	f.cfg.MaxAttempts = 3
-	f.fake.SetWebhook(answer(200), "s")
-	f.record("g", "workflow_job", 503, time.Minute)
+	f := oneFailedDelivery(t)
 	for pass := range 3 {
 		f.fake.Fail(ghfake.RouteRedeliver, 1, ghfake.TooManyRequests(time.Minute))
 		rep := f.run(t)
@@ -152,10 +149,7 @@ func TestMinRemainingZeroIsHonoured(t *testing.T) {
 // redelivery was asked, so none spends an attempt.
 func TestBrokenConnectionRedeliveryKeepsItsAttempt(t *testing.T) {
 	t.Parallel()
-	f := setup(t)
-	f.cfg.MaxAttempts = 3
-	f.fake.SetWebhook(answer(200), "s")
-	f.record("g", "workflow_job", 503, time.Minute)
+	f := oneFailedDelivery(t)
 	for pass := range 3 {
 		f.fake.Fail(ghfake.RouteRedeliver, 1, ghfake.ConnectionReset())
 		if rep := f.run(t); rep.Redelivered != 0 || rep.Errors != 1 {
@@ -479,4 +473,15 @@ func TestGitHubFailingStopsThePass(t *testing.T) {
 	if n := f.fake.Stats().Calls[ghfake.RouteRedeliver]; n != 3*passes {
 		t.Errorf("%d asks in %d passes of a GitHub-wide 500, want 3 a pass", n, passes)
 	}
+}
+
+// oneFailedDelivery is a fixture with one failed queued delivery, "g", a
+// minute old, an endpoint that answers again, and three attempts a GUID.
+func oneFailedDelivery(t *testing.T) *fixture {
+	t.Helper()
+	f := setup(t)
+	f.cfg.MaxAttempts = 3
+	f.fake.SetWebhook(answer(200), "s")
+	f.record("g", "workflow_job", 503, time.Minute)
+	return f
 }
