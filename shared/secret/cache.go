@@ -178,7 +178,8 @@ func (c *Cache) fetch(ctx context.Context) (string, error) {
 
 // passing reports whether err, a failed read, may pass on its own
 // (throttling, a 5xx, the network), so that the last good value may be
-// served meanwhile. Not set, and Secrets Manager's refusals that stay
+// served meanwhile. Not set (fetch reads ResourceNotFoundException and
+// InvalidRequestException so), and Secrets Manager's refusals that stay
 // until someone acts (access denied, the key disabled: DecryptionFailure,
 // an invalid parameter), are not.
 func passing(err error) bool {
@@ -188,8 +189,8 @@ func passing(err error) bool {
 	var api smithy.APIError
 	if errors.As(err, &api) {
 		switch api.ErrorCode() {
-		case "AccessDeniedException", "DecryptionFailure", "InvalidParameterException", "InvalidRequestException",
-			"ResourceNotFoundException", "UnrecognizedClientException", "InvalidSignatureException":
+		case "AccessDeniedException", "DecryptionFailure", "InvalidParameterException",
+			"UnrecognizedClientException", "InvalidSignatureException":
 			return false
 		}
 	}
