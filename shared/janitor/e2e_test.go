@@ -25,23 +25,26 @@ import (
 // ghfake; the job store in memory): the idle runner of a finished job is
 // deleted and its real instance terminated, and a JIT config whose
 // instance is gone is deleted, while a busy runner's instance runs on.
+// An offline runner of a job this stack never recorded, whose machine is
+// another stack's (its ghclaim:stack tag), is left: that stack names its
+// runners alike, and the runner is offline while its machine boots.
 func TestEndToEnd(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	f := setup(t)
 	awsCfg := emulator.ForTest(t).ConfigForTest(t)
 	instances, params := ec2api.New(awsCfg), ssm.NewFromConfig(awsCfg)
-	const idle, busy, gone = int64(5101), int64(5102), int64(5103)
+	const idle, busy, gone, theirs = int64(5101), int64(5102), int64(5103), int64(5104)
 
-	launch := func(id int64) string {
+	launch := func(id int64, more ...ec2api.Tag) string {
 		t.Helper()
 		name := job.RunnerName("linux", id)
-		machine, err := provisiontest.RunInstance(ctx, instances, "ami-03cf127a", "t3.micro", []ec2api.Tag{
+		machine, err := provisiontest.RunInstance(ctx, instances, "ami-03cf127a", "t3.micro", append([]ec2api.Tag{
 			{Key: provision.TagJobID, Value: strconv.FormatInt(id, 10)},
 			{Key: provision.TagPool, Value: "linux"},
 			{Key: provision.TagRepo, Value: "octo/app"},
 			{Key: provision.TagRunnerName, Value: name},
-		})
+		}, more...))
 		if err != nil {
 			t.Fatalf("launch machine of job %d: %v", id, err)
 		}
@@ -82,18 +85,20 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	goneParam := put(gone, goneMachine)
+	theirMachine := launch(theirs, ec2api.Tag{Key: provision.TagStack, Value: "ghclaim-staging"})
 	// moto dates parameters by the wall clock: the janitor's clock is an
 	// hour later, past every grace.
 	now := time.Now().Add(time.Hour)
 	f.now = now
 	f.runner(t, job.RunnerName("linux", idle), "online", false)
 	f.runner(t, job.RunnerName("linux", busy), "online", true)
+	f.runner(t, job.RunnerName("linux", theirs), "offline", false)
 	f.record(idle, job.Done, "linux-999")
 	f.record(busy, job.Done, "linux-999")
 	f.record(gone, job.Failed, "")
 	j, err := janitor.New(janitor.Config{Store: f.store, GitHub: f.gh, Rates: f.rates, Pools: []pool.Pool{linux},
 		Provisioner: provision.Registry{pool.ProvisionerEC2: provision.NewEC2(instances, params, slog.New(slog.DiscardHandler))},
-		Leftovers:   provision.Leftovers{Instances: instances, Parameters: params},
+		Leftovers:   provision.Leftovers{Instances: instances, Parameters: params, Stack: "ghclaim-prod"},
 		Now:         func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
@@ -103,8 +108,14 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatalf("Run: %v", err)
 	}
 
-	if rep.RunnersDeleted != 1 || rep.RunnersBusy != 1 || rep.Errors != 0 {
-		t.Errorf("report %+v, want 1 runner deleted, 1 busy, no error", rep)
+	if rep.RunnersDeleted != 1 || rep.RunnersBusy != 1 || rep.UnknownNotOurs != 1 || rep.Errors != 0 {
+		t.Errorf("report %+v, want 1 runner deleted, 1 busy, 1 not ours, no error", rep)
+	}
+	if _, ok := f.fake.RunnerByName(job.RunnerName("linux", theirs)); !ok {
+		t.Error("another stack's booting runner was deleted")
+	}
+	if st := state(theirMachine); st != ec2api.StateRunning {
+		t.Errorf("another stack's machine is %s, want running", st)
 	}
 	if _, ok := f.fake.RunnerByName(job.RunnerName("linux", idle)); ok {
 		t.Error("idle runner of a finished job still registered")

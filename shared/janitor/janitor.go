@@ -41,13 +41,19 @@
 //     taken by another job, may be busy on its own machine.
 //     - unknown (no record, or one past its TTL): the record is written
 //     before any runner is registered, so absence is never a race with a
-//     claim in flight; it means the record expired (7 days) or was removed.
-//     GitHub gives no creation time for a runner, and the janitor keeps no
-//     state between passes (its table access is GetItem only), so the
-//     grace is the runner's own status: an unknown runner is deleted only
-//     when offline and not busy. An online one holds a machine; the boot
-//     script's idle limit powers that machine off, the runner goes offline
-//     and a later pass deletes it.
+//     claim in flight; it means the record expired (7 days) or was removed,
+//     or that the runner is not ours: another ghclaim stack on the same
+//     organisation names its runners alike (the scaffold's linux-x64), and
+//     its runner is offline while its machine boots. GitHub gives no
+//     creation time for a runner, and the janitor keeps no state between
+//     passes (its table access is GetItem only), so the grace is the
+//     runner's own status and this stack's machines: an unknown runner is
+//     deleted only when offline, not busy, and named by a live machine of
+//     this stack (its runner-name tag; the machines are listed first).
+//     An online one holds a machine; the boot script's idle limit powers
+//     that machine off, the runner goes offline and a later pass deletes
+//     it. One no machine of ours names is left (unknown_not_ours): GitHub
+//     removes an ephemeral runner offline for a day by itself.
 //  2. Machines: every live instance tagged ghclaim:job-id of this stack
 //     (another stack's, by its ghclaim:stack tag, is not listed:
 //     provision.Leftovers), listed at the start of the pass. One tagged
@@ -295,11 +301,16 @@ func New(cfg Config) (*Janitor, error) {
 
 // Report counts what one pass did.
 type Report struct {
-	RunnersDeleted int // of a terminal job, or unknown and offline
+	RunnersDeleted int // of a terminal job, or unknown, offline and named by a machine of ours
 	RunnersBusy    int // of a terminal job, busy: left
 	BusyRace       int // turned busy between the list and the delete: left
 	RunnersLive    int // of a non-terminal job: left
 	UnknownKept    int // unknown job, runner online: left for now
+	// UnknownNotOurs counts offline runners of an unknown job that no
+	// live machine of this stack names: another stack's, perhaps, or a
+	// machine already gone; left for GitHub, which removes an ephemeral
+	// runner offline for a day.
+	UnknownNotOurs int
 	// ElsewhereSkipped counts runners named like a job's runner, listed in
 	// another repository or organisation than the job's: not ours, left.
 	ElsewhereSkipped int
@@ -385,6 +396,10 @@ type pass struct {
 	// phase's time before ours are reached.
 	foreign map[string]int
 	ours    map[string]bool
+	// machineRunners holds the runner names (lower-cased) of this stack's
+	// live machines listed at the pass's start: an offline runner of an
+	// unknown job is ours to delete only when one of them names it.
+	machineRunners map[string]bool
 }
 
 // maxForeignReads is how many runners of one unknown prefix a pass reads
@@ -404,6 +419,12 @@ func (j *Janitor) Run(ctx context.Context) (Report, error) {
 	// The machines are listed first: their number sets the reserve.
 	ms, merr := j.cfg.Leftovers.LiveMachines(ctx)
 	p.listUntil = p.by
+	p.machineRunners = map[string]bool{}
+	if merr == nil {
+		for _, m := range ms {
+			p.machineRunners[strings.ToLower(machineRunner(m))] = true
+		}
+	}
 	if merr == nil && len(ms) > 0 {
 		p.reserve = min(len(ms), j.cfg.MaxCalls/machineShare)
 		p.listUntil = p.by.Add(-p.by.Sub(now) / machineShare)
@@ -840,6 +861,17 @@ func (j *Janitor) scope(ctx context.Context, p *pass, st *installState, scope, o
 			p.rep.UnknownKept++
 			rlog.InfoContext(ctx, "janitor left an online runner of an unknown job", slog.String("status", r.Status))
 			continue
+		case !found && !p.machineRunners[strings.ToLower(r.Name)]:
+			// No record and no machine of this stack: nothing says it is
+			// ours. Another stack of ghclaim on the same organisation
+			// names its runners alike (pools share names: the scaffold's
+			// linux-x64), and its runner of a job we never recorded is
+			// offline while its machine boots: deleted, that job would
+			// wait out its start grace for a replacement. GitHub removes
+			// an ephemeral (JIT) runner offline for a day by itself.
+			p.rep.UnknownNotOurs++
+			rlog.InfoContext(ctx, "janitor left an offline runner of an unknown job: no machine of this stack names it")
+			continue
 		case found && rec.State == job.Done && p.now.Before(job.FromMillis(rec.UpdatedAt).Add(job.StartGrace(pl.StartGrace()))):
 			// When another job A's runner took this job, A waits for this
 			// job's own runner, booting or idle (shared/webhook: the swap);
@@ -1099,7 +1131,7 @@ func (j *Janitor) report(ctx context.Context, r Report, err error) {
 	}{
 		{metricRunnersDeleted.Name, r.RunnersDeleted}, {"JanitorRunnersBusy", r.RunnersBusy},
 		{"JanitorBusyRace", r.BusyRace}, {"JanitorRunnersLive", r.RunnersLive},
-		{"JanitorUnknownKept", r.UnknownKept}, {"JanitorSparesKept", r.SparesKept}, {metricMachinesEnded.Name, r.MachinesEnded},
+		{"JanitorUnknownKept", r.UnknownKept}, {"JanitorUnknownNotOurs", r.UnknownNotOurs}, {"JanitorSparesKept", r.SparesKept}, {metricMachinesEnded.Name, r.MachinesEnded},
 		{"JanitorMachinesKept", r.MachinesKept}, {"JanitorRunnerReappeared", r.RunnerReappeared},
 		{"JanitorConfigsDeleted", r.ConfigsDeleted}, {"JanitorConfigsUnread", r.ConfigsUnread},
 		{"JanitorRateLimited", r.RateLimited}, {"JanitorSuspended", r.Suspended}, {"JanitorSkippedRateLimited", r.SkippedRateLimited},

@@ -174,8 +174,14 @@ func TestRunnersAndMachines(t *testing.T) {
 			wantRunner: true, wantMachine: true, want: janitor.Report{RunnersLive: 1}},
 		{name: "abandoned job, runner already gone: machine ended", state: job.Abandoned,
 			want: janitor.Report{MachinesEnded: 1}},
-		{name: "unknown job, offline runner deleted", runner: "offline", machineAge: -1,
+		{name: "unknown job, offline runner of a machine of ours deleted, its machine ended", runner: "offline", machineAge: 2 * time.Hour,
 			want: janitor.Report{RunnersDeleted: 1}},
+		{name: "unknown job, offline runner of a young machine of ours deleted, its machine ended", runner: "offline", machineAge: time.Minute,
+			want: janitor.Report{RunnersDeleted: 1}},
+		// Another stack's runner, named alike, booting: no machine of
+		// ours names it, so nothing says it is ours.
+		{name: "unknown job, offline runner no machine of ours names left", runner: "offline", machineAge: -1,
+			wantRunner: true, want: janitor.Report{UnknownNotOurs: 1}},
 		{name: "unknown job, online runner left for its idle limit", runner: "online", machineAge: -1,
 			wantRunner: true, want: janitor.Report{UnknownKept: 1}},
 		{name: "unknown job, machine past the grace ended", machineAge: 2 * time.Hour,
@@ -632,5 +638,44 @@ func TestIdleRunnerOfAJobDoneLatelyIsKept(t *testing.T) {
 				t.Errorf("runner registered %v, machine running %v, spares kept %d; want kept %v", registered, running, rep.SparesKept, tc.kept)
 			}
 		})
+	}
+}
+
+// unlistedMachines is EC2 refusing the machine listing.
+type unlistedMachines struct{ janitor.Leftovers }
+
+func (unlistedMachines) LiveMachines(context.Context) ([]pool.Machine, error) {
+	return nil, fmt.Errorf("describe instances: %w", context.DeadlineExceeded)
+}
+
+// TestUnknownRunnerUnlistedMachines: when this stack's machines could not
+// be listed, nothing says an offline runner of an unknown job is ours (a
+// machine of ours naming it is what does), so it is left, though a machine
+// of ours does name it: the next pass, listing them, deletes it.
+func TestUnknownRunnerUnlistedMachines(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	const id = int64(1003)
+	name := job.RunnerName("linux", id)
+	f.machine(t, id)
+	f.runner(t, name, "offline", false)
+	j, err := janitor.New(janitor.Config{Store: f.store, GitHub: f.gh, Provisioner: f.prov, Leftovers: unlistedMachines{f.prov},
+		Pools: []pool.Pool{linux}, Now: func() time.Time { return f.now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := j.Run(context.Background())
+	if err == nil || rep.UnknownNotOurs != 1 || rep.RunnersDeleted != 0 {
+		t.Fatalf("report %+v, err %v: want the runner left as not known ours, and the listing's error", rep, err)
+	}
+	if _, ok := f.fake.RunnerByName(name); !ok {
+		t.Fatalf("runner %s deleted with no machine listing to say it is ours", name)
+	}
+	rep = f.run(t, nil)
+	if rep.RunnersDeleted != 1 {
+		t.Errorf("next pass, machines listed: report %+v, want the runner deleted", rep)
+	}
+	if _, ok := f.fake.RunnerByName(name); ok {
+		t.Errorf("runner %s still registered after a pass that listed its machine", name)
 	}
 }
