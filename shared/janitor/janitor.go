@@ -49,11 +49,14 @@
 //     passes (its table access is GetItem only), so the grace is the
 //     runner's own status and this stack's machines: an unknown runner is
 //     deleted only when offline, not busy, and named by a live machine of
-//     this stack (its runner-name tag; the machines are listed first).
+//     this stack where it is registered (its runner-name, repo and scope
+//     tags; the machines are listed first).
 //     An online one holds a machine; the boot script's idle limit powers
-//     that machine off, the runner goes offline and a later pass deletes
-//     it. One no machine of ours names is left (unknown_not_ours): GitHub
-//     removes an ephemeral runner offline for a day by itself.
+//     that machine off (terminated), so by the time its runner is offline
+//     no live machine names it. One no machine of ours names (ours whose
+//     machine is gone, another stack's, every dispatch pool's) is left
+//     (unknown_not_ours): GitHub removes an ephemeral runner offline for a
+//     day by itself.
 //  2. Machines: every live instance tagged ghclaim:job-id of this stack
 //     (another stack's, by its ghclaim:stack tag, is not listed:
 //     provision.Leftovers), listed at the start of the pass. One tagged
@@ -396,10 +399,31 @@ type pass struct {
 	// phase's time before ours are reached.
 	foreign map[string]int
 	ours    map[string]bool
-	// machineRunners holds the runner names (lower-cased) of this stack's
-	// live machines listed at the pass's start: an offline runner of an
-	// unknown job is ours to delete only when one of them names it.
-	machineRunners map[string]bool
+	// machineRunners holds this stack's live machines listed at the
+	// pass's start by the runner each names (lower-cased): an offline
+	// runner of an unknown job is ours to delete only when one of them
+	// names it where it is registered (machineNames).
+	machineRunners map[string][]pool.Machine
+}
+
+// machineNames reports whether a live machine of this stack names the
+// runner name of pool pl listed in the scope (scope, owner, repo): its
+// runner name, and where that runner registered (the machine's scope
+// tag, else pl's scope; its repository, or that repository's
+// organisation). A runner of that name in another repository of the
+// installation is not that machine's: deleted, its clean-up would end the
+// machine, busy perhaps with its own runner's job.
+func (p *pass) machineNames(pl pool.Pool, name, scope, owner, repo string) bool {
+	for _, m := range p.machineRunners[strings.ToLower(name)] {
+		mOwner, mRepo, _ := strings.Cut(m.Repo, "/")
+		if pl.Where(m.Scope) != scope || !strings.EqualFold(mOwner, owner) {
+			continue
+		}
+		if scope == pool.ScopeOrg || strings.EqualFold(mRepo, repo) {
+			return true
+		}
+	}
+	return false
 }
 
 // maxForeignReads is how many runners of one unknown prefix a pass reads
@@ -419,10 +443,11 @@ func (j *Janitor) Run(ctx context.Context) (Report, error) {
 	// The machines are listed first: their number sets the reserve.
 	ms, merr := j.cfg.Leftovers.LiveMachines(ctx)
 	p.listUntil = p.by
-	p.machineRunners = map[string]bool{}
+	p.machineRunners = map[string][]pool.Machine{}
 	if merr == nil {
 		for _, m := range ms {
-			p.machineRunners[strings.ToLower(machineRunner(m))] = true
+			k := strings.ToLower(machineRunner(m))
+			p.machineRunners[k] = append(p.machineRunners[k], m)
 		}
 	}
 	if merr == nil && len(ms) > 0 {
@@ -861,7 +886,7 @@ func (j *Janitor) scope(ctx context.Context, p *pass, st *installState, scope, o
 			p.rep.UnknownKept++
 			rlog.InfoContext(ctx, "janitor left an online runner of an unknown job", slog.String("status", r.Status))
 			continue
-		case !found && !p.machineRunners[strings.ToLower(r.Name)]:
+		case !found && !p.machineNames(pl, r.Name, scope, owner, repo):
 			// No record and no machine of this stack: nothing says it is
 			// ours. Another stack of ghclaim on the same organisation
 			// names its runners alike (pools share names: the scaffold's

@@ -679,3 +679,96 @@ func TestUnknownRunnerUnlistedMachines(t *testing.T) {
 		t.Errorf("runner %s still registered after a pass that listed its machine", name)
 	}
 }
+
+// untaggedMachines drops every machine's runner-name tag, as on machines
+// launched before it was kept.
+type untaggedMachines struct{ janitor.Leftovers }
+
+func (u untaggedMachines) LiveMachines(ctx context.Context) ([]pool.Machine, error) {
+	ms, err := u.Leftovers.LiveMachines(ctx)
+	for i := range ms {
+		ms[i].RunnerName = ""
+	}
+	return ms, err
+}
+
+// TestUnknownRunnerNamedByOurMachine: an offline runner of an unknown job
+// is ours when a live machine names it, by its runner-name tag (a later
+// attempt's -r<n> name) or, on a machine without one, by the job's first
+// name: deleted, and its machine ended.
+func TestUnknownRunnerNamedByOurMachine(t *testing.T) {
+	t.Parallel()
+	const id = int64(1201)
+	for _, tc := range []struct {
+		name, runner string
+		untagged     bool
+	}{
+		{"a later attempt's name", job.RunnerNameAt("linux", id, 2), false},
+		{"a machine without the runner-name tag", job.RunnerName("linux", id), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := setup(t)
+			req := pool.Request{JobID: id, RunID: 7, Repo: "octo/app", Pool: linux, RunnerName: tc.runner, JITConfig: "jit"}
+			if _, err := f.prov.Provision(context.Background(), req); err != nil {
+				t.Fatal(err)
+			}
+			f.runner(t, tc.runner, "offline", false)
+			var lo janitor.Leftovers = f.prov
+			if tc.untagged {
+				lo = untaggedMachines{f.prov}
+			}
+			j, err := janitor.New(janitor.Config{Store: f.store, GitHub: f.gh, Provisioner: f.prov, Leftovers: lo,
+				Pools: []pool.Pool{linux}, Now: func() time.Time { return f.now }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep, err := j.Run(context.Background())
+			if err != nil || rep.RunnersDeleted != 1 || len(f.prov.Machines(id)) != 0 {
+				t.Errorf("report %+v, %v, %d machine(s) live: want the runner deleted and its machine ended", rep, err, len(f.prov.Machines(id)))
+			}
+		})
+	}
+}
+
+// TestUnknownRunnerNoMachineNames: with no live machine of this stack
+// naming it, an offline runner of an unknown job is left to GitHub (which
+// removes an ephemeral runner offline for a day): a dispatch pool's, whose
+// hosts are no machines of ours, and ours once the idle limit powered its
+// machine off (terminated: no longer listed).
+func TestUnknownRunnerNoMachineNames(t *testing.T) {
+	t.Parallel()
+	t.Run("dispatch pool", func(t *testing.T) {
+		t.Parallel()
+		f := setup(t)
+		name := job.RunnerName("linux", 1102)
+		f.runner(t, name, "offline", false)
+		d := linux
+		d.Provisioner = pool.Provisioner{Type: pool.ProvisionerDispatch, QueueURL: "https://sqs.eu-west-1.amazonaws.com/123456789012/hosts"}
+		rep, err := f.janitorOf(t, f.gh, f.prov, d).Run(context.Background())
+		if err != nil || rep.UnknownNotOurs != 1 || rep.RunnersDeleted != 0 {
+			t.Errorf("report %+v, %v: want the runner left as not known ours", rep, err)
+		}
+	})
+	t.Run("machine powered off by the idle limit", func(t *testing.T) {
+		t.Parallel()
+		f := setup(t)
+		const id = int64(1101)
+		name := job.RunnerName("linux", id)
+		f.now = t0.Add(-2 * time.Hour)
+		f.machine(t, id)
+		f.now = t0
+		f.runner(t, name, "online", false)
+		if rep := f.run(t, nil); rep.UnknownKept != 1 {
+			t.Fatalf("first pass %+v, want the online runner kept", rep)
+		}
+		if err := f.fake.SetRunner(name, "offline", false); err != nil {
+			t.Fatal(err)
+		}
+		f.prov.Stop(id)
+		f.now = t0.Add(15 * time.Minute)
+		if rep := f.run(t, nil); rep.UnknownNotOurs != 1 || rep.RunnersDeleted != 0 {
+			t.Errorf("pass after the power-off %+v: want the runner left as not known ours", rep)
+		}
+	})
+}
