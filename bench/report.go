@@ -196,7 +196,7 @@ func (r Report) Markdown(w io.Writer) {
 		p("### check_queued = %v (%d jobs)", c.CheckQueued, c.Jobs)
 		p("")
 		p("One claimer instance (the handler `functions/claimer` runs, from its own wiring `shared/wire/claimer`, 4 workers per batch) fed batches of 10")
-		p("from the real claims queue by the local SQS event source mapping; the GitHub stand-in answers at once.")
+		p("from the real claims queue by the local SQS event source mapping; the GitHub stand-in answers at once, its secondary rate limit lifted (GitHub lets one installation register 180 runners a minute: 900 points, 5 a POST).")
 		p("")
 		p("- claims per second per instance: **%.1f** (time inside the handler; %.1f/s including the mapping's polling), %d invocations, mean %.0f ms each", c.ClaimsPerS, c.WallPerS, c.Invocations, c.HandlerMS)
 		p("- GitHub requests per claimed job: **%g** (floor %d): %s; plus %d installation token request(s) for the whole run (one per installation per hour)", c.GitHubTotal, c.GitHubFloor, calls(c.GitHubPerJob), c.TokenRequests)

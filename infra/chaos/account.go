@@ -50,6 +50,10 @@ type Report struct {
 	// schedule, not on the jobs (ReclaimerCalls).
 	GitHubCallsPerClaim, AWSCallsPerJob float64
 	ReclaimerCalls                      int
+	// SecondaryLimited counts GitHub requests the stand-in refused for
+	// its secondary rate limit on points a minute (as GitHub would), not
+	// as an injected fault.
+	SecondaryLimited int
 	// Claimed counts jobs that got a machine (a claim that reached the
 	// provisioner); Done, Failed and Abandoned the jobs' final states.
 	Claimed, Done, Failed, Abandoned int
@@ -128,12 +132,12 @@ func (r Report) Line() string {
 		"github_calls_per_claim=%.2f aws_calls_per_job=%.2f claimed=%d done=%d failed=%d abandoned=%d redeliveries=%d "+
 		"claimed_after_done=%d stray=%d rejected=%d undelivered=%d secrets_logged=%d orphan_runners=%d reclaimer_calls=%d "+
 		"ran=%d cancelled=%d elsewhere=%d never_booted=%d runners_died=%d unreached=%d redelivered=%d orphan_machines=%d "+
-		"late_answers=%d bad_answers=%d gone_pool_runners=%d gone_pool_machines=%d gave_up_queued=%d elapsed=%s",
+		"late_answers=%d bad_answers=%d gone_pool_runners=%d gone_pool_machines=%d gave_up_queued=%d secondary_limited=%d elapsed=%s",
 		r.Jobs, r.Faults, r.Kills, r.DuplicateDeliveries, r.Lost, r.DuplicateRunners, r.DuplicateInstances,
 		r.GitHubCallsPerClaim, r.AWSCallsPerJob, r.Claimed, r.Done, r.Failed, r.Abandoned, r.Redeliveries,
 		r.ClaimedAfterDone, r.Stray, r.Rejected, r.Undelivered, r.SecretsLogged, r.OrphanRunners, r.ReclaimerCalls,
 		r.Ran, r.Cancelled, r.Elsewhere, r.NeverBooted, r.RunnersDied, r.Unreached, r.Redelivered, r.OrphanMachines,
-		r.LateAnswers, r.BadAnswers, r.GonePoolRunners, r.GonePoolMachines, r.GaveUpQueued, r.Elapsed.Round(time.Second))
+		r.LateAnswers, r.BadAnswers, r.GonePoolRunners, r.GonePoolMachines, r.GaveUpQueued, r.SecondaryLimited, r.Elapsed.Round(time.Second))
 }
 
 // record is the part of a job record the accounting reads.
@@ -497,6 +501,7 @@ func (r *run) account(ctx context.Context) (Report, error) {
 	sort.Strings(rep.Left)
 
 	gh := r.gh.Stats()
+	rep.SecondaryLimited = gh.SecondaryLimited
 	ghCalls := 0
 	for _, n := range gh.Calls {
 		ghCalls += n

@@ -148,6 +148,10 @@ type Stats struct {
 	// repository by an old owner/name and were answered with GitHub's
 	// redirect (RenameRepo); each is in Calls too.
 	Redirects map[string]int `json:"redirects"`
+	// SecondaryLimited counts requests refused by the secondary rate
+	// limit on points a minute (WithSecondaryLimit); faults injected as
+	// SecondaryRateLimit are not counted here.
+	SecondaryLimited int `json:"secondary_limited"`
 }
 
 // Rate is one budget's state, as the X-RateLimit-* headers show it.
@@ -259,6 +263,12 @@ type Server struct {
 	// asyncRedeliver: a redelivery is sent after its 202 (Drain waits).
 	asyncRedeliver bool
 	pending        sync.WaitGroup
+
+	// GitHub's secondary rate limit (secondary.go): the points a minute
+	// an actor may spend, and each actor's requests of the last minute
+	// (by installation id; 0 is the App).
+	secondaryPoints int
+	secondary       map[int64][]spent
 }
 
 // New returns a fake with no runners, no jobs and no faults.
@@ -270,6 +280,8 @@ func New(opts ...Option) *Server {
 		limit:     defaultRateLimit,
 		groups:    map[int64]bool{defaultRunnerGroupID: true},
 		retention: DefaultRetention,
+
+		secondaryPoints: DefaultSecondaryPoints,
 	}
 	for _, o := range opts {
 		o(s)
@@ -317,6 +329,7 @@ func (s *Server) resetState() {
 	s.tokenSeq = 0
 	s.rates = map[int64]*bucket{}
 	s.appRate = nil
+	s.secondary = map[int64][]spent{}
 	s.runners = map[int64]*Runner{}
 	s.runnerSeq = 0
 	s.jobs = map[string]storedJob{}
@@ -354,6 +367,7 @@ func (s *Server) Stats() Stats {
 		InstallationCalls: map[int64]int{},
 		JITCalls:          s.stats.JITCalls,
 		Redirects:         maps.Clone(s.stats.Redirects),
+		SecondaryLimited:  s.stats.SecondaryLimited,
 	}
 	for k, v := range s.stats.TokenRequests {
 		out.TokenRequests[k] = v

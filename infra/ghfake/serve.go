@@ -133,6 +133,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.mu.Lock()
 		b := s.appBucket()
+		if wait := s.secondaryRefusal(0, r.Method); wait > 0 {
+			setRate(h, b)
+			s.mu.Unlock()
+			writeSecondary(w, h, wait)
+			return
+		}
 		if b.remaining <= 0 {
 			setRate(h, b)
 			s.mu.Unlock()
@@ -152,6 +158,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.mu.Lock()
 		b := s.bucketFor(inst)
+		if wait := s.secondaryRefusal(inst, r.Method); wait > 0 {
+			setRate(h, b)
+			s.mu.Unlock()
+			writeSecondary(w, h, wait)
+			return
+		}
 		if b.remaining <= 0 {
 			setRate(h, b)
 			s.mu.Unlock()

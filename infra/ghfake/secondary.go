@@ -1,0 +1,91 @@
+package ghfake
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// GitHub's secondary rate limit on REST points ("Rate limits for the REST
+// API", About secondary rate limits / Calculating points for the secondary
+// rate limit): no more than 900 points a minute, a GET, HEAD or OPTIONS
+// request costing 1 point and any other 5, so 180 runner registrations
+// (POST generate-jitconfig) or deletions a minute for one installation,
+// however much of its hourly budget is left. Past it GitHub answers 403
+// "You have exceeded a secondary rate limit" with Retry-After.
+const (
+	// DefaultSecondaryPoints is the points a minute one actor may spend.
+	DefaultSecondaryPoints = 900
+	secondaryWindow        = time.Minute
+	pointsRead             = 1
+	pointsWrite            = 5
+)
+
+// WithSecondaryLimit sets the points a minute each installation (and the
+// App, on its own routes) may spend before GitHub's secondary rate limit
+// refuses it (default DefaultSecondaryPoints); 0 lifts the limit, for a
+// benchmark measuring our side alone.
+func WithSecondaryLimit(points int) Option { return func(s *Server) { s.secondaryPoints = points } }
+
+// spent is one request's points at a time.
+type spent struct {
+	at     time.Time
+	points int
+}
+
+// points is what method costs against the secondary limit.
+func points(method string) int {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return pointsRead
+	}
+	return pointsWrite
+}
+
+// secondaryRefusal charges a request of method to actor's last minute of
+// points (actor: an installation id, or 0 for the App) and returns 0; or,
+// when the request would take the minute past the limit, charges nothing
+// and returns how long until the points it needs are free again, GitHub's
+// Retry-After. Callers hold s.mu.
+func (s *Server) secondaryRefusal(actor int64, method string) time.Duration {
+	if s.secondaryPoints <= 0 {
+		return 0
+	}
+	now, cost := s.now(), points(method)
+	log := s.secondary[actor]
+	i := 0
+	for i < len(log) && !log[i].at.After(now.Add(-secondaryWindow)) {
+		i++
+	}
+	log = log[i:]
+	used := 0
+	for _, e := range log {
+		used += e.points
+	}
+	if used+cost > s.secondaryPoints {
+		// The oldest requests leave the window first: wait until enough
+		// of them have.
+		free := used + cost - s.secondaryPoints
+		for _, e := range log {
+			free -= e.points
+			if free <= 0 {
+				s.secondary[actor] = log
+				s.stats.SecondaryLimited++
+				return max(time.Second, e.at.Add(secondaryWindow).Sub(now))
+			}
+		}
+	}
+	s.secondary[actor] = append(log, spent{at: now, points: cost})
+	return 0
+}
+
+// writeSecondary answers as GitHub does past the secondary limit: 403,
+// its message, Retry-After in whole seconds (rounded up), the primary
+// budget's headers h, uncharged.
+func writeSecondary(w http.ResponseWriter, h http.Header, wait time.Duration) {
+	copyHeader(w, h)
+	w.Header().Set("Retry-After", strconv.Itoa(int((wait+time.Second-1)/time.Second)))
+	writeError(w, http.StatusForbidden,
+		"You have exceeded a secondary rate limit. Please wait a few minutes before you try again.",
+		docsSecondaryRateLimit)
+}

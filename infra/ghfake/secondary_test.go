@@ -1,0 +1,89 @@
+package ghfake_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-github/v62/github"
+
+	"github.com/ghclaim/ghclaim/infra/ghfake"
+)
+
+// TestSecondaryLimitPointsPerMinute: GitHub refuses an installation past
+// 900 points a minute (a POST costs 5, a GET 1) with its secondary rate
+// limit's 403 and Retry-After, whatever its hourly budget says: 180 runner
+// registrations a minute, not 5000. A fake that registered runners without
+// end hid from every burst test the limit a real burst meets.
+func TestSecondaryLimitPointsPerMinute(t *testing.T) {
+	t.Parallel()
+	var now atomic.Int64
+	now.Store(t0.UnixNano())
+	clock := func() time.Time { return time.Unix(0, now.Load()).UTC() }
+	f := setup(t, ghfake.WithClock(clock))
+	ctx := context.Background()
+	token := f.fake.IssueToken(inst)
+	// go-github holds a 403 with Retry-After on its own (wall) clock: a
+	// new client for each request asks the fake every time.
+	gh := func() *github.Client { return client(t, f.srv.URL+"/", token) }
+	register := func(i int) error {
+		_, _, err := gh().Actions.GenerateRepoJITConfig(ctx, "octo", "hello", jitReq(fmt.Sprintf("linux-%d", i)))
+		return err
+	}
+	for i := range 180 {
+		if i == 90 {
+			now.Add(int64(30 * time.Second)) // the window is a sliding minute
+		}
+		if err := register(i); err != nil {
+			t.Fatalf("registration %d (%d points this minute): %v", i+1, 5*(i+1), err)
+		}
+	}
+	err := register(180)
+	var abuse *github.AbuseRateLimitError
+	if !errors.As(err, &abuse) || abuse.RetryAfter == nil {
+		t.Fatalf("181st registration in a minute (905 points): %v, want GitHub's secondary rate limit with Retry-After", err)
+	}
+	// The first 90 (450 points) leave the window 60 s after they were
+	// made, 30 s from now: that is when there is room again.
+	if *abuse.RetryAfter != 30*time.Second {
+		t.Errorf("Retry-After %v, want 30s (until the minute's oldest points leave it)", *abuse.RetryAfter)
+	}
+	if abuse.Response.StatusCode != 403 || f.fake.Stats().SecondaryLimited != 1 {
+		t.Errorf("status %d, %d refused counted: want 403 and 1", abuse.Response.StatusCode, f.fake.Stats().SecondaryLimited)
+	}
+	if rem := abuse.Response.Header.Get("X-RateLimit-Remaining"); rem != "4820" {
+		t.Errorf("X-RateLimit-Remaining %q, want 4820 (180 charged, the refused one not): the hourly budget is not what ran out", rem)
+	}
+	// A read costs 1 point: 900 of the minute's are spent, so it waits too.
+	if _, _, err := gh().Actions.ListRunners(ctx, "octo", "hello", nil); !errors.As(err, &abuse) {
+		t.Errorf("a GET at 900 points: %v, want the secondary limit", err)
+	}
+	now.Add(int64(30 * time.Second))
+	if err := register(181); err != nil {
+		t.Errorf("after the Retry-After: %v, want the registration made", err)
+	}
+	if _, _, err := gh().Actions.ListRunners(ctx, "octo", "hello", nil); err != nil {
+		t.Errorf("a GET with 455 points of the minute spent: %v", err)
+	}
+
+	// Another installation has its own points.
+	other := client(t, f.srv.URL+"/", f.fake.IssueToken(inst+1))
+	if _, _, err := other.Actions.ListRunners(ctx, "octo", "hello", nil); errors.As(err, &abuse) {
+		t.Errorf("another installation refused by this one's points: %v", err)
+	}
+}
+
+// TestSecondaryLimitLifted: WithSecondaryLimit(0) is for a benchmark that
+// measures our side alone.
+func TestSecondaryLimitLifted(t *testing.T) {
+	t.Parallel()
+	f := setup(t, ghfake.WithSecondaryLimit(0))
+	for i := range 200 {
+		if _, _, err := f.gh.Actions.GenerateRepoJITConfig(context.Background(), "octo", "hello", jitReq(fmt.Sprintf("linux-%d", i))); err != nil {
+			t.Fatalf("registration %d with the limit lifted: %v", i+1, err)
+		}
+	}
+}
