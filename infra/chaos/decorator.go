@@ -6,8 +6,10 @@ import (
 	"slices"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/ghclaim/ghclaim/shared/claim"
 	"github.com/ghclaim/ghclaim/shared/ghapp"
@@ -80,11 +82,39 @@ func (s *SQS) SendMessage(ctx context.Context, in *sqs.SendMessageInput, opt ...
 	})
 }
 
-// SendMessageBatch is sqs.Client.SendMessageBatch with faults (the whole
-// call fails or is killed, as a lost connection would).
+// SendMessageBatch is sqs.Client.SendMessageBatch with faults: the whole
+// call fails or is killed, as a lost connection would, or SQS answers 200
+// and refuses some entries (RefuseEntries), which are never sent.
 func (s *SQS) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, opt ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
 	return do(ctx, s.In, TargetSQS, s.Caller, "SendMessageBatch", func(ctx context.Context) (*sqs.SendMessageBatchOutput, error) {
-		return s.Next.SendMessageBatch(ctx, in, opt...)
+		var refused []int
+		if s.In != nil {
+			refused = s.In.RefuseEntries(TargetSQS, len(in.Entries))
+		}
+		if len(refused) == 0 {
+			return s.Next.SendMessageBatch(ctx, in, opt...)
+		}
+		var failed []sqstypes.BatchResultErrorEntry
+		sent := *in
+		sent.Entries = nil
+		for i, e := range in.Entries {
+			if slices.Contains(refused, i) {
+				failed = append(failed, sqstypes.BatchResultErrorEntry{Id: e.Id, Code: aws.String("InternalError"),
+					Message: aws.String("We encountered an internal error. Please try again."), SenderFault: false})
+				continue
+			}
+			sent.Entries = append(sent.Entries, e)
+		}
+		out := &sqs.SendMessageBatchOutput{}
+		if len(sent.Entries) > 0 {
+			o, err := s.Next.SendMessageBatch(ctx, &sent, opt...)
+			if err != nil {
+				return nil, err
+			}
+			out = o
+		}
+		out.Failed = append(out.Failed, failed...)
+		return out, nil
 	})
 }
 

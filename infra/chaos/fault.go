@@ -48,10 +48,12 @@ package chaos
 
 import (
 	"fmt"
-	"github.com/ghclaim/ghclaim/shared/random"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/ghclaim/ghclaim/shared/random"
 )
 
 // Target is a kind of external dependency faults are injected into.
@@ -90,6 +92,12 @@ const (
 
 // Kinds lists every Kind in report order.
 var Kinds = []Kind{Throttle, Server, Network, AfterEffect, Unknown, Fatal}
+
+// EntryRefused is SQS refusing some entries of a SendMessageBatch it
+// answered 200 (Failed, SenderFault false: "check for batch errors even
+// when the call returns an HTTP status code of 200"): drawn per call by
+// RefuseEntries, apart from the call's own fault.
+const EntryRefused Kind = "entry_refused"
 
 // DefaultWeights are the relative frequencies of the kinds. Fatal is rare:
 // it ends a job as failed (terminal with a reason), which is correct but
@@ -163,6 +171,29 @@ func (in *Injector) Draw(t Target, caller string) (Kind, bool) {
 		n -= in.weights[k]
 	}
 	return "", false // unreachable: weights sum to total
+}
+
+// RefuseEntries decides, with t's fault rate, whether a batch call of n
+// entries has some of them refused, and returns which (a random non-empty
+// set of indexes, in order), counted as EntryRefused faults; nil for
+// none.
+func (in *Injector) RefuseEntries(t Target, n int) []int {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if n == 0 || in.rnd.Float64() >= in.rate[t] {
+		return nil
+	}
+	var out []int
+	for i := range n {
+		if in.rnd.IntN(2) == 0 {
+			out = append(out, i)
+		}
+	}
+	if len(out) == 0 {
+		out = []int{in.rnd.IntN(n)}
+	}
+	in.faults[t][EntryRefused] += len(out)
+	return out
 }
 
 // FailNext makes the next call to a target whose rate is above zero fault,
@@ -242,7 +273,7 @@ func (c Counts) String() string {
 	var parts []string
 	for _, t := range Targets {
 		var ks []string
-		for _, k := range Kinds {
+		for _, k := range append(slices.Clone(Kinds), EntryRefused) {
 			if n := c.Faults[t][k]; n > 0 {
 				ks = append(ks, fmt.Sprintf("%s=%d", k, n))
 			}

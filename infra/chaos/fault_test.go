@@ -3,14 +3,18 @@ package chaos_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/ghclaim/ghclaim/infra/chaos"
 	"github.com/ghclaim/ghclaim/infra/ghfake"
@@ -331,5 +335,51 @@ func TestKill(t *testing.T) {
 				t.Errorf("kills: got %d, want 1", got)
 			}
 		})
+	}
+}
+
+// batchRecorder is SQS accepting every entry it is sent, remembering them.
+type batchRecorder struct {
+	counting
+	got []string
+}
+
+func (b *batchRecorder) SendMessageBatch(_ context.Context, in *sqs.SendMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	out := &sqs.SendMessageBatchOutput{}
+	for _, e := range in.Entries {
+		b.got = append(b.got, aws.ToString(e.Id))
+		out.Successful = append(out.Successful, sqstypes.SendMessageBatchResultEntry{Id: e.Id, MessageId: aws.String("m-" + aws.ToString(e.Id))})
+	}
+	return out, nil
+}
+
+// TestRefusedEntries: SQS answers a SendMessageBatch 200 and refuses some
+// of its entries (Failed, not the sender's fault); the refused ones are
+// never sent, the rest are, and the answer names each once.
+func TestRefusedEntries(t *testing.T) {
+	t.Parallel()
+	for seed := range uint64(20) {
+		in := chaos.NewInjector(random.New(seed), 1, map[chaos.Kind]int{}) // no whole-call fault
+		next := &batchRecorder{}
+		s := &chaos.SQS{Next: next, In: in}
+		var entries []sqstypes.SendMessageBatchRequestEntry
+		for i := range 10 {
+			entries = append(entries, sqstypes.SendMessageBatchRequestEntry{Id: aws.String(fmt.Sprint(i)), MessageBody: aws.String("{}")})
+		}
+		out, err := s.SendMessageBatch(context.Background(), &sqs.SendMessageBatchInput{QueueUrl: aws.String("q"), Entries: entries})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out.Failed) == 0 || len(out.Failed)+len(out.Successful) != 10 || len(next.got) != len(out.Successful) {
+			t.Fatalf("seed %d: %d failed, %d successful, %d sent: want some refused, the rest sent and answered", seed, len(out.Failed), len(out.Successful), len(next.got))
+		}
+		for _, f := range out.Failed {
+			if f.SenderFault || slices.Contains(next.got, aws.ToString(f.Id)) {
+				t.Errorf("seed %d: entry %s refused (sender fault %t) and sent %t", seed, aws.ToString(f.Id), f.SenderFault, slices.Contains(next.got, aws.ToString(f.Id)))
+			}
+		}
+		if n := in.Counts().Faults[chaos.TargetSQS][chaos.EntryRefused]; n != len(out.Failed) {
+			t.Errorf("seed %d: %d entry faults counted, %d refused", seed, n, len(out.Failed))
+		}
 	}
 }
