@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/ghclaim/ghclaim/infra/cli"
 	"github.com/ghclaim/ghclaim/shared/ec2api"
@@ -268,12 +270,36 @@ func TestRedriveEndsWhenItCannotHideWhatItLeaves(t *testing.T) {
 }
 
 // fill sends n messages to url, the i-th with body(i).
+//
+// Exactly n: the SDK's retry of a send whose answer was cut (a busy
+// emulator) puts a second copy in the queue, and a count the test expects
+// to the message (30 undecodable, 20 moved) was then off by one. Each send
+// is made once; after a failure, the queue's depth says whether it landed.
 func fill(t *testing.T, url string, n int, body func(i int) string) {
 	t.Helper()
-	api := sqs.NewFromConfig(env.cfg)
-	for i := range n {
-		_, err := api.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: &url, MessageBody: aws.String(body(i))})
+	ctx := context.Background()
+	api := sqs.NewFromConfig(env.cfg, func(o *sqs.Options) { o.RetryMaxAttempts = 1 })
+	depth := func() int {
+		out, err := api.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: &url,
+			AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages}})
 		must(t, err)
+		d, err := strconv.Atoi(out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessages)])
+		must(t, err)
+		return d
+	}
+	base := depth()
+	for i := range n {
+		var err error
+		for range 5 {
+			if _, err = api.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &url, MessageBody: aws.String(body(i))}); err == nil || depth() == base+i+1 {
+				err = nil
+				break
+			}
+		}
+		must(t, err)
+	}
+	if d := depth(); d != base+n {
+		t.Fatalf("queue %s holds %d messages after sending %d to its %d", url, d, n, base)
 	}
 }
 
