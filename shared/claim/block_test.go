@@ -242,3 +242,69 @@ func TestMemoryRefusalAfterAReachIsAnAttempt(t *testing.T) {
 		t.Fatalf("record %s attempt %d error %q, want queued after attempt 1 (the JIT call reached GitHub)", r.State, r.Attempt, r.LastError)
 	}
 }
+
+// TestBurstMeetsTheSecondaryLimitOnce: 200 jobs of one installation at
+// once. GitHub's secondary limit on points (900 a minute, 5 a POST) lets
+// 180 registrations through, then refuses; ghfake enforces it. The claims
+// after the first refusal are deferred past the block without calling
+// GitHub, so the refusals stay within what was in flight (the batch's
+// workers), not one per job of the backlog, in this claimer and in
+// another one; after the block, the rest are claimed.
+func TestBurstMeetsTheSecondaryLimitOnce(t *testing.T) {
+	t.Parallel()
+	const jobs, workers = 200, 4
+	h := setup(t, setupOpt{})
+	a := h.claimer(t, claimerOpt{instance: "a", seed: 1, concurrency: workers})
+	for id := int64(1); id <= jobs; id++ {
+		h.seed(t, 30_000+id)
+	}
+	for range jobs / 10 {
+		h.invoke(t, a, h.receive(t, 10)...)
+	}
+	claimed := func() int {
+		n := 0
+		for id := int64(1); id <= jobs; id++ {
+			if h.get(t, 30_000+id).State == job.Claimed {
+				n++
+			}
+		}
+		return n
+	}
+	st := h.gh.Stats()
+	if n := claimed(); n < 180-workers || n > 180 {
+		t.Fatalf("%d claimed at once, want about 180 (900 points a minute)", n)
+	}
+	if st.SecondaryLimited < 1 || st.SecondaryLimited > workers || st.JITCalls > 180+workers {
+		t.Fatalf("GitHub refused %d calls of %d JIT calls for %d jobs: want at least one and at most the %d in flight, no call per deferred job",
+			st.SecondaryLimited, st.JITCalls, jobs, workers)
+	}
+
+	// During the block, another claimer (which never met the limit, and
+	// whose go-github holds nothing) gets the deferred copies: it learns
+	// the block from the shared rate item and defers them without a call.
+	h.clock.Advance(time.Second)
+	c := h.claimer(t, claimerOpt{instance: "c", seed: 3, concurrency: workers})
+	h.invoke(t, c, h.receive(t, 10)...)
+	if got := h.gh.Stats(); got.JITCalls != st.JITCalls || got.SecondaryLimited != st.SecondaryLimited {
+		t.Fatalf("a claimer called GitHub during the block: JIT calls %d → %d, refusals %d → %d",
+			st.JITCalls, got.JITCalls, st.SecondaryLimited, got.SecondaryLimited)
+	}
+
+	// A minute on (the block's end and its jitter), another claimer takes
+	// what was deferred.
+	h.clock.Advance(time.Minute + 25*time.Second)
+	b := h.claimer(t, claimerOpt{instance: "b", seed: 2, concurrency: workers})
+	for {
+		msgs := h.esm.receive(10)
+		if len(msgs) == 0 {
+			break
+		}
+		h.invoke(t, b, msgs...)
+	}
+	if n := claimed(); n != jobs {
+		t.Errorf("%d of %d claimed after the block", n, jobs)
+	}
+	if got := h.gh.Stats().SecondaryLimited; got != st.SecondaryLimited {
+		t.Errorf("%d more refusals after the block, want none", got-st.SecondaryLimited)
+	}
+}
