@@ -85,14 +85,16 @@ func TestDeployCreatesTheTemplatesTable(t *testing.T) {
 	if table.BillingModeSummary == nil || table.BillingModeSummary.BillingMode != ddbtypes.BillingModePayPerRequest {
 		t.Errorf("billing mode: got %+v, want PAY_PER_REQUEST", table.BillingModeSummary)
 	}
+	// One index, sweep_keys: the old "sweep" (projection ALL) only while an
+	// upgrade keeps it (LegacySweepIndex).
 	var sweep *ddbtypes.GlobalSecondaryIndexDescription
 	for i, g := range table.GlobalSecondaryIndexes {
-		if aws.ToString(g.IndexName) == "sweep" {
+		if aws.ToString(g.IndexName) == "sweep_keys" {
 			sweep = &table.GlobalSecondaryIndexes[i]
 		}
 	}
-	if sweep == nil {
-		t.Fatalf("no GSI sweep among %d indexes", len(table.GlobalSecondaryIndexes))
+	if sweep == nil || len(table.GlobalSecondaryIndexes) != 1 {
+		t.Fatalf("no GSI sweep_keys, or more than it, among %d indexes", len(table.GlobalSecondaryIndexes))
 	}
 	if got, want := keys(sweep.KeySchema), []string{"sweep_shard HASH S", "sweep_at RANGE N"}; !slices.Equal(got, want) {
 		t.Errorf("sweep key schema: got %v, want %v", got, want)

@@ -31,6 +31,7 @@ import (
 	"github.com/ghclaim/ghclaim/shared/obs"
 	"github.com/ghclaim/ghclaim/shared/pool"
 	"github.com/ghclaim/ghclaim/shared/redact"
+	"github.com/ghclaim/ghclaim/shared/store"
 )
 
 // Getenv looks a variable up (os.Getenv in main, a map in tests).
@@ -127,6 +128,9 @@ type Reclaimer struct {
 	// LivenessMaxChecks bounds how often an online but idle runner gets
 	// another grace (LIVENESS_MAX_CHECKS, default 3).
 	LivenessMaxChecks int
+	// SweepIndex is the index the sweep reads (SWEEP_INDEX, default
+	// store.SweepIndex; store.LegacySweepIndex while an upgrade keeps it).
+	SweepIndex string
 }
 
 // quote is a bad value as its error quotes it: through redact.Input, so a
@@ -438,6 +442,15 @@ func LoadReclaimer(get Getenv) (Reclaimer, error) {
 
 		MaxReplacements:   int(r.integer("MAX_REPLACEMENTS", 3, 1)),
 		LivenessMaxChecks: int(r.integer("LIVENESS_MAX_CHECKS", 3, 1)),
+		SweepIndex:        store.SweepIndex,
+	}
+	switch v := strings.TrimSpace(r.get("SWEEP_INDEX")); v {
+	case "":
+	case store.SweepIndex, store.LegacySweepIndex:
+		c.SweepIndex = v
+	default:
+		r.fail("SWEEP_INDEX", fmt.Errorf("%s: want %s, or %s while an upgrade keeps the old index (template parameter LegacySweepIndex)",
+			quote(v), store.SweepIndex, store.LegacySweepIndex))
 	}
 	return c, r.err()
 }

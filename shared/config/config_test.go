@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ghclaim/ghclaim/shared/pool"
+	"github.com/ghclaim/ghclaim/shared/store"
 )
 
 const pools = `[{"name":"linux","labels":["self-hosted","linux"],"provisioner":{"type":"ec2","launch_template":"lt-1"}}]`
@@ -100,6 +101,7 @@ func TestErrorsNameTheVariable(t *testing.T) {
 		{"bad api url", claimer, map[string]string{"GITHUB_API_URL": "api.github.com"}, nil, "GITHUB_API_URL"},
 		{"bad shards", reclaimer, map[string]string{"SWEEP_SHARDS": "0"}, nil, "SWEEP_SHARDS"},
 		{"too many shards", reclaimer, map[string]string{"SWEEP_SHARDS": "65"}, nil, "SWEEP_SHARDS"},
+		{"unknown sweep index", reclaimer, map[string]string{"SWEEP_INDEX": "sweep-v2"}, nil, "SWEEP_INDEX"},
 		{"bad level", reclaimer, map[string]string{"LOG_LEVEL": "loud"}, nil, "LOG_LEVEL"},
 		{"janitor: bad level", janitor, map[string]string{"LOG_LEVEL": "loud"}, nil, "LOG_LEVEL"},
 		{"redeliverer: bad level", redeliverer, map[string]string{"LOG_LEVEL": "verbose"}, nil, "LOG_LEVEL"},
@@ -157,6 +159,20 @@ func TestStackNamesTheDeployment(t *testing.T) {
 		stack, err := load(env(m))
 		if err != nil || stack != "ghclaim-prod-2" {
 			t.Errorf("%s: stack %q, %v; want ghclaim-prod-2", name, stack, err)
+		}
+	}
+}
+
+// TestSweepIndex: the reclaimer reads the keys-only index, or the old one
+// while an upgrade keeps it (template.yaml's LegacySweepIndex).
+func TestSweepIndex(t *testing.T) {
+	t.Parallel()
+	for v, want := range map[string]string{"": store.SweepIndex, "sweep_keys": store.SweepIndex, " sweep ": store.LegacySweepIndex} {
+		m := base()
+		m["SWEEP_INDEX"] = v
+		c, err := LoadReclaimer(env(m))
+		if err != nil || c.SweepIndex != want {
+			t.Errorf("SWEEP_INDEX %q: %q, %v; want %q", v, c.SweepIndex, err, want)
 		}
 	}
 }

@@ -107,11 +107,26 @@ type Store struct {
 	db    DynamoDB
 	table string
 	opt   Options
+	// sweepIndex is the index Stale queries (SweepIndex unless
+	// ReadSweepFrom said otherwise).
+	sweepIndex string
 }
 
 // New returns a store over table.
 func New(db DynamoDB, table string, opt Options) *Store {
-	return &Store{db: db, table: table, opt: opt.WithDefaults()}
+	return &Store{db: db, table: table, opt: opt.WithDefaults(), sweepIndex: SweepIndex}
+}
+
+// ReadSweepFrom makes Stale query index: SweepIndex, or LegacySweepIndex
+// while an upgrade keeps it (template.yaml's LegacySweepIndex: the new
+// index cannot be read until its backfill ends). Any other name is an
+// error naming it.
+func (s *Store) ReadSweepFrom(index string) error {
+	if index != SweepIndex && index != LegacySweepIndex {
+		return fmt.Errorf("sweep index %q: want %s or, during an upgrade, %s", index, SweepIndex, LegacySweepIndex)
+	}
+	s.sweepIndex = index
+	return nil
 }
 
 // Options returns the options in force (defaults filled).

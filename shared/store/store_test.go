@@ -35,6 +35,7 @@ type fixture struct {
 var env struct {
 	db    *dynamodb.Client
 	table string
+	cfg   aws.Config
 }
 
 func TestMain(m *testing.M) {
@@ -62,7 +63,7 @@ func TestMain(m *testing.M) {
 			return 1
 		}
 		defer stack.Delete(ctx)
-		env.db, env.table = dynamodb.NewFromConfig(cfg), stack.TableName
+		env.db, env.table, env.cfg = dynamodb.NewFromConfig(cfg), stack.TableName, cfg
 		return m.Run()
 	}())
 }
@@ -143,6 +144,60 @@ func TestSweepIndexProjection(t *testing.T) {
 		return
 	}
 	t.Fatalf("table %s has no %s index", env.table, store.SweepIndex)
+}
+
+// queriedIndex remembers the index of the last Query.
+type queriedIndex struct {
+	store.DynamoDB
+	index string
+}
+
+func (q *queriedIndex) Query(ctx context.Context, in *dynamodb.QueryInput, opt ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	q.index = aws.ToString(in.IndexName)
+	return q.DynamoDB.Query(ctx, in, opt...)
+}
+
+// TestSweepFromTheLegacyIndex: while an upgrade keeps the release's index
+// (LegacySweepIndex=keep: "sweep", projection ALL, beside sweep_keys), the
+// reclaimer reads it, and finds what it finds in the new one; no other
+// index name is taken.
+func TestSweepFromTheLegacyIndex(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path, err := emulator.TemplatePath()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stack, err := emulator.Deploy(ctx, env.cfg, path, emulator.StackName(t.Name()), map[string]string{"LegacySweepIndex": "keep"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stack.Delete(context.Background()) })
+	old := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+	const id = int64(880_001)
+	shard := job.Shard(id, store.DefaultShards)
+	for _, index := range []string{store.LegacySweepIndex, store.SweepIndex} {
+		db := &queriedIndex{DynamoDB: env.db}
+		s := store.New(db, stack.TableName, store.Options{})
+		if err := s.ReadSweepFrom(index); err != nil {
+			t.Fatal(err)
+		}
+		if index == store.LegacySweepIndex {
+			if _, err := s.CreateJob(ctx, rec(id), old); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p, err := s.Stale(ctx, shard, time.Now(), 10, "")
+		if err != nil || len(p.Records) != 1 || p.Records[0].JobID != id {
+			t.Errorf("index %s: page %+v, %v; want job %d, stale since its pending grace", index, p, err, id)
+		}
+		if db.index != index {
+			t.Errorf("read from %q, want %s", db.index, index)
+		}
+	}
+	if err := store.New(env.db, stack.TableName, store.Options{}).ReadSweepFrom("sweep-v2"); err == nil || !strings.Contains(err.Error(), "sweep-v2") {
+		t.Errorf("an unknown index: %v, want an error naming it", err)
+	}
 }
 
 // TestStaleCursor: a page's cursor continues its own shard only; anything

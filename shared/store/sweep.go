@@ -17,7 +17,17 @@ import (
 )
 
 // SweepIndex is the name of the sparse GSI the reclaimer reads.
-const SweepIndex = "sweep"
+//
+// LegacySweepIndex is the name the index had while it projected ALL (up
+// to the release at 674a79e). CloudFormation changes no index's key schema
+// or projection in place and adds or removes one index per update, so the
+// keys-only index has a name of its own, and an upgrade keeps the old one
+// for one deploy (template.yaml's LegacySweepIndex), reading it meanwhile:
+// it holds the same keys, and Stale reads the records behind them anyway.
+const (
+	SweepIndex       = "sweep_keys"
+	LegacySweepIndex = "sweep"
+)
 
 // SweepProjection is the sweep index's projection: keys only
 // (template.yaml says the same; a test checks the deployed table). An entry
@@ -314,7 +324,7 @@ func (s *Store) Recheck(ctx context.Context, read job.Record, due time.Time, che
 func (s *Store) Stale(ctx context.Context, shard string, now time.Time, limit int32, cursor string) (job.Page, error) {
 	in := &dynamodb.QueryInput{
 		TableName:              &s.table,
-		IndexName:              aws.String(SweepIndex),
+		IndexName:              aws.String(s.sweepIndex),
 		KeyConditionExpression: aws.String("sweep_shard = :sh AND sweep_at < :now"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":sh":  str(shard),

@@ -33,6 +33,9 @@ func New(ctx context.Context, env wire.Env) (*reclaim.Reclaimer, error) {
 	awsCfg = env.AWS(awsCfg)
 	log := env.Logger(cfg.LogLevel)
 	st := wire.Store(awsCfg, cfg.Common)
+	if err := st.ReadSweepFrom(cfg.SweepIndex); err != nil {
+		return nil, err // config.LoadReclaimer allows only the names it takes
+	}
 	gh, rates, err := app.Tracked(env, awsCfg, cfg.GitHubApp, st)
 	if err != nil {
 		return nil, err
