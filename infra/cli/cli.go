@@ -90,6 +90,7 @@ type CloudFormation interface {
 // EC2 is the part of the EC2 API doctor uses.
 type EC2 interface {
 	DescribeLaunchTemplates(ctx context.Context, in *ec2api.DescribeLaunchTemplatesInput) (*ec2api.DescribeLaunchTemplatesOutput, error)
+	DescribeLaunchTemplateVersions(ctx context.Context, in *ec2api.DescribeLaunchTemplateVersionsInput) (*ec2api.DescribeLaunchTemplateVersionsOutput, error)
 }
 
 // Config is what New needs: the clients (built once by main, or by a test

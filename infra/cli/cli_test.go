@@ -547,6 +547,20 @@ func TestDoctor(t *testing.T) {
 		}
 	})
 
+	// A launch template made for the release at 674a79e (no instance
+	// metadata tags, shutdown behaviour stop): the claimer refuses to
+	// launch from it, so every job of its pool fails; doctor says so first.
+	t.Run("a launch template unfit for the claimer", func(t *testing.T) {
+		old, err := provisiontest.LaunchTemplateWith(context.Background(), ec2api.New(env.cfg), "ghclaim-doctor-release", "", "m5.large", nil)
+		must(t, err)
+		r := run(t, nil, gh("doctor", "--pools", pools(ltID, old), "--webhook-url", env.hookURL, "--dlq-url", emptyDLQ, "--json")...)
+		got := status(decode[doc](t, r.stdout))
+		if r.code != cli.ExitFail || got["launch template of pool p1"] != "fail" || got["launch template of pool p0"] != "ok" ||
+			!strings.Contains(r.stdout, "InstanceMetadataTags") || !strings.Contains(r.stdout, "InstanceInitiatedShutdownBehavior") {
+			t.Fatalf("doctor: exit %d, checks %v\n%s", r.code, got, r.stdout)
+		}
+	})
+
 	t.Run("a missing secret and a missing launch template", func(t *testing.T) {
 		missing := "arn:aws:secretsmanager:" + emulator.Region + ":123456789012:secret:ghclaim-nope-AbCdEf"
 		r := run(t, nil, gh("doctor", "--pools", pools(ltID, "lt-0123456789abcdef0"), "--webhook-url", env.hookURL,

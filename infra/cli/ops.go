@@ -25,6 +25,7 @@ import (
 	"github.com/ghclaim/ghclaim/shared/ghapp"
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/pool"
+	"github.com/ghclaim/ghclaim/shared/provision"
 	"github.com/ghclaim/ghclaim/shared/queue"
 	"github.com/ghclaim/ghclaim/shared/random"
 	"github.com/ghclaim/ghclaim/shared/ratelimit"
@@ -581,7 +582,24 @@ func (c *CLI) doctor(ctx context.Context, o *opts, _ []string) error {
 			case len(out.LaunchTemplates) == 0:
 				add(name, "fail", "%s: not found", lt)
 			default:
-				add(name, "ok", "%s (%s)", lt, out.LaunchTemplates[0].LaunchTemplateName)
+				// What the claimer checks before each launch (provision:
+				// TemplateProblems): a template made for the release at
+				// 674a79e fails every job of the pool.
+				version := cmp.Or(p.Provisioner.LaunchTemplateVersion, "$Default")
+				vs, err := c.cfg.EC2.DescribeLaunchTemplateVersions(ctx, &ec2api.DescribeLaunchTemplateVersionsInput{
+					LaunchTemplateID: out.LaunchTemplates[0].LaunchTemplateID, Versions: []string{version}})
+				switch {
+				case err != nil:
+					add(name, "fail", "%s version %s: %v", lt, version, err)
+				case len(vs.Versions) != 1:
+					add(name, "fail", "%s version %s: not found", lt, version)
+				default:
+					if bad := provision.TemplateProblems(vs.Versions[0].Data); len(bad) > 0 {
+						add(name, "fail", "%s version %s: %s; its pool's jobs fail until it is fixed", lt, version, strings.Join(bad, "; "))
+					} else {
+						add(name, "ok", "%s (%s) version %s", lt, out.LaunchTemplates[0].LaunchTemplateName, version)
+					}
+				}
 			}
 		}
 	}

@@ -27,6 +27,8 @@ func (fakeAWS) Do(r *http.Request) (*http.Response, error) {
 	switch {
 	case r.Header.Get("X-Amz-Target") != "": // SSM PutParameter / DeleteParameter
 		ctype, answer = "application/x-amz-json-1.1", `{"Version":1,"Tier":"Advanced"}`
+	case form.Get("Action") == "DescribeLaunchTemplateVersions": // the template fit for a runner
+		answer = `<DescribeLaunchTemplateVersionsResponse><launchTemplateVersionSet><item><launchTemplateId>lt-0123456789abcdef0</launchTemplateId><versionNumber>1</versionNumber><launchTemplateData><instanceInitiatedShutdownBehavior>terminate</instanceInitiatedShutdownBehavior><metadataOptions><httpTokens>required</httpTokens><instanceMetadataTags>enabled</instanceMetadataTags></metadataOptions></launchTemplateData></item></launchTemplateVersionSet></DescribeLaunchTemplateVersionsResponse>`
 	case form.Get("Action") == "CreateFleet":
 		answer = `<CreateFleetResponse><fleetId>fleet-1</fleetId><fleetInstanceSet><item><instanceIds><item>i-0123456789abcdef0</item></instanceIds></item></fleetInstanceSet></CreateFleetResponse>`
 	case form.Get("Action") == "DescribeInstances" && form.Get("InstanceId.1") != "":
@@ -39,8 +41,8 @@ func (fakeAWS) Do(r *http.Request) (*http.Response, error) {
 }
 
 // TestClaimerMayLaunchThroughAnInstantFleet: the claimer's real launch
-// (shared/provision's EC2 adapter: CreateFleet, DescribeInstances,
-// PutParameter with tags) judged by its role in template.yaml as IAM
+// (shared/provision's EC2 adapter: DescribeLaunchTemplateVersions,
+// CreateFleet, DescribeInstances, PutParameter with tags) judged by its role in template.yaml as IAM
 // judges it. The Service Authorization Reference's CreateFleet row
 // (https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonec2.html)
 // authorises ec2:CreateFleet against fleet* and instance* (both required),

@@ -14,8 +14,21 @@ import (
 
 // LaunchTemplate creates a launch template named name that launches
 // imageID ("" for the first image the emulator lists) as instanceType,
-// and returns its id.
+// with what README asks of a pool's own launch template (IMDSv2 required,
+// instance metadata tags on, shutdown behaviour terminate), and returns
+// its id.
 func LaunchTemplate(ctx context.Context, c *ec2api.Client, name, imageID, instanceType string) (string, error) {
+	return LaunchTemplateWith(ctx, c, name, imageID, instanceType, url.Values{
+		"LaunchTemplateData.MetadataOptions.HttpTokens":           {"required"},
+		"LaunchTemplateData.MetadataOptions.InstanceMetadataTags": {"enabled"},
+		"LaunchTemplateData.InstanceInitiatedShutdownBehavior":    {"terminate"},
+	})
+}
+
+// LaunchTemplateWith is LaunchTemplate with data (LaunchTemplateData.*
+// Query keys) instead of those three settings: none, for a template made
+// for the release at 674a79e.
+func LaunchTemplateWith(ctx context.Context, c *ec2api.Client, name, imageID, instanceType string, data url.Values) (string, error) {
 	if imageID == "" {
 		imgs, err := Images(ctx, c)
 		if err != nil {
@@ -32,6 +45,9 @@ func LaunchTemplate(ctx context.Context, c *ec2api.Client, name, imageID, instan
 		"LaunchTemplateData.InstanceType": {instanceType},
 		"LaunchTemplateData.UserData":     {"IyEvYmluL2Jhc2gK"}, // the boot script would be here
 	}
+	for k, v := range data {
+		p[k] = v
+	}
 	var out struct {
 		ID string `xml:"launchTemplate>launchTemplateId"`
 	}
@@ -39,6 +55,19 @@ func LaunchTemplate(ctx context.Context, c *ec2api.Client, name, imageID, instan
 		return "", fmt.Errorf("create launch template %s: %w", name, err)
 	}
 	return out.ID, nil
+}
+
+// LaunchTemplateVersion adds a version with data (LaunchTemplateData.*
+// Query keys) to the launch template named name.
+func LaunchTemplateVersion(ctx context.Context, c *ec2api.Client, name string, data url.Values) error {
+	p := url.Values{"LaunchTemplateName": {name}}
+	for k, v := range data {
+		p[k] = v
+	}
+	if err := c.Call(ctx, "CreateLaunchTemplateVersion", p, &struct{}{}); err != nil {
+		return fmt.Errorf("create a version of launch template %s: %w", name, err)
+	}
+	return nil
 }
 
 // RunInstance starts one instance of imageID as instanceType, tagged

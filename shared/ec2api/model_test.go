@@ -178,6 +178,12 @@ func TestRequestsAndAnswersMatchEC2sModel(t *testing.T) {
 			})
 			return err
 		}},
+		{op: "DescribeLaunchTemplateVersions", output: ec2api.DescribeLaunchTemplateVersionsOutput{}, call: func(c *ec2api.Client) error {
+			_, err := c.DescribeLaunchTemplateVersions(context.Background(), &ec2api.DescribeLaunchTemplateVersionsInput{
+				LaunchTemplateID: "lt-0a", LaunchTemplateName: "n", Versions: []string{"$Default"},
+			})
+			return err
+		}},
 	}
 	for _, tt := range calls {
 		t.Run(tt.op, func(t *testing.T) {

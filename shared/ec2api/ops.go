@@ -305,6 +305,58 @@ func (c *Client) DescribeLaunchTemplates(ctx context.Context, in *DescribeLaunch
 	return out, nil
 }
 
+// DescribeLaunchTemplateVersionsInput selects versions of one launch
+// template, by id or name: "$Default", "$Latest" or a number.
+type DescribeLaunchTemplateVersionsInput struct {
+	LaunchTemplateID   string
+	LaunchTemplateName string
+	Versions           []string
+}
+
+// DescribeLaunchTemplateVersionsOutput is the versions asked for.
+type DescribeLaunchTemplateVersionsOutput struct {
+	Versions []LaunchTemplateVersion `xml:"launchTemplateVersionSet>item"`
+}
+
+// LaunchTemplateVersion is the part of a launch template version ghclaim
+// reads: what the machines it launches do at boot and at power-off.
+type LaunchTemplateVersion struct {
+	LaunchTemplateID   string             `xml:"launchTemplateId"`
+	LaunchTemplateName string             `xml:"launchTemplateName"`
+	VersionNumber      int64              `xml:"versionNumber"`
+	Data               LaunchTemplateData `xml:"launchTemplateData"`
+}
+
+// LaunchTemplateData is a version's instance settings ghclaim depends on.
+// An unset one reads "": EC2's default applies (shutdown behaviour stop,
+// metadata endpoint enabled, instance metadata tags disabled).
+type LaunchTemplateData struct {
+	InstanceInitiatedShutdownBehavior string          `xml:"instanceInitiatedShutdownBehavior"`
+	MetadataOptions                   MetadataOptions `xml:"metadataOptions"`
+}
+
+// MetadataOptions are an instance's IMDS settings.
+type MetadataOptions struct {
+	HTTPEndpoint         string `xml:"httpEndpoint"`
+	HTTPTokens           string `xml:"httpTokens"`
+	InstanceMetadataTags string `xml:"instanceMetadataTags"`
+}
+
+// DescribeLaunchTemplateVersions returns the versions of one launch
+// template asked for. A template that does not exist is an error
+// (InvalidLaunchTemplateId.NotFound, InvalidLaunchTemplateName.NotFoundException).
+func (c *Client) DescribeLaunchTemplateVersions(ctx context.Context, in *DescribeLaunchTemplateVersionsInput) (*DescribeLaunchTemplateVersionsOutput, error) {
+	p := url.Values{}
+	set(p, "LaunchTemplateId", in.LaunchTemplateID)
+	set(p, "LaunchTemplateName", in.LaunchTemplateName)
+	list(p, "LaunchTemplateVersion", in.Versions)
+	out := new(DescribeLaunchTemplateVersionsOutput)
+	if err := c.Call(ctx, "DescribeLaunchTemplateVersions", p, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // set adds key=v unless v is empty.
 func set(p url.Values, key, v string) {
 	if v != "" {

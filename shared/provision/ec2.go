@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -59,6 +60,7 @@ func OfStack(tagged, stack string) bool {
 // (shared/ec2api's client).
 type Instances interface {
 	CreateFleet(ctx context.Context, in *ec2api.CreateFleetInput) (*ec2api.CreateFleetOutput, error)
+	DescribeLaunchTemplateVersions(ctx context.Context, in *ec2api.DescribeLaunchTemplateVersionsInput) (*ec2api.DescribeLaunchTemplateVersionsOutput, error)
 	DescribeInstances(ctx context.Context, in *ec2api.DescribeInstancesInput) (*ec2api.DescribeInstancesOutput, error)
 	TerminateInstances(ctx context.Context, in *ec2api.TerminateInstancesInput) (*ec2api.TerminateInstancesOutput, error)
 }
@@ -135,6 +137,12 @@ type EC2 struct {
 	stack      string // TagStack of what it launches and writes; "": none
 	log        *slog.Logger
 	sleep      func(context.Context, time.Duration) error // between reads of a fresh instance
+	now        clock.Func
+
+	// fitMu guards fitAt: when each launch template version (template
+	// "|" version) was last found fit (fit).
+	fitMu sync.Mutex
+	fitAt map[string]time.Time
 }
 
 var (
@@ -148,7 +156,7 @@ var (
 // (instances has a Region method, as *ec2api.Client does); Provision
 // refuses to run without one.
 func NewEC2(instances Instances, parameters Parameters, log *slog.Logger) *EC2 {
-	e := &EC2{instances: instances, parameters: parameters, log: orDiscard(log), sleep: clock.Sleep}
+	e := &EC2{instances: instances, parameters: parameters, log: orDiscard(log), sleep: clock.Sleep, now: clock.Or(nil), fitAt: map[string]time.Time{}}
 	if r, ok := instances.(interface{ Region() string }); ok {
 		e.region = r.Region()
 	}
@@ -198,6 +206,9 @@ func (e *EC2) instance(ctx context.Context, req Request) (launched, bool, error)
 		return launched{}, false, fmt.Errorf("provision job %d: look for an existing instance: %w", req.JobID, err)
 	} else if inst.id != "" {
 		return inst, true, nil
+	}
+	if err := e.fit(ctx, req); err != nil {
+		return launched{}, false, err
 	}
 	var failed []ec2api.CreateFleetError
 	for _, market := range Markets(req.Pool.Provisioner.Capacity) {
@@ -659,6 +670,87 @@ func LaunchKey(jobID int64, oldToken string, in *ec2api.CreateFleetInput) (strin
 		return "", fmt.Errorf("encode launch arguments: %w", err)
 	}
 	return "ghclaim-" + strconv.FormatInt(jobID, 10) + "-" + shortHash(oldToken+"\n"+string(b)), nil
+}
+
+// ErrUnfitTemplate is wrapped by the error of a launch from a launch
+// template whose machines cannot run a runner of ours, or could never be
+// cleaned up: the same template fails every attempt the same way, so the
+// job fails at once (shared/failure: Permanent), naming the template and
+// what to change, instead of launching machines that power off at boot.
+var ErrUnfitTemplate error = permanent("launch template unfit for ghclaim")
+
+// permanent is an error the retry classifier (shared/failure) treats as
+// non-retryable through its Permanent method.
+type permanent string
+
+func (e permanent) Error() string { return string(e) }
+
+// Permanent reports that retrying cannot help.
+func (permanent) Permanent() bool { return true }
+
+// fitTTL is how long a launch template version found fit is trusted: an
+// operator who points $Default at an unfit version is caught within it.
+const fitTTL = 5 * time.Minute
+
+// fit checks, before a launch, that the pool's launch template version
+// gives its machines what the boot script and the clean-up rely on, which
+// an instant fleet cannot set: instance metadata tags (the boot script
+// reads its runner name from them) and shutdown behaviour terminate (the
+// runner powers its machine off when done; a stopped machine is listed by
+// no one, and never cleaned up). A template made for the release at
+// 674a79e, which set both on RunInstances, has neither. A version found
+// fit is trusted for fitTTL; one EC2 read per template version and
+// claimer process, at most, meanwhile.
+func (e *EC2) fit(ctx context.Context, req Request) error {
+	p := req.Pool.Provisioner
+	version := cmp.Or(p.LaunchTemplateVersion, "$Default")
+	key := p.LaunchTemplate + "|" + version
+	now := e.now()
+	e.fitMu.Lock()
+	at, ok := e.fitAt[key]
+	e.fitMu.Unlock()
+	if ok && now.Sub(at) < fitTTL && !now.Before(at) {
+		return nil
+	}
+	in := &ec2api.DescribeLaunchTemplateVersionsInput{Versions: []string{version}}
+	if strings.HasPrefix(p.LaunchTemplate, "lt-") {
+		in.LaunchTemplateID = p.LaunchTemplate
+	} else {
+		in.LaunchTemplateName = p.LaunchTemplate
+	}
+	out, err := e.instances.DescribeLaunchTemplateVersions(ctx, in)
+	if err != nil {
+		return fmt.Errorf("provision job %d: read launch template %s version %s: %w", req.JobID, p.LaunchTemplate, version, err)
+	}
+	if len(out.Versions) != 1 {
+		return fmt.Errorf("provision job %d: launch template %s version %s: EC2 described %d versions, want 1", req.JobID, p.LaunchTemplate, version, len(out.Versions))
+	}
+	if bad := TemplateProblems(out.Versions[0].Data); len(bad) > 0 {
+		return fmt.Errorf("%w: launch template %s version %s of pool %s: %s (README: Your own launch templates)",
+			ErrUnfitTemplate, p.LaunchTemplate, version, req.Pool.Name, strings.Join(bad, "; "))
+	}
+	e.fitMu.Lock()
+	e.fitAt[key] = now
+	e.fitMu.Unlock()
+	return nil
+}
+
+// TemplateProblems lists what a launch template version's data lacks for a
+// runner of ours, each with its fix (none: fit). The claimer refuses to
+// launch from such a version; ghclaim doctor reports it.
+func TemplateProblems(d ec2api.LaunchTemplateData) []string {
+	var bad []string
+	if d.MetadataOptions.HTTPEndpoint == "disabled" {
+		bad = append(bad, "the instance metadata endpoint is disabled (MetadataOptions.HttpEndpoint: enabled): the boot script reads its runner name there")
+	}
+	if d.MetadataOptions.InstanceMetadataTags != "enabled" {
+		bad = append(bad, "instance metadata tags are off (MetadataOptions.InstanceMetadataTags: enabled): the boot script reads its runner name from its tags")
+	}
+	if b := d.InstanceInitiatedShutdownBehavior; b != "terminate" {
+		bad = append(bad, fmt.Sprintf("shutdown behaviour is %s (InstanceInitiatedShutdownBehavior: terminate): a runner powers its machine off when done, and a stopped machine is never cleaned up",
+			cmp.Or(b, "stop, EC2's default")))
+	}
+	return bad
 }
 
 // fleet calls CreateFleet.

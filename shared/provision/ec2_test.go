@@ -1,6 +1,7 @@
 package provision
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -42,6 +43,38 @@ type fakeInstances struct {
 	terminated   []string
 	terminateErr error
 	calls        *callLog
+	// template is the launch template version's data EC2 describes (the
+	// zero value: fitTemplate); versionReads counts the reads.
+	template     *ec2api.LaunchTemplateData
+	versionReads int
+}
+
+// fitTemplate is what the README asks of a launch template.
+var fitTemplate = ec2api.LaunchTemplateData{InstanceInitiatedShutdownBehavior: "terminate",
+	MetadataOptions: ec2api.MetadataOptions{HTTPEndpoint: "enabled", HTTPTokens: "required", InstanceMetadataTags: "enabled"}}
+
+// fitVersionXML is EC2's answer to DescribeLaunchTemplateVersions for a
+// version with fitTemplate's settings, for the doubles that speak HTTP.
+const fitVersionXML = `<?xml version="1.0" encoding="UTF-8"?>
+<DescribeLaunchTemplateVersionsResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/"><requestId>r-lt</requestId><launchTemplateVersionSet><item><launchTemplateId>lt-0abc</launchTemplateId><launchTemplateName>runners</launchTemplateName><versionNumber>7</versionNumber><defaultVersion>true</defaultVersion><launchTemplateData><instanceInitiatedShutdownBehavior>terminate</instanceInitiatedShutdownBehavior><metadataOptions><httpTokens>required</httpTokens><httpEndpoint>enabled</httpEndpoint><instanceMetadataTags>enabled</instanceMetadataTags></metadataOptions></launchTemplateData></item></launchTemplateVersionSet></DescribeLaunchTemplateVersionsResponse>`
+
+// describeVersion answers DescribeLaunchTemplateVersions with data, as EC2
+// does for the one version asked.
+func describeVersion(in *ec2api.DescribeLaunchTemplateVersionsInput, data ec2api.LaunchTemplateData) *ec2api.DescribeLaunchTemplateVersionsOutput {
+	return &ec2api.DescribeLaunchTemplateVersionsOutput{Versions: []ec2api.LaunchTemplateVersion{{
+		LaunchTemplateID: cmp.Or(in.LaunchTemplateID, "lt-0123456789abcdef0"), LaunchTemplateName: in.LaunchTemplateName, VersionNumber: 1, Data: data}}}
+}
+
+func (f *fakeInstances) DescribeLaunchTemplateVersions(_ context.Context, in *ec2api.DescribeLaunchTemplateVersionsInput) (*ec2api.DescribeLaunchTemplateVersionsOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls.add("DescribeLaunchTemplateVersions")
+	f.versionReads++
+	data := fitTemplate
+	if f.template != nil {
+		data = *f.template
+	}
+	return describeVersion(in, data), nil
 }
 
 func (f *fakeInstances) TerminateInstances(ctx context.Context, in *ec2api.TerminateInstancesInput) (*ec2api.TerminateInstancesOutput, error) {
@@ -672,7 +705,7 @@ func TestEC2ProvisionTagsConfigWithInstanceARN(t *testing.T) {
 		wantCalls []string
 		wantID    string
 	}{
-		{name: "launched", wantCalls: []string{"DescribeInstances", "CreateFleet", "DescribeInstances", "PutParameter"}, wantID: "i-0fresh"},
+		{name: "launched", wantCalls: []string{"DescribeInstances", "DescribeLaunchTemplateVersions", "CreateFleet", "DescribeInstances", "PutParameter"}, wantID: "i-0fresh"},
 		{name: "reused", existing: []string{"i-0live"}, wantCalls: []string{"DescribeInstances", "PutParameter"}, wantID: "i-0live"},
 	}
 	for _, tt := range tests {

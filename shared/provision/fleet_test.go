@@ -84,6 +84,10 @@ func (e *fleetEC2) start(market, typ, subnet string, tags []ec2api.TagSpecificat
 	return id
 }
 
+func (e *fleetEC2) DescribeLaunchTemplateVersions(_ context.Context, in *ec2api.DescribeLaunchTemplateVersionsInput) (*ec2api.DescribeLaunchTemplateVersionsOutput, error) {
+	return describeVersion(in, fitTemplate), nil
+}
+
 func (e *fleetEC2) CreateFleet(_ context.Context, in *ec2api.CreateFleetInput) (*ec2api.CreateFleetOutput, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()

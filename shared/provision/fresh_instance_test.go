@@ -42,6 +42,8 @@ func (a *freshTerminateEC2) Do(r *http.Request) (*http.Response, error) {
 <Response><Errors><Error><Code>InvalidInstanceID.NotFound</Code><Message>The instance ID '`+id+`' does not exist</Message></Error></Errors><RequestID>5b1f4f63-8f2d-4d2a-9a1e-000000000001</RequestID></Response>`)
 	}
 	switch form.Get("Action") {
+	case "DescribeLaunchTemplateVersions":
+		return answer(200, fitVersionXML)
 	case "CreateFleet":
 		return answer(200, `<?xml version="1.0" encoding="UTF-8"?>
 <CreateFleetResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/"><requestId>r-1</requestId><fleetId>fleet-7f7b5c2e-0000-4000-8000-000000000001</fleetId><errorSet/><fleetInstanceSet><item><launchTemplateAndOverrides><launchTemplateSpecification><launchTemplateId>lt-0abc</launchTemplateId><version>1</version></launchTemplateSpecification><overrides><instanceType>c7g.large</instanceType><subnetId>subnet-a</subnetId></overrides></launchTemplateAndOverrides><lifecycle>on-demand</lifecycle><instanceIds><item>i-0fresh</item></instanceIds><instanceType>c7g.large</instanceType></item></fleetInstanceSet></CreateFleetResponse>`)

@@ -3,8 +3,11 @@ package provision
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net/url"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -296,5 +299,48 @@ func TestDispatchAgainstMoto(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestUnfitTemplateOnMoto: a launch template made for the release at
+// 674a79e (no instance metadata tags, EC2's default shutdown behaviour
+// stop), read from moto through ec2api as EC2 describes it, fails the
+// job's provisioning at once and launches nothing; the same template with
+// the README's settings (version 2, pointed at as $Latest) launches.
+func TestUnfitTemplateOnMoto(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := setupAWS(t)
+	const job = int64(5301)
+	name := fmt.Sprintf("runner-%d", job)
+	if _, err := provisiontest.LaunchTemplateWith(ctx, f.ec2, name, "ami-03cf127a", "t3.micro", nil); err != nil {
+		t.Fatal(err)
+	}
+	p := ec2Pool()
+	p.Provisioner.LaunchTemplate, p.Provisioner.LaunchTemplateVersion = name, "$Latest"
+	subnets, err := provisiontest.Subnets(ctx, f.ec2)
+	if err != nil || len(subnets) == 0 {
+		t.Fatalf("DescribeSubnets: %v (%d subnets)", err, len(subnets))
+	}
+	p.Provisioner.Subnets = []string{subnets[0]}
+	adapter := NewEC2(f.ec2, f.ssm, nil)
+	_, err = adapter.Provision(ctx, request(p, job))
+	if !errors.Is(err, ErrUnfitTemplate) || !strings.Contains(err.Error(), "InstanceMetadataTags") || !strings.Contains(err.Error(), "InstanceInitiatedShutdownBehavior") {
+		t.Fatalf("Provision from the release's kind of template: %v, want ErrUnfitTemplate naming both settings", err)
+	}
+	if got := f.jobInstances(t, job); len(got) != 0 {
+		t.Fatalf("%d instances launched from an unfit template", len(got))
+	}
+	if err := provisiontest.LaunchTemplateVersion(ctx, f.ec2, name, url.Values{
+		"LaunchTemplateData.ImageId":                              {"ami-03cf127a"},
+		"LaunchTemplateData.InstanceType":                         {"t3.micro"},
+		"LaunchTemplateData.MetadataOptions.HttpTokens":           {"required"},
+		"LaunchTemplateData.MetadataOptions.InstanceMetadataTags": {"enabled"},
+		"LaunchTemplateData.InstanceInitiatedShutdownBehavior":    {"terminate"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := adapter.Provision(ctx, request(p, job)); err != nil || res.InstanceID == "" {
+		t.Fatalf("Provision once the template is fixed: %+v, %v", res, err)
 	}
 }

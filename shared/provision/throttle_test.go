@@ -41,6 +41,8 @@ func (a *lostThenThrottled) Do(r *http.Request) (*http.Response, error) {
 			Body: io.NopCloser(strings.NewReader(body)), Request: r}, nil
 	}
 	switch form.Get("Action") {
+	case "DescribeLaunchTemplateVersions":
+		return answer(200, fitVersionXML)
 	case "DescribeInstances":
 		if form.Get("InstanceId.1") != "" {
 			return answer(200, `<DescribeInstancesResponse><reservationSet><item><ownerId>123456789012</ownerId><instancesSet><item><instanceId>`+form.Get("InstanceId.1")+`</instanceId><instanceState><name>pending</name></instanceState></item></instancesSet></item></reservationSet></DescribeInstancesResponse>`)
