@@ -2,7 +2,6 @@ package emulator
 
 import (
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 )
@@ -23,42 +22,26 @@ type Index struct {
 // resolved by its condition (Fn::Equals, Fn::Not, Fn::And, Fn::Or,
 // Condition, Ref of a parameter).
 func TableIndexes(path string, params map[string]string) (map[string]Index, error) {
-	data, err := os.ReadFile(path)
+	tmpl, err := LoadTemplate(path)
 	if err != nil {
 		return nil, err
 	}
-	tmpl, err := decodeTemplate(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	r := resolver{tmpl: tmpl, params: map[string]string{}}
-	decl, _ := tmpl["Parameters"].(map[string]any)
-	for name, p := range decl {
-		if def, ok := p.(map[string]any)["Default"]; ok {
-			r.params[name] = fmt.Sprint(def)
-		}
-	}
-	for k, v := range params {
-		if _, ok := decl[k]; !ok {
-			return nil, fmt.Errorf("%s: parameter %s: not in the template", path, k)
-		}
-		r.params[k] = v
-	}
 	res, _ := tmpl["Resources"].(map[string]any)
-	var tables []map[string]any
-	for _, v := range res {
+	var tables []string
+	for name, v := range res {
 		if m, _ := v.(map[string]any); m["Type"] == "AWS::DynamoDB::Table" {
-			tables = append(tables, m)
+			tables = append(tables, name)
 		}
 	}
 	if len(tables) != 1 {
 		return nil, fmt.Errorf("%s: %d DynamoDB tables, want one", path, len(tables))
 	}
-	props, _ := tables[0]["Properties"].(map[string]any)
-	list, err := r.value(props["GlobalSecondaryIndexes"])
+	v, err := Resolve(path, params, "Resources", tables[0], "Properties")
 	if err != nil {
-		return nil, fmt.Errorf("%s: GlobalSecondaryIndexes: %w", path, err)
+		return nil, err
 	}
+	props, _ := v.(map[string]any)
+	list := props["GlobalSecondaryIndexes"]
 	types := map[string]string{}
 	for _, a := range AsList(props["AttributeDefinitions"]) {
 		m, _ := a.(map[string]any)
@@ -84,6 +67,48 @@ func TableIndexes(path string, params map[string]string) (map[string]Index, erro
 	}
 	return out, nil
 }
+
+// Resolve returns the part of the template at path under the keys at
+// (Resources, a resource's name, Properties…) as a stack with params (the
+// template's defaults for the rest) has it: every Fn::If replaced by the
+// branch its condition takes (Fn::Equals, Fn::Not, Fn::And, Fn::Or,
+// Condition, Ref of a parameter), and every Ref of AWS::NoValue left out,
+// as CloudFormation does. Other intrinsics stay as they are.
+func Resolve(path string, params map[string]string, at ...string) (any, error) {
+	tmpl, err := LoadTemplate(path)
+	if err != nil {
+		return nil, err
+	}
+	r := resolver{tmpl: tmpl, params: map[string]string{}}
+	decl, _ := tmpl["Parameters"].(map[string]any)
+	for name, p := range decl {
+		if def, ok := p.(map[string]any)["Default"]; ok {
+			r.params[name] = fmt.Sprint(def)
+		}
+	}
+	for k, v := range params {
+		if _, ok := decl[k]; !ok {
+			return nil, fmt.Errorf("%s: parameter %s: not in the template", path, k)
+		}
+		r.params[k] = v
+	}
+	var v any = tmpl
+	for _, k := range at {
+		m, _ := v.(map[string]any)
+		if v = m[k]; v == nil {
+			return nil, fmt.Errorf("%s: %s: not in the template", path, strings.Join(at, "."))
+		}
+	}
+	out, err := r.value(v)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %s: %w", path, strings.Join(at, "."), err)
+	}
+	return out, nil
+}
+
+// noValue is what resolver.value makes of a Ref of AWS::NoValue: left out
+// of the mapping or list that holds it.
+type noValue struct{}
 
 // CheckIndexUpdate refuses a stack update from the indexes before to those
 // after as CloudFormation does (DynamoDB's UpdateTable takes one index
@@ -140,13 +165,18 @@ func (r resolver) value(v any) (any, error) {
 			}
 			return r.value(l[2])
 		}
+		if ref, ok := t["Ref"]; ok && len(t) == 1 && ref == "AWS::NoValue" {
+			return noValue{}, nil
+		}
 		out := map[string]any{}
 		for k, x := range t {
 			y, err := r.value(x)
 			if err != nil {
 				return nil, err
 			}
-			out[k] = y
+			if _, gone := y.(noValue); !gone {
+				out[k] = y
+			}
 		}
 		return out, nil
 	case []any:
@@ -156,7 +186,9 @@ func (r resolver) value(v any) (any, error) {
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, y)
+			if _, gone := y.(noValue); !gone {
+				out = append(out, y)
+			}
 		}
 		return out, nil
 	}

@@ -1,7 +1,9 @@
 package emulator_test
 
 import (
+	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -37,7 +39,10 @@ func TestUpgradeChangesOneIndexPerDeploy(t *testing.T) {
 		t.Fatalf("the release's sweep index %+v, want projection ALL", release["sweep"])
 	}
 	keep := load(head, map[string]string{"LegacySweepIndex": "keep"})
+	keepKeys := load(head, map[string]string{"LegacySweepIndex": "keep-keys-only"})
 	drop := load(head, nil) // the default
+	// A stack of main between 3f21869 and sweep_keys: "sweep", keys only.
+	mainKeysOnly := map[string]emulator.Index{"sweep": {Name: "sweep", Keys: release["sweep"].Keys, Projection: []string{"KEYS_ONLY"}}}
 
 	for _, step := range []struct {
 		name          string
@@ -48,6 +53,9 @@ func TestUpgradeChangesOneIndexPerDeploy(t *testing.T) {
 		{"keep, then drop", keep, drop, ""},
 		{"a new stack's updates", drop, drop, ""},
 		{"release straight to drop", release, drop, "more than one GSI creation or deletion"},
+		{"main's keys-only sweep, then keep-keys-only", mainKeysOnly, keepKeys, ""},
+		{"keep-keys-only, then drop", keepKeys, drop, ""},
+		{"main's keys-only sweep with the release's keep", mainKeysOnly, keep, "Cannot update GSI's properties"},
 	} {
 		err := emulator.CheckIndexUpdate(step.before, step.after)
 		switch {
@@ -76,6 +84,58 @@ func TestCheckIndexUpdateRefusesInPlaceChanges(t *testing.T) {
 		err := emulator.CheckIndexUpdate(old, map[string]emulator.Index{"sweep": changed})
 		if err == nil || !strings.Contains(err.Error(), "Cannot update GSI's properties") {
 			t.Errorf("%s changed in place: %v, want refused", name, err)
+		}
+	}
+}
+
+// TestReclaimerReadsAnIndexItHasAndMay: in every LegacySweepIndex mode, the
+// index the reclaimer is told to read (SWEEP_INDEX) is one the table has,
+// and its role may Query it; while the old index is kept, it may Query
+// sweep_keys too, which it reads once the drop deploy removed the old one
+// before updating the function (shared/store: Stale).
+func TestReclaimerReadsAnIndexItHasAndMay(t *testing.T) {
+	t.Parallel()
+	head := filepath.Join("..", "..", "template.yaml")
+	for _, mode := range []string{"drop", "keep", "keep-keys-only"} {
+		params := map[string]string{"LegacySweepIndex": mode}
+		indexes, err := emulator.TableIndexes(head, params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fn, err := emulator.Resolve(head, params, "Resources", "ReclaimerFunction", "Properties")
+		if err != nil {
+			t.Fatal(err)
+		}
+		props := fn.(map[string]any)
+		env := props["Environment"].(map[string]any)["Variables"].(map[string]any)
+		index := fmt.Sprint(env["SWEEP_INDEX"])
+		if _, ok := indexes[index]; !ok {
+			t.Errorf("%s: the reclaimer reads %q, which the table (%v) lacks", mode, index, indexes)
+		}
+		var allowed []string
+		for _, pol := range emulator.AsList(props["Policies"]) {
+			for _, st := range emulator.PolicyStatements(pol) {
+				if st["Action"] != "dynamodb:Query" {
+					continue
+				}
+				for _, r := range emulator.AsList(st["Resource"]) {
+					sub, _ := r.(map[string]any)["Fn::Sub"].(string)
+					_, ix, _ := strings.Cut(sub, "/index/")
+					allowed = append(allowed, ix)
+				}
+			}
+		}
+		want := []string{index}
+		if mode != "drop" {
+			want = append(want, "sweep_keys")
+		}
+		for _, w := range want {
+			if !slices.Contains(allowed, w) {
+				t.Errorf("%s: the reclaimer's role may Query %v, not %s", mode, allowed, w)
+			}
+		}
+		if mode == "drop" && len(allowed) != 1 {
+			t.Errorf("drop: the reclaimer's role may Query %v, want sweep_keys alone", allowed)
 		}
 	}
 }

@@ -719,6 +719,16 @@ func (e *EC2) fit(ctx context.Context, req Request) error {
 		in.LaunchTemplateName = p.LaunchTemplate
 	}
 	out, err := e.instances.DescribeLaunchTemplateVersions(ctx, in)
+	var api smithy.APIError
+	if err != nil && errors.As(err, &api) && (api.ErrorCode() == "UnauthorizedOperation" || api.ErrorCode() == "AccessDenied") {
+		// The check is ours, not the launch's: a role without the read
+		// (an SCP, a hand-made role, IAM's propagation) must not fail
+		// every job of the pool. Launched unchecked, and said so.
+		e.log.LogAttrs(ctx, slog.LevelWarn, "launch template not checked: the role may not read it (ec2:DescribeLaunchTemplateVersions)",
+			slog.Int64("job_id", req.JobID), slog.String("pool", req.Pool.Name), slog.String("launch_template", p.LaunchTemplate),
+			slog.String("version", version), slog.String("code", api.ErrorCode()))
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("provision job %d: read launch template %s version %s: %w", req.JobID, p.LaunchTemplate, version, err)
 	}

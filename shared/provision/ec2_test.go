@@ -47,6 +47,7 @@ type fakeInstances struct {
 	// zero value: fitTemplate); versionReads counts the reads.
 	template     *ec2api.LaunchTemplateData
 	versionReads int
+	versionErr   error
 }
 
 // fitTemplate is what the README asks of a launch template.
@@ -70,6 +71,9 @@ func (f *fakeInstances) DescribeLaunchTemplateVersions(_ context.Context, in *ec
 	defer f.mu.Unlock()
 	f.calls.add("DescribeLaunchTemplateVersions")
 	f.versionReads++
+	if f.versionErr != nil {
+		return nil, f.versionErr
+	}
 	data := fitTemplate
 	if f.template != nil {
 		data = *f.template

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ghclaim/ghclaim/infra/provisiontest"
 	"github.com/ghclaim/ghclaim/shared/ec2api"
 	"github.com/ghclaim/ghclaim/shared/failure"
 )
@@ -73,5 +74,27 @@ func TestFitLaunchTemplateIsReadOncePerTTL(t *testing.T) {
 	f.inst.template = &ec2api.LaunchTemplateData{}
 	if _, err := f.adapter.Provision(context.Background(), request(ec2Pool(), 200)); !errors.Is(err, ErrUnfitTemplate) || f.inst.versionReads != 2 {
 		t.Errorf("after the TTL, an unfit $Default: %v after %d reads, want ErrUnfitTemplate after 2", err, f.inst.versionReads)
+	}
+}
+
+// TestUncheckedTemplateStillLaunches: a role that may not read the
+// template (an SCP, a hand-made role) launches unchecked, with a warning
+// naming the permission, instead of failing every job of the pool; a
+// template that does not exist still fails the job.
+func TestUncheckedTemplateStillLaunches(t *testing.T) {
+	t.Parallel()
+	f := setupEC2(t)
+	f.inst.versionErr = provisiontest.ClientError("EC2", "DescribeLaunchTemplateVersions", "UnauthorizedOperation", "You are not authorized to perform this operation.")
+	if res, err := f.adapter.Provision(context.Background(), request(ec2Pool(), 42)); err != nil || res.InstanceID == "" {
+		t.Fatalf("Provision without the read: %+v, %v; want launched", res, err)
+	}
+	if !strings.Contains(f.logs.String(), "ec2:DescribeLaunchTemplateVersions") {
+		t.Errorf("no warning names the permission: %s", f.logs.String())
+	}
+	g := setupEC2(t)
+	g.inst.versionErr = provisiontest.ClientError("EC2", "DescribeLaunchTemplateVersions", "InvalidLaunchTemplateId.NotFound", "The specified launch template, with template ID lt-0123456789abcdef0, does not exist.")
+	_, err := g.adapter.Provision(context.Background(), request(ec2Pool(), 43))
+	if err == nil || failure.Classify(err).Class != failure.NonRetryable || len(g.inst.fleets) != 0 {
+		t.Errorf("a missing template: %v (class %s), %d fleets; want the job failed, nothing launched", err, failure.Classify(err).Class, len(g.inst.fleets))
 	}
 }

@@ -198,6 +198,27 @@ func TestSweepFromTheLegacyIndex(t *testing.T) {
 	if err := store.New(env.db, stack.TableName, store.Options{}).ReadSweepFrom("sweep-v2"); err == nil || !strings.Contains(err.Error(), "sweep-v2") {
 		t.Errorf("an unknown index: %v, want an error naming it", err)
 	}
+
+	// The drop deploy removes the old index before it updates the
+	// function: a reclaimer still naming it reads the new one meanwhile.
+	// (The shared stack has sweep_keys alone.)
+	const dropped = int64(880_002)
+	db := &queriedIndex{DynamoDB: env.db}
+	s := store.New(db, env.table, store.Options{})
+	if err := s.ReadSweepFrom(store.LegacySweepIndex); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateJob(ctx, rec(dropped), old); err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.Stale(ctx, job.Shard(dropped, store.DefaultShards), time.Now(), 100, "")
+	found := false
+	for _, r := range p.Records {
+		found = found || r.JobID == dropped
+	}
+	if err != nil || !found || db.index != store.SweepIndex {
+		t.Errorf("the old index gone: page of %d, %v, last read from %q; want job %d from %s", len(p.Records), err, db.index, dropped, store.SweepIndex)
+	}
 }
 
 // TestStaleCursor: a page's cursor continues its own shard only; anything

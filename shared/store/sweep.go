@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/ghclaim/ghclaim/shared/clock"
 	"github.com/ghclaim/ghclaim/shared/job"
@@ -28,6 +29,21 @@ const (
 	SweepIndex       = "sweep_keys"
 	LegacySweepIndex = "sweep"
 )
+
+// legacyGone reports whether a Query of LegacySweepIndex failed because
+// that index cannot be read (removed, not yet readable, or no longer
+// allowed by the role), not for a passing reason.
+func legacyGone(err error) bool {
+	var api smithy.APIError
+	if !errors.As(err, &api) {
+		return false
+	}
+	switch api.ErrorCode() {
+	case "ValidationException", "ResourceNotFoundException", "AccessDeniedException":
+		return true
+	}
+	return false
+}
 
 // SweepProjection is the sweep index's projection: keys only
 // (template.yaml says the same; a test checks the deployed table). An entry
@@ -342,6 +358,15 @@ func (s *Store) Stale(ctx context.Context, shard string, now time.Time, limit in
 		in.Limit = aws.Int32(limit)
 	}
 	out, err := s.db.Query(ctx, in)
+	if err != nil && s.sweepIndex == LegacySweepIndex && legacyGone(err) {
+		// The deploy that drops the old index updates the table, then the
+		// role, then this function: in between, this process still names
+		// the old index, gone (or denied, or back but backfilling after a
+		// rolled-back drop). The new one holds the same keys (a cursor of
+		// either continues in the other).
+		in.IndexName = aws.String(SweepIndex)
+		out, err = s.db.Query(ctx, in)
+	}
 	if err != nil {
 		return job.Page{}, fmt.Errorf("query sweep shard %s: %w", shard, err)
 	}
