@@ -47,6 +47,9 @@ type Gate struct {
 
 	mu   sync.Mutex
 	last map[int64]time.Time // the last shared read, per installation
+	// reading is closed when the shared read in flight for an
+	// installation ends: a question asked meanwhile waits for it.
+	reading map[int64]chan struct{}
 }
 
 // NewGate returns a Gate over src that reads the shared item at most once
@@ -55,7 +58,7 @@ func NewGate(src Source, refresh time.Duration) *Gate {
 	if refresh <= 0 {
 		refresh = DefaultRefresh
 	}
-	return &Gate{src: src, refresh: refresh, last: map[int64]time.Time{}}
+	return &Gate{src: src, refresh: refresh, last: map[int64]time.Time{}, reading: map[int64]chan struct{}{}}
 }
 
 // Reading returns the installation's newest known reading at now: this
@@ -63,11 +66,31 @@ func NewGate(src Source, refresh time.Duration) *Gate {
 // No reading anywhere is a zero Reading and no error. A Store error comes
 // with this process's own reading, which the caller goes on with (GitHub
 // answers for itself when the budget is gone).
+//
+// A question asked while another one's shared read is in flight waits for
+// that read and answers with what it merged: answered with the own reading
+// instead (none, in a cold process), the batch's other workers of a fresh
+// claimer called GitHub inside a secondary limit's block that read was
+// about to show them, one refused call each (a burst test found it).
 func (g *Gate) Reading(ctx context.Context, installationID int64, now time.Time) (Reading, error) {
 	own, _ := g.src.Latest(installationID)
-	if g.settled(own, now) || !g.due(installationID, now) {
+	if g.settled(own, now) {
 		return own, nil
 	}
+	done, wait, due := g.due(installationID, now)
+	if wait != nil {
+		select {
+		case <-wait:
+			r, _ := g.src.Latest(installationID)
+			return r, nil
+		case <-ctx.Done():
+			return own, nil // the caller's own next step sees ctx end
+		}
+	}
+	if !due {
+		return own, nil
+	}
+	defer done()
 	r, err := g.src.Current(ctx, installationID)
 	if err != nil && !r.Known() {
 		if l, ok := g.src.Latest(installationID); ok {
@@ -91,14 +114,26 @@ func (g *Gate) settled(r Reading, now time.Time) bool {
 }
 
 // due reports whether the shared reading of installationID should be read
-// at now, and if so notes the read.
-func (g *Gate) due(installationID int64, now time.Time) bool {
+// at now, and if so notes the read and returns done, which the reader
+// calls when its read ends. While another read is in flight it returns
+// that read's channel to wait on instead.
+func (g *Gate) due(installationID int64, now time.Time) (done func(), wait <-chan struct{}, due bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if ch := g.reading[installationID]; ch != nil {
+		return nil, ch, false
+	}
 	last, ok := g.last[installationID]
 	if ok && now.Sub(last) < g.refresh && !now.Before(last) {
-		return false
+		return nil, nil, false
 	}
 	g.last[installationID] = now
-	return true
+	ch := make(chan struct{})
+	g.reading[installationID] = ch
+	return func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		delete(g.reading, installationID)
+		close(ch)
+	}, nil, true
 }

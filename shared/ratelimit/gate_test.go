@@ -109,3 +109,60 @@ func TestGateReadsOncePerRefresh(t *testing.T) {
 		}
 	}
 }
+
+// heldStore is a store whose reads wait until released, counting the
+// reads that started.
+type heldStore struct {
+	*fakeStore
+	started chan struct{}
+	release chan struct{}
+}
+
+func (h heldStore) LoadRate(ctx context.Context, id int64) (ratelimit.Reading, error) {
+	h.started <- struct{}{}
+	<-h.release
+	return h.fakeStore.LoadRate(ctx, id)
+}
+
+// TestGateWaitsForTheReadInFlight: a question asked while another one's
+// shared read is in flight waits for it and answers with what it found
+// (here a secondary limit's block another process shared), with no read
+// of its own. Answered with its own reading instead (none, in a cold
+// process), the batch's other workers called GitHub inside the block.
+func TestGateWaitsForTheReadInFlight(t *testing.T) {
+	t.Parallel()
+	s := heldStore{fakeStore: newFakeStore(), started: make(chan struct{}, 4), release: make(chan struct{})}
+	s.items[installation] = ratelimit.Block(t0.Add(-time.Second), time.Minute)
+	tr := ratelimit.NewTracker(s, ratelimit.DefaultPersistRule(), func() time.Time { return t0 })
+	g := ratelimit.NewGate(tr, 0)
+	type answer struct {
+		r   ratelimit.Reading
+		err error
+	}
+	answers := make(chan answer, 3)
+	ask := func() {
+		r, err := g.Reading(context.Background(), installation, t0)
+		answers <- answer{r, err}
+	}
+	go ask()
+	<-s.started // the first question's read is in flight
+	go ask()
+	go ask()
+	select {
+	case a := <-answers:
+		t.Fatalf("a question answered %+v before the read in flight ended", a.r)
+	case <-s.started:
+		t.Fatal("a second shared read started while one was in flight")
+	case <-time.After(100 * time.Millisecond): // a bound on a hang, not a measurement
+	}
+	close(s.release)
+	for range 3 {
+		a := <-answers
+		if a.err != nil || !a.r.Blocked(t0) {
+			t.Errorf("answer %+v, %v: want the shared block", a.r, a.err)
+		}
+	}
+	if s.loads != 1 {
+		t.Errorf("shared item read %d times, want once", s.loads)
+	}
+}
