@@ -278,6 +278,12 @@ func TestBurstMeetsTheSecondaryLimitOnce(t *testing.T) {
 		t.Fatalf("GitHub refused %d calls of %d JIT calls for %d jobs: want at least one and at most the %d in flight, no call per deferred job",
 			st.SecondaryLimited, st.JITCalls, jobs, workers)
 	}
+	// Deferred by the block, not attempted: go-github's own hold of the
+	// client would also keep the calls from GitHub, but each job would
+	// then spend an attempt on a refusal it made up.
+	if n := h.logs.count(t, "deferred_rate_limit"); n < jobs-180-workers {
+		t.Fatalf("%d claims deferred by the block, want the %d or so neither claimed nor refused", n, jobs-180)
+	}
 
 	// During the block, another claimer (which never met the limit, and
 	// whose go-github holds nothing) gets the deferred copies: it learns
