@@ -265,10 +265,10 @@ type Server struct {
 	pending        sync.WaitGroup
 
 	// GitHub's secondary rate limit (secondary.go): the points a minute
-	// an actor may spend, and each actor's requests of the last minute
-	// (by installation id; 0 is the App).
+	// an actor may spend on one endpoint, and each actor's requests of the
+	// last minute by endpoint.
 	secondaryPoints int
-	secondary       map[int64][]spent
+	secondary       map[spender][]spent
 }
 
 // New returns a fake with no runners, no jobs and no faults.
@@ -329,7 +329,7 @@ func (s *Server) resetState() {
 	s.tokenSeq = 0
 	s.rates = map[int64]*bucket{}
 	s.appRate = nil
-	s.secondary = map[int64][]spent{}
+	s.secondary = map[spender][]spent{}
 	s.runners = map[int64]*Runner{}
 	s.runnerSeq = 0
 	s.jobs = map[string]storedJob{}

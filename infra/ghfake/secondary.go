@@ -8,11 +8,14 @@ import (
 
 // GitHub's secondary rate limit on REST points ("Rate limits for the REST
 // API", About secondary rate limits / Calculating points for the secondary
-// rate limit): no more than 900 points a minute, a GET, HEAD or OPTIONS
-// request costing 1 point and any other 5, so 180 runner registrations
-// (POST generate-jitconfig) or deletions a minute for one installation,
+// rate limit): "too many requests to a single endpoint per minute. No more
+// than 900 points per minute are allowed for REST API endpoints", a GET,
+// HEAD or OPTIONS request costing 1 point and any other 5, so 180 runner
+// registrations (POST generate-jitconfig) a minute for one installation,
 // however much of its hourly budget is left. Past it GitHub answers 403
-// "You have exceeded a secondary rate limit" with Retry-After.
+// "You have exceeded a secondary rate limit" with Retry-After. The points
+// are counted per actor (an installation's token, or the App's JWT) and
+// endpoint (the route's pattern, as GitHub's documentation names them).
 const (
 	// DefaultSecondaryPoints is the points a minute one actor may spend.
 	DefaultSecondaryPoints = 900
@@ -22,10 +25,17 @@ const (
 )
 
 // WithSecondaryLimit sets the points a minute each installation (and the
-// App, on its own routes) may spend before GitHub's secondary rate limit
-// refuses it (default DefaultSecondaryPoints); 0 lifts the limit, for a
-// benchmark measuring our side alone.
+// App, on its own routes) may spend on one endpoint before GitHub's
+// secondary rate limit refuses it (default DefaultSecondaryPoints); 0
+// lifts the limit, for a benchmark measuring our side alone.
 func WithSecondaryLimit(points int) Option { return func(s *Server) { s.secondaryPoints = points } }
+
+// spender is who spends points on what: an installation id (0: the App)
+// and a route pattern.
+type spender struct {
+	actor int64
+	route string
+}
 
 // spent is one request's points at a time.
 type spent struct {
@@ -42,17 +52,23 @@ func points(method string) int {
 	return pointsWrite
 }
 
-// secondaryRefusal charges a request of method to actor's last minute of
-// points (actor: an installation id, or 0 for the App) and returns 0; or,
-// when the request would take the minute past the limit, charges nothing
-// and returns how long until the points it needs are free again, GitHub's
-// Retry-After. Callers hold s.mu.
-func (s *Server) secondaryRefusal(actor int64, method string) time.Duration {
+// secondaryRefusal charges a request of method on route to actor's last
+// minute of points on that route (actor: an installation id, or 0 for the
+// App) and returns 0; or, when the request would take the minute past the
+// limit, charges nothing and returns how long until the points it needs
+// are free again, GitHub's Retry-After (a minute for a request dearer than
+// the whole limit). Callers hold s.mu.
+func (s *Server) secondaryRefusal(actor int64, route, method string) time.Duration {
 	if s.secondaryPoints <= 0 {
 		return 0
 	}
 	now, cost := s.now(), points(method)
-	log := s.secondary[actor]
+	if cost > s.secondaryPoints {
+		s.stats.SecondaryLimited++
+		return secondaryWindow
+	}
+	key := spender{actor, route}
+	log := s.secondary[key]
 	i := 0
 	for i < len(log) && !log[i].at.After(now.Add(-secondaryWindow)) {
 		i++
@@ -69,13 +85,13 @@ func (s *Server) secondaryRefusal(actor int64, method string) time.Duration {
 		for _, e := range log {
 			free -= e.points
 			if free <= 0 {
-				s.secondary[actor] = log
+				s.secondary[key] = log
 				s.stats.SecondaryLimited++
 				return max(time.Second, e.at.Add(secondaryWindow).Sub(now))
 			}
 		}
 	}
-	s.secondary[actor] = append(log, spent{at: now, points: cost})
+	s.secondary[key] = append(log, spent{at: now, points: cost})
 	return 0
 }
 

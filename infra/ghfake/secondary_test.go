@@ -14,10 +14,11 @@ import (
 )
 
 // TestSecondaryLimitPointsPerMinute: GitHub refuses an installation past
-// 900 points a minute (a POST costs 5, a GET 1) with its secondary rate
-// limit's 403 and Retry-After, whatever its hourly budget says: 180 runner
-// registrations a minute, not 5000. A fake that registered runners without
-// end hid from every burst test the limit a real burst meets.
+// 900 points a minute on one endpoint (a POST costs 5, a GET 1) with its
+// secondary rate limit's 403 and Retry-After, whatever its hourly budget
+// says: 180 runner registrations a minute, not 5000. A fake that
+// registered runners without end hid from every burst test the limit a
+// real burst meets. Another endpoint has points of its own.
 func TestSecondaryLimitPointsPerMinute(t *testing.T) {
 	t.Parallel()
 	var now atomic.Int64
@@ -57,16 +58,19 @@ func TestSecondaryLimitPointsPerMinute(t *testing.T) {
 	if rem := abuse.Response.Header.Get("X-RateLimit-Remaining"); rem != "4820" {
 		t.Errorf("X-RateLimit-Remaining %q, want 4820 (180 charged, the refused one not): the hourly budget is not what ran out", rem)
 	}
-	// A read costs 1 point: 900 of the minute's are spent, so it waits too.
+	// Another endpoint (the runner list) has its points of its own: 900
+	// reads a minute, the 901st refused.
+	for i := range 900 {
+		if _, _, err := gh().Actions.ListRunners(ctx, "octo", "hello", nil); err != nil {
+			t.Fatalf("read %d of the runner list with the registrations' points spent: %v", i+1, err)
+		}
+	}
 	if _, _, err := gh().Actions.ListRunners(ctx, "octo", "hello", nil); !errors.As(err, &abuse) {
-		t.Errorf("a GET at 900 points: %v, want the secondary limit", err)
+		t.Errorf("the 901st read of a minute: %v, want the secondary limit", err)
 	}
 	now.Add(int64(30 * time.Second))
 	if err := register(181); err != nil {
 		t.Errorf("after the Retry-After: %v, want the registration made", err)
-	}
-	if _, _, err := gh().Actions.ListRunners(ctx, "octo", "hello", nil); err != nil {
-		t.Errorf("a GET with 455 points of the minute spent: %v", err)
 	}
 
 	// Another installation has its own points.
@@ -85,5 +89,18 @@ func TestSecondaryLimitLifted(t *testing.T) {
 		if _, _, err := f.gh.Actions.GenerateRepoJITConfig(context.Background(), "octo", "hello", jitReq(fmt.Sprintf("linux-%d", i))); err != nil {
 			t.Fatalf("registration %d with the limit lifted: %v", i+1, err)
 		}
+	}
+}
+
+// TestSecondaryLimitBelowOnePost: a limit below one POST's 5 points
+// refuses every POST (it was charged and served: its points never fitted
+// the refusal's arithmetic), with a minute's Retry-After.
+func TestSecondaryLimitBelowOnePost(t *testing.T) {
+	t.Parallel()
+	f := setup(t, ghfake.WithSecondaryLimit(4))
+	_, _, err := f.gh.Actions.GenerateRepoJITConfig(context.Background(), "octo", "hello", jitReq("linux-1"))
+	var abuse *github.AbuseRateLimitError
+	if !errors.As(err, &abuse) || abuse.RetryAfter == nil || *abuse.RetryAfter != time.Minute {
+		t.Fatalf("a POST under a 4-point limit: %v, want refused with a minute's Retry-After", err)
 	}
 }

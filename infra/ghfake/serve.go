@@ -133,7 +133,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.mu.Lock()
 		b := s.appBucket()
-		if wait := s.secondaryRefusal(0, r.Method); wait > 0 {
+		if wait := s.secondaryRefusal(0, route, r.Method); wait > 0 {
 			setRate(h, b)
 			s.mu.Unlock()
 			writeSecondary(w, h, wait)
@@ -158,7 +158,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.mu.Lock()
 		b := s.bucketFor(inst)
-		if wait := s.secondaryRefusal(inst, r.Method); wait > 0 {
+		if wait := s.secondaryRefusal(inst, route, r.Method); wait > 0 {
 			setRate(h, b)
 			s.mu.Unlock()
 			writeSecondary(w, h, wait)
