@@ -279,8 +279,9 @@ func fill(t *testing.T, url string, n int, body func(i int) string) {
 	t.Helper()
 	ctx := context.Background()
 	api := sqs.NewFromConfig(env.cfg, func(o *sqs.Options) { o.RetryMaxAttempts = 1 })
+	read := sqs.NewFromConfig(env.cfg) // a read is safe to repeat: the SDK's retries
 	depth := func() int {
-		out, err := api.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: &url,
+		out, err := read.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: &url,
 			AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages}})
 		must(t, err)
 		d, err := strconv.Atoi(out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessages)])
