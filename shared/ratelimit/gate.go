@@ -65,7 +65,8 @@ func NewGate(src Source, refresh time.Duration) *Gate {
 // process's own, merged with the shared one when that is due for a read.
 // No reading anywhere is a zero Reading and no error. A Store error comes
 // with this process's own reading, which the caller goes on with (GitHub
-// answers for itself when the budget is gone).
+// answers for itself when the budget is gone); only the question that made
+// the read gets it, those that waited for it get the own reading alone.
 //
 // A question asked while another one's shared read is in flight waits for
 // that read and answers with what it merged: answered with the own reading
@@ -88,7 +89,10 @@ func (g *Gate) Reading(ctx context.Context, installationID int64, now time.Time)
 		}
 	}
 	if !due {
-		return own, nil
+		// own may predate a read that ended since (between the two
+		// looks): answer with what it merged.
+		r, _ := g.src.Latest(installationID)
+		return r, nil
 	}
 	defer done()
 	r, err := g.src.Current(ctx, installationID)

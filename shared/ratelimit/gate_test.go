@@ -3,6 +3,7 @@ package ratelimit_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -164,5 +165,49 @@ func TestGateWaitsForTheReadInFlight(t *testing.T) {
 	}
 	if s.loads != 1 {
 		t.Errorf("shared item read %d times, want once", s.loads)
+	}
+}
+
+// pausingSource pauses the second Latest call (the second question's own
+// reading) just after it was taken, until resumed.
+type pausingSource struct {
+	*ratelimit.Tracker
+	calls  atomic.Int32
+	paused chan struct{}
+	resume chan struct{}
+}
+
+func (p *pausingSource) Latest(id int64) (ratelimit.Reading, bool) {
+	r, ok := p.Tracker.Latest(id)
+	if p.calls.Add(1) == 2 {
+		close(p.paused)
+		<-p.resume
+	}
+	return r, ok
+}
+
+// TestGateOwnReadingTakenBeforeTheReadEnded: a question whose own reading
+// (none, cold) was taken just before the read in flight ended finds no
+// read in flight and none due: it answers with what that read merged, not
+// with the reading it took before (a review found the window).
+func TestGateOwnReadingTakenBeforeTheReadEnded(t *testing.T) {
+	t.Parallel()
+	s := heldStore{fakeStore: newFakeStore(), started: make(chan struct{}, 4), release: make(chan struct{})}
+	s.items[installation] = ratelimit.Block(t0.Add(-time.Second), time.Minute)
+	tr := ratelimit.NewTracker(s, ratelimit.DefaultPersistRule(), func() time.Time { return t0 })
+	src := &pausingSource{Tracker: tr, paused: make(chan struct{}), resume: make(chan struct{})}
+	g := ratelimit.NewGate(src, 0)
+	first, second := make(chan ratelimit.Reading, 1), make(chan ratelimit.Reading, 1)
+	go func() { r, _ := g.Reading(context.Background(), installation, t0); first <- r }()
+	<-s.started
+	go func() { r, _ := g.Reading(context.Background(), installation, t0); second <- r }()
+	<-src.paused // the second question holds its own (empty) reading
+	close(s.release)
+	if r := <-first; !r.Blocked(t0) {
+		t.Fatalf("the reader answered %+v, want the shared block", r)
+	}
+	close(src.resume)
+	if r := <-second; !r.Blocked(t0) {
+		t.Errorf("the second question answered %+v: not blocked, though the read had merged the block", r)
 	}
 }
