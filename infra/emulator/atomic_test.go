@@ -20,12 +20,17 @@ import (
 
 // TestConditionalWritesAreAtomic guards the property every race test of
 // ghclaim relies on: of many concurrent conditional writes to one item,
-// exactly one wins, as on DynamoDB.
+// exactly one wins, as on DynamoDB. Each write is sent once (no SDK
+// retry): an answer cut on a busy box (a checksum that does not match) is
+// an outcome unknown, and the SDK's retry of a write that took effect
+// loses to itself, which counted 0 wins and 24 losses in a fresh make
+// test. The item then says whether one did.
 func TestConditionalWritesAreAtomic(t *testing.T) {
 	t.Parallel()
 	srv := ForTest(t)
 	stack := DeployForTest(t, srv)
-	db := dynamodb.NewFromConfig(srv.ConfigForTest(t))
+	db := dynamodb.NewFromConfig(srv.ConfigForTest(t), func(o *dynamodb.Options) { o.RetryMaxAttempts = 1 })
+	read := dynamodb.NewFromConfig(srv.ConfigForTest(t))
 	ctx := context.Background()
 	for round := range 30 {
 		pk := fmt.Sprintf("race#%d", round)
@@ -39,7 +44,7 @@ func TestConditionalWritesAreAtomic(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		var wins, losses atomic.Int32
+		var wins, losses, unknown atomic.Int32
 		var wg sync.WaitGroup
 		for range 24 {
 			wg.Add(1)
@@ -61,13 +66,22 @@ func TestConditionalWritesAreAtomic(t *testing.T) {
 				case errors.As(err, &ccf):
 					losses.Add(1)
 				default:
-					t.Errorf("UpdateItem: %v", err)
+					unknown.Add(1)
+					t.Logf("round %d: UpdateItem's outcome unknown: %v", round, err)
 				}
 			}()
 		}
 		wg.Wait()
-		if wins.Load() != 1 || losses.Load() != 23 {
-			t.Fatalf("round %d: %d writes won and %d lost; want 1 and 23", round, wins.Load(), losses.Load())
+		if w, u := wins.Load(), unknown.Load(); w > 1 || w+u < 1 || w+losses.Load()+u != 24 || u > 2 {
+			t.Fatalf("round %d: %d writes won, %d lost, %d unknown; want 1 won (or an unknown one) and the rest lost", round, w, losses.Load(), u)
+		}
+		out, err := read.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(stack.TableName),
+			Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: pk}}, ConsistentRead: aws.Bool(true)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, _ := out.Item["version"].(*types.AttributeValueMemberN); v == nil || v.Value != "2" {
+			t.Fatalf("round %d: version %v after the race, want 2 (one write took effect)", round, out.Item["version"])
 		}
 	}
 }
