@@ -95,6 +95,48 @@ def _receive_message(self, queue_name, count, wait_seconds_timeout,
 SQSBackend.receive_message = _receive_message
 
 
+# moto ignores CreateFleet's ClientToken: the same token starts another fleet
+# and another instance. EC2 answers a repeated token with the first answer
+# (no second machine) and the same token with other arguments with HTTP 400
+# IdempotentParameterMismatch. An SDK retry of a launch whose answer a busy
+# emulator cut started a second machine for one job here, where EC2 would
+# not. The tokens live as long as the server (EC2 keeps them for a day at
+# least; no test runs that long).
+from moto.ec2.exceptions import EC2ClientError
+from moto.ec2.responses.fleets import Fleets
+
+_fleet_lock = threading.Lock()
+_create_fleet = Fleets.create_fleet
+
+
+def _fleet_args(querystring):
+    return sorted((k, tuple(v)) for k, v in querystring.items()
+                  if k != "ClientToken")
+
+
+def _create_fleet_once(self):
+    token = self._get_param("ClientToken")
+    if not token:
+        return _create_fleet(self)
+    args = _fleet_args(self.querystring)
+    with _fleet_lock:
+        seen = self.ec2_backend.__dict__.setdefault("_ghclaim_fleet_tokens", {})
+        if token in seen:
+            first_args, answer = seen[token]
+            if first_args != args:
+                raise EC2ClientError(
+                    "IdempotentParameterMismatch",
+                    "Arguments on this idempotent request are inconsistent "
+                    "with arguments used in previous request(s).")
+            return answer
+        answer = _create_fleet(self)
+        seen[token] = (args, answer)
+        return answer
+
+
+Fleets.create_fleet = _create_fleet_once
+
+
 # moto's dispatcher finds the backend of every request under one global lock,
 # and on the way lists moto's package directory (an os.listdir and an isdir
 # per service, ~200 stat calls) each time. Every stat releases the GIL; with

@@ -15,19 +15,22 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/ghclaim/ghclaim/infra/emulator"
 	"github.com/ghclaim/ghclaim/infra/provisiontest"
 	"github.com/ghclaim/ghclaim/shared/ec2api"
+	"github.com/ghclaim/ghclaim/shared/failure"
 )
 
 // These tests talk HTTP to moto_server through the real SDK clients. moto
 // 5.2 launches instant fleets (CreateFleet: the launch template's image,
-// the overrides' type and subnet, the instance tags) but does NOT honour
-// their ClientToken (a repeated token starts a second instance; see
-// TestMotoIgnoresClientToken), nor report per-option capacity errors, so here the single
-// instance per job is the work of the adapter's tag lookup, which real EC2
-// needs too once the token has expired.
+// the overrides' type and subnet, the instance tags) but does not report
+// per-option capacity errors, so here every launch lands on its first
+// option. moto ignores their ClientToken; the emulator's launcher makes it
+// honour it, as EC2 does (TestEmulatorHonoursClientToken). The single
+// instance per job across attempts (each with its own token) is the work of
+// the adapter's tag lookup, which real EC2 needs too once a token expires.
 
 type awsFixture struct {
 	ec2 *ec2api.Client
@@ -189,10 +192,12 @@ func (f awsFixture) assertInstanceTag(t *testing.T, name string, inst ec2api.Ins
 	}
 }
 
-// TestMotoIgnoresClientToken pins the emulator behaviour the comment at the
-// top of this file relies on. If moto starts honouring ClientToken, this
-// fails: then the tag lookup is no longer what the test above exercises.
-func TestMotoIgnoresClientToken(t *testing.T) {
+// TestEmulatorHonoursClientToken pins what the launcher (moto_atomic.py)
+// adds to moto, which ignores CreateFleet's ClientToken: as on EC2, a
+// repeated token with the same arguments gets the first answer and starts
+// nothing (an SDK retry of a launch whose answer was cut), and with other
+// arguments it is HTTP 400 IdempotentParameterMismatch.
+func TestEmulatorHonoursClientToken(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	f := setupAWS(t)
@@ -208,8 +213,26 @@ func TestMotoIgnoresClientToken(t *testing.T) {
 		}
 		ids = append(ids, fleetInstance(out))
 	}
-	if ids[0] == ids[1] {
-		t.Fatalf("moto now honours ClientToken (both calls returned %s): update the comment on this file", ids[0])
+	if ids[0] == "" || ids[0] != ids[1] {
+		t.Fatalf("the same ClientToken twice launched %v, want one instance answered twice", ids)
+	}
+	if got := f.jobInstances(t, 5003); len(got) != 1 {
+		t.Fatalf("instances tagged with job 5003: got %d, want 1", len(got))
+	}
+	subnets, err := provisiontest.Subnets(ctx, f.ec2)
+	if err != nil || len(subnets) == 0 {
+		t.Fatalf("DescribeSubnets: %v (%d subnets)", err, len(subnets))
+	}
+	other := *in
+	other.LaunchTemplateConfigs = []ec2api.FleetLaunchTemplateConfig{in.LaunchTemplateConfigs[0]}
+	other.LaunchTemplateConfigs[0].Overrides = []ec2api.FleetOverride{{InstanceType: "c7g.large", SubnetID: subnets[0]}}
+	_, err = f.ec2.CreateFleet(ctx, &other)
+	var api smithy.APIError
+	if !errors.As(err, &api) || api.ErrorCode() != "IdempotentParameterMismatch" || failure.Classify(err).Status != 400 {
+		t.Fatalf("the token with other arguments: got %v, want HTTP 400 IdempotentParameterMismatch", err)
+	}
+	if got := f.jobInstances(t, 5003); len(got) != 1 {
+		t.Errorf("instances tagged with job 5003 after the mismatch: got %d, want 1", len(got))
 	}
 }
 
