@@ -269,6 +269,10 @@ type Server struct {
 	// last minute by endpoint.
 	secondaryPoints int
 	secondary       map[spender][]spent
+	// concurrent is how many requests an actor may have in flight;
+	// inflight counts them by actor (0: the App).
+	concurrent int
+	inflight   map[int64]int
 }
 
 // New returns a fake with no runners, no jobs and no faults.
@@ -282,6 +286,8 @@ func New(opts ...Option) *Server {
 		retention: DefaultRetention,
 
 		secondaryPoints: DefaultSecondaryPoints,
+		concurrent:      DefaultConcurrentRequests,
+		inflight:        map[int64]int{},
 	}
 	for _, o := range opts {
 		o(s)

@@ -22,7 +22,17 @@ const (
 	secondaryWindow        = time.Minute
 	pointsRead             = 1
 	pointsWrite            = 5
+	// DefaultConcurrentRequests is how many requests one actor may have
+	// in flight at once: "No more than 100 concurrent requests are
+	// allowed" (shared with GraphQL, which ghclaim does not use).
+	DefaultConcurrentRequests = 100
 )
+
+// WithConcurrentLimit sets how many requests each installation (and the
+// App, on its own routes) may have in flight before GitHub's secondary
+// rate limit refuses the next (default DefaultConcurrentRequests); 0 lifts
+// the limit.
+func WithConcurrentLimit(n int) Option { return func(s *Server) { s.concurrent = n } }
 
 // WithSecondaryLimit sets the points a minute each installation (and the
 // App, on its own routes) may spend on one endpoint before GitHub's
@@ -93,6 +103,43 @@ func (s *Server) secondaryRefusal(actor int64, route, method string) time.Durati
 	}
 	s.secondary[key] = append(log, spent{at: now, points: cost})
 	return 0
+}
+
+// enter admits one more request of actor (an installation id, or 0 for
+// the App) and reports true; the caller then calls leave once its answer
+// is written. With the actor's limit already in flight it reports false
+// and counts the refusal. Callers hold s.mu.
+func (s *Server) enter(actor int64) bool {
+	if s.concurrent <= 0 {
+		return true
+	}
+	if s.inflight[actor] >= s.concurrent {
+		s.stats.SecondaryLimited++
+		return false
+	}
+	s.inflight[actor]++
+	return true
+}
+
+// leave ends a request enter admitted.
+func (s *Server) leave(actor int64) {
+	if s.concurrent <= 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.inflight[actor]--
+}
+
+// writeConcurrent answers a request over the concurrent limit as GitHub
+// answers a secondary limit it names no wait for: 403 and its message,
+// with no Retry-After, the primary budget's headers h (remaining above 0),
+// uncharged. GitHub then asks a client to wait at least a minute.
+func writeConcurrent(w http.ResponseWriter, h http.Header) {
+	copyHeader(w, h)
+	writeError(w, http.StatusForbidden,
+		"You have exceeded a secondary rate limit. Please wait a few minutes before you try again.",
+		docsSecondaryRateLimit)
 }
 
 // writeSecondary answers as GitHub does past the secondary limit: 403,

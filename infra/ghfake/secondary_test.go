@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -102,5 +103,76 @@ func TestSecondaryLimitBelowOnePost(t *testing.T) {
 	var abuse *github.AbuseRateLimitError
 	if !errors.As(err, &abuse) || abuse.RetryAfter == nil || *abuse.RetryAfter != time.Minute {
 		t.Fatalf("a POST under a 4-point limit: %v, want refused with a minute's Retry-After", err)
+	}
+}
+
+// TestConcurrentRequestsLimit: GitHub allows one installation at most 100
+// requests in flight ("No more than 100 concurrent requests are
+// allowed"); the 101st gets the secondary limit's 403 with no Retry-After
+// (a client then waits at least a minute), uncharged, whatever its points
+// and budget. Another installation is not held by it, and once the
+// hundred are answered the installation is served again.
+func TestConcurrentRequestsLimit(t *testing.T) {
+	t.Parallel()
+	entered, release := make(chan struct{}), make(chan struct{})
+	f := setup(t, ghfake.WithSleep(func(ctx context.Context, _ time.Duration) error {
+		entered <- struct{}{}
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}))
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(free) // before the server closes: a failed test leaves none held
+	ctx := context.Background()
+	// Each of the first hundred reads is held after it was served: in
+	// flight until the test releases it.
+	f.fake.Fail(ghfake.RouteRepoRunners, ghfake.DefaultConcurrentRequests, ghfake.Slow(time.Second).AfterEffect())
+	var wg sync.WaitGroup
+	errs := make(chan error, ghfake.DefaultConcurrentRequests)
+	for range ghfake.DefaultConcurrentRequests {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _, err := f.gh.Actions.ListRunners(ctx, "octo", "hello", nil)
+			errs <- err
+		}()
+	}
+	for range ghfake.DefaultConcurrentRequests {
+		<-entered
+	}
+	_, _, err := f.gh.Actions.ListRunners(ctx, "octo", "hello", nil)
+	var abuse *github.AbuseRateLimitError
+	if !errors.As(err, &abuse) || abuse.Response.StatusCode != 403 {
+		t.Fatalf("the 101st request in flight: %v, want GitHub's secondary rate limit (403)", err)
+	}
+	if ra := abuse.Response.Header.Get("Retry-After"); ra != "" {
+		t.Errorf("Retry-After %q, want none (GitHub names no wait for this limit)", ra)
+	}
+	if rem := abuse.Response.Header.Get("X-RateLimit-Remaining"); rem != "4900" {
+		t.Errorf("X-RateLimit-Remaining %q, want 4900 (the hundred charged, the refused one not)", rem)
+	}
+	other := client(t, f.srv.URL+"/", f.fake.IssueToken(inst+1))
+	if _, _, err := other.Actions.ListRunners(ctx, "octo", "hello", nil); err != nil {
+		t.Errorf("another installation while this one has a hundred in flight: %v", err)
+	}
+	free()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("a held request: %v, want answered", err)
+		}
+	}
+	// go-github holds a secondary limit on its own: a new client asks the fake.
+	again := client(t, f.srv.URL+"/", f.fake.IssueToken(inst))
+	if _, _, err := again.Actions.ListRunners(ctx, "octo", "hello", nil); err != nil {
+		t.Errorf("after the hundred were answered: %v, want served", err)
+	}
+	if got := f.fake.Stats().SecondaryLimited; got != 1 {
+		t.Errorf("SecondaryLimited %d, want 1", got)
 	}
 }

@@ -19,7 +19,8 @@ const maxBody = 1 << 20
 
 // ServeHTTP answers one request: control endpoints under /_fake/, the API
 // elsewhere. For the API, in order: count the call, take a programmed fault,
-// authenticate, charge the rate budget, run the route (or, for a renamed
+// authenticate, admit it among the actor's concurrent requests, charge
+// the secondary limit's points and the rate budget, run the route (or, for a renamed
 // repository's old name, answer GitHub's redirect), then apply an
 // after-effect fault or send the route's answer.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -133,6 +134,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.mu.Lock()
 		b := s.appBucket()
+		if !s.enter(0) {
+			setRate(h, b)
+			s.mu.Unlock()
+			writeConcurrent(w, h)
+			return
+		}
+		defer s.leave(0)
 		if wait := s.secondaryRefusal(0, route, r.Method); wait > 0 {
 			setRate(h, b)
 			s.mu.Unlock()
@@ -158,6 +166,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.mu.Lock()
 		b := s.bucketFor(inst)
+		if !s.enter(inst) {
+			setRate(h, b)
+			s.mu.Unlock()
+			writeConcurrent(w, h)
+			return
+		}
+		defer s.leave(inst)
 		if wait := s.secondaryRefusal(inst, route, r.Method); wait > 0 {
 			setRate(h, b)
 			s.mu.Unlock()
