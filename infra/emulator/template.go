@@ -383,7 +383,11 @@ func LoadTemplate(path string) (map[string]any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read template: %w", err)
 	}
-	return decodeTemplate(data)
+	tmpl, err := decodeTemplate(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return tmpl, nil
 }
 
 // AsList returns v as a list: a scalar or mapping becomes a list of one, nil none.

@@ -3,13 +3,14 @@ package rig
 import (
 	"encoding/json"
 	"fmt"
-	"os"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
-	"gopkg.in/yaml.v3"
+	"github.com/ghclaim/ghclaim/infra/emulator"
 )
 
 // Function is what template.yaml says about one function: its environment (Globals merged
@@ -31,77 +32,27 @@ var logicalIDs = map[string]string{
 }
 
 // Functions reads the four functions of the template at path. Refs resolve to params (then the
-// parameter's default) or to refs (physical ids of the stack's resources); anything else in an
-// environment variable is an error naming it, so the local run never guesses.
+// parameter's default) or to refs (physical ids of the stack's resources, pseudo parameters), and
+// Fn::If to the branch its condition takes, by the emulator's evaluator (emulator.Resolver), the
+// one the template tests use; anything else in an environment variable is an error naming it, so
+// the local run never guesses.
 func Functions(path string, params, refs map[string]string) (map[string]Function, error) {
-	data, err := os.ReadFile(path)
+	tmpl, err := emulator.LoadTemplate(path)
 	if err != nil {
-		return nil, fmt.Errorf("read template: %w", err)
+		return nil, err
 	}
-	var root yaml.Node
-	if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, fmt.Errorf("parse %s: %w", path, err)
-	}
-	if len(root.Content) == 0 {
-		return nil, fmt.Errorf("parse %s: empty document", path)
-	}
-	doc := root.Content[0]
-	resolve := func(name string) (string, bool) {
-		if v, ok := params[name]; ok {
-			return v, true
-		}
-		if v, ok := refs[name]; ok {
-			return v, true
-		}
-		if d := get(doc, "Parameters", name, "Default"); d != nil && d.Kind == yaml.ScalarNode {
-			return d.Value, true
-		}
-		return "", false
-	}
-	cond := conditions(doc, resolve)
-	globals := get(doc, "Globals", "Function")
+	r := emulator.NewResolver(tmpl, params, refs)
+	globals, _ := at(tmpl, "Globals", "Function")
 	out := map[string]Function{}
 	for name, id := range logicalIDs {
-		props := get(doc, "Resources", id, "Properties")
-		if props == nil {
+		props, ok := at(tmpl, "Resources", id, "Properties")
+		if !ok {
 			return nil, fmt.Errorf("template %s: no resource %s", path, id)
 		}
 		fn := Function{LogicalID: id, Env: map[string]string{}, Timeout: 3 * time.Second, MemoryMB: 128}
-		for _, src := range []*yaml.Node{globals, props} {
-			if src == nil {
-				continue
-			}
-			if n := get(src, "Timeout"); n != nil {
-				s, err := scalar(n, resolve, cond)
-				if err != nil {
-					return nil, fmt.Errorf("%s Timeout: %w", id, err)
-				}
-				secs, err := strconv.Atoi(s)
-				if err != nil {
-					return nil, fmt.Errorf("%s Timeout %q: %w", id, s, err)
-				}
-				fn.Timeout = time.Duration(secs) * time.Second
-			}
-			if n := get(src, "MemorySize"); n != nil {
-				s, err := scalar(n, resolve, cond)
-				if err != nil {
-					return nil, fmt.Errorf("%s MemorySize: %w", id, err)
-				}
-				if fn.MemoryMB, err = strconv.Atoi(s); err != nil {
-					return nil, fmt.Errorf("%s MemorySize %q: %w", id, s, err)
-				}
-			}
-			vars := get(src, "Environment", "Variables")
-			if vars == nil {
-				continue
-			}
-			for i := 0; i+1 < len(vars.Content); i += 2 {
-				k := vars.Content[i].Value
-				v, err := scalar(vars.Content[i+1], resolve, cond)
-				if err != nil {
-					return nil, fmt.Errorf("%s environment %s: %w", id, k, err)
-				}
-				fn.Env[k] = v
+		for _, src := range []any{globals, props} {
+			if err := fn.read(src, r); err != nil {
+				return nil, fmt.Errorf("%s %w", id, err)
 			}
 		}
 		if size := EnvSize(fn.Env); size > MaxEnvBytes {
@@ -112,6 +63,63 @@ func Functions(path string, params, refs map[string]string) (map[string]Function
 		out[name] = fn
 	}
 	return out, nil
+}
+
+// read sets what src (Globals.Function, then the function's Properties, which win) says of fn:
+// Timeout, MemorySize and each environment variable, resolved by r (in name order, so a template
+// with several bad variables names the same one each run).
+func (fn *Function) read(src any, r emulator.Resolver) error {
+	props, _ := src.(map[string]any)
+	if n, ok := props["Timeout"]; ok {
+		secs, err := number(r, "Timeout", n)
+		if err != nil {
+			return err
+		}
+		fn.Timeout = time.Duration(secs) * time.Second
+	}
+	if n, ok := props["MemorySize"]; ok {
+		mb, err := number(r, "MemorySize", n)
+		if err != nil {
+			return err
+		}
+		fn.MemoryMB = mb
+	}
+	vars, _ := at(props, "Environment", "Variables")
+	env, _ := vars.(map[string]any)
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		v, err := r.Scalar(env[k])
+		if err != nil {
+			return fmt.Errorf("environment %s: %w", k, err)
+		}
+		fn.Env[k] = v
+	}
+	return nil
+}
+
+// number is the whole number property key has, resolved by r.
+func number(r emulator.Resolver, key string, v any) (int, error) {
+	s, err := r.Scalar(v)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", key, err)
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return 0, fmt.Errorf("%s %q: %w", key, s, err)
+	}
+	return n, nil
+}
+
+// at walks the mapping keys of a decoded template; it reports whether the last is there (with
+// any value, null included).
+func at(v any, keys ...string) (any, bool) {
+	for _, k := range keys {
+		m, _ := v.(map[string]any)
+		var ok bool
+		if v, ok = m[k]; !ok {
+			return nil, false
+		}
+	}
+	return v, true
 }
 
 // MaxEnvBytes is Lambda's limit on a function's environment variables, all
@@ -128,100 +136,6 @@ func EnvSize(env map[string]string) int {
 		return 0 // a map of strings always marshals
 	}
 	return len(b)
-}
-
-// scalar is a literal, a !Ref / {"Ref": …} resolved by resolve, or an !If whose condition
-// cond decides (only the branch taken is read, as CloudFormation does).
-func scalar(n *yaml.Node, resolve func(string) (string, bool), cond func(string) (bool, error)) (string, error) {
-	if n.Kind == yaml.SequenceNode && n.Tag == "!If" && len(n.Content) == 3 {
-		ok, err := cond(n.Content[0].Value)
-		if err != nil {
-			return "", err
-		}
-		if ok {
-			return scalar(n.Content[1], resolve, cond)
-		}
-		return scalar(n.Content[2], resolve, cond)
-	}
-	ref := ""
-	switch {
-	case n.Kind == yaml.ScalarNode && n.Tag == "!Ref":
-		ref = n.Value
-	case n.Kind == yaml.ScalarNode && (n.Tag == "" || strings.HasPrefix(n.Tag, "!!")):
-		return n.Value, nil
-	case n.Kind == yaml.MappingNode && len(n.Content) == 2 && n.Content[0].Value == "Ref":
-		ref = n.Content[1].Value
-	default:
-		return "", fmt.Errorf("only literals, Ref and If are supported locally, got %s %q", n.Tag, n.Value)
-	}
-	v, ok := resolve(ref)
-	if !ok {
-		return "", fmt.Errorf("Ref %s: neither a parameter nor a created resource", ref)
-	}
-	return v, nil
-}
-
-// conditions evaluates the template's conditions by name: Equals of literals and Refs, Not,
-// And, Or, Condition.
-func conditions(doc *yaml.Node, resolve func(string) (string, bool)) func(string) (bool, error) {
-	var byName func(string) (bool, error)
-	var eval func(*yaml.Node) (bool, error)
-	byName = func(name string) (bool, error) {
-		n := get(doc, "Conditions", name)
-		if n == nil {
-			return false, fmt.Errorf("condition %s: not defined", name)
-		}
-		v, err := eval(n)
-		if err != nil {
-			return false, fmt.Errorf("condition %s: %w", name, err)
-		}
-		return v, nil
-	}
-	eval = func(n *yaml.Node) (bool, error) {
-		switch {
-		case n.Tag == "!Condition" && n.Kind == yaml.ScalarNode:
-			return byName(n.Value)
-		case n.Tag == "!Not" && len(n.Content) == 1:
-			v, err := eval(n.Content[0])
-			return !v, err
-		case n.Tag == "!And" || n.Tag == "!Or":
-			and := n.Tag == "!And"
-			for _, c := range n.Content {
-				v, err := eval(c)
-				if err != nil || v != and {
-					return v, err
-				}
-			}
-			return and, nil
-		case n.Tag == "!Equals" && len(n.Content) == 2:
-			a, err := scalar(n.Content[0], resolve, byName)
-			if err != nil {
-				return false, err
-			}
-			b, err := scalar(n.Content[1], resolve, byName)
-			return a == b, err
-		}
-		return false, fmt.Errorf("only Equals, Not, And, Or and Condition are supported locally, got %s", n.Tag)
-	}
-	return byName
-}
-
-// get walks mapping keys.
-func get(n *yaml.Node, path ...string) *yaml.Node {
-	for _, key := range path {
-		if n == nil || n.Kind != yaml.MappingNode {
-			return nil
-		}
-		var next *yaml.Node
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			if n.Content[i].Value == key {
-				next = n.Content[i+1]
-				break
-			}
-		}
-		n = next
-	}
-	return n
 }
 
 // ParseRate reads an EventBridge rate expression, "rate(1 minute)". Seconds are accepted too,
