@@ -409,8 +409,9 @@ func (r *run) setUp(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// Redeliveries reach the webhook after GitHub's 202, as GitHub sends them.
-	r.gh = ghfake.New(ghfake.WithAppID(appID), ghfake.WithAsyncRedelivery())
+	// ghfake redelivers after its 202, as GitHub does; Drain, at the end,
+	// waits for the redeliveries still on their way.
+	r.gh = ghfake.New(ghfake.WithAppID(appID))
 	srv := httptest.NewServer(Middleware(r.gh, r.inj))
 	r.ghURL = srv.URL
 	r.closers = append(r.closers, srv.Close)

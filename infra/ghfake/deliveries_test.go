@@ -3,21 +3,27 @@ package ghfake_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/ghclaim/ghclaim/infra/ghfake"
 )
 
-// TestAsyncRedeliveryAnswersFirst: with WithAsyncRedelivery, a redelivery
-// is answered 202 before the webhook is called, as GitHub answers and
-// delivers later; Drain waits for the delivery and its log entry. Before,
-// the fake delivered inside the request, so a slow endpoint made the
-// redeliverer's POST time out (make chaos).
-func TestAsyncRedeliveryAnswersFirst(t *testing.T) {
+// TestRedeliveryAnswersFirst: a redelivery is answered 202 with {} (GitHub's
+// description: an object) before the webhook is called, as GitHub answers
+// and delivers later, and nothing of it is in the log at the answer; Drain
+// waits for the delivery and its log entry. The webhook here answers only
+// once the test has the 202: a fake that delivers before answering never
+// answers (the client's timeout ends the test). Before, that was the
+// default (WithAsyncRedelivery was needed to answer first), and a
+// redeliverer tested on it could rely on a redelivery being in the log when
+// its ask returned, which GitHub never promises.
+func TestRedeliveryAnswersFirst(t *testing.T) {
 	t.Parallel()
-	f := setup(t, ghfake.WithAsyncRedelivery())
+	f := setup(t)
 	f.fake.SetWebhook(func(context.Context, http.Header, []byte) (int, []byte, error) { return 503, nil, nil }, "s")
 	body := ghfake.WorkflowJobPayload(ghfake.Delivery{Action: "queued", Repo: "octo/hello", JobID: 9, RunID: 3, Labels: []string{"self-hosted"}, Installation: inst})
 	first := f.fake.Deliver(context.Background(), "workflow_job", "", body)
@@ -39,9 +45,17 @@ func TestAsyncRedeliveryAnswersFirst(t *testing.T) {
 		close(release) // a fake that delivers first waits for the endpoint
 		t.Fatalf("redelivery not answered while the endpoint has not answered: %v", err)
 	}
+	got, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("status %d, want 202 while the endpoint has not answered", resp.StatusCode)
+	if err != nil {
+		close(release)
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusAccepted || strings.TrimSpace(string(got)) != "{}" {
+		t.Errorf("answer %d %s, want 202 {} while the endpoint has not answered", resp.StatusCode, got)
+	}
+	if log := f.fake.Deliveries(); len(log) != 1 || log[0].ID != first.ID {
+		t.Errorf("log at the 202 = %+v, want only the first delivery (the redelivery is under way)", log)
 	}
 	<-reached
 	close(release)
@@ -52,5 +66,53 @@ func TestAsyncRedeliveryAnswersFirst(t *testing.T) {
 	log := f.fake.Deliveries()
 	if len(log) != 2 || log[0].GUID != first.GUID || !log[0].Redelivery || log[0].StatusCode != 200 {
 		t.Errorf("log after Drain = %+v, want the redelivery of %s answered 200 on top", log, first.GUID)
+	}
+}
+
+// TestDrainWhileAsked: Drain may run while redeliveries are asked (a
+// redeliverer in the background, as in the local rig); it returns once
+// none is under way, each logged. A sync.WaitGroup forbids an Add that
+// races a Wait; -race and the count of entries check it.
+func TestDrainWhileAsked(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.fake.SetWebhook(func(context.Context, http.Header, []byte) (int, []byte, error) { return 503, nil, nil }, "s")
+	body := ghfake.WorkflowJobPayload(ghfake.Delivery{Action: "queued", Repo: "octo/hello", JobID: 9, RunID: 3, Labels: []string{"self-hosted"}, Installation: inst})
+	first := f.fake.Deliver(context.Background(), "workflow_job", "", body)
+	iat := t0.Add(-30 * time.Second).Unix()
+	jwt := signJWT(t, key(t), map[string]any{"iss": appID, "iat": iat, "exp": iat + 600})
+	const asks = 20
+	done := make(chan error)
+	go func() {
+		defer close(done)
+		for range asks {
+			req, err := http.NewRequest(http.MethodPost, fmt.Sprintf("%s/app/hook/deliveries/%d/attempts", f.srv.URL, first.ID), nil)
+			if err != nil {
+				done <- err
+				return
+			}
+			req.Header.Set("Authorization", "Bearer "+jwt)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				done <- err
+				return
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusAccepted {
+				done <- fmt.Errorf("status %d, want 202", resp.StatusCode)
+				return
+			}
+			f.fake.Drain()
+		}
+	}()
+	for range asks {
+		f.fake.Drain()
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	f.fake.Drain()
+	if log := f.fake.Deliveries(); len(log) != 1+asks {
+		t.Errorf("log has %d entries after the last Drain, want %d (the first and its %d redeliveries)", len(log), 1+asks, asks)
 	}
 }

@@ -260,9 +260,10 @@ type Server struct {
 	deliverySeq  int64
 	guidSeq      int
 	redeliveries map[string]int
-	// asyncRedeliver: a redelivery is sent after its 202 (Drain waits).
-	asyncRedeliver bool
-	pending        sync.WaitGroup
+	// Redeliveries asked and not logged yet (Drain waits for none).
+	pendingMu   sync.Mutex
+	pendingDone *sync.Cond
+	pendingN    int
 
 	// GitHub's secondary rate limit (secondary.go): the points a minute
 	// an actor may spend on one endpoint, and each actor's requests of the
@@ -289,6 +290,7 @@ func New(opts ...Option) *Server {
 		concurrent:      DefaultConcurrentRequests,
 		inflight:        map[int64]int{},
 	}
+	s.pendingDone = sync.NewCond(&s.pendingMu)
 	for _, o := range opts {
 		o(s)
 	}
@@ -356,8 +358,11 @@ func (s *Server) resetState() {
 	}
 }
 
-// Reset forgets every token, installation, repository (and rename), runner, job, fault, rate budget and counter.
+// Reset forgets every token, installation, repository (and rename), runner, job, fault, rate budget and counter,
+// and the delivery log. It first waits for the redeliveries under way (Drain), so that none lands in the
+// emptied log.
 func (s *Server) Reset() {
+	s.Drain()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.resetState()

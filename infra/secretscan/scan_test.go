@@ -353,6 +353,16 @@ func TestNoSecretInAnyOutput(t *testing.T) {
 			fmt.Fprintf(out("redeliverer"), "handler error: %v\n", err)
 		}
 	}
+	// GitHub redelivers after its 202: the webhook's answer to the
+	// redelivery is output this test scans.
+	fake.Drain()
+	redelivered := false
+	for _, d := range fake.Deliveries() {
+		redelivered = redelivered || d.GUID == "guid-lost-1040" && d.Redelivery && d.OK()
+	}
+	if !redelivered {
+		t.Errorf("no redelivery of guid-lost-1040 answered 2xx by the webhook (the path this test means to drive was not taken)")
+	}
 
 	// CLI: every command that reads a secret or talks to GitHub.
 	hookSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

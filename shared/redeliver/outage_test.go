@@ -86,6 +86,7 @@ func TestOutageEveryJobRecordedOnceAndQueuedOnce(t *testing.T) {
 	for range 2 {
 		f.clock.add(5 * time.Minute)
 		f.run(t)
+		f.fake.Drain() // the redeliveries reach the webhook after GitHub's 202s
 	}
 
 	recs := f.store.Records()

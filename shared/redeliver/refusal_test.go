@@ -115,6 +115,7 @@ func TestOutageOfHalfAnHourLosesNoJob(t *testing.T) {
 			down.Store(false)
 		}
 		f.run(t)
+		f.fake.Drain() // what the pass asked reaches the endpoint before the next pass
 	}
 	ok := false
 	for _, d := range f.fake.Deliveries() {
@@ -178,6 +179,7 @@ func TestWrongKeyRedeliveryKeepsItsAttempt(t *testing.T) {
 	f.fake.SetWebhook(answer(503), "s")
 	f.record("g", "workflow_job", 503, 0)
 	f.run(t) // asks once: GitHub redelivers, the endpoint fails it again
+	f.fake.Drain()
 	f.clock.add(5 * time.Minute)
 	f.run(t) // the failed redelivery is carried, waiting for its spacing
 	good := f.cfg.GitHub
@@ -294,10 +296,12 @@ func TestOneDeliverysRefusalAsksTheRest(t *testing.T) {
 			if rep := f.run(t); rep.Stopped != "" || rep.Redelivered != 4 {
 				t.Fatalf("pass = %+v, want the four behind the refused one redelivered", rep)
 			}
+			f.fake.Drain()
 			spent := 0
 			for range 8 { // its attempts, spaced 10 and 20 minutes
 				f.clock.add(10 * time.Minute)
 				spent += f.run(t).Spent
+				f.fake.Drain()
 			}
 			if spent != 1 {
 				t.Errorf("the refused delivery spent %d times, want once: its attempts bound its asks", spent)
@@ -335,6 +339,7 @@ func TestBlipsDoNotThrottleABacklog(t *testing.T) {
 	expired := 0
 	for range 40 {
 		expired += f.run(t).Expired
+		f.fake.Drain()
 		f.clock.add(5 * time.Minute)
 	}
 	if expired > 0 {
