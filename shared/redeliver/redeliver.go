@@ -68,7 +68,12 @@
 //     Spaced, the default three cover about half an hour, and
 //     REDELIVERY_MAX_ATTEMPTS more (a fourth at +70 min, a fifth at
 //     +150 min, inside the default 3 h window). A waiting GUID is carried
-//     to the next pass like any other not asked.
+//     to the next pass like any other not asked. GitHub redelivers after
+//     its 202, so a pass that reads a GUID's entry again (its mark not
+//     saved) may find the last allowed attempt's outcome not logged yet:
+//     an entry delivered before that attempt was asked is not its outcome,
+//     and the GUID waits (at most Spacing) for it instead of being judged
+//     spent.
 //   - No check that the job is already recorded: the log entry carries no
 //     job id, and learning it costs GET /app/hook/deliveries/{id} per
 //     candidate (one App call, plus a table read) to save one App call (the
@@ -268,7 +273,8 @@ type Report struct {
 	// did not read; failed ones among them are lost, uncounted.
 	Gap bool
 	// Waiting counts failed GUIDs not asked yet because their last attempt
-	// is too recent (Config.Spacing).
+	// is too recent (Config.Spacing), or not judged yet because their last
+	// allowed attempt's outcome is not in the log yet.
 	Waiting int
 	// Errors counts redeliveries refused for another reason than a rate limit.
 	Errors int
@@ -568,6 +574,18 @@ func (r *Redeliverer) redeliver(ctx context.Context, rep *Report, d ghapp.HookDe
 			log.Info("redeliver: waiting before asking again", "attempts", c.Attempts, "next_at", next)
 			return false
 		}
+	} else if c.Attempts >= r.c.MaxAttempts && d.DeliveredAt.Before(c.AskedAt.Add(-outcomeSkew)) && now.Before(c.AskedAt.Add(r.c.Spacing)) {
+		// The last attempt was asked after d was delivered: d is not its
+		// outcome. GitHub answers an ask 202 and redelivers later, and
+		// this pass read d again (the pass that asked could not save its
+		// mark, say) before the outcome was in the log. The outcome, a
+		// newer entry of the GUID, decides when a pass reads it; d is
+		// carried meanwhile, for Spacing at most (an ask GitHub refused
+		// for good has no outcome). Judged spent here, it paged for a job
+		// whose redelivery was on its way.
+		rep.Waiting++
+		log.Info("redeliver: the last attempt's outcome is not in the log yet", "attempts", c.Attempts, "asked_at", c.AskedAt)
+		return false
 	}
 	n, err := r.c.Store.CountRedelivery(ctx, d.GUID, r.c.MaxAttempts, now)
 	if errors.Is(err, job.ErrAttemptsSpent) {
@@ -620,6 +638,11 @@ func (r *Redeliverer) redeliver(ctx context.Context, rep *Report, d ghapp.HookDe
 	log.Info("redeliver: redelivery asked")
 	return true
 }
+
+// outcomeSkew is how much earlier than its ask, by the redeliverer's
+// clock, the delivered_at of the ask's outcome may read: GitHub's clock
+// against ours, and delivered_at's whole seconds.
+const outcomeSkew = time.Minute
 
 // maxUnreached is how many asks in a row may find no GitHub (a failed
 // connection, a 408, a 5xx) before a pass stops (StopAskRefused): one such
