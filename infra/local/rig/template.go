@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -159,14 +158,4 @@ func ParseRate(expr string) (time.Duration, error) {
 		return 0, fmt.Errorf("schedule %q: unknown unit %q", expr, f[1])
 	}
 	return time.Duration(n) * u, nil
-}
-
-// sortedEnv renders env as sorted KEY=value lines.
-func sortedEnv(env map[string]string) []string {
-	out := make([]string, 0, len(env))
-	for k, v := range env {
-		out = append(out, k+"="+v)
-	}
-	sort.Strings(out)
-	return out
 }
