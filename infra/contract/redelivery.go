@@ -15,7 +15,7 @@ import (
 type RedeliveryStore interface {
 	LoadMark(ctx context.Context) (job.DeliveryMark, error)
 	SaveMark(ctx context.Context, m job.DeliveryMark, now time.Time) error
-	CountRedelivery(ctx context.Context, guid string, max int, now time.Time) (int, error)
+	CountRedelivery(ctx context.Context, guid string, id int64, max int, now time.Time) (int, error)
 	Redeliveries(ctx context.Context, guid string, now time.Time) (job.RedeliveryCount, error)
 	RefundRedelivery(ctx context.Context, guid string, count int) error
 }
@@ -91,50 +91,50 @@ func TestRedeliveryStore(t *testing.T, prefix string, open func(t *testing.T) Re
 		s := open(t)
 		guid, other := prefix+"-bounded", prefix+"-other"
 		for want := 1; want <= 3; want++ {
-			n, err := s.CountRedelivery(ctx, guid, 3, T0)
+			n, err := s.CountRedelivery(ctx, guid, 7, 3, T0)
 			if err != nil || n != want {
 				t.Fatalf("CountRedelivery #%d = %d, %v, want %d, nil", want, n, err, want)
 			}
 		}
-		if _, err := s.CountRedelivery(ctx, guid, 3, T0); !errors.Is(err, job.ErrAttemptsSpent) {
+		if _, err := s.CountRedelivery(ctx, guid, 7, 3, T0); !errors.Is(err, job.ErrAttemptsSpent) {
 			t.Fatalf("CountRedelivery past max: err = %v, want ErrAttemptsSpent", err)
 		}
-		if n, err := s.CountRedelivery(ctx, other, 3, T0); err != nil || n != 1 {
+		if n, err := s.CountRedelivery(ctx, other, 7, 3, T0); err != nil || n != 1 {
 			t.Errorf("CountRedelivery of another guid = %d, %v, want 1, nil", n, err)
 		}
 		// A higher bound (a changed RedeliveryMaxAttempts) allows more.
-		if n, err := s.CountRedelivery(ctx, guid, 4, T0); err != nil || n != 4 {
+		if n, err := s.CountRedelivery(ctx, guid, 7, 4, T0); err != nil || n != 4 {
 			t.Errorf("CountRedelivery with max 4 = %d, %v, want 4, nil", n, err)
 		}
 	})
 	t.Run("an expired count is absent", func(t *testing.T) {
 		s := open(t)
 		guid := fmt.Sprintf("%s-expired", prefix)
-		if _, err := s.CountRedelivery(ctx, guid, 1, T0); err != nil {
+		if _, err := s.CountRedelivery(ctx, guid, 7, 1, T0); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.CountRedelivery(ctx, guid, 1, T0.Add(job.RedeliveryTTL-time.Minute)); !errors.Is(err, job.ErrAttemptsSpent) {
+		if _, err := s.CountRedelivery(ctx, guid, 7, 1, T0.Add(job.RedeliveryTTL-time.Minute)); !errors.Is(err, job.ErrAttemptsSpent) {
 			t.Fatalf("inside its TTL: err = %v, want ErrAttemptsSpent", err)
 		}
-		if n, err := s.CountRedelivery(ctx, guid, 1, T0.Add(job.RedeliveryTTL+time.Minute)); err != nil || n != 1 {
+		if n, err := s.CountRedelivery(ctx, guid, 7, 1, T0.Add(job.RedeliveryTTL+time.Minute)); err != nil || n != 1 {
 			t.Errorf("past its TTL = %d, %v, want 1, nil (TTL deletion is lazy: the count is gone)", n, err)
 		}
 	})
-	t.Run("a count says when it was asked, and a refund takes it back", func(t *testing.T) {
+	t.Run("a count says when and for which entry it was asked, and a refund takes it back", func(t *testing.T) {
 		s := open(t)
 		guid := prefix + "-refund"
 		if c, err := s.Redeliveries(ctx, guid, T0); err != nil || c != (job.RedeliveryCount{}) {
 			t.Fatalf("Redeliveries of a guid never counted = %+v, %v; want zero, nil", c, err)
 		}
 		at := T0.Add(1234567 * time.Microsecond) // the table keeps milliseconds
-		if _, err := s.CountRedelivery(ctx, guid, 3, at); err != nil {
+		if _, err := s.CountRedelivery(ctx, guid, 7, 3, at); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.CountRedelivery(ctx, guid, 3, at.Add(time.Minute)); err != nil {
+		if _, err := s.CountRedelivery(ctx, guid, 42, 3, at.Add(time.Minute)); err != nil {
 			t.Fatal(err)
 		}
-		want := job.RedeliveryCount{Attempts: 2, AskedAt: T0.Add(time.Minute + 1234*time.Millisecond)}
-		if c, err := s.Redeliveries(ctx, guid, T0.Add(time.Hour)); err != nil || c.Attempts != want.Attempts || !c.AskedAt.Equal(want.AskedAt) {
+		want := job.RedeliveryCount{Attempts: 2, AskedAt: T0.Add(time.Minute + 1234*time.Millisecond), AskedID: 42}
+		if c, err := s.Redeliveries(ctx, guid, T0.Add(time.Hour)); err != nil || c.Attempts != want.Attempts || !c.AskedAt.Equal(want.AskedAt) || c.AskedID != want.AskedID {
 			t.Fatalf("Redeliveries = %+v, %v; want %+v", c, err, want)
 		}
 		// A refund of a count that moved on changes nothing.
@@ -150,7 +150,7 @@ func TestRedeliveryStore(t *testing.T, prefix string, open func(t *testing.T) Re
 		if c, _ := s.Redeliveries(ctx, guid, T0.Add(time.Hour)); c.Attempts != 1 {
 			t.Fatalf("after the refund: %d attempts, want 1", c.Attempts)
 		}
-		if n, err := s.CountRedelivery(ctx, guid, 2, T0.Add(2*time.Minute)); err != nil || n != 2 {
+		if n, err := s.CountRedelivery(ctx, guid, 7, 2, T0.Add(2*time.Minute)); err != nil || n != 2 {
 			t.Errorf("CountRedelivery after the refund = %d, %v; want 2 (the refunded attempt is there again)", n, err)
 		}
 		// Past its TTL the count is absent.

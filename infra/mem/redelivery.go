@@ -20,6 +20,7 @@ type redeliveries struct {
 type attemptCount struct {
 	n         int
 	askedAt   time.Time
+	askedID   int64
 	expiresAt int64 // epoch seconds, as the table's TTL attribute
 }
 
@@ -65,7 +66,7 @@ func (s *Store) SaveMark(ctx context.Context, m job.DeliveryMark, _ time.Time) e
 // CountRedelivery adds one to guid's attempts unless it has max already (an
 // error wrapping job.ErrAttemptsSpent). A count past its expires_at counts
 // as absent, as in the table (TTL deletion is lazy).
-func (s *Store) CountRedelivery(ctx context.Context, guid string, max int, now time.Time) (int, error) {
+func (s *Store) CountRedelivery(ctx context.Context, guid string, id int64, max int, now time.Time) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
@@ -85,12 +86,13 @@ func (s *Store) CountRedelivery(ctx context.Context, guid string, max int, now t
 	}
 	c.n++
 	c.askedAt = job.FromMillis(job.Millis(now)) // the table's precision
+	c.askedID = id
 	c.expiresAt = now.Add(job.RedeliveryTTL).Unix()
 	s.red.attempts[guid] = c
 	return c.n, nil
 }
 
-// Redeliveries returns guid's count and its last count's time; none (or
+// Redeliveries returns guid's count, its last count's time and log id; none (or
 // one past its expires_at) is the zero count.
 func (s *Store) Redeliveries(ctx context.Context, guid string, now time.Time) (job.RedeliveryCount, error) {
 	if err := ctx.Err(); err != nil {
@@ -101,7 +103,7 @@ func (s *Store) Redeliveries(ctx context.Context, guid string, now time.Time) (j
 	if !ok || c.expiresAt < now.Unix() {
 		return job.RedeliveryCount{}, nil
 	}
-	return job.RedeliveryCount{Attempts: c.n, AskedAt: c.askedAt}, nil
+	return job.RedeliveryCount{Attempts: c.n, AskedAt: c.askedAt, AskedID: c.askedID}, nil
 }
 
 // RefundRedelivery takes one back from guid's count if it is still count.

@@ -15,10 +15,15 @@ import (
 var ErrAttemptsSpent = errors.New("job: redelivery attempts spent")
 
 // RedeliveryCount is what a delivery GUID's attempt count says: the
-// redeliveries asked, and when the last was counted (zero when none).
+// redeliveries asked, when the last was counted, and the log id of the
+// delivery it was asked for (zero when none; AskedID zero also for a count
+// written before it was kept). A redelivery's outcome is a new log entry,
+// so an entry of the GUID at or below AskedID is not the last ask's
+// outcome.
 type RedeliveryCount struct {
 	Attempts int
 	AskedAt  time.Time
+	AskedID  int64
 }
 
 // RedeliveryTTL keeps a GUID's attempt count past GitHub's 3-day retention

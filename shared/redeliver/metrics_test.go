@@ -34,7 +34,7 @@ func TestPassMetrics(t *testing.T) {
 				f.record("failed", "workflow_job", 503, 2*time.Minute)
 				f.record("spent", "workflow_job", 502, time.Minute)
 				for range 2 {
-					if _, err := f.store.CountRedelivery(context.Background(), "spent", 2, f.clock.now()); err != nil {
+					if _, err := f.store.CountRedelivery(context.Background(), "spent", 0, 2, f.clock.now()); err != nil {
 						t.Fatal(err)
 					}
 				}

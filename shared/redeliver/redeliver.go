@@ -71,9 +71,9 @@
 //     to the next pass like any other not asked. GitHub redelivers after
 //     its 202, so a pass that reads a GUID's entry again (its mark not
 //     saved) may find the last allowed attempt's outcome not logged yet:
-//     an entry delivered before that attempt was asked is not its outcome,
-//     and the GUID waits (at most Spacing) for it instead of being judged
-//     spent.
+//     an entry at or below the one that attempt was asked for (the count
+//     keeps its log id) is not its outcome, and the GUID waits (at most
+//     Spacing) for it instead of being judged spent.
 //   - No check that the job is already recorded: the log entry carries no
 //     job id, and learning it costs GET /app/hook/deliveries/{id} per
 //     candidate (one App call, plus a table read) to save one App call (the
@@ -145,12 +145,12 @@ type Store interface {
 	// SaveMark stores m unless the stored mark is newer (higher ID): that
 	// refusal is not an error.
 	SaveMark(ctx context.Context, m job.DeliveryMark, now time.Time) error
-	// CountRedelivery adds one to guid's attempt count and returns the new
-	// count, or an error wrapping job.ErrAttemptsSpent (nothing changed)
-	// when the count is already max.
-	CountRedelivery(ctx context.Context, guid string, max int, now time.Time) (int, error)
-	// Redeliveries returns guid's count and when it was last counted (the
-	// zero count when none).
+	// CountRedelivery adds one to guid's attempt count, asked for the log
+	// entry id, and returns the new count, or an error wrapping
+	// job.ErrAttemptsSpent (nothing changed) when the count is already max.
+	CountRedelivery(ctx context.Context, guid string, id int64, max int, now time.Time) (int, error)
+	// Redeliveries returns guid's count, when it was last counted and for
+	// which log entry (the zero count when none).
 	Redeliveries(ctx context.Context, guid string, now time.Time) (job.RedeliveryCount, error)
 	// RefundRedelivery takes back the attempt that made guid's count
 	// count, unless it moved on since (not an error).
@@ -574,20 +574,19 @@ func (r *Redeliverer) redeliver(ctx context.Context, rep *Report, d ghapp.HookDe
 			log.Info("redeliver: waiting before asking again", "attempts", c.Attempts, "next_at", next)
 			return false
 		}
-	} else if c.Attempts >= r.c.MaxAttempts && d.DeliveredAt.Before(c.AskedAt.Add(-outcomeSkew)) && now.Before(c.AskedAt.Add(r.c.Spacing)) {
-		// The last attempt was asked after d was delivered: d is not its
-		// outcome. GitHub answers an ask 202 and redelivers later, and
-		// this pass read d again (the pass that asked could not save its
-		// mark, say) before the outcome was in the log. The outcome, a
-		// newer entry of the GUID, decides when a pass reads it; d is
-		// carried meanwhile, for Spacing at most (an ask GitHub refused
-		// for good has no outcome). Judged spent here, it paged for a job
-		// whose redelivery was on its way.
+	} else if c.Attempts >= r.c.MaxAttempts && !outcomeOf(d, c) && now.Before(c.AskedAt.Add(r.c.Spacing)) {
+		// d is not the last attempt's outcome (outcomeOf). GitHub answers
+		// an ask 202 and redelivers later, and this pass read d again (the
+		// pass that asked could not save its mark, say) before the outcome
+		// was in the log. The outcome, a newer entry of the GUID, decides
+		// when a pass reads it; d is carried meanwhile, for Spacing at
+		// most (an ask GitHub refused for good has no outcome). Judged
+		// spent here, it paged for a job whose redelivery was on its way.
 		rep.Waiting++
-		log.Info("redeliver: the last attempt's outcome is not in the log yet", "attempts", c.Attempts, "asked_at", c.AskedAt)
+		log.Info("redeliver: the last attempt's outcome is not in the log yet", "attempts", c.Attempts, "asked_at", c.AskedAt, "asked_log_id", c.AskedID)
 		return false
 	}
-	n, err := r.c.Store.CountRedelivery(ctx, d.GUID, r.c.MaxAttempts, now)
+	n, err := r.c.Store.CountRedelivery(ctx, d.GUID, d.ID, r.c.MaxAttempts, now)
 	if errors.Is(err, job.ErrAttemptsSpent) {
 		rep.Spent++
 		log.Warn("redeliver: attempts spent, delivery left", "max_attempts", r.c.MaxAttempts)
@@ -639,9 +638,26 @@ func (r *Redeliverer) redeliver(ctx context.Context, rep *Report, d ghapp.HookDe
 	return true
 }
 
+// outcomeOf reports whether d may be the outcome of the attempt c counted
+// last. The outcome is a new entry of the log, above the entry the attempt
+// was asked for (c.AskedID): an entry at or below it is not, however close
+// to the ask it was delivered and whatever GitHub's clock says (judged by
+// delivered_at against the ask's time, a failed delivery asked within a
+// minute of its delivery was judged spent while its redelivery was on its
+// way, and with GitHub's clock behind ours the outcome itself was held for
+// Spacing). A count that does not know the id (written before it was kept)
+// falls back to the times.
+func outcomeOf(d ghapp.HookDelivery, c job.RedeliveryCount) bool {
+	if c.AskedID > 0 {
+		return d.ID > c.AskedID
+	}
+	return !d.DeliveredAt.Before(c.AskedAt.Add(-outcomeSkew))
+}
+
 // outcomeSkew is how much earlier than its ask, by the redeliverer's
 // clock, the delivered_at of the ask's outcome may read: GitHub's clock
-// against ours, and delivered_at's whole seconds.
+// against ours, and delivered_at's whole seconds. Only for counts that do
+// not know the id asked (outcomeOf).
 const outcomeSkew = time.Minute
 
 // maxUnreached is how many asks in a row may find no GitHub (a failed

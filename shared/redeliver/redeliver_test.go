@@ -489,12 +489,12 @@ type countFailsOnce struct {
 	failed bool
 }
 
-func (c *countFailsOnce) CountRedelivery(ctx context.Context, guid string, max int, now time.Time) (int, error) {
+func (c *countFailsOnce) CountRedelivery(ctx context.Context, guid string, id int64, max int, now time.Time) (int, error) {
 	if guid == c.guid && !c.failed {
 		c.failed = true
 		return 0, errors.New("count: connection reset")
 	}
-	return c.Store.CountRedelivery(ctx, guid, max, now)
+	return c.Store.CountRedelivery(ctx, guid, id, max, now)
 }
 
 // TestNotAskedIsCarried: a failed delivery whose redelivery a pass could

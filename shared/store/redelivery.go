@@ -19,8 +19,8 @@ import (
 // is under way resume_cursor, resume_top, resume_top_at, resume_guids, and
 // retry: the deliveries carried to the next pass, a list of {id, guid,
 // action, at}) and one attempt count per delivery GUID
-// (pk redeliver#<guid>: attempts, asked_at (ms, the last count),
-// expires_at, count_token).
+// (pk redeliver#<guid>: attempts, asked_at (ms, the last count), asked_id
+// (the log id the last count was asked for), expires_at, count_token).
 
 // LoadMark returns the mark of the last completed redeliverer pass, or an
 // error wrapping job.ErrNotFound.
@@ -118,7 +118,7 @@ func (s *Store) SaveMark(ctx context.Context, m job.DeliveryMark, now time.Time)
 // last allowed attempt, be refused by its own write and spend the
 // delivery's redelivery without asking GitHub for it. A refusal whose
 // record carries this call's token is this call's count.
-func (s *Store) CountRedelivery(ctx context.Context, guid string, max int, now time.Time) (int, error) {
+func (s *Store) CountRedelivery(ctx context.Context, guid string, id int64, max int, now time.Time) (int, error) {
 	if guid == "" {
 		return 0, fmt.Errorf("count redelivery: empty guid")
 	}
@@ -127,10 +127,10 @@ func (s *Store) CountRedelivery(ctx context.Context, guid string, max int, now t
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:           &s.table,
 		Key:                 key(job.RedeliveryKey(guid)),
-		UpdateExpression:    aws.String("ADD attempts :one SET expires_at = :exp, count_token = :tok, asked_at = :at"),
+		UpdateExpression:    aws.String("ADD attempts :one SET expires_at = :exp, count_token = :tok, asked_at = :at, asked_id = :id"),
 		ConditionExpression: aws.String("attribute_not_exists(pk) OR (attempts < :max AND expires_at >= :nows AND (attribute_not_exists(count_token) OR count_token <> :tok))"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":one": n(1), ":exp": exp, ":max": n(int64(max)), ":nows": n(now.Unix()), ":tok": str(tok), ":at": n(job.Millis(now)),
+			":one": n(1), ":exp": exp, ":max": n(int64(max)), ":nows": n(now.Unix()), ":tok": str(tok), ":at": n(job.Millis(now)), ":id": n(id),
 		},
 		ReturnValues:                        types.ReturnValueUpdatedNew,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
@@ -143,7 +143,7 @@ func (s *Store) CountRedelivery(ctx context.Context, guid string, max int, now t
 			return int(got), nil // our own count, retried
 		}
 		if e, ok := num(ccf.Item["expires_at"]); ok && e < now.Unix() {
-			return s.restartCount(ctx, guid, exp, now)
+			return s.restartCount(ctx, guid, id, exp, now)
 		}
 		return int(got), fmt.Errorf("count redelivery %s: %w", guid, job.ErrAttemptsSpent)
 	case err != nil:
@@ -159,11 +159,11 @@ func (s *Store) CountRedelivery(ctx context.Context, guid string, max int, now t
 // restartCount replaces an expired count with a count of one, conditional
 // on it being still expired (a concurrent pass may have restarted it). Its
 // token tells a retried put of its own from a concurrent restart.
-func (s *Store) restartCount(ctx context.Context, guid string, exp types.AttributeValue, now time.Time) (int, error) {
+func (s *Store) restartCount(ctx context.Context, guid string, id int64, exp types.AttributeValue, now time.Time) (int, error) {
 	tok := rand.Text()
 	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:                           &s.table,
-		Item:                                map[string]types.AttributeValue{"pk": str(job.RedeliveryKey(guid)), "attempts": n(1), "expires_at": exp, "count_token": str(tok), "asked_at": n(job.Millis(now))},
+		Item:                                map[string]types.AttributeValue{"pk": str(job.RedeliveryKey(guid)), "attempts": n(1), "expires_at": exp, "count_token": str(tok), "asked_at": n(job.Millis(now)), "asked_id": n(id)},
 		ConditionExpression:                 aws.String("attribute_not_exists(pk) OR expires_at < :nows"),
 		ExpressionAttributeValues:           map[string]types.AttributeValue{":nows": n(now.Unix())},
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
@@ -181,7 +181,8 @@ func (s *Store) restartCount(ctx context.Context, guid string, exp types.Attribu
 	return 1, nil
 }
 
-// Redeliveries returns guid's attempt count and when it was last counted;
+// Redeliveries returns guid's attempt count, when it was last counted and
+// for which log id;
 // none (or one past its expires_at) is the zero count.
 func (s *Store) Redeliveries(ctx context.Context, guid string, now time.Time) (job.RedeliveryCount, error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.table, Key: key(job.RedeliveryKey(guid)), ConsistentRead: aws.Bool(true)})
@@ -197,6 +198,9 @@ func (s *Store) Redeliveries(ctx context.Context, guid string, now time.Time) (j
 	}
 	if at, ok := num(out.Item["asked_at"]); ok {
 		c.AskedAt = job.FromMillis(at)
+	}
+	if id, ok := num(out.Item["asked_id"]); ok {
+		c.AskedID = id
 	}
 	return c, nil
 }

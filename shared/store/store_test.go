@@ -656,23 +656,23 @@ func TestCountRedeliveryRetriedAfterItTookEffect(t *testing.T) {
 	f := setup(t)
 	ctx := context.Background()
 	retried := store.New(retriedUpdate{env.db}, env.table, store.Options{})
-	if n, err := retried.CountRedelivery(ctx, "retried-last", 1, t0); n != 1 || err != nil {
+	if n, err := retried.CountRedelivery(ctx, "retried-last", 7, 1, t0); n != 1 || err != nil {
 		t.Fatalf("the only allowed count, retried: %d, %v; want 1, nil", n, err)
 	}
-	if n, err := f.s.CountRedelivery(ctx, "retried-last", 1, t0); n != 1 || !errors.Is(err, job.ErrAttemptsSpent) {
+	if n, err := f.s.CountRedelivery(ctx, "retried-last", 7, 1, t0); n != 1 || !errors.Is(err, job.ErrAttemptsSpent) {
 		t.Errorf("a second count at max 1: %d, %v; want 1, ErrAttemptsSpent", n, err)
 	}
 	for want := 1; want <= 2; want++ {
-		if n, err := retried.CountRedelivery(ctx, "retried-twice", 3, t0); n != want || err != nil {
+		if n, err := retried.CountRedelivery(ctx, "retried-twice", 7, 3, t0); n != want || err != nil {
 			t.Fatalf("count %d, retried: %d, %v; want %d, nil (one per call)", want, n, err, want)
 		}
 	}
 	later := t0.Add(job.RedeliveryTTL + time.Hour) // the count expired, not yet deleted
 	restart := store.New(putTwice{retriedUpdate{env.db}}, env.table, store.Options{})
-	if n, err := restart.CountRedelivery(ctx, "retried-last", 1, later); n != 1 || err != nil {
+	if n, err := restart.CountRedelivery(ctx, "retried-last", 7, 1, later); n != 1 || err != nil {
 		t.Errorf("restart of an expired count, retried: %d, %v; want 1, nil", n, err)
 	}
-	if n, err := f.s.CountRedelivery(ctx, "retried-last", 1, later); n != 1 || !errors.Is(err, job.ErrAttemptsSpent) {
+	if n, err := f.s.CountRedelivery(ctx, "retried-last", 7, 1, later); n != 1 || !errors.Is(err, job.ErrAttemptsSpent) {
 		t.Errorf("a count after the restart at max 1: %d, %v; want 1, ErrAttemptsSpent", n, err)
 	}
 }
