@@ -114,6 +114,24 @@ func TestSecondaryLimitBelowOnePost(t *testing.T) {
 // hundred are answered the installation is served again.
 func TestConcurrentRequestsLimit(t *testing.T) {
 	t.Parallel()
+	for _, tt := range []struct {
+		name string
+		held ghfake.Fault
+		// remaining is the budget the refusal reports: the held hundred
+		// are charged once served.
+		remaining string
+	}{
+		{"slow to answer", ghfake.Slow(time.Second), "5000"},
+		{"slow after serving", ghfake.Slow(time.Second).AfterEffect(), "4900"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			concurrentRequestsLimit(t, tt.held, tt.remaining)
+		})
+	}
+}
+
+func concurrentRequestsLimit(t *testing.T, held ghfake.Fault, remaining string) {
 	entered, release := make(chan struct{}), make(chan struct{})
 	f := setup(t, ghfake.WithSleep(func(ctx context.Context, _ time.Duration) error {
 		entered <- struct{}{}
@@ -128,9 +146,9 @@ func TestConcurrentRequestsLimit(t *testing.T) {
 	free := func() { once.Do(func() { close(release) }) }
 	t.Cleanup(free) // before the server closes: a failed test leaves none held
 	ctx := context.Background()
-	// Each of the first hundred reads is held after it was served: in
-	// flight until the test releases it.
-	f.fake.Fail(ghfake.RouteRepoRunners, ghfake.DefaultConcurrentRequests, ghfake.Slow(time.Second).AfterEffect())
+	// Each of the first hundred reads is held (before or after it was
+	// served): in flight until the test releases it.
+	f.fake.Fail(ghfake.RouteRepoRunners, ghfake.DefaultConcurrentRequests, held)
 	var wg sync.WaitGroup
 	errs := make(chan error, ghfake.DefaultConcurrentRequests)
 	for range ghfake.DefaultConcurrentRequests {
@@ -152,8 +170,8 @@ func TestConcurrentRequestsLimit(t *testing.T) {
 	if ra := abuse.Response.Header.Get("Retry-After"); ra != "" {
 		t.Errorf("Retry-After %q, want none (GitHub names no wait for this limit)", ra)
 	}
-	if rem := abuse.Response.Header.Get("X-RateLimit-Remaining"); rem != "4900" {
-		t.Errorf("X-RateLimit-Remaining %q, want 4900 (the hundred charged, the refused one not)", rem)
+	if rem := abuse.Response.Header.Get("X-RateLimit-Remaining"); rem != remaining {
+		t.Errorf("X-RateLimit-Remaining %q, want %s (the refused one uncharged)", rem, remaining)
 	}
 	other := client(t, f.srv.URL+"/", f.fake.IssueToken(inst+1))
 	if _, _, err := other.Actions.ListRunners(ctx, "octo", "hello", nil); err != nil {

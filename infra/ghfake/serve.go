@@ -75,7 +75,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if route == RouteRepoJIT || route == RouteOrgJIT {
 		s.stats.JITCalls++
 	}
-	fault := s.takeFault(route)
 	// Authenticate by installation token (every route but the App's own,
 	// which take the App JWT, and the manifest conversion, which GitHub
 	// serves unauthenticated).
@@ -88,12 +87,27 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.stats.InstallationCalls[inst]++
 		}
 	}
-	s.mu.Unlock()
-
 	h := http.Header{}
 	h.Set("X-GitHub-Request-Id", reqID)
 	h.Set("X-GitHub-Media-Type", "github.v3; format=json")
 	h.Set("X-GitHub-Api-Version-Selected", "2022-11-28")
+	// The actor's requests in flight: this one counts from here to its
+	// answer, a slow one (a fault's wait) included.
+	if authed || app {
+		if !s.enter(inst) {
+			if authed {
+				setRate(h, s.bucketFor(inst))
+			} else {
+				setRate(h, s.appBucket())
+			}
+			s.mu.Unlock()
+			writeConcurrent(w, h)
+			return
+		}
+		defer s.leave(inst)
+	}
+	fault := s.takeFault(route)
+	s.mu.Unlock()
 
 	if fault != nil && fault.Kind == KindSlow && !fault.After {
 		if !s.wait(r.Context(), *fault) {
@@ -134,13 +148,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.mu.Lock()
 		b := s.appBucket()
-		if !s.enter(0) {
-			setRate(h, b)
-			s.mu.Unlock()
-			writeConcurrent(w, h)
-			return
-		}
-		defer s.leave(0)
 		if wait := s.secondaryRefusal(0, route, r.Method); wait > 0 {
 			setRate(h, b)
 			s.mu.Unlock()
@@ -166,13 +173,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.mu.Lock()
 		b := s.bucketFor(inst)
-		if !s.enter(inst) {
-			setRate(h, b)
-			s.mu.Unlock()
-			writeConcurrent(w, h)
-			return
-		}
-		defer s.leave(inst)
 		if wait := s.secondaryRefusal(inst, route, r.Method); wait > 0 {
 			setRate(h, b)
 			s.mu.Unlock()
