@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -130,32 +131,46 @@ func (r *run) planOf(id int64) *plan {
 
 // machine plays one machine's life (see above).
 func (r *run) machine(ctx context.Context, p *plan, runnerID int64, instanceID string, fa fate) {
+	// One line per machine in the run's log says what became of it, so a
+	// job's replacements can be read back to their machines' fates.
+	end := "ran its job"
+	defer func() {
+		r.log.Info("chaos machine", slog.Int64("job_id", p.Job.ID), slog.Int64("runner_id", runnerID),
+			slog.String("instance_id", instanceID), slog.String("fate", string(fa)), slog.String("end", end))
+	}()
 	if fa == fateNeverBoots {
+		end = "never booted"
 		return
 	}
 	spread := time.Duration(p.rndDraw(int64(r.cfg.BootDelay) + 1))
 	if !wait(ctx, r.cfg.BootDelay/2+spread) {
+		end = "run over before it booted"
 		return
 	}
 	if instanceID != "" && !r.instanceLive(ctx, instanceID) {
-		return // ended before it booted
+		end = "instance ended before it booted"
+		return
 	}
 	rn, ok := r.runnerByID(runnerID)
 	if !ok {
-		return // the registration was deleted: the config registers nothing
+		end = "registration deleted before it booted" // the config registers nothing
+		return
 	}
 	if r.gh.SetRunnerByID(runnerID, "online", false) != nil {
+		end = "runner gone at boot"
 		return
 	}
 	r.fleet.online.Add(1)
 	if fa == fateDies {
+		end = "runner died"
 		if wait(ctx, 200*time.Millisecond) {
 			_ = r.gh.SetRunnerByID(runnerID, "offline", false)
 		}
 		return
 	}
 	if !p.assign(rn.Name) {
-		return // cancelled or taken elsewhere: online and idle, the janitor's
+		end = "online, job not assignable" // cancelled or taken elsewhere: idle, the janitor's
+		return
 	}
 	r.fleet.ran.Add(1)
 	_ = r.gh.SetRunnerByID(runnerID, "online", true)

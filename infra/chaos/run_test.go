@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -92,5 +93,26 @@ func TestRunShort(t *testing.T) {
 	}
 	if rep.NeverBooted == 0 || rep.RunnersDied == 0 {
 		t.Errorf("never_booted=%d runners_died=%d: no machine failed, the liveness check went untested", rep.NeverBooted, rep.RunnersDied)
+	}
+	if cfg.Log == &logs {
+		// Every machine says in the log what it drew and what became of
+		// it: a job's replacements can be read back to their machines.
+		fates, ends, n := map[string]int{}, map[string]int{}, 0
+		field := func(l, key string) string {
+			_, v, _ := strings.Cut(l, `"`+key+`":"`)
+			v, _, _ = strings.Cut(v, `"`)
+			return v
+		}
+		for _, l := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(l, `"msg":"chaos machine"`) {
+				n++
+				fates[field(l, "fate")]++
+				ends[field(l, "end")]++
+			}
+		}
+		if n == 0 || fates["never_boots"] != rep.NeverBooted || fates["dies"] != rep.RunnersDied || ends["ran its job"] != rep.Ran {
+			t.Errorf("%d machine lines, fates %v, ends %v; want never_boots %d, dies %d, ran its job %d",
+				n, fates, ends, rep.NeverBooted, rep.RunnersDied, rep.Ran)
+		}
 	}
 }
