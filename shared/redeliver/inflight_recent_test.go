@@ -1,12 +1,9 @@
 package redeliver_test
 
 import (
-	"context"
 	"net/http"
 	"testing"
 	"time"
-
-	"github.com/ghclaim/ghclaim/shared/redeliver"
 )
 
 // TestLastAttemptInFlightIsNotSpentWhateverTheClocks: the entry a pass
@@ -33,26 +30,7 @@ func TestLastAttemptInFlightIsNotSpentWhateverTheClocks(t *testing.T) {
 			f.cfg.Now = func() time.Time { return f.clock.now().Add(-tt.skew) } // the redeliverer's
 			f.cfg.MaxAttempts = 1
 			f.record("g", "workflow_job", 503, tt.age)
-			release := make(chan struct{})
-			t.Cleanup(func() {
-				select {
-				case <-release:
-				default:
-					close(release)
-				}
-			})
-			f.fake.SetWebhook(func(context.Context, http.Header, []byte) (int, []byte, error) {
-				<-release
-				return http.StatusServiceUnavailable, nil, nil
-			}, "s")
-			f.cfg.Store = &saveMarkFailsOnce{Store: f.store}
-			r, err := redeliver.New(f.cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if rep, err := r.Run(context.Background()); err == nil || rep.Redelivered != 1 {
-				t.Fatalf("pass 1 = %+v, %v; want g asked, then the mark's save failed", rep, err)
-			}
+			release := askThenLoseMark(t, f, http.StatusServiceUnavailable)
 
 			f.clock.add(5 * time.Second)
 			rep := f.run(t) // reads g's failed entry again: the redelivery has not landed
@@ -60,7 +38,7 @@ func TestLastAttemptInFlightIsNotSpentWhateverTheClocks(t *testing.T) {
 				t.Errorf("pass 2, the redelivery under way = %+v; want g not spent, carried", rep)
 			}
 
-			close(release)
+			release()
 			f.fake.Drain()
 			f.clock.add(time.Minute) // well inside Spacing: the outcome read decides, not the bound
 			rep = f.run(t)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,6 +26,32 @@ func (s *saveMarkFailsOnce) SaveMark(ctx context.Context, m job.DeliveryMark, no
 		return errors.New("save mark: connection reset")
 	}
 	return s.Store.SaveMark(ctx, m, now)
+}
+
+// askThenLoseMark holds the endpoint's answer to every redelivery until
+// the returned release (also run at cleanup), and runs pass 1: it asks
+// for g's redelivery and then fails to save its mark, so the next pass
+// reads g's entry again while the redelivery is on its way. The endpoint
+// answers code once released.
+func askThenLoseMark(t *testing.T, f *fixture, code int) (release func()) {
+	t.Helper()
+	held := make(chan struct{})
+	var once sync.Once
+	release = func() { once.Do(func() { close(held) }) }
+	t.Cleanup(release)
+	f.fake.SetWebhook(func(context.Context, http.Header, []byte) (int, []byte, error) {
+		<-held // the redelivery is on its way until the test lets it land
+		return code, nil, nil
+	}, "s")
+	f.cfg.Store = &saveMarkFailsOnce{Store: f.store}
+	r, err := redeliver.New(f.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := r.Run(context.Background()); err == nil || rep.Redelivered != 1 {
+		t.Fatalf("pass 1 = %+v, %v; want g asked, then the mark's save failed (an error)", rep, err)
+	}
+	return release
 }
 
 // TestLastAttemptInFlightIsNotSpent: GitHub answers an ask 202 and
@@ -58,20 +85,7 @@ func TestLastAttemptInFlightIsNotSpent(t *testing.T) {
 			// Two minutes old: older than the ask by more than GitHub's
 			// clock may be off from ours.
 			f.record("g", "workflow_job", 503, 2*time.Minute)
-			release := make(chan struct{})
-			f.fake.SetWebhook(func(context.Context, http.Header, []byte) (int, []byte, error) {
-				<-release // the redelivery is on its way until the test lets it land
-				return tt.code, nil, nil
-			}, "s")
-			f.cfg.Store = &saveMarkFailsOnce{Store: f.store}
-			r, err := redeliver.New(f.cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if rep, err := r.Run(context.Background()); err == nil || rep.Redelivered != 1 {
-				close(release)
-				t.Fatalf("pass 1 = %+v, %v; want g asked, then the mark's save failed (an error)", rep, err)
-			}
+			release := askThenLoseMark(t, f, tt.code)
 
 			f.clock.add(5 * time.Minute)
 			spent := 0
@@ -81,7 +95,7 @@ func TestLastAttemptInFlightIsNotSpent(t *testing.T) {
 				t.Errorf("pass 2, the redelivery under way = %+v, %d asks; want g neither spent nor asked again, carried", rep, f.fake.Redeliveries("g"))
 			}
 
-			close(release)
+			release()
 			f.fake.Drain()
 			f.clock.add(5 * time.Minute)
 			rep = f.run(t) // reads the redelivery's outcome
