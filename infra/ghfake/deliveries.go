@@ -363,11 +363,12 @@ func (s *Server) redeliver(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.redeliveries[d.GUID]++
 	s.mu.Unlock()
-	writeJSON(w, http.StatusAccepted, map[string]any{})
 	// The answer does not wait for the redelivery: a slow or hung
-	// endpoint delays the log entry, never the 202.
+	// endpoint delays the log entry, never the 202. Counted for Drain
+	// before the 202 leaves, so a test that drains on the answer waits.
 	s.redeliverLater(context.WithoutCancel(r.Context()),
 		HookDelivery{GUID: d.GUID, Event: d.Event, Header: d.Header, Body: d.Body, Redelivery: true})
+	writeJSON(w, http.StatusAccepted, map[string]any{})
 }
 
 func (s *Server) pathDelivery(r *http.Request) (HookDelivery, bool) {
