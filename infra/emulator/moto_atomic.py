@@ -95,6 +95,39 @@ def _receive_message(self, queue_name, count, wait_seconds_timeout,
 SQSBackend.receive_message = _receive_message
 
 
+# moto changes the visibility of any message that ever had the receipt
+# handle, in flight or not: a message whose visibility timeout has run out
+# (it is visible, and the next receive may be another consumer's) is hidden
+# again. SQS refuses that: "Message does not exist or is not available for
+# visibility timeout change" (InvalidParameterValue, HTTP 400). A claimer
+# that outlived its message's visibility would hide, on moto, a message
+# another claimer may be handling; on SQS its RetryAfter fails. A message is
+# in flight while its visibility has not yet ended (a visibility timeout of
+# 0 ends it at once).
+from moto.core.utils import unix_time_millis
+from moto.sqs.exceptions import InvalidParameterValue
+
+_change_visibility = SQSBackend.change_message_visibility
+
+
+def _change_visibility_in_flight(self, queue_name, receipt_handle,
+                                 visibility_timeout):
+    with _sqs_lock:
+        queue = self.get_queue(queue_name)
+        for message in queue._messages:
+            if (message.had_receipt_handle(receipt_handle)
+                    and unix_time_millis() >= message.visible_at):
+                raise InvalidParameterValue(
+                    f"Value {receipt_handle} for parameter ReceiptHandle is "
+                    "invalid. Reason: Message does not exist or is not "
+                    "available for visibility timeout change.")
+        return _change_visibility(self, queue_name, receipt_handle,
+                                  visibility_timeout)
+
+
+SQSBackend.change_message_visibility = _change_visibility_in_flight
+
+
 # moto ignores CreateFleet's ClientToken: the same token starts another fleet
 # and another instance. EC2 answers a repeated token with the first answer
 # (no second machine) and the same token with other arguments with HTTP 400

@@ -1,0 +1,60 @@
+package emulator
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/smithy-go"
+)
+
+// TestChangeVisibilityNeedsAMessageInFlight: SQS changes the visibility of
+// a message only while it is in flight; once its visibility has ended (here
+// at once: received with a visibility timeout of 0) it refuses with
+// InvalidParameterValue. Stock moto hid the visible message again, so a
+// claimer that outlived its message's visibility passed on moto with a
+// RetryAfter SQS refuses.
+func TestChangeVisibilityNeedsAMessageInFlight(t *testing.T) {
+	t.Parallel()
+	srv := ForTest(t)
+	api := sqs.NewFromConfig(srv.ConfigForTest(t), func(o *sqs.Options) { o.RetryMaxAttempts = 1 })
+	ctx := context.Background()
+	// The queue's visibility timeout is 0 (the SDK leaves a receive's 0
+	// out, so the queue's applies).
+	q, err := api.CreateQueue(ctx, &sqs.CreateQueueInput{
+		QueueName: aws.String("visibility"), Attributes: map[string]string{"VisibilityTimeout": "0"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	receive := func(visibility int32) string {
+		t.Helper()
+		if _, err := api.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String("m")}); err != nil {
+			t.Fatal(err)
+		}
+		out, err := api.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: q.QueueUrl, VisibilityTimeout: visibility, WaitTimeSeconds: 1})
+		if err != nil || len(out.Messages) != 1 {
+			t.Fatalf("receive: %d messages, err %v; want 1", len(out.Messages), err)
+		}
+		return aws.ToString(out.Messages[0].ReceiptHandle)
+	}
+	change := func(handle string) error {
+		_, err := api.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
+			QueueUrl: q.QueueUrl, ReceiptHandle: aws.String(handle), VisibilityTimeout: 30,
+		})
+		return err
+	}
+
+	// Visible again at once: not in flight.
+	expired := receive(0)
+	var apiErr smithy.APIError
+	if err := change(expired); !errors.As(err, &apiErr) || apiErr.ErrorCode() != "InvalidParameterValue" {
+		t.Fatalf("change the visibility of a message no longer in flight: err %v, want SQS's InvalidParameterValue", err)
+	}
+	// The same message, received again and in flight: changed.
+	if err := change(receive(60)); err != nil {
+		t.Fatalf("change the visibility of a message in flight: %v, want nil", err)
+	}
+}
