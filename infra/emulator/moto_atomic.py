@@ -128,6 +128,29 @@ def _change_visibility_in_flight(self, queue_name, receipt_handle,
 SQSBackend.change_message_visibility = _change_visibility_in_flight
 
 
+# moto deletes a message by any receipt handle it ever had. SQS needs the
+# most recent one: "If you receive a message more than once, the
+# ReceiptHandle is different each time ... you must provide the most
+# recently received ReceiptHandle for the message (otherwise, the request
+# succeeds, but the message will not be deleted)" (DeleteMessage). A
+# claimer whose message came back and went to another claimer deletes
+# nothing on SQS; on moto it took the message from under the other one.
+_delete_message = SQSBackend.delete_message
+
+
+def _delete_latest_receipt(self, queue_name, receipt_handle):
+    with _sqs_lock:
+        queue = self.get_queue(queue_name)
+        for message in queue._messages:
+            if (message.had_receipt_handle(receipt_handle)
+                    and message.receipt_handle != receipt_handle):
+                return  # an older receipt: succeeds, deletes nothing
+        return _delete_message(self, queue_name, receipt_handle)
+
+
+SQSBackend.delete_message = _delete_latest_receipt
+
+
 # moto ignores CreateFleet's ClientToken: the same token starts another fleet
 # and another instance. EC2 answers a repeated token with the first answer
 # (no second machine) and the same token with other arguments with HTTP 400

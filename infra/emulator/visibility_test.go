@@ -7,6 +7,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
 )
 
@@ -56,5 +57,63 @@ func TestChangeVisibilityNeedsAMessageInFlight(t *testing.T) {
 	// The same message, received again and in flight: changed.
 	if err := change(receive(60)); err != nil {
 		t.Fatalf("change the visibility of a message in flight: %v, want nil", err)
+	}
+}
+
+// TestDeleteNeedsTheLatestReceipt: SQS deletes a message only by the
+// receipt handle of its most recent receive; an older one "succeeds, but
+// the message will not be deleted" (DeleteMessage, and each entry of
+// DeleteMessageBatch). Stock moto deleted it by any handle it ever had,
+// taking a message from under the consumer that received it since.
+func TestDeleteNeedsTheLatestReceipt(t *testing.T) {
+	t.Parallel()
+	srv := ForTest(t)
+	api := sqs.NewFromConfig(srv.ConfigForTest(t), func(o *sqs.Options) { o.RetryMaxAttempts = 1 })
+	ctx := context.Background()
+	q, err := api.CreateQueue(ctx, &sqs.CreateQueueInput{
+		QueueName: aws.String("receipts"), Attributes: map[string]string{"VisibilityTimeout": "0"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := api.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String("m")}); err != nil {
+		t.Fatal(err)
+	}
+	receive := func() (string, bool) {
+		t.Helper()
+		out, err := api.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: q.QueueUrl, WaitTimeSeconds: 0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out.Messages) == 0 {
+			return "", false
+		}
+		return aws.ToString(out.Messages[0].ReceiptHandle), true
+	}
+	first, ok := receive()
+	if !ok {
+		t.Fatal("the message was not received")
+	}
+	latest, ok := receive() // visible again at once: received a second time
+	if !ok || latest == first {
+		t.Fatalf("second receive: handle %q (ok %v), want a new handle", latest, ok)
+	}
+	if _, err := api.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: q.QueueUrl, ReceiptHandle: aws.String(first)}); err != nil {
+		t.Fatalf("delete by the older handle: %v, want success (that deletes nothing)", err)
+	}
+	out, err := api.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: q.QueueUrl,
+		Entries: []sqstypes.DeleteMessageBatchRequestEntry{{Id: aws.String("0"), ReceiptHandle: aws.String(first)}}})
+	if err != nil || len(out.Successful) != 1 {
+		t.Fatalf("batch delete by the older handle: %+v, %v; want the entry successful", out, err)
+	}
+	again, ok := receive()
+	if !ok {
+		t.Fatal("the message is gone after deletes by an older handle; want it still in the queue")
+	}
+	if _, err := api.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: q.QueueUrl, ReceiptHandle: aws.String(again)}); err != nil {
+		t.Fatalf("delete by the latest handle: %v", err)
+	}
+	if h, ok := receive(); ok {
+		t.Fatalf("the message (handle %q) is still there after a delete by its latest handle", h)
 	}
 }
