@@ -19,17 +19,8 @@ import (
 // RetryAfter SQS refuses.
 func TestChangeVisibilityNeedsAMessageInFlight(t *testing.T) {
 	t.Parallel()
-	srv := ForTest(t)
-	api := sqs.NewFromConfig(srv.ConfigForTest(t), func(o *sqs.Options) { o.RetryMaxAttempts = 1 })
+	api, q := visibleAtOnce(t, "visibility")
 	ctx := context.Background()
-	// The queue's visibility timeout is 0 (the SDK leaves a receive's 0
-	// out, so the queue's applies).
-	q, err := api.CreateQueue(ctx, &sqs.CreateQueueInput{
-		QueueName: aws.String("visibility"), Attributes: map[string]string{"VisibilityTimeout": "0"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	receive := func(visibility int32) string {
 		t.Helper()
 		if _, err := api.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String("m")}); err != nil {
@@ -67,15 +58,8 @@ func TestChangeVisibilityNeedsAMessageInFlight(t *testing.T) {
 // taking a message from under the consumer that received it since.
 func TestDeleteNeedsTheLatestReceipt(t *testing.T) {
 	t.Parallel()
-	srv := ForTest(t)
-	api := sqs.NewFromConfig(srv.ConfigForTest(t), func(o *sqs.Options) { o.RetryMaxAttempts = 1 })
+	api, q := visibleAtOnce(t, "receipts")
 	ctx := context.Background()
-	q, err := api.CreateQueue(ctx, &sqs.CreateQueueInput{
-		QueueName: aws.String("receipts"), Attributes: map[string]string{"VisibilityTimeout": "0"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if _, err := api.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String("m")}); err != nil {
 		t.Fatal(err)
 	}
@@ -116,4 +100,20 @@ func TestDeleteNeedsTheLatestReceipt(t *testing.T) {
 	if h, ok := receive(); ok {
 		t.Fatalf("the message (handle %q) is still there after a delete by its latest handle", h)
 	}
+}
+
+// visibleAtOnce creates queue name with a visibility timeout of 0 (the SDK
+// leaves a receive's 0 out, so the queue's applies): a received message is
+// visible again at once, no wait needed. The client sends each request
+// once (no SDK retry).
+func visibleAtOnce(t *testing.T, name string) (*sqs.Client, *sqs.CreateQueueOutput) {
+	t.Helper()
+	api := sqs.NewFromConfig(ForTest(t).ConfigForTest(t), func(o *sqs.Options) { o.RetryMaxAttempts = 1 })
+	q, err := api.CreateQueue(context.Background(), &sqs.CreateQueueInput{
+		QueueName: aws.String(name), Attributes: map[string]string{"VisibilityTimeout": "0"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return api, q
 }
