@@ -14,7 +14,9 @@
 // them: status codes, JSON error bodies ({"message", "documentation_url",
 // "status"}), and X-RateLimit-{Limit,Remaining,Used,Reset,Resource} headers
 // on every response, with a per-installation budget that runs out into
-// GitHub's 403 "API rate limit exceeded for installation ID N." A real
+// GitHub's 403 "API rate limit exceeded for installation ID N."; a 401
+// shows no budget of the App's or an installation's but the
+// unauthenticated one of the caller's address (unauthenticated.go). A real
 // go-github client turns these into its own typed errors
 // (*github.ErrorResponse, *github.RateLimitError, *github.AbuseRateLimitError)
 // exactly as it would against api.github.com.
@@ -228,6 +230,8 @@ type Server struct {
 	tokenSeq   int
 	rates      map[int64]*bucket
 	appRate    *bucket
+	anonLimit  int
+	anonRate   *bucket // the unauthenticated budget a 401 shows (unauthenticated.go)
 	runners    map[int64]*Runner
 	runnerSeq  int64
 	jobs       map[string]storedJob // jobKey → job
@@ -283,6 +287,7 @@ func New(opts ...Option) *Server {
 		sleep:     sleepCtx,
 		maxDelay:  defaultMaxDelay,
 		limit:     defaultRateLimit,
+		anonLimit: DefaultUnauthenticatedLimit,
 		groups:    map[int64]bool{defaultRunnerGroupID: true},
 		retention: DefaultRetention,
 
@@ -336,7 +341,7 @@ func (s *Server) resetState() {
 	s.tokens = map[string]issued{}
 	s.tokenSeq = 0
 	s.rates = map[int64]*bucket{}
-	s.appRate = nil
+	s.appRate, s.anonRate = nil, nil
 	s.secondary = map[spender][]spent{}
 	s.runners = map[int64]*Runner{}
 	s.runnerSeq = 0

@@ -139,11 +139,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// The token exchange too: it is billed to the App's own budget,
 		// and refused like the App's other routes once that is spent.
 		if msg := s.checkJWT(bearer(r)); msg != "" {
-			s.mu.Lock()
-			setRate(h, s.appBucket()) // the App budget's reading, uncharged
-			s.mu.Unlock()
-			copyHeader(w, h)
-			writeError(w, http.StatusUnauthorized, msg, docsREST)
+			s.writeUnauthorized(w, h, msg) // nobody's budget: unauthenticated.go
 			return
 		}
 		s.mu.Lock()
@@ -167,8 +163,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if !public {
 		if !authed {
-			copyHeader(w, h)
-			writeError(w, http.StatusUnauthorized, "Bad credentials", docsREST)
+			s.writeUnauthorized(w, h, "Bad credentials")
 			return
 		}
 		s.mu.Lock()
