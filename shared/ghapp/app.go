@@ -54,7 +54,7 @@ func (c *Client) app() *github.Client {
 		if c.wrapApp != nil {
 			rt = c.wrapApp(rt)
 		}
-		gh := github.NewClient(&http.Client{Transport: forgetSecondaryReset{rt}, Timeout: c.timeout})
+		gh := github.NewClient(&http.Client{Transport: rateTrim{rt}, Timeout: c.timeout})
 		gh.BaseURL = c.baseURL
 		c.appClient = gh
 	})

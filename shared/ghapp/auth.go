@@ -550,34 +550,56 @@ func drain(resp *http.Response) {
 	_ = resp.Body.Close()
 }
 
-// forgetSecondaryReset keeps go-github from holding a secondary rate limit
-// until the primary window's reset. Given a 403 or 429 that names no
-// Retry-After while budget remains, go-github reads X-RateLimit-Reset as
-// the wait and then refuses every call of the installation's client itself
-// until then, up to an hour; GitHub's documented wait is a minute, which
-// ghclaim shares with every process as a block (shared/ratelimit). So the
-// header is dropped from such an answer before go-github reads it. The
-// rate transport beneath has read it already, and the classifier reads the
-// reset only when remaining is 0, which this leaves alone; a Retry-After
-// GitHub names is kept, and go-github honours it.
-type forgetSecondaryReset struct{ next http.RoundTripper }
+// rateTrim keeps go-github from holding, as the client's own, a limit that
+// is not: it takes away the rate headers go-github must not remember
+// (trimRate) before go-github reads them. The rate transport beneath has
+// read the answer already, by its own rules.
+//
+// Given a 403 or 429 that names no Retry-After while budget remains,
+// go-github reads X-RateLimit-Reset as the wait and then refuses every call
+// of the installation's client itself until then, up to an hour; GitHub's
+// documented wait is a minute, which ghclaim shares with every process as
+// a block (shared/ratelimit). So that header is dropped from such an
+// answer; the classifier reads the reset only when remaining is 0, which
+// this leaves alone, and a Retry-After GitHub names is kept, and go-github
+// honours it.
+//
+// Given a 401, go-github keeps its X-RateLimit-* as the client's budget;
+// but GitHub could not tie that request to the App or an installation, and
+// has sent the unauthenticated budget of the caller's address (limit 60,
+// https://github.com/maxlath/backup-github-repo/issues/10): at remaining 0,
+// go-github refused every later call of the client, with no request, until
+// that budget's reset, up to an hour after the key or token was put right.
+// So a 401 reaches go-github without them.
+type rateTrim struct{ next http.RoundTripper }
 
-func (t forgetSecondaryReset) RoundTrip(req *http.Request) (*http.Response, error) {
+func (t rateTrim) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.next.RoundTrip(req)
 	if err == nil {
-		forgetReset(resp)
+		trimRate(resp)
 	}
 	return resp, err
 }
 
-// forgetReset drops X-RateLimit-Reset from resp when it is a 403 or 429
-// that names no Retry-After while budget remains (forgetSecondaryReset).
-func forgetReset(resp *http.Response) {
-	if resp == nil || (resp.StatusCode != http.StatusForbidden && resp.StatusCode != http.StatusTooManyRequests) {
+// rateHeaders are what go-github reads a budget from.
+var rateHeaders = []string{"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Used", "X-RateLimit-Reset", "X-RateLimit-Resource"}
+
+// trimRate drops from resp the rate headers go-github must not hold
+// (rateTrim): all of a 401's, and X-RateLimit-Reset of a 403 or 429 that
+// names no Retry-After while budget remains.
+func trimRate(resp *http.Response) {
+	if resp == nil {
 		return
 	}
 	h := resp.Header
-	if h.Get("Retry-After") == "" && h.Get("X-RateLimit-Reset") != "" && strings.TrimSpace(h.Get("X-RateLimit-Remaining")) != "0" {
+	switch {
+	case resp.StatusCode == http.StatusUnauthorized && h.Get("X-RateLimit-Limit")+h.Get("X-RateLimit-Remaining")+h.Get("X-RateLimit-Reset") != "":
+		resp.Header = h.Clone()
+		for _, k := range rateHeaders {
+			resp.Header.Del(k)
+		}
+	case resp.StatusCode != http.StatusForbidden && resp.StatusCode != http.StatusTooManyRequests:
+	case h.Get("Retry-After") == "" && h.Get("X-RateLimit-Reset") != "" && strings.TrimSpace(h.Get("X-RateLimit-Remaining")) != "0":
 		resp.Header = h.Clone()
 		resp.Header.Del("X-RateLimit-Reset")
 	}
@@ -599,7 +621,7 @@ func (t tokenErrors) RoundTrip(req *http.Request) (*http.Response, error) {
 		// secondary limit is dropped so that go-github does not hold it
 		// to the App window's reset).
 		r := ee.response()
-		forgetReset(r)
+		trimRate(r)
 		var held heldRefusal
 		if errors.As(err, &held) {
 			r.Header.Set(failure.HeldUntilHeader, held.until.UTC().Format(time.RFC3339Nano))

@@ -236,7 +236,7 @@ func (c *Client) client(installationID int64) (*github.Client, error) {
 	if c.wrap != nil {
 		rt = c.wrap(installationID, rt)
 	}
-	gh := github.NewClient(&http.Client{Transport: tokenErrors{next: forgetSecondaryReset{rt}, now: c.now}, Timeout: c.timeout})
+	gh := github.NewClient(&http.Client{Transport: tokenErrors{next: rateTrim{rt}, now: c.now}, Timeout: c.timeout})
 	gh.BaseURL = c.baseURL
 	c.clients[installationID] = gh
 	return gh, nil

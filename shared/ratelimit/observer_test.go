@@ -15,7 +15,8 @@ import (
 // observer only readings from a live response's core rate headers. Any
 // observer (not only the Tracker, which also drops unknown readings) must
 // never see a response without headers, a cached response (its headers are
-// as old as the cache entry) or another resource's budget.
+// as old as the cache entry), another resource's budget or a 401's (GitHub
+// could not tie the request to a budget of ours).
 func TestTransportObservesOnlyRealReadings(t *testing.T) {
 	t.Parallel()
 	core := func(h http.Header) {
@@ -35,6 +36,8 @@ func TestTransportObservesOnlyRealReadings(t *testing.T) {
 		{"no rate headers (200)", func(http.Header) {}, http.StatusOK, 0},
 		{"served from a cache", func(h http.Header) { core(h); h.Set("X-From-Cache", "1") }, http.StatusOK, 0},
 		{"another resource's budget", func(h http.Header) { core(h); h.Set("X-RateLimit-Resource", "search") }, http.StatusOK, 0},
+		// GitHub's 401 shows the unauthenticated budget of the address.
+		{"a 401's headers (nobody's budget)", func(h http.Header) { core(h); h.Set("X-RateLimit-Limit", "60") }, http.StatusUnauthorized, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

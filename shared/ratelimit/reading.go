@@ -17,7 +17,14 @@
 //     five minutes is not trusted: another process may have seen the reset.
 //   - A response counts only when it carries all three of X-RateLimit-Limit,
 //     -Remaining and -Reset, parsed; anything else (a 5xx from a proxy, a
-//     cached answer) never clobbers the last reading. Readings of a bucket
+//     cached answer) never clobbers the last reading. Nor does a 401,
+//     whatever it carries: GitHub could not tie the credential to the App
+//     or an installation, and has answered "Bad credentials" with the
+//     unauthenticated budget of the caller's address (limit 60, shared by
+//     whoever else calls from it: https://github.com/maxlath/backup-github-repo/issues/10,
+//     https://github.com/renovatebot/renovate/issues/2286). Taken as the
+//     installation's, one such 401 at remaining 0 halted the installation
+//     for up to an hour. Readings of a bucket
 //     other than core or actions_runner_registration (X-RateLimit-Resource
 //     search, graphql, ...) are ignored: the claimer never spends them, and
 //     mixing buckets would flap the shared state.

@@ -81,6 +81,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if resp.Header.Get("X-From-Cache") != "" {
 		return resp, err
 	}
+	// A 401 is GitHub's answer to a credential it could not resolve: its
+	// rate headers, when it sends any, are the unauthenticated budget of
+	// the caller's address (limit 60), not this client's budget (see the
+	// package doc).
+	if resp.StatusCode == http.StatusUnauthorized {
+		return resp, err
+	}
 	now := t.now()
 	r, ok := ParseHeaders(resp.Header, now)
 	if until, blocked := blockOf(resp, now); blocked {
