@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -14,7 +15,9 @@ type FaultKind string
 // Fault kinds.
 const (
 	// KindServerError answers Status (500, 502, 503, …) with GitHub's body
-	// for it: JSON for 500/502, the HTML "unicorn" page for 503.
+	// for it: JSON for 500/502, the HTML "unicorn" page for 503. An HTML
+	// page (the 503's, or a Body starting with '<') carries no
+	// X-RateLimit-* headers (writeFault).
 	KindServerError FaultKind = "server_error"
 	// KindTooManyRequests answers 429, with Retry-After when set.
 	KindTooManyRequests FaultKind = "too_many_requests"
@@ -178,6 +181,19 @@ func writeFault(w http.ResponseWriter, f Fault, h http.Header) {
 			body, ctype = unicorn, "text/html; charset=utf-8"
 		default:
 			body = `{"message":"Server Error"}`
+		}
+		if strings.HasPrefix(ctype, "text/html") {
+			// The unicorn page is GitHub's front end's, served when "no
+			// server is currently available to service your request": no
+			// API server counted the request, so no budget is shown
+			// (GitHub documents the rate headers on the API's answers
+			// only: https://docs.github.com/rest/using-the-rest-api/rate-limits-for-the-rest-api#checking-the-status-of-your-rate-limit).
+			// A client must keep its last reading through it.
+			for k := range w.Header() {
+				if strings.HasPrefix(k, "X-Ratelimit-") {
+					w.Header().Del(k)
+				}
+			}
 		}
 		w.Header().Set("Content-Type", ctype)
 		w.WriteHeader(f.Status)

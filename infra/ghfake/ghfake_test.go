@@ -584,13 +584,24 @@ func TestFaults(t *testing.T) {
 				t.Errorf("message = %q, want Server Error", er.Message)
 			}
 		}},
-		{name: "500", fault: ghfake.ServerError(500), check: func(t *testing.T, _ *github.Response, err error) {
+		{name: "500", fault: ghfake.ServerError(500), check: func(t *testing.T, resp *github.Response, err error) {
 			errorResponse(t, err, 500)
+			if resp.Header.Get("X-RateLimit-Remaining") != "5000" {
+				t.Errorf("X-RateLimit-Remaining = %q, want 5000: the API's own JSON answer shows the budget", resp.Header.Get("X-RateLimit-Remaining"))
+			}
 		}},
 		{name: "503 unicorn", fault: ghfake.ServerError(503), check: func(t *testing.T, resp *github.Response, err error) {
 			er := errorResponse(t, err, 503)
 			if er.Message != "" || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
 				t.Errorf("got message %q, type %q; want an HTML page go-github cannot parse", er.Message, resp.Header.Get("Content-Type"))
+			}
+			for k := range resp.Header {
+				if strings.HasPrefix(k, "X-Ratelimit-") {
+					t.Errorf("%s: %q on the front end's page, want no rate headers", k, resp.Header.Get(k))
+				}
+			}
+			if resp.Header.Get("X-GitHub-Request-Id") == "" {
+				t.Errorf("no X-GitHub-Request-Id: the front end names the request too")
 			}
 		}},
 		{name: "429", fault: ghfake.TooManyRequests(30 * time.Second), check: func(t *testing.T, resp *github.Response, err error) {
