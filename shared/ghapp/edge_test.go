@@ -4,13 +4,11 @@ import (
 	"context"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/ghclaim/ghclaim/infra/ghfake"
 	"github.com/ghclaim/ghclaim/shared/failure"
 	"github.com/ghclaim/ghclaim/shared/ghapp"
-	"github.com/ghclaim/ghclaim/shared/ratelimit"
 )
 
 // TestEdgePageKeepsTheReading: GitHub's front end answers 503 with its
@@ -20,19 +18,8 @@ import (
 // the status, not the page nor anything of the request's credentials.
 func TestEdgePageKeepsTheReading(t *testing.T) {
 	t.Parallel()
-	var (
-		mu       sync.Mutex
-		observed []ratelimit.Reading
-	)
-	f := setup(t, option{cfg: func(c *ghapp.Config) {
-		c.Wrap = func(id int64, base http.RoundTripper) http.RoundTripper {
-			return ratelimit.NewTransport(base, id, ratelimit.ObserverFunc(func(_ int64, r ratelimit.Reading) {
-				mu.Lock()
-				defer mu.Unlock()
-				observed = append(observed, r)
-			}), nil)
-		}
-	}})
+	seen := &readings{}
+	f := setup(t, option{cfg: func(c *ghapp.Config) { c.Wrap = seen.wrap(nil) }})
 	f.fake.SetJob("octo", "hello", ghfake.Job{ID: 7, Status: "queued"})
 	ctx := context.Background()
 	if _, err := f.client.JobStatus(ctx, inst, "octo", "hello", 7); err != nil {
@@ -43,11 +30,9 @@ func TestEdgePageKeepsTheReading(t *testing.T) {
 	if err == nil {
 		t.Fatal("no error, want the 503")
 	}
-	mu.Lock()
-	if len(observed) != 1 || observed[0].Remaining != 4999 {
+	if observed := seen.all(); len(observed) != 1 || observed[0].Remaining != 4999 {
 		t.Errorf("readings %+v, want only the first call's (4999 left)", observed)
 	}
-	mu.Unlock()
 	fl := failure.Classify(err)
 	if fl.Class != failure.ServerSide || fl.Status != http.StatusServiceUnavailable {
 		t.Errorf("classified %v %d, want server_side 503", fl.Class, fl.Status)

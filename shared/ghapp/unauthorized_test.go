@@ -4,15 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
-	"net/http"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/ghclaim/ghclaim/infra/clocktest"
 	"github.com/ghclaim/ghclaim/infra/ghfake"
-	"github.com/ghclaim/ghclaim/shared/ghapp"
-	"github.com/ghclaim/ghclaim/shared/ratelimit"
 )
 
 // TestUnauthorizedIsNobodysBudget: GitHub answers a credential it cannot
@@ -26,30 +21,7 @@ import (
 // after the key was fixed.
 func TestUnauthorizedIsNobodysBudget(t *testing.T) {
 	t.Parallel()
-	// Far ahead of the wall clock, which go-github's own memory of a
-	// limit is timed by: a reset an hour after it is still ahead.
-	clk := clocktest.New(time.Date(2100, 1, 2, 3, 4, 5, 0, time.UTC))
-	var (
-		mu       sync.Mutex
-		observed []ratelimit.Reading
-	)
-	observe := ratelimit.ObserverFunc(func(_ int64, r ratelimit.Reading) {
-		mu.Lock()
-		defer mu.Unlock()
-		observed = append(observed, r)
-	})
-	f := setup(t, option{
-		fake: []ghfake.Option{ghfake.WithClock(clk.Now)},
-		cfg: func(c *ghapp.Config) {
-			c.Now = clk.Now
-			c.Wrap = func(id int64, base http.RoundTripper) http.RoundTripper {
-				return ratelimit.NewTransport(base, id, observe, clk.Now)
-			}
-			c.WrapApp = func(base http.RoundTripper) http.RoundTripper {
-				return ratelimit.NewTransport(base, 0, observe, clk.Now)
-			}
-		},
-	})
+	f, clk, seen := setupAhead(t)
 	_, pub := testKey(t)
 	other, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
@@ -66,11 +38,9 @@ func TestUnauthorizedIsNobodysBudget(t *testing.T) {
 	if _, err := f.client.App(ctx); err == nil {
 		t.Fatal("GET /app with a rotated key: no error, want GitHub's 401")
 	}
-	mu.Lock()
-	if len(observed) != 0 {
+	if observed := seen.all(); len(observed) != 0 {
 		t.Errorf("readings %+v taken from the 401s, want none: the unauthenticated budget is nobody's", observed)
 	}
-	mu.Unlock()
 
 	// The operator fixes the key; the refusal's hold passes.
 	f.fake.SetPublicKey(pub)
