@@ -198,6 +198,23 @@ func WithPathPrefix(p string) Option {
 // WithRateLimit sets every new installation's hourly budget (default 5000).
 func WithRateLimit(limit int) Option { return func(s *Server) { s.limit = limit } }
 
+// WithPrimaryLimitStatus sets the status of the answer to a request past
+// its primary budget (an installation's or the App's): 403 (the default)
+// or 429, both GitHub's ("If you exceed your primary rate limit, you will
+// receive a 403 Forbidden or 429 Too Many Requests response, and the
+// x-ratelimit-remaining header will be 0",
+// https://docs.github.com/rest/using-the-rest-api/troubleshooting-the-rest-api#rate-limit-errors).
+// go-github v62 types only the 403 (*github.RateLimitError); a 429 at
+// remaining 0 reaches a client as a plain *github.ErrorResponse, which it
+// must still read as the budget spent until the reset, not as a secondary
+// limit's minute. It panics on another status, a bug in the test.
+func WithPrimaryLimitStatus(status int) Option {
+	if status != http.StatusForbidden && status != http.StatusTooManyRequests {
+		panic(fmt.Sprintf("ghfake: primary limit status %d: want 403 or 429", status))
+	}
+	return func(s *Server) { s.primaryStatus = status }
+}
+
 // WithRunnerGroups sets the organisation runner group ids that
 // generate-jitconfig accepts at org scope (default: 1, GitHub's "Default"
 // group). A repository has no runner groups: its route takes the Default
@@ -225,24 +242,26 @@ type Server struct {
 
 	control *http.ServeMux
 
-	mu         sync.Mutex
-	tokens     map[string]issued // installation tokens
-	tokenSeq   int
-	rates      map[int64]*bucket
-	appRate    *bucket
-	anonLimit  int
-	anonRate   *bucket // the unauthenticated budget a 401 shows (unauthenticated.go)
-	runners    map[int64]*Runner
-	runnerSeq  int64
-	jobs       map[string]storedJob // jobKey → job
-	apps       map[string]*App      // manifest code → App
-	appSeq     int64
-	web        *http.ServeMux
-	installs   map[int64]installationOf
-	repos      map[string]Repo // repoKey → SetRepo's
-	faults     []*rule
-	requestSeq int
-	stats      Stats
+	mu        sync.Mutex
+	tokens    map[string]issued // installation tokens
+	tokenSeq  int
+	rates     map[int64]*bucket
+	appRate   *bucket
+	anonLimit int
+	// primaryStatus answers a request past its primary budget.
+	primaryStatus int
+	anonRate      *bucket // the unauthenticated budget a 401 shows (unauthenticated.go)
+	runners       map[int64]*Runner
+	runnerSeq     int64
+	jobs          map[string]storedJob // jobKey → job
+	apps          map[string]*App      // manifest code → App
+	appSeq        int64
+	web           *http.ServeMux
+	installs      map[int64]installationOf
+	repos         map[string]Repo // repoKey → SetRepo's
+	faults        []*rule
+	requestSeq    int
+	stats         Stats
 
 	// Repository ids and renames (moved.go): the id of a current name,
 	// the current name of an id, the id an old name redirects to.
@@ -288,8 +307,10 @@ func New(opts ...Option) *Server {
 		maxDelay:  defaultMaxDelay,
 		limit:     defaultRateLimit,
 		anonLimit: DefaultUnauthenticatedLimit,
-		groups:    map[int64]bool{defaultRunnerGroupID: true},
-		retention: DefaultRetention,
+
+		primaryStatus: http.StatusForbidden,
+		groups:        map[int64]bool{defaultRunnerGroupID: true},
+		retention:     DefaultRetention,
 
 		secondaryPoints: DefaultSecondaryPoints,
 		concurrent:      DefaultConcurrentRequests,

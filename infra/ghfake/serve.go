@@ -154,7 +154,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			setRate(h, b)
 			s.mu.Unlock()
 			copyHeader(w, h)
-			writeError(w, http.StatusForbidden, fmt.Sprintf("API rate limit exceeded for app ID %d.", s.appID), docsRateLimit)
+			writeError(w, s.primaryStatus, fmt.Sprintf("API rate limit exceeded for app ID %d.", s.appID), docsRateLimit)
 			return
 		}
 		b.remaining--
@@ -178,7 +178,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			setRate(h, b)
 			s.mu.Unlock()
 			copyHeader(w, h)
-			writeError(w, http.StatusForbidden,
+			writeError(w, s.primaryStatus,
 				fmt.Sprintf("API rate limit exceeded for installation ID %d.", inst), docsRateLimit)
 			return
 		}

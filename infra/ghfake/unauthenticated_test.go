@@ -72,6 +72,18 @@ func TestUnauthorizedRate(t *testing.T) {
 // do401 sends one request and returns the headers of its 401.
 func do401(t *testing.T, f fixture, method, path, auth string) http.Header {
 	t.Helper()
+	resp := sendAs(t, f, method, path, auth)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("%s %s: status %d, want 401", method, path, resp.StatusCode)
+	}
+	return resp.Header
+}
+
+// sendAs sends one request with the Authorization header auth; the caller
+// closes the answer's body.
+func sendAs(t *testing.T, f fixture, method, path, auth string) *http.Response {
+	t.Helper()
 	req, err := http.NewRequest(method, f.srv.URL+path, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -81,9 +93,5 @@ func do401(t *testing.T, f fixture, method, path, auth string) http.Header {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusUnauthorized {
-		t.Fatalf("%s %s: status %d, want 401", method, path, resp.StatusCode)
-	}
-	return resp.Header
+	return resp
 }
