@@ -1440,8 +1440,31 @@ func TestStoreSweep(t *testing.T, base int64, open func(t *testing.T) Store) {
 	t.Run("a cursor the store did not make is an error naming it", func(t *testing.T) {
 		const bad = "not-a-cursor"
 		_, err := s.Stale(ctx, "3", T0, 1, bad)
-		if err == nil || !strings.Contains(err.Error(), bad) {
-			t.Fatalf("got %v, want an error naming the cursor %q", err, bad)
+		if !errors.Is(err, job.ErrBadCursor) || !strings.Contains(err.Error(), bad) {
+			t.Fatalf("got %v, want job.ErrBadCursor naming the cursor %q", err, bad)
+		}
+	})
+
+	t.Run("a cursor is refused by another shard and taken by its own", func(t *testing.T) {
+		// Shard 5: two stale records, so a page of one carries a cursor.
+		a, b := id(301), id(309)
+		for _, j := range []int64{a, b} {
+			_, err := s.CreateJob(ctx, Rec(j), T0.Add(-2*time.Hour))
+			must(t, err)
+		}
+		now := T0.Add(-time.Hour)
+		p, err := s.Stale(ctx, "5", now, 1, "")
+		must(t, err)
+		if p.Next == "" {
+			t.Fatalf("a page of 1 of shard 5's stale records carries no cursor")
+		}
+		// DynamoDB's ExclusiveStartKey names the shard: another shard's
+		// query cannot start there (shared/store.decodeCursor refuses it).
+		if _, err := s.Stale(ctx, "4", now, 1, p.Next); !errors.Is(err, job.ErrBadCursor) {
+			t.Fatalf("shard 5's cursor on shard 4: got %v, want job.ErrBadCursor", err)
+		}
+		if _, err := s.Stale(ctx, "5", now, 1, p.Next); err != nil {
+			t.Fatalf("shard 5's cursor on shard 5: %v", err)
 		}
 	})
 }

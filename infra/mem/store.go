@@ -450,13 +450,17 @@ func (s *Store) Stale(ctx context.Context, shard string, now time.Time, limit in
 		id int64
 	}
 	if cursor != "" {
-		a, b, ok := strings.Cut(cursor, ":")
-		at, err1 := strconv.ParseInt(a, 10, 64)
-		id, err2 := strconv.ParseInt(b, 10, 64)
-		if !ok || err1 != nil || err2 != nil {
-			return job.Page{}, fmt.Errorf("query sweep shard %s: bad cursor %q", shard, cursor)
+		// shard:sweep_at:job_id. The shard is in it as it is in DynamoDB's
+		// ExclusiveStartKey: another shard's query refuses it.
+		f := strings.Split(cursor, ":")
+		var err1, err2 error
+		if len(f) == 3 {
+			after.at, err1 = strconv.ParseInt(f[1], 10, 64)
+			after.id, err2 = strconv.ParseInt(f[2], 10, 64)
 		}
-		after.at, after.id = at, id
+		if len(f) != 3 || f[0] != shard || err1 != nil || err2 != nil {
+			return job.Page{}, fmt.Errorf("query sweep shard %s: %w %q", shard, job.ErrBadCursor, cursor)
+		}
 	}
 	var all []job.Record
 	for _, r := range s.recs {
@@ -478,7 +482,7 @@ func (s *Store) Stale(ctx context.Context, shard string, now time.Time, limit in
 	if limit > 0 && len(all) >= int(limit) {
 		all = all[:limit]
 		last := all[len(all)-1]
-		p.Next = strconv.FormatInt(last.SweepAt, 10) + ":" + strconv.FormatInt(last.JobID, 10)
+		p.Next = shard + ":" + strconv.FormatInt(last.SweepAt, 10) + ":" + strconv.FormatInt(last.JobID, 10)
 	}
 	p.Records = all
 	return p, nil

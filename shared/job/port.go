@@ -25,6 +25,9 @@ var (
 	ErrLeaseLost = errors.New("job: lease lost")
 	// ErrTerminal: the record is already terminal; nothing was changed.
 	ErrTerminal = errors.New("job: record is terminal")
+	// ErrBadCursor: a sweep page cursor (Page.Next) the store did not make,
+	// or made for another shard.
+	ErrBadCursor = errors.New("job: bad sweep cursor")
 )
 
 // ConflictError is a refused conditional write. Current is the record as the

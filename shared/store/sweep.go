@@ -90,8 +90,8 @@ const maxBatchGet = 100
 const batchGetTries = 7
 
 // ErrBadCursor: a Stale cursor this store did not make (or made for another
-// shard).
-var ErrBadCursor = errors.New("store: bad sweep cursor")
+// shard): the domain's, which infra/mem answers too.
+var ErrBadCursor = job.ErrBadCursor
 
 // sweepCursor is the sweep index's LastEvaluatedKey, which Stale hands out
 // as an opaque string: base64url of this JSON.
