@@ -478,6 +478,40 @@ func TestStoreCore(t *testing.T, base int64, open func(t *testing.T) Core, pendi
 		}
 	})
 
+	run("mark done fills only what the record lacks", func(t *testing.T) {
+		// shared/store writes the report's identity with if_not_exists:
+		// a record created without it (an empty attribute is not
+		// written) gets it from the report, one that has it keeps its own.
+		j, k := id(302), id(303)
+		rep := func(id int64) job.Report {
+			return job.Report{JobID: id, Repo: "octo/other", InstallationID: 7, RunID: 8, Labels: []string{"gpu"}, Pool: "gpu"}
+		}
+		_, err := s.CreateJob(ctx, job.Record{JobID: j}, T0)
+		must(t, err)
+		_, err = s.CreateJob(ctx, Rec(k), T0)
+		must(t, err)
+		for _, id := range []int64{j, k} {
+			if _, err := s.MarkDone(ctx, rep(id), T0.Add(time.Second)); err != nil {
+				t.Fatalf("mark job %d done: %v", id, err)
+			}
+		}
+		if got := get(t, j); got.Repo != "octo/other" || got.InstallationID != 7 || got.RunID != 8 || !slices.Equal(got.Labels, []string{"gpu"}) || got.Pool != "gpu" {
+			t.Errorf("done over a record without identity: %+v, want the report's", got)
+		}
+		if got, want := get(t, k), Rec(k); got.Repo != want.Repo || got.InstallationID != want.InstallationID || got.RunID != want.RunID ||
+			!slices.Equal(got.Labels, want.Labels) || got.Pool != want.Pool {
+			t.Errorf("done over a whole record: %+v, want its own identity %+v", got, want)
+		}
+		// Created done: every time the record reads back is the report's
+		// instant (due_at, like updated_at, is created_at when not written).
+		n := id(304)
+		_, err = s.MarkDone(ctx, rep(n), T0)
+		must(t, err)
+		if got, ms := get(t, n), T0.UnixMilli(); got.CreatedAt != ms || got.UpdatedAt != ms || got.DueAt != ms {
+			t.Errorf("created done: created %d, updated %d, due %d; want %d for each", got.CreatedAt, got.UpdatedAt, got.DueAt, ms)
+		}
+	})
+
 	run("mark done only a recorded job: none, nothing written", func(t *testing.T) {
 		// The webhook's report of a job the pools refuse now, naming a
 		// runner of ours: only a job we recorded can have one.

@@ -123,10 +123,30 @@ func (s *Store) MarkDone(ctx context.Context, d job.Report, now time.Time) (job.
 	} else if d.Recorded {
 		return "", fmt.Errorf("mark job %d done: %w", d.JobID, job.ErrNotFound)
 	} else {
-		cur = job.Record{JobID: d.JobID, CreatedAt: ms, Repo: d.Repo, InstallationID: d.InstallationID, RunID: d.RunID, Pool: d.Pool}
-		if len(d.Labels) > 0 {
-			cur.Labels = append([]string(nil), d.Labels...)
-		}
+		cur = job.Record{JobID: d.JobID}
+	}
+	// The report's identity where the record has none (shared/store's
+	// if_not_exists: an empty attribute is not written, so it is absent).
+	if cur.CreatedAt == 0 {
+		cur.CreatedAt = ms
+	}
+	if cur.DueAt == 0 {
+		cur.DueAt = cur.CreatedAt // unwritten due_at reads back as created_at
+	}
+	if cur.Repo == "" {
+		cur.Repo = d.Repo
+	}
+	if cur.InstallationID == 0 {
+		cur.InstallationID = d.InstallationID
+	}
+	if cur.RunID == 0 {
+		cur.RunID = d.RunID
+	}
+	if cur.Pool == "" {
+		cur.Pool = d.Pool
+	}
+	if len(cur.Labels) == 0 && len(d.Labels) > 0 {
+		cur.Labels = append([]string(nil), d.Labels...)
 	}
 	prev := cur.State
 	cur.State = job.Done
