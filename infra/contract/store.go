@@ -512,6 +512,39 @@ func TestStoreCore(t *testing.T, base int64, open func(t *testing.T) Core, pendi
 		}
 	})
 
+	run("a write past DynamoDB's 400 KB item limit is refused and changes nothing", func(t *testing.T) {
+		huge := strings.Repeat("r", 410*1024) // past the limit however the size is counted
+		c, d, l := id(305), id(306), id(307)
+		r := Rec(c)
+		r.RunnerName = huge
+		if _, err := s.CreateJob(ctx, r, T0); err == nil {
+			t.Fatal("create of an item over 400 KB: no error, want DynamoDB's refusal")
+		}
+		if _, err := s.Get(ctx, c); !errors.Is(err, job.ErrNotFound) {
+			t.Fatalf("after the refused create: %v, want ErrNotFound", err)
+		}
+		if _, err := s.MarkDone(ctx, job.Report{JobID: d, RunnerName: huge}, T0); err == nil {
+			t.Fatal("done creating an item over 400 KB: no error, want DynamoDB's refusal")
+		}
+		if _, err := s.Get(ctx, d); !errors.Is(err, job.ErrNotFound) {
+			t.Fatalf("after the refused done of an unknown job: %v, want ErrNotFound", err)
+		}
+		lease := leased(t, s, l, "a")
+		before := get(t, l)
+		if _, err := s.MarkDone(ctx, job.Report{JobID: l, RunnerName: huge}, T0.Add(time.Second)); err == nil {
+			t.Fatal("done growing an item past 400 KB: no error, want DynamoDB's refusal")
+		}
+		if err := s.Finish(ctx, lease, job.Outcome{State: job.Claimed, Attempt: 1, RunnerName: huge}, T0.Add(time.Second)); err == nil || errors.Is(err, job.ErrLeaseLost) {
+			t.Fatalf("finish growing an item past 400 KB: %v, want DynamoDB's refusal", err)
+		}
+		if got := get(t, l); got.State != before.State || got.Version != before.Version || got.RunnerName != "" ||
+			got.UpdatedAt != before.UpdatedAt || len(got.History) != len(before.History) {
+			t.Fatalf("after the refused writes: %s v%d runner %d bytes, updated %d, %d history entries; want %s v%d as before",
+				got.State, got.Version, len(got.RunnerName), got.UpdatedAt, len(got.History), before.State, before.Version)
+		}
+		must(t, s.Finish(ctx, lease, job.Outcome{State: job.Claimed, Attempt: 1, RunnerName: "r1"}, T0.Add(time.Second)))
+	})
+
 	run("mark done only a recorded job: none, nothing written", func(t *testing.T) {
 		// The webhook's report of a job the pools refuse now, naming a
 		// runner of ours: only a job we recorded can have one.

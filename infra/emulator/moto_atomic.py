@@ -55,6 +55,44 @@ for _name in (
     setattr(DynamoDBBackend, _name, _locked(getattr(DynamoDBBackend, _name)))
 
 
+# moto applies an UpdateItem's actions to the stored item one by one and
+# checks the item's size as it goes: an update that takes the item past the
+# limit is refused (ValidationException, "Item size to update has exceeded
+# the maximum allowed size") after the actions before it took effect, and
+# an update of an absent item leaves the bare key it created. DynamoDB
+# refuses such an update whole: the item stays as it was, or absent. The
+# item as it was is restored.
+import copy
+
+from moto.dynamodb.exceptions import ItemSizeToUpdateTooLarge
+from moto.dynamodb.models.dynamo_type import DynamoType
+
+_update_item = DynamoDBBackend.update_item
+
+
+def _update_item_whole(self, table_name, key, *args, **kwargs):
+    with _lock:
+        table = self.get_table(table_name)
+        hash_value = DynamoType(key[table.hash_key_attr])
+        range_value = None
+        if table.range_key_attr:
+            range_value = DynamoType(key[table.range_key_attr])
+        before = copy.deepcopy(table.get_item(hash_value, range_value))
+        try:
+            return _update_item(self, table_name, key, *args, **kwargs)
+        except ItemSizeToUpdateTooLarge:
+            if before is None:
+                table.delete_item(hash_value, range_value)
+            elif range_value is not None:
+                table.items[hash_value][range_value] = before
+            else:
+                table.items[hash_value] = before
+            raise
+
+
+DynamoDBBackend.update_item = _update_item_whole
+
+
 # moto's SQS changes a queue's message list from every request thread with no
 # lock either. Two receives of one message due for the dead-letter queue both
 # move it, and the second raises (a 500 after it already marked the rest of
