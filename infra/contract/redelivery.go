@@ -87,6 +87,35 @@ func TestRedeliveryStore(t *testing.T, prefix string, open func(t *testing.T) Re
 			t.Errorf("LoadMark after the read ended = %+v, %v; want mark %d and no read under way", got, err, base+90)
 		}
 	})
+	t.Run("a mark's lists as DynamoDB keeps them: empty is none, a set has no duplicates", func(t *testing.T) {
+		s := open(t)
+		var base int64
+		if cur, err := s.LoadMark(ctx); err == nil {
+			base = cur.ID
+		}
+		// An empty list is not written (an empty set cannot be), so it
+		// reads back as none.
+		empty := job.DeliveryMark{ID: base + 1, DeliveredAt: T0, Retry: []job.DeliveryRef{},
+			Resume: job.DeliveryResume{Cursor: "v1_1", Top: base + 2, TopAt: T0, Redelivered: []string{}}}
+		if err := s.SaveMark(ctx, empty, T0); err != nil {
+			t.Fatalf("SaveMark with empty lists: %v", err)
+		}
+		got, err := s.LoadMark(ctx)
+		if err != nil || got.Retry != nil || got.Resume.Redelivered != nil {
+			t.Fatalf("LoadMark = %+v, %v; want no retry list and no redelivered set (nil, not empty)", got, err)
+		}
+		// The redelivered GUIDs are a string set: DynamoDB refuses one
+		// with a GUID twice (ValidationException), and nothing changes.
+		dup := empty
+		dup.ID = base + 3
+		dup.Resume.Redelivered = []string{prefix + "-d", prefix + "-d"}
+		if err := s.SaveMark(ctx, dup, T0); err == nil {
+			t.Fatal("SaveMark with a GUID twice in the redelivered set: no error, want DynamoDB's refusal")
+		}
+		if got, err := s.LoadMark(ctx); err != nil || got.ID != base+1 {
+			t.Fatalf("after the refused save: LoadMark = %+v, %v; want mark %d as it was", got, err, base+1)
+		}
+	})
 	t.Run("attempts are bounded per guid", func(t *testing.T) {
 		s := open(t)
 		guid, other := prefix+"-bounded", prefix+"-other"

@@ -93,6 +93,37 @@ def _update_item_whole(self, table_name, key, *args, **kwargs):
 DynamoDBBackend.update_item = _update_item_whole
 
 
+# moto stores a set (SS, NS, BS) with a member twice. DynamoDB refuses the
+# write: "One or more parameter values were invalid: Input collection [...]
+# contains duplicates" (ValidationException); a stand-in that keeps it
+# would let a writer of duplicates pass every test and fail on AWS.
+from moto.dynamodb.exceptions import MockValidationException
+
+
+def _refuse_duplicate_sets(values):
+    for value in (values or {}).values():
+        for kind, member in value.items():
+            if kind in ("SS", "NS", "BS") and len(set(map(str, member))) != len(member):
+                raise MockValidationException(
+                    "One or more parameter values were invalid: Input "
+                    f"collection {member} contains duplicates")
+            if kind == "M":
+                _refuse_duplicate_sets(member)
+            if kind == "L":
+                _refuse_duplicate_sets(dict(enumerate(member)))
+
+
+_put_item = DynamoDBBackend.put_item
+
+
+def _put_item_sets(self, table_name, item_attrs, *args, **kwargs):
+    _refuse_duplicate_sets(item_attrs)
+    return _put_item(self, table_name, item_attrs, *args, **kwargs)
+
+
+DynamoDBBackend.put_item = _put_item_sets
+
+
 # moto's SQS changes a queue's message list from every request thread with no
 # lock either. Two receives of one message due for the dead-letter queue both
 # move it, and the second raises (a 500 after it already marked the rest of

@@ -46,13 +46,19 @@ func (s *Store) SaveMark(ctx context.Context, m job.DeliveryMark, _ time.Time) e
 		return err
 	}
 	defer s.enter("SaveMark")()
+	// The redelivered GUIDs are a string set in the table: DynamoDB
+	// refuses one with a member twice, whatever the stored mark.
+	if set := m.Resume.Redelivered; m.Resume.Cursor != "" && len(slices.Compact(slices.Sorted(slices.Values(set)))) != len(set) {
+		return fmt.Errorf("put redelivery mark %d: ValidationException: Input collection %v contains duplicates", m.ID, set)
+	}
 	if s.red.hasMark && s.red.mark.ID > m.ID {
 		return nil
 	}
 	m.DeliveredAt = job.FromMillis(job.Millis(m.DeliveredAt)) // the table's precision
 	m.Resume.TopAt = job.FromMillis(job.Millis(m.Resume.TopAt))
-	m.Resume.Redelivered = slices.Clone(m.Resume.Redelivered)
-	m.Retry = slices.Clone(m.Retry)
+	// An empty list is not written, so it reads back as none (nil).
+	m.Resume.Redelivered = nilIfEmpty(m.Resume.Redelivered)
+	m.Retry = nilIfEmpty(m.Retry)
 	for i := range m.Retry {
 		m.Retry[i].DeliveredAt = job.FromMillis(job.Millis(m.Retry[i].DeliveredAt))
 	}
@@ -117,4 +123,12 @@ func (s *Store) RefundRedelivery(ctx context.Context, guid string, count int) er
 		s.red.attempts[guid] = c
 	}
 	return nil
+}
+
+// nilIfEmpty is a copy of l, nil when l has no element.
+func nilIfEmpty[T any](l []T) []T {
+	if len(l) == 0 {
+		return nil
+	}
+	return slices.Clone(l)
 }
