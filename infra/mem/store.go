@@ -94,10 +94,9 @@ func (s *Store) CreateJob(ctx context.Context, r job.Record, now time.Time) (job
 	r.SweepAt = ms + s.t.PendingGrace.Milliseconds()
 	r.History = nil
 	record(&r, job.Transition{At: ms, To: job.Pending, Actor: job.ActorWebhook}, true)
-	if err := tooBig(clone(r)); err != nil {
+	if err := s.write(&r); err != nil {
 		return job.Record{}, err
 	}
-	s.recs[r.JobID] = clone(r)
 	return clone(r), nil
 }
 
@@ -162,10 +161,9 @@ func (s *Store) MarkDone(ctx context.Context, d job.Report, now time.Time) (job.
 		actor = job.ActorWebhook
 	}
 	record(&cur, job.Transition{At: ms, To: job.Done, Actor: actor}, false)
-	if err := tooBig(cur); err != nil {
+	if err := s.write(&cur); err != nil {
 		return "", err
 	}
-	s.recs[d.JobID] = cur
 	return prev, nil
 }
 
@@ -196,7 +194,7 @@ func (s *Store) Acquire(ctx context.Context, id, version int64, owner string, un
 	case !ok:
 		return job.Lease{}, job.Record{}, &job.ConflictError{Op: "lease", JobID: id}
 	case (cur.State == job.Queued || cur.State == job.Pending) && cur.Version == version:
-	case cur.State == job.Claiming && cur.LeaseOwner == owner && cur.Version == version+1:
+	case cur.State == job.Claiming && cur.LeaseOwner == valid(owner) && cur.Version == version+1:
 		lease.History = clone(cur).History
 		return lease, clone(cur), nil
 	default:
@@ -208,10 +206,9 @@ func (s *Store) Acquire(ctx context.Context, id, version int64, owner string, un
 	// writes no sweep index entry).
 	cur.UpdatedAt = job.Millis(now)
 	record(&cur, job.Transition{At: job.Millis(now), To: job.Claiming, Actor: job.ActorClaimer}, false)
-	if err := tooBig(cur); err != nil {
+	if err := s.write(&cur); err != nil {
 		return job.Lease{}, job.Record{}, err
 	}
-	s.recs[id] = cur
 	lease.History = clone(cur).History
 	return lease, clone(cur), nil
 }
@@ -234,7 +231,7 @@ func (s *Store) Takeover(ctx context.Context, id, held int64, owner string, unti
 	case !ok:
 		return job.Lease{}, job.Record{}, &job.ConflictError{Op: "take over lease of", JobID: id}
 	case cur.State == job.Claiming && cur.Version == held && cur.LeaseExpiresAt < nowMs:
-	case cur.State == job.Claiming && cur.LeaseOwner == owner && cur.Version == held+1:
+	case cur.State == job.Claiming && cur.LeaseOwner == valid(owner) && cur.Version == held+1:
 		lease.History = clone(cur).History
 		return lease, clone(cur), nil
 	default:
@@ -245,10 +242,9 @@ func (s *Store) Takeover(ctx context.Context, id, held int64, owner string, unti
 		cur.FirstFailureAt = nowMs
 	}
 	record(&cur, job.Transition{At: nowMs, To: job.Claiming, Error: job.ReasonLeaseExpired, Actor: job.ActorClaimer}, false)
-	if err := tooBig(cur); err != nil {
+	if err := s.write(&cur); err != nil {
 		return job.Lease{}, job.Record{}, err
 	}
-	s.recs[id] = cur
 	lease.History = clone(cur).History
 	return lease, clone(cur), nil
 }
@@ -256,7 +252,7 @@ func (s *Store) Takeover(ctx context.Context, id, held int64, owner string, unti
 // fenced returns the leased record, or ErrLeaseLost.
 func (s *Store) fenced(l job.Lease) (job.Record, error) {
 	cur, ok := s.recs[l.JobID]
-	if !ok || cur.State != job.Claiming || cur.Version != l.Version || cur.LeaseOwner != l.Owner {
+	if !ok || cur.State != job.Claiming || cur.Version != l.Version || cur.LeaseOwner != valid(l.Owner) {
 		return job.Record{}, job.ErrLeaseLost
 	}
 	return cur, nil
@@ -289,10 +285,9 @@ func (s *Store) Release(ctx context.Context, l job.Lease, r job.Retry, now time.
 	}
 	cur.LeaseOwner, cur.LeaseExpiresAt = "", 0
 	record(&cur, job.Transition{At: job.Millis(now), To: job.Queued, Attempt: r.Attempt, Class: r.ErrorClass, Error: r.Error, Actor: job.ActorClaimer}, true)
-	if err := tooBig(cur); err != nil {
+	if err := s.write(&cur); err != nil {
 		return err
 	}
-	s.recs[l.JobID] = cur
 	return nil
 }
 
@@ -333,10 +328,9 @@ func (s *Store) Finish(ctx context.Context, l job.Lease, o job.Outcome, now time
 		cur.LeaseOwner, cur.LeaseExpiresAt, cur.SweepShard, cur.SweepAt = "", 0, "", 0
 	}
 	record(&cur, job.Transition{At: job.Millis(now), To: o.State, Attempt: o.Attempt, Class: o.ErrorClass, Error: o.Error, Actor: job.ActorClaimer}, true)
-	if err := tooBig(cur); err != nil {
+	if err := s.write(&cur); err != nil {
 		return err
 	}
-	s.recs[l.JobID] = cur
 	return nil
 }
 
@@ -355,10 +349,9 @@ func (s *Store) Extend(ctx context.Context, l job.Lease, attempt int, runnerName
 	if runnerName != "" {
 		cur.RunnerName = runnerName
 	}
-	if err := tooBig(cur); err != nil {
+	if err := s.write(&cur); err != nil {
 		return err
 	}
-	s.recs[l.JobID] = cur
 	return nil
 }
 
@@ -377,10 +370,9 @@ func (s *Store) Move(ctx context.Context, l job.Lease, pool, scope string, now t
 		return err
 	}
 	cur.Pool, cur.Scope, cur.UpdatedAt = pool, scope, job.Millis(now)
-	if err := tooBig(cur); err != nil {
+	if err := s.write(&cur); err != nil {
 		return err
 	}
-	s.recs[l.JobID] = cur
 	return nil
 }
 
@@ -445,10 +437,9 @@ func (s *Store) takeBack(read job.Record, to job.State, due time.Time, reason st
 		actor = job.ActorWebhook
 	}
 	record(&cur, job.Transition{At: nowMs, To: to, Error: reason, Actor: actor}, false)
-	if err := tooBig(cur); err != nil {
+	if err := s.write(&cur); err != nil {
 		return job.Record{}, err
 	}
-	s.recs[read.JobID] = cur
 	return clone(cur), nil
 }
 
@@ -579,10 +570,9 @@ func (s *Store) Postpone(ctx context.Context, read job.Record, until time.Time) 
 		return job.Record{}, &job.ConflictError{Op: "postpone", JobID: read.JobID, Current: clone(cur), Found: ok}
 	}
 	cur.SweepAt = job.Millis(until)
-	if err := tooBig(cur); err != nil {
+	if err := s.write(&cur); err != nil {
 		return job.Record{}, err
 	}
-	s.recs[read.JobID] = cur
 	return clone(cur), nil
 }
 
@@ -620,10 +610,9 @@ func (s *Store) Recheck(ctx context.Context, read job.Record, due time.Time, che
 			cur.FirstFailureAt, cur.LivenessChecks = 0, 0
 		}
 	}
-	if err := tooBig(cur); err != nil {
+	if err := s.write(&cur); err != nil {
 		return job.Record{}, err
 	}
-	s.recs[read.JobID] = cur
 	return clone(cur), nil
 }
 
@@ -672,12 +661,37 @@ func (s *Store) Requeue(ctx context.Context, q job.Requeue, now time.Time) (job.
 	cur.LeaseOwner, cur.LeaseExpiresAt = "", 0
 	cur.Replacements++ // a fresh runner name (job.RunnerNameAt) for the new attempt
 	cur.ReplacementsBase, cur.LivenessChecks, cur.Waits = cur.Replacements, 0, 0
-	if err := tooBig(cur); err != nil {
+	if err := s.write(&cur); err != nil {
 		return job.Record{}, err
 	}
-	s.recs[read.JobID] = cur
 	return clone(cur), nil
 }
+
+// write stores *r as the table would keep it, text as valid UTF-8 (the
+// SDK sends strings as JSON, which turns a stray byte into U+FFFD), and
+// leaves it so for the caller to return; or it refuses r as DynamoDB
+// would (over 400 KB), storing nothing.
+func (s *Store) write(r *job.Record) error {
+	for _, f := range []*string{&r.LeaseOwner, &r.LastErrorClass, &r.LastError, &r.Repo, &r.Pool, &r.RunnerName,
+		&r.Scope, &r.TriedRunner, &r.TriedScope, &r.SweepShard} {
+		*f = valid(*f)
+	}
+	if r.Labels != nil {
+		labels := make([]string, len(r.Labels))
+		for i, l := range r.Labels {
+			labels[i] = valid(l)
+		}
+		r.Labels = labels
+	}
+	if err := tooBig(*r); err != nil {
+		return err
+	}
+	s.recs[r.JobID] = clone(*r)
+	return nil
+}
+
+// valid is s as DynamoDB stores it: valid UTF-8.
+func valid(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
 
 // maxItemBytes is DynamoDB's item size limit: 400 KB, names and values.
 const maxItemBytes = 400 * 1024
