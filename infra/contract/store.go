@@ -439,6 +439,41 @@ func TestStoreCore(t *testing.T, base int64, open func(t *testing.T) Core, pendi
 		}
 	})
 
+	run("a returned record is the caller's copy", func(t *testing.T) {
+		// DynamoDB answers with a fresh item each time: changing what a
+		// call returned changes nothing stored.
+		j := id(310)
+		spoil := func(r *job.Record) {
+			if len(r.Labels) > 0 {
+				r.Labels[0] = "spoilt"
+			}
+			if len(r.History) > 0 {
+				r.History[0].To = "spoilt"
+			}
+		}
+		in := Rec(j)
+		created, err := s.CreateJob(ctx, in, T0)
+		must(t, err)
+		in.Labels[0] = "spoilt" // the caller's own slice, after the call
+		spoil(&created)
+		r := get(t, j)
+		spoil(&r)
+		_, err = s.CreateJob(ctx, Rec(j), T0)
+		if cur, ok := job.CurrentOf(err); ok {
+			spoil(&cur)
+		}
+		l, leasedRec, err := s.Acquire(ctx, j, 1, "a", T0.Add(time.Minute), T0)
+		must(t, err)
+		spoil(&leasedRec)
+		if len(l.History) > 0 {
+			l.History[0].To = "spoilt"
+		}
+		got := get(t, j)
+		if !slices.Equal(got.Labels, Rec(j).Labels) || len(got.History) != 2 || got.History[0].To != job.Pending {
+			t.Fatalf("stored labels %q, history %+v; want them as written, whatever the caller did to its copies", got.Labels, got.History)
+		}
+	})
+
 	run("acquire of an unknown job", func(t *testing.T) {
 		_, _, err := s.Acquire(ctx, id(6), 1, "a", T0.Add(time.Minute), T0)
 		noRecord(t, "acquire", err)
