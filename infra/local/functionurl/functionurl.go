@@ -1,12 +1,14 @@
 // Package functionurl puts a function behind a local HTTP endpoint the way a Lambda Function URL
 // does: each HTTP request becomes a payload-format 2.0 event (lower-case header names, repeated
-// values joined with commas, cookies apart, the body base64-encoded when it is not UTF-8 text),
+// values joined with commas, cookies apart, the body base64-encoded unless its Content-Type is
+// text: text/* or application/json; a form, an octet stream or no Content-Type at all is binary),
 // and the function's answer becomes the HTTP response (a {"statusCode", "headers", "body",
 // "isBase64Encoded", "cookies"} object, or any other JSON as a 200 application/json body).
 //
 // A function error or timeout is a 502 "Internal Server Error", as on AWS: the client never sees
-// the function's error text. Requests larger than Lambda's 6 MB invocation limit get 413 without
-// an invocation.
+// the function's error text. A request whose event is larger than Lambda's 6 MB synchronous
+// invocation limit gets 413 without an invocation: the limit is on the event, so a binary body
+// counts with its base64 growth.
 //
 // It must never listen beyond 127.0.0.1 (the caller owns the listener) and it adds no
 // authentication: the webhook verifies GitHub's signature itself, exactly as behind AuthType NONE.
@@ -19,6 +21,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
 	"net"
 	"net/http"
 	"sort"
@@ -31,8 +34,7 @@ import (
 	"github.com/ghclaim/ghclaim/shared/clock"
 )
 
-// MaxRequestBytes is Lambda's limit on a synchronous invocation payload; a body near it would
-// not fit once wrapped in the event, which is close enough for a local endpoint.
+// MaxRequestBytes is Lambda's limit on a synchronous invocation payload: the event, not the body.
 const MaxRequestBytes = 6 * 1024 * 1024
 
 // Invoker runs the function synchronously (rie.Environment, or a test double).
@@ -73,6 +75,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	payload, err := json.Marshal(ev)
 	if err != nil {
 		writeMessage(w, http.StatusInternalServerError, "Internal Server Error")
+		return
+	}
+	if len(payload) > MaxRequestBytes {
+		writeMessage(w, http.StatusRequestEntityTooLarge, "Request must be smaller than 6291456 bytes for the InvokeFunction operation")
 		return
 	}
 	out, err := h.Function.Invoke(r.Context(), payload)
@@ -175,13 +181,25 @@ func (h *Handler) Event(r *http.Request, body []byte) events.LambdaFunctionURLRe
 		},
 	}
 	if len(body) > 0 {
-		if utf8.Valid(body) {
+		if textual(r.Header.Get("Content-Type")) && utf8.Valid(body) {
 			ev.Body = string(body)
 		} else {
 			ev.Body, ev.IsBase64Encoded = base64.StdEncoding.EncodeToString(body), true
 		}
 	}
 	return ev
+}
+
+// textual reports whether a Function URL passes a body of this Content-Type as text: "If the
+// content type of the request is binary, the body is base64-encoded" (urls-invocation), and
+// only text/* and application/json count as text (a GitHub App always delivers the latter).
+// Invalid UTF-8 under a text type stays base64 here: what AWS does with it is not documented.
+func textual(contentType string) bool {
+	mt, _, err := mime.ParseMediaType(contentType)
+	if err != nil {
+		return false
+	}
+	return strings.HasPrefix(mt, "text/") || mt == "application/json"
 }
 
 // writeResponse interprets the function's answer as a Function URL does.

@@ -55,29 +55,62 @@ func setup(t *testing.T, fn *function) *httptest.Server {
 
 func TestRequestBecomesAFunctionURLEvent(t *testing.T) {
 	t.Parallel()
+	text := func(want string) func(t *testing.T, ev events.LambdaFunctionURLRequest) {
+		return func(t *testing.T, ev events.LambdaFunctionURLRequest) {
+			if ev.IsBase64Encoded || ev.Body != want {
+				t.Errorf("body: got %q (base64 %v), want %q as text", ev.Body, ev.IsBase64Encoded, want)
+			}
+		}
+	}
+	encoded := func(want []byte) func(t *testing.T, ev events.LambdaFunctionURLRequest) {
+		return func(t *testing.T, ev events.LambdaFunctionURLRequest) {
+			got, _ := base64.StdEncoding.DecodeString(ev.Body)
+			if !ev.IsBase64Encoded || !bytes.Equal(got, want) {
+				t.Errorf("body: got %q (base64 %v), want %q base64-encoded", ev.Body, ev.IsBase64Encoded, want)
+			}
+		}
+	}
 	tests := []struct {
-		name  string
-		body  []byte
-		check func(t *testing.T, ev events.LambdaFunctionURLRequest)
+		name        string
+		contentType string
+		body        []byte
+		check       func(t *testing.T, ev events.LambdaFunctionURLRequest)
 	}{
 		{
-			name: "JSON body stays text",
-			body: []byte(`{"action":"queued"}`),
-			check: func(t *testing.T, ev events.LambdaFunctionURLRequest) {
-				if ev.IsBase64Encoded || ev.Body != `{"action":"queued"}` {
-					t.Errorf("body: got %q (base64 %v), want the JSON as text", ev.Body, ev.IsBase64Encoded)
-				}
-			},
+			name:        "JSON body stays text",
+			contentType: "application/json",
+			body:        []byte(`{"action":"queued"}`),
+			check:       text(`{"action":"queued"}`),
 		},
 		{
-			name: "binary body is base64",
-			body: []byte{0xff, 0xfe, 0x00, 0x01},
-			check: func(t *testing.T, ev events.LambdaFunctionURLRequest) {
-				got, _ := base64.StdEncoding.DecodeString(ev.Body)
-				if !ev.IsBase64Encoded || !bytes.Equal(got, []byte{0xff, 0xfe, 0x00, 0x01}) {
-					t.Errorf("body: got %q (base64 %v), want the bytes base64-encoded", ev.Body, ev.IsBase64Encoded)
-				}
-			},
+			name:        "JSON with a charset stays text",
+			contentType: "Application/JSON; charset=utf-8",
+			body:        []byte(`{"action":"queued"}`),
+			check:       text(`{"action":"queued"}`),
+		},
+		{
+			name:        "text/* stays text",
+			contentType: "text/plain",
+			body:        []byte("hello"),
+			check:       text("hello"),
+		},
+		// What a Function URL treats as binary, UTF-8 or not: everything else.
+		{
+			name:        "a form is base64",
+			contentType: "application/x-www-form-urlencoded",
+			body:        []byte(`payload=%7B%22action%22%3A%22queued%22%7D`),
+			check:       encoded([]byte(`payload=%7B%22action%22%3A%22queued%22%7D`)),
+		},
+		{
+			name:  "a body without Content-Type is base64",
+			body:  []byte(`{"action":"queued"}`),
+			check: encoded([]byte(`{"action":"queued"}`)),
+		},
+		{
+			name:        "an octet stream is base64",
+			contentType: "application/octet-stream",
+			body:        []byte{0xff, 0xfe, 0x00, 0x01},
+			check:       encoded([]byte{0xff, 0xfe, 0x00, 0x01}),
 		},
 		{
 			name: "headers, query, cookies and request context",
@@ -125,6 +158,9 @@ func TestRequestBecomesAFunctionURLEvent(t *testing.T) {
 			req.Header.Add("X-Multi", "a")
 			req.Header.Add("X-Multi", "b")
 			req.Header.Set("Cookie", "s=1; t=2")
+			if tt.contentType != "" {
+				req.Header.Set("Content-Type", tt.contentType)
+			}
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				t.Fatal(err)
@@ -211,14 +247,30 @@ func TestFunctionAnswerBecomesTheResponse(t *testing.T) {
 
 func TestOversizedRequestIsRefusedWithoutAnInvocation(t *testing.T) {
 	t.Parallel()
-	fn := &function{out: `{"statusCode":200}`}
-	srv := setup(t, fn)
-	resp, err := http.Post(srv.URL, "application/json", bytes.NewReader(make([]byte, functionurl.MaxRequestBytes+1)))
-	if err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name        string
+		contentType string
+		size        int
+	}{
+		{name: "body over the limit", contentType: "application/json", size: functionurl.MaxRequestBytes + 1},
+		// Lambda's limit is on the invocation payload, the event: a binary body of 5 MB is
+		// 6.7 MB once base64-encoded in it.
+		{name: "binary body whose event is over the limit", contentType: "application/octet-stream", size: 5 * 1024 * 1024},
+		{name: "text body whose event is over the limit", contentType: "text/plain", size: functionurl.MaxRequestBytes - 100},
 	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusRequestEntityTooLarge || len(fn.events) != 0 {
-		t.Errorf("got %d with %d invocations, want 413 and none", resp.StatusCode, len(fn.events))
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			fn := &function{out: `{"statusCode":200}`}
+			srv := setup(t, fn)
+			resp, err := http.Post(srv.URL, tt.contentType, bytes.NewReader(bytes.Repeat([]byte("a"), tt.size)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusRequestEntityTooLarge || len(fn.events) != 0 {
+				t.Errorf("got %d with %d invocations, want 413 and none", resp.StatusCode, len(fn.events))
+			}
+		})
 	}
 }
