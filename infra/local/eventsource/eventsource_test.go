@@ -261,6 +261,37 @@ func TestRunStopsWithItsContext(t *testing.T) {
 	}
 }
 
+// TestSQSRecordHasLambdasShape compares a record with the one Lambda delivers for the same
+// message: attributes as strings, message attributes with [] (not null) list values.
+func TestSQSRecordHasLambdasShape(t *testing.T) {
+	t.Parallel()
+	m := &eventsource.SQS{QueueARN: "arn:aws:sqs:us-east-1:123456789012:claims"}
+	ev := m.Event([]types.Message{{
+		MessageId:              aws.String("m1"),
+		ReceiptHandle:          aws.String("rh"),
+		Body:                   aws.String("x"),
+		MD5OfBody:              aws.String("9dd4e461268c8034f5c8564e155c67a6"),
+		MD5OfMessageAttributes: aws.String("a18cbb58171ebf4ce88d9fb787f9210b"),
+		Attributes: map[string]string{
+			"ApproximateReceiveCount": "1", "SentTimestamp": "1796345540482",
+			"SenderId": "AIDAIT2UOQQY3AUEKVGXU", "ApproximateFirstReceiveTimestamp": "1796345540485",
+		},
+		MessageAttributes: map[string]types.MessageAttributeValue{"a": {DataType: aws.String("String"), StringValue: aws.String("v")}},
+	}})
+	got, err := json.Marshal(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"Records":[{"messageId":"m1","receiptHandle":"rh","body":"x","md5OfBody":"9dd4e461268c8034f5c8564e155c67a6",` +
+		`"md5OfMessageAttributes":"a18cbb58171ebf4ce88d9fb787f9210b","attributes":{"ApproximateFirstReceiveTimestamp":"1796345540485",` +
+		`"ApproximateReceiveCount":"1","SenderId":"AIDAIT2UOQQY3AUEKVGXU","SentTimestamp":"1796345540482"},` +
+		`"messageAttributes":{"a":{"stringValue":"v","stringListValues":[],"binaryListValues":[],"dataType":"String"}},` +
+		`"eventSourceARN":"arn:aws:sqs:us-east-1:123456789012:claims","eventSource":"aws:sqs","awsRegion":"us-east-1"}]}`
+	if string(got) != want {
+		t.Errorf("event:\n got %s\nwant %s", got, want)
+	}
+}
+
 func TestScheduleEvent(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 11, 30, 9, 1, 0, 500_000_000, time.UTC)

@@ -272,11 +272,12 @@ func (m *SQS) Event(msgs []types.Message) events.SQSEvent {
 			rec.Attributes[k] = v
 		}
 		for k, v := range msg.MessageAttributes {
+			// Lambda writes the (unimplemented) list values as [] when empty, never null.
 			rec.MessageAttributes[k] = events.SQSMessageAttribute{
 				StringValue:      v.StringValue,
 				BinaryValue:      v.BinaryValue,
-				StringListValues: v.StringListValues,
-				BinaryListValues: v.BinaryListValues,
+				StringListValues: append([]string{}, v.StringListValues...),
+				BinaryListValues: append([][]byte{}, v.BinaryListValues...),
 				DataType:         aws.ToString(v.DataType),
 			}
 		}
