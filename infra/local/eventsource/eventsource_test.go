@@ -261,6 +261,41 @@ func TestRunStopsWithItsContext(t *testing.T) {
 	}
 }
 
+// noSQS fails the test on any call: the mapping must refuse before it touches the queue.
+type noSQS struct{ t *testing.T }
+
+func (n noSQS) ReceiveMessage(context.Context, *sqs.ReceiveMessageInput, ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
+	n.t.Error("ReceiveMessage called")
+	return &sqs.ReceiveMessageOutput{}, nil
+}
+
+func (n noSQS) DeleteMessageBatch(context.Context, *sqs.DeleteMessageBatchInput, ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error) {
+	n.t.Error("DeleteMessageBatch called")
+	return &sqs.DeleteMessageBatchOutput{}, nil
+}
+
+// TestBatchSizeAboveTenIsRefused: AWS refuses an SQS mapping with BatchSize over 10 and no
+// batching window, so the local one must not quietly take 10 instead.
+func TestBatchSizeAboveTenIsRefused(t *testing.T) {
+	t.Parallel()
+	for _, size := range []int{11, 10000, -1} {
+		t.Run(strconv.Itoa(size), func(t *testing.T) {
+			t.Parallel()
+			m := &eventsource.SQS{API: noSQS{t}, QueueURL: "q", BatchSize: size}
+			fn := &function{answer: func(events.SQSEvent) ([]byte, error) { return nil, nil }}
+			if err := m.Poll(context.Background(), 0, fn); err == nil {
+				t.Errorf("Poll with BatchSize %d: got nil, want an error", size)
+			}
+			// Cancelled, so a Run that does not check returns at once with ctx's error.
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			if err := m.Run(ctx, fn); err == nil || errors.Is(err, context.Canceled) {
+				t.Errorf("Run with BatchSize %d: got %v, want a configuration error", size, err)
+			}
+		})
+	}
+}
+
 // TestSQSRecordHasLambdasShape compares a record with the one Lambda delivers for the same
 // message: attributes as strings, message attributes with [] (not null) list values.
 func TestSQSRecordHasLambdasShape(t *testing.T) {

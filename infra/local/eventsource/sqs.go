@@ -67,7 +67,9 @@ type SQS struct {
 	QueueARN string
 	// Region goes into every record's awsRegion (default us-east-1).
 	Region string
-	// BatchSize is the most messages per invocation (1–10, default 10).
+	// BatchSize is the most messages per invocation (1–10, default 10). Above 10, AWS refuses
+	// the mapping unless it has a batching window, which this one does not model: Run and Poll
+	// refuse it too.
 	BatchSize int
 	// Wait is the long-poll time of each receive (default 1 s: short, so a local run stops
 	// promptly; the real mapping waits 20 s, which changes latency, not semantics).
@@ -133,6 +135,9 @@ func (m *SQS) Run(ctx context.Context, functions ...Invoker) error {
 	if len(functions) == 0 {
 		return errors.New("eventsource: SQS.Run needs at least one function")
 	}
+	if err := m.validate(); err != nil {
+		return err
+	}
 	var wg sync.WaitGroup
 	for i, fn := range functions {
 		wg.Add(1)
@@ -159,8 +164,11 @@ func (m *SQS) loop(ctx context.Context, worker int, fn Invoker) {
 }
 
 // Poll receives one batch and, if there is one, invokes fn with it and settles it: one turn of
-// the mapping. It returns an error only when receiving failed.
+// the mapping. It returns an error only when the mapping is invalid or receiving failed.
 func (m *SQS) Poll(ctx context.Context, worker int, fn Invoker) error {
+	if err := m.validate(); err != nil {
+		return err
+	}
 	out, err := m.API.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
 		QueueUrl:                    aws.String(m.QueueURL),
 		MaxNumberOfMessages:         int32(m.batchSize()),
@@ -322,12 +330,19 @@ func Failures(resp []byte, batch []events.SQSMessage) (map[string]bool, error) {
 	return failed, nil
 }
 
+// validate refuses what CreateEventSourceMapping refuses: for SQS without a batching window,
+// "when you set BatchSize to a value greater than 10, you must set MaximumBatchingWindowInSeconds
+// to at least 1".
+func (m *SQS) validate() error {
+	if m.BatchSize < 0 || m.BatchSize > maxBatchSize {
+		return fmt.Errorf("eventsource: BatchSize %d: an SQS mapping without a batching window takes 1 to %d", m.BatchSize, maxBatchSize)
+	}
+	return nil
+}
+
 func (m *SQS) batchSize() int {
-	switch {
-	case m.BatchSize <= 0:
+	if m.BatchSize == 0 {
 		return DefaultBatchSize
-	case m.BatchSize > maxBatchSize:
-		return maxBatchSize
 	}
 	return m.BatchSize
 }
