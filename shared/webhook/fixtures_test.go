@@ -3,6 +3,7 @@ package webhook
 import (
 	"bytes"
 	"crypto/hmac"
+	"crypto/md5"
 	"crypto/sha1"
 	"encoding/hex"
 	"encoding/json"
@@ -10,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -180,6 +182,20 @@ func TestOtherEventFixtures(t *testing.T) {
 		if m.JobID != 29679449 || m.Version != 1 || m.Attempt != 0 {
 			t.Fatalf("message %+v, want job 29679449 (the queued fixture's) version 1 attempt 0", m)
 		}
+		// What Lambda's SQS record always carries: the body's MD5, the queue's ARN and region,
+		// and the four system attributes, as strings.
+		r := ev.Records[0]
+		if sum := md5.Sum([]byte(r.Body)); r.Md5OfBody != hex.EncodeToString(sum[:]) {
+			t.Errorf("md5OfBody %s, want %x (the body's)", r.Md5OfBody, sum)
+		}
+		if r.EventSource != "aws:sqs" || !strings.HasPrefix(r.EventSourceARN, "arn:aws:sqs:"+r.AWSRegion+":") {
+			t.Errorf("eventSource %q, eventSourceARN %q, awsRegion %q: want aws:sqs and a queue ARN of that region", r.EventSource, r.EventSourceARN, r.AWSRegion)
+		}
+		for _, a := range []string{"ApproximateReceiveCount", "SentTimestamp", "SenderId", "ApproximateFirstReceiveTimestamp"} {
+			if r.Attributes[a] == "" {
+				t.Errorf("attributes: no %s", a)
+			}
+		}
 	})
 	t.Run("schedule.json", func(t *testing.T) {
 		t.Parallel()
@@ -187,6 +203,11 @@ func TestOtherEventFixtures(t *testing.T) {
 		read(t, "schedule.json", &ev)
 		if ev.DetailType != "Scheduled Event" || ev.Source != "aws.events" {
 			t.Fatalf("got %q from %q, want a Scheduled Event from aws.events", ev.DetailType, ev.Source)
+		}
+		// A rule's event names that rule, and only it.
+		rule := "arn:aws:events:" + ev.Region + ":" + ev.AccountID + ":rule/"
+		if len(ev.Resources) != 1 || !strings.HasPrefix(ev.Resources[0], rule) || string(ev.Detail) != "{}" {
+			t.Errorf("resources %q, detail %s: want one %s… ARN and {}", ev.Resources, ev.Detail, rule)
 		}
 	})
 	t.Run("env.json", func(t *testing.T) {
