@@ -493,6 +493,8 @@ func (r *run) poll(ctx context.Context, worker int) {
 		return
 	}
 	share := float64(worker+1) / float64(r.cfg.Claimers) // this instance's moment in a deploy
+	// The records Lambda's mapping builds, as the local stack's does.
+	mapping := &eventsource.SQS{QueueARN: "arn:aws:sqs:us-east-1:123456789012:claims", Region: "us-east-1"}
 	for ctx.Err() == nil {
 		if due, _ := r.stale(gen, share); due {
 			// A deploy reached this poller's warm instance: a new one.
@@ -509,14 +511,7 @@ func (r *run) poll(ctx context.Context, worker int) {
 		if err != nil || len(out.Messages) == 0 {
 			continue
 		}
-		ev := events.SQSEvent{}
-		for _, m := range out.Messages {
-			ev.Records = append(ev.Records, events.SQSMessage{
-				MessageId: aws.ToString(m.MessageId), ReceiptHandle: aws.ToString(m.ReceiptHandle),
-				Body: aws.ToString(m.Body), Attributes: m.Attributes, EventSource: "aws:sqs",
-				EventSourceARN: "arn:aws:sqs:us-east-1:123456789012:claims", AWSRegion: "us-east-1",
-			})
-		}
+		ev := mapping.Event(out.Messages)
 		killAt, after := 0, false
 		if r.inj.Float64() < r.cfg.KillRate {
 			killAt, after = 1+r.inj.Intn(maxCallsPerClaim), r.inj.Intn(2) == 0
