@@ -28,6 +28,8 @@ import (
 //     IdempotentParameterMismatch. moto honours neither.
 //   - Only instance and fleet tag specifications are accepted for instant
 //     fleets, one instance at most is asked for.
+//   - TerminateInstances of an id it never launched fails whole, as EC2's
+//     (moto's too); a terminated instance may be terminated again.
 //   - DescribeInstances by id knows every instance (any state); by the job
 //     tag and state filters, as EC2; hidden makes the filter lookup miss a
 //     fresh instance, as EC2's eventually consistent reads do. MaxResults
@@ -223,9 +225,17 @@ func describeRefusal(in *ec2api.DescribeInstancesInput) error {
 	return nil
 }
 
+// TerminateInstances is all or nothing, as EC2's: one id it does not know
+// fails the call (InvalidInstanceID.NotFound) and terminates none
+// (TestTerminateInstancesAsEC2); an instance terminated already is no error.
 func (e *fleetEC2) TerminateInstances(_ context.Context, in *ec2api.TerminateInstancesInput) (*ec2api.TerminateInstancesOutput, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	for _, id := range in.InstanceIDs {
+		if _, ok := e.state[id]; !ok {
+			return nil, provisiontest.ClientError("EC2", "TerminateInstances", ec2api.CodeInstanceNotFound, "The instance ID '"+id+"' does not exist")
+		}
+	}
 	for _, id := range in.InstanceIDs {
 		e.state[id] = ec2api.StateTerminated
 	}
