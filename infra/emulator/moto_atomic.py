@@ -262,6 +262,39 @@ def _create_fleet_once(self):
 Fleets.create_fleet = _create_fleet_once
 
 
+# moto's DescribeParameters ignores MaxResults: it answers pages of 10
+# whatever is asked, and takes 51 or 0. SSM answers pages of up to
+# MaxResults and refuses a value outside 1-50 with a ValidationException
+# (https://docs.aws.amazon.com/systems-manager/latest/APIReference/API_DescribeParameters.html).
+# Without MaxResults the page stays moto's 10.
+from moto.core.responses import ActionResult
+from moto.ssm.exceptions import ValidationException as SSMValidationException
+from moto.ssm.responses import SimpleSystemManagerResponse
+
+
+def _describe_parameters_paged(self):
+    page_size = self._get_param("MaxResults", 10)
+    if not 1 <= page_size <= 50:
+        bound = ("greater than or equal to 1" if page_size < 1
+                 else "less than or equal to 50")
+        raise SSMValidationException(
+            f"1 validation error detected: Value '{page_size}' at "
+            f"'maxResults' failed to satisfy constraint: Member must have "
+            f"value {bound}")
+    token = str(self._get_param("NextToken") or "0").strip() or "0"
+    start = int(token)
+    found = self.ssm_backend.describe_parameters(
+        self._get_param("Filters"), self._get_param("ParameterFilters"))
+    page = found[start:start + page_size]
+    response = {"Parameters": [p.describe_response_object(False) for p in page]}
+    if start + page_size < len(found):
+        response["NextToken"] = str(start + page_size)
+    return ActionResult(response)
+
+
+SimpleSystemManagerResponse.describe_parameters = _describe_parameters_paged
+
+
 # moto's dispatcher finds the backend of every request under one global lock,
 # and on the way lists moto's package directory (an os.listdir and an isdir
 # per service, ~200 stat calls) each time. Every stat releases the GIL; with

@@ -40,7 +40,13 @@ type awsFixture struct {
 
 func setupAWS(t *testing.T) awsFixture {
 	t.Helper()
-	cfg := emulator.ForTest(t).ConfigForTest(t)
+	return setupAWSOn(t, emulator.ForTest(t))
+}
+
+// setupAWSOn is setupAWS on srv.
+func setupAWSOn(t *testing.T, srv *emulator.Server) awsFixture {
+	t.Helper()
+	cfg := srv.ConfigForTest(t)
 	// moto stores any value in any SSM tier: StrictSSM refuses what AWS refuses.
 	return awsFixture{ec2: ec2api.New(cfg), ssm: ssm.NewFromConfig(cfg, provisiontest.StrictSSM), sqs: sqs.NewFromConfig(cfg)}
 }

@@ -109,7 +109,7 @@ func (l Leftovers) LiveMachines(ctx context.Context) ([]pool.Machine, error) {
 func (l Leftovers) Configs(ctx context.Context, before time.Time) (pool.ConfigList, error) {
 	in := &ssm.DescribeParametersInput{ParameterFilters: []ssmtypes.ParameterStringFilter{
 		{Key: aws.String("Path"), Option: aws.String("OneLevel"), Values: []string{strings.TrimSuffix(ParameterPrefix, "/")}},
-	}}
+	}, MaxResults: aws.Int32(configsPage)}
 	var out pool.ConfigList
 	for {
 		page, err := l.Parameters.DescribeParameters(ctx, in)
@@ -153,6 +153,12 @@ func (l Leftovers) Configs(ctx context.Context, before time.Time) (pool.ConfigLi
 		in.NextToken = page.NextToken
 	}
 }
+
+// configsPage is the largest page DescribeParameters gives (MaxResults
+// 1-50; unset, a page holds 10): each call spends Parameter Store's
+// account-wide rate. A page may still hold fewer, even none, with a
+// NextToken: the listing follows the token, not the count.
+const configsPage = 50
 
 // DeleteConfig deletes a parameter under ParameterPrefix; one already gone
 // is success.

@@ -1,0 +1,69 @@
+package provision
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/ghclaim/ghclaim/infra/emulator"
+)
+
+// describeCounter counts a Catalog's DescribeParameters calls.
+type describeCounter struct {
+	Catalog
+	describes int
+}
+
+func (c *describeCounter) DescribeParameters(ctx context.Context, in *ssm.DescribeParametersInput, opts ...func(*ssm.Options)) (*ssm.DescribeParametersOutput, error) {
+	c.describes++
+	return c.Catalog.DescribeParameters(ctx, in, opts...)
+}
+
+// TestConfigsListFiftyAPage: the janitor's listing asks Parameter Store
+// for its largest page, 50 (DescribeParameters' MaxResults is 1-50:
+// https://docs.aws.amazon.com/systems-manager/latest/APIReference/API_DescribeParameters.html),
+// not the default 10: every call spends the account's Parameter Store
+// rate, which a burst's booting machines need for their configs. The
+// emulator pages as SSM does (moto_atomic.py: moto answered pages of 10
+// whatever was asked, and took any MaxResults), and refuses what SSM
+// refuses.
+func TestConfigsListFiftyAPage(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	// Its own emulator: the listing reads every runner parameter of the
+	// account, the binary's other tests' too.
+	f := setupAWSOn(t, emulator.OwnForTest(t))
+	const n = 12
+	for i := range n {
+		_, err := f.ssm.PutParameter(ctx, &ssm.PutParameterInput{
+			Name: aws.String(ParameterName(fmt.Sprintf("page-%d", i))), Value: aws.String("x"),
+			Type: ssmtypes.ParameterTypeSecureString,
+			Tags: []ssmtypes.Tag{{Key: aws.String(TagInstanceARN), Value: aws.String("arn:aws:ec2:us-east-1:123456789012:instance/i-0123456789abcdef0")}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := &describeCounter{Catalog: f.ssm}
+	cs, err := Leftovers{Parameters: c}.Configs(ctx, time.Now().Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cs.Parameters) != n || c.describes != 1 {
+		t.Errorf("got %d parameters in %d DescribeParameters calls, want %d in 1", len(cs.Parameters), c.describes, n)
+	}
+	for _, max := range []int32{0, 51} {
+		_, err := f.ssm.DescribeParameters(ctx, &ssm.DescribeParametersInput{MaxResults: aws.Int32(max)})
+		var api smithy.APIError
+		if !errors.As(err, &api) || api.ErrorCode() != "ValidationException" {
+			t.Errorf("DescribeParameters with MaxResults %d: got %v, want ValidationException", max, err)
+		}
+	}
+}
