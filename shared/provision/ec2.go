@@ -542,28 +542,36 @@ func (e *EC2) undo(ctx context.Context, req Request, id string, cause error) err
 func (e *EC2) terminate(ctx context.Context, req Request, id string, cause error) error {
 	attrs := []slog.Attr{slog.Int64("job_id", req.JobID), slog.String("pool", req.Pool.Name),
 		slog.String("runner_name", req.RunnerName), slog.String("instance_id", id)}
-	var err error
-	for _, d := range terminateRetries {
-		_, err = e.instances.TerminateInstances(ctx, &ec2api.TerminateInstancesInput{InstanceIDs: []string{id}})
-		var api smithy.APIError
-		if err == nil || !errors.As(err, &api) || api.ErrorCode() != "InvalidInstanceID.NotFound" {
-			break
-		}
-		// EC2's eventual consistency: an instance CreateFleet returned a
-		// moment ago may be unknown to TerminateInstances too, which
-		// "does not mean that the instance is or will be terminated".
-		// Asked again, on undo's own deadline.
-		if e.sleep(ctx, d) != nil {
-			break
-		}
-	}
-	if err != nil {
+	if err := e.terminateIDs(ctx, []string{id}); err != nil { // on undo's own deadline
 		e.log.LogAttrs(ctx, slog.LevelWarn, "provision could not terminate the instance it launched without a config",
 			append(attrs, slog.String("error", err.Error()))...)
 		return fmt.Errorf("%w (terminating instance %s, launched without its config, failed too: %v)", cause, id, err)
 	}
 	e.log.LogAttrs(ctx, slog.LevelInfo, "provision terminated the instance it launched without a config", attrs...)
 	return cause
+}
+
+// terminateIDs terminates ids in one call, asked again after each of
+// terminateRetries while EC2 answers InvalidInstanceID.NotFound: an
+// instance launched a moment ago may be unknown to TerminateInstances
+// (EC2's eventual consistency: each API learns of a new resource at its
+// own moment), which "does not mean that the instance is or will be
+// terminated"; and one unknown id fails the whole call, ending none of the
+// others
+// (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_TerminateInstances.html).
+func (e *EC2) terminateIDs(ctx context.Context, ids []string) error {
+	var err error
+	for _, d := range terminateRetries {
+		_, err = e.instances.TerminateInstances(ctx, &ec2api.TerminateInstancesInput{InstanceIDs: ids})
+		var api smithy.APIError
+		if err == nil || !errors.As(err, &api) || api.ErrorCode() != ec2api.CodeInstanceNotFound {
+			break
+		}
+		if e.sleep(ctx, d) != nil {
+			break
+		}
+	}
+	return err
 }
 
 // unknownLaunch settles a launch that failed without EC2's answer saying
@@ -795,7 +803,8 @@ func alive(s string) bool {
 // run. Both steps are safe to repeat (nothing left is success). The caller
 // must not clean up while the job's runner is busy: its machine is at work.
 // With req.KeepMachines (the runner's state is unknown) only the parameter
-// goes.
+// goes. A machine launched a moment ago may be listed yet unknown to
+// TerminateInstances for a while: asked again, as undo does (terminateIDs).
 func (e *EC2) Cleanup(ctx context.Context, req Request) error {
 	name := ParameterName(req.RunnerName)
 	if !runnerNameRE.MatchString(req.RunnerName) {
@@ -824,7 +833,7 @@ func (e *EC2) Cleanup(ctx context.Context, req Request) error {
 		ids = append(ids, inst.id)
 	}
 	if len(ids) > 0 {
-		if _, err := e.instances.TerminateInstances(ctx, &ec2api.TerminateInstancesInput{InstanceIDs: ids}); err != nil {
+		if err := e.terminateIDs(ctx, ids); err != nil {
 			return fmt.Errorf("clean up job %d: terminate %v: %w", req.JobID, ids, err)
 		}
 	}

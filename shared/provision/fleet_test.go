@@ -53,6 +53,10 @@ type fleetEC2 struct {
 	// throttles is how many reads by id answer RequestLimitExceeded (a
 	// burst spent the account's request tokens) before one goes through.
 	throttles int
+	// terminateMisses is how many TerminateInstances calls answer
+	// InvalidInstanceID.NotFound for an instance it launched, as EC2's
+	// eventually consistent TerminateInstances can right after a launch.
+	terminateMisses int
 }
 
 func newFleetEC2() *fleetEC2 {
@@ -232,7 +236,12 @@ func (e *fleetEC2) TerminateInstances(_ context.Context, in *ec2api.TerminateIns
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, id := range in.InstanceIDs {
-		if _, ok := e.state[id]; !ok {
+		_, ok := e.state[id]
+		if ok && e.terminateMisses > 0 {
+			e.terminateMisses--
+			ok = false
+		}
+		if !ok {
 			return nil, provisiontest.ClientError("EC2", "TerminateInstances", ec2api.CodeInstanceNotFound, "The instance ID '"+id+"' does not exist")
 		}
 	}

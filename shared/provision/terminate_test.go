@@ -3,7 +3,9 @@ package provision
 import (
 	"context"
 	"errors"
+	"reflect"
 	"testing"
+	"time"
 
 	"github.com/aws/smithy-go"
 
@@ -82,6 +84,59 @@ func TestTerminateInstancesAsEC2(t *testing.T) {
 			}
 			if s := state(live); s != ec2api.StateShuttingDown && s != ec2api.StateTerminated {
 				t.Errorf("%s is %q after TerminateInstances, want shutting-down or terminated", live, s)
+			}
+		})
+	}
+}
+
+// TestCleanupOfAFreshMachineSurvivesEventualConsistency: a claim that
+// ends without a runner right after its launch cleans up a machine
+// DescribeInstances lists but TerminateInstances does not know yet
+// (InvalidInstanceID.NotFound). Cleanup asks again, as undo does; it
+// once gave up at the first answer and left the machine running, booting
+// towards a config it had just deleted.
+func TestCleanupOfAFreshMachineSurvivesEventualConsistency(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		misses    int
+		wantSlept []time.Duration
+		wantErr   bool
+	}{
+		{name: "known at once", misses: 0},
+		{name: "unknown for two calls", misses: 2, wantSlept: []time.Duration{250 * time.Millisecond, 500 * time.Millisecond}},
+		{name: "unknown for every call", misses: 1000, wantErr: true,
+			wantSlept: []time.Duration{250 * time.Millisecond, 500 * time.Millisecond, time.Second, 0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			inst := newFleetEC2()
+			a := NewEC2(inst, &fakeParameters{}, nil)
+			req := request(ec2Pool(), 42)
+			res, err := a.Provision(ctx, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var slept []time.Duration
+			a.sleep = func(_ context.Context, d time.Duration) error { slept = append(slept, d); return nil }
+			inst.terminateMisses = tc.misses
+			err = a.Cleanup(ctx, req)
+			if !reflect.DeepEqual(slept, tc.wantSlept) {
+				t.Errorf("waits: got %v, want %v", slept, tc.wantSlept)
+			}
+			if tc.wantErr {
+				var api smithy.APIError
+				if !errors.As(err, &api) || api.ErrorCode() != ec2api.CodeInstanceNotFound {
+					t.Fatalf("got %v, want EC2's InvalidInstanceID.NotFound once the asks are spent", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Cleanup: %v", err)
+			}
+			if alive := inst.alive(); len(alive) != 0 {
+				t.Errorf("machines %v left running after Cleanup, want %s terminated", alive, res.InstanceID)
 			}
 		})
 	}
