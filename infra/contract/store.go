@@ -419,12 +419,13 @@ func TestStoreCore(t *testing.T, base int64, open func(t *testing.T) Core, pendi
 	})
 
 	run("text is stored as valid UTF-8, a stray byte as U+FFFD", func(t *testing.T) {
-		// The SDK sends strings as JSON, which turns a byte that is not
-		// UTF-8 into U+FFFD: the table never holds the byte. The lease
-		// owner's too, in the write and in its fence alike.
+		// The SDK sends strings as JSON, which turns each byte that is not
+		// UTF-8 into U+FFFD (one per byte, as encoding/json: a run of two
+		// is two): the table never holds the byte. The lease owner's too,
+		// in the write and in its fence alike.
 		j := id(308)
 		r := Rec(j)
-		r.Repo, r.Labels, r.Pool = "octo/\xffapp", []string{"self-hosted", "x\xfe"}, "linux\xff"
+		r.Repo, r.Labels, r.Pool = "octo/\xff\xfeapp", []string{"self-hosted", "x\xfe"}, "linux\xff"
 		_, err := s.CreateJob(ctx, r, T0)
 		must(t, err)
 		l, leasedRec, err := s.Acquire(ctx, j, 1, "claimer\xff", T0.Add(time.Minute), T0)
@@ -434,7 +435,7 @@ func TestStoreCore(t *testing.T, base int64, open func(t *testing.T) Core, pendi
 		}
 		must(t, s.Finish(ctx, l, job.Outcome{State: job.Claimed, Attempt: 1, RunnerName: "runner\xff"}, T0))
 		got := get(t, j)
-		if got.Repo != "octo/\uFFFDapp" || !slices.Equal(got.Labels, []string{"self-hosted", "x\uFFFD"}) || got.Pool != "linux\uFFFD" || got.RunnerName != "runner\uFFFD" {
+		if got.Repo != "octo/\uFFFD\uFFFDapp" || !slices.Equal(got.Labels, []string{"self-hosted", "x\uFFFD"}) || got.Pool != "linux\uFFFD" || got.RunnerName != "runner\uFFFD" {
 			t.Fatalf("stored %q %q %q runner %q, want each stray byte as U+FFFD", got.Repo, got.Labels, got.Pool, got.RunnerName)
 		}
 	})

@@ -20,6 +20,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/ratelimit"
@@ -690,8 +691,19 @@ func (s *Store) write(r *job.Record) error {
 	return nil
 }
 
-// valid is s as DynamoDB stores it: valid UTF-8.
-func valid(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
+// valid is s as DynamoDB stores it: valid UTF-8, each byte that is not
+// UTF-8 a U+FFFD of its own, as the SDK's JSON encoder writes it
+// (strings.ToValidUTF8 would make a run of such bytes one U+FFFD).
+func valid(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s { // an invalid byte ranges as utf8.RuneError, one byte wide
+		b.WriteRune(r)
+	}
+	return b.String()
+}
 
 // maxItemBytes is DynamoDB's item size limit: 400 KB, names and values.
 const maxItemBytes = 400 * 1024
