@@ -64,7 +64,9 @@ func (e env) with(kv ...string) env {
 // driveHold runs the claimer while its App key cannot be had, each way it
 // can fail at start: no secret behind the ARN, a secret scheduled for
 // deletion (unreadable), a secret whose value is not a PEM (the key as a
-// Secrets Manager key/value JSON, the key with its newlines escaped), and
+// Secrets Manager key/value JSON, the key with its newlines escaped and
+// in the quotes of the .env line it was copied from; escaped alone, it is
+// read as the key it can only be), and
 // the key pasted into the ARN's variable. Each must hold the message
 // (batch item failure, no lease, no attempt) with a hold decision line.
 // It returns the secrets it planted.
@@ -80,7 +82,7 @@ func driveHold(t *testing.T, ctx context.Context, k startKit) map[string]string 
 		return aws.ToString(out.ARN)
 	}
 	asJSON, _ := json.Marshal(map[string]string{"private_key": k.keyPEM})
-	escaped := strings.ReplaceAll(k.keyPEM, "\n", `\n`)
+	escaped := `"` + strings.ReplaceAll(k.keyPEM, "\n", `\n`) + `"`
 	deleted := mk("deleted", k.keyPEM)
 	if _, err := k.sm.DeleteSecret(ctx, &secretsmanager.DeleteSecretInput{SecretId: aws.String(deleted), RecoveryWindowInDays: aws.Int64(7)}); err != nil {
 		t.Fatal(err)
@@ -93,7 +95,7 @@ func driveHold(t *testing.T, ctx context.Context, k startKit) map[string]string 
 		{"no such secret", missing, false},
 		{"secret scheduled for deletion", deleted, false},
 		{"key as key/value JSON", mk("json", string(asJSON)), false},
-		{"key with escaped newlines", mk("escaped", escaped), false},
+		{"key with escaped newlines, in quotes", mk("escaped", escaped), false},
 		{"webhook secret in the key's secret", mk("hook", hookHex), false},
 		{"key pasted into the ARN variable", k.keyPEM, true},
 		{"webhook secret pasted into the ARN variable", hookHex, true},

@@ -75,8 +75,6 @@ package ghapp
 import (
 	"context"
 	"crypto/rsa"
-	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"net/http"
@@ -121,6 +119,9 @@ type Config struct {
 	// PrivateKey is the App's private key, PEM (PKCS#1 as GitHub issues
 	// it, or PKCS#8). Resolved by the caller from Secrets Manager.
 	PrivateKey []byte
+	// KeyName says where PrivateKey was read from (a secret's ARN), so
+	// that an unusable key's error names it. Never the key itself.
+	KeyName string
 	// BaseURL is the REST API root (GITHUB_API_URL); default DefaultBaseURL.
 	BaseURL string
 	// Transport is the network transport; default http.DefaultTransport.
@@ -175,6 +176,9 @@ func New(cfg Config) (*Client, error) {
 	}
 	key, err := parseKey(cfg.PrivateKey)
 	if err != nil {
+		if cfg.KeyName != "" {
+			return nil, fmt.Errorf("ghapp: private key in %s: %w", cfg.KeyName, err)
+		}
 		return nil, fmt.Errorf("ghapp: private key: %w", err)
 	}
 	if cfg.BaseURL == "" {
@@ -200,26 +204,6 @@ func New(cfg Config) (*Client, error) {
 		tr: cfg.Transport, wrap: cfg.Wrap, wrapApp: cfg.WrapApp, timeout: cfg.Timeout, now: cfg.Now, sleep: cfg.Sleep,
 		clients: map[int64]*github.Client{},
 	}, nil
-}
-
-// parseKey reads an RSA private key without ever echoing the input.
-func parseKey(b []byte) (*rsa.PrivateKey, error) {
-	block, _ := pem.Decode(b)
-	if block == nil {
-		return nil, errors.New("not PEM")
-	}
-	if k, err := x509.ParsePKCS1PrivateKey(block.Bytes); err == nil {
-		return k, nil
-	}
-	k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
-	if err != nil {
-		return nil, errors.New("neither a PKCS#1 nor a PKCS#8 RSA private key")
-	}
-	rk, ok := k.(*rsa.PrivateKey)
-	if !ok {
-		return nil, fmt.Errorf("%T is not an RSA key", k)
-	}
-	return rk, nil
 }
 
 // client returns the installation's go-github client, built on first use.

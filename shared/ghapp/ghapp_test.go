@@ -114,8 +114,8 @@ func TestNewValidates(t *testing.T) {
 		want string
 	}{
 		{name: "no app id", cfg: ghapp.Config{PrivateKey: pemBytes}, want: "app id"},
-		{name: "no key", cfg: ghapp.Config{AppID: 1}, want: "private key: not PEM"},
-		{name: "bad key", cfg: ghapp.Config{AppID: 1, PrivateKey: ecKey}, want: "private key: neither"},
+		{name: "no key", cfg: ghapp.Config{AppID: 1}, want: "private key: empty"},
+		{name: "bad key", cfg: ghapp.Config{AppID: 1, PrivateKey: ecKey}, want: "neither a PKCS#1 nor a PKCS#8"},
 		{name: "relative url", cfg: ghapp.Config{AppID: 1, PrivateKey: pemBytes, BaseURL: "api.github.com"}, want: "base url"},
 		{name: "ok", cfg: ghapp.Config{AppID: 1, PrivateKey: pemBytes}},
 	}
