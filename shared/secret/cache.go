@@ -133,6 +133,15 @@ func (c *Cache) Get(ctx context.Context) (string, error) {
 	return c.value, c.err
 }
 
+// Name is the secret as errors name it: its ARN (an id that is not an ARN
+// through redact.Input), or "" for a plain value.
+func (c *Cache) Name() string {
+	if c.arn == "" {
+		return ""
+	}
+	return shown(c.arn)
+}
+
 // Bytes is Get as bytes (a PEM private key).
 func (c *Cache) Bytes(ctx context.Context) ([]byte, error) {
 	v, err := c.Get(ctx)

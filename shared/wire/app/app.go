@@ -12,6 +12,7 @@
 package app
 
 import (
+	"cmp"
 	"net/http"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -53,6 +54,7 @@ func Own(env wire.Env, awsCfg aws.Config, c config.GitHubApp, budget ratelimit.O
 // keyed completes cfg with the App's id and API and builds the client on
 // the key's secret cache.
 func keyed(awsCfg aws.Config, c config.GitHubApp, cfg ghapp.Config) (*ghapp.Keyed, error) {
-	cfg.AppID, cfg.BaseURL = c.AppID, c.GitHubAPIURL
-	return ghapp.NewKeyed(cfg, wire.Secret(awsCfg, c.PrivateKeyARN, c.PrivateKey).Bytes)
+	key := wire.Secret(awsCfg, c.PrivateKeyARN, c.PrivateKey)
+	cfg.AppID, cfg.BaseURL, cfg.KeyName = c.AppID, c.GitHubAPIURL, cmp.Or(key.Name(), "GITHUB_APP_PRIVATE_KEY")
+	return ghapp.NewKeyed(cfg, key.Bytes)
 }

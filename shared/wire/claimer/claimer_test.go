@@ -3,7 +3,11 @@ package claimer_test
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,6 +20,7 @@ import (
 
 	"github.com/ghclaim/ghclaim/infra/emulator"
 	"github.com/ghclaim/ghclaim/shared/claim"
+	"github.com/ghclaim/ghclaim/shared/redact"
 	"github.com/ghclaim/ghclaim/shared/wire"
 	"github.com/ghclaim/ghclaim/shared/wire/claimer"
 )
@@ -97,5 +102,63 @@ func TestHeldWhileTheAppKeyIsMissing(t *testing.T) {
 	}
 	if len(again.Messages) != 0 {
 		t.Errorf("got the message back at once, want it held for %s", claim.DefaultHoldDelay)
+	}
+}
+
+// TestHoldNamesTheKeysSecretAndWhatIsWrong: the App key's secret holds a
+// public key (the wrong half pasted). The claimer holds, and its line says
+// which secret and what is wrong with it, never a byte of what it holds.
+func TestHoldNamesTheKeysSecretAndWhatIsWrong(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := emulator.ForTest(t)
+	awsCfg := srv.ConfigForTest(t)
+	sm := secretsmanager.NewFromConfig(awsCfg)
+	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalPKIXPublicKey(&k.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))
+	key, err := sm.CreateSecret(ctx, &secretsmanager.CreateSecretInput{
+		Name: aws.String("wire-claimer-pub-" + strconv.FormatInt(time.Now().UnixNano(), 36)), SecretString: aws.String(pub)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars := srv.Env()
+	for k, v := range map[string]string{
+		"TABLE_NAME": "wire-claimer-no-table", "CLAIMS_QUEUE_URL": "http://127.0.0.1:1/000000000000/claims",
+		"RUNNER_POOLS":  `[{"name":"linux","labels":["self-hosted","linux"],"scope":"repo","runner_group_id":1,"provisioner":{"type":"dispatch","queue_url":"http://127.0.0.1:1/000000000000/d"}}]`,
+		"GITHUB_APP_ID": "42", "GITHUB_APP_PRIVATE_KEY_ARN": aws.ToString(key.ARN), "GITHUB_API_URL": "http://127.0.0.1:1",
+	} {
+		vars[k] = v
+	}
+	out := &bytes.Buffer{}
+	h, err := claimer.New(ctx, wire.Env{Getenv: func(k string) string { return vars[k] }, Out: out, Now: time.Now})
+	if err != nil {
+		t.Fatalf("wiring with a public key for the App's: %v, want a claimer that starts", err)
+	}
+	if _, err := h(ctx, events.SQSEvent{Records: []events.SQSMessage{{MessageId: "m1", ReceiptHandle: "r1", Body: `{"job_id":1}`,
+		Attributes: map[string]string{"ApproximateReceiveCount": "1"}, EventSource: "aws:sqs"}}}); err != nil {
+		t.Fatalf("handler: %v", err)
+	}
+	var hold struct{ Decision, Reason string }
+	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		if strings.Contains(l, `"decision":"hold"`) {
+			if err := json.Unmarshal([]byte(l), &hold); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// The logs mask a long mixed-case run, as moto's and CloudFormation's
+	// secret names are: the ARN is named as every log line names it.
+	if !strings.Contains(hold.Reason, "private key in "+redact.String(aws.ToString(key.ARN))) || !strings.Contains(hold.Reason, "a public key, not a private key") {
+		t.Errorf("got reason %q, want the secret's ARN and what is wrong; output:\n%s", hold.Reason, out)
+	}
+	if line := strings.Split(pub, "\n")[1]; strings.Contains(out.String(), line) {
+		t.Errorf("output quotes the secret's value:\n%s", out)
 	}
 }
