@@ -481,6 +481,17 @@ func TestDoctor(t *testing.T) {
 		}
 		return m
 	}
+	// detail is the detail of the check name in doctor's --json output.
+	detail := func(t *testing.T, stdout, name string) string {
+		t.Helper()
+		for _, c := range decode[doc](t, stdout).Checks {
+			if c.Name == name {
+				return c.Detail
+			}
+		}
+		t.Fatalf("no %s check:\n%s", name, stdout)
+		return ""
+	}
 
 	// The stack's dead-letter queue is shared with other tests: each
 	// case names one of its own.
@@ -641,6 +652,46 @@ func TestDoctor(t *testing.T) {
 		got := status(decode[doc](t, r.stdout))
 		if r.code != cli.ExitFail || got["app private key"] != "fail" || got["github app"] != "skip" || got["webhook ping"] != "ok" {
 			t.Fatalf("doctor: exit %d, checks %v", r.code, got)
+		}
+		if d := detail(t, r.stdout, "app private key"); !strings.Contains(d, "still the template's placeholder") {
+			t.Errorf("app private key: got %q, want it to say the placeholder is still there", d)
+		}
+	})
+
+	// The App key's secret as operators fill it: the PEM put as bytes
+	// (--secret-binary fileb://app.pem) is the key; the public half, or
+	// nothing (created, never set), is named for what it is, with the
+	// secret's ARN and never a byte of the value.
+	t.Run("the key's secret as operators fill it", func(t *testing.T) {
+		sm := secretsmanager.NewFromConfig(env.cfg)
+		k, err := rsa.GenerateKey(rand.Reader, 2048)
+		must(t, err)
+		der, err := x509.MarshalPKIXPublicKey(&k.PublicKey)
+		must(t, err)
+		pub := pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})
+		priv := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(k)})
+		tests := []struct {
+			name, status, want string
+			in                 secretsmanager.CreateSecretInput
+		}{
+			{name: "binary", status: "ok", want: "an RSA private key", in: secretsmanager.CreateSecretInput{SecretBinary: priv}},
+			{name: "public", status: "fail", want: "a public key, not a private key", in: secretsmanager.CreateSecretInput{SecretString: aws.String(string(pub))}},
+			{name: "never-set", status: "fail", want: "has no AWSCURRENT value", in: secretsmanager.CreateSecretInput{}},
+		}
+		for _, tt := range tests {
+			tt.in.Name = aws.String("ghclaim-doctor-key-" + tt.name)
+			out, err := sm.CreateSecret(context.Background(), &tt.in)
+			must(t, err)
+			r := run(t, nil, gh("doctor", "--app-key-arn", aws.ToString(out.ARN), "--webhook-url", env.hookURL, "--json")...)
+			got, d := status(decode[doc](t, r.stdout))["app private key"], detail(t, r.stdout, "app private key")
+			if got != tt.status || !strings.Contains(d, tt.want) || (tt.status == "fail" && !strings.Contains(d, aws.ToString(out.ARN))) {
+				t.Errorf("%s: app private key %s %q; want %s saying %q and naming the secret", tt.name, got, d, tt.status, tt.want)
+			}
+			for _, v := range [][]byte{pub, priv} {
+				if line := strings.Split(string(v), "\n")[1]; strings.Contains(r.stdout+r.stderr, line) {
+					t.Errorf("%s: doctor printed the key material:\n%s", tt.name, r.stdout)
+				}
+			}
 		}
 	})
 }

@@ -487,7 +487,7 @@ func (c *CLI) doctor(ctx context.Context, o *opts, _ []string) error {
 	} else if v, err := secret.Resolve(ctx, c.cfg.SecretsManager, d.AppKeyARN, ""); err != nil {
 		add("app private key", "fail", "%v", err)
 	} else if _, err := ghapp.New(ghapp.Config{AppID: 1, PrivateKey: []byte(v)}); err != nil {
-		add("app private key", "fail", "secret %s is set but is no usable key: %v (still the template's placeholder?)", d.AppKeyARN, strings.TrimPrefix(err.Error(), "ghapp: private key: "))
+		add("app private key", "fail", "secret %s is set but is no usable key: %v", d.AppKeyARN, strings.TrimPrefix(err.Error(), "ghapp: private key: "))
 	} else {
 		keyOK = true
 		add("app private key", "ok", "set, an RSA private key (PEM)")

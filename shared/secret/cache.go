@@ -3,13 +3,10 @@ package secret
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
-	smtypes "github.com/aws/aws-sdk-go-v2/service/secretsmanager/types"
 	"github.com/aws/smithy-go"
 
 	"github.com/ghclaim/ghclaim/shared/clock"
@@ -165,25 +162,7 @@ func (c *Cache) Rotation(ctx context.Context) ([][]byte, error) {
 	return out, nil
 }
 
-func (c *Cache) fetch(ctx context.Context) (string, error) {
-	if c.sm == nil {
-		return "", fmt.Errorf("secret %s: no Secrets Manager client", shown(c.arn))
-	}
-	out, err := c.sm.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: &c.arn})
-	var nf *smtypes.ResourceNotFoundException
-	var deleted *smtypes.InvalidRequestException
-	switch {
-	case errors.As(err, &nf), errors.As(err, &deleted):
-		// Never written, or scheduled for deletion (Secrets Manager's
-		// answer while the recovery window runs): nothing to use.
-		return "", fmt.Errorf("secret %s: %w", shown(c.arn), ErrNotSet)
-	case err != nil:
-		return "", fmt.Errorf("secret %s: %w", shown(c.arn), scrub(err, c.arn))
-	case out.SecretString == nil || strings.TrimSpace(*out.SecretString) == "" || isPlaceholder(*out.SecretString):
-		return "", fmt.Errorf("secret %s: %w", shown(c.arn), ErrNotSet)
-	}
-	return *out.SecretString, nil
-}
+func (c *Cache) fetch(ctx context.Context) (string, error) { return read(ctx, c.sm, c.arn) }
 
 // passing reports whether err, a failed read, may pass on its own
 // (throttling, a 5xx, the network), so that the last good value may be

@@ -24,7 +24,9 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	smtypes "github.com/aws/aws-sdk-go-v2/service/secretsmanager/types"
 
 	"github.com/ghclaim/ghclaim/shared/redact"
 )
@@ -40,7 +42,9 @@ var _ SecretsManager = (*secretsmanager.Client)(nil)
 var ErrEmpty = errors.New("secret: empty value")
 
 // Resolve returns the secret named by arn, or plain when arn is empty.
-// sm may be nil when arn is empty.
+// sm may be nil when arn is empty. A secret that holds nothing usable
+// (see read) is an error wrapping ErrNotSet, which errors.Is also finds as
+// ErrEmpty.
 func Resolve(ctx context.Context, sm SecretsManager, arn, plain string) (string, error) {
 	if arn == "" {
 		if strings.TrimSpace(plain) == "" {
@@ -48,17 +52,44 @@ func Resolve(ctx context.Context, sm SecretsManager, arn, plain string) (string,
 		}
 		return plain, nil
 	}
+	return read(ctx, sm, arn)
+}
+
+// read asks Secrets Manager for the AWSCURRENT value of the secret arn
+// (never AWSPENDING: a rotation's value is used once it is made current).
+// The value is SecretString, or SecretBinary when the secret was put as
+// bytes (--secret-binary fileb://app.pem): GetSecretValue answers one or
+// the other. What holds nothing usable is an error wrapping ErrNotSet that
+// says why: no AWSCURRENT value (created but never set, or no such
+// secret: ResourceNotFoundException), scheduled for deletion
+// (InvalidRequestException), empty, or the template's placeholder. AWS's
+// own error stays reachable (errors.As); the value is never in an error.
+func read(ctx context.Context, sm SecretsManager, arn string) (string, error) {
 	if sm == nil {
 		return "", fmt.Errorf("secret %s: no Secrets Manager client", shown(arn))
 	}
 	out, err := sm.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: &arn})
-	if err != nil {
+	var nf *smtypes.ResourceNotFoundException
+	var deleted *smtypes.InvalidRequestException
+	switch {
+	case errors.As(err, &nf):
+		return "", fmt.Errorf("secret %s: has no AWSCURRENT value (created but never set, or no such secret): %w (%w)", shown(arn), ErrNotSet, scrub(err, arn))
+	case errors.As(err, &deleted):
+		return "", fmt.Errorf("secret %s: scheduled for deletion (aws secretsmanager restore-secret undoes it): %w (%w)", shown(arn), ErrNotSet, scrub(err, arn))
+	case err != nil:
 		return "", fmt.Errorf("secret %s: %w", shown(arn), scrub(err, arn))
 	}
-	if out.SecretString == nil || strings.TrimSpace(*out.SecretString) == "" {
-		return "", fmt.Errorf("secret %s: %w", shown(arn), ErrEmpty)
+	v := aws.ToString(out.SecretString)
+	if out.SecretString == nil {
+		v = string(out.SecretBinary)
 	}
-	return *out.SecretString, nil
+	switch {
+	case strings.TrimSpace(v) == "":
+		return "", fmt.Errorf("secret %s: empty: %w", shown(arn), ErrNotSet)
+	case isPlaceholder(v):
+		return "", fmt.Errorf("secret %s: still the template's placeholder: %w", shown(arn), ErrNotSet)
+	}
+	return v, nil
 }
 
 // Split splits a rotation list ("new,old") into its non-empty values.
