@@ -149,15 +149,28 @@ func (c *Cache) Bytes(ctx context.Context) ([]byte, error) {
 }
 
 // Rotation returns Get's value split as a rotation list (see Split): the
-// webhook secrets accepted at once.
+// webhook secrets accepted at once. A value with spaces or a line break
+// around it is accepted both trimmed and as stored: GitHub signs with the
+// secret as it has it, which is the value without the newline `echo` or an
+// editor added (the App's settings take it in a one-line field), but may
+// be one with a space typed into that field, or anything set through the
+// API (PATCH /app/hook/config). Neither form can be told from the other
+// here, and a second candidate key costs one HMAC, so both are tried.
 func (c *Cache) Rotation(ctx context.Context) ([][]byte, error) {
 	v, err := c.Get(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var out [][]byte
-	for _, s := range Split(v) {
+	for _, raw := range strings.Split(v, ",") {
+		s := strings.TrimSpace(raw)
+		if s == "" {
+			continue
+		}
 		out = append(out, []byte(s))
+		if raw != s {
+			out = append(out, []byte(raw))
+		}
 	}
 	return out, nil
 }

@@ -16,6 +16,8 @@ import (
 	smtypes "github.com/aws/aws-sdk-go-v2/service/secretsmanager/types"
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
+
+	"github.com/ghclaim/ghclaim/shared/webhook"
 )
 
 type manualClock struct{ t time.Time }
@@ -117,8 +119,9 @@ func TestCachePlain(t *testing.T) {
 	t.Parallel()
 	c := NewCache(nil, "", " new , old ", CacheOptions{})
 	got, err := c.Rotation(context.Background())
-	if err != nil || len(got) != 2 || string(got[0]) != "new" || string(got[1]) != "old" {
-		t.Fatalf("got %q, %v; want [new old]", got, err)
+	// Each value trimmed, then as written (see TestRotationTriesAValueTrimmedAndAsStored).
+	if err != nil || fmt.Sprintf("%q", got) != `["new" " new " "old" " old "]` {
+		t.Fatalf("got %q, %v; want [new \" new \" old \" old \"]", got, err)
 	}
 	if _, err := NewCache(nil, "", " ", CacheOptions{}).Get(context.Background()); !errors.Is(err, ErrNotSet) {
 		t.Fatalf("got %v, want ErrNotSet", err)
@@ -245,5 +248,43 @@ func TestCallerDeadlineKeepsTheBound(t *testing.T) {
 	cancel()
 	if got, err := c.Get(ctx); got != "" || err == nil {
 		t.Fatalf("an hour past its read: got %q, %v; want no value (bound fetched + 2×TTL)", got, err)
+	}
+}
+
+// TestRotationTriesAValueTrimmedAndAsStored: a webhook secret stored with
+// the newline `echo` added signs as GitHub has it (without, as the App's
+// one-line settings field took it); one GitHub was given with a space
+// around it (typed so, or set through the API) signs with it. Both verify.
+func TestRotationTriesAValueTrimmedAndAsStored(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, stored, github string
+		want                 []string
+	}{
+		{name: "as typed", stored: "s3cret", github: "s3cret", want: []string{"s3cret"}},
+		{name: "echo's newline", stored: "s3cret\n", github: "s3cret", want: []string{"s3cret", "s3cret\n"}},
+		{name: "a space typed into GitHub's field", stored: " s3cret ", github: " s3cret ", want: []string{"s3cret", " s3cret "}},
+		{name: "a rotation list", stored: "new, old\n", github: "old", want: []string{"new", "old", " old\n"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, _ := setupCache(t, &fakeSM{value: aws.String(tt.stored)})
+			got, err := c.Rotation(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var gotS []string
+			for _, g := range got {
+				gotS = append(gotS, string(g))
+			}
+			if fmt.Sprintf("%q", gotS) != fmt.Sprintf("%q", tt.want) {
+				t.Errorf("got %q, want %q", gotS, tt.want)
+			}
+			body := []byte(`{"action":"queued"}`)
+			if err := webhook.Verify(body, webhook.SignatureValue(body, []byte(tt.github)), got); err != nil {
+				t.Errorf("a delivery GitHub signed: %v, want it verified", err)
+			}
+		})
 	}
 }
