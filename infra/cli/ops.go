@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -65,6 +66,9 @@ func (c *CLI) redrive(ctx context.Context, o *opts, _ []string) error {
 	}
 	if o.dep.DLQURL == o.dep.QueueURL {
 		return usagef("flags --dlq-url and --queue-url name the same queue (%s): each copy would be received again, for ever", o.dep.DLQURL)
+	}
+	if err := c.checkDLQ(ctx, o.dep.QueueURL, o.dep.DLQURL); err != nil {
+		return err
 	}
 	claims := queue.New(c.cfg.SQS, o.dep.QueueURL)
 	var rep redriveReport
@@ -295,6 +299,38 @@ const redriveStale = 3
 
 // sqsMaxVisibility is SQS's longest visibility timeout (12 hours).
 const sqsMaxVisibility = 12 * time.Hour
+
+// checkDLQ refuses a pair of queues where dlqURL is not the dead-letter
+// queue of claimsURL (its RedrivePolicy's target): swapped flags, or a
+// pasted URL of another queue, would drain live claim messages out of the
+// claims queue, or some other queue's messages into it.
+func (c *CLI) checkDLQ(ctx context.Context, claimsURL, dlqURL string) error {
+	attr := func(url string, name sqstypes.QueueAttributeName) (string, error) {
+		out, err := c.cfg.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url), AttributeNames: []sqstypes.QueueAttributeName{name}})
+		if err != nil {
+			return "", fmt.Errorf("queue %s: %w", url, err)
+		}
+		return out.Attributes[string(name)], nil
+	}
+	policy, err := attr(claimsURL, sqstypes.QueueAttributeNameRedrivePolicy)
+	if err != nil {
+		return err
+	}
+	var p struct {
+		Target string `json:"deadLetterTargetArn"`
+	}
+	if policy == "" || json.Unmarshal([]byte(policy), &p) != nil || p.Target == "" {
+		return usagef("--queue-url %s has no dead-letter queue (no RedrivePolicy): it is not the claims queue (were --queue-url and --dlq-url swapped?)", claimsURL)
+	}
+	arn, err := attr(dlqURL, sqstypes.QueueAttributeNameQueueArn)
+	if err != nil {
+		return err
+	}
+	if arn != p.Target {
+		return usagef("--dlq-url %s (%s) is not the dead-letter queue of --queue-url %s, which is %s: redrive moves only the claims queue's own dead letters back to it", dlqURL, arn, claimsURL, p.Target)
+	}
+	return nil
+}
 
 func (c *CLI) deleteFromDLQ(ctx context.Context, url string, handle *string) error {
 	_, err := c.cfg.SQS.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(url), ReceiptHandle: handle})

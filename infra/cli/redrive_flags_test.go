@@ -70,6 +70,57 @@ func newQueue(t *testing.T, name string) string {
 	return aws.ToString(out.QueueUrl)
 }
 
+// newQueuePair makes an empty claims queue of the test's own and its
+// dead-letter queue, as the template pairs them (RedrivePolicy).
+func newQueuePair(t *testing.T, name string) (dlq, claims string) {
+	t.Helper()
+	api := sqs.NewFromConfig(env.cfg)
+	dlq = newQueue(t, name+"-dlq")
+	attrs, err := api.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{QueueUrl: &dlq, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
+	must(t, err)
+	policy := fmt.Sprintf(`{"deadLetterTargetArn":%q,"maxReceiveCount":5}`, attrs.Attributes["QueueArn"])
+	out, err := api.CreateQueue(context.Background(), &sqs.CreateQueueInput{QueueName: aws.String(fmt.Sprintf("%s-claims-%d", name, time.Now().UnixNano())),
+		Attributes: map[string]string{string(sqstypes.QueueAttributeNameRedrivePolicy): policy}})
+	must(t, err)
+	return dlq, aws.ToString(out.QueueUrl)
+}
+
+// redrive with its queues swapped (--queue-url the DLQ, --dlq-url the
+// claims queue), or with a --dlq-url that is not the claims queue's
+// dead-letter queue, moved live claim messages out of the claims queue
+// and exited 0. It must refuse before receiving anything, naming the
+// flag, and leave both queues as they were.
+func TestRedriveRefusesAQueueThatIsNotTheDLQ(t *testing.T) {
+	t.Parallel()
+	dlq, claims := newQueuePair(t, "redrive-notdlq")
+	other := newQueue(t, "redrive-notdlq-other")
+	fill(t, claims, 1, func(int) string { return `{"job_id":7601,"version":1}` })
+	fill(t, other, 1, func(int) string { return `{"job_id":7602,"version":1}` })
+	tests := []struct {
+		name, dlq, claims, want string
+	}{
+		{"swapped", claims, dlq, "--queue-url " + dlq + " has no dead-letter queue"},
+		{"another queue as the DLQ", other, claims, "--dlq-url " + other},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			api := &sendCounter{Client: sqs.NewFromConfig(env.cfg)}
+			r := runWith(t, context.Background(), nil, api, "redrive", "--dlq-url", tt.dlq, "--queue-url", tt.claims)
+			if r.code != cli.ExitUsage || !strings.Contains(r.stderr, tt.want) || api.sends != 0 {
+				t.Fatalf("exit %d, %d sends, stderr %q; want exit 2, no send, naming %q", r.code, api.sends, r.stderr, tt.want)
+			}
+		})
+	}
+	for _, q := range []string{claims, other} {
+		out, err := sqs.NewFromConfig(env.cfg).GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{QueueUrl: &q,
+			AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages, sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
+		must(t, err)
+		if got := out.Attributes["ApproximateNumberOfMessages"] + "+" + out.Attributes["ApproximateNumberOfMessagesNotVisible"]; got != "1+0" {
+			t.Errorf("queue %s holds %s messages (visible+hidden) after the refused runs, want its one message, visible", q, got)
+		}
+	}
+}
+
 // A negative --sweep-shards is not the deployment's shard count: retry must
 // refuse it (exit 2, naming the flag) instead of writing the record on a
 // shard computed with the default 8.
@@ -117,7 +168,7 @@ func TestJobsRefusesAPageSizeOverInt32(t *testing.T) {
 // the flag), not passed on to SQS (which answers InvalidParameterValue, exit 1).
 func TestRedriveRefusesAVisibilityOverSQSMax(t *testing.T) {
 	t.Parallel()
-	dlq, claims := newQueue(t, "redrive-vis-dlq"), newQueue(t, "redrive-vis-claims")
+	dlq, claims := newQueuePair(t, "redrive-vis")
 	r := runWith(t, context.Background(), nil, nil, "redrive", "--dlq-url", dlq, "--queue-url", claims, "--visibility", "13h")
 	if r.code != cli.ExitUsage || !strings.Contains(r.stderr, "--visibility") {
 		t.Fatalf("redrive --visibility 13h: exit %d; want exit 2 naming --visibility (SQS allows 0..43200 s)", r.code)
@@ -180,7 +231,7 @@ func TestRedriveMovesEveryMessageBehindTheOnesItLeaves(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	api := sqs.NewFromConfig(env.cfg)
-	dlq, claims := newQueue(t, "redrive-stop-dlq"), newQueue(t, "redrive-stop-claims")
+	dlq, claims := newQueuePair(t, "redrive-stop")
 	fill(t, dlq, 30, func(i int) string { return fmt.Sprintf("poison %d", i) })
 	fill(t, dlq, 20, func(i int) string { return fmt.Sprintf(`{"job_id":%d,"version":1}`, 7600+i) })
 	r := runWith(t, ctx, nil, &slowSend{Client: api, delay: 150 * time.Millisecond}, "redrive", "--dlq-url", dlq, "--queue-url", claims, "--visibility", "1s", "--json")
@@ -229,7 +280,7 @@ func TestRedriveMovesEveryMessageBehindFailedDeletes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	api := sqs.NewFromConfig(env.cfg)
-	dlq, claims := newQueue(t, "redrive-stop0-dlq"), newQueue(t, "redrive-stop0-claims")
+	dlq, claims := newQueuePair(t, "redrive-stop0")
 	fill(t, dlq, 30, func(i int) string { return fmt.Sprintf(`{"job_id":%d,"version":1}`, 7700+i) })
 	r := runWith(t, ctx, nil, &flakyDelete{slowSend: slowSend{Client: api, delay: 150 * time.Millisecond}, n: 10}, "redrive", "--dlq-url", dlq, "--queue-url", claims, "--visibility", "1s", "--json")
 	rep := decode[map[string]float64](t, r.stdout)
@@ -261,7 +312,7 @@ func TestRedriveEndsWhenItCannotHideWhatItLeaves(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	api := sqs.NewFromConfig(env.cfg)
-	dlq, claims := newQueue(t, "redrive-nohide-dlq"), newQueue(t, "redrive-nohide-claims")
+	dlq, claims := newQueuePair(t, "redrive-nohide")
 	fill(t, dlq, 3, func(i int) string { return fmt.Sprintf("poison %d", i) })
 	r := runWith(t, ctx, nil, &noHiding{slowSend{Client: api}}, "redrive", "--dlq-url", dlq, "--queue-url", claims, "--visibility", "1s")
 	if r.code != cli.ExitFail || !strings.Contains(r.stderr, "sqs:ChangeMessageVisibility") || ctx.Err() != nil {
@@ -310,7 +361,7 @@ func fill(t *testing.T, url string, n int, body func(i int) string) {
 // not_deleted and exited 0, which a script takes for done.
 func TestRedriveFailsWhenItLeavesMovedMessages(t *testing.T) {
 	t.Parallel()
-	dlq, claims := newQueue(t, "redrive-nodelete-dlq"), newQueue(t, "redrive-nodelete-claims")
+	dlq, claims := newQueuePair(t, "redrive-nodelete")
 	fill(t, dlq, 3, func(i int) string { return fmt.Sprintf(`{"job_id":%d,"version":1}`, 7970+i) })
 	api := &flakyDelete{slowSend: slowSend{Client: sqs.NewFromConfig(env.cfg)}, n: 1 << 20}
 	r := runWith(t, context.Background(), nil, api, "redrive", "--dlq-url", dlq, "--queue-url", claims, "--json")
@@ -326,7 +377,7 @@ func TestRedriveFailsWhenItLeavesMovedMessages(t *testing.T) {
 // broken claimer. A run takes at most what the DLQ held at its start.
 func TestRedriveEndsOnARefillingDLQ(t *testing.T) {
 	t.Parallel()
-	dlq, claims := newQueue(t, "redrive-refill-dlq"), newQueue(t, "redrive-refill-claims")
+	dlq, claims := newQueuePair(t, "redrive-refill")
 	fill(t, dlq, 5, func(i int) string { return fmt.Sprintf(`{"job_id":%d,"version":1}`, 7980+i) })
 	stop, done := make(chan struct{}), make(chan struct{})
 	go func() {
@@ -373,7 +424,7 @@ func (e *emptyOnce) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageIn
 // none (make test's TestRedrive, once). One empty poll no longer ends it.
 func TestRedriveOutlastsOneEmptyPoll(t *testing.T) {
 	t.Parallel()
-	dlq, claims := newQueue(t, "redrive-empty-dlq"), newQueue(t, "redrive-empty-claims")
+	dlq, claims := newQueuePair(t, "redrive-empty")
 	fill(t, dlq, 2, func(i int) string { return fmt.Sprintf(`{"job_id":%d,"version":1}`, 8300+i) })
 	r := runWith(t, context.Background(), nil, &emptyOnce{Client: sqs.NewFromConfig(env.cfg)}, "redrive", "--dlq-url", dlq, "--queue-url", claims, "--json")
 	if rep := decode[map[string]float64](t, r.stdout); r.code != 0 || rep["moved"] != 2 {

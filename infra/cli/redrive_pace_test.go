@@ -89,7 +89,7 @@ func (s *sendTimes) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageIn
 func TestRedrivePacesItsSends(t *testing.T) {
 	t.Parallel()
 	const n, visibility = 12, 4 * time.Second
-	dlq, claims := newQueue(t, "redrive-pace-dlq"), newQueue(t, "redrive-pace-claims")
+	dlq, claims := newQueuePair(t, "redrive-pace")
 	fill(t, dlq, n, func(i int) string { return fmt.Sprintf(`{"job_id":%d,"version":1}`, 8100+i) })
 	clk := &pacedClock{t: now}
 	api := &sendTimes{Client: sqs.NewFromConfig(env.cfg), clk: clk, sendTook: 300 * time.Millisecond, received: map[string]time.Time{}}
@@ -123,7 +123,7 @@ func TestRedrivePacesItsSends(t *testing.T) {
 // not wait.
 func TestRedriveSendsASingleMessageAtOnce(t *testing.T) {
 	t.Parallel()
-	dlq, claims := newQueue(t, "redrive-one-dlq"), newQueue(t, "redrive-one-claims")
+	dlq, claims := newQueuePair(t, "redrive-one")
 	fill(t, dlq, 1, func(i int) string { return fmt.Sprintf(`{"job_id":%d,"version":1}`, 8200+i) })
 	clk := &pacedClock{t: now}
 	slept := false
