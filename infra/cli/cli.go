@@ -286,6 +286,22 @@ func (c *CLI) Run(ctx context.Context, args []string) int {
 	}
 }
 
+// duration is a time.Duration flag whose refusal says what is wanted: the
+// flag package's own says only "parse error" for "5", a number without its
+// unit.
+type duration time.Duration
+
+func (d *duration) String() string { return time.Duration(*d).String() }
+
+func (d *duration) Set(v string) error {
+	x, err := time.ParseDuration(v)
+	if err != nil {
+		return fmt.Errorf("want a duration with its unit, such as 90s, 30m or 2h")
+	}
+	*d = duration(x)
+	return nil
+}
+
 // parseInterleaved parses flags anywhere among the positional arguments
 // ("job 7 --json" as well as "job --json 7").
 func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {

@@ -234,6 +234,12 @@ func TestBadArguments(t *testing.T) {
 		{"bad state", []string{"jobs", "--stack", "x", "--state", "running"}, "--state"},
 		{"a list of pools", []string{"jobs", "--stack", "x", "--pool", "a,b"}, "--pool"},
 		{"bad duration", []string{"jobs", "--older-than", "soon"}, "-older-than"},
+		// A number without its unit: the flag package said only "parse error".
+		{"a duration without its unit", []string{"jobs", "--older-than", "5"}, `"5" for flag -older-than: want a duration with its unit`},
+		{"a visibility without its unit", []string{"redrive", "--visibility", "30"}, `"30" for flag -visibility: want a duration with its unit`},
+		// Each bad flag is named alone, with its value.
+		{"a negative age", []string{"jobs", "--stack", "x", "--older-than", "-1h"}, "invalid value -1h0m0s for flag --older-than"},
+		{"a negative page size", []string{"jobs", "--stack", "x", "--page-size", "-1"}, "invalid value -1 for flag --page-size"},
 		{"job id not a number", []string{"job", "seven"}, `"seven"`},
 		{"job without id", []string{"job"}, "want 1 argument"},
 		{"retry without an id", []string{"retry"}, "want one or more arguments"},

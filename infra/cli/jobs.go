@@ -26,7 +26,7 @@ import (
 func jobsFlags(fs *flag.FlagSet, o *opts) {
 	fs.Var((*commaList)(&o.states), "state", "only these states, comma-separated or repeated (pending, queued, claiming, claimed, failed, abandoned, done)")
 	fs.StringVar(&o.pool, "pool", "", "only this pool")
-	fs.DurationVar(&o.olderThan, "older-than", 0, "only jobs created longer ago than this (e.g. 30m, 2h)")
+	fs.Var((*duration)(&o.olderThan), "older-than", "only jobs created longer ago than this `duration` (e.g. 30m, 2h)")
 	fs.IntVar(&o.pageSize, "page-size", 0, "items read per Scan page (0: DynamoDB's 1 MB pages)")
 }
 
@@ -158,8 +158,11 @@ func (c *CLI) jobs(ctx context.Context, o *opts, _ []string) error {
 			f.States = append(f.States, st)
 		}
 	}
-	if o.olderThan < 0 || o.pageSize < 0 {
-		return usagef("flags --older-than and --page-size must not be negative")
+	if o.olderThan < 0 {
+		return usagef("invalid value %s for flag --older-than: must not be negative", o.olderThan)
+	}
+	if o.pageSize < 0 {
+		return usagef("invalid value %d for flag --page-size: must not be negative (0: DynamoDB's 1 MB pages)", o.pageSize)
 	}
 	if err := c.resolve(ctx, o); err != nil {
 		return err

@@ -37,8 +37,9 @@ import (
 )
 
 func redriveFlags(fs *flag.FlagSet, o *opts) {
-	fs.IntVar(&o.max, "max", 0, "move at most this many messages (0: until the DLQ is empty)")
-	fs.DurationVar(&o.visibility, "visibility", time.Minute, "how long a received DLQ message stays hidden; one that could not be moved reappears after it")
+	fs.IntVar(&o.max, "max", 0, "move at most this many messages (0: at most what the DLQ held at the start)")
+	o.visibility = time.Minute
+	fs.Var((*duration)(&o.visibility), "visibility", "how long a received DLQ message stays hidden should the run die: a `duration` of whole seconds, 1s to 12h (what a run leaves shows again when it ends)")
 }
 
 // redriveReport counts what redrive did.
