@@ -303,19 +303,49 @@ func (d *duration) Set(v string) error {
 }
 
 // parseInterleaved parses flags anywhere among the positional arguments
-// ("job 7 --json" as well as "job --json 7").
+// ("job 7 --json" as well as "job --json 7"). A negative number that is
+// not a flag's value is an argument, so that "job -5" is refused as a job
+// id, not as an unknown flag -5.
 func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
-		if err := fs.Parse(args); err != nil {
+		cut := len(args)
+		for i, a := range args {
+			if negative(a) && (i == 0 || !takesValue(fs, args[i-1])) {
+				cut = i
+				break
+			}
+		}
+		if err := fs.Parse(args[:cut]); err != nil {
 			return nil, err
 		}
-		args = fs.Args()
+		args = append(fs.Args(), args[cut:]...)
 		if len(args) == 0 {
 			return pos, nil
 		}
 		pos, args = append(pos, args[0]), args[1:]
 	}
+}
+
+// negative reports whether a is a negative integer.
+func negative(a string) bool {
+	_, err := strconv.ParseInt(a, 10, 64)
+	return err == nil && strings.HasPrefix(a, "-")
+}
+
+// takesValue reports whether a is a flag of fs that takes the next
+// argument as its value ("--max", not "--json" nor "--max=3").
+func takesValue(fs *flag.FlagSet, a string) bool {
+	name := strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-")
+	if name == a || strings.Contains(name, "=") {
+		return false
+	}
+	f := fs.Lookup(name)
+	if f == nil {
+		return false
+	}
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return !ok || !b.IsBoolFlag()
 }
 
 func commonFlags(fs *flag.FlagSet, o *opts) {

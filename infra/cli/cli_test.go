@@ -242,6 +242,11 @@ func TestBadArguments(t *testing.T) {
 		{"a negative page size", []string{"jobs", "--stack", "x", "--page-size", "-1"}, "invalid value -1 for flag --page-size"},
 		{"job id not a number", []string{"job", "seven"}, `"seven"`},
 		{"job without id", []string{"job"}, "want 1 argument"},
+		// A negative id is a bad id, not an unknown flag -5.
+		{"job id negative", []string{"job", "-5", "--stack", "x"}, `job ID "-5": want a positive integer`},
+		{"retry id negative among good ones", []string{"retry", "--json", "4", "-5", "--stack", "x"}, `job ID "-5": want a positive integer`},
+		// A flag's negative value is still its value.
+		{"a negative --max", []string{"redrive", "--max", "-1", "--stack", "x"}, "invalid value -1 for flag --max"},
 		{"retry without an id", []string{"retry"}, "want one or more arguments"},
 		// A bad id anywhere refuses the whole list before anything is written.
 		{"retry with a bad id among good ones", []string{"retry", "1", "x2", "3", "--stack", "s"}, `"x2"`},
