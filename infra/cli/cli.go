@@ -380,6 +380,9 @@ type deployment struct {
 // resolve fills o.dep from the stack where a flag left a field empty.
 func (c *CLI) resolve(ctx context.Context, o *opts) error {
 	d := &o.dep
+	if o.appID < 0 {
+		return usagef("invalid value %d for flag --app-id: want the GitHub App's id, a positive number", o.appID)
+	}
 	d.AppID = o.appID
 	if o.stack == "" {
 		return nil

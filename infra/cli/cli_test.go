@@ -232,6 +232,11 @@ func TestBadArguments(t *testing.T) {
 	}{
 		{"unknown flag", []string{"jobs", "--bogus"}, "-bogus"},
 		{"bad state", []string{"jobs", "--stack", "x", "--state", "running"}, "--state"},
+		// An empty value (a script's empty variable) is no filter: it
+		// listed every job.
+		{"an empty state", []string{"jobs", "--stack", "x", "--state", ""}, `invalid value "" for flag -state: empty`},
+		// A negative App id was taken, and doctor asked GitHub as App -3.
+		{"a negative app id", []string{"doctor", "--app-id", "-3"}, "invalid value -3 for flag --app-id"},
 		{"a list of pools", []string{"jobs", "--stack", "x", "--pool", "a,b"}, "--pool"},
 		{"bad duration", []string{"jobs", "--older-than", "soon"}, "-older-than"},
 		// A number without its unit: the flag package said only "parse error".

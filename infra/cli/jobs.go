@@ -134,6 +134,10 @@ type commaList string
 func (l *commaList) String() string { return string(*l) }
 
 func (l *commaList) Set(v string) error {
+	if strings.TrimSpace(v) == "" {
+		// "--state $STATES" with nothing in it would list every job.
+		return errors.New("empty: want one or more states, comma-separated")
+	}
 	if *l != "" {
 		v = string(*l) + "," + v
 	}
