@@ -49,6 +49,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
@@ -61,6 +62,22 @@ import (
 	"github.com/ghclaim/ghclaim/shared/secret"
 	"github.com/ghclaim/ghclaim/shared/store"
 )
+
+// AWSConfig is the default AWS configuration (profiles, AWS_REGION,
+// AWS_ENDPOINT_URL), refused without a region: each call would otherwise
+// fail with the SDK's "endpoint rule error, Invalid Configuration: Missing
+// Region" (or, against an emulator, an answer that cannot be read), which
+// does not say what to set.
+func AWSConfig(ctx context.Context) (aws.Config, error) {
+	cfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return aws.Config{}, fmt.Errorf("AWS configuration: %w", err)
+	}
+	if cfg.Region == "" {
+		return aws.Config{}, errors.New("no AWS region: set AWS_REGION, or a region in the AWS profile (AWS_PROFILE), to the stack's region")
+	}
+	return cfg, nil
+}
 
 // Exit codes.
 const (

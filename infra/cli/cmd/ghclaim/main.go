@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/signal"
 
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
@@ -25,9 +24,9 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	cfg, err := config.LoadDefaultConfig(ctx)
+	cfg, err := cli.AWSConfig(ctx)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "ghclaim: AWS configuration:", err)
+		fmt.Fprintln(os.Stderr, "ghclaim:", err)
 		os.Exit(cli.ExitFail)
 	}
 	code := cli.New(cli.Config{
