@@ -134,7 +134,7 @@ func (c *CLI) redrive(ctx context.Context, o *opts, _ []string) error {
 		}
 		empty = 0
 		fresh, back := false, false // a message not seen before; one this run left
-		for _, m := range out.Messages {
+		for i, m := range out.Messages {
 			id := aws.ToString(m.MessageId)
 			if moved[id] {
 				_ = c.deleteFromDLQ(ctx, o.dep.DLQURL, m.ReceiptHandle)
@@ -164,8 +164,15 @@ func (c *CLI) redrive(ctx context.Context, o *opts, _ []string) error {
 			}
 			if err := pace.wait(ctx, func() { h.keep(ctx) }); err != nil {
 				// Stopped: this message and the rest of the batch are
-				// still in the DLQ, shown again after --visibility.
+				// still in the DLQ, and shown again when the run ends
+				// (not after --visibility: a run started at once would
+				// find none of them, and end as if the DLQ were empty).
 				interrupted = err
+				for _, m := range out.Messages[i:] {
+					if id := aws.ToString(m.MessageId); !moved[id] && h.left[id] == nil {
+						h.left[id] = &leftMessage{handle: m.ReceiptHandle}
+					}
+				}
 				break
 			}
 			err = claims.Send(ctx, msg, 0)

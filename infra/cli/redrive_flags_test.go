@@ -112,12 +112,47 @@ func TestRedriveRefusesAQueueThatIsNotTheDLQ(t *testing.T) {
 		})
 	}
 	for _, q := range []string{claims, other} {
-		out, err := sqs.NewFromConfig(env.cfg).GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{QueueUrl: &q,
-			AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages, sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
-		must(t, err)
-		if got := out.Attributes["ApproximateNumberOfMessages"] + "+" + out.Attributes["ApproximateNumberOfMessagesNotVisible"]; got != "1+0" {
-			t.Errorf("queue %s holds %s messages (visible+hidden) after the refused runs, want its one message, visible", q, got)
+		if visible, hidden := depth(t, q); visible != 1 || hidden != 0 {
+			t.Errorf("queue %s holds %d visible and %d hidden messages after the refused runs, want its one message, visible", q, visible, hidden)
 		}
+	}
+}
+
+// depth is how many messages url holds, visible and hidden.
+func depth(t *testing.T, url string) (visible, hidden int) {
+	t.Helper()
+	out, err := sqs.NewFromConfig(env.cfg).GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{QueueUrl: &url,
+		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages, sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
+	must(t, err)
+	visible, err = strconv.Atoi(out.Attributes["ApproximateNumberOfMessages"])
+	must(t, err)
+	hidden, err = strconv.Atoi(out.Attributes["ApproximateNumberOfMessagesNotVisible"])
+	must(t, err)
+	return visible, hidden
+}
+
+// A redrive stopped (Ctrl-C) between two copies of one batch left the
+// batch's unsent messages hidden for --visibility: a run started at once
+// found none of them and ended with exit 0, "moved 0", while they were
+// still in the DLQ. What it did not send is shown again when it stops.
+func TestRedriveInterruptedShowsWhatItDidNotSend(t *testing.T) {
+	t.Parallel()
+	dlq, claims := newQueuePair(t, "redrive-stopped")
+	fill(t, dlq, 3, func(i int) string { return fmt.Sprintf(`{"job_id":%d,"version":1}`, 7610+i) })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// The pace's first wait is the operator's Ctrl-C.
+	stop := func(ctx context.Context, _ time.Duration) error { cancel(); return ctx.Err() }
+	r := runConfig(t, ctx, cli.Config{DynamoDB: dynamodb.NewFromConfig(env.cfg), SQS: sqs.NewFromConfig(env.cfg), Now: func() time.Time { return now }, Sleep: stop},
+		"redrive", "--dlq-url", dlq, "--queue-url", claims, "--visibility", "5m", "--json")
+	rep := decode[map[string]float64](t, r.stdout)
+	if r.code != cli.ExitFail || !strings.Contains(r.stderr, "interrupted") || rep["moved"] < 1 || rep["moved"] > 2 {
+		t.Fatalf("exit %d, report %v; want exit 1, interrupted after one or two copies", r.code, rep)
+	}
+	visible, hidden := depth(t, dlq)
+	if moved, _ := depth(t, claims); moved != int(rep["moved"]) || visible != 3-moved || hidden != 0 {
+		t.Fatalf("after the stop: %d copies in the claims queue (report: %v moved), DLQ %d visible and %d hidden; want %d visible, none hidden",
+			moved, rep["moved"], visible, hidden, 3-moved)
 	}
 }
 
