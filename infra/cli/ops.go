@@ -99,7 +99,7 @@ func (c *CLI) redrive(ctx context.Context, o *opts, _ []string) error {
 		c.progress("moving up to %d message(s), about %s apart: about %s", limit, redriveGap+redriveJitter/2,
 			(time.Duration(limit-1) * (redriveGap + redriveJitter/2)).Round(time.Second))
 	}
-	var interrupted error
+	var interrupted, receiveErr error
 	empty := 0 // empty long polls in a row
 	for limit == 0 || rep.Moved+rep.SendFailed+rep.Undecodable < limit {
 		h.keep(ctx)
@@ -122,7 +122,13 @@ func (c *CLI) redrive(ctx context.Context, o *opts, _ []string) error {
 			VisibilityTimeout: int32(o.visibility / time.Second),
 		})
 		if err != nil {
-			return fmt.Errorf("receive from the DLQ: %w (moved %d so far)", err, rep.Moved)
+			// Stopped here, the run still reports what it did (a
+			// script reading --json gets its counts) and shows what it
+			// left.
+			if interrupted = ctx.Err(); interrupted == nil {
+				receiveErr = err
+			}
+			break
 		}
 		if len(out.Messages) == 0 {
 			// An empty long poll may be a slow answer, not an empty
@@ -230,6 +236,9 @@ func (c *CLI) redrive(ctx context.Context, o *opts, _ []string) error {
 	}
 	if interrupted != nil {
 		return fmt.Errorf("redrive interrupted: %w (moved %d; the messages not moved stay in the DLQ)", interrupted, rep.Moved)
+	}
+	if receiveErr != nil {
+		return fmt.Errorf("redrive stopped: receive from the DLQ: %w (moved %d; the messages not moved stay in the DLQ)", receiveErr, rep.Moved)
 	}
 	if hidingFailed {
 		return failf("redrive stopped: the messages it left in the DLQ kept showing again (%d failed renewals of their visibility timeout; may the caller use sqs:ChangeMessageVisibility?), so messages behind them may remain; run it again", h.failed)

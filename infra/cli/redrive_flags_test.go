@@ -439,19 +439,21 @@ func TestRedriveEndsOnARefillingDLQ(t *testing.T) {
 	}
 }
 
-// emptyOnce answers the first receive empty, as a long poll answered late
-// does while the queue holds messages.
-type emptyOnce struct {
+// receiveHook is the emulator's SQS whose n-th receive (from 1) hook
+// answers instead, or, when hook returns neither output nor error, passes
+// on (with the input as hook left it).
+type receiveHook struct {
 	*sqs.Client
-	done bool
+	n    int
+	hook func(n int, in *sqs.ReceiveMessageInput) (*sqs.ReceiveMessageOutput, error)
 }
 
-func (e *emptyOnce) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, optFns ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
-	if !e.done {
-		e.done = true
-		return &sqs.ReceiveMessageOutput{}, nil
+func (r *receiveHook) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, optFns ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
+	r.n++
+	if out, err := r.hook(r.n, in); out != nil || err != nil {
+		return out, err
 	}
-	return e.Client.ReceiveMessage(ctx, in, optFns...)
+	return r.Client.ReceiveMessage(ctx, in, optFns...)
 }
 
 // TestRedriveOutlastsOneEmptyPoll: under load one long poll came back
@@ -461,8 +463,38 @@ func TestRedriveOutlastsOneEmptyPoll(t *testing.T) {
 	t.Parallel()
 	dlq, claims := newQueuePair(t, "redrive-empty")
 	fill(t, dlq, 2, func(i int) string { return fmt.Sprintf(`{"job_id":%d,"version":1}`, 8300+i) })
-	r := runWith(t, context.Background(), nil, &emptyOnce{Client: sqs.NewFromConfig(env.cfg)}, "redrive", "--dlq-url", dlq, "--queue-url", claims, "--json")
+	r := runWith(t, context.Background(), nil, &receiveHook{Client: sqs.NewFromConfig(env.cfg), hook: func(n int, _ *sqs.ReceiveMessageInput) (*sqs.ReceiveMessageOutput, error) {
+		if n == 1 { // a long poll answered late, while the queue holds messages
+			return &sqs.ReceiveMessageOutput{}, nil
+		}
+		return nil, nil
+	}}, "redrive", "--dlq-url", dlq, "--queue-url", claims, "--json")
 	if rep := decode[map[string]float64](t, r.stdout); r.code != 0 || rep["moved"] != 2 {
 		t.Fatalf("exit %d, report %v; want both messages moved", r.code, rep)
+	}
+}
+
+// A receive that failed mid-run returned at once: --json printed nothing,
+// so a script had no counts of what had moved. The run now reports, then
+// fails naming the refused call and what it moved.
+func TestRedriveReportsWhenAReceiveFails(t *testing.T) {
+	t.Parallel()
+	dlq, claims := newQueuePair(t, "redrive-norecv")
+	fill(t, dlq, 2, func(i int) string { return fmt.Sprintf(`{"job_id":%d,"version":1}`, 7620+i) })
+	r := runWith(t, context.Background(), nil, &receiveHook{Client: sqs.NewFromConfig(env.cfg), hook: func(n int, in *sqs.ReceiveMessageInput) (*sqs.ReceiveMessageOutput, error) {
+		if n > 1 {
+			return nil, fmt.Errorf("AccessDenied: not authorized to perform sqs:ReceiveMessage (the test's)")
+		}
+		in.MaxNumberOfMessages = 1 // the rest for the refused receive
+		return nil, nil
+	}}, "redrive", "--dlq-url", dlq, "--queue-url", claims, "--json")
+	if r.code != cli.ExitFail || !strings.Contains(r.stderr, "sqs:ReceiveMessage") || !strings.Contains(r.stderr, "moved 1") {
+		t.Fatalf("exit %d, stderr %q; want exit 1 naming sqs:ReceiveMessage and the one moved", r.code, r.stderr)
+	}
+	if rep := decode[map[string]float64](t, r.stdout); rep["moved"] != 1 {
+		t.Fatalf("report %v, want 1 moved", rep)
+	}
+	if visible, hidden := depth(t, dlq); visible != 1 || hidden != 0 {
+		t.Fatalf("DLQ: %d visible, %d hidden after the run; want the one not moved, visible", visible, hidden)
 	}
 }
