@@ -52,6 +52,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/smithy-go"
 
 	"github.com/ghclaim/ghclaim/shared/clock"
 	"github.com/ghclaim/ghclaim/shared/ec2api"
@@ -408,6 +409,11 @@ func (c *CLI) resolve(ctx context.Context, o *opts) error {
 		return errors.New("--stack: no CloudFormation client")
 	}
 	out, err := c.cfg.CloudFormation.DescribeStacks(ctx, &cloudformation.DescribeStacksInput{StackName: aws.String(o.stack)})
+	var api smithy.APIError
+	if errors.As(err, &api) && api.ErrorCode() == "ValidationError" && strings.Contains(api.ErrorMessage(), "does not exist") {
+		// The usual cause: a typo, or another region than the stack's.
+		return failf("stack %s not found: no such CloudFormation stack in this account and region (AWS_REGION, or the profile's)", o.stack)
+	}
 	if err != nil {
 		return failf("stack %s: %v", o.stack, err)
 	}

@@ -397,6 +397,12 @@ func TestRetry(t *testing.T) {
 	if r.code != cli.ExitFail || !strings.Contains(r.stderr, "job 7201 is queued: only failed or abandoned jobs are retried") {
 		t.Fatalf("retry of a queued job: exit %d, stderr %q", r.code, r.stderr)
 	}
+	// A stack that does not exist is named as such, without the SDK's
+	// request trace around CloudFormation's "ValidationError".
+	r = run(t, nil, "retry", "7201", "--stack", "ghclaim-no-such-stack")
+	if want := "stack ghclaim-no-such-stack not found: no such CloudFormation stack in this account and region"; r.code != cli.ExitFail || !strings.HasPrefix(r.stderr, want) {
+		t.Fatalf("retry on a stack that does not exist: exit %d, stderr %q; want exit 1, %q", r.code, r.stderr, want)
+	}
 	r = run(t, nil, "retry", "7299", "--stack", stack.Name)
 	if r.code != cli.ExitFail || strings.TrimSpace(r.stderr) != "job 7299 not found" {
 		t.Fatalf("retry of an unknown job: exit %d, stderr %q", r.code, r.stderr)
