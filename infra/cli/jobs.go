@@ -185,7 +185,7 @@ func (c *CLI) jobs(ctx context.Context, o *opts, _ []string) error {
 	for {
 		p, err := inv.Jobs(ctx, f, cursor)
 		if err != nil {
-			return err
+			return fmt.Errorf("table %s: %w", o.dep.Table, err)
 		}
 		pages++
 		scanned += p.Scanned
@@ -244,7 +244,11 @@ func (c *CLI) get(ctx context.Context, d deployment, id int64) (job.Record, erro
 	if errors.Is(err, job.ErrNotFound) {
 		return job.Record{}, failf("job %d not found", id)
 	}
-	return r, err
+	if err != nil {
+		// A --table typo says ResourceNotFoundException, not which table.
+		return job.Record{}, fmt.Errorf("table %s: %w", d.Table, err)
+	}
+	return r, nil
 }
 
 // githubView is what GitHub says about a job, or why it could not be asked.

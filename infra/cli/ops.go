@@ -430,7 +430,7 @@ func (c *CLI) rate(ctx context.Context, o *opts, _ []string) error {
 	}
 	rates, err := store.NewInventory(store.InventoryConfig{DB: c.cfg.DynamoDB, Table: o.dep.Table}).Rates(ctx)
 	if err != nil {
-		return err
+		return fmt.Errorf("table %s: %w", o.dep.Table, err)
 	}
 	now := c.cfg.Now()
 	out := []rateView{}
