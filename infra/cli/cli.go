@@ -28,7 +28,11 @@
 //     fails would only be a stale version, dropped.
 //   - redrive deletes a DLQ message only after its copy reached the claims
 //     queue; the copy is the same job and version, so the record decides
-//     (a job already done or retried drops it).
+//     (a job already done or retried drops it). It first checks that the
+//     DLQ is the claims queue's dead-letter queue (its RedrivePolicy):
+//     swapped URLs would drain live claims into the DLQ. Whatever stops a
+//     run (Ctrl-C, a refused call), it reports what it moved and shows
+//     what it did not move again, so a second run picks it up.
 //   - Exit codes: 0 done, 1 failed (unknown job, a refused write, a doctor
 //     check), 2 bad arguments (the usage names the flag).
 //   - No secret, key, token or JIT config is ever printed: doctor says
