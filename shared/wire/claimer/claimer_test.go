@@ -55,14 +55,7 @@ func TestHeldWhileTheAppKeyIsMissing(t *testing.T) {
 	}
 	m := got.Messages[0]
 
-	vars := srv.Env()
-	for k, v := range map[string]string{
-		"TABLE_NAME": "wire-claimer-no-table", "CLAIMS_QUEUE_URL": aws.ToString(q.QueueUrl),
-		"RUNNER_POOLS":  `[{"name":"linux","labels":["self-hosted","linux"],"scope":"repo","runner_group_id":1,"provisioner":{"type":"dispatch","queue_url":"http://127.0.0.1:1/000000000000/d"}}]`,
-		"GITHUB_APP_ID": "42", "GITHUB_APP_PRIVATE_KEY_ARN": aws.ToString(key.ARN), "GITHUB_API_URL": "http://127.0.0.1:1",
-	} {
-		vars[k] = v
-	}
+	vars := keyOnly(srv, aws.ToString(q.QueueUrl), aws.ToString(key.ARN))
 	// One message: Hold writes its lines one after another.
 	out := &bytes.Buffer{}
 	h, err := claimer.New(ctx, wire.Env{Getenv: func(k string) string { return vars[k] }, Out: out, Now: time.Now})
@@ -128,14 +121,7 @@ func TestHoldNamesTheKeysSecretAndWhatIsWrong(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	vars := srv.Env()
-	for k, v := range map[string]string{
-		"TABLE_NAME": "wire-claimer-no-table", "CLAIMS_QUEUE_URL": "http://127.0.0.1:1/000000000000/claims",
-		"RUNNER_POOLS":  `[{"name":"linux","labels":["self-hosted","linux"],"scope":"repo","runner_group_id":1,"provisioner":{"type":"dispatch","queue_url":"http://127.0.0.1:1/000000000000/d"}}]`,
-		"GITHUB_APP_ID": "42", "GITHUB_APP_PRIVATE_KEY_ARN": aws.ToString(key.ARN), "GITHUB_API_URL": "http://127.0.0.1:1",
-	} {
-		vars[k] = v
-	}
+	vars := keyOnly(srv, "http://127.0.0.1:1/000000000000/claims", aws.ToString(key.ARN))
 	out := &bytes.Buffer{}
 	h, err := claimer.New(ctx, wire.Env{Getenv: func(k string) string { return vars[k] }, Out: out, Now: time.Now})
 	if err != nil {
@@ -161,4 +147,19 @@ func TestHoldNamesTheKeysSecretAndWhatIsWrong(t *testing.T) {
 	if line := strings.Split(pub, "\n")[1]; strings.Contains(out.String(), line) {
 		t.Errorf("output quotes the secret's value:\n%s", out)
 	}
+}
+
+// keyOnly is a claimer's environment on srv whose App key is the secret
+// keyARN and whose claims queue is queueURL; its table, GitHub and
+// dispatch queue do not exist (nothing in these tests gets that far).
+func keyOnly(srv *emulator.Server, queueURL, keyARN string) map[string]string {
+	vars := srv.Env()
+	for k, v := range map[string]string{
+		"TABLE_NAME": "wire-claimer-no-table", "CLAIMS_QUEUE_URL": queueURL,
+		"RUNNER_POOLS":  `[{"name":"linux","labels":["self-hosted","linux"],"scope":"repo","runner_group_id":1,"provisioner":{"type":"dispatch","queue_url":"http://127.0.0.1:1/000000000000/d"}}]`,
+		"GITHUB_APP_ID": "42", "GITHUB_APP_PRIVATE_KEY_ARN": keyARN, "GITHUB_API_URL": "http://127.0.0.1:1",
+	} {
+		vars[k] = v
+	}
+	return vars
 }
