@@ -6,12 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
+	cftypes "github.com/aws/aws-sdk-go-v2/service/cloudformation/types"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
@@ -214,9 +218,10 @@ func TestDeployedStacksAreIsolatedAndDeleteRemovesThem(t *testing.T) {
 	if err := a.Delete(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var notFound *ddbtypes.ResourceNotFoundException
-	if _, err := dynamodb.NewFromConfig(cfg).DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(a.TableName)}); !errors.As(err, &notFound) {
-		t.Errorf("DescribeTable after Delete: got %v, want ResourceNotFoundException", err)
+	// The template retains the table and the dead-letter queue, and the emulator honours that
+	// (TestEmulatorKeepsWhatATemplateRetains): an emulated stack must still leave nothing behind.
+	if left := leftovers(t, cfg, a.Name); len(left) > 0 {
+		t.Errorf("after Delete: got %v of the stack, want none", left)
 	}
 	var secretGone *smtypes.ResourceNotFoundException
 	if _, err := secretsmanager.NewFromConfig(cfg).GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(a.WebhookSecretARN)}); !errors.As(err, &secretGone) {
@@ -225,6 +230,76 @@ func TestDeployedStacksAreIsolatedAndDeleteRemovesThem(t *testing.T) {
 	if _, err := dynamodb.NewFromConfig(cfg).DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(b.TableName)}); err != nil {
 		t.Errorf("deleting one stack touched the other: %v", err)
 	}
+}
+
+// TestEmulatorKeepsWhatATemplateRetains: DeleteStack keeps a resource whose DeletionPolicy is
+// Retain, as CloudFormation does, and deletes the others; Deploy relies on it (emulatable).
+func TestEmulatorKeepsWhatATemplateRetains(t *testing.T) {
+	t.Parallel()
+	srv := ForTest(t)
+	cfg := srv.ConfigForTest(t)
+	ctx := context.Background()
+	cf := cloudformation.NewFromConfig(cfg)
+	name := StackName(t.Name())
+	body := `{"Resources": {
+		"Kept": {"Type": "AWS::SQS::Queue", "DeletionPolicy": "Retain"},
+		"Gone": {"Type": "AWS::SQS::Queue", "DeletionPolicy": "Delete"}}}`
+	if _, err := cf.CreateStack(ctx, &cloudformation.CreateStackInput{StackName: aws.String(name), TemplateBody: aws.String(body)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := waitStack(ctx, cf, name, cftypes.StackStatusCreateComplete); err != nil {
+		t.Fatal(err)
+	}
+	res, err := cf.DescribeStackResource(ctx, &cloudformation.DescribeStackResourceInput{StackName: aws.String(name), LogicalResourceId: aws.String("Kept")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := aws.ToString(res.StackResourceDetail.PhysicalResourceId)
+	t.Cleanup(func() {
+		_, _ = sqs.NewFromConfig(cfg).DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: aws.String(kept)})
+	})
+	if _, err := cf.DeleteStack(ctx, &cloudformation.DeleteStackInput{StackName: aws.String(name)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := waitStack(ctx, cf, name, cftypes.StackStatusDeleteComplete); err != nil && !isStackGone(err) {
+		t.Fatal(err)
+	}
+	// A queue's physical id is its URL, whose host is not always the endpoint's: compare names.
+	if left := leftovers(t, cfg, name); !slices.Equal(left, []string{"queue " + path.Base(kept)}) {
+		t.Errorf("after DeleteStack: got %v, want only the retained queue %s", left, kept)
+	}
+}
+
+// leftovers lists the tables and queues whose names start with stack's name, as emulators and
+// CloudFormation name what a stack creates: "table NAME" and "queue NAME", sorted.
+func leftovers(t *testing.T, cfg aws.Config, stack string) []string {
+	t.Helper()
+	ctx := context.Background()
+	var left []string
+	tables := dynamodb.NewListTablesPaginator(dynamodb.NewFromConfig(cfg), &dynamodb.ListTablesInput{})
+	for tables.HasMorePages() {
+		page, err := tables.NextPage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range page.TableNames {
+			if strings.HasPrefix(name, stack+"-") {
+				left = append(left, "table "+name)
+			}
+		}
+	}
+	queues := sqs.NewListQueuesPaginator(sqs.NewFromConfig(cfg), &sqs.ListQueuesInput{QueueNamePrefix: aws.String(stack + "-")})
+	for queues.HasMorePages() {
+		page, err := queues.NextPage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, url := range page.QueueUrls {
+			left = append(left, "queue "+path.Base(url))
+		}
+	}
+	slices.Sort(left)
+	return left
 }
 
 func TestDeployParameters(t *testing.T) {

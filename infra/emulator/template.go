@@ -257,7 +257,9 @@ func resourceDeps(res map[string]any) deps {
 // the parameters, conditions and mappings they use. The SAM Transform and Globals go: SAM expands
 // them into functions, which are dropped anyway, and a name that only SAM defines (such as
 // WebhookFunctionUrl) counts as dropped. DeletionPolicy and UpdateReplacePolicy are removed:
-// emulated stacks are scratch, and Retain would leave tables behind on Delete.
+// emulated stacks are scratch, and moto and LocalStack honour Retain as CloudFormation does
+// (TestEmulatorKeepsWhatATemplateRetains), so with it Delete would leave the table, the
+// dead-letter queue and the log groups behind, one set per test run.
 // It reports the resources it dropped, sorted.
 func emulatable(tmpl map[string]any, keep func(resourceType string) bool) (map[string]any, []string, error) {
 	resources, ok := tmpl["Resources"].(map[string]any)
