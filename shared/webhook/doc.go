@@ -90,8 +90,14 @@
 //     calls GitHub as that installation.
 //   - Every delivery runs under a budget (DefaultBudget, 8 s) well inside
 //     GitHub's 10 s timeout.
-//   - Unknown actions are refused (400) rather than guessed at; unknown
-//     fields are ignored, since GitHub adds fields without notice.
+//   - An unknown action is not guessed at: nothing is written, and it is
+//     answered 202 ignored with a warning naming it. GitHub adds actions
+//     without notice (waiting came late), and a 4xx would be a failed
+//     delivery in the App's log, which the redeliverer asks again up to
+//     its attempts for every such GUID, spending the App's budget and
+//     firing RedeliveryAttemptsSpentAlarm for an answer no redelivery
+//     changes. Unknown fields are ignored, since GitHub adds fields
+//     without notice. No answer is 3xx: GitHub follows no redirect.
 //   - in_progress and completed move a claimed record to done too (claimed
 //     is not terminal: the reclaimer checks it after the runner-start grace).
 //   - A runner taken by another job. GitHub gives a queued job to any idle

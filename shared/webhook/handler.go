@@ -219,6 +219,17 @@ func (h *Handler) Handle(ctx context.Context, req events.LambdaFunctionURLReques
 	}
 
 	j, err := Parse(body)
+	if errors.Is(err, ErrUnknownAction) {
+		// GitHub adds actions without notice (it added waiting). A 4xx is
+		// a failed delivery in the App's log, which the redeliverer asks
+		// GitHub to send again, up to its attempts per GUID, for every
+		// such delivery: App budget and RedeliveryAttemptsSpentAlarm
+		// spent on an answer no redelivery changes. Nothing is written,
+		// so nothing is guessed; the warning names the action.
+		h.decided(ctx, d, slog.LevelWarn, "delivery of an unknown action ignored",
+			h.attrs(d, slog.String("outcome", OutcomeUnknownAction), slog.Int("status", http.StatusAccepted), slog.String(obs.KeyReason, err.Error())))
+		return reply(http.StatusAccepted, Reply{Status: StatusIgnored, Message: strings.TrimPrefix(err.Error(), "payload: ")}), nil
+	}
 	if err != nil {
 		return h.reject(ctx, d, http.StatusBadRequest, "bad_payload", err.Error()), nil
 	}
@@ -307,6 +318,10 @@ func (h *Handler) wake(ctx context.Context, d *delivery, cur job.Record, now tim
 	}
 	return OutcomeHeldWoken
 }
+
+// OutcomeUnknownAction: a workflow_job delivery whose action ghclaim does
+// not know, answered 202 ignored (logged at warn) and not acted on.
+const OutcomeUnknownAction = "ignored_action"
 
 // OutcomeHeldWoken: a queued delivery for a claimed job held at GitHub
 // brought the reclaimer's next look at it to now.

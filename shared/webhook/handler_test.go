@@ -84,6 +84,9 @@ func TestHandleRefusesWithoutWriting(t *testing.T) {
 		{name: "no delivery header", req: withHeaders(func(h map[string]string) { delete(h, "x-github-delivery") }), code: 400, text: "X-GitHub-Delivery"},
 	}
 	for _, bp := range badPayloads(t) {
+		if errors.Is(mustFail(Parse(bp.body)), ErrUnknownAction) {
+			continue // answered 2xx: TestHandleUnknownActionIsNotAFailedDelivery
+		}
 		tests = append(tests, struct {
 			name string
 			req  events.LambdaFunctionURLRequest

@@ -16,8 +16,9 @@ import (
 // Action is the action of a workflow_job delivery.
 type Action string
 
-// The workflow_job actions GitHub documents. Anything else is refused (400):
-// guessing what a new action means could claim a job twice or never.
+// The workflow_job actions GitHub documents. Anything else is never acted
+// on (Parse returns ErrUnknownAction): guessing what a new action means
+// could claim a job twice or never.
 const (
 	// ActionQueued: a new job waits for a runner; we claim it if a pool matches.
 	ActionQueued Action = "queued"
@@ -49,6 +50,8 @@ type PayloadError struct {
 	Field string
 	// Problem says what is wrong, in words fit to show the sender.
 	Problem string
+	// unknownAction: the action is well formed but none GitHub documented.
+	unknownAction bool
 }
 
 func (e *PayloadError) Error() string {
@@ -58,8 +61,16 @@ func (e *PayloadError) Error() string {
 	return "payload: " + e.Field + ": " + e.Problem
 }
 
-// Is makes errors.Is(err, ErrBadPayload) true for every *PayloadError.
-func (e *PayloadError) Is(target error) bool { return target == ErrBadPayload }
+// ErrUnknownAction is the *PayloadError of an action none of the above:
+// errors.Is(err, ErrUnknownAction) tells it from a malformed payload. The
+// handler answers it 2xx (see the package doc), not 400.
+var ErrUnknownAction = errors.New("unknown action")
+
+// Is makes errors.Is(err, ErrBadPayload) true for every *PayloadError, and
+// errors.Is(err, ErrUnknownAction) for an unknown action's.
+func (e *PayloadError) Is(target error) bool {
+	return target == ErrBadPayload || (target == ErrUnknownAction && e.unknownAction)
+}
 
 // Job is a validated workflow_job delivery: everything the webhook decides
 // and writes with, and nothing else.
@@ -160,7 +171,7 @@ func Parse(body []byte) (Job, error) {
 	switch j.Action {
 	case ActionQueued, ActionWaiting, ActionInProgress, ActionCompleted:
 	default:
-		return Job{}, &PayloadError{Field: "action", Problem: fmt.Sprintf("unknown action %q: want queued, waiting, in_progress or completed", *raw.Action)}
+		return Job{}, &PayloadError{Field: "action", Problem: fmt.Sprintf("unknown action %q: want queued, waiting, in_progress or completed", *raw.Action), unknownAction: true}
 	}
 
 	wj := raw.WorkflowJob
