@@ -1,22 +1,14 @@
 package chaos
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
-)
 
-// Sign is GitHub's X-Hub-Signature-256 of body under secret.
-func Sign(body, secret []byte) string {
-	m := hmac.New(sha256.New, secret)
-	m.Write(body)
-	return "sha256=" + hex.EncodeToString(m.Sum(nil))
-}
+	"github.com/ghclaim/ghclaim/infra/ghfake"
+)
 
 // Delivery is one webhook delivery as GitHub sends it.
 type Delivery struct {
@@ -41,16 +33,15 @@ func (d Delivery) Request(secret []byte) events.LambdaFunctionURLRequest {
 	}
 }
 
-// Headers are the headers GitHub sends with d (Function URLs lower-case them).
+// Headers are the headers GitHub sends with d (ghfake.DeliveryHeader, for
+// the chaos App), lower-cased as a Function URL passes them.
 func (d Delivery) Headers(secret []byte) map[string]string {
-	return map[string]string{
-		"content-type":        "application/json",
-		"user-agent":          "GitHub-Hookshot/chaos",
-		"x-github-delivery":   d.GUID,
-		"x-github-event":      d.Event,
-		"x-github-hook-id":    "4242",
-		"x-hub-signature-256": Sign(d.Body, secret),
+	h := ghfake.DeliveryHeader(d.Event, d.GUID, appID, d.Body, string(secret))
+	out := make(map[string]string, len(h))
+	for k := range h {
+		out[strings.ToLower(k)] = h.Get(k)
 	}
+	return out
 }
 
 // Job is one workflow job of a run: what its deliveries say.

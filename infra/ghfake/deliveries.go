@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"crypto/hmac"
+	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"hash"
 	"io"
 	"net/http"
 	"net/url"
@@ -134,7 +136,8 @@ func (s *Server) redeliverLater(ctx context.Context, d HookDelivery) {
 }
 
 // SetWebhook sets where deliveries go and the secret they are signed with
-// (X-Hub-Signature-256). A nil target makes every delivery fail unreached.
+// (DeliveryHeader: an empty secret sends them unsigned, as GitHub does for
+// a webhook without one). A nil target makes every delivery fail unreached.
 func (s *Server) SetWebhook(t Target, secret string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -162,25 +165,55 @@ func (s *Server) Deliver(ctx context.Context, event, guid string, body []byte) H
 	return s.send(ctx, HookDelivery{GUID: guid, Event: event, Body: body})
 }
 
+// HookID is the id of the App's webhook the fake delivers for
+// (X-GitHub-Hook-ID).
+const HookID = 4242
+
+// DeliveryHeader is the header GitHub sends with a delivery of the App
+// appID's webhook (docs.github.com/webhooks/webhook-events-and-payloads,
+// Delivery headers): the event, the GUID, the hook, its target (the App:
+// type "integration", id the App's), a GitHub-Hookshot user agent, JSON,
+// and, when the webhook has a secret, both signatures: the legacy SHA-1
+// X-Hub-Signature beside X-Hub-Signature-256, each an HMAC hex digest of
+// the body prefixed "sha1=" and "sha256=". Every test kit that delivers
+// webhooks sends it, so none sends less than GitHub does.
+func DeliveryHeader(event, guid string, appID int64, body []byte, secret string) http.Header {
+	h := http.Header{}
+	h.Set("Content-Type", "application/json")
+	h.Set("User-Agent", "GitHub-Hookshot/ghfake")
+	h.Set("X-GitHub-Event", event)
+	h.Set("X-GitHub-Delivery", guid)
+	h.Set("X-GitHub-Hook-ID", strconv.Itoa(HookID))
+	h.Set("X-GitHub-Hook-Installation-Target-Type", "integration")
+	h.Set("X-GitHub-Hook-Installation-Target-ID", strconv.FormatInt(appID, 10))
+	if secret != "" {
+		h.Set("X-Hub-Signature", "sha1="+hexMAC(sha1.New, body, secret))
+		h.Set("X-Hub-Signature-256", "sha256="+hexMAC(sha256.New, body, secret))
+	}
+	return h
+}
+
+func hexMAC(hash func() hash.Hash, body []byte, secret string) string {
+	m := hmac.New(hash, []byte(secret))
+	m.Write(body)
+	return hex.EncodeToString(m.Sum(nil))
+}
+
 // send signs d's body, posts it to the target and logs the outcome.
 func (s *Server) send(ctx context.Context, d HookDelivery) HookDelivery {
 	s.mu.Lock()
-	target, secret := s.target, s.secret
+	target, secret, appID := s.target, s.secret, s.appID
 	s.mu.Unlock()
-	h := http.Header{}
-	for k, v := range d.Header {
-		h[k] = slices.Clone(v)
+	if appID == 0 {
+		appID = 1 // GET /app's id
 	}
-	h.Set("Content-Type", "application/json")
-	h.Set("User-Agent", "GitHub-Hookshot/ghfake")
-	h.Set("X-GitHub-Event", d.Event)
-	h.Set("X-GitHub-Delivery", d.GUID)
-	h.Set("X-GitHub-Hook-ID", "4242")
-	h.Set("X-GitHub-Hook-Installation-Target-Type", "integration")
+	h := DeliveryHeader(d.Event, d.GUID, appID, d.Body, secret)
+	for k, v := range d.Header {
+		if h.Get(k) == "" {
+			h[k] = slices.Clone(v)
+		}
+	}
 	d.Header = h
-	m := hmac.New(sha256.New, []byte(secret))
-	m.Write(d.Body)
-	d.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(m.Sum(nil)))
 	var p struct {
 		Action       string `json:"action"`
 		Installation struct {

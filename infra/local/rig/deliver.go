@@ -3,40 +3,28 @@ package rig
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"net/http"
 	"sync"
+
+	"github.com/ghclaim/ghclaim/infra/ghfake"
 )
 
-// Sign is GitHub's X-Hub-Signature-256 of body under secret.
-func Sign(secret string, body []byte) string {
-	m := hmac.New(sha256.New, []byte(secret))
-	m.Write(body)
-	return "sha256=" + hex.EncodeToString(m.Sum(nil))
-}
-
-// Deliver posts body to the webhook as GitHub does: X-GitHub-Event, X-GitHub-Delivery and a
-// valid X-Hub-Signature-256. It returns the status and body of the answer.
+// Deliver posts body to the webhook as GitHub does, with every header GitHub sends
+// (ghfake.DeliveryHeader: both signatures among them). It returns the status and body of
+// the answer.
 func (r *Rig) Deliver(ctx context.Context, event, delivery string, body []byte) (int, string, error) {
 	return Post(ctx, r.WebhookURL, r.WebhookSecret, event, delivery, body)
 }
 
-// Post delivers a signed webhook to url.
+// Post delivers a signed webhook of the local App (AppID) to url.
 func Post(ctx context.Context, url, secret, event, delivery string, body []byte) (int, string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return 0, "", err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", "GitHub-Hookshot/local")
-	req.Header.Set("X-GitHub-Event", event)
-	req.Header.Set("X-GitHub-Delivery", delivery)
-	req.Header.Set("X-GitHub-Hook-Installation-Target-Type", "integration")
-	req.Header.Set("X-Hub-Signature-256", Sign(secret, body))
+	req.Header = ghfake.DeliveryHeader(event, delivery, AppID, body, secret)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, "", fmt.Errorf("deliver %s %s: %w", event, delivery, err)

@@ -1,0 +1,74 @@
+package ghfake_test
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha1"
+	"encoding/hex"
+	"net/http"
+	"strconv"
+	"testing"
+
+	"github.com/ghclaim/ghclaim/infra/ghfake"
+)
+
+// TestDeliveryHeaderIsGitHubs: a delivery carries every header GitHub
+// documents for an App's webhook (docs.github.com/webhooks/
+// webhook-events-and-payloads, Delivery headers), both signatures among
+// them: GitHub still sends the SHA-1 X-Hub-Signature beside
+// X-Hub-Signature-256, so a handler that reads the wrong one is caught
+// here. The SHA-256 value is GitHub's own test vector
+// (docs.github.com/webhooks/using-webhooks/validating-webhook-deliveries).
+func TestDeliveryHeaderIsGitHubs(t *testing.T) {
+	t.Parallel()
+	const secret, body = "It's a Secret to Everybody", "Hello, World!"
+	sha1Mac := hmac.New(sha1.New, []byte(secret))
+	sha1Mac.Write([]byte(body))
+	want := map[string]string{
+		"Content-Type":                           "application/json",
+		"X-Github-Event":                         "workflow_job",
+		"X-Github-Delivery":                      "72d3162e-cc78-11e3-81ab-4c9367dc0958",
+		"X-Github-Hook-Id":                       strconv.Itoa(ghfake.HookID),
+		"X-Github-Hook-Installation-Target-Type": "integration",
+		"X-Github-Hook-Installation-Target-Id":   "1234",
+		"X-Hub-Signature":                        "sha1=" + hex.EncodeToString(sha1Mac.Sum(nil)),
+		"X-Hub-Signature-256":                    "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17",
+	}
+	h := ghfake.DeliveryHeader("workflow_job", "72d3162e-cc78-11e3-81ab-4c9367dc0958", 1234, []byte(body), secret)
+	for k, v := range want {
+		if got := h.Get(k); got != v {
+			t.Errorf("%s = %q, want %q", k, got, v)
+		}
+	}
+	if ua := h.Get("User-Agent"); len(ua) <= len("GitHub-Hookshot/") || ua[:len("GitHub-Hookshot/")] != "GitHub-Hookshot/" {
+		t.Errorf("User-Agent = %q, want the GitHub-Hookshot/ prefix", ua)
+	}
+	// A webhook without a secret is sent unsigned.
+	unsigned := ghfake.DeliveryHeader("ping", "g", 1234, []byte(body), "")
+	if s1, s256 := unsigned.Get("X-Hub-Signature"), unsigned.Get("X-Hub-Signature-256"); s1 != "" || s256 != "" {
+		t.Errorf("no secret: signatures %q, %q, want none", s1, s256)
+	}
+}
+
+// TestDeliverSendsGitHubsHeader: what Deliver sends is DeliveryHeader for
+// the fake's App, and a redelivery sends the same again.
+func TestDeliverSendsGitHubsHeader(t *testing.T) {
+	t.Parallel()
+	f := setup(t, ghfake.WithAppID(appID))
+	var got []http.Header
+	f.fake.SetWebhook(func(_ context.Context, h http.Header, _ []byte) (int, []byte, error) {
+		got = append(got, h)
+		return 200, nil, nil
+	}, "s")
+	body := []byte(`{"action":"queued"}`)
+	f.fake.Deliver(context.Background(), "workflow_job", "g-1", body)
+	want := ghfake.DeliveryHeader("workflow_job", "g-1", appID, body, "s")
+	if len(got) != 1 {
+		t.Fatalf("%d deliveries reached the webhook, want 1", len(got))
+	}
+	for k := range want {
+		if got[0].Get(k) != want.Get(k) {
+			t.Errorf("%s = %q, want %q", k, got[0].Get(k), want.Get(k))
+		}
+	}
+}
