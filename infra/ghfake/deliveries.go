@@ -81,9 +81,15 @@ func (d HookDelivery) OK() bool { return d.Status == StatusOK }
 // (connection refused, timeout).
 type Target func(ctx context.Context, header http.Header, body []byte) (int, []byte, error)
 
-// HTTPTarget posts deliveries to url with GitHub's 10 s timeout.
+// HTTPTarget posts deliveries to url as GitHub does: a 10 s timeout
+// (docs.github.com/webhooks/using-webhooks/best-practices-for-using-webhooks)
+// and no redirect followed: a 3xx is the answer, a failed delivery like
+// any non-2xx (Go's client would follow it, re-posting the body on a 307
+// or 308, kinder than GitHub).
 func HTTPTarget(url string) Target {
-	client := &http.Client{Timeout: 10 * time.Second}
+	client := &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error {
+		return http.ErrUseLastResponse
+	}}
 	return func(ctx context.Context, h http.Header, body []byte) (int, []byte, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 		if err != nil {

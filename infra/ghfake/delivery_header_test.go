@@ -6,7 +6,9 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
+	"sync/atomic"
 	"testing"
 
 	"github.com/ghclaim/ghclaim/infra/ghfake"
@@ -70,5 +72,33 @@ func TestDeliverSendsGitHubsHeader(t *testing.T) {
 		if got[0].Get(k) != want.Get(k) {
 			t.Errorf("%s = %q, want %q", k, got[0].Get(k), want.Get(k))
 		}
+	}
+}
+
+// TestHTTPTargetFollowsNoRedirect: GitHub does not follow a redirect: the
+// 3xx is the answer, a failed delivery. Go's client follows one (a 307
+// re-posts the body), so the webhook behind it got the delivery and the
+// log said OK.
+func TestHTTPTargetFollowsNoRedirect(t *testing.T) {
+	t.Parallel()
+	var followed atomic.Int32
+	mux := http.NewServeMux()
+	mux.HandleFunc("/hook", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/moved", http.StatusTemporaryRedirect)
+	})
+	mux.HandleFunc("/moved", func(w http.ResponseWriter, _ *http.Request) {
+		followed.Add(1)
+		w.WriteHeader(http.StatusOK)
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	f := setup(t)
+	f.fake.SetWebhook(ghfake.HTTPTarget(srv.URL+"/hook"), "s")
+	d := f.fake.Deliver(context.Background(), "workflow_job", "", []byte(`{"action":"queued"}`))
+	if d.OK() || d.StatusCode != http.StatusTemporaryRedirect {
+		t.Errorf("delivery = %q %d, want a failed delivery with status 307", d.Status, d.StatusCode)
+	}
+	if n := followed.Load(); n != 0 {
+		t.Errorf("the redirect was followed %d times, want never", n)
 	}
 }
