@@ -255,6 +255,7 @@ func TestWorkflowJobPayloadMatchesGitHubDescription(t *testing.T) {
 		{name: "completed", mod: func(d *ghfake.Delivery) { d.Action, d.RunnerName = "completed", "pool-1" }},
 		{name: "completed before a runner", mod: func(d *ghfake.Delivery) { d.Action = "completed" }},
 		{name: "public, no installation", mod: func(d *ghfake.Delivery) { d.Action, d.Private, d.Installation = "in_progress", false, 0 }},
+		{name: "user's repository", mod: func(d *ghfake.Delivery) { d.Action, d.Repo, d.UserOwned = "queued", "octocat/hello", true }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -10,11 +10,15 @@ import (
 // Delivery describes one workflow_job webhook delivery (see WorkflowJobPayload).
 type Delivery struct {
 	Action  string // "queued", "waiting", "in_progress" or "completed"
-	Repo    string // "owner/name"; the owner is an organisation
+	Repo    string // "owner/name"; the owner is an organisation unless UserOwned
 	Private bool
-	JobID   int64
-	RunID   int64
-	Labels  []string
+	// UserOwned makes the repository's owner a user account: owner.type
+	// "User" and no organization object, as GitHub sends it for a
+	// repository of a personal account.
+	UserOwned bool
+	JobID     int64
+	RunID     int64
+	Labels    []string
 	// RunnerName is the runner that took the job (in_progress, completed).
 	RunnerName string
 	// Conclusion of a completed job (default "success" with a runner,
@@ -28,8 +32,8 @@ type Delivery struct {
 
 // WorkflowJobPayload is the body GitHub sends for d, with every field that
 // GitHub's webhook description requires (the repository, its owner, the
-// organisation and the sender in full), so the test kits that deliver
-// webhooks send what GitHub sends.
+// organisation when the owner is one, and the sender in full), so the test
+// kits that deliver webhooks send what GitHub sends.
 func WorkflowJobPayload(d Delivery) []byte {
 	owner, name, _ := strings.Cut(d.Repo, "/")
 	at := d.At
@@ -70,9 +74,11 @@ func WorkflowJobPayload(d Delivery) []byte {
 			"labels":        append([]string{}, d.Labels...),
 			"runner_id":     runnerID, "runner_name": runnerName, "runner_group_id": groupID, "runner_group_name": groupName,
 		},
-		"repository":   repository(d.Repo, name, owner, d.Private, visibility, ts),
-		"organization": organization(owner),
-		"sender":       user("octocat", 583231, "User"),
+		"repository": repository(d.Repo, name, owner, d.Private, d.UserOwned, visibility, ts),
+		"sender":     user("octocat", 583231, "User"),
+	}
+	if !d.UserOwned {
+		p["organization"] = organization(owner)
 	}
 	if d.Installation != 0 {
 		p["installation"] = map[string]any{"id": d.Installation, "node_id": fmt.Sprintf("MDIzOkludGVncmF0aW9uSW5zdGFsbGF0aW9u%d", d.Installation)}
@@ -81,11 +87,15 @@ func WorkflowJobPayload(d Delivery) []byte {
 	return b
 }
 
-func repository(full, name, owner string, private bool, visibility, ts string) map[string]any {
+func repository(full, name, owner string, private, userOwned bool, visibility, ts string) map[string]any {
 	api := "https://api.github.com/repos/" + full
+	ownerType := "Organization"
+	if userOwned {
+		ownerType = "User"
+	}
 	r := map[string]any{
 		"id": 186853002, "node_id": "MDEwOlJlcG9zaXRvcnkxODY4NTMwMDI=", "name": name, "full_name": full,
-		"private": private, "visibility": visibility, "owner": user(owner, 6811672, "Organization"),
+		"private": private, "visibility": visibility, "owner": user(owner, 6811672, ownerType),
 		"html_url": "https://github.com/" + full, "description": nil, "fork": false, "url": api,
 		"created_at": ts, "updated_at": ts, "pushed_at": ts,
 		"git_url": "git://github.com/" + full + ".git", "ssh_url": "git@github.com:" + full + ".git",
