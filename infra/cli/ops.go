@@ -175,8 +175,15 @@ func (c *CLI) redrive(ctx context.Context, o *opts, _ []string) error {
 				// find none of them, and end as if the DLQ were empty).
 				interrupted = err
 				for _, m := range out.Messages[i:] {
-					if id := aws.ToString(m.MessageId); !moved[id] && h.left[id] == nil {
+					id := aws.ToString(m.MessageId)
+					switch l := h.left[id]; {
+					case moved[id]:
+					case l == nil:
 						h.left[id] = &leftMessage{handle: m.ReceiptHandle}
+					default:
+						// Left earlier and back in this batch: only its
+						// latest receipt handle reaches it (SQS).
+						l.handle = m.ReceiptHandle
 					}
 				}
 				break
