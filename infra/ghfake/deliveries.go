@@ -30,7 +30,8 @@ import (
 // after the redeliverer's call returned. A test that needs the outcome
 // waits for it with Drain. (The fake used to redeliver before answering,
 // kinder than GitHub: a redeliverer tested on it could rely on the outcome
-// being in the log as soon as its ask returned.)
+// being in the log as soon as its ask returned.) The list's `status` filter
+// is GitHub's too: by status_code, so it never lists an unanswered delivery.
 
 // Routes of the delivery log, authenticated by the App JWT and charged to
 // the App's own budget.
@@ -311,6 +312,12 @@ func (s *Server) listDeliveries(w http.ResponseWriter, r *http.Request) {
 		}
 		per = min(n, maxDeliveryPer)
 	}
+	status := r.URL.Query().Get("status")
+	keep, ok := statusFilters[status]
+	if !ok {
+		writeError(w, http.StatusUnprocessableEntity, "Invalid request.\n\n"+strconv.Quote(status)+` is not a member of ["success", "failure"].`, docsDeliveries)
+		return
+	}
 	before := int64(-1)
 	if c := r.URL.Query().Get("cursor"); c != "" {
 		id, err := strconv.ParseInt(strings.TrimPrefix(c, cursorPrefix), 10, 64)
@@ -326,7 +333,7 @@ func (s *Server) listDeliveries(w http.ResponseWriter, r *http.Request) {
 	var page []HookDelivery
 	more := false
 	for _, d := range all {
-		if before >= 0 && d.ID >= before {
+		if (before >= 0 && d.ID >= before) || !keep(d.StatusCode) {
 			continue
 		}
 		if len(page) == per {
@@ -337,6 +344,9 @@ func (s *Server) listDeliveries(w http.ResponseWriter, r *http.Request) {
 	}
 	if more {
 		q := url.Values{"per_page": {strconv.Itoa(per)}, "cursor": {cursorPrefix + strconv.FormatInt(page[len(page)-1].ID, 10)}}
+		if status != "" {
+			q.Set("status", status)
+		}
 		w.Header().Set("Link", fmt.Sprintf(`<http://%s%s/app/hook/deliveries?%s>; rel="next"`, r.Host, s.prefix, q.Encode()))
 	}
 	items := make([]map[string]any, 0, len(page))
@@ -344,6 +354,18 @@ func (s *Server) listDeliveries(w http.ResponseWriter, r *http.Request) {
 		items = append(items, deliveryItem(d))
 	}
 	writeJSON(w, http.StatusOK, items)
+}
+
+// statusFilters are the values of the list's `status` parameter, by
+// status_code as GitHub's description has them: "success" is 200-399,
+// "failure" 400-599. A delivery that got no answer (status_code 0: a
+// timeout, a refused connection) is neither, so `status=failure` never
+// lists it; a fake that ignored the filter would let a redeliverer rely on
+// it and miss exactly the deliveries an endpoint down leaves.
+var statusFilters = map[string]func(code int) bool{
+	"":        func(int) bool { return true },
+	"success": func(c int) bool { return c >= 200 && c <= 399 },
+	"failure": func(c int) bool { return c >= 400 && c <= 599 },
 }
 
 // deliveryItem is GitHub's hook-delivery-item for d.

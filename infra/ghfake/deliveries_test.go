@@ -2,9 +2,12 @@ package ghfake_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -114,5 +117,82 @@ func TestDrainWhileAsked(t *testing.T) {
 	f.fake.Drain()
 	if log := f.fake.Deliveries(); len(log) != 1+asks {
 		t.Errorf("log has %d entries after the last Drain, want %d (the first and its %d redeliveries)", len(log), 1+asks, asks)
+	}
+}
+
+// TestDeliveriesStatusFilter: the list's `status` filter is GitHub's, by
+// status_code (GitHub's description of the parameter: "success" is
+// 200-399, "failure" 400-599), so a delivery that got no answer
+// (status_code 0, "failed to connect to host") is in neither; the next
+// page keeps the filter. A fake that ignored the filter listed every entry,
+// and a redeliverer that asked for failures only would have passed its
+// tests on it while on GitHub it never saw the deliveries an endpoint down
+// leaves.
+func TestDeliveriesStatusFilter(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	for _, code := range []int{200, 302, 503, 0, 404} {
+		d := ghfake.HookDelivery{GUID: fmt.Sprintf("guid-%d", code), Event: "workflow_job", StatusCode: code}
+		if code == 0 {
+			d.Status = ghfake.StatusUnreachable
+		}
+		f.fake.RecordDelivery(d)
+	}
+	iat := t0.Add(-30 * time.Second).Unix()
+	jwt := signJWT(t, key(t), map[string]any{"iss": appID, "iat": iat, "exp": iat + 600})
+	list := func(t *testing.T, url string) (int, []int, string) {
+		t.Helper()
+		status, body, h := call(t, "", jwt, installationCall{method: http.MethodGet, path: url})
+		if status != http.StatusOK {
+			return status, nil, ""
+		}
+		var items []struct {
+			StatusCode int `json:"status_code"`
+		}
+		if err := json.Unmarshal([]byte(body), &items); err != nil {
+			t.Fatal(err)
+		}
+		codes := []int{}
+		for _, it := range items {
+			codes = append(codes, it.StatusCode)
+		}
+		next := ""
+		if m := regexp.MustCompile(`<([^>]+)>; rel="next"`).FindStringSubmatch(h.Get("Link")); m != nil {
+			next = m[1]
+		}
+		return status, codes, next
+	}
+	tests := []struct {
+		name   string
+		query  string
+		status int
+		pages  [][]int
+	}{
+		{name: "no filter", query: "", status: 200, pages: [][]int{{404, 0, 503, 302, 200}}},
+		{name: "success", query: "status=success", status: 200, pages: [][]int{{302, 200}}},
+		{name: "failure leaves the unanswered out", query: "status=failure", status: 200, pages: [][]int{{404, 503}}},
+		{name: "failure paged", query: "status=failure&per_page=1", status: 200, pages: [][]int{{404}, {503}}},
+		{name: "not a member", query: "status=failed", status: 422},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			url := f.srv.URL + "/app/hook/deliveries?" + tt.query
+			var got [][]int
+			for url != "" {
+				status, codes, next := list(t, url)
+				if status != tt.status {
+					t.Fatalf("status = %d, want %d", status, tt.status)
+				}
+				if status != http.StatusOK {
+					return
+				}
+				got = append(got, codes)
+				url = next
+			}
+			if !reflect.DeepEqual(got, tt.pages) {
+				t.Errorf("pages of status_code = %v, want %v", got, tt.pages)
+			}
+		})
 	}
 }

@@ -152,6 +152,7 @@ func TestAnswersMatchGitHubDescription(t *testing.T) {
 		{name: "deliveries last page", route: ghfake.RouteDeliveries, path: "/app/hook/deliveries?per_page=2&cursor=v1_2", jwt: goodJWT, prep: deliveries, status: 200},
 		{name: "deliveries none", route: ghfake.RouteDeliveries, path: "/app/hook/deliveries", jwt: goodJWT, status: 200},
 		{name: "deliveries bad cursor", route: ghfake.RouteDeliveries, path: "/app/hook/deliveries?cursor=zz", jwt: goodJWT, status: 400},
+		{name: "deliveries bad status", route: ghfake.RouteDeliveries, path: "/app/hook/deliveries?status=failed", jwt: goodJWT, status: 422},
 		{name: "deliveries installation token", route: ghfake.RouteDeliveries, path: "/app/hook/deliveries", status: 401},
 		{name: "deliveries app rate limit", route: ghfake.RouteDeliveries, path: "/app/hook/deliveries", jwt: goodJWT, status: 403,
 			prep: func(t *testing.T, f fixture) { f.fake.SetAppRateLimit(5000, 0, t0.Add(time.Hour)) }},

@@ -25,6 +25,9 @@
 //     progress is monotone under faults: before, with no mark yet and 7+
 //     pages to read, one failed page of any of them threw the whole pass
 //     away, and at 20 % faults almost no pass ended (found by make chaos).
+//     The read asks for every entry, not `status=failure`: GitHub's filter
+//     goes by status_code 400-599 and never lists a delivery that got no
+//     answer (status_code 0), the one an endpoint down leaves.
 //     GitHub's cursors are positions in the log (ids), valid as long as
 //     the log; a stored cursor GitHub refuses (4xx) starts the read again
 //     from the newest entry.
