@@ -1,6 +1,7 @@
 package rie
 
 import (
+	"net"
 	"os"
 	"runtime"
 	"strconv"
@@ -81,4 +82,49 @@ func children(pid int) []int {
 		}
 	}
 	return out
+}
+
+// listening reports whether pid holds a TCP socket listening on addr (host:port), from
+// /proc/net/tcp and pid's open files. Without /proc to read, it falls back to a dial, which
+// cannot tell whose listener answers.
+func listening(pid int, addr string) bool {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil {
+		return false
+	}
+	table, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		return dialable(addr)
+	}
+	// "sl local_address rem_address st … uid timeout inode": the port is hex after the colon,
+	// state 0A is LISTEN.
+	want := ":" + strings.ToUpper(strconv.FormatInt(int64(n), 16))
+	for len(want) < 5 {
+		want = ":0" + want[1:]
+	}
+	inodes := map[string]bool{}
+	for _, line := range strings.Split(string(table), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) > 9 && strings.HasSuffix(f[1], want) && f[3] == "0A" {
+			inodes["socket:["+f[9]+"]"] = true
+		}
+	}
+	if len(inodes) == 0 {
+		return false
+	}
+	dir := "/proc/" + strconv.Itoa(pid) + "/fd"
+	fds, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, fd := range fds {
+		if link, err := os.Readlink(dir + "/" + fd.Name()); err == nil && inodes[link] {
+			return true
+		}
+	}
+	return false
 }

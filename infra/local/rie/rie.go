@@ -256,7 +256,7 @@ func start(ctx context.Context, cfg Config) (*process, error) {
 }
 
 func startOnce(ctx context.Context, cfg Config) (*process, error) {
-	addrs, err := freeAddrs(2)
+	addrs, err := pickAddrs(2)
 	if err != nil {
 		return nil, fmt.Errorf("rie: %s: %w", cfg.Name, err)
 	}
@@ -287,8 +287,11 @@ func startOnce(ctx context.Context, cfg Config) (*process, error) {
 	return p, nil
 }
 
-// awaitListening polls the RIE's two ports until both accept connections: a child process's
-// port offers nothing else to wait on.
+// awaitListening polls the RIE's two ports until the RIE listens on both: a child process's
+// port offers nothing else to wait on. Where the system says who holds a listening socket
+// (Linux's /proc), it must be the RIE: a port picked free can be taken by another process
+// before the RIE binds it, a dial then reaches that process, and the RIE exits on its bind
+// error a moment after start took it for up (make test once failed an invoke for it).
 func (p *process) awaitListening(ctx context.Context, addrs ...string) error {
 	deadline := time.NewTimer(startTimeout)
 	defer deadline.Stop()
@@ -297,8 +300,7 @@ func (p *process) awaitListening(ctx context.Context, addrs ...string) error {
 	for {
 		up := 0
 		for _, a := range addrs {
-			if c, err := net.Dial("tcp", a); err == nil {
-				_ = c.Close()
+			if listening(p.cmd.Process.Pid, a) {
 				up++
 			}
 		}
@@ -451,6 +453,19 @@ func environ(cfg Config) []string {
 		out = append(out, k+"="+v)
 	}
 	return out
+}
+
+// pickAddrs picks the RIE's addresses: freeAddrs, or a test's taken port.
+var pickAddrs = freeAddrs
+
+// dialable reports whether something accepts connections on addr.
+func dialable(addr string) bool {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		return false
+	}
+	_ = c.Close()
+	return true
 }
 
 // freeAddrs returns n distinct 127.0.0.1 addresses that were free a moment ago.

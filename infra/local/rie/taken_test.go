@@ -1,0 +1,66 @@
+package rie_test
+
+import (
+	"net"
+	"os"
+	"os/exec"
+	"testing"
+
+	"github.com/ghclaim/ghclaim/infra/local/rie"
+)
+
+// TestAPortTakenBeforeTheRIEBindsIsPickedAgain hands the first RIE a runtime API port another
+// listener holds, as another process can take a port picked free before the RIE binds it: a
+// dial reaches that listener, so start must not take the port for the RIE's, and the RIE's
+// exit on its bind error starts another on fresh ports. Not parallel: the picker is the
+// package's.
+func TestAPortTakenBeforeTheRIEBindsIsPickedAgain(t *testing.T) {
+	thief, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer thief.Close()
+	picks := 0
+	rie.SetPickAddrs(t, func(n int) ([]string, error) {
+		picks++
+		addrs, err := rie.FreeAddrs(n)
+		if picks == 1 && err == nil {
+			addrs[0] = thief.Addr().String() // the runtime API's
+		}
+		return addrs, err
+	})
+	e, _ := setup(t, nil)
+	a, err := invoke(t, e, `{}`)
+	if err != nil {
+		t.Fatalf("invoke with the first runtime API port taken: %v", err)
+	}
+	if a.Count != 1 || picks != 2 {
+		t.Errorf("served %d invocation(s) after %d pick(s) of ports; want 1 after 2", a.Count, picks)
+	}
+}
+
+// TestListeningNamesTheHolder: a listener is this process's, not another's; a closed port is
+// nobody's.
+func TestListeningNamesTheHolder(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	other := exec.Command("sleep", "30")
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = other.Process.Kill(); _ = other.Wait() }()
+	if !rie.Listening(os.Getpid(), addr) {
+		t.Errorf("this process's listener on %s is not seen as its", addr)
+	}
+	if rie.Listening(other.Process.Pid, addr) {
+		t.Errorf("this process's listener on %s is seen as pid %d's", addr, other.Process.Pid)
+	}
+	_ = l.Close()
+	if rie.Listening(os.Getpid(), addr) {
+		t.Errorf("the closed %s is still seen as listened on", addr)
+	}
+}
