@@ -206,7 +206,8 @@ func hexMAC(hash func() hash.Hash, body []byte, secret string) string {
 	return hex.EncodeToString(m.Sum(nil))
 }
 
-// send signs d's body, posts it to the target and logs the outcome.
+// send signs d's body with the webhook's secret as it is now, posts it to
+// the target and logs the outcome.
 func (s *Server) send(ctx context.Context, d HookDelivery) HookDelivery {
 	s.mu.Lock()
 	target, secret, appID := s.target, s.secret, s.appID
@@ -214,13 +215,10 @@ func (s *Server) send(ctx context.Context, d HookDelivery) HookDelivery {
 	if appID == 0 {
 		appID = 1 // GET /app's id
 	}
-	h := DeliveryHeader(d.Event, d.GUID, appID, d.Body, secret)
-	for k, v := range d.Header {
-		if h.Get(k) == "" {
-			h[k] = slices.Clone(v)
-		}
-	}
-	d.Header = h
+	// Built afresh for every send, a redelivery included: GitHub signs with
+	// the secret the webhook has now, not the one of the first send, and
+	// sends no signature once the secret is cleared.
+	d.Header = DeliveryHeader(d.Event, d.GUID, appID, d.Body, secret)
 	var p struct {
 		Action       string `json:"action"`
 		Installation struct {
@@ -412,8 +410,9 @@ func (s *Server) getDelivery(w http.ResponseWriter, r *http.Request) {
 
 // redeliver answers POST /app/hook/deliveries/{delivery_id}/attempts as
 // GitHub does: 202 Accepted with {} (GitHub's description: an object), and
-// the original request goes to the Target afterwards, logged as a
-// redelivery when it is answered. Nothing of it is in the log when the 202
+// the original body goes to the Target afterwards, its header built anew
+// (DeliveryHeader: signed with the secret of the moment, not the first
+// send's), logged as a redelivery when it is answered. Nothing of it is in the log when the 202
 // is sent.
 func (s *Server) redeliver(w http.ResponseWriter, r *http.Request) {
 	d, ok := s.pathDelivery(r)
@@ -428,7 +427,7 @@ func (s *Server) redeliver(w http.ResponseWriter, r *http.Request) {
 	// endpoint delays the log entry, never the 202. Counted for Drain
 	// before the 202 leaves, so a test that drains on the answer waits.
 	s.redeliverLater(context.WithoutCancel(r.Context()),
-		HookDelivery{GUID: d.GUID, Event: d.Event, Header: d.Header, Body: d.Body, Redelivery: true})
+		HookDelivery{GUID: d.GUID, Event: d.Event, Body: d.Body, Redelivery: true})
 	writeJSON(w, http.StatusAccepted, map[string]any{})
 }
 

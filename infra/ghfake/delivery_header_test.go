@@ -5,11 +5,14 @@ import (
 	"crypto/hmac"
 	"crypto/sha1"
 	"encoding/hex"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ghclaim/ghclaim/infra/ghfake"
 )
@@ -100,5 +103,73 @@ func TestHTTPTargetFollowsNoRedirect(t *testing.T) {
 	}
 	if n := followed.Load(); n != 0 {
 		t.Errorf("the redirect was followed %d times, want never", n)
+	}
+}
+
+// TestRedeliverySignsWithTheSecretOfTheMoment: GitHub signs every send with
+// the webhook's secret as it is when it sends, so a redelivery after the
+// secret was rotated carries the new signature, and one after the secret was
+// cleared carries none. The fake used to copy the first send's header into
+// the redelivery: the old signatures reached a webhook whose secret had been
+// cleared, and a handler that keeps accepting a retired secret's signatures
+// passed its tests.
+func TestRedeliverySignsWithTheSecretOfTheMoment(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, secret string }{
+		{name: "rotated", secret: "new secret"},
+		{name: "cleared", secret: ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := setup(t)
+			var (
+				mu  sync.Mutex
+				got []http.Header
+			)
+			hook := func(_ context.Context, h http.Header, _ []byte) (int, []byte, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				got = append(got, h)
+				return http.StatusServiceUnavailable, nil, nil
+			}
+			f.fake.SetWebhook(hook, "old secret")
+			body := []byte(`{"action":"queued"}`)
+			first := f.fake.Deliver(context.Background(), "workflow_job", "g-1", body)
+			f.fake.SetWebhook(hook, tc.secret)
+
+			iat := t0.Add(-30 * time.Second).Unix()
+			req, err := http.NewRequest(http.MethodPost, fmt.Sprintf("%s/app/hook/deliveries/%d/attempts", f.srv.URL, first.ID), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Authorization", "Bearer "+signJWT(t, key(t), map[string]any{"iss": appID, "iat": iat, "exp": iat + 600}))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusAccepted {
+				t.Fatalf("redelivery answered %d, want 202", resp.StatusCode)
+			}
+			f.fake.Drain()
+
+			mu.Lock()
+			defer mu.Unlock()
+			if len(got) != 2 {
+				t.Fatalf("%d sends reached the webhook, want 2 (the delivery and its redelivery)", len(got))
+			}
+			want := ghfake.DeliveryHeader("workflow_job", "g-1", appID, body, tc.secret)
+			for _, k := range []string{"X-Hub-Signature", "X-Hub-Signature-256", "X-GitHub-Delivery"} {
+				if g, w := got[1].Get(k), want.Get(k); g != w {
+					t.Errorf("redelivery %s = %q, want %q", k, g, w)
+				}
+			}
+			if old := got[0].Get("X-Hub-Signature-256"); old == "" || got[1].Get("X-Hub-Signature-256") == old {
+				t.Errorf("redelivery X-Hub-Signature-256 = %q, want other than the first send's %q", got[1].Get("X-Hub-Signature-256"), old)
+			}
+			if log := f.fake.Deliveries(); len(log) != 2 || log[0].Header.Get("X-Hub-Signature-256") != want.Get("X-Hub-Signature-256") {
+				t.Errorf("logged redelivery header = %v, want the one sent", log[0].Header)
+			}
+		})
 	}
 }
