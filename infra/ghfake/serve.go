@@ -21,8 +21,9 @@ const maxBody = 1 << 20
 // elsewhere. For the API, in order: count the call, take a programmed fault,
 // authenticate, admit it among the actor's concurrent requests, charge
 // the secondary limit's points and the rate budget, run the route (or, for a renamed
-// repository's old name, answer GitHub's redirect), then apply an
-// after-effect fault or send the route's answer.
+// repository's old name, answer GitHub's redirect; for a path no route
+// serves, GitHub's 404, as much the caller's request as any other), then
+// apply an after-effect fault or send the route's answer.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if strings.HasPrefix(r.URL.Path, controlPrefix) {
 		s.control.ServeHTTP(w, r)
@@ -61,6 +62,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r = mv.canonical
 	}
 	_, route := s.api.Handler(r)
+	// A path no route serves is still a request of whoever made it: GitHub
+	// resolves the credential first, then answers 404 with the caller's
+	// budget charged. A valid App JWT makes it the App's.
+	appJWT := route == "" && s.checkJWT(bearer(r)) == ""
 
 	s.mu.Lock()
 	s.stats.Calls[route]++
@@ -79,9 +84,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// which take the App JWT, and the manifest conversion, which GitHub
 	// serves unauthenticated).
 	inst, authed := int64(0), false
-	app := appRoute(route)
+	app := appRoute(route) || appJWT
 	public := app || route == RouteManifestConversion
-	if !public && route != "" {
+	if !public {
 		inst, authed = s.installationOfToken(bearer(r))
 		if authed {
 			s.stats.InstallationCalls[inst]++
@@ -131,8 +136,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	if route == "" {
-		writeError(w, http.StatusNotFound, "Not Found", docsREST)
+	if route == "" && !app && bearer(r) == "" {
+		s.writeAnonymous(w, h, http.StatusNotFound, "Not Found") // GitHub's 404 to nobody in particular
 		return
 	}
 	if app {
@@ -205,9 +210,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	rec := &recorder{header: http.Header{}, status: http.StatusOK}
-	if mv.location != "" {
+	switch {
+	case route == "":
+		writeError(rec, http.StatusNotFound, "Not Found", docsREST)
+	case mv.location != "":
 		writeMoved(rec, r.Method, mv.location)
-	} else {
+	default:
 		s.api.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), ctxKey{}, inst)))
 	}
 

@@ -43,6 +43,14 @@ func (s *Server) SetUnauthenticatedRate(limit, remaining int, reset time.Time) {
 // and the unauthenticated budget's, charged one request (see
 // DefaultUnauthenticatedLimit). Callers do not hold s.mu.
 func (s *Server) writeUnauthorized(w http.ResponseWriter, h http.Header, msg string) {
+	s.writeAnonymous(w, h, http.StatusUnauthorized, msg)
+}
+
+// writeAnonymous answers a request that is nobody's (a credential GitHub
+// cannot resolve, or none) with status and msg, charged to the
+// unauthenticated budget and carrying its headers, none of another's.
+// Callers do not hold s.mu.
+func (s *Server) writeAnonymous(w http.ResponseWriter, h http.Header, status int, msg string) {
 	h = h.Clone()
 	for _, k := range []string{"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Used", "X-RateLimit-Reset", "X-RateLimit-Resource"} {
 		h.Del(k)
@@ -60,5 +68,5 @@ func (s *Server) writeUnauthorized(w http.ResponseWriter, h http.Header, msg str
 	}
 	s.mu.Unlock()
 	copyHeader(w, h)
-	writeError(w, http.StatusUnauthorized, msg, docsREST)
+	writeError(w, status, msg, docsREST)
 }
