@@ -184,6 +184,7 @@ func (s *Server) generateJIT(w http.ResponseWriter, r *http.Request) {
 	}
 	inst, _ := r.Context().Value(ctxKey{}).(int64)
 	s.mu.Lock()
+	s.expireRunners() // an expired runner's name is free again
 	for _, rn := range s.runners {
 		if sameScope(rn, scope, owner, repo) && strings.EqualFold(rn.Name, req.Name) {
 			s.mu.Unlock()
@@ -197,6 +198,7 @@ func (s *Server) generateJIT(w http.ResponseWriter, r *http.Request) {
 		ID: s.runnerSeq, Name: req.Name, Scope: scope, Owner: owner, Repo: repo,
 		OS: "unknown", Status: "offline", Labels: slices.Clone(req.Labels),
 		RunnerGroupID: *req.RunnerGroupID, WorkFolder: req.WorkFolder, Installation: inst,
+		seen: s.now(),
 	}
 	s.runners[rn.ID] = rn
 	out := apiRunner(rn)
@@ -252,6 +254,7 @@ func apiRunner(rn *Runner) apiRunnerBody {
 // sortedRunners returns copies of the runners keep accepts, by id.
 // Callers hold s.mu.
 func (s *Server) sortedRunners(keep func(*Runner) bool) []Runner {
+	s.expireRunners()
 	out := []Runner{}
 	for _, rn := range s.runners {
 		if keep(rn) {
@@ -295,6 +298,7 @@ func (s *Server) lookupRunner(r *http.Request) *Runner {
 	if err != nil {
 		return nil
 	}
+	s.expireRunners()
 	rn := s.runners[id]
 	if rn == nil || !sameScope(rn, scope, owner, repo) {
 		return nil

@@ -119,6 +119,9 @@ type Runner struct {
 	WorkFolder    string   `json:"work_folder,omitempty"`
 	// Installation registered the runner.
 	Installation int64 `json:"installation_id"`
+	// seen is when the runner was last connected (registered, for one
+	// never online): EphemeralLifetime counts from it.
+	seen time.Time
 }
 
 // Job is a workflow job as GET /repos/{owner}/{repo}/actions/jobs/{id}
@@ -449,10 +452,12 @@ func (e errorString) Error() string { return string(e) }
 func (s *Server) SetRunner(name, status string, busy bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.expireRunners()
 	found := false
 	for _, r := range s.runners {
 		if strings.EqualFold(r.Name, name) {
-			r.Status, r.Busy, found = status, busy, true
+			s.setRunnerStatus(r, status, busy)
+			found = true
 		}
 	}
 	if !found {
@@ -466,11 +471,12 @@ func (s *Server) SetRunner(name, status string, busy bool) error {
 func (s *Server) SetRunnerByID(id int64, status string, busy bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.expireRunners()
 	r, ok := s.runners[id]
 	if !ok {
 		return ErrNoRunner
 	}
-	r.Status, r.Busy = status, busy
+	s.setRunnerStatus(r, status, busy)
 	return nil
 }
 
@@ -479,6 +485,7 @@ func (s *Server) SetRunnerByID(id int64, status string, busy bool) error {
 func (s *Server) RemoveRunner(id int64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.expireRunners()
 	_, ok := s.runners[id]
 	delete(s.runners, id)
 	return ok
