@@ -35,13 +35,37 @@ var Placeholders = []string{"REPLACE-WITH-THE-GITHUB-APP-PRIVATE-KEY-PEM"}
 // through errors.As on interface{ NotSet() bool }.
 var ErrNotSet error = notSetError{}
 
-type notSetError struct{}
+// Reasons a secret holds nothing usable, as an error wrapping ErrNotSet
+// reports them through NotSetReason() string (errors.As, like NotSet()):
+// stable words a consumer that must not import this package chooses its
+// own answer by, since the advice differs (`make app` sets a secret; it
+// does not restore a deleted one). They never carry an ARN or a value.
+// ErrNotSet itself, with no reason known, reports "".
+const (
+	// ReasonNeverSet: no AWSCURRENT value (created but never set, or no
+	// such secret).
+	ReasonNeverSet = "never_set"
+	// ReasonDeleted: scheduled for deletion (restore-secret undoes it).
+	ReasonDeleted = "deleted"
+	// ReasonEmpty: a value of nothing but spaces.
+	ReasonEmpty = "empty"
+	// ReasonPlaceholder: still the template's placeholder.
+	ReasonPlaceholder = "placeholder"
+)
 
-func (notSetError) Error() string { return "secret not set yet" }
-func (notSetError) NotSet() bool  { return true }
+type notSetError struct{ reason string }
+
+func (notSetError) Error() string          { return "secret not set yet" }
+func (notSetError) NotSet() bool           { return true }
+func (e notSetError) NotSetReason() string { return e.reason }
 func (notSetError) Is(target error) bool {
-	return target == ErrEmpty // an empty value is one way of not being set
+	// An empty value is one way of not being set; a reasoned error is
+	// ErrNotSet all the same.
+	return target == ErrEmpty || target == ErrNotSet
 }
+
+// notSetBecause is ErrNotSet carrying why.
+func notSetBecause(reason string) error { return notSetError{reason: reason} }
 
 // CacheOptions tunes a Cache; zero values take the defaults.
 type CacheOptions struct {

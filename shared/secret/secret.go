@@ -60,7 +60,7 @@ func Resolve(ctx context.Context, sm SecretsManager, arn, plain string) (string,
 // The value is SecretString, or SecretBinary when the secret was put as
 // bytes (--secret-binary fileb://app.pem): GetSecretValue answers one or
 // the other. What holds nothing usable is an error wrapping ErrNotSet that
-// says why: no AWSCURRENT value (created but never set, or no such
+// says why, in its text and as its NotSetReason: no AWSCURRENT value (created but never set, or no such
 // secret: ResourceNotFoundException), scheduled for deletion
 // (InvalidRequestException), empty, or the template's placeholder. AWS's
 // own error stays reachable (errors.As); the value is never in an error.
@@ -73,9 +73,9 @@ func read(ctx context.Context, sm SecretsManager, arn string) (string, error) {
 	var deleted *smtypes.InvalidRequestException
 	switch {
 	case errors.As(err, &nf):
-		return "", fmt.Errorf("secret %s: has no AWSCURRENT value (created but never set, or no such secret): %w (%w)", shown(arn), ErrNotSet, scrub(err, arn))
+		return "", fmt.Errorf("secret %s: has no AWSCURRENT value (created but never set, or no such secret): %w (%w)", shown(arn), notSetBecause(ReasonNeverSet), scrub(err, arn))
 	case errors.As(err, &deleted):
-		return "", fmt.Errorf("secret %s: scheduled for deletion (aws secretsmanager restore-secret undoes it): %w (%w)", shown(arn), ErrNotSet, scrub(err, arn))
+		return "", fmt.Errorf("secret %s: scheduled for deletion (aws secretsmanager restore-secret undoes it): %w (%w)", shown(arn), notSetBecause(ReasonDeleted), scrub(err, arn))
 	case err != nil:
 		return "", fmt.Errorf("secret %s: %w", shown(arn), scrub(err, arn))
 	}
@@ -85,9 +85,9 @@ func read(ctx context.Context, sm SecretsManager, arn string) (string, error) {
 	}
 	switch {
 	case strings.TrimSpace(v) == "":
-		return "", fmt.Errorf("secret %s: empty: %w", shown(arn), ErrNotSet)
+		return "", fmt.Errorf("secret %s: empty: %w", shown(arn), notSetBecause(ReasonEmpty))
 	case isPlaceholder(v):
-		return "", fmt.Errorf("secret %s: still the template's placeholder: %w", shown(arn), ErrNotSet)
+		return "", fmt.Errorf("secret %s: still the template's placeholder: %w", shown(arn), notSetBecause(ReasonPlaceholder))
 	}
 	return v, nil
 }

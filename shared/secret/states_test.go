@@ -30,6 +30,7 @@ func TestSecretStatesOnMoto(t *testing.T) {
 		setup   func(t *testing.T, name string) string // returns the ARN
 		want    string
 		wantErr string
+		reason  string // NotSetReason, what a consumer chooses its answer by
 	}{
 		{name: "SecretString", want: value, setup: func(t *testing.T, name string) string {
 			return create(t, sm, &secretsmanager.CreateSecretInput{Name: &name, SecretString: aws.String(value)})
@@ -37,7 +38,7 @@ func TestSecretStatesOnMoto(t *testing.T) {
 		{name: "SecretBinary (put with fileb://)", want: value, setup: func(t *testing.T, name string) string {
 			return create(t, sm, &secretsmanager.CreateSecretInput{Name: &name, SecretBinary: []byte(value)})
 		}},
-		{name: "created, never set", wantErr: "has no AWSCURRENT value", setup: func(t *testing.T, name string) string {
+		{name: "created, never set", wantErr: "has no AWSCURRENT value", reason: secret.ReasonNeverSet, setup: func(t *testing.T, name string) string {
 			return create(t, sm, &secretsmanager.CreateSecretInput{Name: &name})
 		}},
 		// A rotation's next value is AWSPENDING until it is made current;
@@ -51,14 +52,17 @@ func TestSecretStatesOnMoto(t *testing.T) {
 			}
 			return arn
 		}},
-		{name: "scheduled for deletion", wantErr: "scheduled for deletion", setup: func(t *testing.T, name string) string {
+		{name: "scheduled for deletion", wantErr: "scheduled for deletion", reason: secret.ReasonDeleted, setup: func(t *testing.T, name string) string {
 			arn := create(t, sm, &secretsmanager.CreateSecretInput{Name: &name, SecretString: aws.String(value)})
 			if _, err := sm.DeleteSecret(ctx, &secretsmanager.DeleteSecretInput{SecretId: &arn, RecoveryWindowInDays: aws.Int64(7)}); err != nil {
 				t.Fatal(err)
 			}
 			return arn
 		}},
-		{name: "the template's placeholder", wantErr: "still the template's placeholder", setup: func(t *testing.T, name string) string {
+		{name: "spaces only", wantErr: "empty", reason: secret.ReasonEmpty, setup: func(t *testing.T, name string) string {
+			return create(t, sm, &secretsmanager.CreateSecretInput{Name: &name, SecretString: aws.String(" \n")})
+		}},
+		{name: "the template's placeholder", wantErr: "still the template's placeholder", reason: secret.ReasonPlaceholder, setup: func(t *testing.T, name string) string {
 			return create(t, sm, &secretsmanager.CreateSecretInput{Name: &name, SecretString: aws.String(secret.Placeholders[0])})
 		}},
 	}
@@ -82,6 +86,10 @@ func TestSecretStatesOnMoto(t *testing.T) {
 				if got.err == nil || !errors.Is(got.err, secret.ErrNotSet) || !strings.Contains(got.err.Error(), tt.wantErr) ||
 					!strings.Contains(got.err.Error(), arn) {
 					t.Errorf("%s: got %v, want ErrNotSet saying %q and naming %s", got.via, got.err, tt.wantErr, arn)
+				}
+				var why interface{ NotSetReason() string }
+				if !errors.As(got.err, &why) || why.NotSetReason() != tt.reason {
+					t.Errorf("%s: got %v, want NotSetReason %q", got.via, got.err, tt.reason)
 				}
 				if got.err != nil && strings.Contains(got.err.Error(), "MIIBOgIBAAJBAKj34Gkx") {
 					t.Errorf("%s: error quotes the value: %v", got.via, got.err)

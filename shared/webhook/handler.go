@@ -82,7 +82,8 @@ type Config struct {
 	// delivery (through a cache with a TTL in production), so a rotation
 	// or the first secret written by `make app` is used without a cold
 	// start. An error whose NotSet() is true (no secret yet) answers 503
-	// with ErrSecretNotSet's message; any other error 503 "unavailable".
+	// with the message its NotSetReason() calls for (ErrSecretNotSet,
+	// ErrSecretDeleted, ErrSecretEmpty); any other error 503 "unavailable".
 	CurrentSecrets func(ctx context.Context) ([][]byte, error)
 	// Pools are the runner pools, in match order.
 	Pools []pool.Pool

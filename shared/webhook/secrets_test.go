@@ -19,6 +19,13 @@ type notSetErr struct{}
 func (notSetErr) Error() string { return "secret arn:x: secret not set yet" }
 func (notSetErr) NotSet() bool  { return true }
 
+// whyNotSetErr is how shared/secret reports why a secret holds nothing.
+type whyNotSetErr struct{ reason string }
+
+func (whyNotSetErr) Error() string          { return "secret arn:x: secret not set yet" }
+func (whyNotSetErr) NotSet() bool           { return true }
+func (e whyNotSetErr) NotSetReason() string { return e.reason }
+
 // TestCurrentSecrets: the handler asks for the secrets on every delivery,
 // so one written after start-up (make app) or rotated is used at once, and
 // before there is one it answers 503 with a message, writing nothing.
@@ -45,7 +52,11 @@ func TestCurrentSecrets(t *testing.T) {
 		message string
 	}{
 		{name: "not set yet", err: notSetErr{}, code: http.StatusServiceUnavailable, message: ErrSecretNotSet.Error()},
-		{name: "empty list", code: http.StatusServiceUnavailable, message: ErrSecretNotSet.Error()},
+		{name: "never set", err: whyNotSetErr{"never_set"}, code: http.StatusServiceUnavailable, message: ErrSecretNotSet.Error()},
+		{name: "the template's placeholder", err: whyNotSetErr{"placeholder"}, code: http.StatusServiceUnavailable, message: ErrSecretNotSet.Error()},
+		{name: "scheduled for deletion", err: whyNotSetErr{"deleted"}, code: http.StatusServiceUnavailable, message: ErrSecretDeleted.Error()},
+		{name: "emptied", err: whyNotSetErr{"empty"}, code: http.StatusServiceUnavailable, message: ErrSecretEmpty.Error()},
+		{name: "only commas (an empty list)", code: http.StatusServiceUnavailable, message: ErrSecretEmpty.Error()},
 		{name: "secret store down", err: errors.New("ThrottlingException arn:x"), code: http.StatusServiceUnavailable, message: "webhook secret unavailable: redeliver this delivery"},
 		{name: "written by make app", secrets: [][]byte{[]byte(localSecret)}, code: http.StatusAccepted},
 		{name: "rotated away", secrets: [][]byte{[]byte("another")}, code: http.StatusUnauthorized},
@@ -65,7 +76,7 @@ func TestCurrentSecrets(t *testing.T) {
 		if n := f.requests() - before; tt.code == http.StatusServiceUnavailable && n != 0 {
 			t.Errorf("%s: %d AWS requests, want none", tt.name, n)
 		}
-		if strings.Contains(resp.Body, "ThrottlingException") {
+		if strings.Contains(resp.Body, "ThrottlingException") || strings.Contains(resp.Body, "arn:") {
 			t.Errorf("%s: internal error text reached the client: %s", tt.name, resp.Body)
 		}
 	}
