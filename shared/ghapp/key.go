@@ -26,7 +26,11 @@ import (
 // escapes can only be line breaks. Other text around the PEM block is
 // ignored, as encoding/pem does (openssl's "Bag Attributes" lines), except
 // a JSON document, which is refused: which of its fields is the key is a
-// guess, and the secret is documented as the PEM itself.
+// guess, and the secret is documented as the PEM itself. A PEM still in
+// the quotes of the .env or JSON value it was copied from is refused too,
+// with an error that says so (README: "without its quotes"): the PEM
+// armour's dashes are where pem.Decode looks, and a quote before or after
+// them hid the block, so the error was "not PEM".
 func parseKey(b []byte) (*rsa.PrivateKey, error) {
 	s := strings.TrimSpace(strings.TrimPrefix(string(b), "\ufeff"))
 	switch {
@@ -34,6 +38,8 @@ func parseKey(b []byte) (*rsa.PrivateKey, error) {
 		return nil, errors.New("empty")
 	case strings.HasPrefix(s, "{"):
 		return nil, errors.New(`a JSON document, not a PEM: store the .pem file's content itself (--secret-string file://app.pem), not {"key": "…"}`)
+	case quoted(s):
+		return nil, errors.New("the key is wrapped in quotes (a .env or JSON value's): store it without them")
 	case strings.HasPrefix(s, "-----BEGIN ") && !strings.ContainsAny(s, "\r\n") && strings.Contains(s, `\n`):
 		s = strings.ReplaceAll(strings.ReplaceAll(s, `\r\n`, "\n"), `\n`, "\n")
 	}
@@ -91,6 +97,19 @@ func parseKey(b []byte) (*rsa.PrivateKey, error) {
 	default:
 		return nil, errors.New("a private key that is not RSA: a GitHub App's key is RSA")
 	}
+}
+
+// quoted reports whether s, trimmed, is a PEM block with a quote (" or ')
+// before its first line or after its last, as a .env or JSON value holds
+// it. Base64 and the PEM armour never hold a quote.
+func quoted(s string) bool {
+	isQuote := func(c byte) bool { return c == '"' || c == '\'' }
+	opens := isQuote(s[0]) && strings.HasPrefix(strings.TrimSpace(s[1:]), "-----BEGIN ")
+	// Before a closing quote: the armour's dashes, perhaps with a
+	// trailing line break, literal (\n) or not.
+	last := strings.TrimRight(s[:len(s)-1], " \t\r\n\\rn")
+	closes := isQuote(s[len(s)-1]) && strings.Contains(s, "-----BEGIN ") && strings.HasSuffix(last, "-----")
+	return opens || closes
 }
 
 // notPEM says what s, holding no PEM block, looks like.

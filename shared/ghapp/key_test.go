@@ -85,13 +85,20 @@ func TestParseKeyNamesWhatIsWrong(t *testing.T) {
 	_, ed, _ := ed25519.GenerateKey(rand.Reader)
 	edPKCS8, _ := x509.MarshalPKCS8PrivateKey(ed)
 	wrapped, _ := json.Marshal(map[string]string{"private_key": pkcs1})
+	escaped, _ := json.Marshal(pkcs1) // "-----BEGIN …-----\n…": a .env or JSON value, quotes and all
 	lines := strings.Split(pkcs1, "\n")
+	const inQuotes = "the key is wrapped in quotes"
 	tests := []struct {
 		name, in, want string
 	}{
 		{name: "empty", in: " \n", want: "empty"},
 		{name: "the template's placeholder", in: "REPLACE-WITH-THE-GITHUB-APP-PRIVATE-KEY-PEM", want: "not PEM"},
 		{name: "JSON around the PEM", in: string(wrapped), want: "a JSON document, not a PEM"},
+		{name: "in double quotes, one line with \\n escapes", in: string(escaped), want: inQuotes},
+		{name: "in double quotes, a .env line", in: "GITHUB_APP_PRIVATE_KEY=" + string(escaped) + "\n", want: inQuotes},
+		{name: "in double quotes, lines as downloaded", in: `"` + strings.TrimSpace(pkcs1) + `"`, want: inQuotes},
+		{name: "in single quotes, lines as downloaded", in: "'" + pkcs1 + "'\n", want: inQuotes},
+		{name: "an opening quote only", in: `"` + pkcs1, want: inQuotes},
 		{name: "the .pem's path", in: "/home/me/ghclaim-app.2026-12-01.private-key.pem", want: "a file path, not the key"},
 		{name: "a relative path", in: "ghclaim.private-key.pem", want: "a file path, not the key"},
 		{name: "a public key", in: publicPEM(t, &key.PublicKey), want: "a public key, not a private key"},
