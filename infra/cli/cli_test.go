@@ -580,6 +580,22 @@ func TestDoctor(t *testing.T) {
 		}
 	})
 
+	// A webhook secret of two values is a rotation list: doctor says a
+	// comma separates two values, as a secret typed into GitHub with a
+	// comma in it passes the ping (signed with the first value) and never
+	// verifies a delivery.
+	t.Run("a webhook secret of two values", func(t *testing.T) {
+		out, err := secretsmanager.NewFromConfig(env.cfg).CreateSecret(context.Background(), &secretsmanager.CreateSecretInput{
+			Name: aws.String("ghclaim-doctor-rotation"), SecretString: aws.String(env.hookKey + ",an-older-secret")})
+		must(t, err)
+		r := run(t, nil, gh("doctor", "--webhook-secret-arn", aws.ToString(out.ARN), "--webhook-url", env.hookURL, "--dlq-url", emptyDLQ, "--json")...)
+		got := detail(t, r.stdout, "webhook secret")
+		if !strings.Contains(got, "2 values") || !strings.Contains(got, "a secret with a comma in it never verifies") ||
+			!strings.Contains(detail(t, r.stdout, "webhook ping"), "first value") {
+			t.Fatalf("doctor: webhook secret %q, want 2 values read as a rotation list\n%s", got, r.stdout)
+		}
+	})
+
 	// A launch template made for the release at 674a79e (no instance
 	// metadata tags, shutdown behaviour stop): the claimer refuses to
 	// launch from it, so every job of its pool fails; doctor says so first.

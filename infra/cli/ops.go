@@ -536,8 +536,13 @@ func (c *CLI) doctor(ctx context.Context, o *opts, _ []string) error {
 			// Only separators (what is left of "new,old" with both
 			// deleted): the webhook answers every delivery 503.
 			add("webhook secret", "fail", "holds no value (only commas or spaces): the webhook answers every delivery 503")
+		} else if len(hookSecrets) == 1 {
+			add("webhook secret", "ok", "set (1 value)")
 		} else {
-			add("webhook secret", "ok", "set (%d value(s))", len(hookSecrets))
+			// A rotation, or one secret with a comma in it, which no
+			// delivery can match (GitHub signs with the whole): doctor
+			// cannot tell them apart, so it says how the value is read.
+			add("webhook secret", "ok", "set (%d values, a rotation list: each comma separates two, so a secret with a comma in it never verifies; GitHub must sign with one of them)", len(hookSecrets))
 		}
 	}
 	var app *ghapp.Client
@@ -678,7 +683,7 @@ func (c *CLI) doctor(ctx context.Context, o *opts, _ []string) error {
 		case status != http.StatusOK:
 			add("webhook ping", "fail", "%s answered %d to a signed ping, want 200 (a 401 means the secrets differ)", d.WebhookURL, status)
 		default:
-			add("webhook ping", "ok", "%s answered 200 to a signed ping", d.WebhookURL)
+			add("webhook ping", "ok", "%s answered 200 to a ping signed with the secret's first value", d.WebhookURL)
 		}
 	}
 
