@@ -48,7 +48,9 @@ func TestTerminateInstancesAsEC2(t *testing.T) {
 				t.Fatalf("DescribeImages: %v (%d images)", err, len(imgs))
 			}
 			launch := func() string {
-				id, err := provisiontest.RunInstance(ctx, f.ec2, imgs[0], "t3.micro", []ec2api.Tag{{Key: TagJobID, Value: "7001"}})
+				// Not 7001: TestScaffoldLaunchTemplateOnMoto counts that job's
+				// instances on the same server, in parallel.
+				id, err := provisiontest.RunInstance(ctx, f.ec2, imgs[0], "t3.micro", []ec2api.Tag{{Key: TagJobID, Value: "7101"}})
 				if err != nil {
 					t.Fatal(err)
 				}
