@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
+
 	"github.com/ghclaim/ghclaim/shared/claim"
 	"github.com/ghclaim/ghclaim/shared/job"
 )
@@ -47,29 +49,45 @@ func (g *gatedStore) Acquire(ctx context.Context, id, version int64, owner strin
 // (distinct SQS message ids and receipt handles, same body), handled at
 // once by two workers of one invocation. Exactly one copy takes the lease:
 // one JIT config, one machine or dispatch message, the record claimed; the
-// other copy is a duplicate and deleted.
+// other copy is a duplicate and deleted. Also when the copies are one SQS
+// message delivered twice (at-least-once: the same message id, a receipt
+// handle each): the lease owner tells them apart by the receipt, since
+// the message id alone would make them one owner, and the second lease
+// write would pass as an SDK retry of the first (two runners, two machines).
 func TestTwoCopiesInOneBatch(t *testing.T) {
 	t.Parallel()
 	for i, tc := range []struct {
-		name string
-		ec2  bool
+		name   string
+		ec2    bool
+		sameID bool // one message delivered twice, not two messages
 	}{
 		{name: "dispatch"},
 		{name: "ec2", ec2: true},
+		{name: "one message delivered twice", sameID: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			h := setup(t, setupOpt{ec2: tc.ec2})
 			id := int64(9601 + i)
 			h.seed(t, id)
-			// The copy: the same body sent again, as an SDK-retried
-			// SendMessage whose first answer was lost would.
-			if err := h.queue.Send(context.Background(), job.Message{JobID: id, Version: 1}, 0); err != nil {
-				t.Fatal(err)
-			}
-			batch := h.receive(t, 2)
-			if batch[0].MessageId == batch[1].MessageId || batch[0].ReceiptHandle == batch[1].ReceiptHandle || batch[0].Body != batch[1].Body {
-				t.Fatalf("batch %+v, want two copies of one body with distinct ids and receipts", batch)
+			var batch []events.SQSMessage
+			if tc.sameID {
+				// SQS hands one message out twice: the same id and body,
+				// a receipt handle of its own each.
+				batch = h.receive(t, 1)
+				again := batch[0]
+				again.ReceiptHandle += "-again"
+				batch = append(batch, again)
+			} else {
+				// The copy: the same body sent again, as an SDK-retried
+				// SendMessage whose first answer was lost would.
+				if err := h.queue.Send(context.Background(), job.Message{JobID: id, Version: 1}, 0); err != nil {
+					t.Fatal(err)
+				}
+				batch = h.receive(t, 2)
+				if batch[0].MessageId == batch[1].MessageId || batch[0].ReceiptHandle == batch[1].ReceiptHandle || batch[0].Body != batch[1].Body {
+					t.Fatalf("batch %+v, want two copies of one body with distinct ids and receipts", batch)
+				}
 			}
 			c := h.claimer(t, claimerOpt{concurrency: 2, store: newGatedStore(t, h.store, 2)})
 
