@@ -354,3 +354,58 @@ func TestBacklogPassStrandsNothing(t *testing.T) {
 			len(st.taken), len(q.sent), stranded, q.pastStop, rep)
 	}
 }
+
+// laggingStore is memStore whose every call takes exactly lat: a pass of
+// many take-backs falls seconds behind its plan.
+type laggingStore struct {
+	memStore
+	lat time.Duration
+}
+
+func (s *laggingStore) TakeBack(ctx context.Context, read job.Record, to job.State, due time.Time, why string, now time.Time) (job.Record, error) {
+	rec, err := s.memStore.TakeBack(ctx, read, to, due, why, now)
+	_ = s.clock.Sleep(ctx, s.lat)
+	return rec, err
+}
+
+// TestArrivalsStayInTheWindowWhenThePassIsSlow: the spread is of
+// arrivals (send time + delay), so a pass whose take-backs put each batch
+// seconds behind its plan still delivers every job inside the window
+// W = min(M × 2 s, 30 s) from its first send (plus the 1 s SQS rounds
+// DelaySeconds up to). A batch sent e seconds late that kept its planned
+// delay arrived e seconds late: the last of 60 jobs 9 s past W,
+// unseen by the density checks, which such a drift only thins out.
+func TestArrivalsStayInTheWindowWhenThePassIsSlow(t *testing.T) {
+	t.Parallel()
+	for _, m := range []int{11, 25, 60} {
+		t.Run(fmt.Sprint(m, " jobs"), func(t *testing.T) {
+			t.Parallel()
+			clock := &latencyClock{t: t0, rnd: rand.New(rand.NewPCG(7, uint64(m)))}
+			st := &laggingStore{memStore: memStore{clock: clock}, lat: 200 * time.Millisecond}
+			for id := int64(1); id <= int64(m); id++ {
+				st.recs = append(st.recs, job.Record{JobID: id, State: job.Claiming, Version: 2, InstallationID: 42, Repo: "octo/app", Pool: "linux",
+					LeaseOwner: "dead", LeaseExpiresAt: job.Millis(t0.Add(-time.Minute))})
+			}
+			q := &arrivalQueue{clock: clock, stamp: 0}
+			r := mustNew(t, reclaim.Config{Store: st, Queue: q, Now: clock.Now, Sleep: clock.Sleep, Rand: random.New(5), Logger: slog.New(slog.DiscardHandler)})
+			if rep, err := r.Run(context.Background()); err != nil || rep.RequeuedTotal() != m || len(q.arrivals) != m {
+				t.Fatalf("%+v, %v, %d sent; want all %d requeued and sent", rep, err, len(q.arrivals), m)
+			}
+			first := slices.MinFunc(q.arrivals, func(a, b time.Time) int { return a.Compare(b) })
+			last := slices.MaxFunc(q.arrivals, func(a, b time.Time) int { return a.Compare(b) })
+			if limit := reclaim.Window(m) + time.Second; last.Sub(first) > limit {
+				t.Errorf("arrivals span %s (first %s, last %s after t0), want ≤ W + 1 s = %s",
+					last.Sub(first), first.Sub(t0), last.Sub(t0), limit)
+			}
+			if got := reclaim.MaxPerSecond(func() []time.Duration {
+				o := make([]time.Duration, m)
+				for i, a := range q.arrivals {
+					o[i] = a.Sub(t0)
+				}
+				return o
+			}()); got > 3 {
+				t.Errorf("%d arrivals in one 1 s window, want ≤ 3", got)
+			}
+		})
+	}
+}
