@@ -52,6 +52,12 @@ func TestLeaseOutlivesTheInvocation(t *testing.T) {
 	const id = 9501
 	h.seed(t, id)
 	seeded := len(h.queue.Sent())
+	// The message waited in a backlog until the record's sweep_at (the
+	// pending grace) passed: the reclaimer's pass sees the record, and
+	// only the live lease keeps it from taking the job back. (Without the
+	// wait the pass found nothing whatever the lease, and the test passed
+	// with the lease left at LEASE_DURATION.)
+	h.clock.Advance(h.store.Timing().PendingGrace + time.Second)
 	c := h.claimer(t, claimerOpt{instance: "short-lease", lease: 20 * time.Second})
 	requeued := 0
 	h.spy.set(func(n int) error {
