@@ -66,6 +66,17 @@ func setupPoolChange(t *testing.T) (*fleetEC2, *EC2, Result) {
 	return inst, e, first
 }
 
+// setupPoolChangeMachineDied is setupPoolChange with attempt 1's machine
+// terminated since: attempt 2 finds no machine of the job.
+func setupPoolChangeMachineDied(t *testing.T) (*fleetEC2, *EC2) {
+	t.Helper()
+	inst, e, first := setupPoolChange(t)
+	inst.mu.Lock()
+	inst.state[first.InstanceID] = ec2api.StateTerminated
+	inst.mu.Unlock()
+	return inst, e
+}
+
 // onSubnet is ec2Pool with one subnet, as an operator might configure it.
 func onSubnet(subnet string) pool.Pool {
 	p := ec2Pool()
@@ -114,11 +125,8 @@ func TestEC2ProvisionAfterThePoolChanged(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			inst, e, first := setupPoolChange(t)
+			inst, e := setupPoolChangeMachineDied(t)
 			ctx := context.Background()
-			inst.mu.Lock()
-			inst.state[first.InstanceID] = ec2api.StateTerminated
-			inst.mu.Unlock()
 
 			second := request(onSubnet("subnet-b"), 42)
 			if tt.jitChanges {
@@ -181,5 +189,36 @@ func TestEC2ProvisionPoolChangedWhileTheMachineLives(t *testing.T) {
 				t.Errorf("live machines: got %v, want only %s", live, first.InstanceID)
 			}
 		})
+	}
+}
+
+// TestEC2RepeatAfterThePoolChangedMissesItsMachine: attempt 2 (subnet B)
+// launched under LaunchKey after its job-derived token met attempt 1's
+// arguments; its repeat (a claimer that died after the launch) looks for
+// the machine twice, before the launch and after the mismatch, and
+// DescribeInstances, eventually consistent, misses it both times. The
+// repeat launches under LaunchKey again, and only because that key is a
+// function of the job and the launch does EC2 answer with the machine it
+// started: a key of its own per call started a second one.
+func TestEC2RepeatAfterThePoolChangedMissesItsMachine(t *testing.T) {
+	t.Parallel()
+	inst, e := setupPoolChangeMachineDied(t)
+	ctx := context.Background()
+	second, err := e.Provision(ctx, request(onSubnet("subnet-b"), 42))
+	if err != nil {
+		t.Fatalf("attempt 2: %v", err)
+	}
+	inst.mu.Lock()
+	inst.hidden[second.InstanceID] = 2 // both lookups of the repeat miss it
+	inst.mu.Unlock()
+	again, err := e.Provision(ctx, request(onSubnet("subnet-b"), 42))
+	if err != nil {
+		t.Fatalf("repeat of attempt 2: %v", err)
+	}
+	if again.InstanceID != second.InstanceID {
+		t.Errorf("repeat of attempt 2: got %s, want %s, the machine attempt 2 started", again.InstanceID, second.InstanceID)
+	}
+	if live := inst.alive(); len(live) != 1 {
+		t.Errorf("live machines: got %v, want only %s", live, second.InstanceID)
 	}
 }
