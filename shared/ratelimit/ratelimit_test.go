@@ -498,6 +498,28 @@ func TestTrackerObserveKeepsAnExhaustionALateSuccessFollows(t *testing.T) {
 	}
 }
 
+// TestTrackerIgnoresALateAnswerOfTheWindowBefore: an answer GitHub gave
+// in the window before (plenty left, the old reset) arrives after the
+// exhaustion of the current window was observed (a slow call, or another
+// process's older reading). A different reset decides by observation
+// time, so the older answer never replaces the exhaustion: taken for
+// newer, every claimer would call GitHub for a 403 until the reset.
+func TestTrackerIgnoresALateAnswerOfTheWindowBefore(t *testing.T) {
+	t.Parallel()
+	now := resetAt.Add(5 * time.Minute) // in the window after resetAt
+	tr := ratelimit.NewTracker(newFakeStore(), ratelimit.DefaultPersistRule(), func() time.Time { return now })
+	exhausted := ratelimit.Reading{Limit: 5000, Remaining: 0, ResetAt: resetAt.Add(time.Hour), ObservedAt: now}
+	before := ratelimit.Reading{Limit: 5000, Remaining: 4000, ResetAt: resetAt, ObservedAt: resetAt.Add(-time.Second)}
+	tr.Observe(installation, exhausted)
+	tr.Observe(installation, before)
+	if got, _ := tr.Latest(installation); !got.Equal(exhausted) {
+		t.Fatalf("got %+v, want the exhaustion %+v kept", got, exhausted)
+	}
+	if ratelimit.Admits(before, exhausted) {
+		t.Errorf("a shared item holding %+v admits the older %+v, want it refused", exhausted, before)
+	}
+}
+
 // TestTrackerRefreshesAnExhaustionItLoadedOld: a process loads an exhausted
 // shared reading shortly before it goes stale (Freshness), then, past it,
 // learns the same exhaustion from GitHub. It writes it back: the shared
