@@ -17,16 +17,22 @@ import (
 	cftypes "github.com/aws/aws-sdk-go-v2/service/cloudformation/types"
 )
 
-// loseFirstAnswer forwards every request, but the answer to the first CreateStack is lost on
-// the way back (a connection reset after the emulator acted), so the SDK retries it.
+// loseFirstAnswer forwards every request, but the answer to the first call of action
+// (CreateStack when empty) is lost on the way back (a connection reset after the emulator
+// acted), so the SDK retries it.
 type loseFirstAnswer struct {
-	next http.RoundTripper
-	mu   sync.Mutex
-	lost int
+	next   http.RoundTripper
+	action string
+	mu     sync.Mutex
+	lost   int
 }
 
 func (l *loseFirstAnswer) RoundTrip(req *http.Request) (*http.Response, error) {
-	isCreate := strings.Contains(req.Header.Get("X-Amz-Target"), "CreateStack")
+	action := l.action
+	if action == "" {
+		action = "CreateStack"
+	}
+	isCreate := strings.HasSuffix(req.Header.Get("X-Amz-Target"), "."+action)
 	if req.Body != nil && !isCreate {
 		b, err := io.ReadAll(req.Body)
 		if err != nil {
@@ -34,7 +40,7 @@ func (l *loseFirstAnswer) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		req.Body.Close()
 		req.Body = io.NopCloser(bytes.NewReader(b))
-		isCreate = bytes.Contains(b, []byte("Action=CreateStack"))
+		isCreate = bytes.Contains(b, []byte("Action="+action+"&"))
 	}
 	resp, err := l.next.RoundTrip(req)
 	l.mu.Lock()

@@ -93,6 +93,7 @@ type world struct {
 	sqs      *sqs.Client
 	rec      *sqsRecorder
 	queue    *queue.Queue
+	sends    *queue.Queue // the test's own messages, each put once: receive(t, 1) counts them
 	queueURL string
 	dlqURL   string
 	ec2      *ec2api.Client
@@ -121,6 +122,7 @@ func setupWorld(t *testing.T, ec2Pool bool) *world {
 	w.rec = &sqsRecorder{api: w.sqs, visibility: map[string]time.Duration{}}
 	w.queueURL, w.dlqURL = stack.QueueURL, stack.DLQURL
 	w.queue = queue.New(w.rec, stack.QueueURL)
+	w.sends = queue.New(emulator.SQSOnce{Client: w.sqs}, stack.QueueURL)
 	w.ec2 = ec2api.New(cfg)
 	w.ssm = ssm.NewFromConfig(cfg, provisiontest.StrictSSM)
 
@@ -298,7 +300,7 @@ func TestEC2EndToEnd(t *testing.T) {
 	ctx := context.Background()
 	const id = 4201
 	w.record(t, id)
-	if err := w.queue.Send(ctx, job.Message{JobID: id, Version: 1}, 0); err != nil {
+	if err := w.sends.Send(ctx, job.Message{JobID: id, Version: 1}, 0); err != nil {
 		t.Fatal(err)
 	}
 	crashed := make(chan struct{})
@@ -325,7 +327,7 @@ func TestEC2EndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.queue.Send(ctx, job.Message{JobID: id, Version: v.Version, Attempt: r.Attempt}, 0); err != nil {
+	if err := w.sends.Send(ctx, job.Message{JobID: id, Version: v.Version, Attempt: r.Attempt}, 0); err != nil {
 		t.Fatal(err)
 	}
 	w.invoke(t, w.claimer(t, "second"), w.receive(t, 1)...)
@@ -387,7 +389,7 @@ func TestEarlyMessageStaysOutOfTheDLQ(t *testing.T) {
 				t.Fatal(err)
 			}
 			// The sender's retry message, sent before its Release.
-			if err := w.queue.Send(ctx, job.Message{JobID: id, Version: 3, Attempt: 1}, 0); err != nil {
+			if err := w.sends.Send(ctx, job.Message{JobID: id, Version: 3, Attempt: 1}, 0); err != nil {
 				t.Fatal(err)
 			}
 			c := w.claimer(t, "early")

@@ -14,7 +14,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
-	"github.com/aws/smithy-go"
 
 	"github.com/ghclaim/ghclaim/infra/emulator"
 	"github.com/ghclaim/ghclaim/infra/local/eventsource"
@@ -86,7 +85,7 @@ func (f *function) Invoke(_ context.Context, payload []byte) ([]byte, error) {
 
 type fixture struct {
 	sqs   *sqs.Client
-	once  *sqs.Client // no SDK retry
+	once  emulator.SQSOnce
 	stack *emulator.Stack
 }
 
@@ -97,34 +96,23 @@ func setup(t *testing.T) fixture {
 	cfg := srv.ConfigForTest(t)
 	return fixture{
 		sqs:   sqs.NewFromConfig(cfg),
-		once:  sqs.NewFromConfig(cfg, func(o *sqs.Options) { o.RetryMaxAttempts = 1 }),
+		once:  emulator.SQSOnce{Client: sqs.NewFromConfig(cfg)},
 		stack: stack,
 	}
 }
 
-// send puts n messages on the queue, each exactly once: the tests count them. The SDK's retry
-// of a send whose answer was cut (the emulator's are, now and then, on a busy box) puts the
-// message twice, as SQS may; make test once had 4 of 3 for it. So each send goes once, and a
-// send whose outcome is unknown is judged by the queue's count: the test is the queue's only
-// writer and nothing has received yet.
+// send puts n messages on the queue, each exactly once (emulator.SQSOnce): the tests count
+// them, and the SDK's retry of a send whose answer was cut put one twice (make test once had 4
+// of 3). The test is the queue's only writer and nothing has received yet.
 func (f fixture) send(t *testing.T, n int) {
 	t.Helper()
 	for i := range n {
-		for try := 1; ; try++ {
-			_, err := f.once.SendMessage(context.Background(), &sqs.SendMessageInput{
-				QueueUrl:    aws.String(f.stack.QueueURL),
-				MessageBody: aws.String(fmt.Sprintf(`{"job_id":%d,"version":1,"attempt":0}`, i+1)),
-			})
-			if err == nil {
-				break
-			}
-			var api smithy.APIError
-			if errors.As(err, &api) || try == 3 {
-				t.Fatal(err)
-			}
-			if visible, _ := f.counts(t); visible == i+1 {
-				break // it took effect; only the answer was lost
-			}
+		_, err := f.once.SendMessage(context.Background(), &sqs.SendMessageInput{
+			QueueUrl:    aws.String(f.stack.QueueURL),
+			MessageBody: aws.String(fmt.Sprintf(`{"job_id":%d,"version":1,"attempt":0}`, i+1)),
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
 	}
 	if visible, inFlight := f.counts(t); visible != n || inFlight != 0 {

@@ -1,0 +1,54 @@
+package emulator
+
+import (
+	"context"
+	"net/http"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+)
+
+// TestSQSOnceSendsACutSendOnce: the answer to a SendMessage is lost after the emulator stored
+// the message. The SDK's retry stores it a second time (the flake of tests that count
+// messages); SQSOnce judges the lost answer by the queue and stores it once.
+func TestSQSOnceSendsACutSendOnce(t *testing.T) {
+	t.Parallel()
+	srv := ForTest(t)
+	for _, tc := range []struct {
+		name string
+		once bool
+		want int
+	}{
+		{name: "sdk retry", want: 2},
+		{name: "once", once: true, want: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			cfg := srv.ConfigForTest(t)
+			lossy := &loseFirstAnswer{next: http.DefaultTransport, action: "SendMessage"}
+			cfg.HTTPClient = &http.Client{Transport: lossy}
+			c := sqs.NewFromConfig(cfg)
+			q, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(StackName(t.Name()))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			in := &sqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String("m")}
+			if tc.once {
+				_, err = SQSOnce{c}.SendMessage(ctx, in)
+			} else {
+				_, err = c.SendMessage(ctx, in)
+			}
+			if err != nil {
+				t.Fatalf("send with its answer lost: %v", err)
+			}
+			if lossy.lost != 1 {
+				t.Fatalf("the SendMessage answer was lost %d times, want 1 (the test did not exercise the retry)", lossy.lost)
+			}
+			if n, err := (SQSOnce{c}).count(ctx, q.QueueUrl); err != nil || n != tc.want {
+				t.Errorf("messages on the queue: got %d (%v), want %d", n, err, tc.want)
+			}
+		})
+	}
+}
