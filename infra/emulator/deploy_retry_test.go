@@ -1,57 +1,15 @@
 package emulator
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"io"
-	"net"
 	"net/http"
-	"strings"
-	"sync"
-	"syscall"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	cftypes "github.com/aws/aws-sdk-go-v2/service/cloudformation/types"
 )
-
-// loseFirstAnswer forwards every request, but the answer to the first call of action
-// (CreateStack when empty) is lost on the way back (a connection reset after the emulator
-// acted), so the SDK retries it.
-type loseFirstAnswer struct {
-	next   http.RoundTripper
-	action string
-	mu     sync.Mutex
-	lost   int
-}
-
-func (l *loseFirstAnswer) RoundTrip(req *http.Request) (*http.Response, error) {
-	action := l.action
-	if action == "" {
-		action = "CreateStack"
-	}
-	isCreate := strings.HasSuffix(req.Header.Get("X-Amz-Target"), "."+action)
-	if req.Body != nil && !isCreate {
-		b, err := io.ReadAll(req.Body)
-		if err != nil {
-			return nil, err
-		}
-		req.Body.Close()
-		req.Body = io.NopCloser(bytes.NewReader(b))
-		isCreate = bytes.Contains(b, []byte("Action="+action+"&"))
-	}
-	resp, err := l.next.RoundTrip(req)
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if err == nil && isCreate && l.lost == 0 {
-		l.lost++
-		resp.Body.Close()
-		return nil, &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
-	}
-	return resp, err
-}
 
 // A CreateStack the SDK retries after it took effect finds the stack its first try created:
 // Deploy recognises it by its own token and goes on (under load this failed tests with
@@ -60,7 +18,7 @@ func TestDeployRecognisesItsRetriedCreateStack(t *testing.T) {
 	t.Parallel()
 	srv := ForTest(t)
 	cfg := srv.ConfigForTest(t)
-	lossy := &loseFirstAnswer{next: http.DefaultTransport}
+	lossy := &LoseFirstAnswer{Next: http.DefaultTransport, Action: "CreateStack"}
 	cfg.HTTPClient = &http.Client{Transport: lossy}
 	path, err := TemplatePath()
 	if err != nil {
@@ -71,8 +29,8 @@ func TestDeployRecognisesItsRetriedCreateStack(t *testing.T) {
 		t.Fatalf("Deploy with its first CreateStack answer lost: %v", err)
 	}
 	defer st.Delete(context.Background())
-	if lossy.lost != 1 {
-		t.Fatalf("the CreateStack answer was lost %d times, want 1 (the test did not exercise the retry)", lossy.lost)
+	if lossy.Lost() != 1 {
+		t.Fatalf("the CreateStack answer was lost %d times, want 1 (the test did not exercise the retry)", lossy.Lost())
 	}
 	if st.TableName == "" || st.QueueURL == "" {
 		t.Fatalf("stack outputs missing after a retried create: %+v", st.Outputs)

@@ -220,18 +220,18 @@ def _delete_latest_receipt(self, queue_name, receipt_handle):
 SQSBackend.delete_message = _delete_latest_receipt
 
 
-# moto ignores CreateFleet's ClientToken: the same token starts another fleet
-# and another instance. EC2 answers a repeated token with the first answer
-# (no second machine) and the same token with other arguments with HTTP 400
-# IdempotentParameterMismatch. An SDK retry of a launch whose answer a busy
-# emulator cut started a second machine for one job here, where EC2 would
-# not. The tokens live as long as the server (EC2 keeps them for a day at
-# least; no test runs that long).
+# moto ignores CreateFleet's and RunInstances' ClientToken: the same token
+# starts another fleet and another instance. EC2 answers a repeated token
+# with the first answer (no second machine) and the same token with other
+# arguments with HTTP 400 IdempotentParameterMismatch. An SDK retry of a
+# launch whose answer a busy emulator cut started a second machine for one
+# job here, where EC2 would not. The tokens live as long as the server (EC2
+# keeps them for a day at least; no test runs that long).
 from moto.ec2.exceptions import EC2ClientError
 from moto.ec2.responses.fleets import Fleets
+from moto.ec2.responses.instances import InstanceResponse
 
 _fleet_lock = threading.Lock()
-_create_fleet = Fleets.create_fleet
 
 
 def _fleet_args(querystring):
@@ -239,27 +239,32 @@ def _fleet_args(querystring):
                   if k != "ClientToken")
 
 
-def _create_fleet_once(self):
-    token = self._get_param("ClientToken")
-    if not token:
-        return _create_fleet(self)
-    args = _fleet_args(self.querystring)
-    with _fleet_lock:
-        seen = self.ec2_backend.__dict__.setdefault("_ghclaim_fleet_tokens", {})
-        if token in seen:
-            first_args, answer = seen[token]
-            if first_args != args:
-                raise EC2ClientError(
-                    "IdempotentParameterMismatch",
-                    "Arguments on this idempotent request are inconsistent "
-                    "with arguments used in previous request(s).")
+def _once_per_token(create, kind):
+    def once(self):
+        token = self._get_param("ClientToken")
+        if not token:
+            return create(self)
+        args = _fleet_args(self.querystring)
+        with _fleet_lock:
+            seen = self.ec2_backend.__dict__.setdefault(
+                "_ghclaim_tokens_" + kind, {})
+            if token in seen:
+                first_args, answer = seen[token]
+                if first_args != args:
+                    raise EC2ClientError(
+                        "IdempotentParameterMismatch",
+                        "Arguments on this idempotent request are inconsistent "
+                        "with arguments used in previous request(s).")
+                return answer
+            answer = create(self)
+            seen[token] = (args, answer)
             return answer
-        answer = _create_fleet(self)
-        seen[token] = (args, answer)
-        return answer
+    return once
 
 
-Fleets.create_fleet = _create_fleet_once
+Fleets.create_fleet = _once_per_token(Fleets.create_fleet, "fleet")
+InstanceResponse.run_instances = _once_per_token(
+    InstanceResponse.run_instances, "run")
 
 
 # moto's DescribeParameters ignores MaxResults: it answers pages of 10

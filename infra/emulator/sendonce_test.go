@@ -27,7 +27,7 @@ func TestSQSOnceSendsACutSendOnce(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			cfg := srv.ConfigForTest(t)
-			lossy := &loseFirstAnswer{next: http.DefaultTransport, action: "SendMessage"}
+			lossy := &LoseFirstAnswer{Next: http.DefaultTransport, Action: "SendMessage"}
 			cfg.HTTPClient = &http.Client{Transport: lossy}
 			c := sqs.NewFromConfig(cfg)
 			q, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(StackName(t.Name()))})
@@ -43,8 +43,8 @@ func TestSQSOnceSendsACutSendOnce(t *testing.T) {
 			if err != nil {
 				t.Fatalf("send with its answer lost: %v", err)
 			}
-			if lossy.lost != 1 {
-				t.Fatalf("the SendMessage answer was lost %d times, want 1 (the test did not exercise the retry)", lossy.lost)
+			if lossy.Lost() != 1 {
+				t.Fatalf("the SendMessage answer was lost %d times, want 1 (the test did not exercise the retry)", lossy.Lost())
 			}
 			if n, err := (SQSOnce{c}).count(ctx, q.QueueUrl); err != nil || n != tc.want {
 				t.Errorf("messages on the queue: got %d (%v), want %d", n, err, tc.want)

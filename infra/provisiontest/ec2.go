@@ -2,6 +2,7 @@ package provisiontest
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"net/url"
 
@@ -71,9 +72,12 @@ func LaunchTemplateVersion(ctx context.Context, c *ec2api.Client, name string, d
 }
 
 // RunInstance starts one instance of imageID as instanceType, tagged
-// tags, and returns its id.
+// tags, and returns its id. Its own ClientToken makes the client's retry
+// of a launch whose answer was cut start nothing more, as on EC2: tests
+// count the instances of a tag.
 func RunInstance(ctx context.Context, c *ec2api.Client, imageID, instanceType string, tags []ec2api.Tag) (string, error) {
 	p := ec2api.TagSpecifications([]ec2api.TagSpecification{{ResourceType: ec2api.ResourceTypeInstance, Tags: tags}})
+	p.Set("ClientToken", rand.Text())
 	p.Set("ImageId", imageID)
 	p.Set("InstanceType", instanceType)
 	p.Set("MinCount", "1")

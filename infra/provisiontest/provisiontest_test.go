@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -125,5 +127,50 @@ func TestEC2KitOnMoto(t *testing.T) {
 	var api smithy.APIError
 	if !errors.As(err, &api) || api.ErrorCode() != ec2api.CodeInstanceNotFound {
 		t.Errorf("unknown instance: got %v, want %s", err, ec2api.CodeInstanceNotFound)
+	}
+}
+
+// TestRunInstanceStartsOneThroughARetry: the answer to RunInstance's
+// launch is lost after the emulator started the machine. The client's
+// retry carries the same ClientToken and starts nothing more, as on EC2
+// (moto_atomic.py adds that to moto); before, it started a second machine
+// with the same tags, which a test counting a tag's machines found. The
+// same token with other arguments is refused, as EC2 refuses it.
+func TestRunInstanceStartsOneThroughARetry(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cfg := emulator.ForTest(t).ConfigForTest(t)
+	lossy := &emulator.LoseFirstAnswer{Next: http.DefaultTransport, Action: "RunInstances"}
+	cfg.HTTPClient = &http.Client{Transport: lossy}
+	c := ec2api.New(cfg)
+	tag := ec2api.Tag{Key: "retried", Value: emulator.StackName(t.Name())}
+	id, err := provisiontest.RunInstance(ctx, c, "ami-03cf127a", "t3.micro", []ec2api.Tag{tag})
+	if err != nil {
+		t.Fatalf("RunInstance with its answer lost: %v", err)
+	}
+	if lossy.Lost() != 1 {
+		t.Fatalf("the RunInstances answer was lost %d times, want 1 (the test did not exercise the retry)", lossy.Lost())
+	}
+	out, err := c.DescribeInstances(ctx, &ec2api.DescribeInstancesInput{Filters: []ec2api.Filter{{Name: "tag:" + tag.Key, Values: []string{tag.Value}}}})
+	var ids []string
+	for _, r := range out.Reservations {
+		for _, inst := range r.Instances {
+			ids = append(ids, inst.InstanceID)
+		}
+	}
+	if err != nil || len(ids) != 1 || ids[0] != id {
+		t.Errorf("machines tagged %s: %v, %v; want %s alone", tag.Value, ids, err, id)
+	}
+
+	run := func(instanceType string) error {
+		p := url.Values{"ClientToken": {tag.Value}, "ImageId": {"ami-03cf127a"}, "InstanceType": {instanceType}, "MinCount": {"1"}, "MaxCount": {"1"}}
+		return c.Call(ctx, "RunInstances", p, &struct{}{})
+	}
+	if err := run("t3.micro"); err != nil {
+		t.Fatal(err)
+	}
+	var api smithy.APIError
+	if err := run("t3.small"); !errors.As(err, &api) || api.ErrorCode() != "IdempotentParameterMismatch" {
+		t.Errorf("the same ClientToken with another instance type: got %v, want IdempotentParameterMismatch", err)
 	}
 }
