@@ -130,6 +130,16 @@ func TestEC2KitOnMoto(t *testing.T) {
 	}
 }
 
+// losing returns a configuration for the emulator that loses the answer
+// to the first call of action (an SDK retry follows).
+func losing(t *testing.T, action string) (aws.Config, *emulator.LoseFirstAnswer) {
+	t.Helper()
+	cfg := emulator.ForTest(t).ConfigForTest(t)
+	lossy := &emulator.LoseFirstAnswer{Next: http.DefaultTransport, Action: action}
+	cfg.HTTPClient = &http.Client{Transport: lossy}
+	return cfg, lossy
+}
+
 // TestRunInstanceStartsOneThroughARetry: the answer to RunInstance's
 // launch is lost after the emulator started the machine. The client's
 // retry carries the same ClientToken and starts nothing more, as on EC2
@@ -139,9 +149,7 @@ func TestEC2KitOnMoto(t *testing.T) {
 func TestRunInstanceStartsOneThroughARetry(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	cfg := emulator.ForTest(t).ConfigForTest(t)
-	lossy := &emulator.LoseFirstAnswer{Next: http.DefaultTransport, Action: "RunInstances"}
-	cfg.HTTPClient = &http.Client{Transport: lossy}
+	cfg, lossy := losing(t, "RunInstances")
 	c := ec2api.New(cfg)
 	tag := ec2api.Tag{Key: "retried", Value: emulator.StackName(t.Name())}
 	id, err := provisiontest.RunInstance(ctx, c, "ami-03cf127a", "t3.micro", []ec2api.Tag{tag})
@@ -172,5 +180,35 @@ func TestRunInstanceStartsOneThroughARetry(t *testing.T) {
 	var api smithy.APIError
 	if err := run("t3.small"); !errors.As(err, &api) || api.ErrorCode() != "IdempotentParameterMismatch" {
 		t.Errorf("the same ClientToken with another instance type: got %v, want IdempotentParameterMismatch", err)
+	}
+}
+
+// TestPutParameterThroughARetry: the answer to a put without Overwrite is
+// lost after the emulator stored the parameter; the SDK's retry finds it
+// (ParameterAlreadyExists), which failed a test's setup. PutParameter
+// knows its own first put; another value of the name is still refused.
+func TestPutParameterThroughARetry(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cfg, lossy := losing(t, "PutParameter")
+	client := ssm.NewFromConfig(cfg)
+	in := &ssm.PutParameterInput{Name: aws.String("/" + emulator.StackName(t.Name())), Value: aws.String("jit"),
+		Type: ssmtypes.ParameterTypeSecureString, Tags: []ssmtypes.Tag{{Key: aws.String("k"), Value: aws.String("v")}}}
+	var exists *ssmtypes.ParameterAlreadyExists
+	if _, err := client.PutParameter(ctx, in); !errors.As(err, &exists) || lossy.Lost() != 1 {
+		t.Fatalf("the SDK's put with its answer lost: %v (%d lost), want ParameterAlreadyExists from its retry", err, lossy.Lost())
+	}
+	if _, err := client.DeleteParameter(ctx, &ssm.DeleteParameterInput{Name: in.Name}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, lossy = losing(t, "PutParameter")
+	client = ssm.NewFromConfig(cfg)
+	if err := provisiontest.PutParameter(ctx, client, in); err != nil || lossy.Lost() != 1 {
+		t.Fatalf("PutParameter with its answer lost: %v (%d lost), want it put", err, lossy.Lost())
+	}
+	other := *in
+	other.Value = aws.String("another")
+	if err := provisiontest.PutParameter(ctx, client, &other); !errors.As(err, &exists) {
+		t.Errorf("PutParameter of another value over it: %v, want ParameterAlreadyExists", err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
 	"github.com/ghclaim/ghclaim/infra/emulator"
+	"github.com/ghclaim/ghclaim/infra/provisiontest"
 )
 
 // Start reads the pools from a real SecureString parameter (moto, through the SDK client it
@@ -21,7 +22,7 @@ func TestStartReadsThePoolsParameter(t *testing.T) {
 	srv := emulator.ForTest(t)
 	ctx := context.Background()
 	name := "/" + emulator.StackName(t.Name()) + "/pools"
-	if _, err := ssm.NewFromConfig(srv.ConfigForTest(t)).PutParameter(ctx, &ssm.PutParameterInput{
+	if err := provisiontest.PutParameter(ctx, ssm.NewFromConfig(srv.ConfigForTest(t)), &ssm.PutParameterInput{
 		Name: aws.String(name), Value: aws.String(twoPools), Type: ssmtypes.ParameterTypeSecureString,
 	}); err != nil {
 		t.Fatal(err)

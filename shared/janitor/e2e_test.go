@@ -53,7 +53,7 @@ func TestEndToEnd(t *testing.T) {
 	put := func(id int64, instance string) string {
 		t.Helper()
 		name := provision.ParameterName(job.RunnerName("linux", id))
-		if _, err := params.PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(name), Value: aws.String("jit"),
+		if err := provisiontest.PutParameter(ctx, params, &ssm.PutParameterInput{Name: aws.String(name), Value: aws.String("jit"),
 			Type: ssmtypes.ParameterTypeSecureString, Tags: []ssmtypes.Tag{{Key: aws.String(provision.TagInstanceARN),
 				Value: aws.String("arn:aws:ec2:us-east-1:123456789012:instance/" + instance)}}}); err != nil {
 			t.Fatalf("put parameter %s: %v", name, err)

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/ghclaim/ghclaim/infra/emulator"
+	"github.com/ghclaim/ghclaim/infra/provisiontest"
 )
 
 // describeCounter counts a Catalog's DescribeParameters calls.
@@ -42,7 +43,7 @@ func TestConfigsListFiftyAPage(t *testing.T) {
 	f := setupAWSOn(t, emulator.OwnForTest(t))
 	const n = 12
 	for i := range n {
-		_, err := f.ssm.PutParameter(ctx, &ssm.PutParameterInput{
+		err := provisiontest.PutParameter(ctx, f.ssm, &ssm.PutParameterInput{
 			Name: aws.String(ParameterName(fmt.Sprintf("page-%d", i))), Value: aws.String("x"),
 			Type: ssmtypes.ParameterTypeSecureString,
 			Tags: []ssmtypes.Tag{{Key: aws.String(TagInstanceARN), Value: aws.String("arn:aws:ec2:us-east-1:123456789012:instance/i-0123456789abcdef0")}},

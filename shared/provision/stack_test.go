@@ -70,7 +70,7 @@ func TestStacksLeaveEachOthersMachines(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.ssm.PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(ParameterName(reqOld.RunnerName)),
+	if err := provisiontest.PutParameter(ctx, f.ssm, &ssm.PutParameterInput{Name: aws.String(ParameterName(reqOld.RunnerName)),
 		Value: aws.String("jit"), Type: ssmtypes.ParameterTypeSecureString}); err != nil {
 		t.Fatal(err)
 	}

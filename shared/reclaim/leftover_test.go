@@ -99,7 +99,7 @@ func TestAbandonRemovesLeftovers(t *testing.T) {
 			awsCfg := emulator.ForTest(t).ConfigForTest(t)
 			params := ssm.NewFromConfig(awsCfg)
 			param := provision.ParameterName(name)
-			if _, err := params.PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(param), Value: aws.String("jit-config"), Type: ssmtypes.ParameterTypeSecureString}); err != nil {
+			if err := provisiontest.PutParameter(ctx, params, &ssm.PutParameterInput{Name: aws.String(param), Value: aws.String("jit-config"), Type: ssmtypes.ParameterTypeSecureString}); err != nil {
 				t.Fatalf("put parameter: %v", err)
 			}
 			// And its machine, tagged with the job and the attempt's runner as the EC2 provisioner tags it.
