@@ -220,8 +220,9 @@ def _delete_latest_receipt(self, queue_name, receipt_handle):
 SQSBackend.delete_message = _delete_latest_receipt
 
 
-# moto ignores CreateFleet's and RunInstances' ClientToken: the same token
-# starts another fleet and another instance. EC2 answers a repeated token
+# moto ignores the ClientToken of CreateFleet, RunInstances and
+# CreateLaunchTemplate: the same token starts another fleet and another
+# instance, or fails on the name it took. EC2 answers a repeated token
 # with the first answer (no second machine) and the same token with other
 # arguments with HTTP 400 IdempotentParameterMismatch. An SDK retry of a
 # launch whose answer a busy emulator cut started a second machine for one
@@ -230,6 +231,7 @@ SQSBackend.delete_message = _delete_latest_receipt
 from moto.ec2.exceptions import EC2ClientError
 from moto.ec2.responses.fleets import Fleets
 from moto.ec2.responses.instances import InstanceResponse
+from moto.ec2.responses.launch_templates import LaunchTemplates
 
 _fleet_lock = threading.Lock()
 
@@ -265,6 +267,8 @@ def _once_per_token(create, kind):
 Fleets.create_fleet = _once_per_token(Fleets.create_fleet, "fleet")
 InstanceResponse.run_instances = _once_per_token(
     InstanceResponse.run_instances, "run")
+LaunchTemplates.create_launch_template = _once_per_token(
+    LaunchTemplates.create_launch_template, "template")
 
 
 # moto's DescribeParameters ignores MaxResults: it answers pages of 10

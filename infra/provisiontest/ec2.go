@@ -49,6 +49,9 @@ func LaunchTemplateWith(ctx context.Context, c *ec2api.Client, name, imageID, in
 	for k, v := range data {
 		p[k] = v
 	}
+	// Its own ClientToken: the client's retry of a create whose answer was
+	// cut gets the template, not InvalidLaunchTemplateName.AlreadyExistsException.
+	p.Set("ClientToken", rand.Text())
 	var out struct {
 		ID string `xml:"launchTemplate>launchTemplateId"`
 	}

@@ -212,3 +212,23 @@ func TestPutParameterThroughARetry(t *testing.T) {
 		t.Errorf("PutParameter of another value over it: %v, want ParameterAlreadyExists", err)
 	}
 }
+
+// TestLaunchTemplateThroughARetry: the answer to LaunchTemplate's create
+// is lost after the emulator made the template. The client's retry
+// carries the same ClientToken and gets the template; before, it failed
+// on the name the first try took (AlreadyExistsException).
+func TestLaunchTemplateThroughARetry(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cfg, lossy := losing(t, "CreateLaunchTemplate")
+	c := ec2api.New(cfg)
+	name := emulator.StackName(t.Name())
+	id, err := provisiontest.LaunchTemplate(ctx, c, name, "ami-03cf127a", "t3.micro")
+	if err != nil || lossy.Lost() != 1 {
+		t.Fatalf("LaunchTemplate with its answer lost: %q, %v (%d lost), want the template", id, err, lossy.Lost())
+	}
+	lts, err := c.DescribeLaunchTemplates(ctx, &ec2api.DescribeLaunchTemplatesInput{LaunchTemplateNames: []string{name}})
+	if err != nil || len(lts.LaunchTemplates) != 1 || lts.LaunchTemplates[0].LaunchTemplateID != id {
+		t.Errorf("DescribeLaunchTemplates(%s): %+v, %v; want %s", name, lts, err, id)
+	}
+}
