@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -317,13 +318,20 @@ func TestClassifyNetwork(t *testing.T) {
 		{
 			name: "connection refused",
 			err: func(t *testing.T) error {
-				ln, err := net.Listen("tcp", "127.0.0.1:0")
+				// A socket file nobody listens on refuses, and no other
+				// process can take it as it could a TCP port just closed
+				// (then the dial reached that process's listener).
+				path := filepath.Join(t.TempDir(), "closed.sock")
+				ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 				if err != nil {
 					t.Fatal(err)
 				}
-				addr := ln.Addr().String()
+				ln.SetUnlinkOnClose(false)
 				_ = ln.Close()
-				return jit(context.Background(), newClient(t, "http://"+addr, &http.Client{}))
+				hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+					return (&net.Dialer{}).DialContext(ctx, "unix", path)
+				}}}
+				return jit(context.Background(), newClient(t, "http://closed.invalid", hc))
 			},
 			want: want{class: failure.Network, reason: "network: connection refused"},
 		},
