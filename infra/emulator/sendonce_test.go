@@ -52,3 +52,41 @@ func TestSQSOnceSendsACutSendOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestRetriesExplainCopies: the SDK's retry of a SendMessage whose answer
+// was lost put the message twice; Retries saw the retry, so the copy is
+// dropped once, and a copy no retry explains stays.
+func TestRetriesExplainCopies(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cfg := ForTest(t).ConfigForTest(t)
+	retries := &Retries{Next: &http.Client{Transport: &LoseFirstAnswer{Next: http.DefaultTransport, Action: "SendMessage"}}}
+	cfg.HTTPClient = retries
+	c := sqs.NewFromConfig(cfg)
+	q, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(StackName(t.Name()))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String("m")}); err != nil {
+		t.Fatal(err)
+	}
+	var bodies []string
+	for range 3 {
+		out, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: q.QueueUrl, MaxNumberOfMessages: 10, VisibilityTimeout: 600})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range out.Messages {
+			bodies = append(bodies, aws.ToString(m.Body))
+		}
+	}
+	if len(bodies) != 2 {
+		t.Fatalf("received %q, want the message and the SDK's copy", bodies)
+	}
+	if got, copies := WithoutRetried(retries, bodies, "SendMessage"); len(got) != 1 || copies != 1 {
+		t.Errorf("first look: got %q (%d copies dropped), want the one message", got, copies)
+	}
+	if got, copies := WithoutRetried(retries, bodies, "SendMessage"); len(got) != 2 || copies != 0 {
+		t.Errorf("the retry spent: got %q (%d copies dropped), want both copies", got, copies)
+	}
+}

@@ -42,12 +42,13 @@ var (
 
 // world is one deployed stack with a handler over it.
 type world struct {
-	h     *Handler
-	read  *store.Store // over the uncounted client: the test's own reads
-	ddb   *dynamodb.Client
-	sqs   *sqs.Client
-	stack *emulator.Stack
-	wire  *wire
+	h       *Handler
+	read    *store.Store // over the uncounted client: the test's own reads
+	ddb     *dynamodb.Client
+	sqs     *sqs.Client
+	stack   *emulator.Stack
+	wire    *wire
+	retries *emulator.Retries
 }
 
 // wire counts the AWS requests the handler's clients send, by operation
@@ -67,9 +68,6 @@ type wire struct {
 	calls   map[string]bool // invocation ids seen since the last take
 	retried []string
 	seen    []string // every request with its outcome, for a failure's message
-	// sendRetries counts the SDK's retries of a SendMessage not yet
-	// spent on a copy of a message (spendSendRetries).
-	sendRetries int
 }
 
 func (c *wire) Do(r *http.Request) (*http.Response, error) {
@@ -81,9 +79,6 @@ func (c *wire) Do(r *http.Request) (*http.Response, error) {
 	c.mu.Lock()
 	if id != "" && c.calls[id] {
 		c.retried = append(c.retried, op)
-		if op == "SendMessage" {
-			c.sendRetries++
-		}
 	} else {
 		c.ops = append(c.ops, op)
 		if c.calls == nil {
@@ -117,18 +112,6 @@ func (c *wire) takeRetried() (ops, retried []string) {
 	ops, retried = c.ops, c.retried
 	c.ops, c.retried, c.calls = nil, nil, nil
 	return ops, retried
-}
-
-// spendSendRetries reports whether n copies of messages are explained by
-// the SDK's retries of SendMessage, and spends those retries if so.
-func (c *wire) spendSendRetries(n int) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.sendRetries < n {
-		return false
-	}
-	c.sendRetries -= n
-	return true
 }
 
 // outcomes returns every request since the last call with its answer.
@@ -200,6 +183,9 @@ func setupWorld(t *testing.T) *world {
 	if w.wire.next == nil {
 		w.wire.next = awshttp.NewBuildableClient()
 	}
+	// The wire sees each try; retries counts the SDK's, for messages.
+	w.retries = &emulator.Retries{Next: w.wire.next}
+	w.wire.next = w.retries
 	counted.HTTPClient = w.wire
 	w.read = store.New(w.ddb, stack.TableName, store.Options{})
 	h, err := New(Config{Secrets: [][]byte{[]byte(localSecret)}, Pools: testPools,
@@ -256,20 +242,11 @@ func (w *world) received(t *testing.T) []job.Message {
 // copy stays, for the test to count.
 func (w *world) messages(t *testing.T) []job.Message {
 	t.Helper()
-	all := w.received(t)
-	seen := map[job.Message]bool{}
-	var once []job.Message
-	for _, m := range all {
-		if !seen[m] {
-			seen[m] = true
-			once = append(once, m)
-		}
-	}
-	if copies := len(all) - len(once); copies > 0 && w.wire.spendSendRetries(copies) {
+	msgs, copies := emulator.WithoutRetried(w.retries, w.received(t), "SendMessage")
+	if copies > 0 {
 		t.Logf("messages: %d copied by the SDK's retries of SendMessage", copies)
-		return once
 	}
-	return all
+	return msgs
 }
 
 // keys lists the pk of every item in the table (one table per test).

@@ -1,0 +1,80 @@
+package emulator
+
+import (
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+)
+
+// Retries is an HTTP client for an SDK configuration (its HTTPClient) that counts the SDK's
+// retries of each operation: a request whose invocation id (Amz-Sdk-Invocation-Id) it has seen
+// before. A test that counts what code it does not wire itself sent (the messages of a webhook,
+// say) learns from it how many copies the SDK's retries of cut answers can explain.
+type Retries struct {
+	Next aws.HTTPClient // the SDK's own client when nil
+
+	mu      sync.Mutex
+	seen    map[string]bool
+	retried map[string]int // operation → retries not yet spent
+}
+
+// Do sends req through Next, counting it if it is a retry.
+func (r *Retries) Do(req *http.Request) (*http.Response, error) {
+	// JSON protocols name the operation in X-Amz-Target: "AmazonSQS.SendMessage".
+	_, op, _ := strings.Cut(req.Header.Get("X-Amz-Target"), ".")
+	id := req.Header.Get("Amz-Sdk-Invocation-Id")
+	r.mu.Lock()
+	if r.seen == nil {
+		r.seen, r.retried = map[string]bool{}, map[string]int{}
+	}
+	if id != "" && r.seen[id] {
+		r.retried[op]++
+	}
+	r.seen[id] = true
+	next := r.Next
+	r.mu.Unlock()
+	if next == nil {
+		next = awshttp.NewBuildableClient()
+	}
+	return next.Do(req)
+}
+
+// Spend reports whether the SDK retried ops n times, not yet spent, and spends them if so.
+func (r *Retries) Spend(n int, ops ...string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	have := 0
+	for _, op := range ops {
+		have += r.retried[op]
+	}
+	if have < n {
+		return false
+	}
+	for _, op := range ops {
+		spent := min(n, r.retried[op])
+		r.retried[op] -= spent
+		n -= spent
+	}
+	return true
+}
+
+// WithoutRetried returns all without its copies (items equal to an earlier one) when the SDK's
+// retries of ops not yet spent explain that many copies, spending them, and how many it
+// dropped; else all, copies and all, for the test to count.
+func WithoutRetried[T comparable](r *Retries, all []T, ops ...string) ([]T, int) {
+	seen := map[T]bool{}
+	var once []T
+	for _, v := range all {
+		if !seen[v] {
+			seen[v] = true
+			once = append(once, v)
+		}
+	}
+	if copies := len(all) - len(once); copies > 0 && r.Spend(copies, ops...) {
+		return once, copies
+	}
+	return all, 0
+}
