@@ -81,7 +81,7 @@ func (r *run) messages(t *testing.T) []job.Message {
 			out = append(out, msg)
 		}
 	}
-	out, copies := emulator.WithoutRetried(r.world.AWS.HTTPClient.(*emulator.Retries), out, "SendMessage", "SendMessageBatch")
+	out, copies := emulator.WithoutRetried(r.world.AWS.HTTPClient.(*emulator.Retries), out, func(m job.Message) job.Message { return m }, "SendMessage", "SendMessageBatch")
 	if copies > 0 {
 		t.Logf("messages: %d copied by the SDK's retries of a send", copies)
 	}

@@ -61,15 +61,15 @@ func (r *Retries) Spend(n int, ops ...string) bool {
 	return true
 }
 
-// WithoutRetried returns all without its copies (items equal to an earlier one) when the SDK's
-// retries of ops not yet spent explain that many copies, spending them, and how many it
+// WithoutRetried returns all without its copies (items whose key is an earlier one's) when the
+// SDK's retries of ops not yet spent explain that many copies, spending them, and how many it
 // dropped; else all, copies and all, for the test to count.
-func WithoutRetried[T comparable](r *Retries, all []T, ops ...string) ([]T, int) {
-	seen := map[T]bool{}
+func WithoutRetried[T any, K comparable](r *Retries, all []T, key func(T) K, ops ...string) ([]T, int) {
+	seen := map[K]bool{}
 	var once []T
 	for _, v := range all {
-		if !seen[v] {
-			seen[v] = true
+		if k := key(v); !seen[k] {
+			seen[k] = true
 			once = append(once, v)
 		}
 	}

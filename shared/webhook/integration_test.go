@@ -242,7 +242,7 @@ func (w *world) received(t *testing.T) []job.Message {
 // copy stays, for the test to count.
 func (w *world) messages(t *testing.T) []job.Message {
 	t.Helper()
-	msgs, copies := emulator.WithoutRetried(w.retries, w.received(t), "SendMessage")
+	msgs, copies := emulator.WithoutRetried(w.retries, w.received(t), func(m job.Message) job.Message { return m }, "SendMessage")
 	if copies > 0 {
 		t.Logf("messages: %d copied by the SDK's retries of SendMessage", copies)
 	}
