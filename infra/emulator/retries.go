@@ -34,11 +34,11 @@ func (r *Retries) Do(req *http.Request) (*http.Response, error) {
 		r.retried[op]++
 	}
 	r.seen[id] = true
+	if r.Next == nil {
+		r.Next = awshttp.NewBuildableClient() // once: its connections are reused
+	}
 	next := r.Next
 	r.mu.Unlock()
-	if next == nil {
-		next = awshttp.NewBuildableClient()
-	}
 	return next.Do(req)
 }
 
