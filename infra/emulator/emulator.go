@@ -30,14 +30,16 @@
 package emulator
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -80,8 +82,8 @@ type Server struct {
 }
 
 // Start returns the emulator named by AWS_ENDPOINT_URL; or else a fresh server from the
-// factory named by GHCLAIM_MOTO_FACTORY; or else launches moto_server on a free 127.0.0.1
-// port. It waits (at most 60 s) until the server answers. Call Close when done.
+// factory named by GHCLAIM_MOTO_FACTORY; or else launches moto_server on a 127.0.0.1 port it
+// chooses itself. It waits (at most 60 s) until the server answers. Call Close when done.
 func Start(ctx context.Context) (*Server, error) {
 	if ep := os.Getenv(EndpointEnv); ep != "" {
 		return &Server{Endpoint: ep}, nil
@@ -102,40 +104,62 @@ func Start(ctx context.Context) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w (%v)", ErrNoEmulator, err)
 	}
-	// A free port can be taken between our probe and moto's bind; retry a few times.
-	var lastErr error
-	for range 3 {
-		s, err := launch(ctx, args, env)
-		if err == nil {
-			return s, nil
-		}
-		lastErr = err
-		if ctx.Err() != nil {
-			break
-		}
+	s, err := launch(ctx, args, env)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNoEmulator, err)
 	}
-	return nil, fmt.Errorf("%w: %v", ErrNoEmulator, lastErr)
+	return s, nil
 }
 
+// launch starts the server, which binds a port of its own choosing and reports it on stdout
+// (moto_atomic.py --port-on-stdout). A port picked free here and handed to moto could be taken
+// by another process before moto bound it: the readiness probe then found that process's
+// server (another test binary's moto, say) and took it for ours, which exited on its bind error.
 func launch(ctx context.Context, argv, env []string) (*Server, error) {
 	bin := argv[0]
-	port, err := freePort()
+	r, w, err := os.Pipe()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}
-	cmd := exec.Command(bin, append(argv[1:], "-H", "127.0.0.1", "-p", strconv.Itoa(port))...)
+	cmd := exec.Command(bin, append(argv[1:], "--port-on-stdout")...)
 	cmd.Env = env
 	cmd.SysProcAttr = sysProcAttr()
-	cmd.Stdout, cmd.Stderr = nil, nil // moto logs every request; nobody reads it
-	s := &Server{
-		Endpoint: "http://127.0.0.1:" + strconv.Itoa(port),
-		cmd:      cmd,
-		exited:   make(chan struct{}),
-	}
+	cmd.Stdout, cmd.Stderr = w, nil // moto logs every request (stderr); nobody reads it
+	s := &Server{cmd: cmd, exited: make(chan struct{})}
 	started := make(chan error, 1)
 	go s.run(started)
-	if err := <-started; err != nil {
+	err = <-started
+	w.Close() // the child holds its own copy
+	if err != nil {
+		r.Close()
 		return nil, fmt.Errorf("start %s: %w", bin, err)
+	}
+	port := make(chan string, 1)
+	go func() {
+		// Read to the end, past the port: a server writing to a closed pipe would die of it.
+		defer r.Close()
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			if p, ok := strings.CutPrefix(sc.Text(), "port "); ok {
+				port <- p
+				_, _ = io.Copy(io.Discard, r)
+				return
+			}
+		}
+		close(port) // stdout closed without a port: the server is gone
+	}()
+	wait, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	select {
+	case p, ok := <-port:
+		if !ok {
+			s.Close()
+			return nil, fmt.Errorf("%s exited before reporting its port", bin)
+		}
+		s.Endpoint = "http://127.0.0.1:" + p
+	case <-wait.Done():
+		s.Close()
+		return nil, fmt.Errorf("%s reported no port within %s: %w", bin, startTimeout, wait.Err())
 	}
 	if err := s.waitReady(ctx); err != nil {
 		s.Close()
@@ -183,15 +207,6 @@ func (s *Server) waitReady(ctx context.Context) error {
 		case <-tick.C:
 		}
 	}
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // Config returns an SDK configuration pointed at the emulator: static test credentials, region

@@ -412,10 +412,24 @@ def factory(path):
             conn.close()
 
 
+def serve_alone():
+    """One server on a port of its own choosing, reported on stdout as the
+    factory reports its servers' (a port picked free by the caller could be
+    taken by another process before this one bound it, and the caller's
+    probe then found that process's server)."""
+    app = DomainDispatcherApplication(create_backend_app)
+    warm(app)
+    srv = make_server("127.0.0.1", 0, app, threaded=True)
+    print(f"port {srv.server_port}", flush=True)
+    srv.serve_forever()
+
+
 # Loaded by a test (runpy, another __name__) it only patches moto.
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--factory":
         factory(sys.argv[2])
+    elif sys.argv[1:] == ["--port-on-stdout"]:
+        serve_alone()
     else:
         from moto.server import main
 
