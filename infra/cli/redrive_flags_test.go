@@ -21,6 +21,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/ghclaim/ghclaim/infra/cli"
+	"github.com/ghclaim/ghclaim/infra/emulator"
 	"github.com/ghclaim/ghclaim/shared/ec2api"
 )
 
@@ -143,7 +144,11 @@ func TestRedriveInterruptedShowsWhatItDidNotSend(t *testing.T) {
 	defer cancel()
 	// The pace's first wait is the operator's Ctrl-C.
 	stop := func(ctx context.Context, _ time.Duration) error { cancel(); return ctx.Err() }
-	r := runConfig(t, ctx, cli.Config{DynamoDB: dynamodb.NewFromConfig(env.cfg), SQS: sqs.NewFromConfig(env.cfg), Now: func() time.Time { return now }, Sleep: stop},
+	// Each copy put once: the claims queue's depth is compared with the
+	// report, and the SDK's retry of a send whose answer was cut put a copy
+	// twice.
+	once := emulator.SQSOnce{Client: sqs.NewFromConfig(env.cfg)}
+	r := runConfig(t, ctx, cli.Config{DynamoDB: dynamodb.NewFromConfig(env.cfg), SQS: once, Now: func() time.Time { return now }, Sleep: stop},
 		"redrive", "--dlq-url", dlq, "--queue-url", claims, "--visibility", "5m", "--json")
 	rep := decode[map[string]float64](t, r.stdout)
 	if r.code != cli.ExitFail || !strings.Contains(r.stderr, "interrupted") || rep["moved"] < 1 || rep["moved"] > 2 {
