@@ -2,6 +2,8 @@ package rie_test
 
 import (
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"testing"
@@ -9,30 +11,31 @@ import (
 	"github.com/ghclaim/ghclaim/infra/local/rie"
 )
 
-// TestAPortTakenBeforeTheRIEBindsIsPickedAgain hands the first RIE a runtime API port another
-// listener holds, as another process can take a port picked free before the RIE binds it: a
-// dial reaches that listener, so start must not take the port for the RIE's, and the RIE's
-// exit on its bind error starts another on fresh ports. Not parallel: the picker is the
+// TestAPortTakenBeforeTheRIEBindsIsPickedAgain hands the first RIE two ports other servers
+// hold, as other processes can take ports picked free before the RIE binds them: a dial
+// reaches those servers at once, so start must not take the ports for the RIE's, and the
+// RIE's exit on its bind error starts another on fresh ports. (With one port taken, the RIE
+// never listens on the other and its exit was seen either way.) The thieves answer HTTP, so
+// an invoke that reaches one fails rather than waits. Not parallel: the picker is the
 // package's.
 func TestAPortTakenBeforeTheRIEBindsIsPickedAgain(t *testing.T) {
-	thief, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer thief.Close()
+	api := httptest.NewServer(http.NotFoundHandler())
+	defer api.Close()
+	invokeThief := httptest.NewServer(http.NotFoundHandler())
+	defer invokeThief.Close()
 	picks := 0
 	rie.SetPickAddrs(t, func(n int) ([]string, error) {
 		picks++
 		addrs, err := rie.FreeAddrs(n)
 		if picks == 1 && err == nil {
-			addrs[0] = thief.Addr().String() // the runtime API's
+			addrs[0], addrs[1] = api.Listener.Addr().String(), invokeThief.Listener.Addr().String()
 		}
 		return addrs, err
 	})
 	e, _ := setup(t, nil)
 	a, err := invoke(t, e, `{}`)
 	if err != nil {
-		t.Fatalf("invoke with the first runtime API port taken: %v", err)
+		t.Fatalf("invoke with the first RIE's ports taken: %v", err)
 	}
 	if a.Count != 1 || picks != 2 {
 		t.Errorf("served %d invocation(s) after %d pick(s) of ports; want 1 after 2", a.Count, picks)
