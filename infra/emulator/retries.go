@@ -1,6 +1,9 @@
 package emulator
 
 import (
+	"errors"
+	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -10,36 +13,69 @@ import (
 )
 
 // Retries is an HTTP client for an SDK configuration (its HTTPClient) that counts the SDK's
-// retries of each operation: a request whose invocation id (Amz-Sdk-Invocation-Id) it has seen
-// before. A test that counts what code it does not wire itself sent (the messages of a webhook,
-// say) learns from it how many copies the SDK's retries of cut answers can explain.
+// retries of each operation that follow a lost answer: a request whose invocation id
+// (Amz-Sdk-Invocation-Id) it has seen before, whose previous try got no answer or one cut
+// partway. A test that counts what code it does not wire itself sent (the messages of a webhook,
+// say) learns from it how many copies the SDK's retries of cut answers can explain. A retry
+// after an answer read whole (a 500, a throttle) is not counted: the try before it did
+// nothing, so it explains no copy, and counting it would hide a copy production made.
 type Retries struct {
 	Next aws.HTTPClient // the SDK's own client when nil
 
 	mu      sync.Mutex
-	seen    map[string]bool
-	retried map[string]int // operation → retries not yet spent
+	lost    map[string]bool // invocation id → its last try's answer was lost
+	retried map[string]int  // operation → retries not yet spent
 }
 
-// Do sends req through Next, counting it if it is a retry.
+// Do sends req through Next, counting it if it retries a try whose answer was lost.
 func (r *Retries) Do(req *http.Request) (*http.Response, error) {
 	// JSON protocols name the operation in X-Amz-Target: "AmazonSQS.SendMessage".
 	_, op, _ := strings.Cut(req.Header.Get("X-Amz-Target"), ".")
 	id := req.Header.Get("Amz-Sdk-Invocation-Id")
 	r.mu.Lock()
-	if r.seen == nil {
-		r.seen, r.retried = map[string]bool{}, map[string]int{}
+	if r.lost == nil {
+		r.lost, r.retried = map[string]bool{}, map[string]int{}
 	}
-	if id != "" && r.seen[id] {
+	if id != "" && r.lost[id] {
 		r.retried[op]++
 	}
-	r.seen[id] = true
+	r.lost[id] = false
 	if r.Next == nil {
 		r.Next = awshttp.NewBuildableClient() // once: its connections are reused
 	}
 	next := r.Next
 	r.mu.Unlock()
-	return next.Do(req)
+	resp, err := next.Do(req)
+	var dial *net.OpError
+	if err != nil && !(errors.As(err, &dial) && dial.Op == "dial") { // a refused dial sent nothing
+		r.lose(id)
+	}
+	if err != nil {
+		return resp, err
+	}
+	resp.Body = &answer{ReadCloser: resp.Body, lost: func() { r.lose(id) }}
+	return resp, nil
+}
+
+// lose marks the last try of invocation id as one whose answer was lost.
+func (r *Retries) lose(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lost[id] = true
+}
+
+// answer is a response body that reports a read cut partway (an error other than EOF).
+type answer struct {
+	io.ReadCloser
+	lost func()
+}
+
+func (a *answer) Read(p []byte) (int, error) {
+	n, err := a.ReadCloser.Read(p)
+	if err != nil && !errors.Is(err, io.EOF) {
+		a.lost()
+	}
+	return n, err
 }
 
 // Spend reports whether the SDK retried ops n times, not yet spent, and spends them if so.
