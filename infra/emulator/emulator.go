@@ -135,6 +135,7 @@ func launch(ctx context.Context, argv, env []string) (*Server, error) {
 		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}
 	port := make(chan string, 1)
+	unread := make(chan error, 1) // why no port will come
 	go func() {
 		// Read to the end, past the port: a server writing to a closed pipe would die of it.
 		defer r.Close()
@@ -146,16 +147,26 @@ func launch(ctx context.Context, argv, env []string) (*Server, error) {
 				return
 			}
 		}
-		close(port) // stdout closed without a port: the server is gone
+		if err := sc.Err(); err != nil { // a line too long: the server may still run
+			unread <- fmt.Errorf("%s wrote no port line on stdout: %w", bin, err)
+			_, _ = io.Copy(io.Discard, r)
+			return
+		}
+		// stdout closed without a port: the server is gone, or going.
+		select {
+		case <-s.exited:
+			unread <- fmt.Errorf("%s exited (%v) before reporting its port", bin, s.cmd.ProcessState)
+		case <-time.After(5 * time.Second):
+			unread <- fmt.Errorf("%s closed its stdout before reporting its port", bin)
+		}
 	}()
 	wait, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
 	select {
-	case p, ok := <-port:
-		if !ok {
-			s.Close()
-			return nil, fmt.Errorf("%s exited before reporting its port", bin)
-		}
+	case err := <-unread:
+		s.Close()
+		return nil, err
+	case p := <-port:
 		s.Endpoint = "http://127.0.0.1:" + p
 	case <-wait.Done():
 		s.Close()

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
@@ -53,6 +54,41 @@ func TestStartServesTheAWSAPIAndCloseStopsIt(t *testing.T) {
 
 	closedAndStopped(t, srv, client)
 	srv.Close() // idempotent
+}
+
+// TestLaunchSaysWhyNoPortCame: a server that exits before reporting its port is said to have
+// exited, with its exit status; one whose stdout holds no port line it can read (a line longer
+// than the reader takes) is not said to have exited, as it may still run. Neither waits for
+// the start timeout.
+func TestLaunchSaysWhyNoPortCame(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name, script, want, not string
+	}{
+		{name: "exits", script: "echo starting; exit 3", want: "exited (exit status 3) before reporting its port"},
+		{name: "a line too long", script: "head -c 100000 /dev/zero | tr '\\0' x; echo; sleep 30", want: "wrote no port line on stdout: bufio.Scanner: token too long", not: "exited"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			bin := filepath.Join(t.TempDir(), "server")
+			if err := os.WriteFile(bin, []byte("#!/bin/sh\n"+tt.script+"\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			s, err := launch(ctx, []string{bin}, os.Environ())
+			if err == nil {
+				s.Close()
+				t.Fatalf("launch: got a server at %s, want an error", s.Endpoint)
+			}
+			if !strings.Contains(err.Error(), tt.want) || (tt.not != "" && strings.Contains(err.Error(), tt.not)) {
+				t.Errorf("launch: got %q, want it to say %q", err, tt.want)
+			}
+			if ctx.Err() != nil {
+				t.Errorf("launch waited for its deadline: %v", err)
+			}
+		})
+	}
 }
 
 // closedAndStopped closes srv and checks that its server has exited and no longer answers.
