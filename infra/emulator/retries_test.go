@@ -5,7 +5,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 )
@@ -73,5 +75,42 @@ func TestRetriesCountOnlyAfterALostAnswer(t *testing.T) {
 				t.Errorf("tries %v: got %q, want %d message(s)", tt.tries, got, tt.want)
 			}
 		})
+	}
+}
+
+// TestRetriesReuseOneConnection: without Next, Retries sends through one SDK client of its own,
+// so requests in turn share a connection; a client a request opened a socket each, more load
+// on the box whose load cuts answers in the first place.
+func TestRetriesReuseOneConnection(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	conns := 0
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "{}") }))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			mu.Lock()
+			conns++
+			mu.Unlock()
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	r := &Retries{}
+	for range 3 {
+		req, err := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("{}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := r.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if conns != 1 {
+		t.Errorf("3 requests in turn opened %d connection(s), want 1", conns)
 	}
 }
