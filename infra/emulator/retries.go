@@ -1,6 +1,8 @@
 package emulator
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -19,12 +21,15 @@ import (
 // say) learns from it how many copies the SDK's retries of cut answers can explain. A retry
 // after an answer read whole (a 500, a throttle) is not counted: the try before it did
 // nothing, so it explains no copy, and counting it would hide a copy production made.
+//
+// A retry explains a copy of the messages it sent again (SQS's MessageBody, or a batch's), no
+// other: a copy of another message beside it is production's.
 type Retries struct {
 	Next aws.HTTPClient // the SDK's own client when nil
 
-	mu      sync.Mutex
-	lost    map[string]bool // invocation id → its last try's answer was lost
-	retried map[string]int  // operation → retries not yet spent
+	mu     sync.Mutex
+	lost   map[string]bool           // invocation id → its last try's answer was lost
+	resent map[string]map[string]int // operation → message body → retries not yet spent
 }
 
 // Do sends req through Next, counting it if it retries a try whose answer was lost.
@@ -32,12 +37,21 @@ func (r *Retries) Do(req *http.Request) (*http.Response, error) {
 	// JSON protocols name the operation in X-Amz-Target: "AmazonSQS.SendMessage".
 	_, op, _ := strings.Cut(req.Header.Get("X-Amz-Target"), ".")
 	id := req.Header.Get("Amz-Sdk-Invocation-Id")
+	bodies, err := messageBodies(req)
+	if err != nil {
+		return nil, err
+	}
 	r.mu.Lock()
 	if r.lost == nil {
-		r.lost, r.retried = map[string]bool{}, map[string]int{}
+		r.lost, r.resent = map[string]bool{}, map[string]map[string]int{}
 	}
 	if id != "" && r.lost[id] {
-		r.retried[op]++
+		if r.resent[op] == nil {
+			r.resent[op] = map[string]int{}
+		}
+		for _, b := range bodies {
+			r.resent[op][b]++
+		}
 	}
 	r.lost[id] = false
 	if r.Next == nil {
@@ -78,39 +92,78 @@ func (a *answer) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// Spend reports whether the SDK retried ops n times, not yet spent, and spends them if so.
-func (r *Retries) Spend(n int, ops ...string) bool {
+// messageBodies reads the SQS message bodies req sends (a JSON protocol's MessageBody, or its
+// Entries'), and leaves req's body to be sent as it was.
+func messageBodies(req *http.Request) ([]string, error) {
+	if req.Body == nil || req.Body == http.NoBody {
+		return nil, nil
+	}
+	b, err := io.ReadAll(req.Body)
+	req.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	req.Body = io.NopCloser(bytes.NewReader(b))
+	var in struct {
+		MessageBody *string
+		Entries     []struct{ MessageBody string }
+	}
+	if json.Unmarshal(b, &in) != nil { // not JSON: no message
+		return nil, nil
+	}
+	var out []string
+	if in.MessageBody != nil {
+		out = append(out, *in.MessageBody)
+	}
+	for _, e := range in.Entries {
+		out = append(out, e.MessageBody)
+	}
+	return out, nil
+}
+
+// spend reports whether the SDK's retries of ops, not yet spent, sent each body again as many
+// times as copies holds, and spends them if so.
+func (r *Retries) spend(copies map[string]int, ops ...string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	have := 0
-	for _, op := range ops {
-		have += r.retried[op]
+	for b, n := range copies {
+		have := 0
+		for _, op := range ops {
+			have += r.resent[op][b]
+		}
+		if have < n {
+			return false
+		}
 	}
-	if have < n {
-		return false
-	}
-	for _, op := range ops {
-		spent := min(n, r.retried[op])
-		r.retried[op] -= spent
-		n -= spent
+	for b, n := range copies {
+		for _, op := range ops {
+			spent := min(n, r.resent[op][b])
+			if spent > 0 {
+				r.resent[op][b] -= spent
+			}
+			n -= spent
+		}
 	}
 	return true
 }
 
-// WithoutRetried returns all without its copies (items whose key is an earlier one's) when the
-// SDK's retries of ops not yet spent explain that many copies, spending them, and how many it
-// dropped; else all, copies and all, for the test to count.
-func WithoutRetried[T any, K comparable](r *Retries, all []T, key func(T) K, ops ...string) ([]T, int) {
-	seen := map[K]bool{}
+// WithoutRetried returns all without its copies (items whose message body is an earlier one's)
+// when the SDK's retries of ops, not yet spent, sent each of those bodies again as many times,
+// spending them, and how many it dropped; else all, copies and all, for the test to count.
+func WithoutRetried[T any](r *Retries, all []T, body func(T) string, ops ...string) ([]T, int) {
+	seen := map[string]bool{}
+	copies := map[string]int{}
 	var once []T
 	for _, v := range all {
-		if k := key(v); !seen[k] {
-			seen[k] = true
+		if b := body(v); seen[b] {
+			copies[b]++
+		} else {
+			seen[b] = true
 			once = append(once, v)
 		}
 	}
-	if copies := len(all) - len(once); copies > 0 && r.Spend(copies, ops...) {
-		return once, copies
+	if n := len(all) - len(once); n > 0 && r.spend(copies, ops...) {
+		return once, n
 	}
 	return all, 0
 }

@@ -36,6 +36,49 @@ type failing struct{}
 
 func (failing) Read([]byte) (int, error) { return 0, errors.New("use of closed network connection") }
 
+// TestARetryExplainsOnlyItsOwnMessage: the SDK sent m again after a lost answer, so a copy of
+// m is the retry's; a copy of x beside it is not, and stays.
+func TestARetryExplainsOnlyItsOwnMessage(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name     string
+		received []string
+		want     int
+	}{
+		{name: "its own", received: []string{"m", "x", "m"}, want: 2},
+		{name: "another's", received: []string{"m", "x", "x"}, want: 3},
+		{name: "its own and another's", received: []string{"m", "m", "x", "x"}, want: 4},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			tries := answers{"lost", "200"}
+			r := &Retries{Next: &tries}
+			for len(tries) > 0 {
+				send(t, r, `{"QueueUrl":"q","MessageBody":"m"}`)
+			}
+			if got, _ := WithoutRetried(r, tt.received, itself, "SendMessage"); len(got) != tt.want {
+				t.Errorf("received %q: got %q, want %d message(s)", tt.received, got, tt.want)
+			}
+		})
+	}
+}
+
+// send sends body as one SendMessage invocation's try through r, reading the answer whole.
+func send(t *testing.T, r *Retries, body string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, "http://emulator/", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-Amz-Target", "AmazonSQS.SendMessage")
+	req.Header.Set("Amz-Sdk-Invocation-Id", "one-send")
+	resp, err := r.Do(req)
+	if err == nil {
+		_, _ = io.ReadAll(resp.Body) // as the SDK's deserializer does
+		resp.Body.Close()
+	}
+}
+
 // TestRetriesCountOnlyAfterALostAnswer: a retry explains a copy only when the try before it
 // may have acted unseen, its answer lost (no response, or a body cut partway). A retry after
 // an answer the SDK read whole (a 500, a throttle) follows a try that did nothing, so a
@@ -59,17 +102,7 @@ func TestRetriesCountOnlyAfterALostAnswer(t *testing.T) {
 			tries := answers(tt.tries)
 			r := &Retries{Next: &tries}
 			for len(tries) > 0 {
-				req, err := http.NewRequest(http.MethodPost, "http://emulator/", strings.NewReader(`{"MessageBody":"m"}`))
-				if err != nil {
-					t.Fatal(err)
-				}
-				req.Header.Set("X-Amz-Target", "AmazonSQS.SendMessage")
-				req.Header.Set("Amz-Sdk-Invocation-Id", "one-send")
-				resp, err := r.Do(req)
-				if err == nil {
-					_, _ = io.ReadAll(resp.Body) // as the SDK's deserializer does
-					resp.Body.Close()
-				}
+				send(t, r, `{"MessageBody":"m"}`)
 			}
 			if got, _ := WithoutRetried(r, []string{"m", "m"}, itself, "SendMessage"); len(got) != tt.want {
 				t.Errorf("tries %v: got %q, want %d message(s)", tt.tries, got, tt.want)

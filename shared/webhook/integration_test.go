@@ -211,10 +211,10 @@ func (w *world) deliver(t *testing.T, name, guid string, mod func(map[string]any
 	return resp.StatusCode
 }
 
-// received drains the claims queue and returns the decoded messages, copies and all.
-func (w *world) received(t *testing.T) []job.Message {
+// received drains the claims queue and returns the messages' bodies, copies and all.
+func (w *world) received(t *testing.T) []string {
 	t.Helper()
-	var out []job.Message
+	var out []string
 	for {
 		res, err := w.sqs.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{
 			QueueUrl: &w.stack.QueueURL, MaxNumberOfMessages: 10, WaitTimeSeconds: 1, VisibilityTimeout: 600,
@@ -226,25 +226,29 @@ func (w *world) received(t *testing.T) []job.Message {
 			return out
 		}
 		for _, m := range res.Messages {
-			msg, err := queue.Decode(aws.ToString(m.Body))
-			if err != nil {
-				t.Fatalf("message %q: %v", aws.ToString(m.Body), err)
-			}
-			out = append(out, msg)
+			out = append(out, aws.ToString(m.Body))
 		}
 	}
 }
 
 // messages receives every message on the queue. A copy of one is the
 // SDK's retry of a send the emulator had done, its answer cut on a busy
-// box, when the wire saw that many retries of SendMessage: it is the one
+// box, when the wire saw SendMessage sent it again that many times: it is the one
 // message (as the claimer takes it), and only one is returned. Every other
 // copy stays, for the test to count.
 func (w *world) messages(t *testing.T) []job.Message {
 	t.Helper()
-	msgs, copies := emulator.WithoutRetried(w.retries, w.received(t), func(m job.Message) job.Message { return m }, "SendMessage")
+	bodies, copies := emulator.WithoutRetried(w.retries, w.received(t), func(b string) string { return b }, "SendMessage")
 	if copies > 0 {
 		t.Logf("messages: %d copied by the SDK's retries of SendMessage", copies)
+	}
+	var msgs []job.Message
+	for _, b := range bodies {
+		msg, err := queue.Decode(b)
+		if err != nil {
+			t.Fatalf("message %q: %v", b, err)
+		}
+		msgs = append(msgs, msg)
 	}
 	return msgs
 }
