@@ -85,8 +85,9 @@ func children(pid int) []int {
 }
 
 // listening reports whether pid holds a TCP socket listening on addr (host:port), from
-// /proc/net/tcp and pid's open files. Without /proc to read, it falls back to a dial, which
-// cannot tell whose listener answers.
+// /proc/net/tcp (IPv4) and /proc/net/tcp6 (IPv6, where a listener on [::1] or a dual-stack
+// one is) and pid's open files. Without /proc to read, it falls back to a dial, which cannot
+// tell whose listener answers.
 func listening(pid int, addr string) bool {
 	_, port, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -100,6 +101,9 @@ func listening(pid int, addr string) bool {
 	if err != nil {
 		return dialable(addr)
 	}
+	if v6, err := os.ReadFile("/proc/net/tcp6"); err == nil { // absent without IPv6
+		table = append(append(table, '\n'), v6...)
+	}
 	// "sl local_address rem_address st … uid timeout inode": the port is hex after the colon,
 	// state 0A is LISTEN.
 	want := ":" + strings.ToUpper(strconv.FormatInt(int64(n), 16))
@@ -107,7 +111,7 @@ func listening(pid int, addr string) bool {
 		want = ":0" + want[1:]
 	}
 	inodes := map[string]bool{}
-	for _, line := range strings.Split(string(table), "\n")[1:] {
+	for _, line := range strings.Split(string(table), "\n") { // the headers' fields are not "0A"
 		f := strings.Fields(line)
 		if len(f) > 9 && strings.HasSuffix(f[1], want) && f[3] == "0A" {
 			inodes["socket:["+f[9]+"]"] = true

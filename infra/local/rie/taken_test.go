@@ -67,3 +67,18 @@ func TestListeningNamesTheHolder(t *testing.T) {
 		t.Errorf("the closed %s is still seen as listened on", addr)
 	}
 }
+
+// TestListeningSeesAnIPv6Listener: a listener on [::1] (or a dual-stack one) is in
+// /proc/net/tcp6 alone; read only /proc/net/tcp, it was nobody's and start waited out its
+// timeout for an RIE that listened.
+func TestListeningSeesAnIPv6Listener(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp6", "[::1]:0")
+	if err != nil {
+		t.Skipf("no IPv6 loopback here: %v", err)
+	}
+	defer l.Close()
+	if addr := l.Addr().String(); !rie.Listening(os.Getpid(), addr) {
+		t.Errorf("this process's listener on %s is not seen as its", addr)
+	}
+}
