@@ -105,6 +105,15 @@ func (f *fixture) machine(t *testing.T, id int64) {
 	}
 }
 
+// machineAged starts the job's machine as machine does, launched age ago.
+func (f *fixture) machineAged(t *testing.T, id int64, age time.Duration) {
+	t.Helper()
+	now := f.now
+	f.now = now.Add(-age)
+	f.machine(t, id)
+	f.now = now
+}
+
 // idleRunnerOfDoneJob starts job id's machine and registers its runner,
 // online and idle, for a job done on another runner; it returns the
 // runner's name.
