@@ -42,16 +42,7 @@ func TestConfigsListFiftyAPage(t *testing.T) {
 	// account, the binary's other tests' too.
 	f := setupAWSOn(t, emulator.OwnForTest(t))
 	const n = 12
-	for i := range n {
-		err := provisiontest.PutParameter(ctx, f.ssm, &ssm.PutParameterInput{
-			Name: aws.String(ParameterName(fmt.Sprintf("page-%d", i))), Value: aws.String("x"),
-			Type: ssmtypes.ParameterTypeSecureString,
-			Tags: []ssmtypes.Tag{{Key: aws.String(TagInstanceARN), Value: aws.String("arn:aws:ec2:us-east-1:123456789012:instance/i-0123456789abcdef0")}},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	f.putConfigs(t, "page", n)
 	c := &describeCounter{Catalog: f.ssm}
 	cs, err := Leftovers{Parameters: c}.Configs(ctx, time.Now().Add(time.Hour))
 	if err != nil {
@@ -65,6 +56,22 @@ func TestConfigsListFiftyAPage(t *testing.T) {
 		var api smithy.APIError
 		if !errors.As(err, &api) || api.ErrorCode() != "ValidationException" {
 			t.Errorf("DescribeParameters with MaxResults %d: got %v, want ValidationException", max, err)
+		}
+	}
+}
+
+// putConfigs writes n runner configs named prefix-0 … prefix-<n-1>, each
+// tagged with one instance's ARN.
+func (f awsFixture) putConfigs(t *testing.T, prefix string, n int) {
+	t.Helper()
+	for i := range n {
+		err := provisiontest.PutParameter(context.Background(), f.ssm, &ssm.PutParameterInput{
+			Name: aws.String(ParameterName(fmt.Sprintf("%s-%d", prefix, i))), Value: aws.String("x"),
+			Type: ssmtypes.ParameterTypeSecureString,
+			Tags: []ssmtypes.Tag{{Key: aws.String(TagInstanceARN), Value: aws.String("arn:aws:ec2:us-east-1:123456789012:instance/i-0123456789abcdef0")}},
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
 	}
 }
