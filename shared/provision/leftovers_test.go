@@ -21,7 +21,7 @@ func TestLiveMachinesLeaveEndedOnesOut(t *testing.T) {
 	ctx := context.Background()
 	f := setupAWS(t)
 	ids := map[int64]string{}
-	for _, job := range []int64{5301, 5302} {
+	for _, job := range []int64{5401, 5402} {
 		id, err := provisiontest.RunInstance(ctx, f.ec2, "ami-03cf127a", "t3.micro", []ec2api.Tag{
 			{Key: TagJobID, Value: fmt.Sprint(job)}, {Key: TagRunnerName, Value: fmt.Sprintf("linux-%d", job)}, {Key: TagPool, Value: "linux"},
 		})
@@ -30,10 +30,10 @@ func TestLiveMachinesLeaveEndedOnesOut(t *testing.T) {
 		}
 		ids[job] = id
 	}
-	if _, err := f.ec2.TerminateInstances(ctx, &ec2api.TerminateInstancesInput{InstanceIDs: []string{ids[5302]}}); err != nil {
+	if _, err := f.ec2.TerminateInstances(ctx, &ec2api.TerminateInstancesInput{InstanceIDs: []string{ids[5402]}}); err != nil {
 		t.Fatal(err)
 	}
-	if st, err := provisiontest.State(ctx, f.ec2, ids[5302]); err != nil || st == "" {
+	if st, err := provisiontest.State(ctx, f.ec2, ids[5402]); err != nil || st == "" {
 		t.Fatalf("setup: the terminated instance is not listed by EC2 (state %q, %v): nothing to leave out", st, err)
 	}
 	ms, err := Leftovers{Instances: f.ec2}.LiveMachines(ctx)
@@ -46,8 +46,8 @@ func TestLiveMachinesLeaveEndedOnesOut(t *testing.T) {
 			got[m.JobID] = m.ID
 		}
 	}
-	if len(got) != 1 || got[5301] != ids[5301] {
-		t.Errorf("live machines of the test's jobs %v, want only job 5301's %s (job 5302's %s is terminated)", got, ids[5301], ids[5302])
+	if len(got) != 1 || got[5401] != ids[5401] {
+		t.Errorf("live machines of the test's jobs %v, want only job 5401's %s (job 5402's %s is terminated)", got, ids[5401], ids[5402])
 	}
 }
 
