@@ -32,7 +32,9 @@ func TestEndToEnd(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	f := setup(t)
-	awsCfg := emulator.ForTest(t).ConfigForTest(t)
+	// Its own emulator: the janitor lists every machine and runner parameter of
+	// the account, and the report is checked for exact counts.
+	awsCfg := emulator.OwnForTest(t).ConfigForTest(t)
 	instances, params := ec2api.New(awsCfg), ssm.NewFromConfig(awsCfg)
 	const idle, busy, gone, theirs = int64(5101), int64(5102), int64(5103), int64(5104)
 
