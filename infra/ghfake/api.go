@@ -153,7 +153,7 @@ func (s *Server) generateJIT(w http.ResponseWriter, r *http.Request) {
 		doc = docsJITOrg
 	}
 	var req jitRequest
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+	if err := decodeJSONBody(r, &req); err != nil {
 		writeError(w, http.StatusBadRequest, "Problems parsing JSON", doc)
 		return
 	}

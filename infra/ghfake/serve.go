@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -282,6 +283,23 @@ func bearer(r *http.Request) string {
 		}
 	}
 	return ""
+}
+
+// decodeJSONBody parses a request body that must be exactly one JSON
+// value, as GitHub's parser takes it: a JSON text is one value with only
+// whitespace around it (RFC 8259, section 2), so `{...}garbage` or two
+// objects in a row are not JSON and GitHub answers them 400 "Problems
+// parsing JSON" like any other body it cannot parse. json.Decoder alone
+// stops after the first value and would accept the rest silently.
+func decodeJSONBody(r *http.Request, v any) error {
+	dec := json.NewDecoder(r.Body)
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("ghfake: data after the JSON value")
+	}
+	return nil
 }
 
 // errorBody is GitHub's JSON error shape.
