@@ -37,7 +37,7 @@ func apiError(t *testing.T, resp *http.Response, status int) (message, doc strin
 	}
 	b, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != status {
-		t.Fatalf("status %d (%s), want %d", resp.StatusCode, b, status)
+		t.Fatalf("status %d (%.200s), want %d", resp.StatusCode, b, status)
 	}
 	if err := json.Unmarshal(b, &e); err != nil {
 		t.Fatalf("error body %q: %v", b, err)
@@ -78,5 +78,22 @@ func TestJITBodyMustBeOneJSONValue(t *testing.T) {
 				t.Errorf("message %q, want Problems parsing JSON", msg)
 			}
 		})
+	}
+}
+
+// TestOversizedBodyIsRefusedNotCut: a body over the fake's 1 MiB cap is
+// refused with 413, not cut at the cap and parsed. Before, a JIT request
+// whose label list ran past the cap was cut there; this one, cut right
+// after its object's closing brace, parsed and created a runner.
+func TestOversizedBodyIsRefusedNotCut(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	obj := `{"name":"r1","runner_group_id":1,"labels":["self-hosted"]}`
+	body := obj + strings.Repeat(" ", 1<<20-len(obj)) + `x`
+	resp := rawAPI(t, f, http.MethodPost, "/repos/octo/hello/actions/runners/generate-jitconfig",
+		strings.NewReader(body), map[string]string{"Authorization": "token " + f.fake.IssueToken(inst)})
+	apiError(t, resp, http.StatusRequestEntityTooLarge)
+	if n := len(f.fake.Runners()); n != 0 {
+		t.Errorf("%d runners created from an oversized body, want 0", n)
 	}
 }

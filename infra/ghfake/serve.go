@@ -15,7 +15,8 @@ import (
 
 type ctxKey struct{}
 
-// maxBody caps a request body; ghclaim's requests are tiny.
+// maxBody caps a request body; ghclaim's requests are tiny. A larger one
+// is refused, not cut.
 const maxBody = 1 << 20
 
 // ServeHTTP answers one request: control endpoints under /_fake/, the API
@@ -49,8 +50,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// Read the body now: until it is read, net/http cannot notice that the
 	// client went away, and a slow fault would outlive its client.
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
 	if err != nil {
+		return
+	}
+	if len(body) > maxBody {
+		// Refused whole, never parsed cut short: a cut body can still
+		// parse (a long label list cut at a comma) and be acted on as a
+		// request the client never sent. GitHub's own limit and answer
+		// for an oversized REST body are not documented, nor found in
+		// reports; 413 is HTTP's status for it (RFC 9110, 15.5.14).
+		writeError(w, http.StatusRequestEntityTooLarge, http.StatusText(http.StatusRequestEntityTooLarge), docsREST)
 		return
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
