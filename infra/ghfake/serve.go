@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -47,6 +48,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r2 := r.Clone(r.Context())
 		r2.URL.Path, r2.URL.RawPath = rest, ""
 		r = r2
+	}
+	version, ok := apiVersion(r)
+	if !ok {
+		writeError(w, http.StatusBadRequest, unsupportedVersion(r.Header.Get(headerAPIVersion)), docsREST)
+		return
 	}
 	// Read the body now: until it is read, net/http cannot notice that the
 	// client went away, and a slow fault would outlive its client.
@@ -106,7 +112,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := http.Header{}
 	h.Set("X-GitHub-Request-Id", reqID)
 	h.Set("X-GitHub-Media-Type", "github.v3; format=json")
-	h.Set("X-GitHub-Api-Version-Selected", "2022-11-28")
+	h.Set("X-GitHub-Api-Version-Selected", version)
 	// The actor's requests in flight: this one counts from here to its
 	// answer, a slow one (a fault's wait) included.
 	if authed || app {
@@ -249,6 +255,49 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	copyHeader(w, rec.header)
 	w.WriteHeader(rec.status)
 	_, _ = w.Write(rec.body.Bytes())
+}
+
+// REST API versions (https://docs.github.com/rest/about-the-rest-api/api-versions):
+// a request without X-GitHub-Api-Version gets defaultAPIVersion; one naming
+// a version GitHub does not support is refused 400. 2026-03-10 was released
+// on 2026-03-12 (https://github.blog/changelog/2026-03-12-rest-api-version-2026-03-10-is-now-available/),
+// 2022-11-28 stays supported for at least 24 months after it. The fake
+// serves both alike: ghclaim's calls are not among the breaking changes
+// it tracks.
+const (
+	headerAPIVersion  = "X-GitHub-Api-Version"
+	defaultAPIVersion = "2022-11-28"
+)
+
+// supportedAPIVersions, most recent first.
+var supportedAPIVersions = []string{"2026-03-10", defaultAPIVersion}
+
+// apiVersion returns the version a request selects, and false for one
+// GitHub does not support.
+func apiVersion(r *http.Request) (string, bool) {
+	v := r.Header.Get(headerAPIVersion)
+	if v == "" {
+		return defaultAPIVersion, true
+	}
+	return v, slices.Contains(supportedAPIVersions, v)
+}
+
+// unsupportedVersion is GitHub's message for an unsupported version, as it
+// was logged while 2022-11-28 was the only one (with documentation_url
+// https://docs.github.com/rest,
+// https://github.com/expipiplus1/update-nix-fetchgit/issues/79):
+//
+//	The version you specified in the "X-GitHub-API-Version" request header, "v3", is not a supported version. The following versions are currently supported: "2022-11-28" (most recent).
+//
+// How it lists two versions is extrapolated: most recent first, marked.
+func unsupportedVersion(v string) string {
+	list := make([]string, len(supportedAPIVersions))
+	for i, s := range supportedAPIVersions {
+		list[i] = strconv.Quote(s)
+	}
+	list[0] += " (most recent)"
+	return fmt.Sprintf(`The version you specified in the "X-GitHub-API-Version" request header, %q, is not a supported version. The following versions are currently supported: %s.`,
+		v, strings.Join(list, ", "))
 }
 
 // appRoute reports whether route is authenticated as the App (JWT) and
