@@ -185,6 +185,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if !public {
 		if !authed {
+			if r.Header.Get("Authorization") == "" {
+				// No credential at all is not a bad one: GitHub answers
+				// "Requires authentication" with the operation's
+				// documentation (as logged for GET /user and POST /gists;
+				// "Bad credentials" is its answer to a token it cannot
+				// resolve, https://github.com/maxlath/backup-github-repo/issues/10).
+				s.writeAnonymousDoc(w, h, http.StatusUnauthorized, "Requires authentication", routeDocs[route])
+				return
+			}
 			s.writeUnauthorized(w, h, "Bad credentials")
 			return
 		}

@@ -51,6 +51,15 @@ func (s *Server) writeUnauthorized(w http.ResponseWriter, h http.Header, msg str
 // unauthenticated budget and carrying its headers, none of another's.
 // Callers do not hold s.mu.
 func (s *Server) writeAnonymous(w http.ResponseWriter, h http.Header, status int, msg string) {
+	s.writeAnonymousDoc(w, h, status, msg, docsREST)
+}
+
+// writeAnonymousDoc is writeAnonymous with documentation_url doc (docsREST
+// when empty).
+func (s *Server) writeAnonymousDoc(w http.ResponseWriter, h http.Header, status int, msg, doc string) {
+	if doc == "" {
+		doc = docsREST
+	}
 	h = h.Clone()
 	for _, k := range []string{"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Used", "X-RateLimit-Reset", "X-RateLimit-Resource"} {
 		h.Del(k)
@@ -68,5 +77,21 @@ func (s *Server) writeAnonymous(w http.ResponseWriter, h http.Header, status int
 	}
 	s.mu.Unlock()
 	copyHeader(w, h)
-	writeError(w, status, msg, docsREST)
+	writeError(w, status, msg, doc)
+}
+
+// routeDocs is the documentation of each route taking an installation
+// token, as GitHub links it from the operation's errors.
+var routeDocs = map[string]string{
+	RouteRepoJIT:          docsJITRepo,
+	RouteOrgJIT:           docsJITOrg,
+	RouteRepoRunners:      "https://docs.github.com/rest/actions/self-hosted-runners#list-self-hosted-runners-for-a-repository",
+	RouteOrgRunners:       "https://docs.github.com/rest/actions/self-hosted-runners#list-self-hosted-runners-for-an-organization",
+	RouteRepoRunner:       "https://docs.github.com/rest/actions/self-hosted-runners#get-a-self-hosted-runner-for-a-repository",
+	RouteOrgRunner:        "https://docs.github.com/rest/actions/self-hosted-runners#get-a-self-hosted-runner-for-an-organization",
+	RouteRepoDeleteRunner: docsRunnerRepo,
+	RouteOrgDeleteRunner:  docsRunnerOrg,
+	RouteJob:              docsJob,
+	RouteInstallRepos:     "https://docs.github.com/rest/apps/installations#list-repositories-accessible-to-the-app-installation",
+	RouteRepo:             "https://docs.github.com/rest/repos/repos#get-a-repository",
 }

@@ -3,6 +3,7 @@ package ghfake_test
 import (
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -94,4 +95,40 @@ func sendAs(t *testing.T, f fixture, method, path, auth string) *http.Response {
 		t.Fatal(err)
 	}
 	return resp
+}
+
+// TestNoCredentialRequiresAuthentication: a request to a route that takes
+// an installation token, sent with no credential at all, is answered 401
+// "Requires authentication" linking the operation's documentation, as
+// GitHub answers it; "Bad credentials" is for a credential GitHub cannot
+// resolve. Before, both got "Bad credentials".
+func TestNoCredentialRequiresAuthentication(t *testing.T) {
+	t.Parallel()
+	routes := []struct{ method, path, doc string }{
+		{http.MethodPost, "/repos/octo/hello/actions/runners/generate-jitconfig", "#create-configuration-for-a-just-in-time-runner-for-a-repository"},
+		{http.MethodPost, "/orgs/octo/actions/runners/generate-jitconfig", "#create-configuration-for-a-just-in-time-runner-for-an-organization"},
+		{http.MethodGet, "/repos/octo/hello/actions/runners", "#list-self-hosted-runners-for-a-repository"},
+		{http.MethodGet, "/orgs/octo/actions/runners", "#list-self-hosted-runners-for-an-organization"},
+		{http.MethodGet, "/repos/octo/hello/actions/runners/7", "#get-a-self-hosted-runner-for-a-repository"},
+		{http.MethodGet, "/orgs/octo/actions/runners/7", "#get-a-self-hosted-runner-for-an-organization"},
+		{http.MethodDelete, "/repos/octo/hello/actions/runners/7", "#delete-a-self-hosted-runner-from-a-repository"},
+		{http.MethodDelete, "/orgs/octo/actions/runners/7", "#delete-a-self-hosted-runner-from-an-organization"},
+		{http.MethodGet, "/repos/octo/hello/actions/jobs/7", "#get-a-job-for-a-workflow-run"},
+		{http.MethodGet, "/installation/repositories", "#list-repositories-accessible-to-the-app-installation"},
+		{http.MethodGet, "/repos/octo/hello", "#get-a-repository"},
+	}
+	for _, rt := range routes {
+		t.Run(rt.method+" "+rt.path, func(t *testing.T) {
+			t.Parallel()
+			f := setup(t)
+			msg, doc := apiError(t, rawAPI(t, f, rt.method, rt.path, nil, nil), http.StatusUnauthorized)
+			if msg != "Requires authentication" || !strings.HasSuffix(doc, rt.doc) {
+				t.Errorf("no credential: %q (%s), want Requires authentication (…%s)", msg, doc, rt.doc)
+			}
+			msg, _ = apiError(t, sendAs(t, f, rt.method, rt.path, "token ghs_nope"), http.StatusUnauthorized)
+			if msg != "Bad credentials" {
+				t.Errorf("a token never issued: %q, want Bad credentials", msg)
+			}
+		})
+	}
 }
