@@ -76,19 +76,39 @@ func (in installationOf) reaches(path string) bool {
 }
 
 // page cuts all to the request's per_page/page and sets GitHub's Link
-// header when more follow, so clients page as they do on GitHub.
+// header when the list spans more than one page: rel="prev" and "first"
+// on every page after the first, "next" and "last" on every page before
+// the last, in GitHub's order (prev, next, last, first: "Using pagination
+// in the REST API", https://docs.github.com/rest/using-the-rest-api/using-pagination-in-the-rest-api),
+// each the request's own URL (under the server's path prefix) with page
+// and per_page set.
 func page[T any](w http.ResponseWriter, r *http.Request, all []T) []T {
 	q := r.URL.Query()
 	perPage, n := min(max(atoiDefault(q.Get("per_page"), 30), 1), 100), max(atoiDefault(q.Get("page"), 1), 1)
 	start := min((n-1)*perPage, len(all))
 	end := min(start+perPage, len(all))
-	if end < len(all) {
+	last := max((len(all)+perPage-1)/perPage, 1)
+	prefix, _ := r.Context().Value(prefixKey{}).(string)
+	link := func(p int, rel string) string {
 		u := *r.URL
 		v := u.Query()
-		v.Set("page", fmt.Sprint(n+1))
+		v.Set("page", fmt.Sprint(p))
 		v.Set("per_page", fmt.Sprint(perPage))
 		u.RawQuery = v.Encode()
-		w.Header().Set("Link", fmt.Sprintf(`<http://%s%s>; rel="next"`, r.Host, u.RequestURI()))
+		return fmt.Sprintf(`<http://%s%s%s>; rel=%q`, r.Host, prefix, u.RequestURI(), rel)
+	}
+	var links []string
+	if n > 1 {
+		links = append(links, link(n-1, "prev"))
+	}
+	if n < last {
+		links = append(links, link(n+1, "next"), link(last, "last"))
+	}
+	if n > 1 {
+		links = append(links, link(1, "first"))
+	}
+	if len(links) > 0 {
+		w.Header().Set("Link", strings.Join(links, ", "))
 	}
 	return append([]T{}, all[start:end]...)
 }

@@ -16,6 +16,10 @@ import (
 
 type ctxKey struct{}
 
+// prefixKey holds the server's path prefix in a route's request, whose
+// path has it cut off, for the links the route writes.
+type prefixKey struct{}
+
 // maxBody caps a request body; ghclaim's requests are tiny. A larger one
 // is refused, not cut.
 const maxBody = 1 << 20
@@ -242,7 +246,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case mv.location != "":
 		writeMoved(rec, r.Method, mv.location)
 	default:
-		s.api.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), ctxKey{}, inst)))
+		ctx := context.WithValue(context.WithValue(r.Context(), ctxKey{}, inst), prefixKey{}, s.prefix)
+		s.api.ServeHTTP(rec, r.WithContext(ctx))
 	}
 
 	if fault != nil { // after effect
