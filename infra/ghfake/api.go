@@ -66,12 +66,13 @@ func (s *Server) accessToken(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	tok, exp := s.issue(id)
 	perms := s.permissionsOf(id)
+	selection := s.installs[id].selection()
 	s.mu.Unlock()
 	writeJSON(w, http.StatusCreated, map[string]any{
 		"token":                tok,
 		"expires_at":           exp.Format(time.RFC3339),
 		"permissions":          perms,
-		"repository_selection": "all",
+		"repository_selection": selection,
 	})
 }
 

@@ -38,6 +38,19 @@ func (s *Server) SetInstallation(id int64, owner string, org bool, repos ...stri
 	s.installs[id] = installationOf{id: id, owner: owner, org: org, repos: slices.Clone(repos)}
 }
 
+// selection is the installation's repository_selection, the same in the
+// installation list and in its tokens: "selected" when it was given
+// repositories, "all" otherwise (an installation SetInstallation made
+// without repositories, or one the fake was never told about, reaches
+// every repository of its account: see reaches). The two answers
+// disagreed ("selected" in the list, "all" in every token).
+func (in installationOf) selection() string {
+	if len(in.repos) > 0 {
+		return "selected"
+	}
+	return "all"
+}
+
 // covers reports whether a token of installation inst may reach path: an
 // /orgs/{org}/… route only on the installation's own organisation, a
 // /repos/{owner}/{repo}/… route only in its account and, when it was given
@@ -135,7 +148,7 @@ func (s *Server) listInstallations(w http.ResponseWriter, r *http.Request) {
 		}
 		all = append(all, map[string]any{
 			"id": in.id, "app_id": s.appID, "app_slug": "ghclaim-fake", "target_id": in.id + 1000, "target_type": typ,
-			"single_file_name": nil, "repository_selection": "selected",
+			"single_file_name": nil, "repository_selection": in.selection(),
 			"access_tokens_url": fmt.Sprintf("https://api.github.com/app/installations/%d/access_tokens", in.id),
 			"html_url":          fmt.Sprintf("https://github.com/settings/installations/%d", in.id),
 			"repositories_url":  "https://api.github.com/installation/repositories",
