@@ -92,12 +92,13 @@ func TestSweepAttributesFollowEveryTransition(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := f.s.CreateJob(ctx, rec(tt.id), t0); err != nil {
+			id := f.id(tt.id)
+			if _, err := f.s.CreateJob(ctx, rec(id), t0); err != nil {
 				t.Fatal(err)
 			}
-			tt.run(t, tt.id)
-			raw := f.raw(t, job.Key(tt.id))
-			got := f.get(t, tt.id)
+			tt.run(t, id)
+			raw := f.raw(t, job.Key(id))
+			got := f.get(t, id)
 			if got.State != tt.wantState {
 				t.Fatalf("state %s, want %s", got.State, tt.wantState)
 			}
@@ -113,9 +114,9 @@ func TestSweepAttributesFollowEveryTransition(t *testing.T) {
 				}
 				return
 			}
-			if got.SweepShard != job.Shard(tt.id, store.DefaultShards) || got.SweepAt != tt.wantSweep.UnixMilli() {
+			if got.SweepShard != job.Shard(id, store.DefaultShards) || got.SweepAt != tt.wantSweep.UnixMilli() {
 				t.Errorf("sweep shard %q at %d, want %q at %d", got.SweepShard, got.SweepAt,
-					job.Shard(tt.id, store.DefaultShards), tt.wantSweep.UnixMilli())
+					job.Shard(id, store.DefaultShards), tt.wantSweep.UnixMilli())
 			}
 		})
 	}
@@ -130,7 +131,7 @@ func TestEveryConditionClauseHolds(t *testing.T) {
 
 	t.Run("acquire at a stale version of a queued record", func(t *testing.T) {
 		// Queued at version 3 after a release; a duplicate message of version 1.
-		const id = 521
+		id := f.id(521)
 		_, err := f.s.CreateJob(ctx, rec(id), t0)
 		must(t, err)
 		l, _, err := f.s.Acquire(ctx, id, 1, "a", until, t0)
@@ -146,7 +147,7 @@ func TestEveryConditionClauseHolds(t *testing.T) {
 	t.Run("a refused acquire carries the record as it is", func(t *testing.T) {
 		// The claimer decides duplicate / early / unknown from the refusal
 		// alone: no read before the lease write.
-		const id = 527
+		id := f.id(527)
 		_, err := f.s.CreateJob(ctx, rec(id), t0)
 		must(t, err)
 		_, _, err = f.s.Acquire(ctx, id, 1, "a", until, t0)
@@ -164,7 +165,7 @@ func TestEveryConditionClauseHolds(t *testing.T) {
 		}
 	})
 	t.Run("acquire a claiming record at its own version", func(t *testing.T) {
-		const id = 522
+		id := f.id(522)
 		_, err := f.s.CreateJob(ctx, rec(id), t0)
 		must(t, err)
 		_, _, err = f.s.Acquire(ctx, id, 1, "a", until, t0)
@@ -179,7 +180,7 @@ func TestEveryConditionClauseHolds(t *testing.T) {
 	t.Run("same owner, older lease", func(t *testing.T) {
 		// One claimer process (owner a) leased, released, and leased again:
 		// the first lease must be dead even though the owner matches.
-		const id = 523
+		id := f.id(523)
 		_, err := f.s.CreateJob(ctx, rec(id), t0)
 		must(t, err)
 		old, _, err := f.s.Acquire(ctx, id, 1, "a", until, t0)
@@ -200,7 +201,7 @@ func TestEveryConditionClauseHolds(t *testing.T) {
 	t.Run("take back a record that moved on and came back to the same state", func(t *testing.T) {
 		// The reclaimer read the record queued at version 1; meanwhile a
 		// claimer leased and released it: queued again, at version 3.
-		const id = 524
+		id := f.id(524)
 		_, err := f.s.CreateJob(ctx, rec(id), t0)
 		must(t, err)
 		read := f.get(t, id)

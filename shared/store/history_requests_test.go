@@ -33,7 +33,7 @@ func TestHistoryCostsNoExtraRequest(t *testing.T) {
 	ctx := context.Background()
 	db := &countedUpdates{Client: env.db}
 	s := store.New(db, env.table, store.Options{})
-	if _, err := s.CreateJob(ctx, rec(66), t0); err != nil {
+	if _, err := s.CreateJob(ctx, rec(f.id(66)), t0); err != nil {
 		t.Fatal(err)
 	}
 	requests := func(what string, want int32, do func() error) {
@@ -45,7 +45,7 @@ func TestHistoryCostsNoExtraRequest(t *testing.T) {
 		if got := db.n.Load(); got != want {
 			t.Errorf("%s: %d UpdateItem requests, want %d", what, got, want)
 		}
-		if n := len(f.get(t, 66).History); n > job.MaxHistory {
+		if n := len(f.get(t, f.id(66)).History); n > job.MaxHistory {
 			t.Fatalf("%s: history of %d entries, want at most %d", what, n, job.MaxHistory)
 		}
 	}
@@ -53,13 +53,13 @@ func TestHistoryCostsNoExtraRequest(t *testing.T) {
 	for i := 1; i <= job.MaxHistory; i++ {
 		now := t0.Add(time.Duration(i) * time.Minute)
 		var l job.Lease
-		full := len(f.get(t, 66).History) >= job.MaxHistory
+		full := len(f.get(t, f.id(66)).History) >= job.MaxHistory
 		wantLease := int32(1)
 		if full {
 			wantLease = 2 // blind on a full list: refused by the guard, sent again
 		}
 		requests("lease", wantLease, func() (err error) {
-			l, _, err = s.Acquire(ctx, 66, v, "me", now.Add(time.Minute), now)
+			l, _, err = s.Acquire(ctx, f.id(66), v, "me", now.Add(time.Minute), now)
 			return err
 		})
 		requests("release", 1, func() error {
@@ -67,7 +67,7 @@ func TestHistoryCostsNoExtraRequest(t *testing.T) {
 		})
 		v = l.Version + 1
 	}
-	if n := len(f.get(t, 66).History); n != job.MaxHistory {
+	if n := len(f.get(t, f.id(66)).History); n != job.MaxHistory {
 		t.Fatalf("history of %d entries after %d retries, want the cap %d", n, job.MaxHistory, job.MaxHistory)
 	}
 }

@@ -43,10 +43,10 @@ func (h *betweenDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput
 // the first time (a review found it). Pinned to the refusal's version, it
 // is refused and tried again with the list Finish left.
 func TestMarkDoneKeepsAnEntryWrittenBetweenItsRequests(t *testing.T) {
+	id := ids(t)(9_200_001)
 	t.Parallel()
 	ctx := context.Background()
 	plain := store.New(env.db, env.table, store.Options{})
-	id := int64(9_200_001)
 	now := t0
 	tick := func() time.Time { now = now.Add(time.Second); return now }
 	if _, err := plain.CreateJob(ctx, rec(id), now); err != nil {

@@ -60,13 +60,13 @@ func (r *opRecorder) Do(req *http.Request) (*http.Response, error) {
 // that; moto enforces no IAM, so this pins the request the roles must
 // allow.
 func TestRateWritesAreUpdatesOfTheRateItem(t *testing.T) {
+	inst := ids(t)(990_001)
 	t.Parallel()
 	opts := env.db.Options()
 	rec := &opRecorder{next: opts.HTTPClient}
 	opts.HTTPClient = rec
 	s := store.New(dynamodb.New(opts), env.table, store.Options{})
 	ctx := context.Background()
-	const inst = 990_001
 	now := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
 	if err := s.SaveRate(ctx, inst, ratelimit.Reading{Limit: 5000, Remaining: 10, ResetAt: now.Add(time.Hour), ObservedAt: now}); err != nil {
 		t.Fatal(err)
@@ -74,7 +74,7 @@ func TestRateWritesAreUpdatesOfTheRateItem(t *testing.T) {
 	if err := s.SaveBlock(ctx, inst, now.Add(time.Minute), time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"DynamoDB_20120810.UpdateItem rate#990001", "DynamoDB_20120810.UpdateItem rate#990001"}
+	want := []string{fmt.Sprint("DynamoDB_20120810.UpdateItem rate#", inst), fmt.Sprint("DynamoDB_20120810.UpdateItem rate#", inst)}
 	if len(rec.ops) != len(want) || rec.ops[0] != want[0] || rec.ops[1] != want[1] {
 		t.Errorf("requests %q, want %q", rec.ops, want)
 	}
@@ -85,10 +85,10 @@ func TestRateWritesAreUpdatesOfTheRateItem(t *testing.T) {
 // block, so DynamoDB's TTL sweep cannot drop the item, block included,
 // while the block runs.
 func TestBlockOutlivesAnOldTTL(t *testing.T) {
+	inst := ids(t)(990_002)
 	t.Parallel()
 	s := store.New(env.db, env.table, store.Options{})
 	ctx := context.Background()
-	const inst = 990_002
 	now := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
 	old := now.Add(-72 * time.Hour)
 	if err := s.SaveRate(ctx, inst, ratelimit.Reading{Limit: 5000, Remaining: 10, ResetAt: old.Add(time.Hour), ObservedAt: old}); err != nil {
@@ -98,7 +98,7 @@ func TestBlockOutlivesAnOldTTL(t *testing.T) {
 	if err := s.SaveBlock(ctx, inst, until, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	out, err := env.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &env.table, Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "rate#990002"}}, ConsistentRead: aws.Bool(true)})
+	out, err := env.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &env.table, Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: fmt.Sprint("rate#", inst)}}, ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		t.Fatal(err)
 	}

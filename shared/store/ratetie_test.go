@@ -18,9 +18,9 @@ import (
 // condition does; it once decided by Supersedes, which refuses ties, and
 // DynamoDB kept the old window while the stand-in held the new one.
 func TestSaveRateTieWithALaterPass(t *testing.T) {
+	inst := ids(t)(990_077)
 	t.Parallel()
 	ctx := context.Background()
-	const inst = 990_077
 	at := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 	old := ratelimit.Reading{Limit: 5000, Remaining: 0, ResetAt: at.Add(-time.Second), ObservedAt: at, PassedAt: at.Add(time.Second)}
 	next := ratelimit.Reading{Limit: 5000, Remaining: 4999, ResetAt: at.Add(time.Hour), ObservedAt: at}

@@ -21,7 +21,7 @@ import (
 func TestClaimClearsStaleWaits(t *testing.T) {
 	f := setup(t)
 	ctx := context.Background()
-	const id = 5301
+	id := f.id(5301)
 	if _, err := f.s.CreateJob(ctx, rec(id), t0); err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,6 +29,8 @@ type fixture struct {
 	s     *store.Store
 	db    *dynamodb.Client
 	table string
+	run   int64               // which run of the test this is (see round)
+	id    func(n int64) int64 // job id n of this run of the test (see ids)
 }
 
 // One emulator and one stack serve every test here: each test uses job ids
@@ -70,8 +73,62 @@ func TestMain(m *testing.M) {
 
 func setup(t *testing.T) fixture {
 	t.Helper()
+	r := round(t)
 	t.Parallel()
-	return fixture{s: store.New(env.db, env.table, store.Options{}), db: env.db, table: env.table}
+	return fixture{s: store.New(env.db, env.table, store.Options{}), db: env.db, table: env.table,
+		run: r, id: func(n int64) int64 { return r*roundIDs + n }}
+}
+
+// runs counts the runs of each test function in this process: go test
+// -count=N runs every test N times against the one emulator and stack
+// TestMain started, whose records outlive a run.
+var runs = struct {
+	sync.Mutex
+	n map[string]int64
+}{n: map[string]int64{}}
+
+// round is which run of t's test function this is in the process, 0 for
+// the first. Call it once per run, from the test function itself.
+func round(t *testing.T) int64 {
+	t.Helper()
+	if strings.Contains(t.Name(), "/") {
+		t.Fatalf("round called from the subtest %s: call it once, from the test function", t.Name())
+	}
+	runs.Lock()
+	defer runs.Unlock()
+	r := runs.n[t.Name()]
+	runs.n[t.Name()] = r + 1
+	return r
+}
+
+// roundIDs apart are the job ids (and installation ids) of two runs of a
+// test: a multiple of 64, so an id keeps its sweep shard under every shard
+// count the tests use (8, and 64 for a stray), and above every id a test
+// picks, so no run meets a record of an earlier one.
+const roundIDs = 100_000_000
+
+// ids returns the id of this run of t's test function standing for n: n
+// itself in the first run, n + roundIDs in the second, and so on. Call it
+// once per run, from the test function itself.
+func ids(t *testing.T) func(n int64) int64 {
+	t.Helper()
+	base := round(t) * roundIDs
+	return func(n int64) int64 { return base + n }
+}
+
+// deleted removes the records of jobs ids when t ends: for a test that
+// reads a whole sweep shard, where an earlier run's records would be
+// listed among its own.
+func (f fixture) deleted(t *testing.T, ids ...int64) {
+	t.Cleanup(func() {
+		for _, id := range ids {
+			if _, err := f.db.DeleteItem(context.Background(), &dynamodb.DeleteItemInput{
+				TableName: &f.table, Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: job.Key(id)}},
+			}); err != nil {
+				t.Errorf("delete job %d: %v", id, err)
+			}
+		}
+	})
 }
 
 func rec(id int64) job.Record {
@@ -111,7 +168,7 @@ var _ redeliver.Store = (*store.Store)(nil)
 // counts) on DynamoDB to the contract infra/mem is held to.
 func TestRedeliveryContract(t *testing.T) {
 	t.Parallel()
-	contract.TestRedeliveryStore(t, "store", func(*testing.T) contract.RedeliveryStore {
+	contract.TestRedeliveryStore(t, fmt.Sprint("store-", round(t)), func(*testing.T) contract.RedeliveryStore {
 		return store.New(env.db, env.table, store.Options{})
 	})
 }
@@ -119,10 +176,11 @@ func TestRedeliveryContract(t *testing.T) {
 // TestContract holds the DynamoDB adapter to the contract infra/mem is held
 // to, the sweep's listing and its paging included, every part of it.
 func TestContract(t *testing.T) {
+	base := ids(t)(100_000)
 	t.Parallel()
 	open := func(*testing.T) contract.Store { return store.New(env.db, env.table, store.Options{}) }
-	contract.TestStoreCore(t, 100_000, func(t *testing.T) contract.Core { return open(t) })
-	contract.TestStoreSweep(t, 100_000, open)
+	contract.TestStoreCore(t, base, func(t *testing.T) contract.Core { return open(t) })
+	contract.TestStoreSweep(t, base, open)
 }
 
 // TestSweepIndexProjection: the table the template deploys projects keys
@@ -162,6 +220,7 @@ func (q *queriedIndex) Query(ctx context.Context, in *dynamodb.QueryInput, opt .
 // reclaimer reads it, and finds what it finds in the new one; no other
 // index name is taken.
 func TestSweepFromTheLegacyIndex(t *testing.T) {
+	id := ids(t)
 	t.Parallel()
 	ctx := context.Background()
 	path, err := emulator.TemplatePath()
@@ -174,8 +233,8 @@ func TestSweepFromTheLegacyIndex(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = stack.Delete(context.Background()) })
 	old := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
-	const id = int64(880_001)
-	shard := job.Shard(id, store.DefaultShards)
+	legacy := id(880_001)
+	shard := job.Shard(legacy, store.DefaultShards)
 	for _, index := range []string{store.LegacySweepIndex, store.SweepIndex} {
 		db := &queriedIndex{DynamoDB: env.db}
 		s := store.New(db, stack.TableName, store.Options{})
@@ -183,13 +242,13 @@ func TestSweepFromTheLegacyIndex(t *testing.T) {
 			t.Fatal(err)
 		}
 		if index == store.LegacySweepIndex {
-			if _, err := s.CreateJob(ctx, rec(id), old); err != nil {
+			if _, err := s.CreateJob(ctx, rec(legacy), old); err != nil {
 				t.Fatal(err)
 			}
 		}
 		p, err := s.Stale(ctx, shard, time.Now(), 10, "")
-		if err != nil || len(p.Records) != 1 || p.Records[0].JobID != id {
-			t.Errorf("index %s: page %+v, %v; want job %d, stale since its pending grace", index, p, err, id)
+		if err != nil || len(p.Records) != 1 || p.Records[0].JobID != legacy {
+			t.Errorf("index %s: page %+v, %v; want job %d, stale since its pending grace", index, p, err, legacy)
 		}
 		if db.index != index {
 			t.Errorf("read from %q, want %s", db.index, index)
@@ -202,7 +261,7 @@ func TestSweepFromTheLegacyIndex(t *testing.T) {
 	// The drop deploy removes the old index before it updates the
 	// function: a reclaimer still naming it reads the new one meanwhile.
 	// (The shared stack has sweep_keys alone.)
-	const dropped = int64(880_002)
+	dropped := id(880_002)
 	db := &queriedIndex{DynamoDB: env.db}
 	s := store.New(db, env.table, store.Options{})
 	if err := s.ReadSweepFrom(store.LegacySweepIndex); err != nil {
@@ -228,8 +287,9 @@ func TestStaleCursor(t *testing.T) {
 	ctx := context.Background()
 	// Shard 5: ids 205 and 213, stale a year before every other test's.
 	old := t0.AddDate(-1, 0, 0)
-	f.s.CreateJob(ctx, rec(205), old)
-	f.s.CreateJob(ctx, rec(213), old)
+	f.s.CreateJob(ctx, rec(f.id(205)), old)
+	f.s.CreateJob(ctx, rec(f.id(213)), old)
+	f.deleted(t, f.id(205), f.id(213))
 	p, err := f.s.Stale(ctx, "5", old.Add(time.Hour), 1, "")
 	if err != nil || p.Next == "" || len(p.Records) != 1 {
 		t.Fatalf("first page %+v, %v; want one record and a cursor", p, err)
@@ -254,10 +314,10 @@ func TestStaleCursor(t *testing.T) {
 func TestRecordItemShape(t *testing.T) {
 	f := setup(t)
 	ctx := context.Background()
-	if _, err := f.s.CreateJob(ctx, rec(101), t0); err != nil {
+	if _, err := f.s.CreateJob(ctx, rec(f.id(101)), t0); err != nil {
 		t.Fatal(err)
 	}
-	item := f.raw(t, job.Key(101))
+	item := f.raw(t, job.Key(f.id(101)))
 	if _, ok := item["labels"].(*types.AttributeValueMemberL); !ok {
 		t.Error("labels must be stored as a list (L)")
 	}
@@ -272,24 +332,24 @@ func TestRecordItemShape(t *testing.T) {
 			t.Errorf("created item has %s = %v, want it absent (a default)", a, v)
 		}
 	}
-	if got := f.get(t, 101); got.Attempt != 0 || got.UpdatedAt != t0.UnixMilli() || got.CreatedAt != t0.UnixMilli() || got.DueAt != t0.UnixMilli() {
+	if got := f.get(t, f.id(101)); got.Attempt != 0 || got.UpdatedAt != t0.UnixMilli() || got.CreatedAt != t0.UnixMilli() || got.DueAt != t0.UnixMilli() {
 		t.Errorf("read back attempt %d, created %d, updated %d, due %d; want 0 and %d for the rest", got.Attempt, got.CreatedAt, got.UpdatedAt, got.DueAt, t0.UnixMilli())
 	}
-	_, err := f.s.CreateJob(ctx, rec(101), t0.Add(time.Minute))
+	_, err := f.s.CreateJob(ctx, rec(f.id(101)), t0.Add(time.Minute))
 	var ce *job.ConflictError
 	if !errors.As(err, &ce) || !ce.Found || ce.Current.UpdatedAt != t0.UnixMilli() || ce.Current.Attempt != 0 {
 		t.Errorf("second create: %v, want a conflict carrying updated_at %d, attempt 0", err, t0.UnixMilli())
 	}
 	// Once written, they are read as written.
-	l, _, err := f.s.Acquire(ctx, 101, 1, "a", t0.Add(3*time.Minute), t0.Add(time.Minute))
+	l, _, err := f.s.Acquire(ctx, f.id(101), 1, "a", t0.Add(3*time.Minute), t0.Add(time.Minute))
 	must(t, err)
 	must(t, f.s.Extend(ctx, l, 2, "", t0.Add(2*time.Minute)))
-	if got := f.get(t, 101); got.Attempt != 2 || got.UpdatedAt != t0.Add(2*time.Minute).UnixMilli() || got.CreatedAt != t0.UnixMilli() || got.DueAt != t0.UnixMilli() {
+	if got := f.get(t, f.id(101)); got.Attempt != 2 || got.UpdatedAt != t0.Add(2*time.Minute).UnixMilli() || got.CreatedAt != t0.UnixMilli() || got.DueAt != t0.UnixMilli() {
 		t.Errorf("after an update: attempt %d, updated %d, created %d, due %d; want 2, %d, %d, %d", got.Attempt, got.UpdatedAt, got.CreatedAt, got.DueAt, t0.Add(2*time.Minute).UnixMilli(), t0.UnixMilli(), t0.UnixMilli())
 	}
 	due := t0.Add(10 * time.Minute)
 	must(t, f.s.Release(ctx, l, store.Retry{Version: l.Version + 1, Attempt: 2, Due: due}, t0.Add(3*time.Minute)))
-	if got := f.get(t, 101); got.DueAt != due.UnixMilli() {
+	if got := f.get(t, f.id(101)); got.DueAt != due.UnixMilli() {
 		t.Errorf("after a release: due %d, want %d", got.DueAt, due.UnixMilli())
 	}
 }
@@ -297,22 +357,22 @@ func TestRecordItemShape(t *testing.T) {
 func TestLeaseFencing(t *testing.T) {
 	f := setup(t)
 	ctx := context.Background()
-	if _, err := f.s.CreateJob(ctx, rec(7), t0); err != nil {
+	if _, err := f.s.CreateJob(ctx, rec(f.id(7)), t0); err != nil {
 		t.Fatal(err)
 	}
 
-	lease, got, err := f.s.Acquire(ctx, 7, 1, "a", t0.Add(3*time.Minute), t0)
+	lease, got, err := f.s.Acquire(ctx, f.id(7), 1, "a", t0.Add(3*time.Minute), t0)
 	if err != nil {
 		t.Fatalf("Acquire: %v", err)
 	}
 	if got.State != job.Claiming || got.Version != 2 || lease.Version != 2 || got.LeaseOwner != "a" {
 		t.Fatalf("after Acquire: %+v lease %+v", got, lease)
 	}
-	if _, _, err := f.s.Acquire(ctx, 7, 1, "b", t0.Add(3*time.Minute), t0); !errors.Is(err, store.ErrConflict) {
+	if _, _, err := f.s.Acquire(ctx, f.id(7), 1, "b", t0.Add(3*time.Minute), t0); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("second Acquire of the same version: got %v, want ErrConflict", err)
 	}
 
-	thief := store.Lease{JobID: 7, Owner: "b", Version: 2}
+	thief := store.Lease{JobID: f.id(7), Owner: "b", Version: 2}
 	if err := f.s.Release(ctx, thief, store.Retry{Version: 3, Due: t0}, t0); !errors.Is(err, store.ErrLeaseLost) {
 		t.Fatalf("Release by another owner: got %v, want ErrLeaseLost", err)
 	}
@@ -322,7 +382,7 @@ func TestLeaseFencing(t *testing.T) {
 	if err := f.s.Release(ctx, lease, retry, t0); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
-	got = f.get(t, 7)
+	got = f.get(t, f.id(7))
 	if got.State != job.Queued || got.Version != 3 || got.Attempt != 1 || got.FirstFailureAt != ff.UnixMilli() || got.LeaseOwner != "" {
 		t.Fatalf("after Release: %+v", got)
 	}
@@ -331,7 +391,7 @@ func TestLeaseFencing(t *testing.T) {
 	}
 
 	// The ladder position survives a second lease and release.
-	lease2, _, err := f.s.Acquire(ctx, 7, 3, "c", t0.Add(4*time.Minute), t0)
+	lease2, _, err := f.s.Acquire(ctx, f.id(7), 3, "c", t0.Add(4*time.Minute), t0)
 	if err != nil {
 		t.Fatalf("re-Acquire: %v", err)
 	}
@@ -341,11 +401,11 @@ func TestLeaseFencing(t *testing.T) {
 	if err := f.s.Finish(ctx, lease2, store.Outcome{State: job.Claimed, Attempt: 2, RunnerName: "linux-7"}, t0); err != nil {
 		t.Fatalf("Finish: %v", err)
 	}
-	got = f.get(t, 7)
+	got = f.get(t, f.id(7))
 	if got.State != job.Claimed || got.RunnerName != "linux-7" || got.FirstFailureAt != ff.UnixMilli() || got.Attempt != 2 {
 		t.Fatalf("after Finish: %+v", got)
 	}
-	if got.SweepShard != job.Shard(7, store.DefaultShards) || got.SweepAt != t0.Add(job.DefaultRunnerStartGrace).UnixMilli() || got.ExpiresAt == 0 {
+	if got.SweepShard != job.Shard(f.id(7), store.DefaultShards) || got.SweepAt != t0.Add(job.DefaultRunnerStartGrace).UnixMilli() || got.ExpiresAt == 0 {
 		t.Errorf("a claimed record stays in the sweep index until its runner-start grace and gets a TTL: %+v", got)
 	}
 }
@@ -365,8 +425,8 @@ func TestStaleSkipsUndecodableItems(t *testing.T) {
 	}}); err != nil {
 		t.Fatal(err)
 	}
-	f.s.CreateJob(ctx, rec(11), t0)
-	f.s.CreateJob(ctx, rec(19), t0)
+	f.s.CreateJob(ctx, rec(f.id(11)), t0)
+	f.s.CreateJob(ctx, rec(f.id(19)), t0)
 	p, err := f.s.Stale(ctx, "3", t0.Add(time.Hour), 0, "")
 	if err != nil {
 		t.Fatalf("Stale: %v", err)
@@ -375,7 +435,7 @@ func TestStaleSkipsUndecodableItems(t *testing.T) {
 	// of TestEveryConditionClauseHolds): only this test's jobs count.
 	var ids []int64
 	for _, r := range p.Records {
-		if r.JobID == 11 || r.JobID == 19 {
+		if r.JobID == f.id(11) || r.JobID == f.id(19) {
 			ids = append(ids, r.JobID)
 		}
 	}
@@ -407,12 +467,12 @@ func TestTakeBackRetriedAfterItTookEffect(t *testing.T) {
 	f := setup(t)
 	ctx := context.Background()
 	s := store.New(retriedUpdate{env.db}, env.table, store.Options{})
-	for _, id := range []int64{74, 82} {
+	for _, id := range []int64{f.id(74), f.id(82)} {
 		if _, err := f.s.CreateJob(ctx, rec(id), t0); err != nil {
 			t.Fatal(err)
 		}
 	}
-	read := f.get(t, 74)
+	read := f.get(t, f.id(74))
 	due := t0.Add(time.Hour)
 	got, err := s.TakeBack(ctx, read, job.Queued, due, "lost message", t0.Add(time.Hour))
 	if err != nil {
@@ -422,7 +482,7 @@ func TestTakeBackRetriedAfterItTookEffect(t *testing.T) {
 		t.Fatalf("got %+v, want queued at version %d due %v", got, read.Version+1, due)
 	}
 	// Another pass took job 82 back first (an earlier instant): a conflict.
-	read = f.get(t, 82)
+	read = f.get(t, f.id(82))
 	if _, err := f.s.TakeBack(ctx, read, job.Queued, due, "lost message", t0.Add(59*time.Minute)); err != nil {
 		t.Fatal(err)
 	}
@@ -452,23 +512,23 @@ func TestFencedChangesRetriedAfterTheyTookEffect(t *testing.T) {
 		}
 		return l
 	}
-	l := lease(90, "me")
+	l := lease(f.id(90), "me")
 	if err := retried.Finish(ctx, l, store.Outcome{State: job.Failed, Attempt: 1, ErrorClass: "non_retryable", Error: "github 422"}, t0.Add(time.Second)); err != nil {
 		t.Fatalf("Finish retried after it took effect: %v, want nil", err)
 	}
-	if got := f.get(t, 90); got.State != job.Failed {
+	if got := f.get(t, f.id(90)); got.State != job.Failed {
 		t.Fatalf("job 90: %s, want failed", got.State)
 	}
-	l = lease(98, "me")
+	l = lease(f.id(98), "me")
 	if err := retried.Release(ctx, l, store.Retry{Version: l.Version + 1, Attempt: 1, Due: t0.Add(time.Minute)}, t0.Add(time.Second)); err != nil {
 		t.Fatalf("Release retried after it took effect: %v, want nil", err)
 	}
-	if got := f.get(t, 98); got.State != job.Queued || got.Version != l.Version+1 {
+	if got := f.get(t, f.id(98)); got.State != job.Queued || got.Version != l.Version+1 {
 		t.Fatalf("job 98: %s v%d, want queued v%d", got.State, got.Version, l.Version+1)
 	}
 	// Another claimer's lease: still lost, whatever the record says.
-	other := lease(106, "other")
-	mine := store.Lease{JobID: 106, Owner: "me", Version: other.Version}
+	other := lease(f.id(106), "other")
+	mine := store.Lease{JobID: f.id(106), Owner: "me", Version: other.Version}
 	if err := retried.Finish(ctx, mine, store.Outcome{State: job.Claimed, Attempt: 1}, t0.Add(time.Second)); !errors.Is(err, store.ErrLeaseLost) {
 		t.Fatalf("Finish under another's lease: %v, want ErrLeaseLost", err)
 	}
@@ -481,9 +541,9 @@ func TestFencedChangesRetriedAfterTheyTookEffect(t *testing.T) {
 func TestAcquireRetriedAfterItTookEffect(t *testing.T) {
 	f := setup(t)
 	ctx := context.Background()
-	f.s.CreateJob(ctx, rec(50), t0)
+	f.s.CreateJob(ctx, rec(f.id(50)), t0)
 	s := store.New(retriedUpdate{env.db}, env.table, store.Options{})
-	lease, got, err := s.Acquire(ctx, 50, 1, "me", t0.Add(3*time.Minute), t0)
+	lease, got, err := s.Acquire(ctx, f.id(50), 1, "me", t0.Add(3*time.Minute), t0)
 	if err != nil {
 		t.Fatalf("Acquire retried after it took effect: %v, want our lease", err)
 	}
@@ -491,11 +551,11 @@ func TestAcquireRetriedAfterItTookEffect(t *testing.T) {
 		t.Fatalf("got lease %+v record %+v", lease, got)
 	}
 	// Somebody else's lease at that version is still a conflict.
-	f.s.CreateJob(ctx, rec(58), t0)
-	if _, _, err := f.s.Acquire(ctx, 58, 1, "other", t0.Add(time.Minute), t0); err != nil {
+	f.s.CreateJob(ctx, rec(f.id(58)), t0)
+	if _, _, err := f.s.Acquire(ctx, f.id(58), 1, "other", t0.Add(time.Minute), t0); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.Acquire(ctx, 58, 1, "me", t0.Add(time.Minute), t0); !errors.Is(err, store.ErrConflict) {
+	if _, _, err := s.Acquire(ctx, f.id(58), 1, "me", t0.Add(time.Minute), t0); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("another owner's lease: got %v, want ErrConflict", err)
 	}
 }
@@ -533,7 +593,8 @@ func TestStaleReadsUnprocessedKeys(t *testing.T) {
 	f := setup(t)
 	ctx := context.Background()
 	old := t0.AddDate(-1, 0, -1)
-	ids := []int64{302, 310, 318}
+	ids := []int64{f.id(302), f.id(310), f.id(318)}
+	f.deleted(t, ids...)
 	for i, id := range ids {
 		if _, err := f.s.CreateJob(ctx, rec(id), old.Add(time.Duration(i)*time.Second)); err != nil {
 			t.Fatal(err)
@@ -578,23 +639,23 @@ func TestStaleSkipsRecordsThatMovedOn(t *testing.T) {
 	old := t0.AddDate(-1, 0, -2)
 	now := old.Add(time.Hour)
 	// Shard 7: 303 stale, 311 released to a later due, 319 done, 327 never written.
-	for _, id := range []int64{303, 311, 319} {
+	for _, id := range []int64{f.id(303), f.id(311), f.id(319)} {
 		if _, err := f.s.CreateJob(ctx, rec(id), old); err != nil {
 			t.Fatal(err)
 		}
 	}
-	l, _, err := f.s.Acquire(ctx, 311, 1, "a", now.Add(time.Minute), now)
+	l, _, err := f.s.Acquire(ctx, f.id(311), 1, "a", now.Add(time.Minute), now)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := f.s.Release(ctx, l, store.Retry{Version: 3, Attempt: 1, Due: now.Add(time.Minute)}, now); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.s.MarkDone(ctx, store.Done{JobID: 319}, now); err != nil {
+	if _, err := f.s.MarkDone(ctx, store.Done{JobID: f.id(319)}, now); err != nil {
 		t.Fatal(err)
 	}
 	idx := staleIndex{Client: env.db}
-	for _, id := range []int64{303, 311, 319, 327} {
+	for _, id := range []int64{f.id(303), f.id(311), f.id(319), f.id(327)} {
 		idx.keys = append(idx.keys, map[string]types.AttributeValue{
 			"pk":          &types.AttributeValueMemberS{Value: job.Key(id)},
 			"sweep_shard": &types.AttributeValueMemberS{Value: "7"},
@@ -605,7 +666,7 @@ func TestStaleSkipsRecordsThatMovedOn(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Stale: %v", err)
 	}
-	if len(p.Records) != 1 || p.Records[0].JobID != 303 || len(p.Undecodable) != 0 {
+	if len(p.Records) != 1 || p.Records[0].JobID != f.id(303) || len(p.Undecodable) != 0 {
 		t.Fatalf("records %+v, undecodable %v; want job 303 only", p.Records, p.Undecodable)
 	}
 }
@@ -630,18 +691,18 @@ func TestCreateRetriedAfterItTookEffect(t *testing.T) {
 	f := setup(t)
 	ctx := context.Background()
 	s := store.New(putTwice{f.db}, f.table, store.Options{})
-	got, err := s.CreateJob(ctx, rec(131), t0)
+	got, err := s.CreateJob(ctx, rec(f.id(131)), t0)
 	if err != nil {
 		t.Fatalf("create retried after it took effect: %v, want the record", err)
 	}
 	if got.State != job.Pending || got.Version != 1 {
 		t.Errorf("created %s v%d, want pending v1", got.State, got.Version)
 	}
-	if r := f.get(t, 131); len(r.History) != 1 || r.History[0] != (job.Transition{At: t0.UnixMilli(), To: job.Pending, Actor: job.ActorWebhook}) {
+	if r := f.get(t, f.id(131)); len(r.History) != 1 || r.History[0] != (job.Transition{At: t0.UnixMilli(), To: job.Pending, Actor: job.ActorWebhook}) {
 		t.Errorf("history %+v, want the creation entry alone (its token unseen by readers)", r.History)
 	}
 	var ce *job.ConflictError
-	if _, err := f.s.CreateJob(ctx, rec(131), t0); !errors.As(err, &ce) || !ce.Found {
+	if _, err := f.s.CreateJob(ctx, rec(f.id(131)), t0); !errors.As(err, &ce) || !ce.Found {
 		t.Errorf("another delivery's create in the same millisecond: %v, want a conflict", err)
 	}
 }
@@ -656,23 +717,24 @@ func TestCountRedeliveryRetriedAfterItTookEffect(t *testing.T) {
 	f := setup(t)
 	ctx := context.Background()
 	retried := store.New(retriedUpdate{env.db}, env.table, store.Options{})
-	if n, err := retried.CountRedelivery(ctx, "retried-last", 7, 1, t0); n != 1 || err != nil {
+	last, twice := fmt.Sprint("retried-last-", f.run), fmt.Sprint("retried-twice-", f.run)
+	if n, err := retried.CountRedelivery(ctx, last, 7, 1, t0); n != 1 || err != nil {
 		t.Fatalf("the only allowed count, retried: %d, %v; want 1, nil", n, err)
 	}
-	if n, err := f.s.CountRedelivery(ctx, "retried-last", 7, 1, t0); n != 1 || !errors.Is(err, job.ErrAttemptsSpent) {
+	if n, err := f.s.CountRedelivery(ctx, last, 7, 1, t0); n != 1 || !errors.Is(err, job.ErrAttemptsSpent) {
 		t.Errorf("a second count at max 1: %d, %v; want 1, ErrAttemptsSpent", n, err)
 	}
 	for want := 1; want <= 2; want++ {
-		if n, err := retried.CountRedelivery(ctx, "retried-twice", 7, 3, t0); n != want || err != nil {
+		if n, err := retried.CountRedelivery(ctx, twice, 7, 3, t0); n != want || err != nil {
 			t.Fatalf("count %d, retried: %d, %v; want %d, nil (one per call)", want, n, err, want)
 		}
 	}
 	later := t0.Add(job.RedeliveryTTL + time.Hour) // the count expired, not yet deleted
 	restart := store.New(putTwice{retriedUpdate{env.db}}, env.table, store.Options{})
-	if n, err := restart.CountRedelivery(ctx, "retried-last", 7, 1, later); n != 1 || err != nil {
+	if n, err := restart.CountRedelivery(ctx, last, 7, 1, later); n != 1 || err != nil {
 		t.Errorf("restart of an expired count, retried: %d, %v; want 1, nil", n, err)
 	}
-	if n, err := f.s.CountRedelivery(ctx, "retried-last", 7, 1, later); n != 1 || !errors.Is(err, job.ErrAttemptsSpent) {
+	if n, err := f.s.CountRedelivery(ctx, last, 7, 1, later); n != 1 || !errors.Is(err, job.ErrAttemptsSpent) {
 		t.Errorf("a count after the restart at max 1: %d, %v; want 1, ErrAttemptsSpent", n, err)
 	}
 }
@@ -683,7 +745,7 @@ func TestCountRedeliveryRetriedAfterItTookEffect(t *testing.T) {
 func TestRecheckRetriedAfterItTookEffect(t *testing.T) {
 	f := setup(t)
 	ctx := context.Background()
-	const id = 139
+	id := f.id(139)
 	if _, err := f.s.CreateJob(ctx, rec(id), t0); err != nil {
 		t.Fatal(err)
 	}
@@ -728,22 +790,22 @@ func TestMarkDoneAndRequeueRetriedAfterTheyTookEffect(t *testing.T) {
 		}
 	}
 
-	finished(141, job.Claimed)
-	if prev, err := retried.MarkDone(ctx, store.Done{JobID: 141}, t0.Add(time.Minute)); prev != job.Claimed || err != nil {
+	finished(f.id(141), job.Claimed)
+	if prev, err := retried.MarkDone(ctx, store.Done{JobID: f.id(141)}, t0.Add(time.Minute)); prev != job.Claimed || err != nil {
 		t.Errorf("done of a claimed job, retried: %q, %v; want claimed, nil", prev, err)
 	}
-	if prev, err := f.s.MarkDone(ctx, store.Done{JobID: 141}, t0.Add(2*time.Minute)); prev != job.Claimed || !errors.Is(err, store.ErrTerminal) {
+	if prev, err := f.s.MarkDone(ctx, store.Done{JobID: f.id(141)}, t0.Add(2*time.Minute)); prev != job.Claimed || !errors.Is(err, store.ErrTerminal) {
 		t.Errorf("a later done: %q, %v; want ErrTerminal, with claimed, the state before the first", prev, err)
 	}
-	if prev, err := retried.MarkDone(ctx, store.Done{JobID: 143, Repo: "octo/app", InstallationID: 42}, t0); prev != "" || err != nil {
+	if prev, err := retried.MarkDone(ctx, store.Done{JobID: f.id(143), Repo: "octo/app", InstallationID: 42}, t0); prev != "" || err != nil {
 		t.Errorf("done creating the record, retried: %q, %v; want none, nil", prev, err)
 	}
-	if got := f.get(t, 143); got.State != job.Done {
+	if got := f.get(t, f.id(143)); got.State != job.Done {
 		t.Errorf("job 143 %s, want done", got.State)
 	}
 
-	finished(147, job.Failed)
-	read := f.get(t, 147)
+	finished(f.id(147), job.Failed)
+	read := f.get(t, f.id(147))
 	got, err := retried.Requeue(ctx, job.Requeue{Read: read, By: "ops", Due: t0.Add(time.Hour)}, t0.Add(time.Hour))
 	if err != nil || got.State != job.Queued || got.Version != read.Version+1 {
 		t.Fatalf("requeue, retried: %+v, %v; want queued v%d", got, err, read.Version+1)
@@ -763,7 +825,7 @@ func TestTakeBackAndRecheckMoveAStrayHome(t *testing.T) {
 	wide := store.New(env.db, env.table, store.Options{Shards: 64})
 	// Jobs 189 and 253: shard 61 of 64 and 5 of 8 (the latter read by
 	// TestStaleCursor only a year before t0).
-	for _, id := range []int64{189, 253} {
+	for _, id := range []int64{f.id(189), f.id(253)} {
 		if _, err := wide.CreateJob(ctx, rec(id), t0); err != nil {
 			t.Fatal(err)
 		}
@@ -771,31 +833,31 @@ func TestTakeBackAndRecheckMoveAStrayHome(t *testing.T) {
 			t.Fatalf("job %d created in shard %q, want 61 of 64", id, got)
 		}
 	}
-	home := job.Shard(189, store.DefaultShards)
+	home := job.Shard(f.id(189), store.DefaultShards)
 
-	got, err := f.s.TakeBack(ctx, f.get(t, 189), job.Queued, t0.Add(time.Minute), "outbox_lost", t0.Add(time.Hour))
+	got, err := f.s.TakeBack(ctx, f.get(t, f.id(189)), job.Queued, t0.Add(time.Minute), "outbox_lost", t0.Add(time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.SweepShard != home || f.get(t, 189).SweepShard != home {
-		t.Errorf("taken back: shard %q (stored %q), want %q", got.SweepShard, f.get(t, 189).SweepShard, home)
+	if got.SweepShard != home || f.get(t, f.id(189)).SweepShard != home {
+		t.Errorf("taken back: shard %q (stored %q), want %q", got.SweepShard, f.get(t, f.id(189)).SweepShard, home)
 	}
 
-	l, _, err := f.s.Acquire(ctx, 253, 1, "m-253", t0.Add(5*time.Minute), t0)
+	l, _, err := f.s.Acquire(ctx, f.id(253), 1, "m-253", t0.Add(5*time.Minute), t0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := f.s.Finish(ctx, l, store.Outcome{State: job.Claimed, Attempt: 1, RunnerName: "linux-253"}, t0); err != nil {
 		t.Fatal(err)
 	}
-	if sh := f.get(t, 253).SweepShard; sh != "61" {
+	if sh := f.get(t, f.id(253)).SweepShard; sh != "61" {
 		t.Fatalf("claimed in shard %q, want still 61", sh)
 	}
-	got, err = f.s.Recheck(ctx, f.get(t, 253), t0.Add(20*time.Minute), job.CheckIdle, t0.Add(10*time.Minute))
+	got, err = f.s.Recheck(ctx, f.get(t, f.id(253)), t0.Add(20*time.Minute), job.CheckIdle, t0.Add(10*time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := job.Shard(253, store.DefaultShards); got.SweepShard != want {
+	if want := job.Shard(f.id(253), store.DefaultShards); got.SweepShard != want {
 		t.Errorf("rechecked: shard %q, want %q", got.SweepShard, want)
 	}
 }
