@@ -135,6 +135,46 @@ func gh(args ...string) []string {
 	return append(args, "--stack", env.stack.Name, "--app-id", strconv.Itoa(appID), "--github-api-url", env.ghURL)
 }
 
+// runs counts the runs of each test function in this process: go test
+// -count=N runs every test N times against the one emulator and stack
+// TestMain started, whose records, messages and resources outlive a run.
+var runs = struct {
+	sync.Mutex
+	n map[string]int64
+}{n: map[string]int64{}}
+
+// round is which run of t's test function this is in the process, 0 for
+// the first. Call it once per run, from the test function itself.
+func round(t *testing.T) int64 {
+	t.Helper()
+	if strings.Contains(t.Name(), "/") {
+		t.Fatalf("round called from the subtest %s: call it once, from the test function", t.Name())
+	}
+	runs.Lock()
+	defer runs.Unlock()
+	r := runs.n[t.Name()]
+	runs.n[t.Name()] = r + 1
+	return r
+}
+
+// roundIDs apart are the job ids of two runs of a test: above every id a
+// test picks, so no run meets a record of an earlier one, and a multiple
+// of 64, so an id keeps its sweep shard.
+const roundIDs = 100_000_000
+
+// idsOf returns the job id standing for n in run r of a test: n itself in
+// the first run, n + roundIDs in the second, and so on.
+func idsOf(r int64) func(n int64) int64 {
+	return func(n int64) int64 { return r*roundIDs + n }
+}
+
+// ids is idsOf this run of t's test function. Call it once per run, from
+// the test function itself.
+func ids(t *testing.T) func(n int64) int64 {
+	t.Helper()
+	return idsOf(round(t))
+}
+
 func newStore() *store.Store {
 	return store.New(dynamodb.NewFromConfig(env.cfg), env.stack.TableName, store.Options{})
 }
@@ -183,31 +223,34 @@ func decode[T any](t *testing.T, s string) T {
 }
 
 func TestJobs(t *testing.T) {
+	run0 := round(t)
 	t.Parallel()
+	// Its pools are its own in each run: the listings read the whole table.
+	id, x64, arm64 := idsOf(run0), fmt.Sprint("jobs-x64-", run0), fmt.Sprint("jobs-arm64-", run0)
 	ctx := context.Background()
 	s := newStore()
-	seedFailed(t, 7001, "jobs-x64", now.Add(-2*time.Hour))
-	if _, err := s.CreateJob(ctx, rec(7002, "jobs-x64"), now.Add(-10*time.Minute)); err != nil {
+	seedFailed(t, id(7001), x64, now.Add(-2*time.Hour))
+	if _, err := s.CreateJob(ctx, rec(id(7002), x64), now.Add(-10*time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.CreateJob(ctx, rec(7003, "jobs-arm64"), now.Add(-3*time.Hour)); err != nil {
+	if _, err := s.CreateJob(ctx, rec(id(7003), arm64), now.Add(-3*time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 
-	r := run(t, nil, "jobs", "--stack", env.stack.Name, "--pool", "jobs-x64")
-	if r.code != 0 || !strings.Contains(r.stdout, "7001") || !strings.Contains(r.stdout, "7002") || strings.Contains(r.stdout, "7003") {
+	r := run(t, nil, "jobs", "--stack", env.stack.Name, "--pool", x64)
+	if r.code != 0 || !strings.Contains(r.stdout, fmt.Sprint(id(7001))) || !strings.Contains(r.stdout, fmt.Sprint(id(7002))) || strings.Contains(r.stdout, fmt.Sprint(id(7003))) {
 		t.Fatalf("jobs --pool jobs-x64: exit %d, got\n%s\nwant 7001 and 7002, not 7003", r.code, r.stdout)
 	}
 
-	r = run(t, nil, "jobs", "--stack", env.stack.Name, "--pool", "jobs-x64", "--older-than", "1h", "--json")
+	r = run(t, nil, "jobs", "--stack", env.stack.Name, "--pool", x64, "--older-than", "1h", "--json")
 	got := decode[[]map[string]any](t, r.stdout)
-	if r.code != 0 || len(got) != 1 || got[0]["job_id"] != float64(7001) || got[0]["state"] != "failed" || got[0]["last_error_class"] != "non_retryable" {
+	if r.code != 0 || len(got) != 1 || got[0]["job_id"] != float64(id(7001)) || got[0]["state"] != "failed" || got[0]["last_error_class"] != "non_retryable" {
 		t.Fatalf("jobs --older-than 1h --json: exit %d, got %v; want job 7001, failed", r.code, got)
 	}
 
-	r = run(t, nil, "jobs", "--stack", env.stack.Name, "--state", "pending", "--pool", "jobs-arm64", "--page-size", "1", "--json")
+	r = run(t, nil, "jobs", "--stack", env.stack.Name, "--state", "pending", "--pool", arm64, "--page-size", "1", "--json")
 	got = decode[[]map[string]any](t, r.stdout)
-	if r.code != 0 || len(got) != 1 || got[0]["job_id"] != float64(7003) {
+	if r.code != 0 || len(got) != 1 || got[0]["job_id"] != float64(id(7003)) {
 		t.Fatalf("jobs --state pending --pool jobs-arm64: got %v", got)
 	}
 	if !strings.Contains(r.stderr, "items read") {
@@ -216,7 +259,7 @@ func TestJobs(t *testing.T) {
 
 	// A repeated --state adds up, as a comma list does (a plain flag kept
 	// the last: --state failed --state pending listed the pending only).
-	r = run(t, nil, "jobs", "--stack", env.stack.Name, "--pool", "jobs-x64", "--state", "failed", "--state", "pending", "--json")
+	r = run(t, nil, "jobs", "--stack", env.stack.Name, "--pool", x64, "--state", "failed", "--state", "pending", "--json")
 	got = decode[[]map[string]any](t, r.stdout)
 	if r.code != 0 || len(got) != 2 {
 		t.Fatalf("jobs --state failed --state pending --pool jobs-x64: got %v, want 7001 and 7002", got)
@@ -274,11 +317,12 @@ func TestBadArguments(t *testing.T) {
 }
 
 func TestJob(t *testing.T) {
+	id := ids(t)
 	t.Parallel()
-	seedFailed(t, 7101, "job-x64", now.Add(-time.Hour))
-	env.gh.SetJob("octo", "app", ghfake.Job{ID: 7101, RunID: 9, Status: "queued", Labels: []string{"self-hosted", "linux"}})
+	seedFailed(t, id(7101), "job-x64", now.Add(-time.Hour))
+	env.gh.SetJob("octo", "app", ghfake.Job{ID: id(7101), RunID: 9, Status: "queued", Labels: []string{"self-hosted", "linux"}})
 
-	r := run(t, nil, gh("job", "7101")...)
+	r := run(t, nil, gh("job", fmt.Sprint(id(7101)))...)
 	if r.code != 0 || !strings.Contains(r.stdout, "failed (version 4, attempt 3)") || !strings.Contains(r.stdout, "github") || !strings.Contains(r.stdout, "queued") {
 		t.Fatalf("job 7101: exit %d\n%s", r.code, r.stdout)
 	}
@@ -293,14 +337,14 @@ func TestJob(t *testing.T) {
 		}
 		hist = hist[i:]
 	}
-	r = run(t, nil, gh("job", "7101", "--json")...)
+	r = run(t, nil, gh("job", fmt.Sprint(id(7101)), "--json")...)
 	got := decode[map[string]any](t, r.stdout)
 	if g, _ := got["github"].(map[string]any); r.code != 0 || got["state"] != "failed" || g["status"] != "queued" {
 		t.Fatalf("job --json: exit %d, got %v", r.code, got)
 	}
 
 	// GitHub out of reach: the record is still shown, the reason said.
-	r = run(t, nil, "job", "7101", "--stack", env.stack.Name, "--app-id", strconv.Itoa(appID), "--github-api-url", "http://127.0.0.1:1", "--json")
+	r = run(t, nil, "job", fmt.Sprint(id(7101)), "--stack", env.stack.Name, "--app-id", strconv.Itoa(appID), "--github-api-url", "http://127.0.0.1:1", "--json")
 	got = decode[map[string]any](t, r.stdout)
 	if g, _ := got["github"].(map[string]any); r.code != 0 || got["state"] != "failed" || g["status"] != nil || !strings.Contains(fmt.Sprint(g["error"]), "127.0.0.1:1") {
 		t.Fatalf("job with GitHub unreachable: exit %d, got %v; want the record and the reason", r.code, got)
@@ -309,52 +353,52 @@ func TestJob(t *testing.T) {
 	// A job GitHub holds for its reviewers: the looks that found it held
 	// and when the reclaimer looks again.
 	ctx, s := context.Background(), newStore()
-	_, err := s.CreateJob(ctx, rec(7102, "job-x64"), now.Add(-time.Hour))
+	_, err := s.CreateJob(ctx, rec(id(7102), "job-x64"), now.Add(-time.Hour))
 	must(t, err)
-	l, _, err := s.Acquire(ctx, 7102, 1, "claimer-1", now.Add(time.Minute), now.Add(-time.Hour))
+	l, _, err := s.Acquire(ctx, id(7102), 1, "claimer-1", now.Add(time.Minute), now.Add(-time.Hour))
 	must(t, err)
 	must(t, s.Finish(ctx, l, job.Outcome{State: job.Claimed, Attempt: 1, RunnerName: "job-x64-7102"}, now.Add(-time.Hour)))
-	held, err := s.Get(ctx, 7102)
+	held, err := s.Get(ctx, id(7102))
 	must(t, err)
 	next := now.Add(20 * time.Minute).Truncate(time.Second)
 	_, err = s.Recheck(ctx, held, next, job.CheckWaiting, now)
 	must(t, err)
-	r = run(t, nil, gh("job", "7102")...)
+	r = run(t, nil, gh("job", fmt.Sprint(id(7102)))...)
 	if want := "1 looks in a row found it waiting or pending; next look " + next.UTC().Format(time.RFC3339); r.code != 0 || !strings.Contains(r.stdout, want) {
 		t.Fatalf("job 7102 held at GitHub: exit %d, want %q in\n%s", r.code, want, r.stdout)
 	}
-	r = run(t, nil, gh("job", "7102", "--json")...)
+	r = run(t, nil, gh("job", fmt.Sprint(id(7102)), "--json")...)
 	if got := decode[map[string]any](t, r.stdout); got["waits"] != float64(1) || got["next_look"] != next.UTC().Format(time.RFC3339) {
 		t.Fatalf("job 7102 --json: waits %v, next_look %v; want 1 and %s", got["waits"], got["next_look"], next.UTC().Format(time.RFC3339))
 	}
 
 	// A public user's repository, as its queued delivery described it.
-	pub := rec(7103, "job-x64")
+	pub := rec(id(7103), "job-x64")
 	pub.Public, pub.UserOwned = true, true
 	_, err = s.CreateJob(ctx, pub, now.Add(-time.Hour))
 	must(t, err)
-	r = run(t, nil, gh("job", "7103")...)
+	r = run(t, nil, gh("job", fmt.Sprint(id(7103)))...)
 	if r.code != 0 || !strings.Contains(r.stdout, "octo/app (public, a user's)") {
 		t.Fatalf("job 7103: exit %d, want the repository described as public and a user's in\n%s", r.code, r.stdout)
 	}
-	r = run(t, nil, gh("job", "7103", "--json")...)
+	r = run(t, nil, gh("job", fmt.Sprint(id(7103)), "--json")...)
 	if got := decode[map[string]any](t, r.stdout); got["public"] != true || got["user_owned"] != true {
 		t.Fatalf("job 7103 --json: public %v, user_owned %v; want both true", got["public"], got["user_owned"])
 	}
 
 	// Retried after its runner was asked for in the repository: where
 	// the next attempt looks first should the pool's scope change.
-	_, err = s.CreateJob(ctx, rec(7104, "job-x64"), now.Add(-time.Hour))
+	_, err = s.CreateJob(ctx, rec(id(7104), "job-x64"), now.Add(-time.Hour))
 	must(t, err)
-	l, _, err = s.Acquire(ctx, 7104, 1, "claimer-1", now.Add(time.Minute), now.Add(-time.Hour))
+	l, _, err = s.Acquire(ctx, id(7104), 1, "claimer-1", now.Add(time.Minute), now.Add(-time.Hour))
 	must(t, err)
 	must(t, s.Release(ctx, l, job.Retry{Version: 3, Attempt: 1, Due: now, ErrorClass: "server_side", Error: "502",
 		Runner: "job-x64-7104", Scope: "repo"}, now.Add(-time.Hour)))
-	r = run(t, nil, gh("job", "7104")...)
+	r = run(t, nil, gh("job", fmt.Sprint(id(7104)))...)
 	if r.code != 0 || !regexp.MustCompile(`last tried +job-x64-7104 \(repo\)`).MatchString(r.stdout) {
 		t.Fatalf("job 7104: exit %d, want the runner it last tried, in the repository, in\n%s", r.code, r.stdout)
 	}
-	r = run(t, nil, gh("job", "7104", "--json")...)
+	r = run(t, nil, gh("job", fmt.Sprint(id(7104)), "--json")...)
 	if got := decode[map[string]any](t, r.stdout); got["tried_runner"] != "job-x64-7104" || got["tried_scope"] != "repo" {
 		t.Fatalf("job 7104 --json: tried_runner %v, tried_scope %v; want job-x64-7104 and repo", got["tried_runner"], got["tried_scope"])
 	}
@@ -369,16 +413,17 @@ func TestJob(t *testing.T) {
 // one after the other (not in parallel), or one's receive would hide the
 // other's message for a visibility timeout, or push it to the DLQ.
 func TestRetry(t *testing.T) {
+	id := ids(t)
 	ctx := context.Background()
 	stack := env.stack
-	failed := seedFailed(t, 7201, "retry-x64", now.Add(-time.Hour))
+	failed := seedFailed(t, id(7201), "retry-x64", now.Add(-time.Hour))
 
-	r := run(t, nil, "retry", "7201", "--stack", stack.Name, "--json")
+	r := run(t, nil, "retry", fmt.Sprint(id(7201)), "--stack", stack.Name, "--json")
 	got := decode[map[string]any](t, r.stdout)
 	if r.code != 0 || got["state"] != "queued" || got["version"] != float64(failed.Version+1) || got["message_sent"] != true {
 		t.Fatalf("retry: exit %d, got %v", r.code, got)
 	}
-	rec, err := newStore().Get(ctx, 7201)
+	rec, err := newStore().Get(ctx, id(7201))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -389,17 +434,17 @@ func TestRetry(t *testing.T) {
 		t.Fatalf("history after retry: %+v", rec.History)
 	}
 	// The claim message for the new version is on the claims queue.
-	if !drainFor(t, stack.QueueURL, job.Message{JobID: 7201, Version: failed.Version + 1}) {
+	if !drainFor(t, stack.QueueURL, job.Message{JobID: id(7201), Version: failed.Version + 1}) {
 		t.Fatalf("no claim message for job 7201 v%d on the claims queue", failed.Version+1)
 	}
 
-	r = run(t, nil, "retry", "7201", "--stack", stack.Name)
-	if r.code != cli.ExitFail || !strings.Contains(r.stderr, "job 7201 is queued: only failed or abandoned jobs are retried") {
+	r = run(t, nil, "retry", fmt.Sprint(id(7201)), "--stack", stack.Name)
+	if r.code != cli.ExitFail || !strings.Contains(r.stderr, fmt.Sprintf("job %d is queued: only failed or abandoned jobs are retried", id(7201))) {
 		t.Fatalf("retry of a queued job: exit %d, stderr %q", r.code, r.stderr)
 	}
 	// A stack that does not exist is named as such, without the SDK's
 	// request trace around CloudFormation's "ValidationError".
-	r = run(t, nil, "retry", "7201", "--stack", "ghclaim-no-such-stack")
+	r = run(t, nil, "retry", fmt.Sprint(id(7201)), "--stack", "ghclaim-no-such-stack")
 	if want := "stack ghclaim-no-such-stack not found: no such CloudFormation stack in this account and region"; r.code != cli.ExitFail || !strings.HasPrefix(r.stderr, want) {
 		t.Fatalf("retry on a stack that does not exist: exit %d, stderr %q; want exit 1, %q", r.code, r.stderr, want)
 	}
@@ -483,6 +528,12 @@ var ltOnce sync.Once
 var ltID string
 
 func TestDoctor(t *testing.T) {
+	// Secrets and launch templates are named per run: a name stays taken
+	// for the emulator's life. The run is spelt in letters (0 is a, 1 is
+	// b): with a digit, a secret's name and the random suffix of its ARN
+	// make a run of mixed case and digits that doctor's output redacts
+	// (shared/redact), and the cases look for the ARN there.
+	suffix := "-" + strings.Map(func(c rune) rune { return 'a' + c - '0' }, fmt.Sprint(round(t)))
 	t.Parallel()
 	ltOnce.Do(func() { ltID = createLaunchTemplate(t, "ghclaim-doctor") })
 	pools := func(lts ...string) string {
@@ -571,7 +622,7 @@ func TestDoctor(t *testing.T) {
 	// deleted) has no value: the webhook answers every delivery 503.
 	t.Run("a webhook secret of no value", func(t *testing.T) {
 		out, err := secretsmanager.NewFromConfig(env.cfg).CreateSecret(context.Background(), &secretsmanager.CreateSecretInput{
-			Name: aws.String("ghclaim-doctor-commas"), SecretString: aws.String(" , ")})
+			Name: aws.String("ghclaim-doctor-commas" + suffix), SecretString: aws.String(" , ")})
 		must(t, err)
 		r := run(t, nil, gh("doctor", "--webhook-secret-arn", aws.ToString(out.ARN), "--webhook-url", env.hookURL, "--dlq-url", emptyDLQ, "--json")...)
 		got := status(decode[doc](t, r.stdout))
@@ -586,7 +637,7 @@ func TestDoctor(t *testing.T) {
 	// verifies a delivery.
 	t.Run("a webhook secret of two values", func(t *testing.T) {
 		out, err := secretsmanager.NewFromConfig(env.cfg).CreateSecret(context.Background(), &secretsmanager.CreateSecretInput{
-			Name: aws.String("ghclaim-doctor-rotation"), SecretString: aws.String(env.hookKey + ",an-older-secret")})
+			Name: aws.String("ghclaim-doctor-rotation" + suffix), SecretString: aws.String(env.hookKey + ",an-older-secret")})
 		must(t, err)
 		r := run(t, nil, gh("doctor", "--webhook-secret-arn", aws.ToString(out.ARN), "--webhook-url", env.hookURL, "--dlq-url", emptyDLQ, "--json")...)
 		got := detail(t, r.stdout, "webhook secret")
@@ -600,7 +651,7 @@ func TestDoctor(t *testing.T) {
 	// metadata tags, shutdown behaviour stop): the claimer refuses to
 	// launch from it, so every job of its pool fails; doctor says so first.
 	t.Run("a launch template unfit for the claimer", func(t *testing.T) {
-		old, err := provisiontest.LaunchTemplateWith(context.Background(), ec2api.New(env.cfg), "ghclaim-doctor-release", "", "m5.large", nil)
+		old, err := provisiontest.LaunchTemplateWith(context.Background(), ec2api.New(env.cfg), "ghclaim-doctor-release"+suffix, "", "m5.large", nil)
 		must(t, err)
 		r := run(t, nil, gh("doctor", "--pools", pools(ltID, old), "--webhook-url", env.hookURL, "--dlq-url", emptyDLQ, "--json")...)
 		got := status(decode[doc](t, r.stdout))
@@ -684,7 +735,7 @@ func TestDoctor(t *testing.T) {
 
 	t.Run("the key is still the template's placeholder", func(t *testing.T) {
 		sm := secretsmanager.NewFromConfig(env.cfg)
-		out, err := sm.CreateSecret(context.Background(), &secretsmanager.CreateSecretInput{Name: aws.String("ghclaim-doctor-placeholder"), SecretString: aws.String("REPLACE-WITH-THE-GITHUB-APP-PRIVATE-KEY-PEM")})
+		out, err := sm.CreateSecret(context.Background(), &secretsmanager.CreateSecretInput{Name: aws.String("ghclaim-doctor-placeholder" + suffix), SecretString: aws.String("REPLACE-WITH-THE-GITHUB-APP-PRIVATE-KEY-PEM")})
 		must(t, err)
 		r := run(t, nil, gh("doctor", "--app-key-arn", aws.ToString(out.ARN), "--webhook-url", env.hookURL, "--json")...)
 		got := status(decode[doc](t, r.stdout))
@@ -717,7 +768,7 @@ func TestDoctor(t *testing.T) {
 			{name: "never-set", status: "fail", want: "has no AWSCURRENT value", in: secretsmanager.CreateSecretInput{}},
 		}
 		for _, tt := range tests {
-			tt.in.Name = aws.String("ghclaim-doctor-key-" + tt.name)
+			tt.in.Name = aws.String("ghclaim-doctor-key-" + tt.name + suffix)
 			out, err := sm.CreateSecret(context.Background(), &tt.in)
 			must(t, err)
 			r := run(t, nil, gh("doctor", "--app-key-arn", aws.ToString(out.ARN), "--webhook-url", env.hookURL, "--json")...)
@@ -753,10 +804,18 @@ func (f *failingSend) SendMessage(ctx context.Context, in *sqs.SendMessageInput,
 }
 
 func TestRedrive(t *testing.T) {
+	id := ids(t)
 	ctx := context.Background()
 	api := sqs.NewFromConfig(env.cfg)
 	dlq := env.stack.DLQURL
-	for _, body := range []string{`{"job_id":7301,"version":3,"attempt":2}`, `{"job_id":7302,"version":1}`, `not a claim message`} {
+	// The undecodable message stays in the stack's DLQ: gone when the test
+	// ends, or the next run would count it among its own.
+	t.Cleanup(func() {
+		if _, err := api.PurgeQueue(context.Background(), &sqs.PurgeQueueInput{QueueUrl: &dlq}); err != nil {
+			t.Errorf("purge the DLQ: %v", err)
+		}
+	})
+	for _, body := range []string{fmt.Sprintf(`{"job_id":%d,"version":3,"attempt":2}`, id(7301)), fmt.Sprintf(`{"job_id":%d,"version":1}`, id(7302)), `not a claim message`} {
 		_, err := api.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &dlq, MessageBody: aws.String(body)})
 		must(t, err)
 	}
@@ -799,7 +858,7 @@ func TestRedrive(t *testing.T) {
 	if n := inDLQ(); n != 1 {
 		t.Fatalf("%d messages in the DLQ after the redrive, want only the undecodable one", n)
 	}
-	if !drainFor(t, env.stack.QueueURL, job.Message{JobID: 7301, Version: 3}) {
+	if !drainFor(t, env.stack.QueueURL, job.Message{JobID: id(7301), Version: 3}) {
 		t.Fatal("job 7301 v3 is not on the claims queue after the redrive")
 	}
 }
@@ -822,6 +881,11 @@ func TestJobsWithAnUnreadableItemFails(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		if _, err := db.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)}); err != nil {
+			t.Errorf("delete table %s: %v", table, err)
+		}
+	})
 	if _, err := store.New(db, table, store.Options{}).CreateJob(ctx, rec(7301, "jobs-x64"), now.Add(-time.Hour)); err != nil {
 		t.Fatal(err)
 	}

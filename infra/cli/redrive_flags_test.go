@@ -165,11 +165,12 @@ func TestRedriveInterruptedShowsWhatItDidNotSend(t *testing.T) {
 // refuse it (exit 2, naming the flag) instead of writing the record on a
 // shard computed with the default 8.
 func TestRetryRefusesANonPositiveSweepShards(t *testing.T) {
-	seedFailed(t, 7401, "redrive-x64", now.Add(-time.Hour))
+	id := ids(t)
+	seedFailed(t, id(7401), "redrive-x64", now.Add(-time.Hour))
 	q := newQueue(t, "retry-shards")
-	r := runWith(t, context.Background(), nil, nil, "retry", "7401", "--table", env.stack.TableName, "--queue-url", q, "--sweep-shards", "-16")
+	r := runWith(t, context.Background(), nil, nil, "retry", fmt.Sprint(id(7401)), "--table", env.stack.TableName, "--queue-url", q, "--sweep-shards", "-16")
 	if r.code != cli.ExitUsage || !strings.Contains(r.stderr, "--sweep-shards") {
-		rec, _ := newStore().Get(context.Background(), 7401)
+		rec, _ := newStore().Get(context.Background(), id(7401))
 		t.Fatalf("retry --sweep-shards -16: exit %d (record now %s v%d on sweep shard %q); want exit 2 naming --sweep-shards",
 			r.code, rec.State, rec.Version, rec.SweepShard)
 	}

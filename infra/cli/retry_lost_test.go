@@ -3,6 +3,7 @@ package cli_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -32,12 +33,13 @@ func (l lostAnswer) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput
 // waited the reclaimer's queued grace, and a second retry was refused (an
 // audit). The store reads the record back and knows its own write.
 func TestRetryWhoseAnswerIsLost(t *testing.T) {
+	id := ids(t)
 	t.Parallel()
 	ctx := context.Background()
-	failed := seedFailed(t, 7811, "retrylost-x64", now.Add(-time.Hour))
+	failed := seedFailed(t, id(7811), "retrylost-x64", now.Add(-time.Hour))
 	q := newQueue(t, "retry-lost")
-	r := runWith(t, ctx, lostAnswer{dynamodb.NewFromConfig(env.cfg)}, nil, "retry", "7811", "--stack", env.stack.Name, "--queue-url", q)
-	rec, err := newStore().Get(ctx, 7811)
+	r := runWith(t, ctx, lostAnswer{dynamodb.NewFromConfig(env.cfg)}, nil, "retry", fmt.Sprint(id(7811)), "--stack", env.stack.Name, "--queue-url", q)
+	rec, err := newStore().Get(ctx, id(7811))
 	must(t, err)
 	if r.code != cli.ExitOK || rec.State != job.Queued || rec.Version != failed.Version+1 {
 		t.Fatalf("retry: exit %d, stderr %q; record %s v%d: want exit 0 and queued v%d", r.code, strings.TrimSpace(r.stderr), rec.State, rec.Version, failed.Version+1)
@@ -47,7 +49,7 @@ func TestRetryWhoseAnswerIsLost(t *testing.T) {
 	if len(out.Messages) != 1 {
 		t.Fatalf("%d claim messages, want 1", len(out.Messages))
 	}
-	if got, err := job.DecodeMessage(aws.ToString(out.Messages[0].Body)); err != nil || got.JobID != 7811 || got.Version != rec.Version {
+	if got, err := job.DecodeMessage(aws.ToString(out.Messages[0].Body)); err != nil || got.JobID != id(7811) || got.Version != rec.Version {
 		t.Fatalf("claim message %+v (%v), want job 7811 at v%d", got, err, rec.Version)
 	}
 }

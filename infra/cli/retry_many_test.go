@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -22,20 +23,21 @@ import (
 // tried whatever befell the others, and the claims go out paced as
 // redrive's copies are.
 func TestRetryManyJobsPaced(t *testing.T) {
+	id := ids(t)
 	ctx := context.Background()
 	var failed []job.Record
-	for _, id := range []int64{7611, 7612, 7613} {
-		failed = append(failed, seedFailed(t, id, "retry-many", now.Add(-time.Hour)))
+	for _, j := range []int64{id(7611), id(7612), id(7613)} {
+		failed = append(failed, seedFailed(t, j, "retry-many", now.Add(-time.Hour)))
 	}
-	if _, err := newStore().CreateJob(ctx, rec(7614, "retry-many"), now.Add(-time.Minute)); err != nil {
+	if _, err := newStore().CreateJob(ctx, rec(id(7614), "retry-many"), now.Add(-time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	clk := &pacedClock{t: now}
 	api := &sendTimes{Client: sqs.NewFromConfig(env.cfg), clk: clk, sendTook: 200 * time.Millisecond, received: map[string]time.Time{}}
 	r := runConfig(t, ctx, cli.Config{DynamoDB: dynamodb.NewFromConfig(env.cfg), SQS: api, Now: clk.Now, Sleep: clk.Sleep, Rand: random.New(3),
-		Stdin: strings.NewReader("7611,7612 7613\n7614\n7611\n")},
+		Stdin: strings.NewReader(fmt.Sprintf("%d,%d %d\n%d\n%d\n", id(7611), id(7612), id(7613), id(7614), id(7611)))},
 		"retry", "-", "--stack", env.stack.Name, "--json")
-	if r.code != cli.ExitFail || !strings.Contains(r.stderr, "job 7614 is pending: only failed or abandoned jobs are retried") || !strings.Contains(r.stderr, "1 of 4 jobs not retried") {
+	if r.code != cli.ExitFail || !strings.Contains(r.stderr, fmt.Sprintf("job %d is pending: only failed or abandoned jobs are retried", id(7614))) || !strings.Contains(r.stderr, "1 of 4 jobs not retried") {
 		t.Fatalf("exit %d, stderr %q; want exit 1 naming job 7614 (pending) and 1 of 4 not retried", r.code, r.stderr)
 	}
 	got := decode[[]map[string]any](t, r.stdout)
@@ -51,7 +53,7 @@ func TestRetryManyJobsPaced(t *testing.T) {
 			t.Errorf("job %d after the retry: %+v, %v; want queued at version %d", f.JobID, rec, err, f.Version+1)
 		}
 	}
-	if got[3]["job_id"] != float64(7614) || !strings.Contains(got[3]["error"].(string), "is pending") {
+	if got[3]["job_id"] != float64(id(7614)) || !strings.Contains(got[3]["error"].(string), "is pending") {
 		t.Errorf("result 3: %v; want job 7614's refusal", got[3])
 	}
 	if len(api.starts) != 3 || !api.starts[0].Equal(now) {
@@ -69,16 +71,17 @@ func TestRetryManyJobsPaced(t *testing.T) {
 // array; a list that happened to hold one id printed a bare object, so a
 // script reading the array broke on the day one job had failed.
 func TestRetryFromStdinPrintsAnArrayForOneID(t *testing.T) {
+	id := ids(t)
 	ctx := context.Background()
-	seedFailed(t, 7631, "retry-one", now.Add(-time.Hour))
+	seedFailed(t, id(7631), "retry-one", now.Add(-time.Hour))
 	r := runConfig(t, ctx, cli.Config{DynamoDB: dynamodb.NewFromConfig(env.cfg), SQS: sqs.NewFromConfig(env.cfg), Now: func() time.Time { return now },
-		Stdin: strings.NewReader("7631\n")},
+		Stdin: strings.NewReader(fmt.Sprintln(id(7631)))},
 		"retry", "-", "--stack", env.stack.Name, "--json")
 	if r.code != cli.ExitOK {
 		t.Fatalf("exit %d, stderr %q; want 0", r.code, r.stderr)
 	}
 	got := decode[[]map[string]any](t, r.stdout)
-	if len(got) != 1 || got[0]["job_id"] != float64(7631) || got[0]["state"] != "queued" {
+	if len(got) != 1 || got[0]["job_id"] != float64(id(7631)) || got[0]["state"] != "queued" {
 		t.Fatalf("got %v; want one result, job 7631 queued", got)
 	}
 }
