@@ -135,44 +135,17 @@ func gh(args ...string) []string {
 	return append(args, "--stack", env.stack.Name, "--app-id", strconv.Itoa(appID), "--github-api-url", env.ghURL)
 }
 
-// runs counts the runs of each test function in this process: go test
-// -count=N runs every test N times against the one emulator and stack
-// TestMain started, whose records, messages and resources outlive a run.
-var runs = struct {
-	sync.Mutex
-	n map[string]int64
-}{n: map[string]int64{}}
-
-// round is which run of t's test function this is in the process, 0 for
-// the first. Call it once per run, from the test function itself.
-func round(t *testing.T) int64 {
-	t.Helper()
-	if strings.Contains(t.Name(), "/") {
-		t.Fatalf("round called from the subtest %s: call it once, from the test function", t.Name())
-	}
-	runs.Lock()
-	defer runs.Unlock()
-	r := runs.n[t.Name()]
-	runs.n[t.Name()] = r + 1
-	return r
-}
-
-// roundIDs apart are the job ids of two runs of a test: above every id a
-// test picks, so no run meets a record of an earlier one, and a multiple
-// of 64, so an id keeps its sweep shard.
-const roundIDs = 100_000_000
-
 // idsOf returns the job id standing for n in run r of a test: n itself in
-// the first run, n + roundIDs in the second, and so on.
+// the first run, n + emulator.RoundIDs in the second, and so on.
 func idsOf(r int64) func(n int64) int64 {
-	return func(n int64) int64 { return r*roundIDs + n }
+	return func(n int64) int64 { return r*emulator.RoundIDs + n }
 }
 
 // ids is idsOf this run of t's test function. Call it once per run, from
 // the test function itself.
 func ids(t *testing.T) func(n int64) int64 {
 	t.Helper()
-	return idsOf(round(t))
+	return idsOf(emulator.Round(t))
 }
 
 func newStore() *store.Store {
@@ -223,7 +196,7 @@ func decode[T any](t *testing.T, s string) T {
 }
 
 func TestJobs(t *testing.T) {
-	run0 := round(t)
+	run0 := emulator.Round(t)
 	t.Parallel()
 	// Its pools are its own in each run: the listings read the whole table.
 	id, x64, arm64 := idsOf(run0), fmt.Sprint("jobs-x64-", run0), fmt.Sprint("jobs-arm64-", run0)
@@ -533,7 +506,7 @@ func TestDoctor(t *testing.T) {
 	// b): with a digit, a secret's name and the random suffix of its ARN
 	// make a run of mixed case and digits that doctor's output redacts
 	// (shared/redact), and the cases look for the ARN there.
-	suffix := "-" + strings.Map(func(c rune) rune { return 'a' + c - '0' }, fmt.Sprint(round(t)))
+	suffix := "-" + strings.Map(func(c rune) rune { return 'a' + c - '0' }, fmt.Sprint(emulator.Round(t)))
 	t.Parallel()
 	ltOnce.Do(func() { ltID = createLaunchTemplate(t, "ghclaim-doctor") })
 	pools := func(lts ...string) string {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -73,46 +72,18 @@ func TestMain(m *testing.M) {
 
 func setup(t *testing.T) fixture {
 	t.Helper()
-	r := round(t)
+	r := emulator.Round(t)
 	t.Parallel()
 	return fixture{s: store.New(env.db, env.table, store.Options{}), db: env.db, table: env.table,
-		run: r, id: func(n int64) int64 { return r*roundIDs + n }}
+		run: r, id: func(n int64) int64 { return r*emulator.RoundIDs + n }}
 }
-
-// runs counts the runs of each test function in this process: go test
-// -count=N runs every test N times against the one emulator and stack
-// TestMain started, whose records outlive a run.
-var runs = struct {
-	sync.Mutex
-	n map[string]int64
-}{n: map[string]int64{}}
-
-// round is which run of t's test function this is in the process, 0 for
-// the first. Call it once per run, from the test function itself.
-func round(t *testing.T) int64 {
-	t.Helper()
-	if strings.Contains(t.Name(), "/") {
-		t.Fatalf("round called from the subtest %s: call it once, from the test function", t.Name())
-	}
-	runs.Lock()
-	defer runs.Unlock()
-	r := runs.n[t.Name()]
-	runs.n[t.Name()] = r + 1
-	return r
-}
-
-// roundIDs apart are the job ids (and installation ids) of two runs of a
-// test: a multiple of 64, so an id keeps its sweep shard under every shard
-// count the tests use (8, and 64 for a stray), and above every id a test
-// picks, so no run meets a record of an earlier one.
-const roundIDs = 100_000_000
 
 // ids returns the id of this run of t's test function standing for n: n
-// itself in the first run, n + roundIDs in the second, and so on. Call it
+// itself in the first run, n + emulator.RoundIDs in the second, and so on. Call it
 // once per run, from the test function itself.
 func ids(t *testing.T) func(n int64) int64 {
 	t.Helper()
-	base := round(t) * roundIDs
+	base := emulator.Round(t) * emulator.RoundIDs
 	return func(n int64) int64 { return base + n }
 }
 
@@ -168,7 +139,7 @@ var _ redeliver.Store = (*store.Store)(nil)
 // counts) on DynamoDB to the contract infra/mem is held to.
 func TestRedeliveryContract(t *testing.T) {
 	t.Parallel()
-	contract.TestRedeliveryStore(t, fmt.Sprint("store-", round(t)), func(*testing.T) contract.RedeliveryStore {
+	contract.TestRedeliveryStore(t, fmt.Sprint("store-", emulator.Round(t)), func(*testing.T) contract.RedeliveryStore {
 		return store.New(env.db, env.table, store.Options{})
 	})
 }
