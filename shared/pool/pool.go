@@ -141,7 +141,7 @@ func Parse(text string) ([]Pool, error) {
 	if len(pools) == 0 {
 		return nil, errors.New("no pools: want a JSON list with at least one pool")
 	}
-	seen := map[string]bool{}
+	seen := map[string]int{} // lower-cased name → index of its first pool
 	for i := range pools {
 		p := &pools[i]
 		if p.Scope == "" {
@@ -159,10 +159,17 @@ func Parse(text string) ([]Pool, error) {
 		if err := p.Validate(); err != nil {
 			return nil, fmt.Errorf("pool %d (%q): %w", i, p.Name, err)
 		}
-		if seen[p.Name] {
-			return nil, fmt.Errorf("pool %d (%q): name used twice", i, p.Name)
+		// Names are compared without case: the janitor reads a runner's
+		// pool back from its name as GitHub does (without case), so
+		// "Linux" and "linux" would be one pool to it and two to the
+		// claimer.
+		if first, ok := seen[strings.ToLower(p.Name)]; ok {
+			if pools[first].Name == p.Name {
+				return nil, fmt.Errorf("pool %d (%q): name used twice", i, p.Name)
+			}
+			return nil, fmt.Errorf("pool %d (%q): name used twice, by pool %d as %q (pool names are compared without case)", i, p.Name, first, pools[first].Name)
 		}
-		seen[p.Name] = true
+		seen[strings.ToLower(p.Name)] = i
 	}
 	return pools, nil
 }

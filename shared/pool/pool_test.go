@@ -63,6 +63,7 @@ func TestParseErrorsNameTheProblem(t *testing.T) {
 		{"text after the list", `[{"name":"a","labels":["x"],"provisioner":{"type":"ec2","launch_template":"lt"}}], {"name":"b","labels":["y"],"provisioner":{"type":"ec2","launch_template":"lt"}}]`, "text after the list"},
 		{"stray closing bracket", `[{"name":"a","labels":["x"],"provisioner":{"type":"ec2","launch_template":"lt"}}]]`, "text after the list"},
 		{"duplicate name", `[{"name":"a","labels":["x"],"provisioner":{"type":"ec2","launch_template":"lt"}},{"name":"a","labels":["y"],"provisioner":{"type":"ec2","launch_template":"lt"}}]`, "used twice"},
+		{"names differing only in case", `[{"name":"linux","labels":["x"],"provisioner":{"type":"ec2","launch_template":"lt"}},{"name":"Linux","labels":["y"],"provisioner":{"type":"ec2","launch_template":"lt"}}]`, `pool 1 ("Linux"): name used twice, by pool 0 as "linux"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
