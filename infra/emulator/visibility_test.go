@@ -115,8 +115,10 @@ func TestDeleteNeedsTheLatestReceipt(t *testing.T) {
 func visibleAtOnce(t *testing.T, name string) (*sqs.Client, *sqs.CreateQueueOutput) {
 	t.Helper()
 	api := sqs.NewFromConfig(ForTest(t).ConfigForTest(t))
+	// A name of its own: the binary's server outlives a round of go test
+	// -count, and a queue kept from the round before holds its messages.
 	q, err := api.CreateQueue(context.Background(), &sqs.CreateQueueInput{
-		QueueName: aws.String(name), Attributes: map[string]string{"VisibilityTimeout": "0"},
+		QueueName: aws.String(StackName(name)), Attributes: map[string]string{"VisibilityTimeout": "0"},
 	})
 	if err != nil {
 		t.Fatal(err)
