@@ -58,6 +58,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/smithy-go"
 
+	"github.com/ghclaim/ghclaim/shared/awsenv"
 	"github.com/ghclaim/ghclaim/shared/clock"
 	"github.com/ghclaim/ghclaim/shared/ec2api"
 	"github.com/ghclaim/ghclaim/shared/job"
@@ -81,6 +82,7 @@ func AWSConfig(ctx context.Context) (aws.Config, error) {
 	if cfg.Region == "" {
 		return aws.Config{}, errors.New("no AWS region: set AWS_REGION, or a region in the AWS profile (AWS_PROFILE), to the stack's region")
 	}
+	cfg.HTTPClient = awsenv.OwnBodies(cfg.HTTPClient) // an answer is never cut under the SDK (see OwnBodies)
 	return cfg, nil
 }
 

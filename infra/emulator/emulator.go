@@ -47,6 +47,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+
+	"github.com/ghclaim/ghclaim/shared/awsenv"
 )
 
 // EndpointEnv is the SDK's own variable for a custom endpoint; when set, Start adopts that
@@ -233,6 +235,9 @@ func (s *Server) Config(ctx context.Context) (aws.Config, error) {
 	if err != nil {
 		return aws.Config{}, fmt.Errorf("emulator config for %s: %w", s.Endpoint, err)
 	}
+	// As the functions' clients (shared/wire): on a busy machine the SDK's
+	// own cut an answer now and then (awsenv.OwnBodies says why).
+	cfg.HTTPClient = awsenv.OwnBodies(cfg.HTTPClient)
 	return cfg, nil
 }
 

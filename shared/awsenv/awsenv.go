@@ -61,9 +61,9 @@ func baseEndpoint(getenv func(string) string) (name, url string) {
 // For calls that answer in milliseconds (DynamoDB, SQS, SSM, Secrets
 // Manager), never for EC2's instant fleets.
 func AttemptBound(d time.Duration) aws.HTTPClient {
-	return awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
+	return OwnBodies(awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
 		tr.ResponseHeaderTimeout = d
-	})
+	}))
 }
 
 // Load returns the aws.Config the environment describes.

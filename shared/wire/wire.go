@@ -64,12 +64,14 @@ type Env struct {
 }
 
 // AWS is cfg with the function's HTTP client: Env.HTTPClient when a test
-// set one, else cfg unchanged. Every wiring passes its aws.Config through
-// it before building a client.
+// set one, else cfg's (the SDK's own when none), handing the transport
+// bodies of its own (awsenv.OwnBodies). Every wiring passes its
+// aws.Config through it before building a client.
 func (e Env) AWS(cfg aws.Config) aws.Config {
 	if e.HTTPClient != nil {
 		cfg.HTTPClient = e.HTTPClient
 	}
+	cfg.HTTPClient = awsenv.OwnBodies(cfg.HTTPClient)
 	return cfg
 }
 
@@ -112,7 +114,7 @@ func (e Env) Metrics(namespace, function string, out io.Writer) *obs.Metrics {
 func Secret(awsCfg aws.Config, arn, literal string) *secret.Cache {
 	var sm secret.SecretsManager
 	if arn != "" {
-		if awsCfg.HTTPClient == nil {
+		if awsenv.IsDefault(awsCfg.HTTPClient) {
 			awsCfg.HTTPClient = awsenv.AttemptBound(SecretAttemptTimeout)
 		}
 		sm = secretsmanager.NewFromConfig(awsCfg)

@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+
+	"github.com/ghclaim/ghclaim/shared/awsenv"
 	"github.com/ghclaim/ghclaim/shared/config"
 	"github.com/ghclaim/ghclaim/shared/wire"
 	"github.com/ghclaim/ghclaim/shared/wire/claimer"
@@ -182,5 +186,21 @@ func TestRedelivererReadsNoPoolsParameter(t *testing.T) {
 	r, err := redeliverer.New(context.Background(), envOf(vars, &out))
 	if err != nil || r == nil {
 		t.Fatalf("got (%v, %v), want a redeliverer", r, err)
+	}
+}
+
+// TestAWSHandsTheTransportItsOwnBodies: every client a wiring builds goes
+// through Env.AWS, whose HTTP client is behind awsenv.OwnBodies (its
+// behaviour is shared/awsenv's tests), whether a test chose the client or
+// the SDK's own is used; wrapping it again changes nothing.
+func TestAWSHandsTheTransportItsOwnBodies(t *testing.T) {
+	t.Parallel()
+	chosen := wire.Env{HTTPClient: &http.Client{}}.AWS(aws.Config{}).HTTPClient
+	if awsenv.OwnBodies(chosen) != chosen || awsenv.IsDefault(chosen) {
+		t.Fatalf("with a client chosen: %T, want it behind awsenv.OwnBodies", chosen)
+	}
+	own := (wire.Env{}).AWS(aws.Config{}).HTTPClient
+	if awsenv.OwnBodies(own) != own || !awsenv.IsDefault(own) {
+		t.Fatalf("with no client chosen: %T, want the SDK's own behind awsenv.OwnBodies", own)
 	}
 }

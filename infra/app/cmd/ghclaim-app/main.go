@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
 	"github.com/ghclaim/ghclaim/infra/app"
+	"github.com/ghclaim/ghclaim/shared/awsenv"
 )
 
 func main() {
@@ -39,6 +40,9 @@ func main() {
 		fmt.Fprintln(os.Stderr, "ghclaim-app: aws config:", err)
 		os.Exit(1)
 	}
+	// GitHub's conversion answer is the only copy of the App's key: its
+	// PutSecretValue must not have its answer cut (see OwnBodies).
+	awsCfg.HTTPClient = awsenv.OwnBodies(awsCfg.HTTPClient)
 	if _, err := app.Run(ctx, c, cloudformation.NewFromConfig(awsCfg), secretsmanager.NewFromConfig(awsCfg), os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "ghclaim-app:", err)
 		os.Exit(1)
