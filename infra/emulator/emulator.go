@@ -20,8 +20,9 @@
 //   - The moto_server we launch serves a three-image EC2 catalogue (moto_amis.json through
 //     MOTO_AMIS_PATH) instead of moto's ~1,200 images: tests need one image id for a launch
 //     template, and listing the full catalogue cost 1.5 s of CPU per DescribeImages.
-//   - The SDK retries a request whose answer was cut (a busy box cuts the emulator's now and
-//     then, as AWS's are cut), and a retried non-idempotent call acts twice. Tests that count
+//   - The SDK retries a request whose answer was lost (a cancelled call, a reset; Config's
+//     client hands the transport bodies of its own, awsenv.OwnBodies, without which a busy box
+//     cut answers now and then), and a retried non-idempotent call acts twice. Tests that count
 //     what such calls made send once (SQSOnce), learn how many copies the SDK's retries explain
 //     (Retries, WithoutRetried), and cut an answer on purpose to show it (LoseFirstAnswer);
 //     moto_atomic.py honours the EC2 ClientTokens that make a retried launch act once, as EC2 does.

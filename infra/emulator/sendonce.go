@@ -13,9 +13,10 @@ import (
 )
 
 // SQSOnce is an SQS client whose SendMessage puts the message on the queue exactly once, for
-// a test that counts the messages it receives. The SDK retries a send whose answer was cut
-// (the emulator's are, now and then, on a busy box: "use of closed network connection", as on
-// AWS, aws-sdk-go-v2 issues 1825 and 2737), and the retry puts the message twice, as SQS may.
+// a test that counts the messages it receives. The SDK retries a send whose answer was lost
+// (a cancelled call, a reset; on a busy box the SDK's own client cut answers too, until
+// awsenv.OwnBodies: aws-sdk-go-v2 issues 1825 and 2737), and the retry puts the message twice,
+// as SQS may.
 // Here each try goes once, and a try whose outcome is unknown is judged by the queue's count
 // before the message is sent again. So while SendMessage runs, the caller must be the queue's
 // only writer and nothing may receive or delete from it.

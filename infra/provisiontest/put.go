@@ -16,7 +16,7 @@ type Parameters interface {
 }
 
 // PutParameter creates the parameter in (a name of the test's own) for a test's setup, once.
-// The SDK retries a put whose answer was cut (the emulator's are, now and then, on a busy box),
+// The SDK retries a put whose answer was lost (see emulator.SQSOnce),
 // and the retry of a put without Overwrite (tags and Overwrite do not go together) finds what
 // its first try stored: ParameterAlreadyExists. A parameter at version 1 with in's value is
 // taken for that first try's; any other stays the error.
