@@ -552,6 +552,14 @@ func (f *flow) finish(ctx context.Context, code string) (Result, error) {
 		{"private key", f.cfg.PrivateKeyARN, c.PEM},
 		{"webhook secret", f.cfg.WebhookSecretARN, c.WebhookSecret},
 	} {
+		if s.arn == f.cfg.WebhookSecretARN && strings.Contains(s.value, ",") {
+			// The webhook reads the secret as a rotation list ("new,old"):
+			// stored, it would check every delivery against its pieces and
+			// refuse them all. GitHub's generated secrets are hex; this one
+			// is not. The key is stored.
+			return Result{}, fmt.Errorf("app: the webhook secret GitHub generated for the App %s holds a comma, which ghclaim reads as a rotation list (\"new,old\"); "+
+				"it was not stored in %s: set a new webhook secret without commas in the App's settings and store the same value there", c.Slug, s.arn)
+		}
 		if _, err := f.sm.PutSecretValue(ctx, &secretsmanager.PutSecretValueInput{SecretId: &s.arn, SecretString: &s.value}); err != nil {
 			// GitHub's answer was the only copy of the key and the
 			// secret, and neither is shown: new ones must be made.
