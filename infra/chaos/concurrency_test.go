@@ -35,12 +35,19 @@ import (
 // moto, ghfake, both pools, the webhook, and fresh claimers on demand.
 func setup(t *testing.T) *run {
 	t.Helper()
+	return setupWith(t, Config{Seed: 9})
+}
+
+// setupWith is setup with cfg (its defaults filled in): the pools deployed
+// take their start grace from it.
+func setupWith(t *testing.T, c Config) *run {
+	t.Helper()
 	srv := emulator.ForTest(t)
 	stack := emulator.DeployForTest(t, srv)
 	cfg := srv.ConfigForTest(t)
 	cfg.HTTPClient = &emulator.Retries{Next: cfg.HTTPClient} // for messages
 	r := &run{
-		cfg:   Config{Seed: 9}.withDefaults(),
+		cfg:   c.withDefaults(),
 		world: World{AWS: cfg, TableName: stack.TableName, QueueURL: stack.QueueURL},
 		logs:  newLogSink(io.Discard),
 		sem:   make(chan struct{}, 64),

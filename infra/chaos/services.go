@@ -175,10 +175,15 @@ func (r *run) outage(ctx context.Context) {
 // finalSweep is the janitor's next passes after the storm: faults off, two
 // passes (a runner deleted in one pass frees its machine in the same pass;
 // the second catches what the first found mid-change), and more while a
-// pass keeps spares. A pass keeps the idle runner of a job done within its
-// pool's start grace (another job may be waiting for it: shared/janitor);
-// on a schedule a later pass deletes it, so a run that settled inside that
-// grace waits it out here instead of counting the spare as an orphan.
+// pass keeps spares or leaves work for later. A pass keeps the idle runner
+// of a job done within its pool's start grace (another job may be waiting
+// for it: shared/janitor); on a schedule a later pass deletes it, so a run
+// that settled inside that grace waits it out here instead of counting the
+// spare as an orphan. A pass also skips an installation whose shared rate
+// state is exhausted or blocked (a throttle fault near the end of the run
+// blocks it for seconds, doubled on a repeat) and leaves an Incomplete
+// pass's rest to the next: on a schedule the pass after the block does it,
+// so the sweep waits for that too, at most Settle.
 func (r *run) finalSweep(ctx context.Context) {
 	for _, t := range Targets {
 		r.inj.SetRate(t, 0)
@@ -188,25 +193,44 @@ func (r *run) finalSweep(ctx context.Context) {
 		r.progress("final janitor pass: %v", err)
 		return
 	}
-	// Bounded: a spare is kept for one grace after its job's last change,
-	// and nothing changes a record any more.
-	for pass := 0; pass < 2+finalSpareRounds; pass++ {
+	deadline := time.Now().Add(r.cfg.Settle)
+	for pass, spareWaits := 0, 0; ; pass++ {
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		rep, err := j.Run(pctx)
 		cancel()
-		r.progress("final janitor pass: runners_deleted=%d machines_ended=%d configs_deleted=%d spares_kept=%d errors=%d err=%v",
-			rep.RunnersDeleted, rep.MachinesEnded, rep.ConfigsDeleted, rep.SparesKept, rep.Errors, err)
-		if pass >= 1 && rep.SparesKept == 0 {
+		halted := rep.RateLimited+rep.SkippedRateLimited > 0 || rep.Incomplete
+		r.progress("final janitor pass: runners_deleted=%d machines_ended=%d configs_deleted=%d spares_kept=%d rate_limited=%d incomplete=%v errors=%d err=%v",
+			rep.RunnersDeleted, rep.MachinesEnded, rep.ConfigsDeleted, rep.SparesKept, rep.RateLimited+rep.SkippedRateLimited, rep.Incomplete, rep.Errors, err)
+		var next time.Duration
+		switch {
+		case halted:
+			if !time.Now().Before(deadline) {
+				r.progress("final janitor pass: an installation is still rate limited, or the pass incomplete, after %s; what it holds stays", r.cfg.Settle)
+				return
+			}
+			next = finalHaltedWait
+		case rep.SparesKept > 0:
+			if spareWaits == finalSpareRounds {
+				return
+			}
+			spareWaits++
+			next = r.cfg.StartGrace
+		case pass >= 1:
 			return
 		}
-		if rep.SparesKept > 0 && !wait(ctx, r.cfg.StartGrace) {
+		if !wait(ctx, next) {
 			return
 		}
 	}
 }
 
-// finalSpareRounds bounds the final sweep's passes after its first two.
+// finalSpareRounds bounds the final sweep's waits for spares.
 const finalSpareRounds = 3
+
+// finalHaltedWait is how often the final sweep looks again at an
+// installation its last pass skipped for its rate state (a block lasts
+// whole seconds).
+const finalHaltedWait = 500 * time.Millisecond
 
 // githubInstallations sets the App's installations at the stand-in, so the
 // janitor's listings find our runners.
