@@ -35,14 +35,16 @@ import (
 // moto, ghfake, both pools, the webhook, and fresh claimers on demand.
 func setup(t *testing.T) *run {
 	t.Helper()
-	return setupWith(t, Config{Seed: 9})
+	return setupOn(t, emulator.ForTest(t), Config{Seed: 9})
 }
 
-// setupWith is setup with cfg (its defaults filled in): the pools deployed
-// take their start grace from it.
-func setupWith(t *testing.T, c Config) *run {
+// setupOn is setup on srv with c (its defaults filled in): the pools
+// deployed take their start grace from it. A test that runs a janitor
+// pass needs a server of its own (emulator.OwnForTest): the pass lists
+// every tagged machine of the account, and would end those of the other
+// tests of the binary on the shared one.
+func setupOn(t *testing.T, srv *emulator.Server, c Config) *run {
 	t.Helper()
-	srv := emulator.ForTest(t)
 	stack := emulator.DeployForTest(t, srv)
 	cfg := srv.ConfigForTest(t)
 	cfg.HTTPClient = &emulator.Retries{Next: cfg.HTTPClient} // for messages

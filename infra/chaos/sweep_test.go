@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ghclaim/ghclaim/infra/emulator"
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/ratelimit"
 )
@@ -21,7 +22,7 @@ import (
 // registered", "1 machines still up").
 func TestFinalSweepWaitsOutABlockedInstallation(t *testing.T) {
 	t.Parallel()
-	r := setupWith(t, Config{Seed: 9, NeverBootRate: -1, DieRate: -1, BootDelay: 100 * time.Millisecond,
+	r := setupOn(t, emulator.OwnForTest(t), Config{Seed: 9, NeverBootRate: -1, DieRate: -1, BootDelay: 100 * time.Millisecond,
 		RunTime: 100 * time.Millisecond, StartGrace: 500 * time.Millisecond, Settle: time.Minute})
 	ctx := context.Background()
 	j := testJob(7_200_000_001)
