@@ -1,7 +1,9 @@
 package emulator
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -89,12 +91,13 @@ func TestConditionalWritesAreAtomic(t *testing.T) {
 	}
 }
 
-// dispatchProbe loads the launcher script without starting a server, then
-// asks moto's own dispatcher for backends with the filesystem listing
-// refused: a request must find its backend without listing moto's package.
+// dispatchProbe, with the launcher script loaded and no server started, asks
+// moto's own dispatcher for backends with the filesystem listing refused: a
+// request must find its backend without listing moto's package. The response
+// class's method list and the action's snake-case name, which moto's dispatch
+// computes for every request, are computed once.
 const dispatchProbe = `
-import logging, os, runpy, sys
-runpy.run_path(sys.argv[1])
+import inspect, logging, os
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 app = DomainDispatcherApplication(create_backend_app)
 def refuse(path="."):
@@ -107,6 +110,24 @@ for svc in ("dynamodb", "sqs", "ec2", "ssm"):
 level = logging.getLogger("werkzeug").level
 if level < logging.WARNING:
     raise AssertionError("werkzeug logs every request (level %d)" % level)
+
+from moto.core import responses
+from moto.sqs.responses import SQSResponse
+first = responses.method_names_from_class(SQSResponse)
+if "send_message" not in first:
+    raise AssertionError("SQS's response methods: %r" % first)
+def refuse_listing(*args, **kwargs):
+    raise AssertionError("moto listed a response class's methods again")
+inspect.getmembers = refuse_listing
+if responses.method_names_from_class(SQSResponse) != first:
+    raise AssertionError("a second request found other methods")
+name = responses.camelcase_to_underscores
+if name("SendMessage") != "send_message":
+    raise AssertionError("SendMessage in snake case: %r" % name("SendMessage"))
+hits = name.cache_info().hits
+name("SendMessage")
+if name.cache_info().hits != hits + 1:
+    raise AssertionError("an action's snake-case name is computed again per request")
 print("ok")
 `
 
@@ -118,18 +139,17 @@ print("ok")
 // taken once; werkzeug's line per request is off.
 func TestDispatchDoesNotListMotoPerRequest(t *testing.T) {
 	t.Parallel()
-	runProbe(t, dispatchProbe)
+	runProbe(t, "dispatch")
 }
 
-// sqsProbe loads the launcher script and drives moto's SQS backend from
+// sqsProbe, with the launcher script loaded, drives moto's SQS backend from
 // threads, with hooks that wait for a second thread inside the same
 // operation: with the launcher's lock the other thread never gets in, so each
 // hook's barrier times out; without it the two overlap and moto fails as it
 // does under load (a receive raising on a dead-letter move, a send lost by a
 // delete).
 const sqsProbe = `
-import runpy, sys, threading
-runpy.run_path(sys.argv[1])
+import threading
 from moto.core import DEFAULT_ACCOUNT_ID
 from moto.sqs.models import sqs_backends
 b = sqs_backends[DEFAULT_ACCOUNT_ID]["us-east-1"]
@@ -213,35 +233,114 @@ print("ok")
 // sent at the same moment. A long poll still lets sends through.
 func TestSQSQueueChangesAreSerialised(t *testing.T) {
 	t.Parallel()
-	runProbe(t, sqsProbe)
+	runProbe(t, "sqs")
 }
 
-// runProbe runs a Python probe with the launcher script as its argument,
-// under the interpreter moto_server runs on; the probe prints "ok".
-func runProbe(t *testing.T, probe string) {
+// probes are Python programs run against the launcher script, loaded as the
+// global mod (its module dictionary) without a server started; each prints
+// "ok" or fails.
+var probes = map[string]string{"dispatch": dispatchProbe, "sqs": sqsProbe, "warm": warmProbe}
+
+// probeHost loads the launcher script once (moto's imports cost seconds of
+// CPU), then runs each probe in a child forked from it, so each starts from
+// the script as loaded, apart from the others, as a process of its own would.
+// The probes arrive as JSON on standard input; the answer is one JSON object,
+// each probe's exit code and output.
+const probeHost = `
+import json, os, runpy, sys, tempfile, traceback
+probes = json.load(sys.stdin)
+mod = runpy.run_path(sys.argv[1])
+children = {}
+for name, code in probes.items():
+    out = tempfile.TemporaryFile()
+    sys.stdout.flush()
+    pid = os.fork()
+    if pid == 0:
+        os.dup2(out.fileno(), 1)
+        os.dup2(out.fileno(), 2)
+        try:
+            exec(compile(code, "<probe %s>" % name, "exec"), {"mod": mod, "__name__": "__probe__"})
+            rc = 0
+        except BaseException:
+            traceback.print_exc()
+            rc = 1
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(rc)
+    children[pid] = (name, out)
+results = {}
+while children:
+    pid, status = os.wait()
+    name, out = children.pop(pid)
+    out.seek(0)
+    results[name] = {"code": os.waitstatus_to_exitcode(status), "out": out.read().decode(errors="replace")}
+print(json.dumps(results))
+`
+
+type probeResult struct {
+	Code int    `json:"code"`
+	Out  string `json:"out"`
+}
+
+var (
+	probesOnce sync.Once
+	probesRan  map[string]probeResult
+	probesErr  error
+)
+
+// runProbe runs every probe the first time one is asked for, under the
+// interpreter moto_server runs on, and reports the one named.
+func runProbe(t *testing.T, name string) {
 	t.Helper()
+	probesOnce.Do(func() { probesRan, probesErr = runProbes() })
+	if probesErr != nil {
+		t.Fatal(probesErr)
+	}
+	got, ok := probesRan[name]
+	if !ok {
+		t.Fatalf("probe %s did not run", name)
+	}
+	if got.Code != 0 || strings.TrimSpace(got.Out) != "ok" {
+		t.Fatalf("probe %s of the launcher script: exit %d\n%s", name, got.Code, got.Out)
+	}
+}
+
+func runProbes() (map[string]probeResult, error) {
 	bin, err := exec.LookPath("moto_server")
 	if err != nil {
-		t.Fatalf("moto_server is not on PATH: %v", err)
+		return nil, fmt.Errorf("moto_server is not on PATH: %v", err)
 	}
 	argv, env, err := atomicLauncher(bin)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	cmd := exec.Command(argv[0], "-c", probe, argv[1])
+	in, err := json.Marshal(probes)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(argv[0], "-c", probeHost, argv[1])
 	cmd.Env = env
-	out, err := cmd.CombinedOutput()
-	if err != nil || strings.TrimSpace(string(out)) != "ok" {
-		t.Fatalf("probe of %s: %v\n%s", argv[1], err, out)
+	cmd.Stdin = bytes.NewReader(in)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("probe host for %s: %v\n%s", argv[1], err, stderr.Bytes())
 	}
+	var got map[string]probeResult
+	if err := json.Unmarshal(out, &got); err != nil {
+		return nil, fmt.Errorf("probe host's answer %q: %v\n%s", out, err, stderr.Bytes())
+	}
+	return got, nil
 }
 
 // warmProbe runs the launcher's warm-up as a server does before it serves,
 // then checks that moto's imported objects (EC2's and CloudFormation's
-// models among them) are frozen out of the garbage collector's scans.
+// models among them) are frozen out of the garbage collector's scans, that
+// no service's first request reads a botocore model file, and that a JSON
+// template is read as JSON while a YAML one still goes to PyYAML.
 const warmProbe = `
-import gc, runpy, sys
-mod = runpy.run_path(sys.argv[1])
+import gc
 before = len(gc.get_objects())
 mod["warm"]()
 frozen, scanned = gc.get_freeze_count(), len(gc.get_objects())
@@ -250,6 +349,38 @@ if frozen < 50000 or scanned > frozen // 10:
 import moto.ec2.models as ec2
 if any(o is ec2.EC2Backend for o in gc.get_objects()):
     raise AssertionError("EC2's backend class is still scanned by every collection")
+
+import botocore.loaders
+from moto.core.utils import get_service_model, service_name_from_moto_package_name
+def refuse_read(*args, **kwargs):
+    raise AssertionError("a botocore model file was read after warm: %r" % (args[1:],))
+for name in ("load_service_model", "load_data", "list_available_services"):
+    setattr(botocore.loaders.Loader, name, refuse_read)
+for svc in mod["SERVICES"]:
+    if get_service_model(svc).service_name != svc:
+        raise AssertionError("%s's model: %s" % (svc, get_service_model(svc).service_name))
+    service_name_from_moto_package_name(mod["ALT_SERVICE_NAMES"].get(svc, svc))
+
+import yaml
+from moto.cloudformation.models import Stack
+want = {"Resources": {"Q": {"Type": "AWS::SQS::Queue"}}}
+class WentToYAML(Exception):
+    pass
+def refuse_yaml(*args, **kwargs):
+    raise WentToYAML("the template went through PyYAML")
+load, yaml.load = yaml.load, refuse_yaml
+got = Stack.parse_template('{"Resources": {"Q": {"Type": "AWS::SQS::Queue"}}}')
+if got != want:
+    raise AssertionError("JSON template read as %r" % got)
+try:
+    Stack.parse_template("Resources:\n  Q:\n    Type: AWS::SQS::Queue\n")
+    raise AssertionError("a YAML template did not go to PyYAML")
+except WentToYAML:
+    pass
+yaml.load = load
+got = Stack.parse_template("Resources:\n  Q:\n    Type: AWS::SQS::Queue\n")
+if got != want:
+    raise AssertionError("YAML template read as %r" % got)
 print("ok")
 `
 
@@ -260,7 +391,7 @@ print("ok")
 // services' backends.
 func TestWarmFreezesMotosObjects(t *testing.T) {
 	t.Parallel()
-	runProbe(t, warmProbe)
+	runProbe(t, "warm")
 }
 
 // TestSharedFileRemovesStaleVersions: writing a new version of a shared
