@@ -334,6 +334,37 @@ for _name in ("method_names_from_class", "camelcase_to_underscores"):
         setattr(_responses, _name,
                 functools.lru_cache(maxsize=4096)(getattr(_responses, _name)))
 
+# moto's KMS generates a private key for every key it creates, symmetric ones
+# included, though only an asymmetric key signs or verifies: RSA-2048 for a
+# symmetric key, 20-200 ms of CPU, and every stack Deploy creates has one (the
+# alarm topic's key). The key is generated at its first use instead, the same
+# key for every use after.
+from moto.kms import models as _kms_models
+
+_kms_lock = threading.Lock()
+_generate_private_key = _kms_models.generate_private_key
+
+
+class _PrivateKeyOnUse:
+    def __init__(self, key_spec):
+        self._key_spec = key_spec
+        self._key = None
+
+    def __getattr__(self, name):
+        # Only the key's own methods: a copy or pickle looks up dunders and,
+        # before its state is set, this object's fields, which must not
+        # generate a key (or wait on the lock this thread holds).
+        if name.startswith("__") or name in ("_key", "_key_spec"):
+            raise AttributeError(name)
+        fields = self.__dict__
+        with _kms_lock:
+            if fields.get("_key") is None:
+                fields["_key"] = _generate_private_key(fields["_key_spec"])
+        return getattr(fields["_key"], name)
+
+
+_kms_models.generate_private_key = _PrivateKeyOnUse
+
 # werkzeug logs every request (formatting included) and nobody reads it.
 import logging
 
