@@ -239,7 +239,7 @@ func TestSQSQueueChangesAreSerialised(t *testing.T) {
 // probes are Python programs run against the launcher script, loaded as the
 // global mod (its module dictionary) without a server started; each prints
 // "ok" or fails.
-var probes = map[string]string{"dispatch": dispatchProbe, "sqs": sqsProbe, "warm": warmProbe, "kms": kmsProbe}
+var probes = map[string]string{"dispatch": dispatchProbe, "sqs": sqsProbe, "warm": warmProbe, "kms": kmsProbe, "failedstack": failedStackProbe}
 
 // probeHost loads the launcher script once (moto's imports cost seconds of
 // CPU), then runs each probe in a child forked from it, so each starts from
@@ -443,6 +443,51 @@ print("ok")
 func TestKMSKeysGenerateTheirPrivateKeyOnUse(t *testing.T) {
 	t.Parallel()
 	runProbe(t, "kms")
+}
+
+// failedStackProbe warms the launcher script as a server does, then creates a
+// stack whose queue moto fails to create: the create raises as before, and the
+// stack ends CREATE_FAILED with the exception as its StackStatusReason, also as
+// DescribeStacks answers it.
+const failedStackProbe = `
+mod["warm"]()
+from moto.core import DEFAULT_ACCOUNT_ID
+from moto.cloudformation.models import cloudformation_backends
+from moto.sqs.models import Queue
+def refuse(*args, **kwargs):
+    raise RuntimeError("queue refused")
+Queue.create_from_cloudformation_json = classmethod(refuse)
+b = cloudformation_backends[DEFAULT_ACCOUNT_ID]["us-east-1"]
+try:
+    b.create_stack("probe", '{"Resources": {"Q": {"Type": "AWS::SQS::Queue"}}}', {})
+    raise AssertionError("the create did not raise")
+except RuntimeError:
+    pass
+stack = b.describe_stacks("probe")[0]
+if stack.status != "CREATE_FAILED" or stack.status_reason != "RuntimeError: queue refused":
+    raise AssertionError("stack after a failed create: %s, %r" % (stack.status, getattr(stack, "status_reason", None)))
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+from werkzeug.test import Client
+app = DomainDispatcherApplication(create_backend_app)
+r = Client(app).post("/", data="Action=DescribeStacks&Version=2010-05-15&StackName=probe", headers={
+    "Host": "cloudformation.us-east-1.amazonaws.com",
+    "Content-Type": "application/x-www-form-urlencoded",
+    "Authorization": "AWS4-HMAC-SHA256 Credential=test/20261204/us-east-1/cloudformation/aws4_request, SignedHeaders=host, Signature=x"})
+body = r.get_data(as_text=True)
+for want in ("<StackStatus>CREATE_FAILED</StackStatus>", "<StackStatusReason>RuntimeError: queue refused</StackStatusReason>"):
+    if want not in body:
+        raise AssertionError("DescribeStacks answered %d without %s:\n%s" % (r.status_code, want, body))
+print("ok")
+`
+
+// TestAFailedStackCreateEndsCreateFailed guards the launcher's patch of
+// moto's CloudFormation: a stack whose resource creation raised stayed
+// CREATE_IN_PROGRESS for ever, so Deploy waited out its whole bound with no
+// cause to show; it now ends CREATE_FAILED with the exception as its reason,
+// as CloudFormation ends a failed create.
+func TestAFailedStackCreateEndsCreateFailed(t *testing.T) {
+	t.Parallel()
+	runProbe(t, "failedstack")
 }
 
 // TestSharedFileRemovesStaleVersions: writing a new version of a shared

@@ -426,6 +426,30 @@ def _json_first_templates():
     models.yaml = responses.yaml = _JSONFirst(yaml)
 
 
+# A stack whose resources moto fails to create (an exception in one of them)
+# stayed CREATE_IN_PROGRESS for ever: CreateStack answered 500, the SDK's retry
+# found the stack it had made, and Deploy waited out its whole bound with no
+# cause to show. CloudFormation ends a failed create (CREATE_FAILED, then a
+# rollback) with the reason in StackStatusReason: the stack now ends
+# CREATE_FAILED with the exception as its reason. Patched by warm, as above.
+def _failed_creates_fail():
+    from moto.cloudformation.models import Stack
+
+    create = Stack.create_resources
+
+    def create_resources(self):
+        try:
+            create(self)
+        except Exception as err:
+            self.status = "CREATE_FAILED"
+            self.status_reason = f"{type(err).__name__}: {err}"
+            self._add_stack_event("CREATE_FAILED",
+                                  resource_status_reason=self.status_reason)
+            raise
+
+    Stack.create_resources = create_resources
+
+
 def warm(app=None):
     """Imports the services and builds their us-east-1 backends (and, given
     the factory's app, its per-service apps), then freezes what exists.
@@ -446,6 +470,7 @@ def warm(app=None):
     model files again. With the JSON templates above, a fresh server's
     first stack deploy went from about 0.4 s of CPU to 0.2 s."""
     _json_first_templates()
+    _failed_creates_fail()
     for svc in SERVICES:
         try:
             if app is not None:
