@@ -72,7 +72,8 @@ func newCountingProxy(target string) (*countingProxy, error) {
 		return nil, err
 	}
 	rp := httputil.NewSingleHostReverseProxy(u)
-	c := NewCounter(http.DefaultClient)
+	rp.Transport = http.DefaultTransport.(*http.Transport).Clone()
+	c := NewCounter(&http.Client{Transport: rp.Transport})
 	p := &countingProxy{c: c}
 	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		op := Operation(r)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 )
 
 // Counter is an aws.HTTPClient decorator that counts every AWS request by
@@ -114,7 +115,7 @@ func (c *Counter) Apart(url string, seen func(start time.Time, body []byte)) {
 func Wrap(cfg aws.Config) (aws.Config, *Counter) {
 	next := cfg.HTTPClient
 	if next == nil {
-		next = http.DefaultClient
+		next = awshttp.NewBuildableClient() // what the SDK uses when cfg has none
 	}
 	c := NewCounter(next)
 	cfg = cfg.Copy()

@@ -213,7 +213,7 @@ func (c *Config) fill(ctx context.Context, cf CloudFormation) error {
 		c.Timeout = DefaultTimeout
 	}
 	if c.HTTP == nil {
-		c.HTTP = &http.Client{Timeout: 30 * time.Second}
+		c.HTTP = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone(), Timeout: 30 * time.Second}
 	}
 	if c.WebhookURL == "" || c.WebhookSecretARN == "" || c.PrivateKeyARN == "" {
 		if c.Stack == "" {

@@ -30,6 +30,14 @@ import (
 	"github.com/ghclaim/ghclaim/shared/secret"
 )
 
+// browser and upstream are the tests' transports, their own: httptest's
+// Close closes the idle connections of http.DefaultTransport, which would
+// break a request another test has in flight on it.
+var (
+	browser  = &http.Client{Transport: upstream}
+	upstream = http.DefaultTransport.(*http.Transport).Clone()
+)
+
 const hookURL = "https://abc123.lambda-url.us-east-1.on.aws/"
 
 type fixture struct {
@@ -80,7 +88,7 @@ var (
 
 // pageForm reads the page's form: where it posts and the manifest.
 func pageForm(pageURL string) (action, manifest string, err error) {
-	resp, err := http.Get(pageURL)
+	resp, err := browser.Get(pageURL)
 	if err != nil {
 		return "", "", err
 	}
@@ -100,7 +108,7 @@ func submit(pageURL string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	resp, err := http.PostForm(action, url.Values{"manifest": {manifest}})
+	resp, err := browser.PostForm(action, url.Values{"manifest": {manifest}})
 	if err != nil {
 		return "", err
 	}
@@ -217,7 +225,7 @@ func (f *failingConversion) RoundTrip(r *http.Request) (*http.Response, error) {
 			return nil, errors.New("connection reset by peer")
 		}
 	}
-	return http.DefaultTransport.RoundTrip(r)
+	return upstream.RoundTrip(r)
 }
 
 // TestFailedConversionKeepsTheCodeOut: when the conversion never reached
@@ -289,7 +297,7 @@ func TestCallbackRefusesAForeignState(t *testing.T) {
 		q.Set("state", "0123456789abcdef0123456789abcdef")
 		forged := *loc
 		forged.RawQuery = q.Encode()
-		resp, err := http.Get(forged.String())
+		resp, err := browser.Get(forged.String())
 		if err != nil {
 			refused <- -1
 			return
@@ -369,7 +377,7 @@ func TestPageAnswersOnlyItsOwnHost(t *testing.T) {
 		foreign := func(u string) int {
 			req, _ := http.NewRequest(http.MethodGet, u, nil)
 			req.Host = "attacker.example:" + port
-			resp, err := http.DefaultClient.Do(req)
+			resp, err := browser.Do(req)
 			if err != nil {
 				return -1
 			}
@@ -410,7 +418,7 @@ func (h *heldConversion) RoundTrip(r *http.Request) (*http.Response, error) {
 			return nil, r.Context().Err()
 		}
 	}
-	return http.DefaultTransport.RoundTrip(r)
+	return upstream.RoundTrip(r)
 }
 
 // TestBrowserLeavingMidConversion: the browser dropping the callback
@@ -433,7 +441,7 @@ func TestBrowserLeavingMidConversion(t *testing.T) {
 			close(h.gone)
 		}()
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, loc.String(), nil)
-		if resp, err := http.DefaultClient.Do(req); err == nil {
+		if resp, err := browser.Do(req); err == nil {
 			resp.Body.Close()
 		}
 	})
@@ -452,7 +460,7 @@ func postManifestFor(pageURL string) (*url.URL, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	c := &http.Client{Transport: browser.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	resp, err := c.PostForm(action, url.Values{"manifest": {manifest}})
 	if err != nil {
 		return nil, err
@@ -462,7 +470,7 @@ func postManifestFor(pageURL string) (*url.URL, error) {
 }
 
 func submitTo(u *url.URL) (int, error) {
-	resp, err := http.Get(u.String())
+	resp, err := browser.Get(u.String())
 	if err != nil {
 		return 0, err
 	}

@@ -125,7 +125,7 @@ type Config struct {
 	SecretsManager secret.SecretsManager
 	CloudFormation CloudFormation
 	EC2            EC2
-	// HTTP carries GitHub calls and doctor's ping; default
+	// HTTP carries GitHub calls and doctor's ping; default a clone of
 	// http.DefaultTransport.
 	HTTP http.RoundTripper
 	// Now is the clock; default time.Now.
@@ -150,7 +150,7 @@ type CLI struct {
 // New returns a CLI with cfg's defaults filled.
 func New(cfg Config) *CLI {
 	if cfg.HTTP == nil {
-		cfg.HTTP = http.DefaultTransport
+		cfg.HTTP = http.DefaultTransport.(*http.Transport).Clone()
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

@@ -18,7 +18,7 @@ func TestDeployRecognisesItsRetriedCreateStack(t *testing.T) {
 	t.Parallel()
 	srv := ForTest(t)
 	cfg := srv.ConfigForTest(t)
-	lossy := &LoseFirstAnswer{Next: http.DefaultTransport, Action: "CreateStack"}
+	lossy := &LoseFirstAnswer{Next: http.DefaultTransport.(*http.Transport).Clone(), Action: "CreateStack"}
 	cfg.HTTPClient = &http.Client{Transport: lossy}
 	path, err := TemplatePath()
 	if err != nil {

@@ -199,7 +199,9 @@ func (s *Server) run(started chan<- error) {
 func (s *Server) waitReady(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
-	client := &http.Client{Timeout: time.Second}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr, Timeout: time.Second}
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {

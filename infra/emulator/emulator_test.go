@@ -169,7 +169,7 @@ func imageIDs(t *testing.T, srv *Server) []string {
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential=test/20260101/"+Region+"/ec2/aws4_request, SignedHeaders=host, Signature=0")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := (&http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}).Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

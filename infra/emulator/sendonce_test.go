@@ -27,7 +27,7 @@ func TestSQSOnceSendsACutSendOnce(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			cfg := srv.ConfigForTest(t)
-			lossy := &LoseFirstAnswer{Next: http.DefaultTransport, Action: "SendMessage"}
+			lossy := &LoseFirstAnswer{Next: http.DefaultTransport.(*http.Transport).Clone(), Action: "SendMessage"}
 			cfg.HTTPClient = &http.Client{Transport: lossy}
 			c := sqs.NewFromConfig(cfg)
 			q, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(StackName(t.Name()))})
@@ -60,7 +60,7 @@ func TestRetriesExplainCopies(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	cfg := ForTest(t).ConfigForTest(t)
-	retries := &Retries{Next: &http.Client{Transport: &LoseFirstAnswer{Next: http.DefaultTransport, Action: "SendMessage"}}}
+	retries := &Retries{Next: &http.Client{Transport: &LoseFirstAnswer{Next: http.DefaultTransport.(*http.Transport).Clone(), Action: "SendMessage"}}}
 	cfg.HTTPClient = retries
 	c := sqs.NewFromConfig(cfg)
 	q, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(StackName(t.Name()))})

@@ -19,7 +19,7 @@ func rawAPI(t *testing.T, f fixture, method, path string, body io.Reader, header
 	for k, v := range header {
 		req.Header.Set(k, v)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := web.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

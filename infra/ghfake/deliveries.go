@@ -88,7 +88,7 @@ type Target func(ctx context.Context, header http.Header, body []byte) (int, []b
 // any non-2xx (Go's client would follow it, re-posting the body on a 307
 // or 308, kinder than GitHub).
 func HTTPTarget(url string) Target {
-	client := &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error {
+	client := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone(), Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error {
 		return http.ErrUseLastResponse
 	}}
 	return func(ctx context.Context, h http.Header, body []byte) (int, []byte, error) {

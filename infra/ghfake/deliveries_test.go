@@ -43,7 +43,7 @@ func TestRedeliveryAnswersFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer "+signJWT(t, key(t), map[string]any{"iss": appID, "iat": iat, "exp": iat + 600}))
-	resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+	resp, err := (&http.Client{Transport: web.Transport, Timeout: 5 * time.Second}).Do(req)
 	if err != nil {
 		close(release) // a fake that delivers first waits for the endpoint
 		t.Fatalf("redelivery not answered while the endpoint has not answered: %v", err)
@@ -95,7 +95,7 @@ func TestDrainWhileAsked(t *testing.T) {
 				return
 			}
 			req.Header.Set("Authorization", "Bearer "+jwt)
-			resp, err := http.DefaultClient.Do(req)
+			resp, err := web.Do(req)
 			if err != nil {
 				done <- err
 				return

@@ -143,7 +143,7 @@ func TestRedeliverySignsWithTheSecretOfTheMoment(t *testing.T) {
 				t.Fatal(err)
 			}
 			req.Header.Set("Authorization", "Bearer "+signJWT(t, key(t), map[string]any{"iss": appID, "iat": iat, "exp": iat + 600}))
-			resp, err := http.DefaultClient.Do(req)
+			resp, err := web.Do(req)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -201,7 +201,7 @@ func TestAnswersMatchGitHubDescription(t *testing.T) {
 			}
 			req.Header.Set("Authorization", auth)
 			req.Header.Set("Accept", "application/vnd.github+json")
-			resp, err := http.DefaultClient.Do(req)
+			resp, err := web.Do(req)
 			if err != nil {
 				t.Fatal(err)
 			}

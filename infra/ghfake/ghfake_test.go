@@ -32,6 +32,11 @@ const (
 // t0 is the fake's clock. It is fixed so tests assert exact expiry and reset times.
 var t0 = time.Unix(1_900_000_000, 0).UTC()
 
+// web is the tests' HTTP client, on a transport of its own: each test's
+// httptest server closes http.DefaultTransport's idle connections when it
+// stops, which breaks a request another test has in flight on that one.
+var web = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+
 var (
 	keyOnce sync.Once
 	testKey *rsa.PrivateKey
@@ -81,7 +86,7 @@ func setup(t *testing.T, opts ...ghfake.Option) fixture {
 
 func client(t *testing.T, base, token string) *github.Client {
 	t.Helper()
-	gh := github.NewClient(nil).WithAuthToken(token)
+	gh := github.NewClient(web).WithAuthToken(token)
 	u, err := url.Parse(base)
 	if err != nil {
 		t.Fatal(err)
@@ -159,7 +164,7 @@ func TestAccessToken(t *testing.T) {
 			// WithAuthToken("") would send "Bearer " with nothing after it.
 			gh := client(t, f.srv.URL+"/", "")
 			if j := tt.jwt(t); j == "" {
-				gh = github.NewClient(nil)
+				gh = github.NewClient(web)
 				gh.BaseURL, _ = url.Parse(f.srv.URL + "/")
 			} else {
 				gh = client(t, f.srv.URL+"/", j)
@@ -790,7 +795,7 @@ func TestControlAPI(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := web.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -22,7 +22,7 @@ const testManifest = `{"name":"ghclaim-test","url":"https://example.com/ghclaim"
 "default_permissions":{"administration":"write","organization_self_hosted_runners":"write","actions":"read","metadata":"read"}}`
 
 // noRedirect is a client that hands back GitHub's redirect instead of following it.
-var noRedirect = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+var noRedirect = &http.Client{Transport: web.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 
 // postManifest posts the manifest form as a browser would.
 func postManifest(t *testing.T, base, path, manifest string) *http.Response {
@@ -67,7 +67,7 @@ type conversion struct {
 
 func convert(t *testing.T, base, code string) (int, conversion) {
 	t.Helper()
-	resp, err := http.Post(base+"/app-manifests/"+code+"/conversions", "application/json", nil)
+	resp, err := web.Post(base+"/app-manifests/"+code+"/conversions", "application/json", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +133,7 @@ func TestManifestFlow(t *testing.T) {
 	t.Run("org app under a GHES prefix: web at the root", func(t *testing.T) {
 		_, base := setup(t, ghfake.WithPathPrefix("/api/v3"))
 		code := manifestCode(t, base, "/organizations/octo-org/settings/apps/new", testManifest)
-		resp, err := http.Post(base+"/api/v3/app-manifests/"+code+"/conversions", "application/json", nil)
+		resp, err := web.Post(base+"/api/v3/app-manifests/"+code+"/conversions", "application/json", nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -16,7 +16,7 @@ import (
 )
 
 // noFollow is a client that hands back a redirect instead of following it.
-var noFollow = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+var noFollow = &http.Client{Transport: web.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 
 // send sends method base+path with an installation token of inst, without
 // following a redirect, and returns the answer with its body read.

@@ -42,7 +42,7 @@ func call(t *testing.T, base, token string, c installationCall) (int, string, ht
 		t.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := web.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func TestTokenPermissionsAreEnforced(t *testing.T) {
 	jwt := signJWT(t, key(t), map[string]any{"iss": "1234", "iat": iat, "exp": iat + 120})
 	req, _ := http.NewRequest("POST", fmt.Sprintf("%s/app/installations/%d/access_tokens", f.srv.URL, inst), nil)
 	req.Header.Set("Authorization", "Bearer "+jwt)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := web.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -90,7 +90,7 @@ func sendAs(t *testing.T, f fixture, method, path, auth string) *http.Response {
 		t.Fatal(err)
 	}
 	req.Header.Set("Authorization", auth)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := web.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 // answers any other as AWS does.
 func Proxy(c *Checker, target *url.URL) http.Handler {
 	rp := httputil.NewSingleHostReverseProxy(target)
+	rp.Transport = http.DefaultTransport.(*http.Transport).Clone()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if resp := c.check(r); resp != nil {
 			for k, v := range resp.Header {

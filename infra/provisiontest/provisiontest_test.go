@@ -135,7 +135,7 @@ func TestEC2KitOnMoto(t *testing.T) {
 func losing(t *testing.T, action string) (aws.Config, *emulator.LoseFirstAnswer) {
 	t.Helper()
 	cfg := emulator.ForTest(t).ConfigForTest(t)
-	lossy := &emulator.LoseFirstAnswer{Next: http.DefaultTransport, Action: action}
+	lossy := &emulator.LoseFirstAnswer{Next: http.DefaultTransport.(*http.Transport).Clone(), Action: action}
 	cfg.HTTPClient = &http.Client{Transport: lossy}
 	return cfg, lossy
 }

@@ -47,7 +47,7 @@ func (rec *recording) transport() http.RoundTripper {
 		rec.mu.Lock()
 		rec.auths = append(rec.auths, kind+" "+r.Header.Get("Authorization"))
 		rec.mu.Unlock()
-		return http.DefaultTransport.RoundTrip(r)
+		return upstream.RoundTrip(r)
 	})
 }
 

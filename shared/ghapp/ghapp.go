@@ -124,7 +124,9 @@ type Config struct {
 	KeyName string
 	// BaseURL is the REST API root (GITHUB_API_URL); default DefaultBaseURL.
 	BaseURL string
-	// Transport is the network transport; default http.DefaultTransport.
+	// Transport is the network transport; default a clone of
+	// http.DefaultTransport, this client's own: whatever else in the
+	// process closes the shared one's idle connections cannot break a call.
 	Transport http.RoundTripper
 	// Wrap, when set, wraps each installation's authenticated transport,
 	// e.g. with the transport that records X-RateLimit-* readings.
@@ -190,7 +192,7 @@ func New(cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("ghapp: base url %q: want an absolute http(s) URL", cfg.BaseURL)
 	}
 	if cfg.Transport == nil {
-		cfg.Transport = http.DefaultTransport
+		cfg.Transport = http.DefaultTransport.(*http.Transport).Clone()
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout

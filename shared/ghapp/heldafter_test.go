@@ -45,7 +45,7 @@ func (b *beforeAPICall) RoundTrip(req *http.Request) (*http.Response, error) {
 func TestRefusalAfterARequestIsNotHeld(t *testing.T) {
 	t.Parallel()
 	clk := clocktest.New(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
-	gate := &beforeAPICall{next: http.DefaultTransport}
+	gate := &beforeAPICall{next: upstream}
 	f := setup(t, option{
 		fake: []ghfake.Option{ghfake.WithClock(clk.Now)},
 		cfg:  func(c *ghapp.Config) { c.Now, c.Transport = clk.Now, gate },

@@ -15,6 +15,11 @@ import (
 	"github.com/ghclaim/ghclaim/shared/ghapp"
 )
 
+// upstream is the tests' transport under their wrappers, their own: the
+// httptest servers here close http.DefaultTransport's idle connections
+// when they stop, which breaks a request in flight on it in another test.
+var upstream = http.DefaultTransport.(*http.Transport).Clone()
+
 // heldTransport holds the answer to the first request whose path holds
 // hold until release is closed, telling arrived once GitHub has answered it.
 type heldTransport struct {
@@ -25,7 +30,7 @@ type heldTransport struct {
 }
 
 func (h *heldTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := http.DefaultTransport.RoundTrip(req)
+	resp, err := upstream.RoundTrip(req)
 	if strings.Contains(req.URL.Path, h.hold) {
 		first := false
 		h.once.Do(func() { first = true })

@@ -292,7 +292,7 @@ func TestTransportConcurrent(t *testing.T) {
 	f := setup(t)
 	var tick atomic.Int64
 	// A ticking clock, so every observation differs and the last one is known.
-	f.client = &http.Client{Transport: ratelimit.NewTransport(http.DefaultTransport, installation, f.tracker, func() time.Time {
+	f.client = &http.Client{Transport: ratelimit.NewTransport(http.DefaultTransport.(*http.Transport).Clone(), installation, f.tracker, func() time.Time {
 		return t0.Add(time.Duration(tick.Add(1)) * time.Millisecond)
 	})}
 	const n = 64

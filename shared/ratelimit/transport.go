@@ -59,12 +59,12 @@ type Transport struct {
 
 var _ http.RoundTripper = (*Transport)(nil)
 
-// NewTransport wraps base (http.DefaultTransport when nil) for the client
+// NewTransport wraps base (a clone of http.DefaultTransport when nil) for the client
 // of installationID. now is the clock for ObservedAt; main passes
 // time.Now, tests a fixed clock.
 func NewTransport(base http.RoundTripper, installationID int64, observer Observer, now clock.Func) *Transport {
 	if base == nil {
-		base = http.DefaultTransport
+		base = http.DefaultTransport.(*http.Transport).Clone()
 	}
 	now = clock.Or(now)
 	return &Transport{base: base, installationID: installationID, observer: observer, now: now}

@@ -195,7 +195,7 @@ func TestRedelivererReadsNoPoolsParameter(t *testing.T) {
 // the SDK's own is used; wrapping it again changes nothing.
 func TestAWSHandsTheTransportItsOwnBodies(t *testing.T) {
 	t.Parallel()
-	chosen := wire.Env{HTTPClient: &http.Client{}}.AWS(aws.Config{}).HTTPClient
+	chosen := wire.Env{HTTPClient: &http.Client{Transport: &http.Transport{}}}.AWS(aws.Config{}).HTTPClient
 	if awsenv.OwnBodies(chosen) != chosen || awsenv.IsDefault(chosen) {
 		t.Fatalf("with a client chosen: %T, want it behind awsenv.OwnBodies", chosen)
 	}

@@ -161,7 +161,7 @@ func TestRequestBecomesAFunctionURLEvent(t *testing.T) {
 			if tt.contentType != "" {
 				req.Header.Set("Content-Type", tt.contentType)
 			}
-			resp, err := http.DefaultClient.Do(req)
+			resp, err := srv.Client().Do(req)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -227,7 +227,7 @@ func TestFunctionAnswerBecomesTheResponse(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			srv := setup(t, &function{out: tt.out, err: tt.err})
-			resp, err := http.Post(srv.URL, "application/json", strings.NewReader(`{}`))
+			resp, err := srv.Client().Post(srv.URL, "application/json", strings.NewReader(`{}`))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -263,7 +263,7 @@ func TestOversizedRequestIsRefusedWithoutAnInvocation(t *testing.T) {
 			t.Parallel()
 			fn := &function{out: `{"statusCode":200}`}
 			srv := setup(t, fn)
-			resp, err := http.Post(srv.URL, tt.contentType, bytes.NewReader(bytes.Repeat([]byte("a"), tt.size)))
+			resp, err := srv.Client().Post(srv.URL, tt.contentType, bytes.NewReader(bytes.Repeat([]byte("a"), tt.size)))
 			if err != nil {
 				t.Fatal(err)
 			}

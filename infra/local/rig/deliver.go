@@ -18,6 +18,9 @@ func (r *Rig) Deliver(ctx context.Context, event, delivery string, body []byte) 
 	return Post(ctx, r.WebhookURL, r.WebhookSecret, event, delivery, body)
 }
 
+// deliveries carries Post's requests on a transport of its own.
+var deliveries = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+
 // Post delivers a signed webhook of the local App (AppID) to url.
 func Post(ctx context.Context, url, secret, event, delivery string, body []byte) (int, string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
@@ -25,7 +28,7 @@ func Post(ctx context.Context, url, secret, event, delivery string, body []byte)
 		return 0, "", err
 	}
 	req.Header = ghfake.DeliveryHeader(event, delivery, AppID, body, secret)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := deliveries.Do(req)
 	if err != nil {
 		return 0, "", fmt.Errorf("deliver %s %s: %w", event, delivery, err)
 	}
