@@ -2,9 +2,11 @@ package bootstrap_test
 
 import (
 	"context"
+	"debug/elf"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -70,5 +72,18 @@ func TestBuildWritesOneBootstrapPerFunctionForThisMachine(t *testing.T) {
 	}
 	if strings.Contains(string(outText), "exec format error") {
 		t.Fatalf("built for another machine: %s", outText)
+	}
+	// Linked as `make build` links: no symbol table, no DWARF.
+	if runtime.GOOS == "linux" {
+		f, err := elf.Open(want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		for _, s := range []string{".symtab", ".debug_info", ".zdebug_info"} {
+			if f.Section(s) != nil {
+				t.Errorf("%s has a %s section: linked without -ldflags=\"-s -w\", unlike `make build`", want, s)
+			}
+		}
 	}
 }

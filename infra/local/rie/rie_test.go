@@ -34,7 +34,7 @@ func TestMain(m *testing.M) {
 	echofn = filepath.Join(dir, "bootstrap")
 	// -trimpath, as make test and infra/local build: other flags would compile the standard
 	// library and aws-lambda-go a second time on an empty build cache.
-	cmd := exec.Command("go", "build", "-trimpath", "-tags", "lambda.norpc", "-o", echofn, "./testdata/echofn")
+	cmd := exec.Command("go", "build", "-trimpath", "-tags", "lambda.norpc", "-ldflags=-s -w", "-o", echofn, "./testdata/echofn")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "build echofn: %v\n%s", err, out)
