@@ -61,7 +61,7 @@ $(SAM_TARGETS):
 TEST_PARALLEL ?= 4
 TEST_FIRST = ./infra/emulator ./infra/chaos ./shared/store ./shared/webhook ./shared/reclaim ./shared/claim
 test: gofmt browser
-	$(GO) build -trimpath -o .build/local/withmoto ./infra/emulator/cmd/withmoto
+	$(GO) build -trimpath -ldflags="-s -w" -o .build/local/withmoto ./infra/emulator/cmd/withmoto
 	@cfn-lint template.yaml & cfn=$$!; \
 	echo ".build/local/withmoto $(GO) test -p $(TEST_PARALLEL) -count=1 -vet=all -trimpath -ldflags='-s -w' -timeout $(TEST_TIMEOUT) $(TEST_FIRST) ./..."; \
 	.build/local/withmoto $(GO) test -p $(TEST_PARALLEL) -count=1 -vet=all -trimpath -ldflags='-s -w' -timeout $(TEST_TIMEOUT) $(TEST_FIRST) ./...; rc=$$?; \
@@ -90,13 +90,13 @@ gofmt:
 # ends with a table of every job and exits 0 only if each ended where it should.
 # RUN_FLAGS="-timeout 90s -logs FILE".
 run:
-	$(GO) build -trimpath -o .build/local/ghclaim-local ./infra/local/cmd/ghclaim-local
+	$(GO) build -trimpath -ldflags="-s -w" -o .build/local/ghclaim-local ./infra/local/cmd/ghclaim-local
 	.build/local/ghclaim-local run $(RUN_FLAGS)
 
 # The same stack, kept up: prints the webhook URL and secret for curl, a forwarder or sam local;
 # Ctrl-C stops everything it started. LOCAL_FLAGS="-addr 127.0.0.1:9000 -env-file FILE".
 local:
-	$(GO) build -trimpath -o .build/local/ghclaim-local ./infra/local/cmd/ghclaim-local
+	$(GO) build -trimpath -ldflags="-s -w" -o .build/local/ghclaim-local ./infra/local/cmd/ghclaim-local
 	.build/local/ghclaim-local serve $(LOCAL_FLAGS)
 
 # The accounting run (infra/chaos and its command infra/chaos/cmd/ghclaim-chaos): 500 jobs through the real handlers on moto with
