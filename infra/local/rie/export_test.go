@@ -19,3 +19,13 @@ func SetPickAddrs(t testing.TB, pick func(n int) ([]string, error)) {
 	pickAddrs = pick
 	t.Cleanup(func() { pickAddrs = old })
 }
+
+// PID is the pid of the aws-lambda-rie process e runs now, 0 when none runs.
+func PID(e *Environment) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.proc == nil || e.proc.dead() || e.proc.cmd.Process == nil {
+		return 0
+	}
+	return e.proc.cmd.Process.Pid
+}

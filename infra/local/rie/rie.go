@@ -13,8 +13,15 @@
 //     them.) --log-level is always passed, because the RIE otherwise reads LOG_LEVEL, which is the
 //     function's own variable.
 //   - The timeout is AWS_LAMBDA_FUNCTION_TIMEOUT, whole seconds (rounded up); the RIE bounds init
-//     with it too. On a timeout the RIE answers 200 "Task timed out after N.00 seconds", kills the
-//     runtime and re-inits on the next invocation: Invoke returns ErrTimeout.
+//     with it too. On a timeout the RIE answers 200 "Task timed out after N.00 seconds" and kills
+//     the runtime: Invoke returns ErrTimeout. The Environment then stops that RIE, and the next
+//     Invoke cold-starts a new one, as Lambda's next invocation after a timeout cold-starts. The
+//     RIE's own re-init after a timeout races its process watcher (internal/lambda/rapid
+//     watchEvents): the killed runtime's exit is handled (handleProcessExit, which lets the reset
+//     finish and re-arm the flows) before the watcher cancels the flows with the error it has,
+//     nil while shutting down. When the watcher runs late (a busy box), that cancel lands on the
+//     next init, which fails with Sandbox.Failure "ErrGateCanceled" (seen in make test; a build
+//     of the RIE with 30 ms between those two calls fails the next invocation every time).
 //   - How a failure comes back: a runtime crash, an init error or an oversized response is a 502
 //     with {"errorType","errorMessage"}; a handler's error is a 200 whose body is that same object
 //     (the RIE drops the X-Amz-Function-Error header). Both become *FunctionError; the 200 case is
@@ -170,7 +177,13 @@ func (e *Environment) Invoke(ctx context.Context, payload []byte) ([]byte, error
 	done := make(chan result, 1)
 	go func() {
 		defer func() { <-e.busy }() // only once the function has answered or died
-		done <- p.invoke(payload)
+		r := p.invoke(payload)
+		done <- r
+		if errors.Is(r.err, ErrTimeout) {
+			// A fresh RIE for the next invocation, not the RIE's racy re-init (see the package
+			// comment). Before the environment is free again, so no invocation reaches this one.
+			p.kill()
+		}
 	}()
 	select {
 	case r := <-done:

@@ -215,6 +215,10 @@ func TestTimeoutAndTheNextInvokeColdStarts(t *testing.T) {
 	// 3 s: the emulator's timer also runs through the next invoke's cold
 	// start, which a box busy compiling can stretch past a second.
 	e, _ := setup(t, func(c *rie.Config) { c.Timeout = 3 * time.Second })
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	timedOut := rie.PID(e)
 	_, err := e.Invoke(context.Background(), []byte(`{"sleep_ms":60000}`))
 	if !errors.Is(err, rie.ErrTimeout) {
 		t.Fatalf("got %v, want ErrTimeout", err)
@@ -225,6 +229,11 @@ func TestTimeoutAndTheNextInvokeColdStarts(t *testing.T) {
 	}
 	if a.Count != 1 {
 		t.Errorf("after a timeout: the process served %d, want a fresh one (1)", a.Count)
+	}
+	// Under a new aws-lambda-rie: the one that timed out re-inits racily and can fail the next
+	// invocation with Sandbox.Failure ErrGateCanceled (see the package comment).
+	if now := rie.PID(e); now == timedOut || now == 0 {
+		t.Errorf("after a timeout: aws-lambda-rie pid %d, before %d; want a new RIE", now, timedOut)
 	}
 }
 
