@@ -286,21 +286,12 @@ func TestSQSCostDoesNotGrowWithTheBacklogsClock(t *testing.T) {
 // a request, where moto parsed twice. It checks what the requests did too:
 // conditions hold or refuse, updates apply their own values, and a request
 // refused after the handler parsed leaves nothing stale for the next.
-const ddbParseProbe = `
-import json
-from werkzeug.test import Client
-from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+const ddbParseProbe = ddbTable + `
 from moto.dynamodb.comparisons import ConditionExpressionParser
 from moto.dynamodb.parsing.expressions import UpdateExpressionParser
-client = Client(DomainDispatcherApplication(create_backend_app))
-auth = "AWS4-HMAC-SHA256 Credential=test/20260101/us-east-1/dynamodb/aws4_request, SignedHeaders=host, Signature=0"
 def ddb(op, body):
-    r = client.post("http://localhost/", data=json.dumps(body), headers={
-        "Authorization": auth, "Content-Type": "application/x-amz-json-1.0", "X-Amz-Target": "DynamoDB_20120810." + op})
+    r = call(op, body)
     return r.status_code, json.loads(r.data or b"{}")
-code, out = ddb("CreateTable", {"TableName": "t", "BillingMode": "PAY_PER_REQUEST",
-    "AttributeDefinitions": [{"AttributeName": "pk", "AttributeType": "S"}], "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}]})
-assert code == 200, out
 parses = {"condition": 0, "update": 0}
 parse, make = ConditionExpressionParser.parse, UpdateExpressionParser.make.__func__
 def counted_parse(self):
@@ -347,12 +338,84 @@ func TestDynamoDBParsesEachExpressionOnce(t *testing.T) {
 	runProbe(t, "ddbparse")
 }
 
+// ddbTable starts a DynamoDB probe: call(op, body) sends one request to
+// moto's app in process, and table "t" (key pk, a string) exists.
+const ddbTable = `
+import json
+from werkzeug.test import Client
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+client = Client(DomainDispatcherApplication(create_backend_app))
+auth = "AWS4-HMAC-SHA256 Credential=test/20260101/us-east-1/dynamodb/aws4_request, SignedHeaders=host, Signature=0"
+def call(op, body):
+    return client.post("http://localhost/", data=json.dumps(body), headers={
+        "Authorization": auth, "Content-Type": "application/x-amz-json-1.0", "X-Amz-Target": "DynamoDB_20120810." + op})
+r = call("CreateTable", {"TableName": "t", "BillingMode": "PAY_PER_REQUEST",
+    "AttributeDefinitions": [{"AttributeName": "pk", "AttributeType": "S"}], "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}]})
+assert r.status_code == 200, r.data
+`
+
+// ddbSerializeProbe writes an item holding every kind of AttributeValue
+// (nested maps and lists among them), reads it back, and counts moto's
+// searches for a member's value while it serialises the answer: one per
+// attribute now, against ten before. The answer must be the very bytes moto's
+// own walk gives, and moto's walk must still run where a response transformer
+// is in place.
+const ddbSerializeProbe = ddbTable + `
+import base64
+from moto.core.serialize import AttributePicker, BaseJSONSerializer
+from moto.dynamodb.responses import DynamoHandler
+def ddb(op, body):
+    r = call(op, body)
+    assert r.status_code == 200, (op, r.status_code, r.data)
+    return r.data
+blob = base64.b64encode(b"\x00jit\xff").decode()
+item = {"pk": {"S": "job#1"}, "n": {"N": "42"}, "b": {"B": blob}, "ss": {"SS": ["a", "b"]}, "ns": {"NS": ["1", "2.5"]},
+    "bs": {"BS": [blob]}, "null": {"NULL": True}, "yes": {"BOOL": True}, "no": {"BOOL": False}, "empty_l": {"L": []}, "empty_m": {"M": {}},
+    "m": {"M": {"s": {"S": "x"}, "l": {"L": [{"N": "1"}, {"M": {"deep": {"BOOL": False}}}, {"NULL": True}]}}},
+    "l": {"L": [{"S": "y"}, {"SS": ["c"]}, {"M": {"k": {"L": [{"S": "z"}]}}}]}}
+ddb("PutItem", {"TableName": "t", "Item": item})
+searches = [0]
+pick = AttributePicker.__call__
+def counted(self, context):
+    searches[0] += 1
+    return pick(self, context)
+AttributePicker.__call__ = counted
+def get():
+    searches[0] = 0
+    data = ddb("GetItem", {"TableName": "t", "Key": {"pk": {"S": "job#1"}}, "ConsistentRead": True})
+    return data, searches[0]
+fast, fast_searches = get()
+if json.loads(fast)["Item"] != item:
+    raise AssertionError("the item read back differs: %s" % fast)
+BaseJSONSerializer._serialize_type_structure = mod["_serialize_structure"]
+walked, walked_searches = get()
+BaseJSONSerializer._serialize_type_structure = mod["_serialize_type_structure"]
+if fast != walked:
+    raise AssertionError("the answer differs from moto's own walk:\n%s\n%s" % (fast, walked))
+if fast_searches * 4 > walked_searches:
+    raise AssertionError("%d member searches for the answer, %d by moto's own walk: an AttributeValue still costs a search per member" % (fast_searches, walked_searches))
+DynamoHandler.RESPONSE_KEY_PATH_TO_TRANSFORMER = {"Item.nothing": lambda v: v}
+transformed, transformed_searches = get()
+if transformed != walked or transformed_searches != walked_searches:
+    raise AssertionError("with a response transformer: %d searches, want moto's walk (%d)" % (transformed_searches, walked_searches))
+print("ok")
+`
+
+// TestDynamoDBSerialisesAnAttributeValueByItsOneMember guards the launcher's
+// serialisation of an AttributeValue: moto searched for each of its ten
+// members in every attribute of every item it answered with, two thirds of a
+// GetItem's CPU. The answer stays byte for byte what moto's walk gives.
+func TestDynamoDBSerialisesAnAttributeValueByItsOneMember(t *testing.T) {
+	t.Parallel()
+	runProbe(t, "ddbserialize")
+}
+
 // probes are Python programs run against the launcher script, loaded as the
 // global mod (its module dictionary) without a server started; each prints
 // "ok" or fails. The cold ones run on the script as loaded; the warm ones
 // after its warm-up (mod["warm"]), as a server serves.
 var probes = map[string]map[string]string{
-	"cold": {"dispatch": dispatchProbe, "sqs": sqsProbe, "kms": kmsProbe, "sqsclock": sqsClockProbe, "ddbparse": ddbParseProbe},
+	"cold": {"dispatch": dispatchProbe, "sqs": sqsProbe, "kms": kmsProbe, "sqsclock": sqsClockProbe, "ddbparse": ddbParseProbe, "ddbserialize": ddbSerializeProbe},
 	"warm": {"warm": warmProbe, "failedstack": failedStackProbe},
 }
 

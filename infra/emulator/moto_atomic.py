@@ -191,6 +191,39 @@ _ddb_table.get_filter_expression = _backend_filter
 _ddb_models.UpdateExpressionParser = _BackendUpdates
 
 
+# moto serialises a DynamoDB answer by walking the botocore model, and for
+# each member of each structure tries every key it could be stored under
+# (six alias rules, each also in snake_case). An AttributeValue has ten
+# members and holds one, so every attribute of every item an answer carries
+# cost ten such searches: two thirds of a GetItem's CPU. An AttributeValue
+# stored as moto stores them, a dict with one member's name as its only key,
+# is now serialised by that member alone. No alias of another member is a
+# member's name, so the searches for the other nine found nothing: the
+# answer is the same, byte for byte. Anything else (another shape, a value
+# of another form, a response transformer in place) takes moto's own walk.
+from moto.core.serialize import BaseJSONSerializer
+
+_serialize_structure = BaseJSONSerializer._serialize_type_structure
+
+
+def _serialize_type_structure(self, serialized, value, shape, key):
+    if (shape.name == "AttributeValue" and type(value) is dict and len(value) == 1
+            and not getattr(self._value_picker, "response_transformers", True)):
+        (member,) = value
+        member_shape = shape.members.get(member)
+        if member_shape is not None:
+            wrapper = self.MAP_TYPE() if key else serialized
+            member_shape.parent = shape
+            self._serialize_structure_member(wrapper, value, member_shape, member)
+            if key:
+                self._default_serialize(serialized, wrapper, shape, key)
+            return
+    _serialize_structure(self, serialized, value, shape, key)
+
+
+BaseJSONSerializer._serialize_type_structure = _serialize_type_structure
+
+
 # moto's SQS changes a queue's message list from every request thread with no
 # lock either. Two receives of one message due for the dead-letter queue both
 # move it, and the second raises (a 500 after it already marked the rest of
