@@ -485,13 +485,74 @@ func TestDynamoDBTokenisesEachTextOnce(t *testing.T) {
 	runProbe(t, "ddbtokens")
 }
 
+// serveProbe forks a server as the factory does (serve) from the warmed
+// script and sends it one request: the server formats no access line (its
+// output goes to /dev/null) and imports none of what warm imports for every
+// server's first request.
+const serveProbe = `
+import builtins, http.client, os, socket, sys, tempfile
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+from werkzeug.serving import WSGIRequestHandler
+app = DomainDispatcherApplication(create_backend_app)
+report = tempfile.TemporaryFile()
+parent, child = socket.socketpair()
+pid = os.fork()
+if pid == 0:
+    parent.close()
+    def seen(line):
+        os.write(report.fileno(), (line + "\n").encode())
+    def logged(self, code="-", size="-"):
+        seen("access %s %s" % (self.command, code))
+    WSGIRequestHandler.log_request = logged
+    load = builtins.__import__
+    def watched(name, *args, **kwargs):
+        before = set(sys.modules)
+        try:
+            return load(name, *args, **kwargs)
+        finally:
+            for loaded in set(sys.modules) - before:
+                seen("import " + loaded)
+    builtins.__import__ = watched
+    mod["serve"](child, app)
+child.close()
+port = int(parent.makefile().readline())
+c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+c.request("POST", "/", body="{}", headers={"Host": "dynamodb.us-east-1.amazonaws.com", "Content-Type": "application/x-amz-json-1.0",
+    "X-Amz-Target": "DynamoDB_20120810.ListTables",
+    "Authorization": "AWS4-HMAC-SHA256 Credential=test/20260101/us-east-1/dynamodb/aws4_request, SignedHeaders=host, Signature=0"})
+r = c.getresponse()
+body = r.read()
+if r.status != 200:
+    raise AssertionError("ListTables: %d %s" % (r.status, body))
+parent.shutdown(socket.SHUT_WR)  # a forked server exits when its client half-closes
+os.waitpid(pid, 0)
+report.seek(0)
+lines = report.read().decode().splitlines()
+access = [l for l in lines if l.startswith("access ")]
+if access:
+    raise AssertionError("the forked server formatted access lines for /dev/null: %s" % access)
+late = {l.split()[1] for l in lines if l.startswith("import ")} & set(mod["FIRST_REQUEST_IMPORTS"])
+if late:
+    raise AssertionError("the forked server's first request imported %s, which warm imports once for all" % sorted(late))
+print("ok")
+`
+
+// TestForkedServersSkipWhatNoOneReads guards two savings of the factory's
+// forked servers: no access line formatted per request for an output that
+// goes to /dev/null, and the modules every first request imports are
+// imported once, by the factory's warm-up, instead of in each server.
+func TestForkedServersSkipWhatNoOneReads(t *testing.T) {
+	t.Parallel()
+	runProbe(t, "serve")
+}
+
 // probes are Python programs run against the launcher script, loaded as the
 // global mod (its module dictionary) without a server started; each prints
 // "ok" or fails. The cold ones run on the script as loaded; the warm ones
 // after its warm-up (mod["warm"]), as a server serves.
 var probes = map[string]map[string]string{
 	"cold": {"dispatch": dispatchProbe, "sqs": sqsProbe, "kms": kmsProbe, "sqsclock": sqsClockProbe, "ddbparse": ddbParseProbe, "ddbserialize": ddbSerializeProbe, "ddbtokens": ddbTokensProbe},
-	"warm": {"warm": warmProbe, "failedstack": failedStackProbe},
+	"warm": {"warm": warmProbe, "failedstack": failedStackProbe, "serve": serveProbe},
 }
 
 // probeHost loads the launcher script once (moto's imports cost seconds of
