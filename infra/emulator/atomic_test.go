@@ -485,15 +485,18 @@ func TestDynamoDBTokenisesEachTextOnce(t *testing.T) {
 	runProbe(t, "ddbtokens")
 }
 
-// serveProbe forks a server as the factory does (serve) from the warmed
-// script and sends it one request: the server formats no access line (its
-// output goes to /dev/null) and imports none of what warm imports for every
-// server's first request.
+// serveProbe forks a server as the factory does (warm with its app, then
+// serve) and sends it the readiness check and one request: the server
+// formats no access line (its output goes to /dev/null), imports none of
+// what warm imports for every server's first request, builds no app and
+// compiles no template.
 const serveProbe = `
 import builtins, http.client, os, socket, sys, tempfile
-from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+import jinja2
+import moto.moto_server.werkzeug_app as werkzeug_app
 from werkzeug.serving import WSGIRequestHandler
-app = DomainDispatcherApplication(create_backend_app)
+app = werkzeug_app.DomainDispatcherApplication(werkzeug_app.create_backend_app)
+mod["warm"](app)
 report = tempfile.TemporaryFile()
 parent, child = socket.socketpair()
 pid = os.fork()
@@ -513,9 +516,26 @@ if pid == 0:
             for loaded in set(sys.modules) - before:
                 seen("import " + loaded)
     builtins.__import__ = watched
+    build = app.create_app
+    def built(service):
+        seen("app " + service)
+        return build(service)
+    app.create_app = built
+    compile_template = jinja2.Environment.compile
+    def compiled(self, *args, **kwargs):
+        seen("template")
+        return compile_template(self, *args, **kwargs)
+    jinja2.Environment.compile = compiled
     mod["serve"](child, app)
 child.close()
 port = int(parent.makefile().readline())
+c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+c.request("GET", "` + readyPath + `")
+r = c.getresponse()
+body = r.read()
+if r.status // 100 != 2:
+    raise AssertionError("readiness check ` + readyPath + `: %d %s" % (r.status, body))
+c.close()
 c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
 c.request("POST", "/", body="{}", headers={"Host": "dynamodb.us-east-1.amazonaws.com", "Content-Type": "application/x-amz-json-1.0",
     "X-Amz-Target": "DynamoDB_20120810.ListTables",
@@ -534,13 +554,18 @@ if access:
 late = {l.split()[1] for l in lines if l.startswith("import ")} & set(mod["FIRST_REQUEST_IMPORTS"])
 if late:
     raise AssertionError("the forked server's first request imported %s, which warm imports once for all" % sorted(late))
+built = [l for l in lines if l.startswith("app ") or l == "template"]
+if built:
+    raise AssertionError("the forked server built what the factory could have: %s" % built)
 print("ok")
 `
 
-// TestForkedServersSkipWhatNoOneReads guards two savings of the factory's
+// TestForkedServersSkipWhatNoOneReads guards the savings of the factory's
 // forked servers: no access line formatted per request for an output that
-// goes to /dev/null, and the modules every first request imports are
-// imported once, by the factory's warm-up, instead of in each server.
+// goes to /dev/null; the modules every first request imports, and the app
+// of moto's own API that the readiness check asks, made once by the
+// factory's warm-up instead of in each server; and a readiness check that
+// compiles no dashboard template.
 func TestForkedServersSkipWhatNoOneReads(t *testing.T) {
 	t.Parallel()
 	runProbe(t, "serve")

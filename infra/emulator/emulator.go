@@ -196,6 +196,11 @@ func (s *Server) run(started chan<- error) {
 	close(s.exited)
 }
 
+// readyPath is what waitReady asks a server for: moto's config, a few bytes
+// of JSON, from the moto_api app the factory builds before it forks. Its
+// dashboard (/moto-api/) compiled a Jinja template in every fresh server.
+const readyPath = "/moto-api/config"
+
 func (s *Server) waitReady(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
@@ -205,13 +210,13 @@ func (s *Server) waitReady(ctx context.Context) error {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.Endpoint+"/moto-api/", nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.Endpoint+readyPath, nil)
 		if err != nil {
 			return err
 		}
 		if resp, err := client.Do(req); err == nil {
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
+			if resp.StatusCode/100 == 2 { // moto answers 201 to a GET of its config
 				return nil
 			}
 		}

@@ -672,6 +672,8 @@ def warm(app=None):
     _failed_creates_fail()
     for module in FIRST_REQUEST_IMPORTS:
         importlib.import_module(module)
+    if app is not None:  # moto's own API: the readiness check asks it
+        app.app_instances["moto_api"] = create_backend_app("moto_api")
     for svc in SERVICES:
         try:
             if app is not None:
