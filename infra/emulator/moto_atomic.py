@@ -572,7 +572,6 @@ from moto.moto_server.werkzeug_app import (
 from werkzeug.serving import WSGIRequestHandler, make_server
 
 REGION = "us-east-1"
-# The services the tests and template.yaml reach, warmed in the parent.
 # What a server's first request imports whatever the service: the request
 # authoriser, moto's own API (its recorder among it), and Flask's debug
 # helpers (moto's apps run in debug mode, whose form loading imports them).
@@ -585,6 +584,7 @@ FIRST_REQUEST_IMPORTS = (
     "flask.debughelpers",
 )
 
+# The services the tests and template.yaml reach, warmed in the parent.
 SERVICES = (
     "dynamodb", "sqs", "ec2", "ssm", "secretsmanager", "cloudformation",
     "scheduler", "sts", "iam", "logs", "sns", "kms", "cloudwatch", "lambda",
