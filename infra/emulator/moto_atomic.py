@@ -33,6 +33,7 @@ import signal
 import socket
 import sys
 import threading
+import traceback
 
 from moto.dynamodb.models import DynamoDBBackend
 
@@ -697,6 +698,87 @@ def _no_access_log(self, code="-", size="-"):
     pass
 
 
+from werkzeug.exceptions import InternalServerError
+from werkzeug.wsgi import LimitedStream
+
+
+class KeepAliveHandler(WSGIRequestHandler):
+    """Serves requests one after another on a connection, as AWS's endpoints
+    do and the SDK's clients expect.
+
+    werkzeug's handler closes every connection after one answer (it cannot
+    tell where a request's body ends, so it drains whatever the client sends
+    next): every SDK request then opened a TCP connection of its own and the
+    server started a thread for it, about a fifth of a small request's CPU
+    on both sides. This handler reads each body to its Content-Length (or
+    its last chunk), answers with a Content-Length in one write, and keeps
+    the connection for the client's next request. It closes a connection
+    only when the request asks to (HTTP/1.0, Connection: close), when its
+    body is malformed, or after the application failed: never an idle one,
+    so a client never sends a request on a connection the server is closing.
+    """
+
+    protocol_version = "HTTP/1.1"
+
+    def run_wsgi(self):  # http.server answered an Expect: 100-continue
+        self.environ = environ = self.make_environ()
+        body = environ["wsgi.input"]
+        if not environ.get("wsgi.input_terminated"):  # chunked: its own end
+            length = self.headers.get("Content-Length", "0").strip() or "0"
+            if not length.isdigit():
+                self.close_connection = True
+                self.send_error(400, "Content-Length %r is not a length" % length)
+                return
+            body = environ["wsgi.input"] = LimitedStream(self.rfile, int(length))
+        try:
+            status, headers, data = self._call(self.server.app, environ)
+        except (ConnectionError, socket.timeout):
+            self.close_connection = True
+            return
+        except Exception:
+            self.close_connection = True
+            self.log_error("Error on request:\n%s", traceback.format_exc())
+            status, headers, data = self._call(InternalServerError(), environ)
+        if not self.close_connection:
+            try:  # what the application left unread, up to the next request
+                while body.read(65536):
+                    pass
+            except Exception:
+                self.close_connection = True
+        code, _, reason = status.partition(" ")
+        code = int(code)
+        self.send_response(code, reason)
+        sized = False
+        for key, value in headers:
+            self.send_header(key, value)
+            sized = sized or key.lower() == "content-length"
+        if not sized and environ["REQUEST_METHOD"] != "HEAD" and code >= 200 and code not in (204, 304):
+            self.send_header("Content-Length", str(len(data)))
+        if self.close_connection:
+            self.send_header("Connection", "close")
+        self._headers_buffer.append(b"\r\n")
+        if environ["REQUEST_METHOD"] != "HEAD":
+            self._headers_buffer.append(data)
+        self.flush_headers()  # headers and body in one write
+
+    @staticmethod
+    def _call(app, environ):
+        answer, chunks = [], []
+
+        def start_response(status, headers, exc_info=None):
+            answer[:] = [status, headers]
+            return chunks.append
+
+        result = app(environ, start_response)
+        try:
+            for chunk in result:
+                chunks.append(chunk)
+        finally:
+            if hasattr(result, "close"):
+                result.close()
+        return answer[0], answer[1], b"".join(chunks)
+
+
 def watch(conn):
     try:
         while conn.recv(1024):
@@ -714,7 +796,7 @@ def serve(conn, app):
     # a twentieth of a forked server's CPU.
     WSGIRequestHandler.log_request = _no_access_log
     try:
-        srv = make_server("127.0.0.1", 0, app, threaded=True)
+        srv = make_server("127.0.0.1", 0, app, threaded=True, request_handler=KeepAliveHandler)
     except Exception as err:
         conn.sendall(f"error: {err}\n".encode())
         os._exit(1)
@@ -751,7 +833,7 @@ def serve_alone():
     probe then found that process's server)."""
     app = DomainDispatcherApplication(create_backend_app)
     warm(app)
-    srv = make_server("127.0.0.1", 0, app, threaded=True)
+    srv = make_server("127.0.0.1", 0, app, threaded=True, request_handler=KeepAliveHandler)
     print(f"port {srv.server_port}", flush=True)
     srv.serve_forever()
 
