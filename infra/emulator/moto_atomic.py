@@ -725,7 +725,7 @@ class KeepAliveHandler(WSGIRequestHandler):
         body = environ["wsgi.input"]
         if not environ.get("wsgi.input_terminated"):  # chunked: its own end
             length = self.headers.get("Content-Length", "0").strip() or "0"
-            if not length.isdigit():
+            if not (length.isascii() and length.isdigit()):
                 self.close_connection = True
                 self.send_error(400, "Content-Length %r is not a length" % length)
                 return
