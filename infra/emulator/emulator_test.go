@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -155,6 +156,36 @@ func TestEnvPointsTheDefaultSDKConfigAtTheEmulator(t *testing.T) {
 	}
 	if _, err := sqs.NewFromConfig(cfg).GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(name)}); err != nil {
 		t.Fatalf("GetQueueUrl through the default config: %v", err)
+	}
+}
+
+// Config reads nothing of the host's AWS environment: a region, a service's endpoint or FIPS
+// asked for in the shell that runs the tests (a developer's own, aimed at real AWS) changes no
+// test's client. And the package that hands configurations to every integration test links
+// the SDK's default chain into none of them.
+func TestConfigIsTheEmulatorsAlone(t *testing.T) {
+	srv := ForTest(t)
+	ctx := context.Background()
+	t.Setenv("AWS_REGION", "eu-west-1")
+	t.Setenv("AWS_ENDPOINT_URL_SQS", "http://127.0.0.1:1")
+	t.Setenv("AWS_USE_FIPS_ENDPOINT", "true")
+	t.Setenv("AWS_PROFILE", "production")
+	cfg := srv.ConfigForTest(t)
+	if cfg.Region != Region {
+		t.Errorf("region %q, want %q", cfg.Region, Region)
+	}
+	if _, err := sqs.NewFromConfig(cfg).ListQueues(ctx, &sqs.ListQueuesInput{}); err != nil {
+		t.Fatalf("ListQueues with the host's AWS variables set: %v", err)
+	}
+
+	out, err := exec.Command("go", "list", "-deps", "github.com/ghclaim/ghclaim/infra/emulator").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		if pkg == "github.com/aws/aws-sdk-go-v2/config" || strings.HasPrefix(pkg, "github.com/aws/aws-sdk-go-v2/service/sso") {
+			t.Errorf("infra/emulator imports %s: every test binary that uses it links the SDK's default chain", pkg)
+		}
 	}
 }
 
