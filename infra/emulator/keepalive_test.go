@@ -16,6 +16,8 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ghclaim/ghclaim/shared/awsenv"
 )
 
 // The launcher's servers keep a connection for the client's next request, as AWS's endpoints
@@ -31,13 +33,19 @@ func TestServersKeepConnectionsAlive(t *testing.T) {
 	defer srv.Close()
 
 	var dials atomic.Int32
-	client := awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
+	// The functions' client: without OwnBodies a busy box's transport now and then closed a
+	// connection under its response (awsenv.OwnBodies says why), and the SDK's retry dialled
+	// again (it happened in make test). At most one connection, so that no request dials
+	// beside one on its way back to the pool: a kept connection is dialled once, a closed one
+	// once per request.
+	client := awsenv.OwnBodies(awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
+		tr.MaxConnsPerHost = 1
 		dial := tr.DialContext
 		tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 			dials.Add(1)
 			return dial(ctx, network, addr)
 		}
-	})
+	}))
 	cfg := srv.ConfigForTest(t)
 	cfg.HTTPClient = client
 	ddb := dynamodb.NewFromConfig(cfg)
