@@ -582,7 +582,7 @@ func TestForkedServersSkipWhatNoOneReads(t *testing.T) {
 // after its warm-up (mod["warm"]), as a server serves.
 var probes = map[string]map[string]string{
 	"cold": {"dispatch": dispatchProbe, "sqs": sqsProbe, "kms": kmsProbe, "sqsclock": sqsClockProbe, "ddbparse": ddbParseProbe, "ddbserialize": ddbSerializeProbe, "ddbtokens": ddbTokensProbe},
-	"warm": {"warm": warmProbe, "failedstack": failedStackProbe, "serve": serveProbe},
+	"warm": {"warm": warmProbe, "failedstack": failedStackProbe, "serve": serveProbe, "stacks": stacksProbe},
 }
 
 // probeHost loads the launcher script once (moto's imports cost seconds of
@@ -827,6 +827,58 @@ for want in ("<StackStatus>CREATE_FAILED</StackStatus>", "<StackStatusReason>Run
         raise AssertionError("DescribeStacks answered %d without %s:\n%s" % (r.status_code, want, body))
 print("ok")
 `
+
+// stacksProbe creates two stacks with a role each from two threads at once,
+// as a test binary's parallel deploys do, and has each create wait inside
+// IAM's walk of the roles for the other: without the stack lock they meet
+// there (and a role added during the other's walk raised "dictionary changed
+// size during iteration"); with it the second create starts only after the
+// first has ended, and both stacks are created.
+const stacksProbe = `
+import threading
+from moto.core import DEFAULT_ACCOUNT_ID
+from moto.cloudformation.models import cloudformation_backends
+from moto.iam.models import IAMBackend
+b = cloudformation_backends[DEFAULT_ACCOUNT_ID]["us-east-1"]
+barrier = threading.Barrier(2, timeout=1)
+met = []
+get_roles = IAMBackend.get_roles
+def meet(self):
+    try:
+        barrier.wait()
+        met.append(True)
+    except threading.BrokenBarrierError:
+        pass
+    return get_roles(self)
+IAMBackend.get_roles = meet
+role = '{"Resources": {"R": {"Type": "AWS::IAM::Role", "Properties": {"AssumeRolePolicyDocument": ' + \
+    '{"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"}, "Action": "sts:AssumeRole"}]}}}}}'
+errors = []
+def create(name):
+    try:
+        b.create_stack(name, role, {})
+    except Exception as err:
+        errors.append(repr(err))
+threads = [threading.Thread(target=create, args=("probe-%d" % i,)) for i in range(2)]
+for t in threads: t.start()
+for t in threads: t.join()
+IAMBackend.get_roles = get_roles
+if met or errors:
+    raise AssertionError("two stack creates at once: met inside IAM %s, errors %s" % (bool(met), errors))
+statuses = sorted((s.name, s.status) for s in b.describe_stacks(None))
+if statuses != [("probe-0", "CREATE_COMPLETE"), ("probe-1", "CREATE_COMPLETE")]:
+    raise AssertionError("stacks after the creates: %s" % statuses)
+print("ok")
+`
+
+// TestStackOperationsTakeTurns guards the launcher's stack lock: moto
+// creates a stack's resources on the request's thread, and two parallel
+// deploys into one server made one stack fail on a dictionary changed under
+// IAM's walk of its roles, where CloudFormation creates both.
+func TestStackOperationsTakeTurns(t *testing.T) {
+	t.Parallel()
+	runProbe(t, "stacks")
+}
 
 // TestAFailedStackCreateEndsCreateFailed guards the launcher's patch of
 // moto's CloudFormation: a stack whose resource creation raised stayed

@@ -650,6 +650,35 @@ def _failed_creates_fail():
     Stack.create_resources = create_resources
 
 
+# moto creates a stack's resources on the request's thread, and a test
+# binary's parallel tests deploy their stacks into one server at once: two
+# creates each walked IAM's roles (create_role looks for its name among them)
+# while the other added its own, and one stack ended CREATE_FAILED with
+# "RuntimeError: dictionary changed size during iteration" where
+# CloudFormation would have created both (it happened in make test). The
+# backend's stack operations, and the reads that walk its stacks, take one
+# lock of their own, as DynamoDB's item operations take theirs; a stack's
+# resources take the item and queue locks inside it, never the other way
+# round. Patched by warm, as above.
+_stack_lock = threading.RLock()
+STACK_OPERATIONS = (
+    "create_stack", "update_stack", "delete_stack", "create_change_set",
+    "execute_change_set", "delete_change_set", "describe_change_set",
+    "list_change_sets", "describe_stacks", "list_stacks", "get_stack",
+    "describe_stack_resource", "describe_stack_resources",
+    "list_stack_resources", "describe_stack_events", "list_exports",
+    "get_template",
+)
+
+
+def _stacks_one_at_a_time():
+    from moto.cloudformation.models import CloudFormationBackend
+
+    for name in STACK_OPERATIONS:
+        setattr(CloudFormationBackend, name,
+                _locked(getattr(CloudFormationBackend, name), _stack_lock))
+
+
 def warm(app=None):
     """Imports the services and builds their us-east-1 backends (and, given
     the factory's app, its per-service apps), then freezes what exists.
@@ -671,6 +700,7 @@ def warm(app=None):
     first stack deploy went from about 0.4 s of CPU to 0.2 s."""
     _json_first_templates()
     _failed_creates_fail()
+    _stacks_one_at_a_time()
     for module in FIRST_REQUEST_IMPORTS:
         importlib.import_module(module)
     if app is not None:  # moto's own API: the readiness check asks it
