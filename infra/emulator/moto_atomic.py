@@ -656,8 +656,8 @@ def _failed_creates_fail():
 # during iteration" where CloudFormation would have created both (it
 # happened in make test; the traceback was not kept): most likely IAM's
 # create_role walking every role for its name while the other create added
-# its own, the one walk of shared state the two templates' resources make
-# (probe stacks shows two creates meeting there). The
+# its own, a walk of shared state that both creates make (probe stacks
+# shows two creates meeting there). The
 # backend's stack operations, and the reads that walk its stacks, take one
 # lock of their own, as DynamoDB's item operations take theirs; a stack's
 # resources take the item and queue locks inside it, never the other way
