@@ -796,8 +796,8 @@ func TestKMSKeysGenerateTheirPrivateKeyOnUse(t *testing.T) {
 
 // failedStackProbe runs after the launcher's warm-up, as a server serves, and
 // creates a stack whose queue moto fails to create: the create raises as before, and the
-// stack ends CREATE_FAILED with the exception as its StackStatusReason, also as
-// DescribeStacks answers it.
+// stack ends CREATE_FAILED with the exception, and where it was raised, as its
+// StackStatusReason, also as DescribeStacks answers it.
 const failedStackProbe = `
 from moto.core import DEFAULT_ACCOUNT_ID
 from moto.cloudformation.models import cloudformation_backends
@@ -812,7 +812,7 @@ try:
 except RuntimeError:
     pass
 stack = b.describe_stacks("probe")[0]
-if stack.status != "CREATE_FAILED" or stack.status_reason != "RuntimeError: queue refused":
+if stack.status != "CREATE_FAILED" or stack.status_reason != "RuntimeError: queue refused (at <probe failedstack>:6 in refuse)":
     raise AssertionError("stack after a failed create: %s, %r" % (stack.status, getattr(stack, "status_reason", None)))
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 from werkzeug.test import Client
@@ -822,7 +822,7 @@ r = Client(app).post("/", data="Action=DescribeStacks&Version=2010-05-15&StackNa
     "Content-Type": "application/x-www-form-urlencoded",
     "Authorization": "AWS4-HMAC-SHA256 Credential=test/20261204/us-east-1/cloudformation/aws4_request, SignedHeaders=host, Signature=x"})
 body = r.get_data(as_text=True)
-for want in ("<StackStatus>CREATE_FAILED</StackStatus>", "<StackStatusReason>RuntimeError: queue refused</StackStatusReason>"):
+for want in ("<StackStatus>CREATE_FAILED</StackStatus>", "<StackStatusReason>RuntimeError: queue refused (at &lt;probe failedstack&gt;:6 in refuse)</StackStatusReason>"):
     if want not in body:
         raise AssertionError("DescribeStacks answered %d without %s:\n%s" % (r.status_code, want, body))
 print("ok")

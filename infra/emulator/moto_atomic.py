@@ -626,12 +626,26 @@ def _json_first_templates():
     models.yaml = responses.yaml = _JSONFirst(yaml)
 
 
+def _raised_at(err):
+    """Where err was raised, " (at moto/iam/models.py:2164 in create_role)":
+    an exception inside moto is the emulator's own failure, and its message
+    alone ("dictionary changed size during iteration") does not say where to
+    look."""
+    frames = traceback.extract_tb(err.__traceback__)
+    if not frames:
+        return ""
+    where = frames[-1]
+    path = where.filename.rpartition("site-packages/")[2]
+    return f" (at {path}:{where.lineno} in {where.name})"
+
+
 # A stack whose resources moto fails to create (an exception in one of them)
 # stayed CREATE_IN_PROGRESS for ever: CreateStack answered 500, the SDK's retry
 # found the stack it had made, and Deploy waited out its whole bound with no
 # cause to show. CloudFormation ends a failed create (CREATE_FAILED, then a
 # rollback) with the reason in StackStatusReason: the stack now ends
-# CREATE_FAILED with the exception as its reason. Patched by warm, as above.
+# CREATE_FAILED with the exception, and where it was raised, as its reason.
+# Patched by warm, as above.
 def _failed_creates_fail():
     from moto.cloudformation.models import Stack
 
@@ -642,7 +656,7 @@ def _failed_creates_fail():
             create(self)
         except Exception as err:
             self.status = "CREATE_FAILED"
-            self.status_reason = f"{type(err).__name__}: {err}"
+            self.status_reason = f"{type(err).__name__}: {err}{_raised_at(err)}"
             self._add_stack_event("CREATE_FAILED",
                                   resource_status_reason=self.status_reason)
             raise
