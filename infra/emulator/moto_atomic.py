@@ -142,10 +142,34 @@ from moto.dynamodb.parsing.expressions import UpdateExpressionParser
 
 _parsed = threading.local()
 
+# DynamoDB answers a condition or filter it cannot parse with 400
+# ValidationException, "Invalid ConditionExpression: Syntax error; ..."
+# ("Invalid FilterExpression: ..." for a query's or a scan's filter).
+# moto's parser raised a bare ValueError, which its server answered with a
+# 500: an error the SDK retries, and ghclaim's failure classes take for
+# the service's passing fault, where AWS says at once that the request is
+# wrong. The handler parses every such expression before the backend
+# does, so refusing there refuses them all.
+_expression = threading.local()
+
+
+def _filters(method):
+    def wrapper(self, *args, **kwargs):
+        _expression.kind = "FilterExpression"
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            _expression.kind = None
+    return wrapper
+
 
 class _HandlerConditionParser(ConditionExpressionParser):
     def parse(self):
-        op = super().parse()
+        try:
+            op = super().parse()
+        except ValueError as err:
+            kind = getattr(_expression, "kind", None) or "ConditionExpression"
+            raise MockValidationException("Invalid %s: Syntax error; %s" % (kind, err)) from None
         _parsed.condition = (self.condition_expression,
                              self.expression_attribute_names,
                              self.expression_attribute_values, op)
@@ -186,6 +210,8 @@ class _BackendUpdates:
 
 
 _ddb_responses.create_condition_expression_parser = _HandlerConditionParser
+_ddb_responses.DynamoHandler.query = _filters(_ddb_responses.DynamoHandler.query)
+_ddb_responses.DynamoHandler.scan = _filters(_ddb_responses.DynamoHandler.scan)
 _ddb_responses.UpdateExpressionParser = _HandlerUpdates
 _ddb_models.create_condition_expression_parser = _BackendConditionParser
 _ddb_models.get_filter_expression = _backend_filter
