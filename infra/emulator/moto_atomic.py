@@ -917,7 +917,7 @@ if __name__ == "__main__":
     elif sys.argv[1:] == ["--port-on-stdout"]:
         serve_alone()
     else:
-        from moto.server import main
-
-        warm()
-        main(sys.argv[1:])
+        # moto_server's own command line served through werkzeug's handler,
+        # which closes every connection and answers 100-continue twice: no
+        # launcher of ours asked for it, so no one gets it by mistake.
+        sys.exit("usage: %s --factory PATH | --port-on-stdout (got %s)" % (sys.argv[0], sys.argv[1:]))
