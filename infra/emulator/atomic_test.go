@@ -573,12 +573,57 @@ func TestForkedServersSkipWhatNoOneReads(t *testing.T) {
 	runProbe(t, "serve")
 }
 
+// ssmDefaultsProbe makes two first reads of an AWS public parameter meet
+// inside moto's load of them: without the launcher's lock both load, and the
+// parameter has each version twice; with it the second read waits for the
+// first load and both read the one version.
+const ssmDefaultsProbe = `
+import threading
+from moto.core import DEFAULT_ACCOUNT_ID
+from moto.ssm.models import ParameterDict, ssm_backends
+b = ssm_backends[DEFAULT_ACCOUNT_ID]["us-east-1"]
+name = "/aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64"
+barrier = threading.Barrier(2, timeout=1)
+met = []
+load = ParameterDict._load_latest_amis
+def meet(self):
+    try:
+        barrier.wait()
+        met.append(True)
+    except threading.BrokenBarrierError:
+        pass
+    return load(self)
+ParameterDict._load_latest_amis = meet
+got, errors = [], []
+def read():
+    try:
+        got.append(b.get_parameter(name).value)
+    except Exception as err:
+        errors.append(repr(err))
+threads = [threading.Thread(target=read) for _ in range(2)]
+for t in threads: t.start()
+for t in threads: t.join()
+ParameterDict._load_latest_amis = load
+versions = [p.version for p in b._parameters[name]]
+if met or errors or len(got) != 2 or len(set(got)) != 1 or len(versions) != 1:
+    raise AssertionError("two first reads of %s: met inside the load %s, errors %s, read %s, versions %s" % (name, bool(met), errors, got, versions))
+print("ok")
+`
+
+// TestPublicParametersLoadOnce guards the launcher's lock around moto's
+// load of SSM's public parameters (the AMI parameters the template's image
+// defaults name): two first reads at once loaded them twice.
+func TestPublicParametersLoadOnce(t *testing.T) {
+	t.Parallel()
+	runProbe(t, "ssmdefaults")
+}
+
 // probes are Python programs run against the launcher script, loaded as the
 // global mod (its module dictionary) without a server started; each prints
 // "ok" or fails. The cold ones run on the script as loaded; the warm ones
 // after its warm-up (mod["warm"]), as a server serves.
 var probes = map[string]map[string]string{
-	"cold": {"dispatch": dispatchProbe, "sqs": sqsProbe, "kms": kmsProbe, "sqsclock": sqsClockProbe, "ddbparse": ddbParseProbe, "ddbserialize": ddbSerializeProbe, "ddbtokens": ddbTokensProbe},
+	"cold": {"dispatch": dispatchProbe, "sqs": sqsProbe, "kms": kmsProbe, "sqsclock": sqsClockProbe, "ddbparse": ddbParseProbe, "ddbserialize": ddbSerializeProbe, "ddbtokens": ddbTokensProbe, "ssmdefaults": ssmDefaultsProbe},
 	"warm": {"warm": warmProbe, "failedstack": failedStackProbe, "serve": serveProbe, "stacks": stacksProbe},
 }
 

@@ -518,6 +518,20 @@ def _describe_parameters_paged(self):
 SimpleSystemManagerResponse.describe_parameters = _describe_parameters_paged
 
 
+# moto loads AWS's public parameters (/aws/service/ami-amazon-linux-latest/...
+# and the like) into a region's parameters on the first read under their
+# path, and marks them loaded only afterwards, without a lock: two first
+# reads at once both load them, and each such parameter then has every
+# version twice. SSM's public parameters are there from the start. One
+# lock around the check-and-load makes the second reader wait for the first
+# load and find it done.
+from moto.ssm.models import ParameterDict
+
+_ssm_defaults_lock = threading.RLock()
+ParameterDict._check_loading_status = _locked(
+    ParameterDict._check_loading_status, _ssm_defaults_lock)
+
+
 # moto's dispatcher finds the backend of every request under one global lock,
 # and on the way lists moto's package directory (an os.listdir and an isdir
 # per service, ~200 stat calls) each time. Every stat releases the GIL; with
