@@ -573,27 +573,36 @@ func TestForkedServersSkipWhatNoOneReads(t *testing.T) {
 	runProbe(t, "serve")
 }
 
+// meeting starts a probe where two threads race: meeting(fn) is fn after a
+// meeting point for two callers. A lock that makes one wait for the other
+// keeps them apart (the wait times out after a second and fn goes on); met
+// says whether two callers were inside at once.
+const meeting = `
+import threading
+barrier = threading.Barrier(2, timeout=1)
+met = []
+def meeting(fn):
+    def meet(*args, **kwargs):
+        try:
+            barrier.wait()
+            met.append(True)
+        except threading.BrokenBarrierError:
+            pass
+        return fn(*args, **kwargs)
+    return meet
+`
+
 // ssmDefaultsProbe makes two first reads of an AWS public parameter meet
 // inside moto's load of them: without the launcher's lock both load, and the
 // parameter has each version twice; with it the second read waits for the
 // first load and both read the one version.
-const ssmDefaultsProbe = `
-import threading
+const ssmDefaultsProbe = meeting + `
 from moto.core import DEFAULT_ACCOUNT_ID
 from moto.ssm.models import ParameterDict, ssm_backends
 b = ssm_backends[DEFAULT_ACCOUNT_ID]["us-east-1"]
 name = "/aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64"
-barrier = threading.Barrier(2, timeout=1)
-met = []
 load = ParameterDict._load_latest_amis
-def meet(self):
-    try:
-        barrier.wait()
-        met.append(True)
-    except threading.BrokenBarrierError:
-        pass
-    return load(self)
-ParameterDict._load_latest_amis = meet
+ParameterDict._load_latest_amis = meeting(load)
 got, errors = [], []
 def read():
     try:
@@ -876,23 +885,13 @@ print("ok")
 // there (and a role added during the other's walk raised "dictionary changed
 // size during iteration"); with it the second create starts only after the
 // first has ended, and both stacks are created.
-const stacksProbe = `
-import threading
+const stacksProbe = meeting + `
 from moto.core import DEFAULT_ACCOUNT_ID
 from moto.cloudformation.models import cloudformation_backends
 from moto.iam.models import IAMBackend
 b = cloudformation_backends[DEFAULT_ACCOUNT_ID]["us-east-1"]
-barrier = threading.Barrier(2, timeout=1)
-met = []
 get_roles = IAMBackend.get_roles
-def meet(self):
-    try:
-        barrier.wait()
-        met.append(True)
-    except threading.BrokenBarrierError:
-        pass
-    return get_roles(self)
-IAMBackend.get_roles = meet
+IAMBackend.get_roles = meeting(get_roles)
 role = '{"Resources": {"R": {"Type": "AWS::IAM::Role", "Properties": {"AssumeRolePolicyDocument": ' + \
     '{"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"}, "Action": "sts:AssumeRole"}]}}}}}'
 errors = []
