@@ -81,7 +81,7 @@ func (p *Provisioner) DeleteConfig(ctx context.Context, name string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	runner, ok := strings.CutPrefix(name, configPrefix)
-	if !ok || !pool.RunnerNameRE.MatchString(runner) {
+	if !ok || !pool.ValidRunnerName(runner) {
 		return fmt.Errorf("%w: parameter %q is not a runner config", pool.ErrInvalidRequest, name)
 	}
 	delete(p.params, runner)

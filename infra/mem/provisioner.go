@@ -136,7 +136,7 @@ func (p *Provisioner) Cleanup(ctx context.Context, req pool.Request) error {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !pool.RunnerNameRE.MatchString(req.RunnerName) {
+	if !pool.ValidRunnerName(req.RunnerName) {
 		return fmt.Errorf("%w: runner name %q", pool.ErrInvalidRequest, req.RunnerName)
 	}
 	if err := routed(req.Pool); err != nil {

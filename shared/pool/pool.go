@@ -23,9 +23,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"strings"
 	"time"
+
+	"github.com/ghclaim/ghclaim/shared/names"
 )
 
 // Scopes at which a JIT runner is registered.
@@ -120,8 +121,6 @@ func (p Pool) StartGrace() time.Duration {
 	return d
 }
 
-var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$`)
-
 // Parse reads RUNNER_POOLS (a JSON list), fills defaults (scope "repo",
 // runner group 1, DefaultRunnerGroupID) and validates every pool. Errors name the pool and field.
 func Parse(text string) ([]Pool, error) {
@@ -182,7 +181,7 @@ func (p Pool) Validate() error {
 			return fmt.Errorf("runner_start_grace %q: want a duration from %s to %s", p.RunnerStartGrace, MinRunnerStartGrace, MaxRunnerStartGrace)
 		}
 	}
-	if !nameRE.MatchString(p.Name) {
+	if !names.Safe(p.Name, 40, true) {
 		return fmt.Errorf("name %q: want 1-40 letters, digits, '-', '_' or '.'", p.Name)
 	}
 	if len(p.Labels) == 0 {
@@ -224,7 +223,7 @@ func (p Pool) Validate() error {
 		if p.Provisioner.LaunchTemplate == "" {
 			return errors.New("provisioner.launch_template: required for type ec2")
 		}
-		if !templateVersionRE.MatchString(p.Provisioner.LaunchTemplateVersion) {
+		if !validTemplateVersion(p.Provisioner.LaunchTemplateVersion) {
 			// EC2 refuses any other (InvalidLaunchTemplateVersion…) on
 			// every launch of the pool, each claim failing its job.
 			return fmt.Errorf("provisioner.launch_template_version %q: want a version number, $Latest or $Default", p.Provisioner.LaunchTemplateVersion)
@@ -258,9 +257,23 @@ func (p Pool) Validate() error {
 // OpenAPI description: labels maxItems 100); more is a 422 on every claim.
 const MaxLabels = 100
 
-// templateVersionRE is what EC2 takes as a launch template version: a
-// version number, $Latest or $Default.
-var templateVersionRE = regexp.MustCompile(`^(\$Latest|\$Default|[1-9][0-9]{0,17})$`)
+// validTemplateVersion reports whether v is what EC2 takes as a launch
+// template version: $Latest, $Default or a version number (1 to 18 digits,
+// no leading zero).
+func validTemplateVersion(v string) bool {
+	if v == "$Latest" || v == "$Default" {
+		return true
+	}
+	if len(v) == 0 || len(v) > 18 || v[0] == '0' {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		if v[i] < '0' || v[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
 
 // distinct refuses a blank, padded or repeated entry of list, naming
 // field: EC2 knows no subnet or instance type with spaces around it.

@@ -145,3 +145,18 @@ func TestLaunchTemplateVersionsEC2Takes(t *testing.T) {
 		}
 	}
 }
+
+// TestTemplateVersionEdges: what the version check takes at its edges, as
+// the expression it replaced (^(\$Latest|\$Default|[1-9][0-9]{0,17})$) did.
+func TestTemplateVersionEdges(t *testing.T) {
+	t.Parallel()
+	for v, want := range map[string]bool{
+		"$Latest": true, "$Default": true, "1": true, "9": true, "10": true, "123456789012345678": true,
+		"": false, "0": false, "01": false, "1234567890123456789": false, "$latest": false, "$Latest\n": false,
+		"1\n": false, " 1": false, "1.0": false, "-1": false, "+1": false, "１": false, "$Latest$Default": false,
+	} {
+		if got := validTemplateVersion(v); got != want {
+			t.Errorf("validTemplateVersion(%q) = %v, want %v", v, got, want)
+		}
+	}
+}

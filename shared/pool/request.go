@@ -3,8 +3,9 @@ package pool
 import (
 	"fmt"
 	"log/slog"
-	"regexp"
 	"strings"
+
+	"github.com/ghclaim/ghclaim/shared/names"
 )
 
 // Request is what a provisioner needs to know about one claimed job. It is
@@ -78,9 +79,10 @@ func Redacted(s string) string {
 	return redacted
 }
 
-// RunnerNameRE keeps runner names usable as one SSM parameter path element,
-// an EC2 tag value, an IMDS path and a FIFO deduplication id.
-var RunnerNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$`)
+// ValidRunnerName reports whether name is 1-100 letters, digits, '-', '_'
+// or '.', the first a letter or digit: usable as one SSM parameter path
+// element, an EC2 tag value, an IMDS path and a FIFO deduplication id.
+func ValidRunnerName(name string) bool { return names.Safe(name, 100, true) }
 
 // ErrInvalidRequest is wrapped by every error about a malformed Request.
 // Such a request would fail the same way on every attempt.
@@ -105,7 +107,7 @@ func (r Request) Validate() error {
 		return fmt.Errorf("%w: repo %q: want owner/name", ErrInvalidRequest, r.Repo)
 	case r.Pool.Name == "":
 		return fmt.Errorf("%w: pool: want a named pool", ErrInvalidRequest)
-	case !RunnerNameRE.MatchString(r.RunnerName):
+	case !ValidRunnerName(r.RunnerName):
 		return fmt.Errorf("%w: runner name %q: want 1-100 letters, digits, '-', '_' or '.'", ErrInvalidRequest, r.RunnerName)
 	case r.JITConfig == "":
 		return fmt.Errorf("%w: jit config: empty", ErrInvalidRequest)

@@ -807,7 +807,7 @@ func alive(s string) bool {
 // TerminateInstances for a while: asked again, as undo does (terminateIDs).
 func (e *EC2) Cleanup(ctx context.Context, req Request) error {
 	name := ParameterName(req.RunnerName)
-	if !runnerNameRE.MatchString(req.RunnerName) {
+	if !pool.ValidRunnerName(req.RunnerName) {
 		return fmt.Errorf("%w: runner name %q", ErrInvalidRequest, req.RunnerName)
 	}
 	_, err := e.parameters.DeleteParameter(ctx, &ssm.DeleteParameterInput{Name: aws.String(name)})

@@ -163,7 +163,7 @@ const configsPage = 50
 // DeleteConfig deletes a parameter under ParameterPrefix; one already gone
 // is success.
 func (l Leftovers) DeleteConfig(ctx context.Context, name string) error {
-	if !strings.HasPrefix(name, ParameterPrefix) || !runnerNameRE.MatchString(strings.TrimPrefix(name, ParameterPrefix)) {
+	if !strings.HasPrefix(name, ParameterPrefix) || !pool.ValidRunnerName(strings.TrimPrefix(name, ParameterPrefix)) {
 		return fmt.Errorf("%w: parameter %q is not a runner config", ErrInvalidRequest, name)
 	}
 	_, err := l.Parameters.DeleteParameter(ctx, &ssm.DeleteParameterInput{Name: aws.String(name)})

@@ -105,8 +105,6 @@ type (
 // ErrInvalidRequest is wrapped by every error about a malformed Request.
 var ErrInvalidRequest = pool.ErrInvalidRequest
 
-var runnerNameRE = pool.RunnerNameRE
-
 func redactedOrEmpty(s string) string { return pool.Redacted(s) }
 
 // FleetKey is the ClientToken of a launch in market for one runner

@@ -4,12 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/ghclaim/ghclaim/shared/job"
+	"github.com/ghclaim/ghclaim/shared/names"
 	"github.com/ghclaim/ghclaim/shared/pool"
 )
 
@@ -138,14 +138,6 @@ type rawPayload struct {
 		ID *int64 `json:"id"`
 	} `json:"installation"`
 }
-
-// Owner and repository names as GitHub (and GitHub Enterprise Server, whose
-// managed users carry an "_suffix") allows them; the repo later becomes part
-// of GitHub API paths, so nothing else may pass.
-var (
-	ownerRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$`)
-	nameRE  = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,100}$`)
-)
 
 // Parse validates a workflow_job payload completely and returns the job it
 // describes. Any problem is a *PayloadError (errors.Is ErrBadPayload) naming
@@ -284,9 +276,13 @@ func parseLabels(msg json.RawMessage, dropNull bool) ([]string, error) {
 	return labels, nil
 }
 
+// validRepo reports whether full is owner/name with owner and repository
+// names as GitHub (and GitHub Enterprise Server, whose managed users carry
+// an "_suffix") allows them; the repo later becomes part of GitHub API
+// paths, so nothing else may pass.
 func validRepo(full string) bool {
 	owner, name, ok := strings.Cut(full, "/")
-	return ok && ownerRE.MatchString(owner) && nameRE.MatchString(name) && name != "." && name != ".."
+	return ok && names.Safe(owner, 100, true) && names.Safe(name, 100, false) && name != "." && name != ".."
 }
 
 // jsonError turns a decoding error into a *PayloadError naming the field.
