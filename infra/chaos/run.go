@@ -639,22 +639,21 @@ func (r *run) newReclaimer(id int, period time.Duration, gh reclaim.GitHub, rate
 // dispatch message carrying it.
 type machineSet struct {
 	mu   sync.Mutex
-	ids  map[int64]bool
 	jobs map[int64]bool
 }
 
-// provisioned records the registration req's JIT config belongs to.
+// provisioned records the job of the registration req's JIT config
+// belongs to (a config that names no registration records nothing).
 func (m *machineSet) provisioned(req provision.Request) {
-	id := agentID(req.JITConfig)
-	if id == 0 {
+	if agentID(req.JITConfig) == 0 {
 		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.ids == nil {
-		m.ids, m.jobs = map[int64]bool{}, map[int64]bool{}
+	if m.jobs == nil {
+		m.jobs = map[int64]bool{}
 	}
-	m.ids[id], m.jobs[req.JobID] = true, true
+	m.jobs[req.JobID] = true
 }
 
 // hasJob reports whether job id got a machine.
@@ -662,13 +661,6 @@ func (m *machineSet) hasJob(id int64) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.jobs[id]
-}
-
-// has reports whether runner id got a machine.
-func (m *machineSet) has(id int64) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.ids[id]
 }
 
 // settle waits (bounded by Settle) until every planned job's record is

@@ -162,7 +162,7 @@ func TestAccessToken(t *testing.T) {
 			t.Parallel()
 			f := setup(t)
 			// WithAuthToken("") would send "Bearer " with nothing after it.
-			gh := client(t, f.srv.URL+"/", "")
+			var gh *github.Client
 			if j := tt.jwt(t); j == "" {
 				gh = github.NewClient(web)
 				gh.BaseURL, _ = url.Parse(f.srv.URL + "/")

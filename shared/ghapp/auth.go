@@ -250,19 +250,14 @@ func (in *installation) mayRescope(tok string) bool {
 	return true
 }
 
-// get returns a valid token: the cached one until refreshBefore its
+// cached returns a valid token: the cached one until refreshBefore its
 // expiry, else GitHub's refusal of the exchange while it is held
 // (refusalHold), else the result of the one exchange in flight for the
-// installation. The exchange runs apart from the caller's context (bounded
-// by the client's timeout), so a caller that gives up does not fail the
-// others that wait for it.
-func (in *installation) get(ctx context.Context) (string, error) {
-	tok, _, _, err := in.cached(ctx)
-	return tok, err
-}
-
-// cached is get, with when the token was received and whether it came
-// from the cache (rather than from an exchange this call waited for).
+// installation; with when the token was received and whether it came from
+// the cache (rather than from an exchange this call waited for). The
+// exchange runs apart from the caller's context (bounded by the client's
+// timeout), so a caller that gives up does not fail the others that wait
+// for it.
 func (in *installation) cached(ctx context.Context) (string, time.Time, bool, error) {
 	in.mu.Lock()
 	now := in.c.now()

@@ -243,5 +243,3 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
-
-func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
