@@ -634,7 +634,7 @@ func (r *run) newReclaimer(id int, period time.Duration, gh reclaim.GitHub, rate
 	})
 }
 
-// machineSet records the runner registrations that got a machine: an EC2
+// machineSet records the jobs whose runner registration got a machine: an EC2
 // instance started (or found) with the registration's config in SSM, or a
 // dispatch message carrying it.
 type machineSet struct {
@@ -642,8 +642,8 @@ type machineSet struct {
 	jobs map[int64]bool
 }
 
-// provisioned records the job of the registration req's JIT config
-// belongs to (a config that names no registration records nothing).
+// provisioned records that req's job got a machine (a JIT config that
+// names no runner registration records nothing).
 func (m *machineSet) provisioned(req provision.Request) {
 	if agentID(req.JITConfig) == 0 {
 		return
