@@ -573,6 +573,45 @@ func TestForkedServersSkipWhatNoOneReads(t *testing.T) {
 	runProbe(t, "serve")
 }
 
+// modelsProbe, after the warm-up, lists botocore's services through a new
+// Loader and a new Session (as moto does for each model it loads and each
+// service it names) and loads a model the warm-up did not: none of it lists
+// botocore's model directory again, and the answers are botocore's.
+const modelsProbe = `
+import os
+import botocore
+import botocore.loaders
+from botocore.session import Session
+data = os.path.abspath(os.path.join(os.path.dirname(botocore.__file__), "data"))
+listed = []
+real = os.listdir
+def counting(path="."):
+    if os.path.abspath(path) == data:
+        listed.append(path)
+    return real(path)
+os.listdir = counting
+try:
+    names = botocore.loaders.create_loader().list_available_services("service-2")
+    services = Session().get_available_services()
+    model = botocore.loaders.create_loader().load_service_model("s3", "service-2")
+finally:
+    os.listdir = real
+if listed:
+    raise AssertionError("botocore listed its model directory %d times after the warm-up" % len(listed))
+if "dynamodb" not in names or names != services or model["metadata"]["serviceId"] != "S3":
+    raise AssertionError("services %d (dynamodb among them: %s), the session's %d, s3's model %s" % (
+        len(names), "dynamodb" in names, len(services), model["metadata"].get("serviceId")))
+print("ok")
+`
+
+// TestBotocoreListsItsModelsOnce guards the launcher's listing cache: moto
+// loads each model through a new botocore Loader, which listed the ~400
+// model directories afresh (46 times in the warm-up alone, half of its CPU).
+func TestBotocoreListsItsModelsOnce(t *testing.T) {
+	t.Parallel()
+	runProbe(t, "models")
+}
+
 // meeting starts a probe where two threads race: meeting(fn) is fn after a
 // meeting point for two callers. A lock that makes one wait for the other
 // keeps them apart (the wait times out after a second and fn goes on); met
@@ -633,7 +672,7 @@ func TestPublicParametersLoadOnce(t *testing.T) {
 // after its warm-up (mod["warm"]), as a server serves.
 var probes = map[string]map[string]string{
 	"cold": {"dispatch": dispatchProbe, "sqs": sqsProbe, "kms": kmsProbe, "sqsclock": sqsClockProbe, "ddbparse": ddbParseProbe, "ddbserialize": ddbSerializeProbe, "ddbtokens": ddbTokensProbe, "ssmdefaults": ssmDefaultsProbe},
-	"warm": {"warm": warmProbe, "failedstack": failedStackProbe, "serve": serveProbe, "stacks": stacksProbe},
+	"warm": {"warm": warmProbe, "failedstack": failedStackProbe, "serve": serveProbe, "stacks": stacksProbe, "models": modelsProbe},
 }
 
 // probeHost loads the launcher script once (moto's imports cost seconds of
