@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -99,6 +100,25 @@ func (r *run) messages(t *testing.T) []job.Message {
 		out = append(out, msg)
 	}
 	return out
+}
+
+// undelayed sends every message with no delay: a test that counts the
+// messages sent, not when they arrive, receives the delayed ones too.
+type undelayed struct{ queue.SQS }
+
+func (u undelayed) SendMessage(ctx context.Context, in *sqs.SendMessageInput, opt ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
+	cp := *in
+	cp.DelaySeconds = 0
+	return u.SQS.SendMessage(ctx, &cp, opt...)
+}
+
+func (u undelayed) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, opt ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	cp := *in
+	cp.Entries = slices.Clone(in.Entries)
+	for i := range cp.Entries {
+		cp.Entries[i].DelaySeconds = 0
+	}
+	return u.SQS.SendMessageBatch(ctx, &cp, opt...)
 }
 
 func (r *run) get(t *testing.T, id int64) job.Record {
@@ -254,9 +274,13 @@ func TestRaceReclaimers(t *testing.T) {
 		}
 		leases[i] = l
 	}
+	// The reclaimers spread the jobs they take back over seconds of
+	// DelaySeconds; messages receives at once, so it counts them sent
+	// without their delays.
+	sends := queue.New(undelayed{r.sqs}, r.world.QueueURL)
 	newReclaimer := func(seed uint64) *reclaim.Reclaimer {
 		rc, err := reclaim.New(reclaim.Config{
-			Store: r.stores[fnReclaimer], Queue: r.queues[fnReclaimer],
+			Store: r.stores[fnReclaimer], Queue: sends,
 			Now: time.Now, Rand: random.New(seed), Logger: r.log, Budget: 20 * time.Second,
 		})
 		if err != nil {
