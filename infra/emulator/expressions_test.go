@@ -19,6 +19,10 @@ import (
 	"github.com/ghclaim/ghclaim/shared/failure"
 )
 
+// expressionTables numbers the tables of TestDynamoDBRefusesAnUnparsableExpression:
+// a server outlives one run of it (-count, the shared server).
+var expressionTables atomic.Int32
+
 // countingClient counts the HTTP requests an SDK client sends.
 type countingClient struct {
 	next aws.HTTPClient
@@ -46,7 +50,7 @@ func TestDynamoDBRefusesAnUnparsableExpression(t *testing.T) {
 	cfg.HTTPClient = counting
 	db := dynamodb.NewFromConfig(cfg)
 	ctx := context.Background()
-	table := aws.String(fmt.Sprintf("expressions-%d", os.Getpid()))
+	table := aws.String(fmt.Sprintf("expressions-%d-%d", os.Getpid(), expressionTables.Add(1)))
 	if _, err := db.CreateTable(ctx, &dynamodb.CreateTableInput{
 		TableName:            table,
 		BillingMode:          types.BillingModePayPerRequest,
