@@ -378,3 +378,23 @@ func TestReportSaysTheRetries(t *testing.T) {
 		t.Error("report without retries mentions them")
 	}
 }
+
+// TestWebhookRatiosAndTheirFloor: the webhook section's ratios come from
+// its latencies, among them the two bare requests against one bare send
+// (the least the first ratio can be with the two requests issue 11
+// allows), and the headline gives that floor beside the ratio.
+func TestWebhookRatiosAndTheirFloor(t *testing.T) {
+	t.Parallel()
+	r := WebhookResult{
+		Handler: Latency{P50: 3.0, P99: 6.4}, Floor: Latency{P50: 1.2, P99: 3.4}, Floor2: Latency{P50: 2.52, P99: 5.85},
+	}
+	r.ratios()
+	if r.RatioP50 != 2.5 || r.RatioP99 != 1.88 || r.Floor2RatioP50 != 1.19 || r.Floor2RatioP99 != 1.09 || r.Floor2OverFloorP50 != 2.1 {
+		t.Errorf("ratios %v %v %v %v %v, want 2.5 1.88 1.19 1.09 2.1", r.RatioP50, r.RatioP99, r.Floor2RatioP50, r.Floor2RatioP99, r.Floor2OverFloorP50)
+	}
+	var md strings.Builder
+	Report{Webhook: r}.Markdown(&md)
+	if !strings.Contains(md.String(), "| the two bare requests alone / one bare SendMessage, p50 (the least the first ratio can be with the two requests the issue allows, here) | 2.10× |") {
+		t.Errorf("headline lacks the two bare requests' ratio to one send:\n%s", md.String())
+	}
+}

@@ -189,6 +189,10 @@ type WebhookResult struct {
 	Floor2         Latency `json:"floor2"`
 	Floor2RatioP50 float64 `json:"floor2_ratio_p50"`
 	Floor2RatioP99 float64 `json:"floor2_ratio_p99"`
+	// Floor2OverFloorP50 is Floor2 / Floor at p50: the two bare requests
+	// alone against one bare send, the least RatioP50 any handler making
+	// those two requests can reach on this machine and emulator.
+	Floor2OverFloorP50 float64 `json:"floor2_over_floor_p50"`
 	// HandlerOwn is the handler's time outside AWS requests (verify,
 	// parse, marshal, log): latency minus the time its requests took.
 	HandlerOwn Latency `json:"handler_own"`
@@ -205,6 +209,15 @@ type WebhookResult struct {
 	FloorBytes    float64 `json:"floor_bytes"`
 	AllocRatio    float64 `json:"alloc_ratio"`
 	PayloadBytes  int     `json:"payload_bytes"`
+}
+
+// ratios sets r's ratios from its latencies.
+func (r *WebhookResult) ratios() {
+	r.RatioP50 = Ratio(r.Handler.P50, r.Floor.P50)
+	r.RatioP99 = Ratio(r.Handler.P99, r.Floor.P99)
+	r.Floor2RatioP50 = Ratio(r.Handler.P50, r.Floor2.P50)
+	r.Floor2RatioP99 = Ratio(r.Handler.P99, r.Floor2.P99)
+	r.Floor2OverFloorP50 = Ratio(r.Floor2.P50, r.Floor.P50)
 }
 
 // MeasureWebhook runs warm deliveries of each kind first, then n of each,
@@ -277,11 +290,8 @@ func MeasureWebhook(ctx context.Context, w *Webhook, n, warm, allocRuns int) (We
 		OpLatencyMS:  map[string]float64{},
 		PayloadBytes: len(w.Event(0).Body),
 	}
-	r.RatioP50 = Ratio(r.Handler.P50, r.Floor.P50)
-	r.RatioP99 = Ratio(r.Handler.P99, r.Floor.P99)
 	r.Floor2 = Summarise(f2Lat)
-	r.Floor2RatioP50 = Ratio(r.Handler.P50, r.Floor2.P50)
-	r.Floor2RatioP99 = Ratio(r.Handler.P99, r.Floor2.P99)
+	r.ratios()
 	both := hCalls
 	add(&both, fCalls)
 	for op, k := range both.Calls {
