@@ -631,6 +631,56 @@ def meeting(fn):
     return meet
 `
 
+// ddbValidateProbe sends UpdateItems and counts moto's first validation
+// pass (the clause count) per request: it runs for an expression, names and
+// key attributes it has not seen pass, and not again for the same ones; the
+// passes that read the values still apply each update. A combination that
+// was refused (two SET clauses, an update of the key) is refused again,
+// the same way, its passes run each time.
+const ddbValidateProbe = ddbTable + `
+from moto.dynamodb.parsing import validators
+counts = {"n": 0}
+verify = validators.ActionCountValidator.verify_action_counts
+def counted(self, node):
+    counts["n"] += 1
+    return verify(self, node)
+validators.ActionCountValidator.verify_action_counts = counted
+def update(expr, names, n):
+    counts["n"] = 0
+    r = call("UpdateItem", {"TableName": "t", "Key": {"pk": {"S": "a"}}, "UpdateExpression": expr, "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": {":n": {"N": str(n)}}, "ReturnValues": "ALL_NEW"})
+    return r.status_code, json.loads(r.data), counts["n"]
+expr = "SET #c = :n, d = :n REMOVE e"
+code, out, first = update(expr, {"#c": "c"}, 1)
+if code != 200 or first == 0:
+    raise AssertionError("first update: %d %s, clause checks %d; want 200 and the checks run" % (code, out, first))
+code, out, again = update(expr, {"#c": "c"}, 2)
+if code != 200 or again != 0 or out["Attributes"]["c"] != {"N": "2"} or out["Attributes"]["d"] != {"N": "2"}:
+    raise AssertionError("same update again: %d %s, clause checks %d; want 200, c and d 2, no checks" % (code, out, again))
+code, out, other = update(expr, {"#c": "other"}, 3)
+if code != 200 or other == 0 or out["Attributes"]["other"] != {"N": "3"}:
+    raise AssertionError("other names: %d %s, clause checks %d; want 200 and the checks run" % (code, out, other))
+for expr, names in (("SET #c = :n SET d = :n", {"#c": "c"}), ("SET #k = :n", {"#k": "pk"})):
+    answers = []
+    for _ in range(2):
+        code, out, checks = update(expr, names, 4)
+        if code != 400 or checks == 0:
+            raise AssertionError("%r: %d %s, clause checks %d; want 400, checked each time" % (expr, code, out, checks))
+        answers.append(out)
+    if answers[0] != answers[1]:
+        raise AssertionError("%r refused two ways: %s" % (expr, answers))
+print("ok")
+`
+
+// TestDynamoDBValidatesAnUpdatesShapeOnce guards the launcher's memory of
+// the update validation passes that read only the expression, its names and
+// the table's keys: a combination that passed them skips them after, and
+// one that was refused is refused each time.
+func TestDynamoDBValidatesAnUpdatesShapeOnce(t *testing.T) {
+	t.Parallel()
+	runProbe(t, "ddbvalidate")
+}
+
 // ssmDefaultsProbe makes two first reads of an AWS public parameter meet
 // inside moto's load of them: without the launcher's lock both load, and the
 // parameter has each version twice; with it the second read waits for the
@@ -671,7 +721,7 @@ func TestPublicParametersLoadOnce(t *testing.T) {
 // "ok" or fails. The cold ones run on the script as loaded; the warm ones
 // after its warm-up (mod["warm"]), as a server serves.
 var probes = map[string]map[string]string{
-	"cold": {"dispatch": dispatchProbe, "sqs": sqsProbe, "kms": kmsProbe, "sqsclock": sqsClockProbe, "ddbparse": ddbParseProbe, "ddbserialize": ddbSerializeProbe, "ddbtokens": ddbTokensProbe, "ssmdefaults": ssmDefaultsProbe},
+	"cold": {"dispatch": dispatchProbe, "sqs": sqsProbe, "kms": kmsProbe, "sqsclock": sqsClockProbe, "ddbparse": ddbParseProbe, "ddbserialize": ddbSerializeProbe, "ddbtokens": ddbTokensProbe, "ssmdefaults": ssmDefaultsProbe, "ddbvalidate": ddbValidateProbe},
 	"warm": {"warm": warmProbe, "failedstack": failedStackProbe, "serve": serveProbe, "stacks": stacksProbe, "models": modelsProbe},
 }
 
