@@ -7,26 +7,13 @@
 // EC2's ~750 operations and compiles for about 110 CPU-seconds on one
 // core, a third of all the compiling `make test` does from an empty build
 // cache, and on the critical path of every package that launches a
-// machine; ghclaim uses four of them. This package takes from the SDK
-// everything that is not the shape of a call: the credentials, SigV4
-// signing (aws/signer/v4), the retryer (cfg.Retryer, else the SDK's
-// standard one: the same attempts, backoff with jitter, throttling codes
-// such as RequestLimitExceeded and retry quota), the HTTP client
-// (cfg.HTTPClient, else the SDK's), EC2's error document
-// (aws/protocol/ec2query) and the SDK's error chain (*smithy.OperationError
-// → *awshttp.ResponseError with the HTTP status → smithy.APIError with
-// EC2's code), so shared/failure and errors.As treat its errors exactly as
-// the SDK client's. The request keys and the response elements are those
-// of EC2's published model (botocore's service-2.json, which the SDK is
-// generated from as well); model_test.go checks every one of them against
-// it, and the adapters' tests run against moto's EC2.
-//
-// Endpoint: resolved as the SDK's EC2 client resolves it (its endpoint
-// rules, endpoint_test.go): a configured endpoint (AWS_ENDPOINT_URL_EC2 or
-// the shared config's ec2 endpoint_url, else cfg.BaseEndpoint: moto,
-// LocalStack), else from the region, AWS_USE_FIPS_ENDPOINT and
-// AWS_USE_DUALSTACK_ENDPOINT as cfg.ConfigSources give them
-// (config.LoadDefaultConfig's sources, or shared/awsenv's in the functions).
+// machine; ghclaim uses four of them. shared/awsrpc sends the requests as
+// the SDK would (credentials, SigV4, the retryer, the HTTP client, the
+// endpoint rules, the error chain), with EC2's error document read by the
+// SDK's own aws/protocol/ec2query. The request keys and the response
+// elements are those of EC2's published model (botocore's service-2.json,
+// which the SDK is generated from as well); model_test.go checks every one
+// of them against it, and the adapters' tests run against moto's EC2.
 //
 // It never logs, and its errors carry no credential and no request body.
 package ec2api
@@ -34,27 +21,14 @@ package ec2api
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/xml"
-	"errors"
-	"fmt"
-	"io"
 	"net/http"
 	"net/url"
-	"os"
-	"strings"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/protocol/ec2query"
-	"github.com/aws/aws-sdk-go-v2/aws/retry"
-	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
-	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
-	"github.com/aws/smithy-go"
-	smithyhttp "github.com/aws/smithy-go/transport/http"
 
-	"github.com/ghclaim/ghclaim/shared/clock"
+	"github.com/ghclaim/ghclaim/shared/awsrpc"
 )
 
 // APIVersion is the EC2 API version every request names.
@@ -63,32 +37,25 @@ const APIVersion = "2016-11-15"
 // ServiceID names EC2 in errors, as the SDK does.
 const ServiceID = "EC2"
 
-// signingName is EC2's SigV4 service name.
-const signingName = "ec2"
+// Service is EC2 to shared/awsrpc: its names, and its error document.
+var Service = awsrpc.Service{
+	ID: ServiceID, SigningName: "ec2", EndpointPrefix: "ec2",
+	ContentType: "application/x-www-form-urlencoded",
+	Error: func(_ http.Header, body []byte) (code, message, requestID string) {
+		comp, err := ec2query.GetErrorResponseComponents(bytes.NewReader(body))
+		if err != nil {
+			return "", "", ""
+		}
+		return comp.Code, comp.Message, comp.RequestID
+	},
+}
 
 // Client calls EC2. It is safe for concurrent use.
-type Client struct {
-	region   string
-	endpoint string
-	// endpointErr is a configuration the endpoint rules refuse (FIPS with
-	// a custom endpoint), returned by every call.
-	endpointErr error
-	http        aws.HTTPClient
-	creds       aws.CredentialsProvider
-	retryer     aws.Retryer
-	signer      *v4.Signer
-	now         clock.Func
-	sleep       func(context.Context, time.Duration) error
-}
+type Client struct{ rpc *awsrpc.Client }
 
-// Options are New's optional settings.
-type Options struct {
-	// Now is the clock requests are signed with; time.Now when nil.
-	Now clock.Func
-	// Sleep waits between attempts, or returns ctx's error; a timer when
-	// nil. Tests inject one that records the delays.
-	Sleep func(ctx context.Context, d time.Duration) error
-}
+// Options are New's optional settings (the clock, the sleep between
+// attempts, the HTTP client).
+type Options = awsrpc.Options
 
 // New returns a client for cfg's region, credentials, endpoint, HTTP
 // client and retryer.
@@ -97,359 +64,32 @@ func New(cfg aws.Config, opts ...func(*Options)) *Client {
 	for _, f := range opts {
 		f(&o)
 	}
-	if o.Sleep == nil {
-		o.Sleep = clock.Sleep
-	}
-	c := &Client{
-		region: cfg.Region, http: cfg.HTTPClient, creds: cfg.Credentials,
-		signer: v4.NewSigner(), now: clock.Or(o.Now), sleep: o.Sleep,
-	}
-	if c.http == nil {
-		c.http = awshttp.NewBuildableClient()
-	}
-	if cfg.Retryer != nil {
-		c.retryer = cfg.Retryer()
-	} else {
-		c.retryer = retry.NewStandard()
-	}
-	c.endpoint, c.endpointErr = Endpoint(cfg)
-	return c
+	return &Client{rpc: awsrpc.New(Service, cfg, o)}
 }
 
 // Region is the client's region: the one its instances live in.
-func (c *Client) Region() string { return c.region }
+func (c *Client) Region() string { return c.rpc.Region() }
 
 // Call sends action with params (Query protocol keys, lists already
 // numbered: "InstanceId.1") and decodes the answer's XML into out (nil
-// discards it). Retries follow the client's retryer. Errors are the SDK's
-// chain: *smithy.OperationError around an *awshttp.ResponseError around a
-// smithy.APIError carrying EC2's code; a cancelled context gives
-// *smithy.CanceledError.
+// discards it). Retries and errors are shared/awsrpc's: the SDK's chain,
+// *smithy.OperationError around an *awshttp.ResponseError around a
+// smithy.APIError carrying EC2's code.
 func (c *Client) Call(ctx context.Context, action string, params url.Values, out any) error {
-	if err := c.call(ctx, action, params, out); err != nil {
-		return &smithy.OperationError{ServiceID: ServiceID, OperationName: action, Err: err}
-	}
-	return nil
-}
-
-func (c *Client) call(ctx context.Context, action string, params url.Values, out any) error {
-	if c.region == "" {
-		return errors.New("no region: set AWS_REGION")
-	}
-	if c.endpointErr != nil {
-		return c.endpointErr
-	}
-	if c.creds == nil {
-		return errors.New("no credentials")
-	}
 	form := url.Values{}
 	for k, v := range params {
 		form[k] = v
 	}
 	form.Set("Action", action)
 	form.Set("Version", APIVersion)
-	body := form.Encode()
-	sum := sha256.Sum256([]byte(body))
-	hash := hex.EncodeToString(sum[:])
-
-	var releaseRetry func(error) error
-	for attempt := 1; ; attempt++ {
-		releaseAttempt := func(error) error { return nil }
-		if v2, ok := c.retryer.(aws.RetryerV2); ok {
-			rel, err := v2.GetAttemptToken(ctx)
-			if err != nil {
-				return fmt.Errorf("attempt token: %w", err)
-			}
-			releaseAttempt = rel
-		}
-		err := c.attempt(ctx, body, hash, out)
-		_ = releaseAttempt(err)
-		if releaseRetry != nil {
-			_ = releaseRetry(err)
-			releaseRetry = nil
-		}
-		switch {
-		case err == nil:
-			return nil
-		case ctx.Err() != nil:
-			return &smithy.CanceledError{Err: ctx.Err()}
-		case !c.retryer.IsErrorRetryable(err):
-			return retried(attempt, err)
-		case attempt >= c.retryer.MaxAttempts():
-			return &retry.MaxAttemptsError{Attempt: attempt, Err: err}
-		}
-		delay, derr := c.retryer.RetryDelay(attempt, err)
-		if derr != nil {
-			return retried(attempt, err)
-		}
-		rel, qerr := c.retryer.GetRetryToken(ctx, err)
-		if qerr != nil {
-			return retried(attempt, err) // the retry quota is spent: no retry storm
-		}
-		releaseRetry = rel
-		if serr := c.sleep(ctx, delay); serr != nil {
-			return &smithy.CanceledError{Err: serr}
-		}
+	var decode func(int, []byte) error
+	if out != nil {
+		decode = func(_ int, data []byte) error { return xml.Unmarshal(data, out) }
 	}
+	return c.rpc.Call(ctx, action, nil, []byte(form.Encode()), decode)
 }
-
-// RetriedError is the last attempt's error of a call that made more than
-// one: an earlier attempt's answer was lost (a reset connection, a 5xx),
-// so it may have taken effect whatever the last one says. A call whose
-// attempts ran out ends as *retry.MaxAttemptsError instead, which says as
-// much; this is for a call cut short before that (its retry quota spent,
-// a later attempt refused outright). Its text and errors.As are the last
-// attempt's.
-type RetriedError struct {
-	Attempts int
-	Err      error
-}
-
-func (e *RetriedError) Error() string { return e.Err.Error() }
-func (e *RetriedError) Unwrap() error { return e.Err }
-
-// retried is err, the error of attempt, marked when attempt is not the
-// first (RetriedError).
-func retried(attempt int, err error) error {
-	if attempt <= 1 {
-		return err
-	}
-	return &RetriedError{Attempts: attempt, Err: err}
-}
-
-// Attempts reports how many attempts the call that failed with err made,
-// when it made more than one (0 otherwise): an earlier one may have taken
-// effect, its answer lost.
-func Attempts(err error) int {
-	var re *RetriedError
-	if errors.As(err, &re) {
-		return re.Attempts
-	}
-	var me *retry.MaxAttemptsError
-	if errors.As(err, &me) && me.Attempt > 1 {
-		return me.Attempt
-	}
-	return 0
-}
-
-// attempt sends one signed request and decodes its answer.
-func (c *Client) attempt(ctx context.Context, body, hash string, out any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.endpoint+"/", strings.NewReader(body))
-	if err != nil {
-		return fmt.Errorf("build request: %w", err)
-	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("User-Agent", "ghclaim-ec2api")
-	creds, err := c.creds.Retrieve(ctx)
-	if err != nil {
-		return fmt.Errorf("retrieve credentials: %w", err)
-	}
-	if err := c.signer.SignHTTP(ctx, creds, req, hash, signingName, c.region, c.now().UTC()); err != nil {
-		return fmt.Errorf("sign request: %w", err)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return &smithyhttp.RequestSendError{Err: err}
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return &smithyhttp.RequestSendError{Err: fmt.Errorf("read answer: %w", err)}
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return responseError(resp, data)
-	}
-	if out == nil {
-		return nil
-	}
-	if err := xml.Unmarshal(data, out); err != nil {
-		return &smithy.DeserializationError{Err: fmt.Errorf("decode answer (HTTP %d, %d bytes): %w", resp.StatusCode, len(data), err)}
-	}
-	return nil
-}
-
-// responseError is EC2's error answer as the SDK returns it.
-func responseError(resp *http.Response, data []byte) error {
-	comp, err := ec2query.GetErrorResponseComponents(bytes.NewReader(data))
-	if err != nil {
-		comp = ec2query.ErrorComponents{}
-	}
-	code := comp.Code
-	if code == "" {
-		code = "UnknownError"
-	}
-	msg := comp.Message
-	if msg == "" {
-		msg = code
-	}
-	fault := smithy.FaultClient
-	if resp.StatusCode >= 500 {
-		fault = smithy.FaultServer
-	}
-	id := comp.RequestID
-	if id == "" {
-		id = resp.Header.Get("X-Amzn-Requestid")
-	}
-	return &awshttp.ResponseError{
-		RequestID: id,
-		ResponseError: &smithyhttp.ResponseError{
-			Response: &smithyhttp.Response{Response: resp},
-			Err:      &smithy.GenericAPIError{Code: code, Message: msg, Fault: fault},
-		},
-	}
-}
-
-// Partition returns the AWS partition of region.
-func Partition(region string) string {
-	for _, p := range []struct{ prefix, partition string }{
-		{"cn-", "aws-cn"}, {"us-gov-", "aws-us-gov"}, {"us-isob-", "aws-iso-b"}, {"us-iso-", "aws-iso"},
-		{"eu-isoe-", "aws-iso-e"}, {"us-isof-", "aws-iso-f"}, {"eusc-", "aws-eusc"},
-	} {
-		if strings.HasPrefix(region, p.prefix) {
-			return p.partition
-		}
-	}
-	return "aws"
-}
-
-// DNSSuffix returns the DNS suffix of a partition's regional endpoints.
-func DNSSuffix(partition string) string {
-	switch partition {
-	case "aws-cn":
-		return "amazonaws.com.cn"
-	case "aws-iso":
-		return "c2s.ic.gov"
-	case "aws-iso-b":
-		return "sc2s.sgov.gov"
-	case "aws-iso-e":
-		return "cloud.adc-e.uk"
-	case "aws-iso-f":
-		return "csp.hci.ic.gov"
-	case "aws-eusc":
-		return "amazonaws.eu"
-	default:
-		return "amazonaws.com"
-	}
-}
-
-// DualStackDNSSuffix returns the DNS suffix of a partition's dual-stack
-// (IPv4 and IPv6) endpoints.
-func DualStackDNSSuffix(partition string) string {
-	switch partition {
-	case "aws-cn":
-		return "api.amazonwebservices.com.cn"
-	case "aws-iso":
-		return "api.aws.ic.gov"
-	case "aws-iso-b":
-		return "api.aws.scloud"
-	case "aws-iso-e":
-		return "api.cloud-aws.adc-e.uk"
-	case "aws-iso-f":
-		return "api.aws.hci.ic.gov"
-	case "aws-eusc":
-		return "api.amazonwebservices.eu"
-	default: // aws, aws-us-gov
-		return "api.aws"
-	}
-}
-
-// The settings the SDK's clients read from aws.Config.ConfigSources;
-// config.EnvConfig, config.SharedConfig and awsenv.Endpoints have them.
-type (
-	serviceEndpointSource interface {
-		GetServiceBaseEndpoint(ctx context.Context, sdkID string) (string, bool, error)
-	}
-	ignoreEndpointsSource interface {
-		GetIgnoreConfiguredEndpoints(ctx context.Context) (bool, bool, error)
-	}
-	fipsSource interface {
-		GetUseFIPSEndpoint(ctx context.Context) (aws.FIPSEndpointState, bool, error)
-	}
-	dualStackSource interface {
-		GetUseDualStackEndpoint(ctx context.Context) (aws.DualStackEndpointState, bool, error)
-	}
-)
 
 // Endpoint returns the EC2 endpoint cfg resolves to, as the SDK's EC2
 // client would resolve it, without a trailing slash. With no region and
 // no configured endpoint it returns "" (a call then asks for AWS_REGION).
-func Endpoint(cfg aws.Config) (string, error) {
-	ctx := context.Background()
-	base := aws.ToString(cfg.BaseEndpoint)
-	// The SDK's order: AWS_ENDPOINT_URL alone keeps cfg.BaseEndpoint;
-	// otherwise a service-specific endpoint, unless endpoints configured
-	// outside the code are ignored, replaces it.
-	_, global := os.LookupEnv("AWS_ENDPOINT_URL")
-	_, own := os.LookupEnv("AWS_ENDPOINT_URL_EC2")
-	if !global || own {
-		if v, ok := serviceEndpoint(ctx, cfg.ConfigSources); ok {
-			base = v
-		}
-	}
-	// The first source that sets each one decides it, as in the SDK.
-	var fips, dual, fipsSet, dualSet bool
-	for _, src := range cfg.ConfigSources {
-		if s, ok := src.(fipsSource); ok && !fipsSet {
-			if v, found, err := s.GetUseFIPSEndpoint(ctx); err == nil && found {
-				fips, fipsSet = v == aws.FIPSEndpointStateEnabled, true
-			}
-		}
-		if s, ok := src.(dualStackSource); ok && !dualSet {
-			if v, found, err := s.GetUseDualStackEndpoint(ctx); err == nil && found {
-				dual, dualSet = v == aws.DualStackEndpointStateEnabled, true
-			}
-		}
-	}
-	switch {
-	case base != "" && fips:
-		return "", errors.New("EC2 endpoint: FIPS (AWS_USE_FIPS_ENDPOINT) and a custom endpoint are not supported together")
-	case base != "" && dual:
-		return "", errors.New("EC2 endpoint: dual-stack (AWS_USE_DUALSTACK_ENDPOINT) and a custom endpoint are not supported together")
-	case base != "":
-		return strings.TrimSuffix(base, "/"), nil
-	case cfg.Region == "":
-		return "", nil
-	}
-	r, p := cfg.Region, Partition(cfg.Region)
-	switch {
-	case fips && dual:
-		return "https://ec2-fips." + r + "." + DualStackDNSSuffix(p), nil
-	case fips && p == "aws-us-gov": // GovCloud's regional endpoints are FIPS already
-		return "https://ec2." + r + ".amazonaws.com", nil
-	case fips:
-		return "https://ec2-fips." + r + "." + DNSSuffix(p), nil
-	case dual:
-		return "https://ec2." + r + "." + DualStackDNSSuffix(p), nil
-	default:
-		return "https://ec2." + r + "." + DNSSuffix(p), nil
-	}
-}
-
-// serviceEndpoint is the first configured EC2 endpoint among the sources,
-// none when configured endpoints are ignored (the first source that says
-// whether to ignore them decides, as in the SDK).
-func serviceEndpoint(ctx context.Context, sources []any) (string, bool) {
-	for _, src := range sources {
-		if s, ok := src.(ignoreEndpointsSource); ok {
-			v, found, err := s.GetIgnoreConfiguredEndpoints(ctx)
-			if err == nil && found && v {
-				return "", false
-			}
-			if err != nil || found {
-				break
-			}
-		}
-	}
-	for _, src := range sources {
-		if s, ok := src.(serviceEndpointSource); ok {
-			v, found, err := s.GetServiceBaseEndpoint(ctx, ServiceID)
-			if err != nil {
-				return "", false
-			}
-			if found {
-				return v, true
-			}
-		}
-	}
-	return "", false
-}
+func Endpoint(cfg aws.Config) (string, error) { return Service.Endpoint(cfg) }

@@ -397,18 +397,6 @@ func TestEndpoint(t *testing.T) {
 	}
 }
 
-func TestPartition(t *testing.T) {
-	t.Parallel()
-	for region, want := range map[string]string{
-		"us-east-1": "aws", "eu-central-2": "aws", "cn-north-1": "aws-cn", "cn-northwest-1": "aws-cn",
-		"us-gov-west-1": "aws-us-gov", "us-iso-east-1": "aws-iso", "us-isob-east-1": "aws-iso-b",
-	} {
-		if got := ec2api.Partition(region); got != want {
-			t.Errorf("Partition(%q): got %q, want %q", region, got, want)
-		}
-	}
-}
-
 // An option that leaves Now or Sleep nil gets the defaults, as the other
 // constructors' Configs do, instead of a nil func at the first request.
 func TestNilOptionsTakeTheDefaults(t *testing.T) {

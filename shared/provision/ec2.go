@@ -18,6 +18,7 @@ import (
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/ghclaim/ghclaim/shared/awsrpc"
 	"github.com/ghclaim/ghclaim/shared/clock"
 	"github.com/ghclaim/ghclaim/shared/ec2api"
 	"github.com/ghclaim/ghclaim/shared/pool"
@@ -593,7 +594,7 @@ func (e *EC2) unknownLaunch(ctx context.Context, req Request, in *ec2api.CreateF
 	// quota cut them short (a throttle storm drains it).
 	var api smithy.APIError
 	if errors.As(cause, &api) && (api.ErrorFault() == smithy.FaultClient || api.ErrorCode() == "RequestLimitExceeded") &&
-		ec2api.Attempts(cause) <= 1 {
+		awsrpc.Attempts(cause) <= 1 {
 		return cause
 	}
 	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
@@ -628,7 +629,7 @@ type launched struct{ id, owner string }
 // instance's own requests: partition and Region from the client, account
 // from the launch or lookup answer, so it costs no extra call.
 func (e *EC2) instanceARN(inst launched) string {
-	return "arn:" + ec2api.Partition(e.region) + ":ec2:" + e.region + ":" + inst.owner + ":instance/" + inst.id
+	return "arn:" + awsrpc.Partition(e.region) + ":ec2:" + e.region + ":" + inst.owner + ":instance/" + inst.id
 }
 
 // launch creates the instant fleet in. When EC2 refuses its ClientToken

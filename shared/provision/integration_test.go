@@ -19,6 +19,7 @@ import (
 
 	"github.com/ghclaim/ghclaim/infra/emulator"
 	"github.com/ghclaim/ghclaim/infra/provisiontest"
+	"github.com/ghclaim/ghclaim/shared/awsrpc"
 	"github.com/ghclaim/ghclaim/shared/ec2api"
 	"github.com/ghclaim/ghclaim/shared/failure"
 )
@@ -182,7 +183,7 @@ func (f awsFixture) assertInstanceTag(t *testing.T, name string, inst ec2api.Ins
 		t.Fatalf("DescribeInstances %s: %v", inst.InstanceID, err)
 	}
 	region := f.ec2.Region()
-	want := fmt.Sprintf("arn:%s:ec2:%s:%s:instance/%s", ec2api.Partition(region), region,
+	want := fmt.Sprintf("arn:%s:ec2:%s:%s:instance/%s", awsrpc.Partition(region), region,
 		out.Reservations[0].OwnerID, inst.InstanceID)
 	tags, err := f.ssm.ListTagsForResource(ctx, &ssm.ListTagsForResourceInput{
 		ResourceType: ssmtypes.ResourceTypeForTaggingParameter, ResourceId: aws.String(name)})

@@ -1,0 +1,458 @@
+// Package awsrpc is what ghclaim's own AWS API clients (shared/ec2api,
+// shared/ssmapi) share beside the shape of their calls: one signed, retried
+// request to a service's regional endpoint, answered as the SDK answers.
+//
+// Decision: those clients replace the SDK's service clients, whose
+// packages hold every operation of their service and, for SSM, build the
+// schemas of all of them at every cold start (5–6 ms per start on a slow
+// 2-CPU machine, a third of a function's package initialisation) and
+// compile for tens of CPU-seconds. This package takes from the SDK
+// everything that is not the shape of a call: the credentials, SigV4
+// signing (aws/signer/v4), the retryer (cfg.Retryer, else the SDK's
+// standard one: the same attempts, backoff with jitter, throttling codes
+// and retry quota), the HTTP client (cfg.HTTPClient, else the SDK's), and
+// the SDK's error chain (*smithy.OperationError → *awshttp.ResponseError
+// with the HTTP status → smithy.APIError with the service's code), so
+// shared/failure and errors.As treat its errors exactly as the SDK
+// client's.
+//
+// Endpoint: resolved as the SDK's clients resolve it for services whose
+// rules are the standard regional ones (EC2's and SSM's are): a configured
+// endpoint (AWS_ENDPOINT_URL_<SERVICE> or the shared config's endpoint_url
+// for the service, else cfg.BaseEndpoint: moto, LocalStack), else from the
+// region, AWS_USE_FIPS_ENDPOINT and AWS_USE_DUALSTACK_ENDPOINT as
+// cfg.ConfigSources give them (config.LoadDefaultConfig's sources, or
+// shared/awsenv's in the functions).
+//
+// It never logs, and its errors carry no credential and no request body.
+package awsrpc
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+
+	"github.com/ghclaim/ghclaim/shared/clock"
+)
+
+// Service describes an AWS service to its client.
+type Service struct {
+	// ID is the SDK's service ID ("EC2", "SSM"): the service of an
+	// OperationError, and the key of its configured endpoint.
+	ID string
+	// SigningName is its SigV4 service name ("ec2", "ssm").
+	SigningName string
+	// EndpointPrefix is the first label of its regional host names
+	// ("ec2" → ec2.<region>.amazonaws.com, ec2-fips.…).
+	EndpointPrefix string
+	// ContentType is the Content-Type of its requests.
+	ContentType string
+	// Error reads an error answer's code, message and request ID (each
+	// may be empty).
+	Error func(header http.Header, body []byte) (code, message, requestID string)
+}
+
+// Client sends a service's requests. It is safe for concurrent use.
+type Client struct {
+	svc      Service
+	region   string
+	endpoint string
+	// endpointErr is a configuration the endpoint rules refuse (FIPS with
+	// a custom endpoint), returned by every call.
+	endpointErr error
+	http        aws.HTTPClient
+	creds       aws.CredentialsProvider
+	retryer     aws.Retryer
+	signer      *v4.Signer
+	now         clock.Func
+	sleep       func(context.Context, time.Duration) error
+}
+
+// Options are a client's optional settings.
+type Options struct {
+	// Now is the clock requests are signed with; time.Now when nil.
+	Now clock.Func
+	// Sleep waits between attempts, or returns ctx's error; a timer when
+	// nil. Tests inject one that records the delays.
+	Sleep func(ctx context.Context, d time.Duration) error
+	// HTTPClient sends the requests; cfg.HTTPClient when nil.
+	HTTPClient aws.HTTPClient
+}
+
+// New returns a client of svc for cfg's region, credentials, endpoint,
+// HTTP client and retryer.
+func New(svc Service, cfg aws.Config, o Options) *Client {
+	if o.Sleep == nil {
+		o.Sleep = clock.Sleep
+	}
+	c := &Client{
+		svc: svc, region: cfg.Region, http: cfg.HTTPClient, creds: cfg.Credentials,
+		signer: v4.NewSigner(), now: clock.Or(o.Now), sleep: o.Sleep,
+	}
+	if o.HTTPClient != nil {
+		c.http = o.HTTPClient
+	}
+	if c.http == nil {
+		c.http = awshttp.NewBuildableClient()
+	}
+	if cfg.Retryer != nil {
+		c.retryer = cfg.Retryer()
+	} else {
+		c.retryer = retry.NewStandard()
+	}
+	c.endpoint, c.endpointErr = svc.Endpoint(cfg)
+	return c
+}
+
+// Region is the client's region.
+func (c *Client) Region() string { return c.region }
+
+// Call sends operation op: body with header (besides Content-Type and the
+// signature's), and hands a 2xx answer's body to decode (nil discards it).
+// Retries follow the client's retryer. Errors are the SDK's chain:
+// *smithy.OperationError around an *awshttp.ResponseError around a
+// smithy.APIError carrying the service's code; a cancelled context gives
+// *smithy.CanceledError.
+func (c *Client) Call(ctx context.Context, op string, header http.Header, body []byte, decode func(status int, body []byte) error) error {
+	if err := c.call(ctx, header, body, decode); err != nil {
+		return &smithy.OperationError{ServiceID: c.svc.ID, OperationName: op, Err: err}
+	}
+	return nil
+}
+
+func (c *Client) call(ctx context.Context, header http.Header, body []byte, decode func(int, []byte) error) error {
+	if c.region == "" {
+		return errors.New("no region: set AWS_REGION")
+	}
+	if c.endpointErr != nil {
+		return c.endpointErr
+	}
+	if c.creds == nil {
+		return errors.New("no credentials")
+	}
+	sum := sha256.Sum256(body)
+	hash := hex.EncodeToString(sum[:])
+
+	var releaseRetry func(error) error
+	for attempt := 1; ; attempt++ {
+		releaseAttempt := func(error) error { return nil }
+		if v2, ok := c.retryer.(aws.RetryerV2); ok {
+			rel, err := v2.GetAttemptToken(ctx)
+			if err != nil {
+				return fmt.Errorf("attempt token: %w", err)
+			}
+			releaseAttempt = rel
+		}
+		err := c.attempt(ctx, header, body, hash, decode)
+		_ = releaseAttempt(err)
+		if releaseRetry != nil {
+			_ = releaseRetry(err)
+			releaseRetry = nil
+		}
+		switch {
+		case err == nil:
+			return nil
+		case ctx.Err() != nil:
+			return &smithy.CanceledError{Err: ctx.Err()}
+		case !c.retryer.IsErrorRetryable(err):
+			return retried(attempt, err)
+		case attempt >= c.retryer.MaxAttempts():
+			return &retry.MaxAttemptsError{Attempt: attempt, Err: err}
+		}
+		delay, derr := c.retryer.RetryDelay(attempt, err)
+		if derr != nil {
+			return retried(attempt, err)
+		}
+		rel, qerr := c.retryer.GetRetryToken(ctx, err)
+		if qerr != nil {
+			return retried(attempt, err) // the retry quota is spent: no retry storm
+		}
+		releaseRetry = rel
+		if serr := c.sleep(ctx, delay); serr != nil {
+			return &smithy.CanceledError{Err: serr}
+		}
+	}
+}
+
+// RetriedError is the last attempt's error of a call that made more than
+// one: an earlier attempt's answer was lost (a reset connection, a 5xx),
+// so it may have taken effect whatever the last one says. A call whose
+// attempts ran out ends as *retry.MaxAttemptsError instead, which says as
+// much; this is for a call cut short before that (its retry quota spent,
+// a later attempt refused outright). Its text and errors.As are the last
+// attempt's.
+type RetriedError struct {
+	Attempts int
+	Err      error
+}
+
+func (e *RetriedError) Error() string { return e.Err.Error() }
+func (e *RetriedError) Unwrap() error { return e.Err }
+
+// retried is err, the error of attempt, marked when attempt is not the
+// first (RetriedError).
+func retried(attempt int, err error) error {
+	if attempt <= 1 {
+		return err
+	}
+	return &RetriedError{Attempts: attempt, Err: err}
+}
+
+// Attempts reports how many attempts the call that failed with err made,
+// when it made more than one (0 otherwise): an earlier one may have taken
+// effect, its answer lost.
+func Attempts(err error) int {
+	var re *RetriedError
+	if errors.As(err, &re) {
+		return re.Attempts
+	}
+	var me *retry.MaxAttemptsError
+	if errors.As(err, &me) && me.Attempt > 1 {
+		return me.Attempt
+	}
+	return 0
+}
+
+// attempt sends one signed request and decodes its answer.
+func (c *Client) attempt(ctx context.Context, header http.Header, body []byte, hash string, decode func(int, []byte) error) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.endpoint+"/", bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("build request: %w", err)
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	req.Header.Set("Content-Type", c.svc.ContentType)
+	req.Header.Set("User-Agent", "ghclaim-"+c.svc.SigningName+"api")
+	creds, err := c.creds.Retrieve(ctx)
+	if err != nil {
+		return fmt.Errorf("retrieve credentials: %w", err)
+	}
+	if err := c.signer.SignHTTP(ctx, creds, req, hash, c.svc.SigningName, c.region, c.now().UTC()); err != nil {
+		return fmt.Errorf("sign request: %w", err)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return &smithyhttp.RequestSendError{Err: err}
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return &smithyhttp.RequestSendError{Err: fmt.Errorf("read answer: %w", err)}
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return c.responseError(resp, data)
+	}
+	if decode == nil {
+		return nil
+	}
+	if err := decode(resp.StatusCode, data); err != nil {
+		return &smithy.DeserializationError{Err: fmt.Errorf("decode answer (HTTP %d, %d bytes): %w", resp.StatusCode, len(data), err)}
+	}
+	return nil
+}
+
+// responseError is the service's error answer as the SDK returns it.
+func (c *Client) responseError(resp *http.Response, data []byte) error {
+	code, msg, id := c.svc.Error(resp.Header, data)
+	if code == "" {
+		code = "UnknownError"
+	}
+	if msg == "" {
+		msg = code
+	}
+	fault := smithy.FaultClient
+	if resp.StatusCode >= 500 {
+		fault = smithy.FaultServer
+	}
+	if id == "" {
+		id = resp.Header.Get("X-Amzn-Requestid")
+	}
+	return &awshttp.ResponseError{
+		RequestID: id,
+		ResponseError: &smithyhttp.ResponseError{
+			Response: &smithyhttp.Response{Response: resp},
+			Err:      &smithy.GenericAPIError{Code: code, Message: msg, Fault: fault},
+		},
+	}
+}
+
+// Code is the service's error code of err ("" when err carries none).
+func Code(err error) string {
+	var api smithy.APIError
+	if errors.As(err, &api) {
+		return api.ErrorCode()
+	}
+	return ""
+}
+
+// Partition returns the AWS partition of region.
+func Partition(region string) string {
+	for _, p := range []struct{ prefix, partition string }{
+		{"cn-", "aws-cn"}, {"us-gov-", "aws-us-gov"}, {"us-isob-", "aws-iso-b"}, {"us-iso-", "aws-iso"},
+		{"eu-isoe-", "aws-iso-e"}, {"us-isof-", "aws-iso-f"}, {"eusc-", "aws-eusc"},
+	} {
+		if strings.HasPrefix(region, p.prefix) {
+			return p.partition
+		}
+	}
+	return "aws"
+}
+
+// DNSSuffix returns the DNS suffix of a partition's regional endpoints.
+func DNSSuffix(partition string) string {
+	switch partition {
+	case "aws-cn":
+		return "amazonaws.com.cn"
+	case "aws-iso":
+		return "c2s.ic.gov"
+	case "aws-iso-b":
+		return "sc2s.sgov.gov"
+	case "aws-iso-e":
+		return "cloud.adc-e.uk"
+	case "aws-iso-f":
+		return "csp.hci.ic.gov"
+	case "aws-eusc":
+		return "amazonaws.eu"
+	default:
+		return "amazonaws.com"
+	}
+}
+
+// DualStackDNSSuffix returns the DNS suffix of a partition's dual-stack
+// (IPv4 and IPv6) endpoints.
+func DualStackDNSSuffix(partition string) string {
+	switch partition {
+	case "aws-cn":
+		return "api.amazonwebservices.com.cn"
+	case "aws-iso":
+		return "api.aws.ic.gov"
+	case "aws-iso-b":
+		return "api.aws.scloud"
+	case "aws-iso-e":
+		return "api.cloud-aws.adc-e.uk"
+	case "aws-iso-f":
+		return "api.aws.hci.ic.gov"
+	case "aws-eusc":
+		return "api.amazonwebservices.eu"
+	default: // aws, aws-us-gov
+		return "api.aws"
+	}
+}
+
+// The settings the SDK's clients read from aws.Config.ConfigSources;
+// config.EnvConfig, config.SharedConfig and awsenv.Endpoints have them.
+type (
+	serviceEndpointSource interface {
+		GetServiceBaseEndpoint(ctx context.Context, sdkID string) (string, bool, error)
+	}
+	ignoreEndpointsSource interface {
+		GetIgnoreConfiguredEndpoints(ctx context.Context) (bool, bool, error)
+	}
+	fipsSource interface {
+		GetUseFIPSEndpoint(ctx context.Context) (aws.FIPSEndpointState, bool, error)
+	}
+	dualStackSource interface {
+		GetUseDualStackEndpoint(ctx context.Context) (aws.DualStackEndpointState, bool, error)
+	}
+)
+
+// Endpoint returns the endpoint of s that cfg resolves to, as the SDK's
+// client of s would resolve it, without a trailing slash. With no region
+// and no configured endpoint it returns "" (a call then asks for
+// AWS_REGION).
+func (s Service) Endpoint(cfg aws.Config) (string, error) {
+	ctx := context.Background()
+	base := aws.ToString(cfg.BaseEndpoint)
+	// The SDK's order: AWS_ENDPOINT_URL alone keeps cfg.BaseEndpoint;
+	// otherwise a service-specific endpoint, unless endpoints configured
+	// outside the code are ignored, replaces it.
+	_, global := os.LookupEnv("AWS_ENDPOINT_URL")
+	_, own := os.LookupEnv("AWS_ENDPOINT_URL_" + strings.ToUpper(strings.ReplaceAll(s.ID, " ", "_")))
+	if !global || own {
+		if v, ok := s.configuredEndpoint(ctx, cfg.ConfigSources); ok {
+			base = v
+		}
+	}
+	// The first source that sets each one decides it, as in the SDK.
+	var fips, dual, fipsSet, dualSet bool
+	for _, src := range cfg.ConfigSources {
+		if s, ok := src.(fipsSource); ok && !fipsSet {
+			if v, found, err := s.GetUseFIPSEndpoint(ctx); err == nil && found {
+				fips, fipsSet = v == aws.FIPSEndpointStateEnabled, true
+			}
+		}
+		if s, ok := src.(dualStackSource); ok && !dualSet {
+			if v, found, err := s.GetUseDualStackEndpoint(ctx); err == nil && found {
+				dual, dualSet = v == aws.DualStackEndpointStateEnabled, true
+			}
+		}
+	}
+	switch {
+	case base != "" && fips:
+		return "", fmt.Errorf("%s endpoint: FIPS (AWS_USE_FIPS_ENDPOINT) and a custom endpoint are not supported together", s.ID)
+	case base != "" && dual:
+		return "", fmt.Errorf("%s endpoint: dual-stack (AWS_USE_DUALSTACK_ENDPOINT) and a custom endpoint are not supported together", s.ID)
+	case base != "":
+		return strings.TrimSuffix(base, "/"), nil
+	case cfg.Region == "":
+		return "", nil
+	}
+	r, p, host := cfg.Region, Partition(cfg.Region), s.EndpointPrefix
+	switch {
+	case fips && dual:
+		return "https://" + host + "-fips." + r + "." + DualStackDNSSuffix(p), nil
+	case fips && p == "aws-us-gov": // GovCloud's regional endpoints are FIPS already
+		return "https://" + host + "." + r + ".amazonaws.com", nil
+	case fips:
+		return "https://" + host + "-fips." + r + "." + DNSSuffix(p), nil
+	case dual:
+		return "https://" + host + "." + r + "." + DualStackDNSSuffix(p), nil
+	default:
+		return "https://" + host + "." + r + "." + DNSSuffix(p), nil
+	}
+}
+
+// configuredEndpoint is the first configured endpoint of s among the
+// sources, none when configured endpoints are ignored (the first source
+// that says whether to ignore them decides, as in the SDK).
+func (s Service) configuredEndpoint(ctx context.Context, sources []any) (string, bool) {
+	for _, src := range sources {
+		if is, ok := src.(ignoreEndpointsSource); ok {
+			v, found, err := is.GetIgnoreConfiguredEndpoints(ctx)
+			if err == nil && found && v {
+				return "", false
+			}
+			if err != nil || found {
+				break
+			}
+		}
+	}
+	for _, src := range sources {
+		if es, ok := src.(serviceEndpointSource); ok {
+			v, found, err := es.GetServiceBaseEndpoint(ctx, s.ID)
+			if err != nil {
+				return "", false
+			}
+			if found {
+				return v, true
+			}
+		}
+	}
+	return "", false
+}
