@@ -96,7 +96,11 @@ type Options struct {
 
 // New returns a client of svc for cfg's region, credentials, endpoint,
 // HTTP client and retryer.
-func New(svc Service, cfg aws.Config, o Options) *Client {
+func New(svc Service, cfg aws.Config, opts ...func(*Options)) *Client {
+	o := Options{}
+	for _, f := range opts {
+		f(&o)
+	}
 	if o.Sleep == nil {
 		o.Sleep = clock.Sleep
 	}

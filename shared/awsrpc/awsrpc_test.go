@@ -1,13 +1,23 @@
 package awsrpc_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/smithy-go"
 
 	"github.com/ghclaim/ghclaim/shared/awsrpc"
+	"github.com/ghclaim/ghclaim/shared/failure"
 )
 
 func TestPartition(t *testing.T) {
@@ -39,5 +49,196 @@ func TestCode(t *testing.T) {
 		if got := awsrpc.Code(tt.err); got != tt.want {
 			t.Errorf("%s: got %q, want %q", tt.name, got, tt.want)
 		}
+	}
+}
+
+// answer is one canned HTTP answer of a fake endpoint.
+type answer struct {
+	status int
+	body   string
+}
+
+// endpoint is an aws.HTTPClient that records each request and answers
+// from a script (the last answer repeats), or fails to send with sendErr.
+type endpoint struct {
+	mu      sync.Mutex
+	script  []answer
+	reqs    []*http.Request
+	bodies  []string
+	delays  []time.Duration
+	sendErr error
+}
+
+func (e *endpoint) Do(r *http.Request) (*http.Response, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	b, _ := io.ReadAll(r.Body)
+	e.reqs, e.bodies = append(e.reqs, r), append(e.bodies, string(b))
+	if e.sendErr != nil {
+		return nil, e.sendErr
+	}
+	a := e.script[min(len(e.reqs), len(e.script))-1]
+	return &http.Response{
+		StatusCode: a.status, Status: http.StatusText(a.status),
+		Header: http.Header{"X-Amzn-Requestid": {"hdr-request-id"}},
+		Body:   io.NopCloser(strings.NewReader(a.body)), Request: r,
+	}, nil
+}
+
+// plain is a service whose error answer is "code: message".
+var plain = awsrpc.Service{
+	ID: "Plain Service", SigningName: "plain", EndpointPrefix: "plain", ContentType: "text/plain",
+	Error: func(_ http.Header, body []byte) (string, string, string) {
+		code, msg, _ := strings.Cut(string(body), ": ")
+		return code, msg, ""
+	},
+}
+
+var signedAt = time.Date(2026, 12, 5, 3, 0, 0, 0, time.UTC)
+
+func setup(t *testing.T, script ...answer) (*awsrpc.Client, *endpoint) {
+	t.Helper()
+	e := &endpoint{script: script}
+	cfg := aws.Config{
+		Region:      "eu-west-1",
+		Credentials: credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "secret-key-example", ""),
+		HTTPClient:  e,
+	}
+	c := awsrpc.New(plain, cfg, func(o *awsrpc.Options) {
+		o.Now = func() time.Time { return signedAt }
+		o.Sleep = func(_ context.Context, d time.Duration) error { e.delays = append(e.delays, d); return nil }
+	})
+	return c, e
+}
+
+func TestCallSignsAndDecodes(t *testing.T) {
+	t.Parallel()
+	c, e := setup(t, answer{200, "answered"})
+	var got string
+	err := c.Call(context.Background(), "Echo", http.Header{"X-Amz-Target": {"Plain.Echo"}}, []byte("asked"), func(status int, body []byte) error {
+		got = fmt.Sprintf("%d %s", status, body)
+		return nil
+	})
+	if err != nil || got != "200 answered" {
+		t.Fatalf("got %q, %v; want the answer decoded", got, err)
+	}
+	r := e.reqs[0]
+	switch {
+	case r.URL.String() != "https://plain.eu-west-1.amazonaws.com/" || r.Method != http.MethodPost || e.bodies[0] != "asked":
+		t.Errorf("request: %s %s %q", r.Method, r.URL, e.bodies[0])
+	case r.Header.Get("Content-Type") != "text/plain" || r.Header.Get("X-Amz-Target") != "Plain.Echo":
+		t.Errorf("headers: %v", r.Header)
+	case !strings.HasPrefix(r.Header.Get("Authorization"), "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20261205/eu-west-1/plain/aws4_request"):
+		t.Errorf("Authorization: %q", r.Header.Get("Authorization"))
+	case r.Header.Get("X-Amz-Date") != "20261205T030000Z":
+		t.Errorf("X-Amz-Date: %q, want the injected clock's", r.Header.Get("X-Amz-Date"))
+	}
+
+	c, _ = setup(t, answer{200, "not what was expected"})
+	err = c.Call(context.Background(), "Echo", nil, nil, func(int, []byte) error { return errors.New("bad document") })
+	var de *smithy.DeserializationError
+	if !errors.As(err, &de) || !strings.Contains(err.Error(), "bad document") {
+		t.Errorf("an undecodable answer: got %v, want a DeserializationError", err)
+	}
+}
+
+func TestErrorsAreTheSDKsChainAndRetryAsTheSDKDoes(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name         string
+		script       []answer
+		wantCode     string
+		wantMessage  string
+		wantStatus   int
+		wantRequests int
+		wantAttempts int
+		wantClass    failure.Class
+	}{
+		{name: "refused: no retry, failed for good",
+			script:   []answer{{400, "ValidationException: bad value"}},
+			wantCode: "ValidationException", wantMessage: "bad value", wantStatus: 400, wantRequests: 1, wantClass: failure.NonRetryable},
+		{name: "throttled: retried by the retryer, then the ladder's",
+			script:   []answer{{400, "ThrottlingException: Rate exceeded"}},
+			wantCode: "ThrottlingException", wantMessage: "Rate exceeded", wantStatus: 400, wantRequests: 3, wantAttempts: 3, wantClass: failure.RateLimit},
+		{name: "server error without a document",
+			script:   []answer{{500, ""}},
+			wantCode: "UnknownError", wantMessage: "UnknownError", wantStatus: 500, wantRequests: 3, wantAttempts: 3, wantClass: failure.ServerSide},
+		{name: "a retry refused outright: marked as retried",
+			script:   []answer{{503, "ServiceUnavailable: busy"}, {400, "ValidationException: bad value"}},
+			wantCode: "ValidationException", wantMessage: "bad value", wantStatus: 400, wantRequests: 2, wantAttempts: 2, wantClass: failure.NonRetryable},
+		{name: "unavailable, then answered",
+			script:       []answer{{503, "ServiceUnavailable: busy"}, {200, ""}},
+			wantRequests: 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, e := setup(t, tt.script...)
+			err := c.Call(context.Background(), "Do", nil, []byte("x"), nil)
+			if len(e.reqs) != tt.wantRequests || len(e.delays) != tt.wantRequests-1 {
+				t.Errorf("requests: got %d with %d waits, want %d with %d", len(e.reqs), len(e.delays), tt.wantRequests, tt.wantRequests-1)
+			}
+			if tt.wantCode == "" {
+				if err != nil {
+					t.Fatalf("got %v, want success after the retry", err)
+				}
+				return
+			}
+			var api smithy.APIError
+			var op *smithy.OperationError
+			var status interface{ HTTPStatusCode() int }
+			var id interface{ ServiceRequestID() string }
+			switch {
+			case !errors.As(err, &api) || api.ErrorCode() != tt.wantCode || api.ErrorMessage() != tt.wantMessage || awsrpc.Code(err) != tt.wantCode:
+				t.Errorf("got %v, want an API error %s: %s", err, tt.wantCode, tt.wantMessage)
+			case !errors.As(err, &op) || op.Service() != "Plain Service" || op.Operation() != "Do":
+				t.Errorf("got %v, want an operation error of Plain Service Do", err)
+			case !errors.As(err, &status) || status.HTTPStatusCode() != tt.wantStatus:
+				t.Errorf("got %v, want HTTP status %d", err, tt.wantStatus)
+			case !errors.As(err, &id) || id.ServiceRequestID() != "hdr-request-id":
+				t.Errorf("got %v, want the header's request ID", err)
+			}
+			if got := failure.Classify(err).Class; got != tt.wantClass {
+				t.Errorf("class: got %s, want %s (%v)", got, tt.wantClass, err)
+			}
+			if got := awsrpc.Attempts(err); got != tt.wantAttempts {
+				t.Errorf("Attempts: got %d, want %d", got, tt.wantAttempts)
+			}
+		})
+	}
+}
+
+func TestConnectionErrorsRetryAndCancelStops(t *testing.T) {
+	t.Parallel()
+	c, e := setup(t)
+	e.sendErr = errors.New("read tcp 127.0.0.1:1->127.0.0.1:2: read: connection reset by peer")
+	err := c.Call(context.Background(), "Do", nil, nil, nil)
+	var max *retry.MaxAttemptsError
+	if !errors.As(err, &max) || len(e.reqs) != 3 {
+		t.Errorf("got %v after %d requests, want the retryer's MaxAttemptsError after 3", err, len(e.reqs))
+	}
+
+	c2, e2 := setup(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	e2.sendErr = errors.New("connection reset by peer")
+	cancel()
+	err = c2.Call(ctx, "Do", nil, nil, nil)
+	var canceled *smithy.CanceledError
+	if !errors.As(err, &canceled) || len(e2.reqs) > 1 {
+		t.Errorf("got %v after %d requests, want a CanceledError and no retry", err, len(e2.reqs))
+	}
+}
+
+// Options.HTTPClient wins over the configuration's.
+func TestOptionsHTTPClient(t *testing.T) {
+	t.Parallel()
+	cfgs, own := &endpoint{script: []answer{{200, ""}}}, &endpoint{script: []answer{{200, ""}}}
+	cfg := aws.Config{Region: "eu-west-1", Credentials: credentials.NewStaticCredentialsProvider("AKID", "SECRET", ""), HTTPClient: cfgs}
+	c := awsrpc.New(plain, cfg, func(o *awsrpc.Options) { o.HTTPClient = own })
+	if err := c.Call(context.Background(), "Do", nil, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if len(own.reqs) != 1 || len(cfgs.reqs) != 0 {
+		t.Errorf("requests: %d through the option's client, %d through the configuration's; want 1 and 0", len(own.reqs), len(cfgs.reqs))
 	}
 }

@@ -60,11 +60,7 @@ type Options = awsrpc.Options
 // New returns a client for cfg's region, credentials, endpoint, HTTP
 // client and retryer.
 func New(cfg aws.Config, opts ...func(*Options)) *Client {
-	o := Options{}
-	for _, f := range opts {
-		f(&o)
-	}
-	return &Client{rpc: awsrpc.New(Service, cfg, o)}
+	return &Client{rpc: awsrpc.New(Service, cfg, opts...)}
 }
 
 // Region is the client's region: the one its instances live in.

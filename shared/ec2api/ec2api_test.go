@@ -288,84 +288,44 @@ func ec2Error(code, msg string) string {
 <Response><Errors><Error><Code>` + code + `</Code><Message>` + msg + `</Message></Error></Errors><RequestID>ea966190-f9aa-478e-9ede-example</RequestID></Response>`
 }
 
-func TestErrorsAreTheSDKsChainAndRetryAsTheSDKDoes(t *testing.T) {
+// TestErrorsAreReadAsTheSDKReadsThem checks EC2's error document (the
+// chain and the retries around it are shared/awsrpc's, tested there).
+func TestErrorsAreReadAsTheSDKReadsThem(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		name         string
-		script       []answer
-		wantCode     string
-		wantStatus   int
-		wantRequests int
-		wantClass    failure.Class
+		name      string
+		answer    answer
+		wantCode  string
+		wantMsg   string
+		wantClass failure.Class
 	}{
-		{name: "invalid parameter: no retry, failed for good",
-			script:   []answer{{400, ec2Error("InvalidParameterValue", "Value (x) for parameter instanceType is invalid.")}},
-			wantCode: "InvalidParameterValue", wantStatus: 400, wantRequests: 1, wantClass: failure.NonRetryable},
-		{name: "throttled: retried by the retryer, then the ladder's",
-			script:   []answer{{503, ec2Error("RequestLimitExceeded", "Request limit exceeded.")}},
-			wantCode: "RequestLimitExceeded", wantStatus: 503, wantRequests: 3, wantClass: failure.RateLimit},
-		{name: "unavailable, then answered",
-			script:       []answer{{503, ec2Error("Unavailable", "The server is overloaded.")}, {200, `<TerminateInstancesResponse><instancesSet/></TerminateInstancesResponse>`}},
-			wantRequests: 2},
-		{name: "server error without a document",
-			script:   []answer{{500, ``}},
-			wantCode: "UnknownError", wantStatus: 500, wantRequests: 3, wantClass: failure.ServerSide},
+		{name: "invalid parameter", answer: answer{400, ec2Error("InvalidParameterValue", "Value (x) for parameter instanceType is invalid.")},
+			wantCode: "InvalidParameterValue", wantMsg: "Value (x) for parameter instanceType is invalid.", wantClass: failure.NonRetryable},
+		{name: "EC2's throttle", answer: answer{503, ec2Error("RequestLimitExceeded", "Request limit exceeded.")},
+			wantCode: "RequestLimitExceeded", wantMsg: "Request limit exceeded.", wantClass: failure.RateLimit},
+		{name: "no document", answer: answer{500, ``},
+			wantCode: "UnknownError", wantMsg: "UnknownError", wantClass: failure.ServerSide},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			c, e := setup(t, "eu-west-1", tt.script...)
+			c, _ := setup(t, "eu-west-1", tt.answer)
 			_, err := c.TerminateInstances(context.Background(), &ec2api.TerminateInstancesInput{InstanceIDs: []string{"i-0a"}})
-			if len(e.reqs) != tt.wantRequests || len(e.delays) != tt.wantRequests-1 {
-				t.Errorf("requests: got %d with %d waits, want %d with %d", len(e.reqs), len(e.delays), tt.wantRequests, tt.wantRequests-1)
-			}
-			if tt.wantCode == "" {
-				if err != nil {
-					t.Fatalf("got %v, want success after the retry", err)
-				}
-				return
-			}
 			var api smithy.APIError
 			var op *smithy.OperationError
-			var status interface{ HTTPStatusCode() int }
+			var id interface{ ServiceRequestID() string }
 			switch {
-			case !errors.As(err, &api) || api.ErrorCode() != tt.wantCode:
-				t.Errorf("got %v, want an API error %s", err, tt.wantCode)
+			case !errors.As(err, &api) || api.ErrorCode() != tt.wantCode || api.ErrorMessage() != tt.wantMsg:
+				t.Errorf("got %v, want an API error %s: %s", err, tt.wantCode, tt.wantMsg)
 			case !errors.As(err, &op) || op.Service() != "EC2" || op.Operation() != "TerminateInstances":
 				t.Errorf("got %v, want an operation error of EC2 TerminateInstances", err)
-			case !errors.As(err, &status) || status.HTTPStatusCode() != tt.wantStatus:
-				t.Errorf("got %v, want HTTP status %d", err, tt.wantStatus)
+			case !errors.As(err, &id) || (tt.answer.body != "" && id.ServiceRequestID() != "ea966190-f9aa-478e-9ede-example"):
+				t.Errorf("got %v, want the document's request ID", err)
 			}
 			if got := failure.Classify(err).Class; got != tt.wantClass {
 				t.Errorf("class: got %s, want %s (%v)", got, tt.wantClass, err)
 			}
-			if tt.wantRequests > 1 {
-				var max *retry.MaxAttemptsError
-				if !errors.As(err, &max) || max.Attempt != tt.wantRequests {
-					t.Errorf("got %v, want the retryer's MaxAttemptsError after %d attempts", err, tt.wantRequests)
-				}
-			}
 		})
-	}
-}
-
-func TestConnectionErrorsRetryAndCancelStops(t *testing.T) {
-	t.Parallel()
-	c, e := setup(t, "eu-west-1")
-	e.sendErr = errors.New("read tcp 127.0.0.1:1->127.0.0.1:2: read: connection reset by peer")
-	_, err := c.DescribeInstances(context.Background(), &ec2api.DescribeInstancesInput{})
-	if err == nil || len(e.reqs) != 3 {
-		t.Errorf("got %v after %d requests, want an error after 3 (the standard retryer's attempts)", err, len(e.reqs))
-	}
-
-	c2, e2 := setup(t, "eu-west-1")
-	ctx, cancel := context.WithCancel(context.Background())
-	e2.sendErr = errors.New("connection reset by peer")
-	cancel()
-	_, err = c2.DescribeInstances(ctx, &ec2api.DescribeInstancesInput{})
-	var canceled *smithy.CanceledError
-	if !errors.As(err, &canceled) || len(e2.reqs) > 1 {
-		t.Errorf("got %v after %d requests, want a CanceledError and no retry", err, len(e2.reqs))
 	}
 }
 
