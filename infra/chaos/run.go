@@ -18,7 +18,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
-	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/ghclaim/ghclaim/infra/ghfake"
 	"github.com/ghclaim/ghclaim/infra/local/eventsource"
@@ -32,6 +31,7 @@ import (
 	"github.com/ghclaim/ghclaim/shared/queue"
 	"github.com/ghclaim/ghclaim/shared/random"
 	"github.com/ghclaim/ghclaim/shared/reclaim"
+	"github.com/ghclaim/ghclaim/shared/ssmapi"
 	"github.com/ghclaim/ghclaim/shared/store"
 )
 
@@ -401,7 +401,7 @@ func (r *run) setUp(ctx context.Context) error {
 	}
 	r.reg = provision.Registry{
 		// StrictSSM: moto would store a JIT config in any tier; AWS would not.
-		pool.ProvisionerEC2:      provision.NewEC2(r.ec2, ssm.NewFromConfig(cfg, provisiontest.StrictSSM), r.log).InStack(Stack),
+		pool.ProvisionerEC2:      provision.NewEC2(r.ec2, ssmapi.New(cfg, provisiontest.StrictSSM), r.log).InStack(Stack),
 		pool.ProvisionerDispatch: provision.NewDispatch(r.sqs, r.log),
 	}
 

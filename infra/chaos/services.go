@@ -5,8 +5,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/ssm"
-
 	"github.com/ghclaim/ghclaim/infra/provisiontest"
 	"github.com/ghclaim/ghclaim/shared/ghapp"
 	"github.com/ghclaim/ghclaim/shared/janitor"
@@ -17,6 +15,7 @@ import (
 	"github.com/ghclaim/ghclaim/shared/ratelimit"
 	"github.com/ghclaim/ghclaim/shared/reclaim"
 	"github.com/ghclaim/ghclaim/shared/redeliver"
+	"github.com/ghclaim/ghclaim/shared/ssmapi"
 )
 
 // The scheduled functions besides the reclaimer, wired as their mains wire
@@ -67,7 +66,7 @@ func (r *run) janitorWith(pools []pool.Pool) (*janitor.Janitor, error) {
 	if err != nil {
 		return nil, err
 	}
-	params := ssm.NewFromConfig(r.world.AWS, provisiontest.StrictSSM)
+	params := ssmapi.New(r.world.AWS, provisiontest.StrictSSM)
 	return janitor.New(janitor.Config{
 		Store: r.stores[fnJanitor], GitHub: gh, Rates: rates, Provisioner: &Provisioner{Caller: fnJanitor, Next: r.reg, In: r.inj},
 		Leftovers: &Leftovers{Caller: fnJanitor, Next: provision.Leftovers{Instances: r.ec2, Parameters: params, Stack: Stack}, In: r.inj},

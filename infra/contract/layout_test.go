@@ -46,8 +46,8 @@ func TestSharedHoldsOnlyWhatTheFunctionsShip(t *testing.T) {
 }
 
 // TestFunctionsShipOnlyTheirServices: each bootstrap links the AWS service
-// clients its function uses and no other (EC2's is shared/ec2api, never the
-// SDK's package), and only the functions that call
+// clients its function uses and no other (EC2's is shared/ec2api and SSM's
+// shared/ssmapi, never the SDK's packages), and only the functions that call
 // GitHub as the App link go-github. The functions are wired through
 // shared/wire's packages: a piece of wiring put where a function that does
 // not use it imports it (the EC2 provisioner in shared/wire, say) would
@@ -77,14 +77,17 @@ func TestFunctionsShipOnlyTheirServices(t *testing.T) {
 				if rest, ok := strings.CutPrefix(p, awsService); ok {
 					switch svc, _, _ := strings.Cut(rest, "/"); svc {
 					case "internal":
-					case "ec2":
-						t.Errorf("functions/%s links the SDK's EC2 package (%s): EC2 goes through shared/ec2api", tc.name, p)
+					case "ec2", "ssm":
+						t.Errorf("functions/%s links the SDK's %s package (%s): it goes through shared/%sapi", tc.name, svc, p, svc)
 					default:
 						got[svc] = true
 					}
 				}
-				if p == module+"shared/ec2api" {
+				switch p {
+				case module + "shared/ec2api":
 					got["ec2"] = true // ghclaim's own EC2 client
+				case module + "shared/ssmapi":
+					got["ssm"] = true // and its own SSM client
 				}
 			}
 			want := map[string]bool{}

@@ -8,12 +8,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/service/ssm"
-
 	"github.com/ghclaim/ghclaim/infra/iamcheck"
 	"github.com/ghclaim/ghclaim/shared/ec2api"
 	"github.com/ghclaim/ghclaim/shared/pool"
 	"github.com/ghclaim/ghclaim/shared/provision"
+	"github.com/ghclaim/ghclaim/shared/ssmapi"
 )
 
 // fakeAWS answers the claimer's launch as EC2 and SSM would: an instant
@@ -56,7 +55,7 @@ func TestClaimerMayLaunchThroughAnInstantFleet(t *testing.T) {
 	}
 	c := &iamcheck.Client{Checker: iamcheck.NewChecker(p), Next: fakeAWS{}}
 	ac := cfg(c)
-	e := provision.NewEC2(ec2api.New(ac), ssm.NewFromConfig(ac), nil).InStack("s")
+	e := provision.NewEC2(ec2api.New(ac), ssmapi.New(ac), nil).InStack("s")
 	req := provision.Request{JobID: 42, RunID: 7, Repo: "octo/hello", RunnerName: "linux-42", JITConfig: "e30=",
 		Pool: pool.Pool{Name: "linux", Labels: []string{"self-hosted", "linux"}, Scope: pool.ScopeRepo, RunnerGroupID: 1,
 			Provisioner: pool.Provisioner{Type: pool.ProvisionerEC2, LaunchTemplate: "lt-0123456789abcdef0",

@@ -18,12 +18,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
-	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"github.com/aws/smithy-go"
 
 	"github.com/ghclaim/ghclaim/infra/emulator"
 	"github.com/ghclaim/ghclaim/infra/iamcheck"
 	"github.com/ghclaim/ghclaim/shared/ec2api"
+	"github.com/ghclaim/ghclaim/shared/ssmapi"
 )
 
 func policy(t *testing.T, fn string) *iamcheck.Policy {
@@ -269,7 +269,7 @@ func TestResources(t *testing.T) {
 		want bool
 	}{{"/ghclaim/runners/linux-1", true}, {"/elsewhere/linux-1", false}} {
 		c, ac := client("ClaimerFunction", nil)
-		_, _ = ssm.NewFromConfig(ac).DeleteParameter(ctx, &ssm.DeleteParameterInput{Name: aws.String(tt.name)})
+		_, _ = ssmapi.New(ac).DeleteParameter(ctx, &ssmapi.DeleteParameterInput{Name: tt.name})
 		allowed(c, tt.want, "claimer DeleteParameter "+tt.name)
 	}
 	c, ac := client("WebhookFunction", nil)

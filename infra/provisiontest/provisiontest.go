@@ -26,11 +26,11 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
-	"github.com/aws/aws-sdk-go-v2/service/ssm"
-	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
+	"github.com/ghclaim/ghclaim/shared/ssmapi"
 )
 
 // SSM's parameter value limits by tier, in characters.
@@ -47,16 +47,16 @@ const requestID = "00000000-0000-4000-8000-provisiontst"
 // account's default tier, Standard unless changed (ghclaim never changes
 // it); Intelligent-Tiering takes the Advanced tier for a value over 4 KB.
 // The Standard message is AWS's own; the others follow AWS's shape.
-func rejectPut(tier ssmtypes.ParameterTier, value string) string {
+func rejectPut(tier string, value string) string {
 	n := utf8.RuneCountInString(value)
 	switch tier {
-	case "", ssmtypes.ParameterTierStandard:
+	case "", ssmapi.TierStandard:
 		if n > StandardValueLimit {
 			return "Standard tier parameters support a maximum parameter value of 4096 characters. " +
 				"To create a larger parameter value, upgrade the parameter to use the advanced-parameter tier. " +
 				"For more information, see https://docs.aws.amazon.com/systems-manager/latest/userguide/parameter-store-advanced-parameters.html"
 		}
-	case ssmtypes.ParameterTierAdvanced, ssmtypes.ParameterTierIntelligentTiering:
+	case ssmapi.TierAdvanced, ssmapi.TierIntelligentTiering:
 		if n > AdvancedValueLimit {
 			return "Advanced tier parameters support a maximum parameter value of 8192 characters."
 		}
@@ -70,12 +70,8 @@ func rejectPut(tier ssmtypes.ParameterTier, value string) string {
 // CheckPutParameter returns the error AWS answers in with when its value
 // does not fit its tier, shaped as the SDK returns it (operation error →
 // HTTP 400 response error → ValidationException), or nil when AWS accepts it.
-func CheckPutParameter(in *ssm.PutParameterInput) error {
-	var value string
-	if in.Value != nil {
-		value = *in.Value
-	}
-	msg := rejectPut(in.Tier, value)
+func CheckPutParameter(in *ssmapi.PutParameterInput) error {
+	msg := rejectPut(in.Tier, in.Value)
 	if msg == "" {
 		return nil
 	}
@@ -100,9 +96,9 @@ func ClientError(serviceID, operation, code, message string) error {
 	}
 }
 
-// StrictSSM is an ssm.Options function that enforces SSM's value limits in
-// front of the emulator: ssm.NewFromConfig(cfg, provisiontest.StrictSSM).
-func StrictSSM(o *ssm.Options) {
+// StrictSSM is an ssmapi.Options function that enforces SSM's value limits
+// in front of the emulator: ssmapi.New(cfg, provisiontest.StrictSSM).
+func StrictSSM(o *ssmapi.Options) {
 	next := o.HTTPClient
 	if next == nil {
 		next = awshttp.NewBuildableClient()
@@ -112,7 +108,7 @@ func StrictSSM(o *ssm.Options) {
 
 // strictSSM answers an oversized PutParameter itself, with AWS's HTTP 400
 // JSON error, and passes every other request on unchanged.
-type strictSSM struct{ next ssm.HTTPClient }
+type strictSSM struct{ next aws.HTTPClient }
 
 func (s strictSSM) Do(req *http.Request) (*http.Response, error) {
 	if req.Header.Get("X-Amz-Target") != "AmazonSSM.PutParameter" || req.Body == nil {
@@ -127,7 +123,7 @@ func (s strictSSM) Do(req *http.Request) (*http.Response, error) {
 	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	var in struct {
 		Value string
-		Tier  ssmtypes.ParameterTier
+		Tier  string
 	}
 	if err := json.Unmarshal(body, &in); err != nil {
 		return s.next.Do(req) // let the emulator answer what it cannot read

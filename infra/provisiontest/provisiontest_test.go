@@ -10,13 +10,12 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/ssm"
-	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 	"github.com/aws/smithy-go"
 
 	"github.com/ghclaim/ghclaim/infra/emulator"
 	"github.com/ghclaim/ghclaim/infra/provisiontest"
 	"github.com/ghclaim/ghclaim/shared/ec2api"
+	"github.com/ghclaim/ghclaim/shared/ssmapi"
 )
 
 // TestSSMValueLimits is the contract of both stand-ins: the transport in
@@ -24,30 +23,30 @@ import (
 // accept and refuse the same puts, with the same code, status and message.
 func TestSSMValueLimits(t *testing.T) {
 	t.Parallel()
-	client := ssm.NewFromConfig(emulator.ForTest(t).ConfigForTest(t), provisiontest.StrictSSM)
+	client := ssmapi.New(emulator.ForTest(t).ConfigForTest(t), provisiontest.StrictSSM)
 	tests := []struct {
 		name   string
-		tier   ssmtypes.ParameterTier
+		tier   string
 		length int
 		want   string // "" when AWS accepts; else a part of its message
 	}{
-		{name: "standard at its limit", tier: ssmtypes.ParameterTierStandard, length: 4096},
-		{name: "standard over its limit", tier: ssmtypes.ParameterTierStandard, length: 4097, want: "Standard tier parameters support a maximum parameter value of 4096 characters"},
+		{name: "standard at its limit", tier: ssmapi.TierStandard, length: 4096},
+		{name: "standard over its limit", tier: ssmapi.TierStandard, length: 4097, want: "Standard tier parameters support a maximum parameter value of 4096 characters"},
 		{name: "default tier is standard", length: 4300, want: "maximum parameter value of 4096 characters"},
-		{name: "advanced holds a jit config", tier: ssmtypes.ParameterTierAdvanced, length: 4300},
-		{name: "advanced at its limit", tier: ssmtypes.ParameterTierAdvanced, length: 8192},
-		{name: "advanced over its limit", tier: ssmtypes.ParameterTierAdvanced, length: 8193, want: "8192 characters"},
-		{name: "intelligent tiering takes advanced", tier: ssmtypes.ParameterTierIntelligentTiering, length: 4300},
-		{name: "intelligent tiering over advanced", tier: ssmtypes.ParameterTierIntelligentTiering, length: 8193, want: "8192 characters"},
+		{name: "advanced holds a jit config", tier: ssmapi.TierAdvanced, length: 4300},
+		{name: "advanced at its limit", tier: ssmapi.TierAdvanced, length: 8192},
+		{name: "advanced over its limit", tier: ssmapi.TierAdvanced, length: 8193, want: "8192 characters"},
+		{name: "intelligent tiering takes advanced", tier: ssmapi.TierIntelligentTiering, length: 4300},
+		{name: "intelligent tiering over advanced", tier: ssmapi.TierIntelligentTiering, length: 8193, want: "8192 characters"},
 		{name: "unknown tier", tier: "Premium", length: 10, want: "at 'tier' failed to satisfy constraint"},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			in := &ssm.PutParameterInput{
-				Name:  aws.String(fmt.Sprintf("/provisiontest/limits-%d", i)),
-				Value: aws.String(strings.Repeat("x", tt.length)),
-				Type:  ssmtypes.ParameterTypeSecureString, Tier: tt.tier, Overwrite: aws.Bool(true),
+			in := &ssmapi.PutParameterInput{
+				Name:  fmt.Sprintf("/provisiontest/limits-%d", i),
+				Value: strings.Repeat("x", tt.length),
+				Type:  ssmapi.TypeSecureString, Tier: tt.tier, Overwrite: true,
 			}
 			_, wire := client.PutParameter(context.Background(), in)
 			local := provisiontest.CheckPutParameter(in)
@@ -80,8 +79,8 @@ func TestSSMValueLimits(t *testing.T) {
 			}
 			if tt.want != "" && wire != nil {
 				// Refused means nothing stored, as on AWS.
-				if _, err := client.GetParameter(context.Background(), &ssm.GetParameterInput{Name: in.Name}); err == nil {
-					t.Errorf("parameter %s exists after a refused put", aws.ToString(in.Name))
+				if _, err := client.GetParameter(context.Background(), &ssmapi.GetParameterInput{Name: in.Name}); err == nil {
+					t.Errorf("parameter %s exists after a refused put", in.Name)
 				}
 			}
 		})
@@ -191,24 +190,23 @@ func TestPutParameterThroughARetry(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	cfg, lossy := losing(t, "PutParameter")
-	client := ssm.NewFromConfig(cfg)
-	in := &ssm.PutParameterInput{Name: aws.String("/" + emulator.StackName(t.Name())), Value: aws.String("jit"),
-		Type: ssmtypes.ParameterTypeSecureString, Tags: []ssmtypes.Tag{{Key: aws.String("k"), Value: aws.String("v")}}}
-	var exists *ssmtypes.ParameterAlreadyExists
-	if _, err := client.PutParameter(ctx, in); !errors.As(err, &exists) || lossy.Lost() != 1 {
-		t.Fatalf("the SDK's put with its answer lost: %v (%d lost), want ParameterAlreadyExists from its retry", err, lossy.Lost())
+	client := ssmapi.New(cfg)
+	in := &ssmapi.PutParameterInput{Name: "/" + emulator.StackName(t.Name()), Value: "jit",
+		Type: ssmapi.TypeSecureString, Tags: []ssmapi.Tag{{Key: "k", Value: "v"}}}
+	if _, err := client.PutParameter(ctx, in); !ssmapi.IsCode(err, ssmapi.CodeParameterAlreadyExists) || lossy.Lost() != 1 {
+		t.Fatalf("the client's put with its answer lost: %v (%d lost), want ParameterAlreadyExists from its retry", err, lossy.Lost())
 	}
-	if _, err := client.DeleteParameter(ctx, &ssm.DeleteParameterInput{Name: in.Name}); err != nil {
+	if _, err := client.DeleteParameter(ctx, &ssmapi.DeleteParameterInput{Name: in.Name}); err != nil {
 		t.Fatal(err)
 	}
 	cfg, lossy = losing(t, "PutParameter")
-	client = ssm.NewFromConfig(cfg)
+	client = ssmapi.New(cfg)
 	if err := provisiontest.PutParameter(ctx, client, in); err != nil || lossy.Lost() != 1 {
 		t.Fatalf("PutParameter with its answer lost: %v (%d lost), want it put", err, lossy.Lost())
 	}
 	other := *in
-	other.Value = aws.String("another")
-	if err := provisiontest.PutParameter(ctx, client, &other); !errors.As(err, &exists) {
+	other.Value = "another"
+	if err := provisiontest.PutParameter(ctx, client, &other); !ssmapi.IsCode(err, ssmapi.CodeParameterAlreadyExists) {
 		t.Errorf("PutParameter of another value over it: %v, want ParameterAlreadyExists", err)
 	}
 }

@@ -10,10 +10,11 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
-	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/ghclaim/ghclaim/infra/provisiontest"
+	"github.com/ghclaim/ghclaim/shared/ssmapi"
 	"github.com/ghclaim/ghclaim/shared/wire"
 )
 
@@ -47,7 +48,7 @@ func (o *output) Bytes() []byte {
 }
 
 // wired is the wire.Env of one function in this test.
-func wired(e env, now func() time.Time, stdout io.Writer, ssmOpts ...func(*ssm.Options)) wire.Env {
+func wired(e env, now func() time.Time, stdout io.Writer, ssmOpts ...func(*ssmapi.Options)) wire.Env {
 	return wire.Env{Getenv: e.get, Out: stdout, Now: now, SSM: ssmOpts}
 }
 
@@ -63,7 +64,7 @@ type echoSSM struct {
 
 func (e *echoSSM) arm(on bool) { e.mu.Lock(); e.armed = on; e.mu.Unlock() }
 
-func (e *echoSSM) option(o *ssm.Options) {
+func (e *echoSSM) option(o *ssmapi.Options) {
 	next := o.HTTPClient
 	if next == nil {
 		next = awshttp.NewBuildableClient()
@@ -73,7 +74,7 @@ func (e *echoSSM) option(o *ssm.Options) {
 
 type echoClient struct {
 	e    *echoSSM
-	next ssm.HTTPClient
+	next aws.HTTPClient
 }
 
 func (c echoClient) Do(req *http.Request) (*http.Response, error) {
@@ -101,8 +102,8 @@ func (c echoClient) Do(req *http.Request) (*http.Response, error) {
 }
 
 // strict is the SSM option list of the claimer in this test.
-func strict(e *echoSSM) []func(*ssm.Options) {
-	return []func(*ssm.Options){provisiontest.StrictSSM, e.option}
+func strict(e *echoSSM) []func(*ssmapi.Options) {
+	return []func(*ssmapi.Options){provisiontest.StrictSSM, e.option}
 }
 
 // sqsEvent turns received messages into the claimer's event.

@@ -90,14 +90,17 @@ type Options struct {
 	// Sleep waits between attempts, or returns ctx's error; a timer when
 	// nil. Tests inject one that records the delays.
 	Sleep func(ctx context.Context, d time.Duration) error
-	// HTTPClient sends the requests; cfg.HTTPClient when nil.
+	// HTTPClient sends the requests: cfg.HTTPClient when the options are
+	// applied (an option may wrap it), else the SDK's default client.
 	HTTPClient aws.HTTPClient
 }
 
 // New returns a client of svc for cfg's region, credentials, endpoint,
 // HTTP client and retryer.
 func New(svc Service, cfg aws.Config, opts ...func(*Options)) *Client {
-	o := Options{}
+	// As the SDK's clients do, the options start from cfg's HTTP client,
+	// so an option can wrap it.
+	o := Options{HTTPClient: cfg.HTTPClient}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -105,11 +108,8 @@ func New(svc Service, cfg aws.Config, opts ...func(*Options)) *Client {
 		o.Sleep = clock.Sleep
 	}
 	c := &Client{
-		svc: svc, region: cfg.Region, http: cfg.HTTPClient, creds: cfg.Credentials,
+		svc: svc, region: cfg.Region, http: o.HTTPClient, creds: cfg.Credentials,
 		signer: v4.NewSigner(), now: clock.Or(o.Now), sleep: o.Sleep,
-	}
-	if o.HTTPClient != nil {
-		c.http = o.HTTPClient
 	}
 	if c.http == nil {
 		c.http = awshttp.NewBuildableClient()

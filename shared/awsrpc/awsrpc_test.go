@@ -229,16 +229,28 @@ func TestConnectionErrorsRetryAndCancelStops(t *testing.T) {
 	}
 }
 
-// Options.HTTPClient wins over the configuration's.
-func TestOptionsHTTPClient(t *testing.T) {
+// An option sees the configuration's HTTP client and may wrap it, as the
+// SDK's clients' options do (the tests' strict SSM double wraps moto's).
+func TestOptionsWrapTheConfigurationsHTTPClient(t *testing.T) {
 	t.Parallel()
-	cfgs, own := &endpoint{script: []answer{{200, ""}}}, &endpoint{script: []answer{{200, ""}}}
+	cfgs := &endpoint{script: []answer{{200, ""}}}
 	cfg := aws.Config{Region: "eu-west-1", Credentials: credentials.NewStaticCredentialsProvider("AKID", "SECRET", ""), HTTPClient: cfgs}
-	c := awsrpc.New(plain, cfg, func(o *awsrpc.Options) { o.HTTPClient = own })
+	wrapped := 0
+	c := awsrpc.New(plain, cfg, func(o *awsrpc.Options) {
+		next := o.HTTPClient
+		if next == nil {
+			t.Fatal("the option saw no HTTP client, want the configuration's")
+		}
+		o.HTTPClient = doFunc(func(r *http.Request) (*http.Response, error) { wrapped++; return next.Do(r) })
+	})
 	if err := c.Call(context.Background(), "Do", nil, nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	if len(own.reqs) != 1 || len(cfgs.reqs) != 0 {
-		t.Errorf("requests: %d through the option's client, %d through the configuration's; want 1 and 0", len(own.reqs), len(cfgs.reqs))
+	if wrapped != 1 || len(cfgs.reqs) != 1 {
+		t.Errorf("got %d requests through the wrapper, %d through the configuration's client; want 1 and 1", wrapped, len(cfgs.reqs))
 	}
 }
+
+type doFunc func(*http.Request) (*http.Response, error)
+
+func (f doFunc) Do(r *http.Request) (*http.Response, error) { return f(r) }

@@ -2,7 +2,6 @@ package claim_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http/httptest"
@@ -18,8 +17,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
-	"github.com/aws/aws-sdk-go-v2/service/ssm"
-	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
 	"github.com/ghclaim/ghclaim/infra/clocktest"
 	"github.com/ghclaim/ghclaim/infra/emulator"
@@ -34,6 +31,7 @@ import (
 	"github.com/ghclaim/ghclaim/shared/queue"
 	"github.com/ghclaim/ghclaim/shared/random"
 	"github.com/ghclaim/ghclaim/shared/reclaim"
+	"github.com/ghclaim/ghclaim/shared/ssmapi"
 	"github.com/ghclaim/ghclaim/shared/store"
 )
 
@@ -97,7 +95,7 @@ type world struct {
 	queueURL string
 	dlqURL   string
 	ec2      *ec2api.Client
-	ssm      *ssm.Client
+	ssm      *ssmapi.Client
 	gh       *ghfake.Server
 	ghURL    string
 	logs     *logBuf
@@ -124,7 +122,7 @@ func setupWorld(t *testing.T, ec2Pool bool) *world {
 	w.queue = queue.New(w.rec, stack.QueueURL)
 	w.sends = queue.New(emulator.SQSOnce{Client: w.sqs}, stack.QueueURL)
 	w.ec2 = ec2api.New(cfg)
-	w.ssm = ssm.NewFromConfig(cfg, provisiontest.StrictSSM)
+	w.ssm = ssmapi.New(cfg, provisiontest.StrictSSM)
 
 	w.gh = ghfake.New(ghfake.WithClock(w.clock.Now), ghfake.WithAppID(appID))
 	ts := httptest.NewServer(w.gh)
@@ -276,12 +274,11 @@ func (w *world) instances(t *testing.T, id int64) int {
 // config exists.
 func (w *world) hasParameter(t *testing.T, runner string) bool {
 	t.Helper()
-	_, err := w.ssm.GetParameter(context.Background(), &ssm.GetParameterInput{Name: aws.String(provision.ParameterName(runner))})
-	var nf *ssmtypes.ParameterNotFound
+	_, err := w.ssm.GetParameter(context.Background(), &ssmapi.GetParameterInput{Name: provision.ParameterName(runner)})
 	switch {
 	case err == nil:
 		return true
-	case errors.As(err, &nf):
+	case ssmapi.IsCode(err, ssmapi.CodeParameterNotFound):
 		return false
 	}
 	t.Fatalf("GetParameter %s: %v", runner, err)

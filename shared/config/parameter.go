@@ -8,18 +8,18 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/ghclaim/ghclaim/shared/awsenv"
 	"github.com/ghclaim/ghclaim/shared/redact"
+	"github.com/ghclaim/ghclaim/shared/ssmapi"
 )
 
 // SSM is the part of the SSM API the pools parameter needs.
 type SSM interface {
-	GetParameter(ctx context.Context, in *ssm.GetParameterInput, optFns ...func(*ssm.Options)) (*ssm.GetParameterOutput, error)
+	GetParameter(ctx context.Context, in *ssmapi.GetParameterInput) (*ssmapi.GetParameterOutput, error)
 }
 
-var _ SSM = (*ssm.Client)(nil)
+var _ SSM = (*ssmapi.Client)(nil)
 
 // PoolsParameterVar names the SSM parameter (String or SecureString) that
 // holds RUNNER_POOLS when the environment's ~4 KB is too small for the pools.
@@ -46,15 +46,14 @@ func WithPoolsParameter(ctx context.Context, client SSM, get Getenv) (Getenv, er
 	if client == nil {
 		return fail(errors.New("no SSM client"))
 	}
-	decrypt := true
-	out, err := client.GetParameter(ctx, &ssm.GetParameterInput{Name: &name, WithDecryption: &decrypt})
+	out, err := client.GetParameter(ctx, &ssmapi.GetParameterInput{Name: name, WithDecryption: true})
 	if err != nil {
 		return fail(err)
 	}
-	if out.Parameter == nil || out.Parameter.Value == nil || strings.TrimSpace(*out.Parameter.Value) == "" {
+	if out.Parameter == nil || strings.TrimSpace(out.Parameter.Value) == "" {
 		return fail(errors.New("holds no value"))
 	}
-	pools := *out.Parameter.Value
+	pools := out.Parameter.Value
 	return func(k string) string {
 		if k == "RUNNER_POOLS" {
 			return pools
@@ -86,7 +85,7 @@ func Start[C any](ctx context.Context, get Getenv, load func(Getenv) (C, error))
 		// Bounded: a cold start has 10 s (Lambda's init limit), the
 		// webhook's first delivery GitHub's 10 s; a stalled attempt is
 		// cut and retried within StartTimeout.
-		client = ssm.NewFromConfig(awsCfg, func(o *ssm.Options) { o.HTTPClient = awsenv.AttemptBound(StartAttemptTimeout) })
+		client = ssmapi.New(awsCfg, func(o *ssmapi.Options) { o.HTTPClient = awsenv.AttemptBound(StartAttemptTimeout) })
 	}
 	rctx, cancel := context.WithTimeout(ctx, StartTimeout)
 	defer cancel()

@@ -6,9 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/ssm"
-	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
+	"github.com/ghclaim/ghclaim/infra/provisiontest"
+	"github.com/ghclaim/ghclaim/shared/ssmapi"
 )
 
 // fakeSSM holds parameters by name; reading one without decryption is refused, as a
@@ -18,17 +17,17 @@ type fakeSSM struct {
 	calls  int
 }
 
-func (f *fakeSSM) GetParameter(_ context.Context, in *ssm.GetParameterInput, _ ...func(*ssm.Options)) (*ssm.GetParameterOutput, error) {
+func (f *fakeSSM) GetParameter(_ context.Context, in *ssmapi.GetParameterInput) (*ssmapi.GetParameterOutput, error) {
 	f.calls++
-	if !aws.ToBool(in.WithDecryption) {
+	if !in.WithDecryption {
 		return nil, errors.New("read without decryption")
 	}
-	v, ok := f.values[aws.ToString(in.Name)]
+	v, ok := f.values[in.Name]
 	if !ok {
 		// moto's words; AWS's AccessDeniedException quotes the name too.
-		return nil, &ssmtypes.ParameterNotFound{Message: aws.String("Parameter " + aws.ToString(in.Name) + " not found.")}
+		return nil, provisiontest.ClientError("SSM", "GetParameter", ssmapi.CodeParameterNotFound, "Parameter "+in.Name+" not found.")
 	}
-	return &ssm.GetParameterOutput{Parameter: &ssmtypes.Parameter{Name: in.Name, Value: aws.String(v)}}, nil
+	return &ssmapi.GetParameterOutput{Parameter: &ssmapi.Parameter{Name: in.Name, Value: v}}, nil
 }
 
 const twoPools = `[{"name":"a","labels":["self-hosted","a"],"provisioner":{"type":"ec2","launch_template":"lt-1"}},` +
@@ -92,8 +91,7 @@ func TestPoolsParameterNameIsNotQuotedRaw(t *testing.T) {
 		m := base()
 		m[PoolsParameterVar] = v
 		_, err := WithPoolsParameter(context.Background(), &fakeSSM{values: map[string]string{}}, env(m))
-		var nf *ssmtypes.ParameterNotFound
-		if err == nil || strings.Contains(err.Error(), hookHex) || !errors.As(err, &nf) {
+		if err == nil || strings.Contains(err.Error(), hookHex) || !ssmapi.IsCode(err, ssmapi.CodeParameterNotFound) {
 			t.Errorf("parameter %q not found: %v; want SSM's error, the name masked", v, err)
 		}
 		get, err := WithPoolsParameter(context.Background(), &fakeSSM{values: map[string]string{v: "[]"}}, env(m))
@@ -107,7 +105,8 @@ func TestPoolsParameterNameIsNotQuotedRaw(t *testing.T) {
 	m := base()
 	m[PoolsParameterVar] = "/ghclaim/prod/pools"
 	_, err := WithPoolsParameter(context.Background(), &fakeSSM{values: map[string]string{}}, env(m))
-	if err == nil || !strings.Contains(err.Error(), "SSM parameter /ghclaim/prod/pools: ParameterNotFound: Parameter /ghclaim/prod/pools not found") {
+	if err == nil || !strings.Contains(err.Error(), "SSM parameter /ghclaim/prod/pools: ") ||
+		!strings.Contains(err.Error(), "ParameterNotFound: Parameter /ghclaim/prod/pools not found") {
 		t.Errorf("a parameter name: %v, want it named as it is", err)
 	}
 }

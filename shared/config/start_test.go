@@ -7,12 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/ssm"
-	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
-
 	"github.com/ghclaim/ghclaim/infra/emulator"
 	"github.com/ghclaim/ghclaim/infra/provisiontest"
+	"github.com/ghclaim/ghclaim/shared/ssmapi"
 )
 
 // Start reads the pools from a real SecureString parameter (moto, through the SDK client it
@@ -22,8 +19,8 @@ func TestStartReadsThePoolsParameter(t *testing.T) {
 	srv := emulator.ForTest(t)
 	ctx := context.Background()
 	name := "/" + emulator.StackName(t.Name()) + "/pools"
-	if err := provisiontest.PutParameter(ctx, ssm.NewFromConfig(srv.ConfigForTest(t)), &ssm.PutParameterInput{
-		Name: aws.String(name), Value: aws.String(twoPools), Type: ssmtypes.ParameterTypeSecureString,
+	if err := provisiontest.PutParameter(ctx, ssmapi.New(srv.ConfigForTest(t)), &ssmapi.PutParameterInput{
+		Name: name, Value: twoPools, Type: ssmapi.TypeSecureString,
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -2,15 +2,10 @@ package janitor_test
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"strconv"
 	"testing"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/ssm"
-	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
 	"github.com/ghclaim/ghclaim/infra/emulator"
 	"github.com/ghclaim/ghclaim/infra/provisiontest"
@@ -19,6 +14,7 @@ import (
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/pool"
 	"github.com/ghclaim/ghclaim/shared/provision"
+	"github.com/ghclaim/ghclaim/shared/ssmapi"
 )
 
 // TestEndToEnd (EC2 and SSM on moto through the real adapters; GitHub on
@@ -35,7 +31,7 @@ func TestEndToEnd(t *testing.T) {
 	// Its own emulator: the janitor lists every machine and runner parameter of
 	// the account, and the report is checked for exact counts.
 	awsCfg := emulator.OwnForTest(t).ConfigForTest(t)
-	instances, params := ec2api.New(awsCfg), ssm.NewFromConfig(awsCfg)
+	instances, params := ec2api.New(awsCfg), ssmapi.New(awsCfg)
 	const idle, busy, gone, theirs = int64(5101), int64(5102), int64(5103), int64(5104)
 
 	launch := func(id int64, more ...ec2api.Tag) string {
@@ -55,9 +51,9 @@ func TestEndToEnd(t *testing.T) {
 	put := func(id int64, instance string) string {
 		t.Helper()
 		name := provision.ParameterName(job.RunnerName("linux", id))
-		if err := provisiontest.PutParameter(ctx, params, &ssm.PutParameterInput{Name: aws.String(name), Value: aws.String("jit"),
-			Type: ssmtypes.ParameterTypeSecureString, Tags: []ssmtypes.Tag{{Key: aws.String(provision.TagInstanceARN),
-				Value: aws.String("arn:aws:ec2:us-east-1:123456789012:instance/" + instance)}}}); err != nil {
+		if err := provisiontest.PutParameter(ctx, params, &ssmapi.PutParameterInput{Name: name, Value: "jit",
+			Type: ssmapi.TypeSecureString, Tags: []ssmapi.Tag{{Key: provision.TagInstanceARN,
+				Value: "arn:aws:ec2:us-east-1:123456789012:instance/" + instance}}}); err != nil {
 			t.Fatalf("put parameter %s: %v", name, err)
 		}
 		return name
@@ -72,9 +68,8 @@ func TestEndToEnd(t *testing.T) {
 	}
 	exists := func(name string) bool {
 		t.Helper()
-		_, err := params.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(name)})
-		var nf *ssmtypes.ParameterNotFound
-		if err != nil && !errors.As(err, &nf) {
+		_, err := params.GetParameter(ctx, &ssmapi.GetParameterInput{Name: name})
+		if err != nil && !ssmapi.IsCode(err, ssmapi.CodeParameterNotFound) {
 			t.Fatalf("get parameter %s: %v", name, err)
 		}
 		return err == nil

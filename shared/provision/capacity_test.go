@@ -4,8 +4,6 @@ import (
 	"context"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-
 	"github.com/ghclaim/ghclaim/shared/failure"
 	"github.com/ghclaim/ghclaim/shared/pool"
 )
@@ -34,7 +32,7 @@ func assertOneMachine(t *testing.T, inst *fleetEC2, params *fakeParameters, res 
 	if put == nil || len(put.Tags) != 1 {
 		t.Fatalf("stored parameter %+v, want one with its instance tag", put)
 	}
-	if got, want := aws.ToString(put.Tags[0].Value), "arn:aws:ec2:"+fakeRegion+":"+fakeAccount+":instance/"+res.InstanceID; got != want {
+	if got, want := put.Tags[0].Value, "arn:aws:ec2:"+fakeRegion+":"+fakeAccount+":instance/"+res.InstanceID; got != want {
 		t.Errorf("parameter tag %s, want %s", got, want)
 	}
 }

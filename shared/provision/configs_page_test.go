@@ -7,13 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/ssm"
-	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 	"github.com/aws/smithy-go"
 
 	"github.com/ghclaim/ghclaim/infra/emulator"
 	"github.com/ghclaim/ghclaim/infra/provisiontest"
+	"github.com/ghclaim/ghclaim/shared/ssmapi"
 )
 
 // describeCounter counts a Catalog's DescribeParameters calls.
@@ -22,9 +20,9 @@ type describeCounter struct {
 	describes int
 }
 
-func (c *describeCounter) DescribeParameters(ctx context.Context, in *ssm.DescribeParametersInput, opts ...func(*ssm.Options)) (*ssm.DescribeParametersOutput, error) {
+func (c *describeCounter) DescribeParameters(ctx context.Context, in *ssmapi.DescribeParametersInput) (*ssmapi.DescribeParametersOutput, error) {
 	c.describes++
-	return c.Catalog.DescribeParameters(ctx, in, opts...)
+	return c.Catalog.DescribeParameters(ctx, in)
 }
 
 // TestConfigsListFiftyAPage: the janitor's listing asks Parameter Store
@@ -51,12 +49,12 @@ func TestConfigsListFiftyAPage(t *testing.T) {
 	if len(cs.Parameters) != n || c.describes != 1 {
 		t.Errorf("got %d parameters in %d DescribeParameters calls, want %d in 1", len(cs.Parameters), c.describes, n)
 	}
-	for _, max := range []int32{0, 51} {
-		_, err := f.ssm.DescribeParameters(ctx, &ssm.DescribeParametersInput{MaxResults: aws.Int32(max)})
-		var api smithy.APIError
-		if !errors.As(err, &api) || api.ErrorCode() != "ValidationException" {
-			t.Errorf("DescribeParameters with MaxResults %d: got %v, want ValidationException", max, err)
-		}
+	// The largest page is 50: 51 is refused (ssmapi sends no MaxResults
+	// of 0; unset, the page is SSM's default).
+	_, err = f.ssm.DescribeParameters(ctx, &ssmapi.DescribeParametersInput{MaxResults: configsPage + 1})
+	var api smithy.APIError
+	if !errors.As(err, &api) || api.ErrorCode() != "ValidationException" {
+		t.Errorf("DescribeParameters with MaxResults %d: got %v, want ValidationException", configsPage+1, err)
 	}
 }
 
@@ -65,10 +63,10 @@ func TestConfigsListFiftyAPage(t *testing.T) {
 func (f awsFixture) putConfigs(t *testing.T, prefix string, n int) {
 	t.Helper()
 	for i := range n {
-		err := provisiontest.PutParameter(context.Background(), f.ssm, &ssm.PutParameterInput{
-			Name: aws.String(ParameterName(fmt.Sprintf("%s-%d", prefix, i))), Value: aws.String("x"),
-			Type: ssmtypes.ParameterTypeSecureString,
-			Tags: []ssmtypes.Tag{{Key: aws.String(TagInstanceARN), Value: aws.String("arn:aws:ec2:us-east-1:123456789012:instance/i-0123456789abcdef0")}},
+		err := provisiontest.PutParameter(context.Background(), f.ssm, &ssmapi.PutParameterInput{
+			Name: ParameterName(fmt.Sprintf("%s-%d", prefix, i)), Value: "x",
+			Type: ssmapi.TypeSecureString,
+			Tags: []ssmapi.Tag{{Key: TagInstanceARN, Value: "arn:aws:ec2:us-east-1:123456789012:instance/i-0123456789abcdef0"}},
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -14,14 +14,13 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/ssm"
-	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 	"github.com/aws/smithy-go"
 
 	"github.com/ghclaim/ghclaim/shared/awsrpc"
 	"github.com/ghclaim/ghclaim/shared/clock"
 	"github.com/ghclaim/ghclaim/shared/ec2api"
 	"github.com/ghclaim/ghclaim/shared/pool"
+	"github.com/ghclaim/ghclaim/shared/ssmapi"
 )
 
 // Tag keys put on every instance the EC2 adapter launches (at launch: the
@@ -68,8 +67,8 @@ type Instances interface {
 
 // Parameters is the part of the SSM API the EC2 adapter uses.
 type Parameters interface {
-	PutParameter(ctx context.Context, params *ssm.PutParameterInput, optFns ...func(*ssm.Options)) (*ssm.PutParameterOutput, error)
-	DeleteParameter(ctx context.Context, params *ssm.DeleteParameterInput, optFns ...func(*ssm.Options)) (*ssm.DeleteParameterOutput, error)
+	PutParameter(ctx context.Context, params *ssmapi.PutParameterInput) (*ssmapi.PutParameterOutput, error)
+	DeleteParameter(ctx context.Context, params *ssmapi.DeleteParameterInput) (*ssmapi.DeleteParameterOutput, error)
 }
 
 // EC2 launches one instance per job from the pool's launch template. The
@@ -149,7 +148,7 @@ type EC2 struct {
 var (
 	_ Provisioner = (*EC2)(nil)
 	_ Instances   = (*ec2api.Client)(nil)
-	_ Parameters  = (*ssm.Client)(nil)
+	_ Parameters  = (*ssmapi.Client)(nil)
 )
 
 // NewEC2 returns the EC2 adapter. log may be nil. The instances' Region,
@@ -455,27 +454,25 @@ const TagInstanceARN = "ghclaim:instance-arn"
 func (e *EC2) putConfig(ctx context.Context, req Request, inst launched) error {
 	name := ParameterName(req.RunnerName)
 	arn := e.instanceARN(inst)
-	in := &ssm.PutParameterInput{
-		Name:        aws.String(name),
-		Value:       aws.String(req.JITConfig),
-		Type:        ssmtypes.ParameterTypeSecureString,
-		Tier:        ssmtypes.ParameterTierIntelligentTiering,
-		Description: aws.String(fmt.Sprintf("ghclaim JIT runner config for job %d (%s); read and deleted by %s at boot", req.JobID, req.Repo, inst.id)),
-		Tags:        []ssmtypes.Tag{{Key: aws.String(TagInstanceARN), Value: aws.String(arn)}},
+	in := &ssmapi.PutParameterInput{
+		Name:        name,
+		Value:       req.JITConfig,
+		Type:        ssmapi.TypeSecureString,
+		Tier:        ssmapi.TierIntelligentTiering,
+		Description: (fmt.Sprintf("ghclaim JIT runner config for job %d (%s); read and deleted by %s at boot", req.JobID, req.Repo, inst.id)),
+		Tags:        []ssmapi.Tag{{Key: TagInstanceARN, Value: arn}},
 	}
 	if e.stack != "" {
-		in.Tags = append(in.Tags, ssmtypes.Tag{Key: aws.String(TagStack), Value: aws.String(e.stack)})
+		in.Tags = append(in.Tags, ssmapi.Tag{Key: TagStack, Value: e.stack})
 	}
 	put := func() error { _, err := e.parameters.PutParameter(ctx, in); return err }
 	err := e.patient(ctx, put)
-	var exists *ssmtypes.ParameterAlreadyExists
-	if errors.As(err, &exists) {
+	if ssmapi.IsCode(err, ssmapi.CodeParameterAlreadyExists) {
 		err = e.patient(ctx, func() error {
-			_, err := e.parameters.DeleteParameter(ctx, &ssm.DeleteParameterInput{Name: aws.String(name)})
+			_, err := e.parameters.DeleteParameter(ctx, &ssmapi.DeleteParameterInput{Name: name})
 			return err
 		})
-		var notFound *ssmtypes.ParameterNotFound
-		if err != nil && !errors.As(err, &notFound) {
+		if err != nil && !ssmapi.IsCode(err, ssmapi.CodeParameterNotFound) {
 			return fmt.Errorf("provision job %d: replace parameter %s: delete: %w", req.JobID, name, err)
 		}
 		err = e.patient(ctx, put)
@@ -811,9 +808,8 @@ func (e *EC2) Cleanup(ctx context.Context, req Request) error {
 	if !pool.ValidRunnerName(req.RunnerName) {
 		return fmt.Errorf("%w: runner name %q", ErrInvalidRequest, req.RunnerName)
 	}
-	_, err := e.parameters.DeleteParameter(ctx, &ssm.DeleteParameterInput{Name: aws.String(name)})
-	var notFound *ssmtypes.ParameterNotFound
-	if errors.As(err, &notFound) {
+	_, err := e.parameters.DeleteParameter(ctx, &ssmapi.DeleteParameterInput{Name: name})
+	if ssmapi.IsCode(err, ssmapi.CodeParameterNotFound) {
 		err = nil // already read by the instance, or never written
 	}
 	if err != nil {

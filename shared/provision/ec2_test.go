@@ -14,14 +14,13 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/ssm"
-	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 	"github.com/aws/smithy-go"
 
 	"github.com/ghclaim/ghclaim/infra/provisiontest"
 	"github.com/ghclaim/ghclaim/shared/ec2api"
 	"github.com/ghclaim/ghclaim/shared/failure"
 	"github.com/ghclaim/ghclaim/shared/pool"
+	"github.com/ghclaim/ghclaim/shared/ssmapi"
 )
 
 // fakeInstances records EC2 calls. existing is what DescribeInstances
@@ -161,9 +160,9 @@ func (f *fakeInstances) DescribeInstances(_ context.Context, in *ec2api.Describe
 // ParameterNotFound. deleteErr is returned by DeleteParameter.
 type fakeParameters struct {
 	mu        sync.Mutex
-	puts      []*ssm.PutParameterInput
+	puts      []*ssmapi.PutParameterInput
 	deletes   []string
-	stored    map[string]*ssm.PutParameterInput
+	stored    map[string]*ssmapi.PutParameterInput
 	putErr    error
 	deleteErr error
 	// throttles is how many PutParameter calls answer SSM's
@@ -173,7 +172,7 @@ type fakeParameters struct {
 	calls     *callLog
 }
 
-func (f *fakeParameters) PutParameter(_ context.Context, in *ssm.PutParameterInput, _ ...func(*ssm.Options)) (*ssm.PutParameterOutput, error) {
+func (f *fakeParameters) PutParameter(_ context.Context, in *ssmapi.PutParameterInput) (*ssmapi.PutParameterOutput, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls.add("PutParameter")
@@ -191,36 +190,36 @@ func (f *fakeParameters) PutParameter(_ context.Context, in *ssm.PutParameterInp
 	if err := provisiontest.CheckPutParameter(in); err != nil {
 		return nil, err // as AWS: a value too long for its tier
 	}
-	if len(in.Tags) > 0 && aws.ToBool(in.Overwrite) {
+	if len(in.Tags) > 0 && in.Overwrite {
 		return nil, provisiontest.ClientError("SSM", "PutParameter", "ValidationException",
 			"Invalid request: tags and overwrite can't be used together. To create a parameter with tags, please remove overwrite flag. "+
 				"To update tags for an existing parameter, please use AddTagsToResource or RemoveTagsFromResource.")
 	}
-	name := aws.ToString(in.Name)
-	if _, ok := f.stored[name]; ok && !aws.ToBool(in.Overwrite) {
-		return nil, &ssmtypes.ParameterAlreadyExists{Message: aws.String("The parameter already exists. To overwrite this value, set the overwrite option in the request to true.")}
+	name := in.Name
+	if _, ok := f.stored[name]; ok && !in.Overwrite {
+		return nil, provisiontest.ClientError("SSM", "PutParameter", ssmapi.CodeParameterAlreadyExists, "The parameter already exists. To overwrite this value, set the overwrite option in the request to true.")
 	}
 	if f.stored == nil {
-		f.stored = map[string]*ssm.PutParameterInput{}
+		f.stored = map[string]*ssmapi.PutParameterInput{}
 	}
 	f.stored[name] = in
-	return &ssm.PutParameterOutput{Version: int64(len(f.puts)), Tier: ssmtypes.ParameterTierAdvanced}, nil
+	return &ssmapi.PutParameterOutput{Version: int64(len(f.puts)), Tier: ssmapi.TierAdvanced}, nil
 }
 
-func (f *fakeParameters) DeleteParameter(_ context.Context, in *ssm.DeleteParameterInput, _ ...func(*ssm.Options)) (*ssm.DeleteParameterOutput, error) {
+func (f *fakeParameters) DeleteParameter(_ context.Context, in *ssmapi.DeleteParameterInput) (*ssmapi.DeleteParameterOutput, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls.add("DeleteParameter")
-	name := aws.ToString(in.Name)
+	name := in.Name
 	f.deletes = append(f.deletes, name)
 	if f.deleteErr != nil {
 		return nil, f.deleteErr
 	}
 	if _, ok := f.stored[name]; !ok {
-		return nil, &ssmtypes.ParameterNotFound{}
+		return nil, provisiontest.ClientError("SSM", "DeleteParameter", ssmapi.CodeParameterNotFound, "")
 	}
 	delete(f.stored, name)
-	return &ssm.DeleteParameterOutput{}, nil
+	return &ssmapi.DeleteParameterOutput{}, nil
 }
 
 type ec2Fixture struct {
@@ -373,20 +372,20 @@ func TestEC2ProvisionPutsJITConfigOnlyInSecureString(t *testing.T) {
 		t.Fatalf("PutParameter calls: got %d, want 1", len(f.params.puts))
 	}
 	put := f.params.puts[0]
-	if got := aws.ToString(put.Name); got != "/ghclaim/runners/linux-42" {
+	if got := put.Name; got != "/ghclaim/runners/linux-42" {
 		t.Errorf("parameter name: got %q, want /ghclaim/runners/linux-42", got)
 	}
-	if aws.ToString(put.Value) != jit {
+	if put.Value != jit {
 		t.Errorf("parameter value: got something else, want the JIT config")
 	}
-	if put.Type != ssmtypes.ParameterTypeSecureString {
+	if put.Type != ssmapi.TypeSecureString {
 		t.Errorf("parameter type: got %q, want SecureString", put.Type)
 	}
 	// GitHub's configs are over the Standard tier's 4,096 characters.
-	if put.Tier != ssmtypes.ParameterTierIntelligentTiering {
+	if put.Tier != ssmapi.TierIntelligentTiering {
 		t.Errorf("tier %q: want Intelligent-Tiering", put.Tier)
 	}
-	if d := aws.ToString(put.Description); !strings.Contains(d, "42") || strings.Contains(d, jit) {
+	if d := put.Description; !strings.Contains(d, "42") || strings.Contains(d, jit) {
 		t.Errorf("description %q: want the job id and never the config", d)
 	}
 
@@ -630,7 +629,7 @@ func TestEC2Cleanup(t *testing.T) {
 		{name: "deletes the parameter"},
 		{name: "keep machines: the parameter only", existing: []string{"i-0a"}, keepMachines: true},
 		{name: "terminates the job's live machines", existing: []string{"i-0b", "i-0a"}, wantTerminated: []string{"i-0b", "i-0a"}},
-		{name: "already gone is success", delErr: &ssmtypes.ParameterNotFound{Message: aws.String("not found")}, existing: []string{"i-0a"}, wantTerminated: []string{"i-0a"}},
+		{name: "already gone is success", delErr: provisiontest.ClientError("SSM", "DeleteParameter", ssmapi.CodeParameterNotFound, "not found"), existing: []string{"i-0a"}, wantTerminated: []string{"i-0a"}},
 		{name: "other errors are returned", delErr: throttled, existing: []string{"i-0a"}, wantErr: true},
 		{name: "a refused termination is returned", existing: []string{"i-0a"}, terminateErr: throttled, wantErr: true},
 	}
@@ -730,7 +729,7 @@ func TestEC2ProvisionTagsConfigWithInstanceARN(t *testing.T) {
 			want := map[string]string{TagInstanceARN: "arn:aws:ec2:" + fakeRegion + ":" + fakeAccount + ":instance/" + tt.wantID}
 			got := map[string]string{}
 			for _, tg := range put.Tags {
-				got[aws.ToString(tg.Key)] = aws.ToString(tg.Value)
+				got[tg.Key] = tg.Value
 			}
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("parameter tags: got %v, want %v", got, want)
@@ -760,7 +759,7 @@ func TestEC2ProvisionReplacesAnEarlierAttemptsConfig(t *testing.T) {
 		t.Errorf("second: got %+v, want i-0fresh reused", res)
 	}
 	put := f.params.stored["/ghclaim/runners/linux-42"]
-	if put == nil || aws.ToString(put.Value) != second.JITConfig || len(put.Tags) != 1 {
+	if put == nil || put.Value != second.JITConfig || len(put.Tags) != 1 {
 		t.Fatalf("stored parameter: got %+v, want the second config with its tag", put)
 	}
 	if !reflect.DeepEqual(f.params.deletes, []string{"/ghclaim/runners/linux-42"}) {

@@ -13,8 +13,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
-	"github.com/aws/aws-sdk-go-v2/service/ssm"
-	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 	"github.com/aws/smithy-go"
 
 	"github.com/ghclaim/ghclaim/infra/emulator"
@@ -22,6 +20,7 @@ import (
 	"github.com/ghclaim/ghclaim/shared/awsrpc"
 	"github.com/ghclaim/ghclaim/shared/ec2api"
 	"github.com/ghclaim/ghclaim/shared/failure"
+	"github.com/ghclaim/ghclaim/shared/ssmapi"
 )
 
 // These tests talk HTTP to moto_server through the real SDK clients. moto
@@ -35,7 +34,7 @@ import (
 
 type awsFixture struct {
 	ec2 *ec2api.Client
-	ssm *ssm.Client
+	ssm *ssmapi.Client
 	sqs *sqs.Client
 }
 
@@ -49,7 +48,7 @@ func setupAWSOn(t *testing.T, srv *emulator.Server) awsFixture {
 	t.Helper()
 	cfg := srv.ConfigForTest(t)
 	// moto stores any value in any SSM tier: StrictSSM refuses what AWS refuses.
-	return awsFixture{ec2: ec2api.New(cfg), ssm: ssm.NewFromConfig(cfg, provisiontest.StrictSSM), sqs: sqs.NewFromConfig(cfg)}
+	return awsFixture{ec2: ec2api.New(cfg), ssm: ssmapi.New(cfg, provisiontest.StrictSSM), sqs: sqs.NewFromConfig(cfg)}
 }
 
 // launchTemplate creates a launch template named name and returns its id.
@@ -143,13 +142,13 @@ func TestEC2AgainstMoto(t *testing.T) {
 			}
 
 			name := ParameterName(req.RunnerName)
-			got, err := f.ssm.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(name), WithDecryption: aws.Bool(true)})
+			got, err := f.ssm.GetParameter(ctx, &ssmapi.GetParameterInput{Name: name, WithDecryption: true})
 			if err != nil {
 				t.Fatalf("GetParameter %s: %v", name, err)
 			}
-			if got.Parameter.Type != ssmtypes.ParameterTypeSecureString || aws.ToString(got.Parameter.Value) != jit {
+			if got.Parameter.Type != ssmapi.TypeSecureString || got.Parameter.Value != jit {
 				t.Errorf("parameter: got type %q and a value that is%s the JIT config, want SecureString holding it",
-					got.Parameter.Type, map[bool]string{true: "", false: " not"}[aws.ToString(got.Parameter.Value) == jit])
+					got.Parameter.Type, map[bool]string{true: "", false: " not"}[got.Parameter.Value == jit])
 			}
 
 			// Only this instance may read it: the tag names its ARN, which only
@@ -161,7 +160,7 @@ func TestEC2AgainstMoto(t *testing.T) {
 					t.Fatalf("Cleanup %d: %v", i+1, err)
 				}
 			}
-			if _, err := f.ssm.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(name)}); err == nil {
+			if _, err := f.ssm.GetParameter(ctx, &ssmapi.GetParameterInput{Name: name}); err == nil {
 				t.Errorf("parameter %s still exists after Cleanup", name)
 			}
 			for _, inst := range f.jobInstances(t, tt.job) {
@@ -185,14 +184,14 @@ func (f awsFixture) assertInstanceTag(t *testing.T, name string, inst ec2api.Ins
 	region := f.ec2.Region()
 	want := fmt.Sprintf("arn:%s:ec2:%s:%s:instance/%s", awsrpc.Partition(region), region,
 		out.Reservations[0].OwnerID, inst.InstanceID)
-	tags, err := f.ssm.ListTagsForResource(ctx, &ssm.ListTagsForResourceInput{
-		ResourceType: ssmtypes.ResourceTypeForTaggingParameter, ResourceId: aws.String(name)})
+	tags, err := f.ssm.ListTagsForResource(ctx, &ssmapi.ListTagsForResourceInput{
+		ResourceType: ssmapi.ResourceTypeParameter, ResourceID: name})
 	if err != nil {
 		t.Fatalf("ListTagsForResource %s: %v", name, err)
 	}
 	got := map[string]string{}
 	for _, tg := range tags.TagList {
-		got[aws.ToString(tg.Key)] = aws.ToString(tg.Value)
+		got[tg.Key] = tg.Value
 	}
 	if got[TagInstanceARN] != want {
 		t.Errorf("parameter %s tag %s: got %q (tags %v), want %q", name, TagInstanceARN, got[TagInstanceARN], got, want)

@@ -2,18 +2,14 @@ package provision
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/ssm"
-	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
-
 	"github.com/ghclaim/ghclaim/shared/ec2api"
 	"github.com/ghclaim/ghclaim/shared/pool"
+	"github.com/ghclaim/ghclaim/shared/ssmapi"
 )
 
 // The janitor's view of what the EC2 adapter leaves behind: every live
@@ -31,14 +27,14 @@ type Inventory interface {
 
 // Catalog is the part of the SSM API the janitor's listing uses.
 type Catalog interface {
-	DescribeParameters(ctx context.Context, params *ssm.DescribeParametersInput, optFns ...func(*ssm.Options)) (*ssm.DescribeParametersOutput, error)
-	ListTagsForResource(ctx context.Context, params *ssm.ListTagsForResourceInput, optFns ...func(*ssm.Options)) (*ssm.ListTagsForResourceOutput, error)
-	DeleteParameter(ctx context.Context, params *ssm.DeleteParameterInput, optFns ...func(*ssm.Options)) (*ssm.DeleteParameterOutput, error)
+	DescribeParameters(ctx context.Context, params *ssmapi.DescribeParametersInput) (*ssmapi.DescribeParametersOutput, error)
+	ListTagsForResource(ctx context.Context, params *ssmapi.ListTagsForResourceInput) (*ssmapi.ListTagsForResourceOutput, error)
+	DeleteParameter(ctx context.Context, params *ssmapi.DeleteParameterInput) (*ssmapi.DeleteParameterOutput, error)
 }
 
 var (
 	_ Inventory = (*ec2api.Client)(nil)
-	_ Catalog   = (*ssm.Client)(nil)
+	_ Catalog   = (*ssmapi.Client)(nil)
 )
 
 // Leftovers lists the EC2 adapter's machines and parameters for the janitor.
@@ -107,9 +103,9 @@ func (l Leftovers) LiveMachines(ctx context.Context) ([]pool.Machine, error) {
 // and named in Unread so that the pass says it did not finish: a
 // throttle once failed the whole listing, and no leftover was deleted.
 func (l Leftovers) Configs(ctx context.Context, before time.Time) (pool.ConfigList, error) {
-	in := &ssm.DescribeParametersInput{ParameterFilters: []ssmtypes.ParameterStringFilter{
-		{Key: aws.String("Path"), Option: aws.String("OneLevel"), Values: []string{strings.TrimSuffix(ParameterPrefix, "/")}},
-	}, MaxResults: aws.Int32(configsPage)}
+	in := &ssmapi.DescribeParametersInput{ParameterFilters: []ssmapi.ParameterStringFilter{
+		{Key: "Path", Option: "OneLevel", Values: []string{strings.TrimSuffix(ParameterPrefix, "/")}},
+	}, MaxResults: configsPage}
 	var out pool.ConfigList
 	for {
 		page, err := l.Parameters.DescribeParameters(ctx, in)
@@ -117,15 +113,14 @@ func (l Leftovers) Configs(ctx context.Context, before time.Time) (pool.ConfigLi
 			return pool.ConfigList{}, fmt.Errorf("list parameters: %w", err)
 		}
 		for _, p := range page.Parameters {
-			name := aws.ToString(p.Name)
-			if !strings.HasPrefix(name, ParameterPrefix) || !aws.ToTime(p.LastModifiedDate).Before(before) {
+			name := p.Name
+			if !strings.HasPrefix(name, ParameterPrefix) || !p.LastModifiedDate.Before(before) {
 				continue
 			}
-			tags, err := l.Parameters.ListTagsForResource(ctx, &ssm.ListTagsForResourceInput{
-				ResourceType: ssmtypes.ResourceTypeForTaggingParameter, ResourceId: aws.String(name)})
-			var nf *ssmtypes.InvalidResourceId
+			tags, err := l.Parameters.ListTagsForResource(ctx, &ssmapi.ListTagsForResourceInput{
+				ResourceType: ssmapi.ResourceTypeParameter, ResourceID: name})
 			switch {
-			case errors.As(err, &nf):
+			case ssmapi.IsCode(err, ssmapi.CodeInvalidResourceID):
 				continue // deleted meanwhile (read by its machine)
 			case throttled(err):
 				out.Unread = append(out.Unread, name)
@@ -133,10 +128,10 @@ func (l Leftovers) Configs(ctx context.Context, before time.Time) (pool.ConfigLi
 			case err != nil:
 				return pool.ConfigList{}, fmt.Errorf("list parameters: tags of %s: %w", name, err)
 			}
-			par := pool.Parameter{Name: name, ModifiedAt: aws.ToTime(p.LastModifiedDate)}
+			par := pool.Parameter{Name: name, ModifiedAt: p.LastModifiedDate.Time}
 			stack := ""
 			for _, t := range tags.TagList {
-				switch v := aws.ToString(t.Value); aws.ToString(t.Key) {
+				switch v := t.Value; t.Key {
 				case TagInstanceARN:
 					par.InstanceID = v[strings.LastIndex(v, "/")+1:]
 				case TagStack:
@@ -147,7 +142,7 @@ func (l Leftovers) Configs(ctx context.Context, before time.Time) (pool.ConfigLi
 				out.Parameters = append(out.Parameters, par)
 			}
 		}
-		if aws.ToString(page.NextToken) == "" {
+		if page.NextToken == "" {
 			return out, nil
 		}
 		in.NextToken = page.NextToken
@@ -166,9 +161,8 @@ func (l Leftovers) DeleteConfig(ctx context.Context, name string) error {
 	if !strings.HasPrefix(name, ParameterPrefix) || !pool.ValidRunnerName(strings.TrimPrefix(name, ParameterPrefix)) {
 		return fmt.Errorf("%w: parameter %q is not a runner config", ErrInvalidRequest, name)
 	}
-	_, err := l.Parameters.DeleteParameter(ctx, &ssm.DeleteParameterInput{Name: aws.String(name)})
-	var nf *ssmtypes.ParameterNotFound
-	if err != nil && !errors.As(err, &nf) {
+	_, err := l.Parameters.DeleteParameter(ctx, &ssmapi.DeleteParameterInput{Name: name})
+	if err != nil && !ssmapi.IsCode(err, ssmapi.CodeParameterNotFound) {
 		return fmt.Errorf("delete parameter %s: %w", name, err)
 	}
 	return nil

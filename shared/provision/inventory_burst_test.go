@@ -7,11 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/ssm"
-	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
-
 	"github.com/ghclaim/ghclaim/infra/provisiontest"
+	"github.com/ghclaim/ghclaim/shared/ssmapi"
 )
 
 // burstCatalog is Parameter Store during a burst: fresh parameters (written
@@ -25,10 +22,10 @@ type burstCatalog struct {
 	tagReads   []string
 }
 
-func (c *burstCatalog) DescribeParameters(_ context.Context, in *ssm.DescribeParametersInput, _ ...func(*ssm.Options)) (*ssm.DescribeParametersOutput, error) {
-	out := &ssm.DescribeParametersOutput{}
+func (c *burstCatalog) DescribeParameters(_ context.Context, in *ssmapi.DescribeParametersInput) (*ssmapi.DescribeParametersOutput, error) {
+	out := &ssmapi.DescribeParametersOutput{}
 	add := func(name string, at time.Time) {
-		out.Parameters = append(out.Parameters, ssmtypes.ParameterMetadata{Name: aws.String(ParameterPrefix + name), LastModifiedDate: aws.Time(at)})
+		out.Parameters = append(out.Parameters, ssmapi.ParameterMetadata{Name: ParameterPrefix + name, LastModifiedDate: ssmapi.Timestamp{Time: at}})
 	}
 	for i := range c.fresh {
 		add(fmt.Sprintf("linux-%d", i), c.at.Add(-time.Minute))
@@ -39,17 +36,17 @@ func (c *burstCatalog) DescribeParameters(_ context.Context, in *ssm.DescribePar
 	return out, nil
 }
 
-func (c *burstCatalog) ListTagsForResource(_ context.Context, in *ssm.ListTagsForResourceInput, _ ...func(*ssm.Options)) (*ssm.ListTagsForResourceOutput, error) {
-	name := aws.ToString(in.ResourceId)
+func (c *burstCatalog) ListTagsForResource(_ context.Context, in *ssmapi.ListTagsForResourceInput) (*ssmapi.ListTagsForResourceOutput, error) {
+	name := in.ResourceID
 	c.tagReads = append(c.tagReads, name)
 	if name == c.throttled {
 		return nil, provisiontest.ClientError("SSM", "ListTagsForResource", "ThrottlingException", "Rate exceeded")
 	}
-	return &ssm.ListTagsForResourceOutput{}, nil
+	return &ssmapi.ListTagsForResourceOutput{}, nil
 }
 
-func (c *burstCatalog) DeleteParameter(context.Context, *ssm.DeleteParameterInput, ...func(*ssm.Options)) (*ssm.DeleteParameterOutput, error) {
-	return &ssm.DeleteParameterOutput{}, nil
+func (c *burstCatalog) DeleteParameter(context.Context, *ssmapi.DeleteParameterInput) (*ssmapi.DeleteParameterOutput, error) {
+	return &ssmapi.DeleteParameterOutput{}, nil
 }
 
 // TestConfigsUnderABurst: during a burst of 300 claims the janitor read

@@ -6,12 +6,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/service/ssm"
-
 	"github.com/ghclaim/ghclaim/infra/emulator"
 	"github.com/ghclaim/ghclaim/infra/provisiontest"
 	"github.com/ghclaim/ghclaim/shared/ec2api"
 	"github.com/ghclaim/ghclaim/shared/pool"
+	"github.com/ghclaim/ghclaim/shared/ssmapi"
 )
 
 // TestScaffoldLaunchTemplateOnMoto deploys template.yaml with only
@@ -25,7 +24,7 @@ func TestScaffoldLaunchTemplateOnMoto(t *testing.T) {
 	srv := emulator.ForTest(t)
 	cfg := srv.ConfigForTest(t)
 	ec2c := ec2api.New(cfg)
-	f := awsFixture{ec2: ec2c, ssm: ssm.NewFromConfig(cfg, provisiontest.StrictSSM)}
+	f := awsFixture{ec2: ec2c, ssm: ssmapi.New(cfg, provisiontest.StrictSSM)}
 	subnets, err := provisiontest.Subnets(ctx, ec2c)
 	if err != nil || len(subnets) < 2 {
 		t.Fatalf("DescribeSubnets: %v", err)

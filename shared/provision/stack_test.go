@@ -7,12 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/ssm"
-	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
-
 	"github.com/ghclaim/ghclaim/infra/provisiontest"
 	"github.com/ghclaim/ghclaim/shared/ec2api"
+	"github.com/ghclaim/ghclaim/shared/ssmapi"
 )
 
 // TestStacksLeaveEachOthersMachines (EC2 and SSM on moto): two stacks in
@@ -70,8 +67,8 @@ func TestStacksLeaveEachOthersMachines(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := provisiontest.PutParameter(ctx, f.ssm, &ssm.PutParameterInput{Name: aws.String(ParameterName(reqOld.RunnerName)),
-		Value: aws.String("jit"), Type: ssmtypes.ParameterTypeSecureString}); err != nil {
+	if err := provisiontest.PutParameter(ctx, f.ssm, &ssmapi.PutParameterInput{Name: ParameterName(reqOld.RunnerName),
+		Value: "jit", Type: ssmapi.TypeSecureString}); err != nil {
 		t.Fatal(err)
 	}
 	for name, e := range map[string]*EC2{"a": a, "b": b} {
@@ -128,14 +125,14 @@ func TestStacksLeaveEachOthersMachines(t *testing.T) {
 // parameterTags returns parameter name's tags.
 func (f awsFixture) parameterTags(t *testing.T, name string) map[string]string {
 	t.Helper()
-	out, err := f.ssm.ListTagsForResource(context.Background(), &ssm.ListTagsForResourceInput{
-		ResourceType: ssmtypes.ResourceTypeForTaggingParameter, ResourceId: aws.String(name)})
+	out, err := f.ssm.ListTagsForResource(context.Background(), &ssmapi.ListTagsForResourceInput{
+		ResourceType: ssmapi.ResourceTypeParameter, ResourceID: name})
 	if err != nil {
 		t.Fatalf("ListTagsForResource %s: %v", name, err)
 	}
 	got := map[string]string{}
 	for _, tg := range out.TagList {
-		got[aws.ToString(tg.Key)] = aws.ToString(tg.Value)
+		got[tg.Key] = tg.Value
 	}
 	return got
 }

@@ -6,16 +6,11 @@ import (
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
-	"errors"
 	"log/slog"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/ssm"
-	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
 	"github.com/ghclaim/ghclaim/infra/emulator"
 	"github.com/ghclaim/ghclaim/infra/ghfake"
@@ -27,6 +22,7 @@ import (
 	"github.com/ghclaim/ghclaim/shared/provision"
 	"github.com/ghclaim/ghclaim/shared/ratelimit"
 	"github.com/ghclaim/ghclaim/shared/reclaim"
+	"github.com/ghclaim/ghclaim/shared/ssmapi"
 )
 
 // registryCleanup is the reclaimer's Provisioner over the real
@@ -97,9 +93,9 @@ func TestAbandonRemovesLeftovers(t *testing.T) {
 				}
 			}
 			awsCfg := emulator.ForTest(t).ConfigForTest(t)
-			params := ssm.NewFromConfig(awsCfg)
+			params := ssmapi.New(awsCfg)
 			param := provision.ParameterName(name)
-			if err := provisiontest.PutParameter(ctx, params, &ssm.PutParameterInput{Name: aws.String(param), Value: aws.String("jit-config"), Type: ssmtypes.ParameterTypeSecureString}); err != nil {
+			if err := provisiontest.PutParameter(ctx, params, &ssmapi.PutParameterInput{Name: param, Value: "jit-config", Type: ssmapi.TypeSecureString}); err != nil {
 				t.Fatalf("put parameter: %v", err)
 			}
 			// And its machine, tagged with the job and the attempt's runner as the EC2 provisioner tags it.
@@ -145,9 +141,8 @@ func TestAbandonRemovesLeftovers(t *testing.T) {
 			if _, ok := fake.RunnerByName(name); ok != tt.wantRunner {
 				t.Errorf("runner %s registered: %t, want %t", name, ok, tt.wantRunner)
 			}
-			_, err = params.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(param)})
-			var notFound *ssmtypes.ParameterNotFound
-			if gone := errors.As(err, &notFound); gone == tt.wantParameter {
+			_, err = params.GetParameter(ctx, &ssmapi.GetParameterInput{Name: param})
+			if gone := ssmapi.IsCode(err, ssmapi.CodeParameterNotFound); gone == tt.wantParameter {
 				t.Errorf("parameter %s: %v; want it kept %t", param, err, tt.wantParameter)
 			}
 			st, err := provisiontest.State(ctx, machines, machine)

@@ -34,13 +34,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
-	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/ghclaim/ghclaim/shared/awsenv"
 	"github.com/ghclaim/ghclaim/shared/clock"
 	"github.com/ghclaim/ghclaim/shared/config"
 	"github.com/ghclaim/ghclaim/shared/obs"
 	"github.com/ghclaim/ghclaim/shared/secret"
+	"github.com/ghclaim/ghclaim/shared/ssmapi"
 	"github.com/ghclaim/ghclaim/shared/store"
 )
 
@@ -56,7 +56,7 @@ type Env struct {
 	Now clock.Func
 	// SSM are options of the SSM client the provisioners write, read and
 	// delete JIT configs with (a test's strict double); none in main.
-	SSM []func(*ssm.Options)
+	SSM []func(*ssmapi.Options)
 	// HTTPClient, when set, sends every AWS request of the wired function
 	// (a benchmark's counting transport); nil in main: the SDK's own. The
 	// RUNNER_POOLS_PARAMETER read at start-up is not sent through it.

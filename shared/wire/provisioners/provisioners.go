@@ -12,11 +12,11 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/ghclaim/ghclaim/shared/ec2api"
 	"github.com/ghclaim/ghclaim/shared/pool"
 	"github.com/ghclaim/ghclaim/shared/provision"
+	"github.com/ghclaim/ghclaim/shared/ssmapi"
 	"github.com/ghclaim/ghclaim/shared/wire"
 )
 
@@ -25,7 +25,7 @@ import (
 // dispatch provisioner sends through sqsClient; the JIT configs go through
 // an SSM client with env.SSM's options.
 func New(awsCfg aws.Config, env wire.Env, sqsClient *sqs.Client, log *slog.Logger, stack string) (provision.Registry, provision.Leftovers) {
-	instances, parameters := ec2api.New(awsCfg), ssm.NewFromConfig(awsCfg, env.SSM...)
+	instances, parameters := ec2api.New(awsCfg), ssmapi.New(awsCfg, env.SSM...)
 	return provision.Registry{
 			pool.ProvisionerEC2:      provision.NewEC2(instances, parameters, log).InStack(stack),
 			pool.ProvisionerDispatch: provision.NewDispatch(sqsClient, log),

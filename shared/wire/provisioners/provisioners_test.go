@@ -8,13 +8,13 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/ghclaim/ghclaim/infra/emulator"
 	"github.com/ghclaim/ghclaim/infra/provisiontest"
 	"github.com/ghclaim/ghclaim/shared/ec2api"
 	"github.com/ghclaim/ghclaim/shared/pool"
 	"github.com/ghclaim/ghclaim/shared/provision"
+	"github.com/ghclaim/ghclaim/shared/ssmapi"
 	"github.com/ghclaim/ghclaim/shared/wire"
 	"github.com/ghclaim/ghclaim/shared/wire/provisioners"
 )
@@ -32,7 +32,7 @@ func TestMachinesAndListingShareTheStack(t *testing.T) {
 		t.Fatal(err)
 	}
 	// StrictSSM: moto stores any value in any tier; AWS does not.
-	env := wire.Env{SSM: []func(*ssm.Options){provisiontest.StrictSSM}}
+	env := wire.Env{SSM: []func(*ssmapi.Options){provisiontest.StrictSSM}}
 	reg, listing := provisioners.New(awsCfg, env, sqs.NewFromConfig(awsCfg), nil, "ci-wired")
 	p := pool.Pool{Name: "wired", Labels: []string{"self-hosted"}, Scope: pool.ScopeRepo, RunnerGroupID: 1,
 		Provisioner: pool.Provisioner{Type: pool.ProvisionerEC2, LaunchTemplate: lt, LaunchTemplateVersion: "$Latest"}}
