@@ -32,6 +32,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -65,6 +66,11 @@ type Service struct {
 	// Error reads an error answer's code, message and request ID (each
 	// may be empty).
 	Error func(header http.Header, body []byte) (code, message, requestID string)
+	// Regional, when set, is the service's own rule for its regional
+	// endpoint, given the region and whether FIPS and dual-stack are on
+	// (Secrets Manager answers dual-stack on its regular names in most
+	// partitions); nil: the rule EC2's and SSM's endpoints follow.
+	Regional func(region string, fips, dual bool) string
 }
 
 // Client sends a service's requests. It is safe for concurrent use.
@@ -416,6 +422,8 @@ func (s Service) Endpoint(cfg aws.Config) (string, error) {
 		return strings.TrimSuffix(base, "/"), nil
 	case cfg.Region == "":
 		return "", nil
+	case s.Regional != nil:
+		return s.Regional(cfg.Region, fips, dual), nil
 	}
 	r, p, host := cfg.Region, Partition(cfg.Region), s.EndpointPrefix
 	switch {
@@ -459,4 +467,32 @@ func (s Service) configuredEndpoint(ctx context.Context, sources []any) (string,
 		}
 	}
 	return "", false
+}
+
+// JSONError reads an awsJson error answer as the SDK's awsjson protocol
+// does: the code from X-Amzn-ErrorType, else the body's __type, else its
+// code; namespace ("com.amazonaws.ssm#") and URI (":http://…") stripped;
+// the message from message or Message. A body that is no JSON document
+// leaves the header's code, else none (UnknownError).
+func JSONError(header http.Header, body []byte) (code, message, requestID string) {
+	var doc struct {
+		Type    string `json:"__type"`
+		Code    any    `json:"code"`
+		Message string `json:"message"`
+	}
+	_ = json.Unmarshal(body, &doc)
+	code = header.Get("X-Amzn-ErrorType")
+	if code == "" {
+		code = doc.Type
+	}
+	if c, ok := doc.Code.(string); ok && code == "" {
+		code = c
+	}
+	if i := strings.Index(code, ":"); i >= 0 {
+		code = code[:i]
+	}
+	if i := strings.Index(code, "#"); i >= 0 {
+		code = code[i+1:]
+	}
+	return code, doc.Message, header.Get("X-Amzn-Requestid")
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/smithy-go"
 
@@ -254,3 +255,41 @@ func TestOptionsWrapTheConfigurationsHTTPClient(t *testing.T) {
 type doFunc func(*http.Request) (*http.Response, error)
 
 func (f doFunc) Do(r *http.Request) (*http.Response, error) { return f(r) }
+
+// A service's own regional rule replaces the standard one; a configured
+// endpoint still wins over it, and FIPS or dual-stack with one is still
+// refused.
+func TestRegionalRule(t *testing.T) {
+	t.Parallel()
+	own := plain
+	own.Regional = func(region string, fips, dual bool) string {
+		return fmt.Sprintf("https://own.%s.example?fips=%t&dual=%t", region, fips, dual)
+	}
+	fipsOn := []any{config.EnvConfig{UseFIPSEndpoint: aws.FIPSEndpointStateEnabled}}
+	tests := []struct {
+		name    string
+		cfg     aws.Config
+		want    string
+		wantErr string
+	}{
+		{name: "the service's rule", cfg: aws.Config{Region: "eu-west-1", ConfigSources: fipsOn}, want: "https://own.eu-west-1.example?fips=true&dual=false"},
+		{name: "a configured endpoint wins", cfg: aws.Config{Region: "eu-west-1", BaseEndpoint: aws.String("http://127.0.0.1:4566/")}, want: "http://127.0.0.1:4566"},
+		{name: "FIPS with a configured endpoint", cfg: aws.Config{Region: "eu-west-1", BaseEndpoint: aws.String("http://127.0.0.1:4566"), ConfigSources: fipsOn}, wantErr: "FIPS"},
+		{name: "no region", cfg: aws.Config{}, want: ""},
+	}
+	for _, tt := range tests {
+		got, err := own.Endpoint(tt.cfg)
+		if tt.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("%s: got %q, %v; want an error naming %s", tt.name, got, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil || got != tt.want {
+			t.Errorf("%s: got %q, %v; want %q", tt.name, got, err, tt.want)
+		}
+	}
+	if got, _ := plain.Endpoint(aws.Config{Region: "eu-west-1", ConfigSources: fipsOn}); got != "https://plain-fips.eu-west-1.amazonaws.com" {
+		t.Errorf("without a rule of its own: got %q, want the standard FIPS endpoint", got)
+	}
+}

@@ -11,9 +11,8 @@
 // third of a function's package initialisation, and about 1 MB of each
 // bootstrap. shared/awsrpc sends the requests as the SDK would
 // (credentials, SigV4, the retryer, the HTTP client, the endpoint rules,
-// the error chain); this package reads SSM's JSON errors as the SDK's
-// awsJson protocol does (X-Amzn-ErrorType, else the body's __type or code,
-// namespace and URI stripped). The members sent and read are those of
+// the error chain, and awsJson's errors as the SDK's awsjson protocol
+// reads them). The members sent and read are those of
 // SSM's published model (botocore's service-2.json, which the SDK is
 // generated from as well); model_test.go checks every one against it, and
 // the adapters' tests run against moto's SSM.
@@ -30,7 +29,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -65,36 +63,10 @@ const (
 	targetPrefix = "AmazonSSM."
 )
 
-// Service is SSM to shared/awsrpc: its names, and its JSON error.
+// Service is SSM to shared/awsrpc: its names, and its awsJson errors.
 var Service = awsrpc.Service{
 	ID: ServiceID, SigningName: "ssm", EndpointPrefix: "ssm",
-	ContentType: contentType, Error: jsonError,
-}
-
-// jsonError reads an awsJson error answer as the SDK does: the code from
-// X-Amzn-ErrorType, else the body's __type, else its code; namespace
-// ("com.amazonaws.ssm#") and URI (":http://…") stripped.
-func jsonError(header http.Header, body []byte) (code, message, requestID string) {
-	var doc struct {
-		Type    string `json:"__type"`
-		Code    any    `json:"code"`
-		Message string `json:"message"`
-	}
-	_ = json.Unmarshal(body, &doc) // no document: the header's code, else UnknownError
-	code = header.Get("X-Amzn-ErrorType")
-	if code == "" {
-		code = doc.Type
-	}
-	if c, ok := doc.Code.(string); ok && code == "" {
-		code = c
-	}
-	if i := strings.Index(code, ":"); i >= 0 {
-		code = code[:i]
-	}
-	if i := strings.Index(code, "#"); i >= 0 {
-		code = code[i+1:]
-	}
-	return code, doc.Message, header.Get("X-Amzn-Requestid")
+	ContentType: contentType, Error: awsrpc.JSONError,
 }
 
 // Client calls SSM. It is safe for concurrent use.
