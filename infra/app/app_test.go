@@ -28,6 +28,7 @@ import (
 	"github.com/ghclaim/ghclaim/infra/emulator"
 	"github.com/ghclaim/ghclaim/infra/ghfake"
 	"github.com/ghclaim/ghclaim/shared/secret"
+	"github.com/ghclaim/ghclaim/shared/secretsapi"
 )
 
 // browser and upstream are the tests' transports, their own: httptest's
@@ -46,6 +47,8 @@ type fixture struct {
 	stack *emulator.Stack
 	cf    *cloudformation.Client
 	sm    *secretsmanager.Client
+	// reader reads the secrets as the functions do.
+	reader *secretsapi.Client
 }
 
 func setup(t *testing.T) fixture {
@@ -56,7 +59,7 @@ func setup(t *testing.T) fixture {
 	fake := ghfake.New()
 	gh := httptest.NewServer(fake)
 	t.Cleanup(gh.Close)
-	return fixture{fake: fake, gh: gh, stack: stack, cf: cloudformation.NewFromConfig(cfg), sm: secretsmanager.NewFromConfig(cfg)}
+	return fixture{fake: fake, gh: gh, stack: stack, cf: cloudformation.NewFromConfig(cfg), sm: secretsmanager.NewFromConfig(cfg), reader: secretsapi.New(cfg)}
 }
 
 func (f fixture) config(drive func(pageURL string)) app.Config {
@@ -128,7 +131,7 @@ func TestFlowEndToEnd(t *testing.T) {
 	ctx := context.Background()
 
 	// A function started before make app: no key yet.
-	keyCache := secret.NewCache(f.sm, f.stack.GitHubAppPrivateKeyARN, "", secret.CacheOptions{})
+	keyCache := secret.NewCache(f.reader, f.stack.GitHubAppPrivateKeyARN, "", secret.CacheOptions{})
 	if _, err := keyCache.Get(ctx); !errors.Is(err, secret.ErrNotSet) {
 		t.Fatalf("before make app: got %v, want ErrNotSet (the template's placeholder)", err)
 	}
@@ -189,7 +192,7 @@ func TestFlowEndToEnd(t *testing.T) {
 	}
 
 	// The same function, after the cache's retry: the key is there.
-	later := secret.NewCache(f.sm, f.stack.GitHubAppPrivateKeyARN, "", secret.CacheOptions{})
+	later := secret.NewCache(f.reader, f.stack.GitHubAppPrivateKeyARN, "", secret.CacheOptions{})
 	if v, err := later.Get(ctx); err != nil || v != a.PEM {
 		t.Errorf("after make app: got %d bytes, %v; want the pem", len(v), err)
 	}

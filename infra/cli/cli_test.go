@@ -35,6 +35,7 @@ import (
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/ratelimit"
 	"github.com/ghclaim/ghclaim/shared/secret"
+	"github.com/ghclaim/ghclaim/shared/secretsapi"
 	"github.com/ghclaim/ghclaim/shared/store"
 	"github.com/ghclaim/ghclaim/shared/webhook"
 )
@@ -93,7 +94,7 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		if env.hookKey, err = secret.Resolve(ctx, sm, env.stack.WebhookSecretARN, ""); err != nil {
+		if env.hookKey, err = secret.Resolve(ctx, secretsapi.New(env.cfg), env.stack.WebhookSecretARN, ""); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}

@@ -16,13 +16,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/ghclaim/ghclaim/infra/cli"
 	"github.com/ghclaim/ghclaim/infra/emulator"
 	"github.com/ghclaim/ghclaim/shared/ec2api"
+	"github.com/ghclaim/ghclaim/shared/secretsapi"
 )
 
 // runWith runs ghclaim with the given clients (nil: the emulator's) and a
@@ -48,7 +48,7 @@ func runWith(t *testing.T, ctx context.Context, db cli.DynamoDB, sqsAPI cli.SQS,
 func runConfig(t *testing.T, ctx context.Context, cfg cli.Config, args ...string) result {
 	t.Helper()
 	var out, errb bytes.Buffer
-	cfg.SecretsManager = secretsmanager.NewFromConfig(env.cfg)
+	cfg.SecretsManager = secretsapi.New(env.cfg)
 	cfg.CloudFormation = cloudformation.NewFromConfig(env.cfg)
 	cfg.EC2 = ec2api.New(env.cfg)
 	cfg.User, cfg.Stdout, cfg.Stderr = "alice", &out, &errb

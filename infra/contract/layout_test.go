@@ -46,8 +46,9 @@ func TestSharedHoldsOnlyWhatTheFunctionsShip(t *testing.T) {
 }
 
 // TestFunctionsShipOnlyTheirServices: each bootstrap links the AWS service
-// clients its function uses and no other (EC2's is shared/ec2api and SSM's
-// shared/ssmapi, never the SDK's packages), and only the functions that call
+// clients its function uses and no other (EC2's is shared/ec2api, SSM's
+// shared/ssmapi and Secrets Manager's shared/secretsapi, never the SDK's
+// packages), and only the functions that call
 // GitHub as the App link go-github. The functions are wired through
 // shared/wire's packages: a piece of wiring put where a function that does
 // not use it imports it (the EC2 provisioner in shared/wire, say) would
@@ -77,8 +78,8 @@ func TestFunctionsShipOnlyTheirServices(t *testing.T) {
 				if rest, ok := strings.CutPrefix(p, awsService); ok {
 					switch svc, _, _ := strings.Cut(rest, "/"); svc {
 					case "internal":
-					case "ec2", "ssm":
-						t.Errorf("functions/%s links the SDK's %s package (%s): it goes through shared/%sapi", tc.name, svc, p, svc)
+					case "ec2", "ssm", "secretsmanager":
+						t.Errorf("functions/%s links the SDK's %s package (%s): it goes through ghclaim's own client", tc.name, svc, p)
 					default:
 						got[svc] = true
 					}
@@ -87,7 +88,9 @@ func TestFunctionsShipOnlyTheirServices(t *testing.T) {
 				case module + "shared/ec2api":
 					got["ec2"] = true // ghclaim's own EC2 client
 				case module + "shared/ssmapi":
-					got["ssm"] = true // and its own SSM client
+					got["ssm"] = true // its own SSM client
+				case module + "shared/secretsapi":
+					got["secretsmanager"] = true // and Secrets Manager's
 				}
 			}
 			want := map[string]bool{}

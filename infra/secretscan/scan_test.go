@@ -39,6 +39,7 @@ import (
 	"github.com/ghclaim/ghclaim/shared/job"
 	"github.com/ghclaim/ghclaim/shared/obs"
 	"github.com/ghclaim/ghclaim/shared/queue"
+	"github.com/ghclaim/ghclaim/shared/secretsapi"
 	"github.com/ghclaim/ghclaim/shared/store"
 	"github.com/ghclaim/ghclaim/shared/wire"
 	wireclaimer "github.com/ghclaim/ghclaim/shared/wire/claimer"
@@ -395,7 +396,7 @@ func TestNoSecretInAnyOutput(t *testing.T) {
 			gh.echo(route, http.StatusBadGateway, 1)
 		}
 		c := cli.New(cli.Config{
-			DynamoDB: dynamodb.NewFromConfig(awsCfg), SQS: sqsc, SecretsManager: sm,
+			DynamoDB: dynamodb.NewFromConfig(awsCfg), SQS: sqsc, SecretsManager: secretsapi.New(awsCfg),
 			CloudFormation: cloudformation.NewFromConfig(awsCfg), EC2: ec2api.New(awsCfg),
 			Now: clk.Now, User: "secretscan", Stdout: out("cli stdout"), Stderr: out("cli stderr"),
 		})

@@ -13,7 +13,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
-	smtypes "github.com/aws/aws-sdk-go-v2/service/secretsmanager/types"
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
@@ -66,7 +65,7 @@ func TestCacheNotSetYetThenWritten(t *testing.T) {
 		name string
 		sm   *fakeSM
 	}{
-		{name: "secret without a value", sm: &fakeSM{err: &smtypes.ResourceNotFoundException{Message: aws.String("no AWSCURRENT")}}},
+		{name: "secret without a value", sm: &fakeSM{err: &smithy.GenericAPIError{Code: "ResourceNotFoundException", Message: "no AWSCURRENT", Fault: smithy.FaultClient}}},
 		{name: "template placeholder", sm: &fakeSM{value: aws.String(Placeholders[0])}},
 		{name: "empty", sm: &fakeSM{value: aws.String(" ")}},
 	}
@@ -171,9 +170,9 @@ func TestCacheStopsServingARevokedSecret(t *testing.T) {
 		notSet  bool
 		servedF time.Duration // how long past the TTL the old value is still served
 	}{
-		{name: "scheduled for deletion", err: &smtypes.InvalidRequestException{Message: aws.String("You can't perform this operation on the secret because it was marked for deletion.")}, notSet: true},
+		{name: "scheduled for deletion", err: &smithy.GenericAPIError{Code: "InvalidRequestException", Message: "You can't perform this operation on the secret because it was marked for deletion.", Fault: smithy.FaultClient}, notSet: true},
 		{name: "access denied", err: &smithy.GenericAPIError{Code: "AccessDeniedException", Message: "not authorized"}},
-		{name: "key disabled", err: &smtypes.DecryptionFailure{Message: aws.String("KMS key disabled")}},
+		{name: "key disabled", err: &smithy.GenericAPIError{Code: "DecryptionFailure", Message: "KMS key disabled", Fault: smithy.FaultClient}},
 		{name: "throttled for good", err: &smithy.GenericAPIError{Code: "ThrottlingException", Message: "Rate exceeded"}, servedF: 5 * time.Minute},
 	}
 	for _, tt := range tests {
@@ -215,7 +214,7 @@ func TestPassingAsTheSDKSurfacesIt(t *testing.T) {
 		want bool
 	}{
 		{sdkShape(&smithy.GenericAPIError{Code: "AccessDeniedException"}), false},
-		{sdkShape(&smtypes.DecryptionFailure{Message: aws.String("x")}), false},
+		{sdkShape(&smithy.GenericAPIError{Code: "DecryptionFailure", Message: "x", Fault: smithy.FaultClient}), false},
 		{sdkShape(&retry.MaxAttemptsError{Attempt: 3, Err: &smithy.GenericAPIError{Code: "ThrottlingException"}}), true},
 		{fmt.Errorf("x: %w", context.DeadlineExceeded), true},
 	} {

@@ -5,18 +5,18 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/ghclaim/ghclaim/shared/secretsapi"
 )
 
 // ctxSM answers like Secrets Manager: a caller whose context is already
 // over gets the context's error (as the SDK does), anyone else the value.
 type ctxSM struct{ value string }
 
-func (s ctxSM) GetSecretValue(ctx context.Context, _ *secretsmanager.GetSecretValueInput, _ ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error) {
+func (s ctxSM) GetSecretValue(ctx context.Context, _ *secretsapi.GetSecretValueInput) (*secretsapi.GetSecretValueOutput, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return &secretsmanager.GetSecretValueOutput{SecretString: aws.String(s.value)}, nil
+	return &secretsapi.GetSecretValueOutput{SecretString: aws.String(s.value)}, nil
 }
 
 // TestCallerContextIsNotTheSecrets: the first read of a cold function is

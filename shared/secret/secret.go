@@ -24,19 +24,16 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
-	smtypes "github.com/aws/aws-sdk-go-v2/service/secretsmanager/types"
-
 	"github.com/ghclaim/ghclaim/shared/redact"
+	"github.com/ghclaim/ghclaim/shared/secretsapi"
 )
 
 // SecretsManager is the part of the Secrets Manager API used here.
 type SecretsManager interface {
-	GetSecretValue(ctx context.Context, in *secretsmanager.GetSecretValueInput, optFns ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error)
+	GetSecretValue(ctx context.Context, in *secretsapi.GetSecretValueInput) (*secretsapi.GetSecretValueOutput, error)
 }
 
-var _ SecretsManager = (*secretsmanager.Client)(nil)
+var _ SecretsManager = (*secretsapi.Client)(nil)
 
 // ErrEmpty means the secret exists but holds nothing usable.
 var ErrEmpty = errors.New("secret: empty value")
@@ -68,20 +65,18 @@ func read(ctx context.Context, sm SecretsManager, arn string) (string, error) {
 	if sm == nil {
 		return "", fmt.Errorf("secret %s: no Secrets Manager client", shown(arn))
 	}
-	out, err := sm.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: &arn})
-	var nf *smtypes.ResourceNotFoundException
-	var deleted *smtypes.InvalidRequestException
+	out, err := sm.GetSecretValue(ctx, &secretsapi.GetSecretValueInput{SecretID: arn})
 	switch {
-	case errors.As(err, &nf):
+	case secretsapi.IsCode(err, secretsapi.CodeResourceNotFound):
 		return "", fmt.Errorf("secret %s: has no AWSCURRENT value (created but never set, or no such secret): %w (%w)", shown(arn), notSetBecause(ReasonNeverSet), scrub(err, arn))
-	case errors.As(err, &deleted):
+	case secretsapi.IsCode(err, secretsapi.CodeInvalidRequest):
 		return "", fmt.Errorf("secret %s: scheduled for deletion (aws secretsmanager restore-secret undoes it): %w (%w)", shown(arn), notSetBecause(ReasonDeleted), scrub(err, arn))
 	case err != nil:
 		return "", fmt.Errorf("secret %s: %w", shown(arn), scrub(err, arn))
 	}
-	v := aws.ToString(out.SecretString)
-	if out.SecretString == nil {
-		v = string(out.SecretBinary)
+	v := string(out.SecretBinary)
+	if out.SecretString != nil {
+		v = *out.SecretString
 	}
 	switch {
 	case strings.TrimSpace(v) == "":

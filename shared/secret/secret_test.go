@@ -7,9 +7,8 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
-	smtypes "github.com/aws/aws-sdk-go-v2/service/secretsmanager/types"
 	"github.com/aws/smithy-go"
+	"github.com/ghclaim/ghclaim/shared/secretsapi"
 )
 
 type fakeSM struct {
@@ -18,12 +17,12 @@ type fakeSM struct {
 	asked []string
 }
 
-func (f *fakeSM) GetSecretValue(_ context.Context, in *secretsmanager.GetSecretValueInput, _ ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error) {
-	f.asked = append(f.asked, aws.ToString(in.SecretId))
+func (f *fakeSM) GetSecretValue(_ context.Context, in *secretsapi.GetSecretValueInput) (*secretsapi.GetSecretValueOutput, error) {
+	f.asked = append(f.asked, in.SecretID)
 	if f.err != nil {
 		return nil, f.err
 	}
-	return &secretsmanager.GetSecretValueOutput{SecretString: f.value}, nil
+	return &secretsapi.GetSecretValueOutput{SecretString: f.value}, nil
 }
 
 func TestResolve(t *testing.T) {
@@ -90,7 +89,7 @@ func TestSplit(t *testing.T) {
 func TestErrorNeverQuotesASecretPastedForItsARN(t *testing.T) {
 	t.Parallel()
 	const pasted = "5ec5ca9e0f1b2c3d4e5f60718293a4b5c6d7e8f9"
-	notFound := &smtypes.ResourceNotFoundException{Message: aws.String("Secrets Manager can't find the specified secret.")}
+	notFound := &smithy.GenericAPIError{Code: "ResourceNotFoundException", Message: "Secrets Manager can't find the specified secret.", Fault: smithy.FaultClient}
 	for _, id := range []string{pasted, "arn:aws:secretsmanager:us-east-1:1:secret:webhook"} {
 		_, rerr := Resolve(context.Background(), &fakeSM{err: errors.New("ValidationException")}, id, "")
 		_, cerr := NewCache(&fakeSM{err: notFound}, id, "", CacheOptions{}).Get(context.Background())
@@ -119,8 +118,8 @@ func TestErrorNeverQuotesASecretPastedForItsARN(t *testing.T) {
 // does not name: the message quotes the id.
 type deniedSM struct{}
 
-func (deniedSM) GetSecretValue(_ context.Context, in *secretsmanager.GetSecretValueInput, _ ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error) {
+func (deniedSM) GetSecretValue(_ context.Context, in *secretsapi.GetSecretValueInput) (*secretsapi.GetSecretValueOutput, error) {
 	return nil, &smithy.GenericAPIError{Code: "AccessDeniedException", Message: "User: arn:aws:sts::123456789012:assumed-role/ghclaim-WebhookFunctionRole-1A2B3C/ghclaim-WebhookFunction-4D5E6F" +
-		" is not authorized to perform: secretsmanager:GetSecretValue on resource: " + aws.ToString(in.SecretId) +
+		" is not authorized to perform: secretsmanager:GetSecretValue on resource: " + in.SecretID +
 		" because no identity-based policy allows the secretsmanager:GetSecretValue action"}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ghclaim/ghclaim/infra/emulator"
 	"github.com/ghclaim/ghclaim/shared/secret"
+	"github.com/ghclaim/ghclaim/shared/secretsapi"
 )
 
 // TestSecretStatesOnMoto: each state Secrets Manager may hold a secret in,
@@ -23,7 +24,8 @@ func TestSecretStatesOnMoto(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	srv := emulator.ForTest(t)
-	sm := secretsmanager.NewFromConfig(srv.ConfigForTest(t))
+	sm := secretsmanager.NewFromConfig(srv.ConfigForTest(t)) // sets the secrets up
+	reader := secretsapi.New(srv.ConfigForTest(t))           // reads them, as the functions do
 	const value = "-----BEGIN RSA PRIVATE KEY-----\nMIIBOgIBAAJBAKj34GkxFhD90vcNLYLInFEX6Ppy1tPf9Cnzj4p4WGeKLs1Pt8Qu\n-----END RSA PRIVATE KEY-----\n"
 	tests := []struct {
 		name    string
@@ -70,8 +72,8 @@ func TestSecretStatesOnMoto(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			arn := tt.setup(t, "states-"+strconv.Itoa(i)+"-"+strconv.FormatInt(time.Now().UnixNano(), 36))
-			resolved, rerr := secret.Resolve(ctx, sm, arn, "")
-			cached, cerr := secret.NewCache(sm, arn, "", secret.CacheOptions{}).Get(ctx)
+			resolved, rerr := secret.Resolve(ctx, reader, arn, "")
+			cached, cerr := secret.NewCache(reader, arn, "", secret.CacheOptions{}).Get(ctx)
 			for _, got := range []struct {
 				via string
 				v   string

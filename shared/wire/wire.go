@@ -33,13 +33,13 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
 	"github.com/ghclaim/ghclaim/shared/awsenv"
 	"github.com/ghclaim/ghclaim/shared/clock"
 	"github.com/ghclaim/ghclaim/shared/config"
 	"github.com/ghclaim/ghclaim/shared/obs"
 	"github.com/ghclaim/ghclaim/shared/secret"
+	"github.com/ghclaim/ghclaim/shared/secretsapi"
 	"github.com/ghclaim/ghclaim/shared/ssmapi"
 	"github.com/ghclaim/ghclaim/shared/store"
 )
@@ -117,7 +117,7 @@ func Secret(awsCfg aws.Config, arn, literal string) *secret.Cache {
 		if awsenv.IsDefault(awsCfg.HTTPClient) {
 			awsCfg.HTTPClient = awsenv.AttemptBound(SecretAttemptTimeout)
 		}
-		sm = secretsmanager.NewFromConfig(awsCfg)
+		sm = secretsapi.New(awsCfg)
 	}
 	return secret.NewCache(sm, arn, literal, secret.CacheOptions{})
 }

@@ -14,11 +14,11 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/ghclaim/ghclaim/infra/cli"
 	"github.com/ghclaim/ghclaim/shared/ec2api"
+	"github.com/ghclaim/ghclaim/shared/secretsapi"
 )
 
 func main() {
@@ -32,7 +32,7 @@ func main() {
 	code := cli.New(cli.Config{
 		DynamoDB:       dynamodb.NewFromConfig(cfg),
 		SQS:            sqs.NewFromConfig(cfg),
-		SecretsManager: secretsmanager.NewFromConfig(cfg),
+		SecretsManager: secretsapi.New(cfg),
 		CloudFormation: cloudformation.NewFromConfig(cfg),
 		EC2:            ec2api.New(cfg),
 		Stdout:         os.Stdout,
