@@ -1,6 +1,7 @@
 // Package awsrpc is what ghclaim's own AWS API clients (shared/ec2api,
-// shared/ssmapi) share beside the shape of their calls: one signed, retried
-// request to a service's regional endpoint, answered as the SDK answers.
+// shared/ssmapi, shared/secretsapi) share beside the shape of their calls:
+// one signed, retried request to a service's regional endpoint, answered
+// as the SDK answers.
 //
 // Decision: those clients replace the SDK's service clients, whose
 // packages hold every operation of their service and, for SSM, build the
@@ -16,13 +17,13 @@
 // shared/failure and errors.As treat its errors exactly as the SDK
 // client's.
 //
-// Endpoint: resolved as the SDK's clients resolve it for services whose
-// rules are the standard regional ones (EC2's and SSM's are): a configured
+// Endpoint: resolved as the SDK's clients resolve it: a configured
 // endpoint (AWS_ENDPOINT_URL_<SERVICE> or the shared config's endpoint_url
 // for the service, else cfg.BaseEndpoint: moto, LocalStack), else from the
 // region, AWS_USE_FIPS_ENDPOINT and AWS_USE_DUALSTACK_ENDPOINT as
 // cfg.ConfigSources give them (config.LoadDefaultConfig's sources, or
-// shared/awsenv's in the functions).
+// shared/awsenv's in the functions), by the standard regional rule (EC2's
+// and SSM's) or the service's own (Service.Regional: Secrets Manager's).
 //
 // It never logs, and its errors carry no credential and no request body.
 package awsrpc
