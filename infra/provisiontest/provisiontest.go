@@ -5,9 +5,10 @@
 // answers a longer value with HTTP 400 ValidationException, and a claim
 // whose JIT config (over 4 KB at GitHub) is refused that way fails for good.
 // moto stores any length in any tier, so a test of the EC2 path against moto
-// alone cannot see it. StrictSSM wraps the SDK client's HTTP transport and
-// answers an oversized PutParameter the way AWS does, so the SDK's own
-// deserializer builds the error the claimer would classify;
+// alone cannot see it. StrictSSM wraps the SSM client's HTTP transport
+// (shared/ssmapi's) and answers an oversized PutParameter the way AWS
+// does, so the client's own error reading builds the error the claimer
+// would classify;
 // CheckPutParameter gives the same answer as a Go error to in-memory
 // doubles. One rule feeds both, and the package's contract test runs them
 // side by side.
