@@ -10,10 +10,10 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/ghclaim/ghclaim/shared/awsenv"
+	"github.com/ghclaim/ghclaim/shared/secretsapi"
 )
 
 func TestLoad(t *testing.T) {
@@ -105,7 +105,7 @@ func TestEndpointSettings(t *testing.T) {
 		{name: "fips off", env: map[string]string{"AWS_USE_FIPS_ENDPOINT": "False"},
 			sqs: "https://sqs.us-east-1.amazonaws.com", sm: "https://secretsmanager.us-east-1.amazonaws.com"},
 		{name: "dual-stack", env: map[string]string{"AWS_USE_DUALSTACK_ENDPOINT": "true"},
-			sqs: "https://sqs.us-east-1.api.aws"}, // Secrets Manager's own rules name its dual-stack endpoint
+			sqs: "https://sqs.us-east-1.api.aws", sm: "https://secretsmanager.us-east-1.amazonaws.com"}, // Secrets Manager's regular names are dual-stack
 		{name: "one service's endpoint", env: map[string]string{"AWS_ENDPOINT_URL_SECRETS_MANAGER": "http://127.0.0.1:4566"},
 			sqs: "https://sqs.us-east-1.amazonaws.com", sm: "http://127.0.0.1:4566"},
 		{name: "configured endpoints ignored", env: map[string]string{"AWS_ENDPOINT_URL": "http://127.0.0.1:4566",
@@ -127,7 +127,7 @@ func TestEndpointSettings(t *testing.T) {
 			cfg.HTTPClient = rec
 			cfg.RetryMaxAttempts = 1
 			_, _ = sqs.NewFromConfig(cfg).GetQueueUrl(context.Background(), &sqs.GetQueueUrlInput{QueueName: aws.String("q")})
-			_, _ = secretsmanager.NewFromConfig(cfg).GetSecretValue(context.Background(), &secretsmanager.GetSecretValueInput{SecretId: aws.String("s")})
+			_, _ = secretsapi.New(cfg).GetSecretValue(context.Background(), &secretsapi.GetSecretValueInput{SecretID: "s"})
 			want := []string{tt.sqs, tt.sm}
 			if tt.sm == "" && len(rec.hosts) > 0 {
 				rec.hosts, want = rec.hosts[:1], want[:1]

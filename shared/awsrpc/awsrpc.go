@@ -10,8 +10,8 @@
 // compile for tens of CPU-seconds. This package takes from the SDK
 // everything that is not the shape of a call: the credentials, SigV4
 // signing (aws/signer/v4), the retryer (cfg.Retryer, else the SDK's
-// standard one: the same attempts, backoff with jitter, throttling codes
-// and retry quota), the HTTP client (cfg.HTTPClient, else the SDK's), and
+// standard or adaptive one as cfg.RetryMode says, with cfg.RetryMaxAttempts:
+// the same attempts, backoff with jitter, throttling codes and retry quota), the HTTP client (cfg.HTTPClient, else the SDK's), and
 // the SDK's error chain (*smithy.OperationError → *awshttp.ResponseError
 // with the HTTP status → smithy.APIError with the service's code), so
 // shared/failure and errors.As treat its errors exactly as the SDK
@@ -121,13 +121,34 @@ func New(svc Service, cfg aws.Config, opts ...func(*Options)) *Client {
 	if c.http == nil {
 		c.http = awshttp.NewBuildableClient()
 	}
-	if cfg.Retryer != nil {
-		c.retryer = cfg.Retryer()
-	} else {
-		c.retryer = retry.NewStandard()
-	}
+	c.retryer = retryer(cfg)
 	c.endpoint, c.endpointErr = svc.Endpoint(cfg)
 	return c
+}
+
+// retryer is the retryer the SDK's clients build from cfg: cfg.Retryer's,
+// else the standard one, or the adaptive one when cfg.RetryMode says so
+// (AWS_RETRY_MODE, retry_mode), with cfg.RetryMaxAttempts attempts when
+// set (AWS_MAX_ATTEMPTS, max_attempts), over cfg.Retryer's too.
+func retryer(cfg aws.Config) aws.Retryer {
+	max := func(so *retry.StandardOptions) {
+		if cfg.RetryMaxAttempts != 0 {
+			so.MaxAttempts = cfg.RetryMaxAttempts
+		}
+	}
+	var r aws.Retryer
+	switch {
+	case cfg.Retryer != nil:
+		r = cfg.Retryer()
+	case cfg.RetryMode == aws.RetryModeAdaptive:
+		r = retry.NewAdaptiveMode(func(ao *retry.AdaptiveModeOptions) { ao.StandardOptions = append(ao.StandardOptions, max) })
+	default:
+		r = retry.NewStandard(max)
+	}
+	if cfg.RetryMaxAttempts != 0 {
+		r = retry.AddWithMaxAttempts(r, cfg.RetryMaxAttempts)
+	}
+	return r
 }
 
 // Region is the client's region.

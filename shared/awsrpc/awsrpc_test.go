@@ -293,3 +293,41 @@ func TestRegionalRule(t *testing.T) {
 		t.Errorf("without a rule of its own: got %q, want the standard FIPS endpoint", got)
 	}
 }
+
+// The retry settings an operator gives the SDK (AWS_MAX_ATTEMPTS,
+// AWS_RETRY_MODE, or their shared-config keys, which config.LoadDefaultConfig
+// puts in aws.Config) hold for these clients as for the SDK's.
+func TestRetrySettingsOfTheConfiguration(t *testing.T) {
+	t.Parallel()
+	standard := func() aws.Retryer { return retry.NewStandard() }
+	tests := []struct {
+		name         string
+		maxAttempts  int
+		mode         aws.RetryMode
+		retryer      func() aws.Retryer
+		wantRequests int
+	}{
+		{name: "the standard retryer's 3 attempts", wantRequests: 3},
+		{name: "max attempts 1", maxAttempts: 1, wantRequests: 1},
+		{name: "max attempts 5", maxAttempts: 5, wantRequests: 5},
+		{name: "adaptive, max attempts 4", mode: aws.RetryModeAdaptive, maxAttempts: 4, wantRequests: 4},
+		{name: "the configuration's retryer, max attempts 2 over it", retryer: standard, maxAttempts: 2, wantRequests: 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := &endpoint{script: []answer{{503, "ServiceUnavailable: busy"}}}
+			cfg := aws.Config{
+				Region: "eu-west-1", Credentials: credentials.NewStaticCredentialsProvider("AKID", "SECRET", ""), HTTPClient: e,
+				RetryMaxAttempts: tt.maxAttempts, RetryMode: tt.mode, Retryer: tt.retryer,
+			}
+			c := awsrpc.New(plain, cfg, func(o *awsrpc.Options) {
+				o.Sleep = func(context.Context, time.Duration) error { return nil }
+			})
+			err := c.Call(context.Background(), "Do", nil, nil, nil)
+			if err == nil || len(e.reqs) != tt.wantRequests {
+				t.Errorf("got %v after %d requests, want an error after %d", err, len(e.reqs), tt.wantRequests)
+			}
+		})
+	}
+}
