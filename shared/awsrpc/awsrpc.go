@@ -25,6 +25,19 @@
 // shared/awsenv's in the functions), by the standard regional rule (EC2's
 // and SSM's) or the service's own (Service.Regional: Secrets Manager's).
 //
+// Clock skew: corrected as the SDK's clients correct it (the Clock Skew
+// Correction SEP, aws/retry's Attempt middleware): every answer's Date
+// header (unless cached: an Age header, or a round trip over 15 minutes)
+// measures the service's clock against ours; an answer refusing the
+// signature's time (InvalidSignatureException, SignatureDoesNotMatch,
+// AuthFailure, RequestTimeTooSkewed, AccessDeniedException, and EC2's
+// RequestExpired, which the SDK's list lacks) is retried, signed at the
+// service's time, when the two differ by over 4 minutes; and the last
+// measured difference signs the client's later calls, until an answer
+// measures another. cfg.DisableClockSkewCorrection
+// (AWS_DISABLE_CLOCK_SKEW_CORRECTION) turns it off. It matters to the
+// operator CLI on a machine whose clock is off; Lambda's clock is synced.
+//
 // It never logs, and its errors carry no credential and no request body.
 package awsrpc
 
@@ -40,6 +53,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -88,6 +102,12 @@ type Client struct {
 	signer      *v4.Signer
 	now         clock.Func
 	sleep       func(context.Context, time.Duration) error
+	// skew is the service's clock minus ours, in nanoseconds, as the last
+	// call's last answer measured it; requests are signed at now + skew.
+	skew atomic.Int64
+	// noSkew is cfg.DisableClockSkewCorrection: sign at now, measure
+	// nothing, retry no signature refusal.
+	noSkew bool
 }
 
 // Options are a client's optional settings.
@@ -117,6 +137,7 @@ func New(svc Service, cfg aws.Config, opts ...func(*Options)) *Client {
 	c := &Client{
 		svc: svc, region: cfg.Region, http: o.HTTPClient, creds: cfg.Credentials,
 		signer: v4.NewSigner(), now: clock.Or(o.Now), sleep: o.Sleep,
+		noSkew: cfg.DisableClockSkewCorrection,
 	}
 	if c.http == nil {
 		c.http = awshttp.NewBuildableClient()
@@ -180,6 +201,10 @@ func (c *Client) call(ctx context.Context, header http.Header, body []byte, deco
 	sum := sha256.Sum256(body)
 	hash := hex.EncodeToString(sum[:])
 
+	var skew time.Duration
+	if !c.noSkew {
+		skew = time.Duration(c.skew.Load())
+	}
 	var releaseRetry func(error) error
 	for attempt := 1; ; attempt++ {
 		releaseAttempt := func(error) error { return nil }
@@ -190,7 +215,14 @@ func (c *Client) call(ctx context.Context, header http.Header, body []byte, deco
 			}
 			releaseAttempt = rel
 		}
-		err := c.attempt(ctx, header, body, hash, decode)
+		measured, ok, err := c.attempt(ctx, header, body, hash, skew, decode)
+		if ok && !c.noSkew {
+			err = skewed(err, measured, skew)
+			skew = measured
+			// Kept for the client's later calls, whatever this call's
+			// end: the last answer's measure is the newest.
+			c.skew.Store(int64(measured))
+		}
 		_ = releaseAttempt(err)
 		if releaseRetry != nil {
 			_ = releaseRetry(err)
@@ -260,11 +292,13 @@ func Attempts(err error) int {
 	return 0
 }
 
-// attempt sends one signed request and decodes its answer.
-func (c *Client) attempt(ctx context.Context, header http.Header, body []byte, hash string, decode func(int, []byte) error) error {
+// attempt sends one request signed at now + skew and decodes its answer.
+// It also reports the service's clock minus ours as the answer's Date
+// header measures it (ok false: no answer, no Date, or not to be trusted).
+func (c *Client) attempt(ctx context.Context, header http.Header, body []byte, hash string, skew time.Duration, decode func(int, []byte) error) (measured time.Duration, ok bool, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.endpoint+"/", bytes.NewReader(body))
 	if err != nil {
-		return fmt.Errorf("build request: %w", err)
+		return 0, false, fmt.Errorf("build request: %w", err)
 	}
 	for k, v := range header {
 		req.Header[k] = v
@@ -273,31 +307,99 @@ func (c *Client) attempt(ctx context.Context, header http.Header, body []byte, h
 	req.Header.Set("User-Agent", "ghclaim-"+c.svc.SigningName+"api")
 	creds, err := c.creds.Retrieve(ctx)
 	if err != nil {
-		return fmt.Errorf("retrieve credentials: %w", err)
+		return 0, false, fmt.Errorf("retrieve credentials: %w", err)
 	}
-	if err := c.signer.SignHTTP(ctx, creds, req, hash, c.svc.SigningName, c.region, c.now().UTC()); err != nil {
-		return fmt.Errorf("sign request: %w", err)
+	sent := c.now()
+	if err := c.signer.SignHTTP(ctx, creds, req, hash, c.svc.SigningName, c.region, sent.Add(skew).UTC()); err != nil {
+		return 0, false, fmt.Errorf("sign request: %w", err)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return &smithyhttp.RequestSendError{Err: err}
+		return 0, false, &smithyhttp.RequestSendError{Err: err}
 	}
 	defer resp.Body.Close()
+	measured, ok = serverSkew(resp.Header, sent, c.now())
 	data, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return &smithyhttp.RequestSendError{Err: fmt.Errorf("read answer: %w", err)}
+		return measured, ok, &smithyhttp.RequestSendError{Err: fmt.Errorf("read answer: %w", err)}
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return c.responseError(resp, data)
+		return measured, ok, c.responseError(resp, data)
 	}
 	if decode == nil {
-		return nil
+		return measured, ok, nil
 	}
 	if err := decode(resp.StatusCode, data); err != nil {
-		return &smithy.DeserializationError{Err: fmt.Errorf("decode answer (HTTP %d, %d bytes): %w", resp.StatusCode, len(data), err)}
+		return measured, ok, &smithy.DeserializationError{Err: fmt.Errorf("decode answer (HTTP %d, %d bytes): %w", resp.StatusCode, len(data), err)}
 	}
-	return nil
+	return measured, ok, nil
 }
+
+// maxTrustedRoundTrip is the longest round trip whose answer's Date still
+// measures the service's clock (the SEP's, as the SDK's).
+const maxTrustedRoundTrip = 15 * time.Minute
+
+// skewThreshold is how far the time a request was signed at may be from
+// the service's before a refused signature is taken for a clock's fault
+// (the SDK's: AWS refuses signatures 5 minutes off).
+const skewThreshold = 4 * time.Minute
+
+// serverSkew is the service's clock minus ours by an answer's headers, the
+// answer received at received for a request sent at sent: its Date (to
+// the second) minus received. None when it has no Date or one that does
+// not parse, was served from a cache (Age), or took too long to come.
+func serverSkew(h http.Header, sent, received time.Time) (time.Duration, bool) {
+	date := h.Get("Date")
+	if date == "" || h.Get("Age") != "" || received.Sub(sent) > maxTrustedRoundTrip {
+		return 0, false
+	}
+	at, err := smithyhttp.ParseTime(date)
+	if err != nil {
+		return 0, false
+	}
+	return at.Sub(received), true
+}
+
+// skewCodes are the codes with which services refuse a signature, some
+// of them also for its time: the SDK's (aws/retry) and EC2's RequestExpired
+// ("the date stamp on the request is more than 15 minutes" off, AWS's
+// common errors).
+var skewCodes = map[string]bool{
+	"InvalidSignatureException": true, "SignatureDoesNotMatch": true, "AuthFailure": true,
+	"RequestTimeTooSkewed": true, "AccessDeniedException": true, "RequestExpired": true,
+}
+
+// skewed is err marked retryable (ClockSkewError) when it refuses the
+// signature and the request was signed at a time (ours + used) over
+// skewThreshold from the service's (ours + measured): signed again at the
+// service's time, it may pass. A refusal with the clocks in step is the
+// credentials' or the policy's, and is left as it is.
+func skewed(err error, measured, used time.Duration) error {
+	if err == nil || !skewCodes[Code(err)] {
+		return err
+	}
+	if d := measured - used; d > skewThreshold || d < -skewThreshold {
+		return &ClockSkewError{Skew: measured, Err: err}
+	}
+	return err
+}
+
+// ClockSkewError is a signature refused while the request's time was off
+// the service's by Skew (the service's clock minus ours): the retryer
+// retries it, signed at the service's time. Its errors.As and code are
+// the refusal's.
+type ClockSkewError struct {
+	Skew time.Duration
+	Err  error
+}
+
+func (e *ClockSkewError) Error() string {
+	return fmt.Sprintf("probable clock skew (the service's clock is %s off ours): %v", e.Skew.Round(time.Second), e.Err)
+}
+func (e *ClockSkewError) Unwrap() error { return e.Err }
+
+// RetryableError tells the SDK's retryer to retry it.
+func (e *ClockSkewError) RetryableError() bool { return true }
 
 // responseError is the service's error answer as the SDK returns it.
 func (c *Client) responseError(resp *http.Response, data []byte) error {
