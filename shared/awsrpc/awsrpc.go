@@ -11,7 +11,9 @@
 // everything that is not the shape of a call: the credentials, SigV4
 // signing (aws/signer/v4), the retryer (cfg.Retryer, else the SDK's
 // standard or adaptive one as cfg.RetryMode says, with cfg.RetryMaxAttempts:
-// the same attempts, backoff with jitter, throttling codes and retry quota), the HTTP client (cfg.HTTPClient, else the SDK's), and
+// the same attempts, backoff with jitter, throttling codes and retry quota;
+// a service's X-Amz-Retry-After is taken as the SDK's retry loop takes
+// it), the HTTP client (cfg.HTTPClient, else the SDK's), and
 // the SDK's error chain (*smithy.OperationError → *awshttp.ResponseError
 // with the HTTP status → smithy.APIError with the service's code), so
 // shared/failure and errors.As treat its errors exactly as the SDK
@@ -52,6 +54,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -242,6 +245,7 @@ func (c *Client) call(ctx context.Context, header http.Header, body []byte, deco
 		if derr != nil {
 			return retried(attempt, err)
 		}
+		delay = retryAfter(delay, err)
 		rel, qerr := c.retryer.GetRetryToken(ctx, err)
 		if qerr != nil {
 			return retried(attempt, err) // the retry quota is spent: no retry storm
@@ -251,6 +255,22 @@ func (c *Client) call(ctx context.Context, header http.Header, body []byte, deco
 			return &smithy.CanceledError{Err: serr}
 		}
 	}
+}
+
+// retryAfter is the wait before the next attempt when the service asked
+// for one (X-Amz-Retry-After, in milliseconds), as the SDK's retry loop
+// takes it: within [backoff, backoff + 5 s] of the retryer's backoff, and
+// the backoff when the header is absent or not a count.
+func retryAfter(backoff time.Duration, err error) time.Duration {
+	var re *awshttp.ResponseError
+	if !errors.As(err, &re) || re.Response == nil || re.Response.Response == nil {
+		return backoff
+	}
+	ms, perr := strconv.ParseInt(re.Response.Header.Get("X-Amz-Retry-After"), 10, 64)
+	if perr != nil || ms < 0 {
+		return backoff
+	}
+	return min(max(time.Duration(ms)*time.Millisecond, backoff), backoff+5*time.Second)
 }
 
 // RetriedError is the last attempt's error of a call that made more than

@@ -68,6 +68,7 @@ type endpoint struct {
 	bodies  []string
 	delays  []time.Duration
 	sendErr error
+	header  http.Header // more headers on every answer
 }
 
 func (e *endpoint) Do(r *http.Request) (*http.Response, error) {
@@ -79,9 +80,13 @@ func (e *endpoint) Do(r *http.Request) (*http.Response, error) {
 		return nil, e.sendErr
 	}
 	a := e.script[min(len(e.reqs), len(e.script))-1]
+	h := http.Header{"X-Amzn-Requestid": {"hdr-request-id"}}
+	for k, v := range e.header {
+		h[k] = v
+	}
 	return &http.Response{
 		StatusCode: a.status, Status: http.StatusText(a.status),
-		Header: http.Header{"X-Amzn-Requestid": {"hdr-request-id"}},
+		Header: h,
 		Body:   io.NopCloser(strings.NewReader(a.body)), Request: r,
 	}, nil
 }
@@ -327,6 +332,51 @@ func TestRetrySettingsOfTheConfiguration(t *testing.T) {
 			err := c.Call(context.Background(), "Do", nil, nil, nil)
 			if err == nil || len(e.reqs) != tt.wantRequests {
 				t.Errorf("got %v after %d requests, want an error after %d", err, len(e.reqs), tt.wantRequests)
+			}
+		})
+	}
+}
+
+// A service's X-Amz-Retry-After (milliseconds) sets the wait before the
+// next attempt as the SDK's retry loop sets it: no shorter than the
+// retryer's backoff, at most 5 s longer, ignored when not a count.
+func TestRetryAfterHeader(t *testing.T) {
+	t.Parallel()
+	const backoff = 100 * time.Millisecond
+	tests := []struct {
+		header string
+		want   time.Duration
+	}{
+		{header: "", want: backoff},
+		{header: "2500", want: 2500 * time.Millisecond},
+		{header: "20", want: backoff},
+		{header: "60000", want: backoff + 5*time.Second},
+		{header: "soon", want: backoff},
+		{header: "-5", want: backoff},
+	}
+	for _, tt := range tests {
+		t.Run(tt.header, func(t *testing.T) {
+			t.Parallel()
+			e := &endpoint{script: []answer{{503, "ServiceUnavailable: busy"}, {200, ""}}}
+			if tt.header != "" {
+				e.header = http.Header{"X-Amz-Retry-After": {tt.header}}
+			}
+			cfg := aws.Config{
+				Region: "eu-west-1", Credentials: credentials.NewStaticCredentialsProvider("AKID", "SECRET", ""), HTTPClient: e,
+				Retryer: func() aws.Retryer {
+					return retry.NewStandard(func(o *retry.StandardOptions) {
+						o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return backoff, nil })
+					})
+				},
+			}
+			c := awsrpc.New(plain, cfg, func(o *awsrpc.Options) {
+				o.Sleep = func(_ context.Context, d time.Duration) error { e.delays = append(e.delays, d); return nil }
+			})
+			if err := c.Call(context.Background(), "Do", nil, nil, nil); err != nil {
+				t.Fatal(err)
+			}
+			if len(e.delays) != 1 || e.delays[0] != tt.want {
+				t.Errorf("waits %v, want [%v]", e.delays, tt.want)
 			}
 		})
 	}
