@@ -53,6 +53,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -82,8 +83,10 @@ type Service struct {
 	// ContentType is the Content-Type of its requests.
 	ContentType string
 	// Error reads an error answer's code, message and request ID (each
-	// may be empty).
-	Error func(header http.Header, body []byte) (code, message, requestID string)
+	// may be empty: "UnknownError" stands for no code), or fails when the
+	// answer is not the service's error document at all (an HTML page
+	// from a proxy): the SDK's client then reports no API error either.
+	Error func(header http.Header, body []byte) (code, message, requestID string, err error)
 	// Regional, when set, is the service's own rule for its regional
 	// endpoint, given the region and whether FIPS and dual-stack are on
 	// (Secrets Manager answers dual-stack on its regular names in most
@@ -96,6 +99,7 @@ type Client struct {
 	svc      Service
 	region   string
 	endpoint string
+	url      string // the requests' URL: the endpoint, with "/" when it has no path
 	// endpointErr is a configuration the endpoint rules refuse (FIPS with
 	// a custom endpoint), returned by every call.
 	endpointErr error
@@ -147,6 +151,10 @@ func New(svc Service, cfg aws.Config, opts ...func(*Options)) *Client {
 	}
 	c.retryer = retryer(cfg)
 	c.endpoint, c.endpointErr = svc.Endpoint(cfg)
+	c.url = c.endpoint
+	if u, err := url.Parse(c.endpoint); err == nil && u.Path == "" {
+		c.url += "/" // a configured endpoint's own path is kept, as the SDK keeps it
+	}
 	return c
 }
 
@@ -231,14 +239,17 @@ func (c *Client) call(ctx context.Context, header http.Header, body []byte, deco
 			_ = releaseRetry(err)
 			releaseRetry = nil
 		}
-		switch {
+		var api smithy.APIError
+		switch max := c.retryer.MaxAttempts(); {
 		case err == nil:
 			return nil
-		case ctx.Err() != nil:
+		case ctx.Err() != nil && !errors.As(err, &api):
+			// Cut off without an answer. An answer that came as the
+			// context ended is still the call's end, as with the SDK.
 			return &smithy.CanceledError{Err: ctx.Err()}
 		case !c.retryer.IsErrorRetryable(err):
 			return retried(attempt, err)
-		case attempt >= c.retryer.MaxAttempts():
+		case max > 0 && attempt >= max: // 0: no limit, as in the SDK
 			return &retry.MaxAttemptsError{Attempt: attempt, Err: err}
 		}
 		delay, derr := c.retryer.RetryDelay(attempt, err)
@@ -248,7 +259,9 @@ func (c *Client) call(ctx context.Context, header http.Header, body []byte, deco
 		delay = retryAfter(delay, err)
 		rel, qerr := c.retryer.GetRetryToken(ctx, err)
 		if qerr != nil {
-			return retried(attempt, err) // the retry quota is spent: no retry storm
+			// The retry quota is spent: no retry storm. Both errors are
+			// the call's, as the SDK joins them.
+			return retried(attempt, errors.Join(err, qerr))
 		}
 		releaseRetry = rel
 		if serr := c.sleep(ctx, delay); serr != nil {
@@ -316,7 +329,7 @@ func Attempts(err error) int {
 // It also reports the service's clock minus ours as the answer's Date
 // header measures it (ok false: no answer, no Date, or not to be trusted).
 func (c *Client) attempt(ctx context.Context, header http.Header, body []byte, hash string, skew time.Duration, decode func(int, []byte) error) (measured time.Duration, ok bool, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.endpoint+"/", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(body))
 	if err != nil {
 		return 0, false, fmt.Errorf("build request: %w", err)
 	}
@@ -339,20 +352,36 @@ func (c *Client) attempt(ctx context.Context, header http.Header, body []byte, h
 	}
 	defer resp.Body.Close()
 	measured, ok = serverSkew(resp.Header, sent, c.now())
+	// From here on there is an answer, and every error carries its status
+	// and request ID (*awshttp.ResponseError), as the SDK's do.
 	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return measured, ok, &smithyhttp.RequestSendError{Err: fmt.Errorf("read answer: %w", err)}
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+	switch {
+	case err != nil:
+		// Cut off: retried only as the SDK retries it (a reset, a
+		// timeout), since the request itself may have taken effect.
+		return measured, ok, c.answerError(resp, "", &smithy.DeserializationError{Err: fmt.Errorf("read answer: %w", err)})
+	case resp.StatusCode < 200 || resp.StatusCode > 299:
 		return measured, ok, c.responseError(resp, data)
-	}
-	if decode == nil {
+	case decode == nil:
 		return measured, ok, nil
 	}
 	if err := decode(resp.StatusCode, data); err != nil {
-		return measured, ok, &smithy.DeserializationError{Err: fmt.Errorf("decode answer (HTTP %d, %d bytes): %w", resp.StatusCode, len(data), err)}
+		return measured, ok, c.answerError(resp, "", &smithy.DeserializationError{Err: fmt.Errorf("decode answer (HTTP %d, %d bytes): %w", resp.StatusCode, len(data), err)})
 	}
 	return measured, ok, nil
+}
+
+// answerError is err, about answer resp, in the SDK's wrapping: an
+// *awshttp.ResponseError with its status and request ID (id, else the
+// header's).
+func (c *Client) answerError(resp *http.Response, id string, err error) error {
+	if id == "" {
+		id = resp.Header.Get("X-Amzn-Requestid")
+	}
+	return &awshttp.ResponseError{
+		RequestID:     id,
+		ResponseError: &smithyhttp.ResponseError{Response: &smithyhttp.Response{Response: resp}, Err: err},
+	}
 }
 
 // maxTrustedRoundTrip is the longest round trip whose answer's Date still
@@ -421,9 +450,20 @@ func (e *ClockSkewError) Unwrap() error { return e.Err }
 // RetryableError tells the SDK's retryer to retry it.
 func (e *ClockSkewError) RetryableError() bool { return true }
 
-// responseError is the service's error answer as the SDK returns it.
+// responseError is the service's error answer as the SDK returns it: its
+// code and message, or, when the answer is not an error document of the
+// service, no API error at all.
+//
+// Decision: the fault is the status's (client for 4xx, server for 5xx)
+// where the SDK's clients say "unknown" for every code their model does
+// not list (all of EC2's): shared/provision tells a refusal EC2 answered
+// (nothing launched) from a failure by it, and shared/failure classes by
+// the status as well.
 func (c *Client) responseError(resp *http.Response, data []byte) error {
-	code, msg, id := c.svc.Error(resp.Header, data)
+	code, msg, id, err := c.svc.Error(resp.Header, data)
+	if err != nil {
+		return c.answerError(resp, id, err)
+	}
 	if code == "" {
 		code = "UnknownError"
 	}
@@ -434,16 +474,7 @@ func (c *Client) responseError(resp *http.Response, data []byte) error {
 	if resp.StatusCode >= 500 {
 		fault = smithy.FaultServer
 	}
-	if id == "" {
-		id = resp.Header.Get("X-Amzn-Requestid")
-	}
-	return &awshttp.ResponseError{
-		RequestID: id,
-		ResponseError: &smithyhttp.ResponseError{
-			Response: &smithyhttp.Response{Response: resp},
-			Err:      &smithy.GenericAPIError{Code: code, Message: msg, Fault: fault},
-		},
-	}
+	return c.answerError(resp, id, &smithy.GenericAPIError{Code: code, Message: msg, Fault: fault})
 }
 
 // Code is the service's error code of err ("" when err carries none).
@@ -616,15 +647,21 @@ func (s Service) configuredEndpoint(ctx context.Context, sources []any) (string,
 // JSONError reads an awsJson error answer as the SDK's awsjson protocol
 // does: the code from X-Amzn-ErrorType, else the body's __type, else its
 // code; namespace ("com.amazonaws.ssm#") and URI (":http://…") stripped;
-// the message from message or Message. A body that is no JSON document
-// leaves the header's code, else none (UnknownError).
-func JSONError(header http.Header, body []byte) (code, message, requestID string) {
+// the message from message or Message; an empty body has no code
+// (UnknownError). A body that is not JSON (an HTML page from a proxy) is
+// no error document, header or not: err, a *smithy.DeserializationError,
+// as the SDK fails to decode it too.
+func JSONError(header http.Header, body []byte) (code, message, requestID string, err error) {
 	var doc struct {
 		Type    string `json:"__type"`
 		Code    any    `json:"code"`
 		Message string `json:"message"`
 	}
-	_ = json.Unmarshal(body, &doc)
+	// As the SDK reads it: the first JSON value of the body, none when
+	// the body is empty; anything else is not an error document.
+	if err := json.NewDecoder(bytes.NewReader(body)).Decode(&doc); err != nil && err != io.EOF {
+		return "", "", header.Get("X-Amzn-Requestid"), &smithy.DeserializationError{Err: fmt.Errorf("failed to decode response body, %w", err)}
+	}
 	code = header.Get("X-Amzn-ErrorType")
 	if code == "" {
 		code = doc.Type
@@ -638,5 +675,5 @@ func JSONError(header http.Header, body []byte) (code, message, requestID string
 	if i := strings.Index(code, "#"); i >= 0 {
 		code = code[i+1:]
 	}
-	return code, doc.Message, header.Get("X-Amzn-Requestid")
+	return code, doc.Message, header.Get("X-Amzn-Requestid"), nil
 }

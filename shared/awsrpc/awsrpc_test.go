@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -69,6 +70,10 @@ type endpoint struct {
 	delays  []time.Duration
 	sendErr error
 	header  http.Header // more headers on every answer
+	readErr error       // reading each answer's body ends in it, after the body
+	// answered runs as each answer is returned (the test's context may
+	// end there).
+	answered func()
 }
 
 func (e *endpoint) Do(r *http.Request) (*http.Response, error) {
@@ -84,23 +89,39 @@ func (e *endpoint) Do(r *http.Request) (*http.Response, error) {
 	for k, v := range e.header {
 		h[k] = v
 	}
+	var body io.Reader = strings.NewReader(a.body)
+	if e.readErr != nil {
+		body = io.MultiReader(body, iotest.ErrReader(e.readErr))
+	}
+	if e.answered != nil {
+		e.answered()
+	}
 	return &http.Response{
 		StatusCode: a.status, Status: http.StatusText(a.status),
 		Header: h,
-		Body:   io.NopCloser(strings.NewReader(a.body)), Request: r,
+		Body:   io.NopCloser(body), Request: r,
 	}, nil
 }
 
 // plain is a service whose error answer is "code: message".
 var plain = awsrpc.Service{
 	ID: "Plain Service", SigningName: "plain", EndpointPrefix: "plain", ContentType: "text/plain",
-	Error: func(_ http.Header, body []byte) (string, string, string) {
+	Error: func(_ http.Header, body []byte) (string, string, string, error) {
+		if strings.HasPrefix(string(body), "<") {
+			return "", "", "", errors.New("not plain text")
+		}
 		code, msg, _ := strings.Cut(string(body), ": ")
-		return code, msg, ""
+		return code, msg, "", nil
 	},
 }
 
 var signedAt = time.Date(2026, 12, 5, 3, 0, 0, 0, time.UTC)
+
+// testConfig is a configuration in eu-west-1 with static credentials,
+// sending through hc.
+func testConfig(hc aws.HTTPClient) aws.Config {
+	return aws.Config{Region: "eu-west-1", Credentials: credentials.NewStaticCredentialsProvider("AKID", "SECRET", ""), HTTPClient: hc}
+}
 
 func setup(t *testing.T, script ...answer) (*awsrpc.Client, *endpoint) {
 	t.Helper()
@@ -240,7 +261,7 @@ func TestConnectionErrorsRetryAndCancelStops(t *testing.T) {
 func TestOptionsWrapTheConfigurationsHTTPClient(t *testing.T) {
 	t.Parallel()
 	cfgs := &endpoint{script: []answer{{200, ""}}}
-	cfg := aws.Config{Region: "eu-west-1", Credentials: credentials.NewStaticCredentialsProvider("AKID", "SECRET", ""), HTTPClient: cfgs}
+	cfg := testConfig(cfgs)
 	wrapped := 0
 	c := awsrpc.New(plain, cfg, func(o *awsrpc.Options) {
 		next := o.HTTPClient
@@ -322,10 +343,8 @@ func TestRetrySettingsOfTheConfiguration(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			e := &endpoint{script: []answer{{503, "ServiceUnavailable: busy"}}}
-			cfg := aws.Config{
-				Region: "eu-west-1", Credentials: credentials.NewStaticCredentialsProvider("AKID", "SECRET", ""), HTTPClient: e,
-				RetryMaxAttempts: tt.maxAttempts, RetryMode: tt.mode, Retryer: tt.retryer,
-			}
+			cfg := testConfig(e)
+			cfg.RetryMaxAttempts, cfg.RetryMode, cfg.Retryer = tt.maxAttempts, tt.mode, tt.retryer
 			c := awsrpc.New(plain, cfg, func(o *awsrpc.Options) {
 				o.Sleep = func(context.Context, time.Duration) error { return nil }
 			})
@@ -361,13 +380,11 @@ func TestRetryAfterHeader(t *testing.T) {
 			if tt.header != "" {
 				e.header = http.Header{"X-Amz-Retry-After": {tt.header}}
 			}
-			cfg := aws.Config{
-				Region: "eu-west-1", Credentials: credentials.NewStaticCredentialsProvider("AKID", "SECRET", ""), HTTPClient: e,
-				Retryer: func() aws.Retryer {
-					return retry.NewStandard(func(o *retry.StandardOptions) {
-						o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return backoff, nil })
-					})
-				},
+			cfg := testConfig(e)
+			cfg.Retryer = func() aws.Retryer {
+				return retry.NewStandard(func(o *retry.StandardOptions) {
+					o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return backoff, nil })
+				})
 			}
 			c := awsrpc.New(plain, cfg, func(o *awsrpc.Options) {
 				o.Sleep = func(_ context.Context, d time.Duration) error { e.delays = append(e.delays, d); return nil }

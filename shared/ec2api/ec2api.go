@@ -41,12 +41,14 @@ const ServiceID = "EC2"
 var Service = awsrpc.Service{
 	ID: ServiceID, SigningName: "ec2", EndpointPrefix: "ec2",
 	ContentType: "application/x-www-form-urlencoded",
-	Error: func(_ http.Header, body []byte) (code, message, requestID string) {
+	// As the SDK's EC2 client reads it: an empty body has no code
+	// (UnknownError); one that is not XML is no error document.
+	Error: func(_ http.Header, body []byte) (code, message, requestID string, err error) {
 		comp, err := ec2query.GetErrorResponseComponents(bytes.NewReader(body))
 		if err != nil {
-			return "", "", ""
+			return "", "", "", err
 		}
-		return comp.Code, comp.Message, comp.RequestID
+		return comp.Code, comp.Message, comp.RequestID, nil
 	},
 }
 

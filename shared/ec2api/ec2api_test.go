@@ -289,7 +289,9 @@ func ec2Error(code, msg string) string {
 }
 
 // TestErrorsAreReadAsTheSDKReadsThem checks EC2's error document (the
-// chain and the retries around it are shared/awsrpc's, tested there).
+// chain and the retries around it are shared/awsrpc's, tested there): an
+// empty body is UnknownError, and one that is not XML no API error at all,
+// as the SDK's EC2 client reads them (ec2query.GetErrorResponseComponents).
 func TestErrorsAreReadAsTheSDKReadsThem(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -305,6 +307,8 @@ func TestErrorsAreReadAsTheSDKReadsThem(t *testing.T) {
 			wantCode: "RequestLimitExceeded", wantMsg: "Request limit exceeded.", wantClass: failure.RateLimit},
 		{name: "no document", answer: answer{500, ``},
 			wantCode: "UnknownError", wantMsg: "UnknownError", wantClass: failure.ServerSide},
+		{name: "a proxy's page that is not XML", answer: answer{403, `<html><body>Forbidden`},
+			wantClass: failure.NonRetryable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -314,7 +318,13 @@ func TestErrorsAreReadAsTheSDKReadsThem(t *testing.T) {
 			var api smithy.APIError
 			var op *smithy.OperationError
 			var id interface{ ServiceRequestID() string }
+			var status interface{ HTTPStatusCode() int }
 			switch {
+			case !errors.As(err, &status) || status.HTTPStatusCode() != tt.answer.status:
+				t.Errorf("got %v, want the answer's status %d in it", err, tt.answer.status)
+			case tt.wantCode == "" && errors.As(err, &api):
+				t.Errorf("got %v, want no API error: the body is no error document", err)
+			case tt.wantCode == "":
 			case !errors.As(err, &api) || api.ErrorCode() != tt.wantCode || api.ErrorMessage() != tt.wantMsg:
 				t.Errorf("got %v, want an API error %s: %s", err, tt.wantCode, tt.wantMsg)
 			case !errors.As(err, &op) || op.Service() != "EC2" || op.Operation() != "TerminateInstances":

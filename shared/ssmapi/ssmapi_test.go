@@ -189,7 +189,9 @@ func TestDescribeParametersAndTags(t *testing.T) {
 // TestErrorsAreReadAsTheSDKReadsThem checks SSM's awsJson error answers
 // (the chain and the retries around them are shared/awsrpc's, tested
 // there): the code from X-Amzn-ErrorType, else __type, else code, without
-// namespace or URI; the message in either case.
+// namespace or URI; the message in either case; an empty body is
+// UnknownError, and a body that is not JSON no API error at all, header or
+// not (what the SDK's SSM client, v1.83.0, answered to the same bodies).
 func TestErrorsAreReadAsTheSDKReadsThem(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -217,9 +219,15 @@ func TestErrorsAreReadAsTheSDKReadsThem(t *testing.T) {
 		{name: "a refusal",
 			answer:   answer{400, nil, `{"__type":"ValidationException","message":"1 validation error detected"}`},
 			wantCode: "ValidationException", wantMessage: "1 validation error detected", wantClass: failure.NonRetryable},
-		{name: "no document",
-			answer:   answer{500, nil, `<html>Bad Gateway</html>`},
+		{name: "an empty body",
+			answer:   answer{500, nil, ``},
 			wantCode: "UnknownError", wantMessage: "UnknownError", wantClass: failure.ServerSide},
+		{name: "a proxy's page, 5xx: no API error, retried",
+			answer:    answer{502, nil, `<html>Bad Gateway</html>`},
+			wantClass: failure.ServerSide},
+		{name: "a proxy's page, 4xx, with the header: still no API error",
+			answer:    answer{403, http.Header{"X-Amzn-Errortype": {"AccessDeniedException"}}, `<html>Forbidden</html>`},
+			wantClass: failure.NonRetryable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -228,6 +236,20 @@ func TestErrorsAreReadAsTheSDKReadsThem(t *testing.T) {
 			_, err := c.DeleteParameter(context.Background(), &ssmapi.DeleteParameterInput{Name: "/x"})
 			var api smithy.APIError
 			var op *smithy.OperationError
+			var de *smithy.DeserializationError
+			var status interface{ HTTPStatusCode() int }
+			if !errors.As(err, &status) || status.HTTPStatusCode() != tt.answer.status {
+				t.Errorf("got %v, want the answer's status %d in it", err, tt.answer.status)
+			}
+			if tt.wantCode == "" {
+				if errors.As(err, &api) || !errors.As(err, &de) {
+					t.Errorf("got %v, want no API error: the body could not be read", err)
+				}
+				if got := failure.Classify(err).Class; got != tt.wantClass {
+					t.Errorf("class: got %s, want %s (%v)", got, tt.wantClass, err)
+				}
+				return
+			}
 			switch {
 			case !errors.As(err, &api) || api.ErrorCode() != tt.wantCode || api.ErrorMessage() != tt.wantMessage:
 				t.Errorf("got %v, want an API error %s: %s", err, tt.wantCode, tt.wantMessage)
