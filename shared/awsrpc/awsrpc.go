@@ -109,8 +109,8 @@ type Client struct {
 	signer      *v4.Signer
 	now         clock.Func
 	sleep       func(context.Context, time.Duration) error
-	// skew is the service's clock minus ours, in nanoseconds, as the last
-	// call's last answer measured it; requests are signed at now + skew.
+	// skew is the service's clock minus ours, in nanoseconds, as the
+	// latest answer measured it; requests are signed at now + skew.
 	skew atomic.Int64
 	// noSkew is cfg.DisableClockSkewCorrection: sign at now, measure
 	// nothing, retry no signature refusal.
